@@ -1,0 +1,26 @@
+//! The agents API v1 on the wire, in one place for server and client alike:
+//! the envelope, the callers, the responses, the error codes and the limits.
+
+mod envelope;
+mod error;
+mod response;
+
+pub use envelope::{
+    API_VERSION, Caller, Envelope, OutgoingEnvelope, RawRequest, RequestId, TerminalRef, Token,
+};
+pub use error::{ApiError, ErrorCode};
+pub use response::Response;
+
+/// The build of this crate, reported by Hello and in api.json.
+pub const BUILD: &str = env!("CARGO_PKG_VERSION");
+
+/// The longest request line, its `\n` included (section 2).
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// The longest response line; anything that could exceed it is cut and marked `truncated`.
+pub const MAX_RESPONSE: usize = 8 * 1024 * 1024;
+
+/// The message of `unsupported_api_version`, exactly as the seed spells it.
+pub fn unsupported_version_message(asked: &serde_json::Number) -> String {
+    format!("This app serves the agents API v{API_VERSION}, not v{asked}")
+}

@@ -1,0 +1,246 @@
+//! The request set: one file per request, and here the table that says, for every
+//! request, its wire name, who may make it, its deadline and whether it mutates.
+//!
+//! Adding a request means adding a [`RequestKind`], a [`Request`] variant and its
+//! file; every `match` below (and the server's dispatch) refuses to compile until
+//! the new request's rights and deadline are decided.
+
+pub mod hello;
+pub mod shutdown;
+pub mod stats;
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::protocol::ApiError;
+
+/// The deadlines of section 5, in one place.
+pub mod deadline {
+    use std::time::Duration;
+
+    /// Most requests.
+    pub const STANDARD: Duration = Duration::from_secs(10);
+    /// CreateWorktree, Changes, Close, PickVariant, Spawn, RunVariants.
+    pub const LONG: Duration = Duration::from_secs(60);
+    /// Code, ExtensionTool.
+    pub const LONGEST: Duration = Duration::from_secs(120);
+    /// The longest a Wait or a Check may ask to wait, in seconds.
+    pub const MAX_WAIT_SECS: u64 = 1800;
+    /// Added to the time a Wait or Check asked for.
+    pub const WAIT_GRACE: Duration = Duration::from_secs(1);
+}
+
+/// The name of a request, without its fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestKind {
+    /// See [`hello::Hello`].
+    Hello,
+    /// See [`stats::Stats`].
+    Stats,
+    /// See [`shutdown::Shutdown`].
+    Shutdown,
+}
+
+/// Who may make a request (the table of section 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rights {
+    /// Client, lead terminals and plain terminals.
+    Anyone,
+    /// Only `Client`.
+    ClientOnly,
+    /// Only terminals, each about itself (Report).
+    TerminalsAboutThemselves,
+    /// Client and lead terminals anywhere; a plain terminal only inside its own
+    /// environment and on terminals it spawned (the app checks the scope).
+    Scoped,
+}
+
+impl RequestKind {
+    /// Every request this app serves, in the order Hello lists them.
+    pub const ALL: &'static [RequestKind] = &[
+        RequestKind::Hello,
+        RequestKind::Stats,
+        RequestKind::Shutdown,
+    ];
+
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestKind::Hello => "Hello",
+            RequestKind::Stats => "Stats",
+            RequestKind::Shutdown => "Shutdown",
+        }
+    }
+
+    /// Looks a wire name up; `None` means `unknown_request`.
+    pub fn from_name(name: &str) -> Option<RequestKind> {
+        Self::ALL.iter().copied().find(|kind| kind.name() == name)
+    }
+
+    /// Who may make this request.
+    pub fn rights(self) -> Rights {
+        match self {
+            RequestKind::Hello | RequestKind::Stats => Rights::Anyone,
+            RequestKind::Shutdown => Rights::ClientOnly,
+        }
+    }
+
+    /// Whether a `request_id` makes this request at-most-once (section 8).
+    pub fn mutates(self) -> bool {
+        match self {
+            RequestKind::Hello | RequestKind::Stats => false,
+            RequestKind::Shutdown => true,
+        }
+    }
+}
+
+/// A request whose name and fields have been checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Request {
+    /// See [`hello::Hello`].
+    Hello(hello::Hello),
+    /// See [`stats::Stats`].
+    Stats(stats::Stats),
+    /// See [`shutdown::Shutdown`].
+    Shutdown(shutdown::Shutdown),
+}
+
+impl Request {
+    /// Step 4 of the order of checks: the request's name, then its fields.
+    ///
+    /// An unknown name is `unknown_request`; fields of the wrong shape are
+    /// `bad_request` naming the request and the field. Unknown fields are ignored.
+    pub fn parse(name: &str, fields: Option<Value>) -> Result<Request, ApiError> {
+        let Some(kind) = RequestKind::from_name(name) else {
+            return Err(ApiError::new(
+                crate::protocol::ErrorCode::UnknownRequest,
+                format!(
+                    "unknown request {name:?}: this app (build {}) does not serve it; \
+                     if a newer krad knows it, update the app",
+                    crate::protocol::BUILD
+                ),
+            )
+            .with_detail(serde_json::json!({ "request": name })));
+        };
+        Ok(match kind {
+            RequestKind::Hello => Request::Hello(fields_of(kind, fields)?),
+            RequestKind::Stats => Request::Stats(fields_of(kind, fields)?),
+            RequestKind::Shutdown => Request::Shutdown(fields_of(kind, fields)?),
+        })
+    }
+
+    /// The request's name.
+    pub fn kind(&self) -> RequestKind {
+        match self {
+            Request::Hello(_) => RequestKind::Hello,
+            Request::Stats(_) => RequestKind::Stats,
+            Request::Shutdown(_) => RequestKind::Shutdown,
+        }
+    }
+
+    /// How long the app may take before it answers `"TimedOut"`; `None` for streams.
+    pub fn deadline(&self) -> Option<Duration> {
+        match self {
+            Request::Hello(_) | Request::Stats(_) | Request::Shutdown(_) => {
+                Some(deadline::STANDARD)
+            }
+        }
+    }
+
+    /// Whether the request waits on something, so that a client closing its
+    /// connection cancels it (section 2).
+    pub fn cancels_when_client_leaves(&self) -> bool {
+        match self {
+            Request::Hello(_) | Request::Stats(_) | Request::Shutdown(_) => false,
+        }
+    }
+
+    /// The request as its wire JSON (`{"Name":{…}}`).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// Decodes a request's fields, naming the field that is wrong.
+fn fields_of<T: DeserializeOwned>(kind: RequestKind, fields: Option<Value>) -> Result<T, ApiError> {
+    let fields = match fields {
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(object @ Value::Object(_)) => object,
+        Some(_) => {
+            return Err(ApiError::bad_request(format!(
+                "{}: the request's fields must be an object",
+                kind.name()
+            )));
+        }
+    };
+    serde_path_to_error::deserialize(fields).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let message = if path == "." {
+            format!("{}: {inner}", kind.name())
+        } else {
+            format!("{}: field \"{path}\": {inner}", kind.name())
+        };
+        ApiError::bad_request(message)
+            .with_detail(serde_json::json!({ "request": kind.name(), "field": path }))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ErrorCode;
+    use serde_json::json;
+
+    #[test]
+    fn every_kind_round_trips_its_name() {
+        for &kind in RequestKind::ALL {
+            assert_eq!(RequestKind::from_name(kind.name()), Some(kind));
+        }
+    }
+
+    #[test]
+    fn fieldless_requests_take_every_spelling() {
+        for fields in [
+            None,
+            Some(json!(null)),
+            Some(json!({})),
+            Some(json!({"x":1})),
+        ] {
+            assert_eq!(
+                Request::parse("Hello", fields).unwrap(),
+                Request::Hello(hello::Hello {})
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_names_and_bad_fields() {
+        let e = Request::parse("Teleport", None).unwrap_err();
+        assert_eq!(e.code, ErrorCode::UnknownRequest);
+        let e = Request::parse("Shutdown", Some(json!({"close_terminals":"yes"}))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadRequest);
+        assert!(
+            e.message.contains("Shutdown") && e.message.contains("close_terminals"),
+            "{}",
+            e.message
+        );
+        let e = Request::parse("Shutdown", Some(json!([1]))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadRequest);
+    }
+
+    #[test]
+    fn wire_form_parses_back() {
+        let request = Request::Shutdown(shutdown::Shutdown {
+            close_terminals: Some(false),
+        });
+        let Value::Object(map) = request.to_value() else {
+            panic!()
+        };
+        let (name, fields) = map.into_iter().next().unwrap();
+        assert_eq!(Request::parse(&name, Some(fields)).unwrap(), request);
+    }
+}

@@ -1,0 +1,85 @@
+//! One connection's bytes: reading the request line within its limits, writing
+//! the answer so that it survives a client that is still sending, and noticing a
+//! client that leaves.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::protocol::MAX_LINE;
+
+/// How long writing an answer may take before the client is given up on.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What reading the request line gave.
+#[derive(Debug)]
+pub(crate) enum LineRead {
+    /// A complete line, without its `\n`.
+    Line(Vec<u8>),
+    /// [`MAX_LINE`] bytes arrived without a `\n`; nothing past them was buffered.
+    TooLong,
+    /// The client closed its side first; `partial` if it had sent some bytes.
+    Closed {
+        /// Whether bytes without a final `\n` arrived.
+        partial: bool,
+    },
+}
+
+/// Reads up to the first `\n`, never buffering more than [`MAX_LINE`] bytes.
+/// Bytes after the `\n` that arrived in the same read are dropped.
+pub(crate) async fn read_line(stream: &mut TcpStream) -> std::io::Result<LineRead> {
+    let mut buf: Vec<u8> = Vec::with_capacity(1024);
+    let mut scanned = 0;
+    loop {
+        let room = MAX_LINE - buf.len();
+        if room == 0 {
+            return Ok(LineRead::TooLong);
+        }
+        if buf.len() == buf.capacity() {
+            buf.reserve(buf.len().clamp(1024, room));
+        }
+        let n = (&mut *stream).take(room as u64).read_buf(&mut buf).await?;
+        if n == 0 {
+            return Ok(LineRead::Closed {
+                partial: !buf.is_empty(),
+            });
+        }
+        if let Some(i) = memchr::memchr(b'\n', &buf[scanned..]) {
+            buf.truncate(scanned + i);
+            return Ok(LineRead::Line(buf));
+        }
+        scanned = buf.len();
+    }
+}
+
+/// Resolves when the client closes its side (EOF) or the connection breaks.
+/// Whatever else it sends meanwhile is discarded (bytes after the line are ignored).
+pub(crate) async fn client_left(stream: &mut TcpStream) {
+    let mut sink = [0u8; 256];
+    loop {
+        match stream.read(&mut sink).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Writes the answer line, shuts the write side, then discards input for at most
+/// `linger` before closing: closing with unread input would send a reset that can
+/// destroy the answer in the client's receive buffer.
+pub(crate) async fn finish(mut stream: TcpStream, line: &[u8], linger: Duration) {
+    match tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(line)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::debug!("could not write the answer: {e}");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("client did not read its answer within {WRITE_TIMEOUT:?}");
+            return;
+        }
+    }
+    let _ = stream.shutdown().await;
+    let _ = tokio::time::timeout(linger, client_left(&mut stream)).await;
+}

@@ -1,0 +1,244 @@
+//! The loopback server: accepts connections on 127.0.0.1, caps how many are open,
+//! reads one request line from each, answers it and closes.
+//!
+//! The app behind the bus is an [`App`]; the bus answers `Hello` itself, so a busy
+//! app never delays a handshake.
+
+mod connection;
+pub mod counters;
+mod dispatch;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::protocol::{ApiError, ErrorCode, MAX_LINE, RequestId, Response};
+use crate::request::stats::StatsInfo;
+use crate::token::{Principal, Secret};
+use connection::LineRead;
+use dispatch::Reply;
+
+/// The app behind the bus: everything but the handshake and the bus's own counters.
+pub trait App: Send + Sync + 'static {
+    /// How many agents the app knows, for Stats.
+    fn agent_count(&self) -> impl Future<Output = u64> + Send;
+}
+
+/// Who is calling and how, handed to every request's handler.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// The authenticated caller.
+    pub principal: Principal,
+    /// The at-most-once id, if the envelope had one.
+    pub request_id: Option<RequestId>,
+}
+
+/// Limits of the server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Connections open at once; the next is answered `busy` (default 1,024).
+    pub max_connections: usize,
+    /// Time for the request line to arrive after the accept (default 10 s).
+    pub line_timeout: Duration,
+    /// How long input is discarded after the answer before closing (default 500 ms).
+    pub linger: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_connections: 1024,
+            line_timeout: Duration::from_secs(10),
+            linger: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Refused connections answered `busy` at once; past this many in flight, the
+/// newest are closed without an answer rather than queued.
+const MAX_BUSY_RESPONDERS: usize = 256;
+
+/// The bus's shared state: its secret, limits, counters and shutdown signal.
+pub struct Bus {
+    secret: Secret,
+    config: ServerConfig,
+    counters: counters::Counters,
+    started: Instant,
+    connections: Arc<Semaphore>,
+    busy_responders: Arc<Semaphore>,
+    shutdown: CancellationToken,
+    close_terminals: AtomicBool,
+}
+
+impl Bus {
+    /// A bus with a fresh secret.
+    pub fn new(secret: Secret, config: ServerConfig) -> Bus {
+        Bus {
+            secret,
+            connections: Arc::new(Semaphore::new(config.max_connections)),
+            busy_responders: Arc::new(Semaphore::new(MAX_BUSY_RESPONDERS)),
+            config,
+            counters: counters::Counters::default(),
+            started: Instant::now(),
+            shutdown: CancellationToken::new(),
+            close_terminals: AtomicBool::new(true),
+        }
+    }
+
+    /// The app's secret, to give terminals their tokens.
+    pub fn secret(&self) -> &Secret {
+        &self.secret
+    }
+
+    /// The bus's counters.
+    pub fn counters(&self) -> &counters::Counters {
+        &self.counters
+    }
+
+    /// Asks the server to stop: no new connections, then [`serve`] returns.
+    pub fn request_shutdown(&self, close_terminals: bool) {
+        self.close_terminals
+            .store(close_terminals, Ordering::Relaxed);
+        self.shutdown.cancel();
+    }
+
+    /// Resolves once a shutdown was requested.
+    pub async fn shutdown_requested(&self) {
+        self.shutdown.cancelled().await;
+    }
+
+    /// Whether the shutdown asked for the terminals to be closed.
+    pub fn closes_terminals_on_shutdown(&self) -> bool {
+        self.close_terminals.load(Ordering::Relaxed)
+    }
+
+    fn stats(&self, agents: u64) -> StatsInfo {
+        StatsInfo {
+            connections_open: (self.config.max_connections - self.connections.available_permits())
+                as u64,
+            requests_total: self.counters.requests_total(),
+            errors_by_code: self.counters.errors_by_code(),
+            waits_pending: self.counters.waits_pending(),
+            subscribers: self.counters.subscribers(),
+            agents,
+            uptime_secs: self.started.elapsed().as_secs(),
+        }
+    }
+}
+
+/// Binds the bus's listener: always 127.0.0.1, on `port` (0: the system picks).
+pub async fn bind(port: u16) -> std::io::Result<TcpListener> {
+    TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await
+}
+
+/// Serves until [`Bus::request_shutdown`], then waits (at most a few seconds) for
+/// the connections still open to finish.
+pub async fn serve<A: App>(listener: TcpListener, bus: Arc<Bus>, app: Arc<A>) {
+    let tracker = TaskTracker::new();
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = bus.shutdown.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => {
+                backoff = Duration::from_millis(5);
+                stream
+            }
+            Err(e) => {
+                // Out of descriptors and the like: the listener is fine, wait and retry.
+                tracing::warn!("accept failed, retrying in {backoff:?}: {e}");
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = bus.shutdown.cancelled() => break,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        match bus.connections.clone().try_acquire_owned() {
+            Ok(permit) => {
+                tracker.spawn(connection_task(stream, bus.clone(), app.clone(), permit));
+            }
+            Err(_) => refuse_busy(stream, &bus, &tracker),
+        }
+    }
+    drop(listener);
+    tracker.close();
+    if tokio::time::timeout(Duration::from_secs(3), tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::info!(
+            "{} connections still open at shutdown; closing them",
+            tracker.len()
+        );
+    }
+}
+
+fn refuse_busy(stream: TcpStream, bus: &Arc<Bus>, tracker: &TaskTracker) {
+    bus.counters.answered(Some(ErrorCode::Busy));
+    let Ok(permit) = bus.busy_responders.clone().try_acquire_owned() else {
+        return; // dropping the stream closes it
+    };
+    let line = Response::from(ApiError::new(
+        ErrorCode::Busy,
+        format!(
+            "the app has {} connections open, its limit; try again shortly",
+            bus.config.max_connections
+        ),
+    ))
+    .to_line();
+    let linger = bus.config.linger.min(Duration::from_millis(200));
+    tracker.spawn(async move {
+        connection::finish(stream, &line, linger).await;
+        drop(permit);
+    });
+}
+
+async fn connection_task<A: App>(
+    mut stream: TcpStream,
+    bus: Arc<Bus>,
+    app: Arc<A>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let read = tokio::time::timeout(bus.config.line_timeout, connection::read_line(&mut stream));
+    let reply = match read.await {
+        Ok(Ok(LineRead::Line(line))) => dispatch::handle(&bus, &*app, &line, &mut stream).await,
+        Ok(Ok(LineRead::TooLong)) => Reply::Answer(
+            ApiError::bad_request(format!(
+                "the request line is longer than {MAX_LINE} bytes (the limit, its \\n included)"
+            ))
+            .into(),
+        ),
+        Ok(Ok(LineRead::Closed { partial: true })) => Reply::Answer(
+            ApiError::bad_request(
+                "the connection was closed before the request line ended (end it with \\n)",
+            )
+            .into(),
+        ),
+        Ok(Ok(LineRead::Closed { partial: false })) | Ok(Err(_)) => return,
+        Err(_) => Reply::Answer(
+            ApiError::bad_request(format!(
+                "no complete request line within {} s of connecting",
+                bus.config.line_timeout.as_secs_f64()
+            ))
+            .into(),
+        ),
+    };
+    let Reply::Answer(response) = reply else {
+        tracing::debug!("client left; its request was cancelled");
+        return;
+    };
+    bus.counters.answered(response.error_code());
+    connection::finish(stream, &response.to_line(), bus.config.linger).await;
+}

@@ -1,0 +1,24 @@
+//! `krad completions`: shell completion scripts, generated from the command line.
+
+use clap::CommandFactory;
+
+use crate::cli::Cli;
+use crate::exit::Exit;
+
+/// Arguments of `krad completions`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  krad completions bash > ~/.local/share/bash-completion/completions/krad\n  \
+    krad completions zsh > \"${fpath[1]}/_krad\""
+)]
+pub struct CompletionsArgs {
+    /// The shell to write completions for.
+    pub shell: clap_complete::Shell,
+}
+
+/// Prints the completion script.
+pub fn run(args: CompletionsArgs) -> anyhow::Result<Exit> {
+    let mut command = Cli::command();
+    clap_complete::generate(args.shell, &mut command, "krad", &mut std::io::stdout());
+    Ok(Exit::Success)
+}

@@ -1,0 +1,216 @@
+//! `krad serve`: starts the embedded app in a git repository and serves the bus
+//! on 127.0.0.1 until `krad stop`, SIGTERM or Ctrl-C.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use krad_app::EmbeddedApp;
+use krad_bus::api_json::{self, ApiJson};
+use krad_bus::protocol::{API_VERSION, BUILD};
+use krad_bus::server::{self, Bus, ServerConfig};
+use krad_bus::token::Secret;
+use serde_json::json;
+
+use crate::exit::{Exit, Failure};
+use crate::output;
+
+/// Arguments of `krad serve`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  krad serve\n  krad serve --root ~/src/app --port 41234\n  \
+    KRAD_ADE_API_JSON=/tmp/krad/api.json krad serve --json"
+)]
+pub struct ServeArgs {
+    /// The repository to serve (default: the git repository of the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub root: Option<PathBuf>,
+    /// The port on 127.0.0.1 (default: one the system picks).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Connections open at once before new ones are answered `busy`.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+    /// Time for a request line to arrive, in milliseconds (tests shorten it).
+    #[arg(long, default_value_t = 10_000, hide = true)]
+    pub line_timeout_ms: u64,
+}
+
+/// Runs the app in the foreground.
+pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
+    let root = repository_root(args.root.as_deref())?;
+    let exe = std::env::current_exe().context("cannot find the krad executable")?;
+    let api_json_path = api_json::default_path()?;
+    refuse_if_another_app_serves(&api_json_path)?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let listener = server::bind(args.port).await.map_err(|e| {
+            Failure::new(
+                Exit::Failure,
+                format!("cannot listen on 127.0.0.1:{}: {e}", args.port),
+            )
+        })?;
+        let endpoint = listener.local_addr()?.to_string();
+        let config = ServerConfig {
+            max_connections: args.max_connections as usize,
+            line_timeout: Duration::from_millis(args.line_timeout_ms.max(1)),
+            ..ServerConfig::default()
+        };
+        // Signals are caught from before api.json exists, so that no stop leaves it behind.
+        let signals = Signals::install()?;
+        let bus = Arc::new(Bus::new(Secret::generate()?, config));
+        let app = Arc::new(EmbeddedApp::new(root.clone()));
+        api_json::write(
+            &api_json_path,
+            &ApiJson {
+                api_version: API_VERSION,
+                endpoint: endpoint.clone(),
+                token: bus.secret().client_token(),
+                pid: std::process::id(),
+                build: BUILD.to_owned(),
+                started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+                root: root.clone(),
+            },
+        )?;
+        announce(&root, &endpoint, &api_json_path, &exe, json);
+        tracing::info!(%endpoint, root = %root.display(), "serving");
+
+        let stop_on_signal = {
+            let bus = bus.clone();
+            async move {
+                signals.recv().await;
+                tracing::info!("signal received; stopping");
+                bus.request_shutdown(true);
+            }
+        };
+        let signals = tokio::spawn(stop_on_signal);
+        server::serve(listener, bus.clone(), app.clone()).await;
+        signals.abort();
+        app.shutdown(bus.closes_terminals_on_shutdown()).await;
+        api_json::remove_if_ours(&api_json_path);
+        tracing::info!("stopped");
+        Ok(Exit::Success)
+    })
+}
+
+fn announce(root: &Path, endpoint: &str, api_json: &Path, exe: &Path, json: bool) {
+    if json {
+        output::json(&json!({"Serving": {
+            "endpoint": endpoint,
+            "api_json": api_json,
+            "root": root,
+            "pid": std::process::id(),
+            "build": BUILD,
+            "api_version": API_VERSION,
+            "krad": exe,
+        }}));
+    } else {
+        output::line(&format!(
+            "krad: serving {}\n  bus       {endpoint} (agents API v{API_VERSION}, build {BUILD}, pid {})\n  \
+             api.json  {}\n  stop it with `krad stop` or Ctrl-C",
+            root.display(),
+            std::process::id(),
+            api_json.display()
+        ));
+    }
+}
+
+/// The top of the git repository at `dir` (default: the current directory).
+fn repository_root(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let dir = match dir {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    if !dir.is_dir() {
+        return Err(
+            Failure::new(Exit::Usage, format!("{} is not a directory", dir.display())).into(),
+        );
+    }
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&dir)
+        .args(["rev-parse", "--show-toplevel"])
+        .output()
+        .map_err(|e| {
+            Failure::new(
+                Exit::Failure,
+                format!("cannot run git (is it installed?): {e}"),
+            )
+        })?;
+    if !out.status.success() {
+        let reason = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        return Err(Failure::new(
+            Exit::Failure,
+            format!(
+                "{} is not inside a git repository ({reason}); run `krad serve` in your \
+                 repository or pass --root PATH",
+                dir.display()
+            ),
+        )
+        .into());
+    }
+    let top =
+        String::from_utf8(out.stdout).context("git printed a repository path that is not UTF-8")?;
+    Ok(PathBuf::from(top.trim_end_matches(['\n', '\r'])))
+}
+
+/// One api.json per location: a live app there is not silently replaced.
+fn refuse_if_another_app_serves(path: &Path) -> anyhow::Result<()> {
+    let Ok(existing) = api_json::read(path) else {
+        return Ok(());
+    };
+    let answers = existing
+        .endpoint
+        .parse::<std::net::SocketAddr>()
+        .ok()
+        .and_then(|addr| std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok())
+        .is_some();
+    if existing.pid != std::process::id() && api_json::pid_alive(existing.pid) && answers {
+        return Err(Failure::new(
+            Exit::Failure,
+            format!(
+                "another krad app already serves {} (pid {}, {}) through {}; stop it with \
+                 `krad stop`, or give this one its own KRAD_ADE_API_JSON",
+                existing.root.display(),
+                existing.pid,
+                existing.endpoint,
+                path.display()
+            ),
+        )
+        .into());
+    }
+    tracing::info!(
+        "replacing the stale {} (pid {} is gone)",
+        path.display(),
+        existing.pid
+    );
+    Ok(())
+}
+
+/// SIGTERM and SIGINT, both of which stop the app cleanly.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("cannot catch SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("cannot catch SIGINT")?,
+        })
+    }
+
+    async fn recv(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! `krad stop`: asks the app to shut down, then waits until it is gone.
+
+use std::time::{Duration, Instant};
+
+use krad_bus::request::{Request, deadline, shutdown::Shutdown};
+use serde_json::json;
+
+use crate::connect::{Bus, ConnectArgs};
+use crate::exit::{Exit, Failure};
+use crate::output;
+
+/// Arguments of `krad stop`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  krad stop\n  krad stop --keep-terminals")]
+pub struct StopArgs {
+    /// Leave the terminals' programs running (by default they are closed).
+    #[arg(long)]
+    pub keep_terminals: bool,
+    /// How long to wait for the app to exit, in seconds.
+    #[arg(long, default_value_t = 10, value_name = "SECS")]
+    pub wait: u64,
+}
+
+/// Sends Shutdown and waits for the process to exit.
+pub fn run(args: StopArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let bus = Bus::find(connect)?;
+    let request = Request::Shutdown(Shutdown {
+        close_terminals: Some(!args.keep_terminals),
+    });
+    bus.call(&request.to_value(), None, deadline::STANDARD)?;
+    if let Some(pid) = bus.pid {
+        let until = Instant::now() + Duration::from_secs(args.wait);
+        while krad_bus::api_json::pid_alive(pid) {
+            if Instant::now() > until {
+                return Err(Failure::new(
+                    Exit::TimedOut,
+                    format!(
+                        "the app (pid {pid}) accepted Shutdown but is still running after {} s",
+                        args.wait
+                    ),
+                )
+                .into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    if json {
+        output::json(&json!({"Stopped": {"pid": bus.pid, "endpoint": bus.endpoint()}}));
+    } else {
+        output::line("krad: the app stopped");
+    }
+    Ok(Exit::Success)
+}

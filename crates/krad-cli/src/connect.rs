@@ -1,0 +1,229 @@
+//! Finding the bus and calling it: inside a terminal from the `KRAD_ADE_*`
+//! variables, otherwise from api.json; `--endpoint` and `--token-file` override.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use krad_bus::api_json::{self, ApiJsonError};
+use krad_bus::client::{Client, ClientError};
+use krad_bus::protocol::{ApiError, Caller, TerminalRef, Token};
+use serde_json::Value;
+
+use crate::exit::{Exit, Failure};
+
+/// How to reach the bus, as the global flags say.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConnectArgs {
+    /// The bus endpoint (127.0.0.1:PORT) instead of KRAD_ADE_ENDPOINT or api.json.
+    #[arg(long, global = true, value_name = "ADDR")]
+    pub endpoint: Option<String>,
+    /// A file holding the token, instead of KRAD_ADE_TOKEN_FILE or api.json's.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+}
+
+/// A resolved connection to the bus.
+#[derive(Debug)]
+pub struct Bus {
+    client: Client,
+    /// The app's pid, when api.json told it.
+    pub pid: Option<u32>,
+}
+
+/// Extra margin over a request's deadline before the CLI stops waiting.
+const ANSWER_MARGIN: Duration = Duration::from_secs(5);
+
+impl Bus {
+    /// Finds the bus. A missing or stale api.json is [`Exit::Unreachable`].
+    pub fn find(args: &ConnectArgs) -> Result<Bus, Failure> {
+        let inside = env_nonempty("KRAD_ADE_ENDPOINT");
+        let mut pid = None;
+        let mut from_api_json: Option<(String, Token)> = None;
+        let needs_api_json = (args.endpoint.is_none() && inside.is_none())
+            || (args.token_file.is_none() && inside.is_none());
+        if needs_api_json {
+            let (endpoint, token, app_pid) = read_api_json()?;
+            pid = Some(app_pid);
+            from_api_json = Some((endpoint, token));
+        }
+        let endpoint = match (&args.endpoint, &inside, &from_api_json) {
+            (Some(flag), _, _) => flag.clone(),
+            (None, Some(env), _) => env.clone(),
+            (None, None, Some((endpoint, _))) => endpoint.clone(),
+            (None, None, None) => return Err(not_running("no endpoint is known")),
+        };
+        let token = match (&args.token_file, &inside, from_api_json) {
+            (Some(path), _, _) => read_token_file(path)?,
+            (None, Some(_), _) => token_from_env()?,
+            (None, None, Some((_, token))) => token,
+            (None, None, None) => return Err(not_running("no token is known")),
+        };
+        let from = if inside.is_some() {
+            caller_from_env()?
+        } else {
+            Caller::Client
+        };
+        let client = Client::new(&endpoint, token, from)
+            .map_err(|e| Failure::new(Exit::Usage, e.to_string()))?;
+        Ok(Bus { client, pid })
+    }
+
+    /// Speaks another API version (for `krad raw --api-version`).
+    pub fn with_api_version(mut self, version: u64) -> Bus {
+        self.client = self.client.with_api_version(version);
+        self
+    }
+
+    /// The endpoint.
+    pub fn endpoint(&self) -> String {
+        self.client.endpoint().to_string()
+    }
+
+    /// The underlying client, for streaming requests.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Sends a request and returns the raw answer, whatever it is.
+    pub fn call_raw(
+        &self,
+        request: &Value,
+        request_id: Option<&str>,
+        deadline: Duration,
+    ) -> Result<Value, Failure> {
+        self.client
+            .call_value(request, request_id, deadline + ANSWER_MARGIN)
+            .map_err(client_failure)
+    }
+
+    /// Sends a request; an `Error` or `"TimedOut"` answer becomes a [`Failure`].
+    pub fn call(
+        &self,
+        request: &Value,
+        request_id: Option<&str>,
+        deadline: Duration,
+    ) -> Result<Value, Failure> {
+        let answer = self.call_raw(request, request_id, deadline)?;
+        match answer_failure(&answer) {
+            Some(failure) => Err(failure),
+            None => Ok(answer),
+        }
+    }
+}
+
+/// The failure an answer stands for, if it is an error or `"TimedOut"`.
+pub fn answer_failure(answer: &Value) -> Option<Failure> {
+    if answer == "TimedOut" {
+        return Some(Failure::new(
+            Exit::TimedOut,
+            "the app did not finish within the request's deadline (TimedOut)",
+        ));
+    }
+    let error = answer.get("Error")?;
+    match serde_json::from_value::<ApiError>(error.clone()) {
+        Ok(error) => Some(Failure::new(Exit::for_error(error.code), error.to_string())),
+        Err(_) => Some(Failure::new(
+            Exit::Failure,
+            format!("the app answered an error: {error}"),
+        )),
+    }
+}
+
+fn client_failure(error: ClientError) -> Failure {
+    match error {
+        ClientError::Unreachable { endpoint, source } => Failure::new(
+            Exit::Unreachable,
+            format!(
+                "the app is not running: nothing answers at {endpoint} ({source}); \
+                 start it with `krad serve` in your repository"
+            ),
+        ),
+        ClientError::BadEndpoint(_) => Failure::new(Exit::Usage, error.to_string()),
+        other => Failure::new(Exit::Failure, other.to_string()),
+    }
+}
+
+fn not_running(why: &str) -> Failure {
+    Failure::new(
+        Exit::Unreachable,
+        format!("the app is not running ({why}); start it with `krad serve` in your repository"),
+    )
+}
+
+fn read_api_json() -> Result<(String, Token, u32), Failure> {
+    let path = api_json::default_path().map_err(|e| not_running(&e.to_string()))?;
+    match api_json::read(&path) {
+        Ok(found) => {
+            if !api_json::pid_alive(found.pid) {
+                return Err(not_running(&format!(
+                    "{} is stale: its app, pid {}, is gone",
+                    path.display(),
+                    found.pid
+                )));
+            }
+            Ok((found.endpoint, found.token, found.pid))
+        }
+        Err(ApiJsonError::Missing(path)) => Err(not_running(&format!("no {}", path.display()))),
+        Err(e) => Err(not_running(&e.to_string())),
+    }
+}
+
+fn read_token_file(path: &Path) -> Result<Token, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::new(
+            Exit::Failure,
+            format!("cannot read the token file {}: {e}", path.display()),
+        )
+    })?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(Failure::new(
+            Exit::Failure,
+            format!("the token file {} is empty", path.display()),
+        ));
+    }
+    Ok(Token::new(token))
+}
+
+fn token_from_env() -> Result<Token, Failure> {
+    if let Some(path) = env_nonempty("KRAD_ADE_TOKEN_FILE") {
+        return read_token_file(Path::new(&path));
+    }
+    if let Some(token) = env_nonempty("KRAD_ADE_TOKEN") {
+        return Ok(Token::new(token.trim()));
+    }
+    Err(Failure::new(
+        Exit::Failure,
+        "KRAD_ADE_ENDPOINT is set but neither KRAD_ADE_TOKEN_FILE nor KRAD_ADE_TOKEN is",
+    ))
+}
+
+fn caller_from_env() -> Result<Caller, Failure> {
+    let (Some(environment), Some(terminal)) = (
+        env_nonempty("KRAD_ADE_ENVIRONMENT"),
+        env_nonempty("KRAD_ADE_TERMINAL"),
+    ) else {
+        return Ok(Caller::Client);
+    };
+    let terminal = terminal
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|&t| t > 0)
+        .ok_or_else(|| {
+            Failure::new(
+                Exit::Failure,
+                format!(
+                    "KRAD_ADE_TERMINAL must be a terminal id (a positive integer), not {terminal:?}"
+                ),
+            )
+        })?;
+    Ok(Caller::Terminal(TerminalRef {
+        environment,
+        terminal,
+    }))
+}
+
+fn env_nonempty(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}

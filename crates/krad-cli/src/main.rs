@@ -1,0 +1,54 @@
+//! The `krad` binary: parses the command line, sets up tracing, runs one
+//! subcommand and turns its outcome into a stable exit code.
+
+mod cli;
+mod commands;
+mod connect;
+mod exit;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use exit::{Exit, Failure};
+
+fn main() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                Exit::Usage.into()
+            } else {
+                Exit::Success.into()
+            };
+        }
+    };
+    init_tracing(matches!(cli.command, cli::Command::Serve(_)));
+    match commands::run(cli) {
+        Ok(exit) => exit.into(),
+        Err(error) => {
+            let (exit, message) = match error.downcast::<Failure>() {
+                Ok(failure) => (failure.exit, failure.message),
+                Err(other) => (Exit::Failure, format!("{other:#}")),
+            };
+            eprintln!("krad: {message}");
+            exit.into()
+        }
+    }
+}
+
+/// Logs go to stderr; `RUST_LOG` sets the levels (default: info for the app,
+/// warnings only for client commands).
+fn init_tracing(serving: bool) {
+    let default = if serving { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}

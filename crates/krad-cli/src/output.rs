@@ -1,0 +1,20 @@
+//! Printing to stdout: JSON for `--json`, text otherwise. A closed stdout (a pipe
+//! to `head`) ends the program quietly.
+
+use std::io::Write;
+
+use serde_json::Value;
+
+/// Prints one JSON value on its own line.
+pub fn json(value: &Value) {
+    line(&value.to_string());
+}
+
+/// Prints one line of text.
+pub fn line(text: &str) {
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
+        // Broken pipe: the reader is gone, and so is the point of going on.
+        std::process::exit(0);
+    }
+}

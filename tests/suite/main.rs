@@ -1,0 +1,13 @@
+//! The integration suite: the real `krad` binary over real sockets, section by
+//! section of the agents API contract (`docs/protocol.md`).
+
+// Tests state what they expect with unwrap and assert; a failure is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod support;
+
+mod api_json;
+mod cli;
+mod envelope;
+mod in_process;
+mod transport;

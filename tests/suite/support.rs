@@ -1,0 +1,215 @@
+//! Test support: starts the real `krad serve` in a fresh git repository with its
+//! own api.json, and talks to it over real sockets and through the real CLI.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The `krad` binary under test.
+pub const KRAD: &str = env!("CARGO_BIN_EXE_krad");
+
+/// A running app and the temp directory it lives in.
+pub struct App {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub endpoint: SocketAddr,
+    pub pid: u32,
+    pub api_json: PathBuf,
+    token: String,
+}
+
+/// Makes a git repository in `dir/repo` and returns its path.
+pub fn git_repo(dir: &Path) -> PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let status = Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .current_dir(&repo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    repo
+}
+
+impl App {
+    /// Starts `krad serve --json` with extra arguments.
+    pub fn start_with(args: &[&str]) -> App {
+        App::start_logged(args, "warn")
+    }
+
+    /// Starts the app with a `RUST_LOG` filter; its log goes to [`App::log`].
+    pub fn start_logged(args: &[&str], rust_log: &str) -> App {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git_repo(dir.path());
+        let api_json = dir.path().join("run").join("api.json");
+        let mut child = Command::new(KRAD)
+            .arg("serve")
+            .arg("--json")
+            .args(args)
+            .current_dir(&repo)
+            .env("KRAD_ADE_API_JSON", &api_json)
+            .env_remove("KRAD_ADE_ENDPOINT")
+            .env("RUST_LOG", rust_log)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.path().join("app.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let serving: Value = serde_json::from_str(&first)
+            .unwrap_or_else(|e| panic!("krad serve printed {first:?}: {e}"));
+        let endpoint = serving["Serving"]["endpoint"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let pid = serving["Serving"]["pid"].as_u64().unwrap() as u32;
+        let written: Value = serde_json::from_slice(&std::fs::read(&api_json).unwrap()).unwrap();
+        let token = written["token"].as_str().unwrap().to_owned();
+        App {
+            child,
+            dir,
+            endpoint,
+            pid,
+            api_json,
+            token,
+        }
+    }
+
+    /// Starts `krad serve` as shipped.
+    pub fn start() -> App {
+        App::start_with(&[])
+    }
+
+    /// What the app logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("app.log")).unwrap_or_default()
+    }
+
+    /// The client token from api.json.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// An envelope from Client with the right token.
+    pub fn envelope(&self, request: Value) -> Value {
+        json!({"api_version": 1, "token": self.token, "from": "Client", "request": request})
+    }
+
+    /// Sends raw bytes on a fresh connection and returns everything the app wrote.
+    pub fn send_raw(&self, bytes: &[u8]) -> String {
+        let mut stream = self.connect();
+        stream.write_all(bytes).unwrap();
+        read_all(&mut stream)
+    }
+
+    /// Sends one envelope (as a line) and returns the parsed answer.
+    pub fn call(&self, envelope: &Value) -> Value {
+        let mut line = serde_json::to_vec(envelope).unwrap();
+        line.push(b'\n');
+        let answer = self.send_raw(&line);
+        serde_json::from_str(answer.trim_end())
+            .unwrap_or_else(|e| panic!("answer {answer:?} is not JSON: {e}"))
+    }
+
+    /// Sends a request from Client.
+    pub fn request(&self, request: Value) -> Value {
+        self.call(&self.envelope(request))
+    }
+
+    /// A connected socket with a read timeout, so that no test hangs.
+    pub fn connect(&self) -> TcpStream {
+        let stream = TcpStream::connect(self.endpoint).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        stream
+    }
+
+    /// Runs the CLI against this app (through api.json) with extra environment.
+    pub fn krad(&self, args: &[&str]) -> Output {
+        self.krad_env(args, &[])
+    }
+
+    /// Runs the CLI with extra environment variables.
+    pub fn krad_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        krad_cmd(&self.api_json, args, env)
+    }
+
+    /// Waits (at most `limit`) for the app to exit and returns its status.
+    pub fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let until = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < until,
+                "the app did not exit within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends a signal to the app.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), signal).unwrap();
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the CLI with a given api.json location and extra environment.
+pub fn krad_cmd(api_json: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(KRAD);
+    cmd.args(args)
+        .env("KRAD_ADE_API_JSON", api_json)
+        .env_remove("KRAD_ADE_ENDPOINT")
+        .env_remove("KRAD_ADE_TOKEN")
+        .env_remove("KRAD_ADE_TOKEN_FILE")
+        .env_remove("KRAD_ADE_ENVIRONMENT")
+        .env_remove("KRAD_ADE_TERMINAL")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// Reads until the app closes the connection.
+pub fn read_all(stream: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The error code of an answer, or "" when it is not an error.
+pub fn code(answer: &Value) -> &str {
+    answer["Error"]["code"].as_str().unwrap_or("")
+}
+
+/// The exit code of a finished CLI run.
+pub fn exit_code(output: &Output) -> i32 {
+    output.status.code().unwrap_or(-1)
+}
+
+/// stdout of a CLI run as text.
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// stderr of a CLI run as text.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
