@@ -205,7 +205,9 @@ fn stats_counts_requests_and_errors_by_code() {
         json!({"bad_request":1,"unauthorized":1,"unknown_request":1})
     );
     assert_eq!(stats["requests_total"], 3);
-    assert_eq!(stats["connections_open"], 1);
+    // This one, plus any earlier connection still in its post-answer linger.
+    let open = stats["connections_open"].as_u64().unwrap();
+    assert!((1..=4).contains(&open), "{open}");
     assert_eq!(stats["agents"], 0);
     for key in ["waits_pending", "subscribers", "uptime_secs"] {
         assert!(stats[key].is_u64(), "{key}");

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use krad_bus::protocol::TerminalRef;
-use krad_bus::server::{self, App, Bus, ServerConfig};
+use krad_bus::protocol::{ApiError, Response, StreamMessage, TerminalRef};
+use krad_bus::request::{check, close, list, output, report, send, spawn, subscribe_agents, wait};
+use krad_bus::server::{self, App, Bus, CallContext, ServerConfig, Subscription};
 use krad_bus::token::Secret;
 use serde_json::{Value, json};
 
@@ -19,10 +20,61 @@ struct StuckApp {
     started: AtomicUsize,
 }
 
-impl App for StuckApp {
-    async fn agent_count(&self) -> u64 {
+impl StuckApp {
+    async fn stuck<T>(&self) -> T {
         self.started.fetch_add(1, Ordering::SeqCst);
         std::future::pending().await
+    }
+}
+
+/// The stream of a stuck app never yields.
+struct NoStream;
+
+impl Subscription for NoStream {
+    async fn next(&mut self) -> Option<StreamMessage> {
+        std::future::pending().await
+    }
+}
+
+impl App for StuckApp {
+    type Subscription = NoStream;
+
+    fn knows_terminal(&self, _terminal: &TerminalRef) -> bool {
+        true
+    }
+    async fn agent_count(&self) -> u64 {
+        self.stuck().await
+    }
+    async fn list(&self, _: &CallContext, _: list::List) -> Response {
+        self.stuck().await
+    }
+    async fn check(&self, _: &CallContext, _: check::Check) -> Response {
+        self.stuck().await
+    }
+    async fn wait(&self, _: &CallContext, _: wait::Wait) -> Response {
+        self.stuck().await
+    }
+    async fn spawn(&self, _: &CallContext, _: spawn::Spawn) -> Response {
+        self.stuck().await
+    }
+    async fn send(&self, _: &CallContext, _: send::Send) -> Response {
+        self.stuck().await
+    }
+    async fn output(&self, _: &CallContext, _: output::Output) -> Response {
+        self.stuck().await
+    }
+    async fn close(&self, _: &CallContext, _: close::Close) -> Response {
+        self.stuck().await
+    }
+    async fn report(&self, _: &CallContext, _: report::Report) -> Response {
+        self.stuck().await
+    }
+    async fn subscribe(
+        &self,
+        _: &CallContext,
+        _: subscribe_agents::SubscribeAgents,
+    ) -> Result<NoStream, ApiError> {
+        self.stuck().await
     }
 }
 
@@ -110,6 +162,26 @@ fn hello_is_answered_while_the_app_is_stuck() {
     drop(stuck);
     served.bus.request_shutdown(true);
     drop(served.runtime);
+}
+
+#[test]
+fn a_client_leaving_cancels_its_wait() {
+    let served = serve();
+    let token = served.bus.secret().client_token().expose().to_owned();
+    let mut waiter = TcpStream::connect(served.endpoint).unwrap();
+    let line = json!({"token": token, "from": "Client", "request": {"Wait": {"target": 1, "timeout_secs": 600}}}).to_string() + "\n";
+    waiter.write_all(line.as_bytes()).unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    while served.bus.counters().waits_pending() != 1 {
+        assert!(Instant::now() < until, "the wait never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(waiter);
+    let until = Instant::now() + Duration::from_secs(5);
+    while served.bus.counters().waits_pending() != 0 {
+        assert!(Instant::now() < until, "the wait outlived its client");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 #[test]

@@ -6,8 +6,11 @@
 
 mod support;
 
+mod agents;
 mod api_json;
 mod cli;
 mod envelope;
 mod in_process;
+mod rights;
 mod transport;
+mod waits;

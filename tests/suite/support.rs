@@ -43,8 +43,47 @@ impl App {
 
     /// Starts the app with a `RUST_LOG` filter; its log goes to [`App::log`].
     pub fn start_logged(args: &[&str], rust_log: &str) -> App {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = git_repo(dir.path());
+        App::launch(Launch {
+            args,
+            rust_log,
+            ..Launch::default()
+        })
+    }
+
+    /// Starts the app with a config file (written to `<repo>/.krad/config.toml`)
+    /// and the fake agents of `tests/suite/fake` first on its PATH.
+    pub fn start_config(config: &str) -> App {
+        App::launch(Launch {
+            config: Some(config),
+            ..Launch::default()
+        })
+    }
+
+    /// Starts the app as `launch` says.
+    pub fn launch(launch: Launch<'_>) -> App {
+        let dir = match launch.reuse {
+            Some(dir) => dir,
+            None => tempfile::tempdir().unwrap(),
+        };
+        let repo = dir.path().join("repo");
+        if !repo.exists() {
+            git_repo(dir.path());
+        }
+        if let Some(config) = launch.config {
+            std::fs::create_dir_all(repo.join(".krad")).unwrap();
+            std::fs::write(repo.join(".krad").join("config.toml"), config).unwrap();
+        }
+        let path = format!(
+            "{}:{}",
+            fake_agents_dir().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let args = launch.args;
+        let rust_log = if launch.rust_log.is_empty() {
+            "warn"
+        } else {
+            launch.rust_log
+        };
         let api_json = dir.path().join("run").join("api.json");
         let mut child = Command::new(KRAD)
             .arg("serve")
@@ -54,8 +93,18 @@ impl App {
             .env("KRAD_ADE_API_JSON", &api_json)
             .env_remove("KRAD_ADE_ENDPOINT")
             .env("RUST_LOG", rust_log)
+            .env("PATH", path)
+            .env_remove("KRAD_CONFIG")
+            .env_remove("KRAD_ADE_TOKEN_FILE")
+            .env_remove("KRAD_ADE_TERMINAL")
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.path().join("app.log")).unwrap())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.path().join("app.log"))
+                    .unwrap(),
+            )
             .spawn()
             .unwrap();
         let mut first = String::new();
@@ -160,6 +209,126 @@ impl App {
     /// Sends a signal to the app.
     pub fn signal(&self, signal: nix::sys::signal::Signal) {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), signal).unwrap();
+    }
+}
+
+/// How to start an app.
+#[derive(Default)]
+pub struct Launch<'a> {
+    pub args: &'a [&'a str],
+    pub rust_log: &'a str,
+    pub config: Option<&'a str>,
+    /// Start in the directory (and repository) of a previous app.
+    pub reuse: Option<tempfile::TempDir>,
+}
+
+/// The directory of the fake agents the tests run (`tests/suite/fake`).
+pub fn fake_agents_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/suite/fake")
+}
+
+impl App {
+    /// Spawns a terminal from Client with these Spawn fields; returns the record.
+    pub fn spawn(&self, fields: Value) -> Value {
+        let answer = self.request(json!({ "Spawn": fields }));
+        assert!(answer["Agent"].is_object(), "Spawn failed: {answer}");
+        answer["Agent"].clone()
+    }
+
+    /// Spawns `sh -c SCRIPT` with the exec profile; returns the terminal id.
+    pub fn spawn_sh(&self, script: &str) -> u64 {
+        self.spawn(json!({"profile": "exec", "command": ["sh", "-c", script]}))["terminal"]
+            .as_u64()
+            .unwrap()
+    }
+
+    /// The agent record of a terminal.
+    pub fn record(&self, id: u64) -> Value {
+        let answer = self.request(json!({"Check": {"target": id}}));
+        assert!(answer["Agent"].is_object(), "Check {id}: {answer}");
+        answer["Agent"].clone()
+    }
+
+    /// Polls until the record satisfies `check` (at most `limit`); returns it.
+    pub fn until(&self, id: u64, limit: Duration, check: impl Fn(&Value) -> bool) -> Value {
+        let until = Instant::now() + limit;
+        loop {
+            let record = self.record(id);
+            if check(&record) {
+                return record;
+            }
+            assert!(
+                Instant::now() < until,
+                "terminal {id} never got there: {record}"
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Polls until the agent is in `state`; returns the record.
+    pub fn until_state(&self, id: u64, state: &str) -> Value {
+        self.until(id, Duration::from_secs(20), |r| r["state"] == state)
+    }
+
+    /// Polls until the terminal's screen contains `text`; returns the screen.
+    pub fn until_screen(&self, id: u64, text: &str) -> String {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            let answer = self.request(json!({"Output": {"target": id}}));
+            let screen = answer["Output"]["screen"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < until,
+                "{text:?} never showed on terminal {id}: {answer}"
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// The directory of the terminals' token files.
+    pub fn token_dir(&self) -> PathBuf {
+        self.api_json
+            .parent()
+            .unwrap()
+            .join(format!("terminals-{}", self.pid))
+    }
+
+    /// A terminal's own token, read from its token file.
+    pub fn terminal_token(&self, id: u64) -> String {
+        std::fs::read_to_string(self.token_dir().join(format!("{id}.token"))).unwrap()
+    }
+
+    /// Sends a request as a terminal with a given token.
+    pub fn call_as(&self, terminal: u64, token: &str, request: Value) -> Value {
+        self.call(&json!({
+            "token": token,
+            "from": {"Terminal": {"environment": "main", "terminal": terminal}},
+            "request": request
+        }))
+    }
+
+    /// The app's resident memory, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    }
+
+    /// Stops the app (SIGTERM), waits for it, and hands back its directory.
+    pub fn stop_keep_dir(mut self) -> tempfile::TempDir {
+        self.signal(nix::sys::signal::Signal::SIGTERM);
+        self.wait_exit(Duration::from_secs(15));
+        let dir = tempfile::tempdir().unwrap();
+        std::mem::replace(&mut self.dir, dir)
     }
 }
 

@@ -1,38 +1,210 @@
-//! The embedded app that `krad serve` runs behind the bus.
+//! The embedded app that `krad serve` runs behind the bus: it hosts terminals
+//! and tells the truth about the agents in them.
 //!
-//! It owns the repository it serves. Terminals, agents and environments are
-//! hosted here as their requests land (see the project's issues); until then the
-//! app knows no agents and the bus answers their requests `unknown_request`.
+//! * [`config`] and [`profile`] — the config file and the profiles it defines.
+//! * [`store`] — the one state store (records, revs, the change index), with
+//!   [`state_file`] for what survives a restart.
+//! * [`watcher`] — one task per terminal turning its events into agent states.
+//! * [`requests`] — one handler per request.
+//! * [`subscription`] — the SubscribeAgents stream.
+
+pub mod config;
+pub mod profile;
+mod requests;
+pub mod state_file;
+pub mod store;
+mod subscription;
+mod watcher;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
-use krad_bus::server::App;
+use krad_bus::protocol::{ApiError, ErrorCode, Response, TerminalRef};
+use krad_bus::request::{check, close, list, output, report, send, spawn, subscribe_agents, wait};
+use krad_bus::server::{App, Bus, CallContext};
+use krad_term::TerminalHost;
 
-/// The app `krad serve` runs.
-#[derive(Debug)]
-pub struct EmbeddedApp {
-    root: PathBuf,
+pub use subscription::AgentStream;
+
+use crate::config::Config;
+use crate::profile::Profiles;
+use crate::state_file::StatePath;
+use crate::store::Store;
+
+/// The environment every app has: the repository it was started in.
+pub const MAIN: &str = "main";
+
+/// How long a closed terminal's program has between SIGHUP and SIGKILL.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// What the app needs to know to start.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The repository (the `main` environment).
+    pub root: PathBuf,
+    /// Where the app keeps its state, transcripts and hook files.
+    pub state_dir: PathBuf,
+    /// A private (0700) directory for the terminals' token files.
+    pub token_dir: PathBuf,
+    /// The `krad` executable terminals and hooks call.
+    pub krad: PathBuf,
+    /// The bus endpoint terminals are given.
+    pub endpoint: String,
+    /// The config file's contents.
+    pub config: Config,
 }
 
+/// The shared core of the app; handlers and watchers hold it.
+pub(crate) struct Core {
+    pub settings: Settings,
+    pub profiles: Profiles,
+    pub store: Arc<Store>,
+    pub host: Arc<dyn TerminalHost>,
+    pub bus: Arc<Bus>,
+}
+
+/// The app `krad serve` runs.
+pub struct EmbeddedApp {
+    core: Arc<Core>,
+}
+
+/// Why the app could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StartError(String);
+
 impl EmbeddedApp {
-    /// An app serving the repository at `root`.
-    pub fn new(root: PathBuf) -> EmbeddedApp {
-        EmbeddedApp { root }
+    /// Starts the app: reads its state, prepares its directories.
+    pub fn new(
+        settings: Settings,
+        host: Arc<dyn TerminalHost>,
+        bus: Arc<Bus>,
+    ) -> Result<EmbeddedApp, StartError> {
+        let profiles = Profiles::from_config(&settings.config)
+            .map_err(|e| StartError(format!("the config is not usable: {e}")))?;
+        private_dir(&settings.state_dir)?;
+        private_dir(&settings.token_dir)?;
+        let store = Store::open(StatePath::in_dir(&settings.state_dir)).map_err(StartError)?;
+        Ok(EmbeddedApp {
+            core: Arc::new(Core {
+                settings,
+                profiles,
+                store: Arc::new(store),
+                host,
+                bus,
+            }),
+        })
     }
 
     /// The repository the app serves (the `main` environment).
     pub fn root(&self) -> &Path {
-        &self.root
+        &self.core.settings.root
     }
 
-    /// Stops the app's work before the process exits.
+    /// Stops the app's work before the process exits: closes every terminal
+    /// (unless asked not to) and removes the token files.
     pub async fn shutdown(&self, close_terminals: bool) {
-        tracing::info!(close_terminals, "app stopped");
+        let terminals = self.core.store.terminals();
+        if close_terminals {
+            for terminal in &terminals {
+                terminal.close(CLOSE_GRACE);
+            }
+            let deadline = tokio::time::Instant::now() + CLOSE_GRACE + Duration::from_secs(1);
+            while terminals.iter().any(|t| t.exit_status().is_none())
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.core.settings.token_dir);
+        tracing::info!(terminals = terminals.len(), close_terminals, "app stopped");
+    }
+}
+
+fn private_dir(dir: &Path) -> Result<(), StartError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|e| StartError(format!("cannot prepare {}: {e}", dir.display())))
+}
+
+impl Core {
+    /// `not_found` for a terminal.
+    pub fn no_terminal(id: u64) -> ApiError {
+        ApiError::new(ErrorCode::NotFound, format!("no terminal {id}"))
+            .with_detail(serde_json::json!({ "terminal": id }))
+    }
+
+    /// Checks that an environment exists (today: `main`).
+    pub fn check_environment(name: &str) -> Result<(), ApiError> {
+        if name == MAIN {
+            Ok(())
+        } else {
+            Err(
+                ApiError::new(ErrorCode::NotFound, format!("no environment {name:?}"))
+                    .with_detail(serde_json::json!({ "environment": name })),
+            )
+        }
+    }
+
+    /// The working directory of an environment.
+    pub fn environment_dir(&self, _name: &str) -> PathBuf {
+        self.settings.root.clone()
     }
 }
 
 impl App for EmbeddedApp {
+    type Subscription = AgentStream;
+
+    fn knows_terminal(&self, terminal: &TerminalRef) -> bool {
+        self.core.store.knows(terminal)
+    }
+
     async fn agent_count(&self) -> u64 {
-        0
+        self.core.store.count() as u64
+    }
+
+    async fn list(&self, ctx: &CallContext, request: list::List) -> Response {
+        requests::list::handle(&self.core, ctx, request).await
+    }
+
+    async fn check(&self, ctx: &CallContext, request: check::Check) -> Response {
+        requests::check::handle(&self.core, ctx, request).await
+    }
+
+    async fn wait(&self, ctx: &CallContext, request: wait::Wait) -> Response {
+        requests::wait::handle(&self.core, ctx, request).await
+    }
+
+    async fn spawn(&self, ctx: &CallContext, request: spawn::Spawn) -> Response {
+        requests::spawn::handle(&self.core, ctx, request).await
+    }
+
+    async fn send(&self, ctx: &CallContext, request: send::Send) -> Response {
+        requests::send::handle(&self.core, ctx, request).await
+    }
+
+    async fn output(&self, ctx: &CallContext, request: output::Output) -> Response {
+        requests::output::handle(&self.core, ctx, request).await
+    }
+
+    async fn close(&self, ctx: &CallContext, request: close::Close) -> Response {
+        requests::close::handle(&self.core, ctx, request).await
+    }
+
+    async fn report(&self, ctx: &CallContext, request: report::Report) -> Response {
+        requests::report::handle(&self.core, ctx, request).await
+    }
+
+    async fn subscribe(
+        &self,
+        ctx: &CallContext,
+        request: subscribe_agents::SubscribeAgents,
+    ) -> Result<AgentStream, ApiError> {
+        requests::subscribe_agents::handle(&self.core, ctx, request)
     }
 }

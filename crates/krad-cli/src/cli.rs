@@ -20,9 +20,17 @@ use crate::exit::exit_codes_help;
     after_long_help = concat!(
         "Examples:\n",
         "  krad serve                  start the app in this repository\n",
+        "  krad spawn --profile claude --name fix-login --prompt 'fix the login bug'\n",
+        "                              start an agent on a new terminal\n",
+        "  krad ls                     the agents, their state and last message\n",
+        "  krad wait 4 && krad output 4\n",
+        "                              wait until terminal 4 stops, then show its screen\n",
+        "  krad send 4 'now the docs' --enter --when-idle\n",
+        "                              type into terminal 4 once it is idle\n",
+        "  krad watch                  a live table of the agents\n",
+        "  krad subscribe | jq -c .    every change as a JSON line\n",
         "  krad api                    the API version, build and pid the app serves\n",
         "  krad raw '\"Stats\"'          any request as JSON; prints the answer line\n",
-        "  krad stats --json           the bus's counters as JSON\n",
         "  krad stop                   stop the app and close its terminals\n\n",
         exit_codes_help!()
     ),
@@ -47,6 +55,28 @@ pub enum Command {
     Serve(commands::serve::ServeArgs),
     /// Show the API version, build and pid of the running app (Hello).
     Api(commands::api::ApiArgs),
+    /// List the agents: id, name, environment, profile, state and last message (List).
+    Ls(commands::ls::LsArgs),
+    /// Show one agent's record, now or as soon as it changes (Check).
+    Check(commands::check::CheckArgs),
+    /// Wait until agents stop working or exit (Wait); exits 9 if one failed.
+    Wait(commands::wait::WaitArgs),
+    /// Start an agent on a new terminal (Spawn).
+    Spawn(commands::spawn::SpawnArgs),
+    /// Type text into an agent's terminal (Send).
+    Send(commands::send::SendArgs),
+    /// Print what an agent's terminal shows: scrollback, then screen (Output).
+    Output(commands::output::OutputArgs),
+    /// Close a terminal, or remove an environment (Close).
+    Close(commands::close::CloseArgs),
+    /// Print every change to the agents as JSON lines (SubscribeAgents).
+    Subscribe(commands::subscribe::SubscribeArgs),
+    /// Show a live table of the agents (SubscribeAgents).
+    Watch(commands::watch::WatchArgs),
+    /// Report this terminal's agent state (for hooks and agents inside krad terminals).
+    Report(commands::report::ReportArgs),
+    /// Turn a Claude Code hook or a Codex notify call into a Report (used by the injected hooks).
+    Hook(commands::hook::HookArgs),
     /// Send any request as JSON and print the answer line(s) as they come.
     Raw(commands::raw::RawArgs),
     /// Show the bus's counters.

@@ -6,6 +6,7 @@ mod commands;
 mod connect;
 mod exit;
 mod output;
+mod render;
 
 use std::process::ExitCode;
 

@@ -1,15 +1,19 @@
 //! The agents API v1 on the wire, in one place for server and client alike:
 //! the envelope, the callers, the responses, the error codes and the limits.
 
+mod agent;
 mod envelope;
 mod error;
 mod response;
+mod stream;
 
+pub use agent::{AgentRecord, AgentState, StateSource};
 pub use envelope::{
     API_VERSION, Caller, Envelope, OutgoingEnvelope, RawRequest, RequestId, TerminalRef, Token,
 };
 pub use error::{ApiError, ErrorCode};
-pub use response::Response;
+pub use response::{OutputInfo, Response, SentInfo};
+pub use stream::{HeartbeatInfo, RemovedInfo, SnapshotInfo, StreamMessage};
 
 /// The build of this crate, reported by Hello and in api.json.
 pub const BUILD: &str = env!("CARGO_PKG_VERSION");

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::agent::{AgentRecord, AgentState};
 use super::error::ApiError;
 use crate::request::{hello::HelloInfo, stats::StatsInfo};
 
@@ -26,8 +27,42 @@ pub enum Response {
     Hello(HelloInfo),
     /// The answer to Stats.
     Stats(StatsInfo),
+    /// One agent (Check, Wait with `target`, Spawn).
+    Agent(Box<AgentRecord>),
+    /// Several agents (List, Wait with `targets`).
+    Agents(Vec<AgentRecord>),
+    /// The answer to Send.
+    Sent(SentInfo),
+    /// The answer to Output.
+    Output(OutputInfo),
     /// The request failed.
     Error(ApiError),
+}
+
+/// The answer to Send.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentInfo {
+    /// The terminal written to.
+    pub terminal: u64,
+    /// True once the text was written to the terminal's input.
+    pub delivered: bool,
+    /// The agent's state after the write.
+    pub state: AgentState,
+}
+
+/// The answer to Output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputInfo {
+    /// The terminal read.
+    pub terminal: u64,
+    /// The visible screen, rows joined by `\n`.
+    pub screen: String,
+    /// The cursor: row and column, from 0.
+    pub cursor: [u16; 2],
+    /// The last lines of scrollback, oldest first.
+    pub scrollback: Vec<String>,
+    /// True when more scrollback exists than was returned, or the answer was cut.
+    pub truncated: bool,
 }
 
 impl Response {

@@ -42,3 +42,5 @@ impl HelloInfo {
         }
     }
 }
+
+impl super::Fields for Hello {}

@@ -5,9 +5,18 @@
 //! file; every `match` below (and the server's dispatch) refuses to compile until
 //! the new request's rights and deadline are decided.
 
+pub mod check;
+pub mod close;
 pub mod hello;
+pub mod list;
+pub mod output;
+pub mod report;
+pub mod send;
 pub mod shutdown;
+pub mod spawn;
 pub mod stats;
+pub mod subscribe_agents;
+pub mod wait;
 
 use std::time::Duration;
 
@@ -15,7 +24,25 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::protocol::ApiError;
+use crate::protocol::{ApiError, ErrorCode};
+
+/// A request's fields: decoded by serde, then checked for values that are
+/// well-formed but impossible (`invalid`).
+pub trait Fields: DeserializeOwned {
+    /// Checks what serde cannot; the default accepts everything.
+    fn validate(&self) -> Result<(), ApiError> {
+        Ok(())
+    }
+}
+
+/// `invalid`, naming the request and the field.
+pub(crate) fn invalid(request: &str, field: &str, why: impl std::fmt::Display) -> ApiError {
+    ApiError::new(
+        ErrorCode::Invalid,
+        format!("{request}: field \"{field}\": {why}"),
+    )
+    .with_detail(serde_json::json!({ "request": request, "field": field }))
+}
 
 /// The deadlines of section 5, in one place.
 pub mod deadline {
@@ -33,16 +60,47 @@ pub mod deadline {
     pub const WAIT_GRACE: Duration = Duration::from_secs(1);
 }
 
-/// The name of a request, without its fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RequestKind {
-    /// See [`hello::Hello`].
-    Hello,
-    /// See [`stats::Stats`].
-    Stats,
-    /// See [`shutdown::Shutdown`].
-    Shutdown,
+/// Declares [`RequestKind`], its [`RequestKind::ALL`] list and its wire names
+/// from one list, so that no request can be served yet missing from Hello.
+macro_rules! request_kinds {
+    ($($kind:ident),* $(,)?) => {
+        /// The name of a request, without its fields.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum RequestKind {
+            $(
+                #[doc = concat!("The `", stringify!($kind), "` request.")]
+                $kind,
+            )*
+        }
+
+        impl RequestKind {
+            /// Every request this app serves, in the order Hello lists them.
+            pub const ALL: &'static [RequestKind] = &[$(RequestKind::$kind),*];
+
+            /// The wire name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(RequestKind::$kind => stringify!($kind),)*
+                }
+            }
+        }
+    };
 }
+
+request_kinds![
+    Hello,
+    List,
+    Check,
+    Wait,
+    Spawn,
+    Send,
+    Output,
+    Close,
+    Report,
+    SubscribeAgents,
+    Stats,
+    Shutdown,
+];
 
 /// Who may make a request (the table of section 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,22 +117,6 @@ pub enum Rights {
 }
 
 impl RequestKind {
-    /// Every request this app serves, in the order Hello lists them.
-    pub const ALL: &'static [RequestKind] = &[
-        RequestKind::Hello,
-        RequestKind::Stats,
-        RequestKind::Shutdown,
-    ];
-
-    /// The wire name.
-    pub fn name(self) -> &'static str {
-        match self {
-            RequestKind::Hello => "Hello",
-            RequestKind::Stats => "Stats",
-            RequestKind::Shutdown => "Shutdown",
-        }
-    }
-
     /// Looks a wire name up; `None` means `unknown_request`.
     pub fn from_name(name: &str) -> Option<RequestKind> {
         Self::ALL.iter().copied().find(|kind| kind.name() == name)
@@ -83,7 +125,15 @@ impl RequestKind {
     /// Who may make this request.
     pub fn rights(self) -> Rights {
         match self {
-            RequestKind::Hello | RequestKind::Stats => Rights::Anyone,
+            RequestKind::Hello
+            | RequestKind::List
+            | RequestKind::Check
+            | RequestKind::Wait
+            | RequestKind::Output
+            | RequestKind::SubscribeAgents
+            | RequestKind::Stats => Rights::Anyone,
+            RequestKind::Report => Rights::TerminalsAboutThemselves,
+            RequestKind::Spawn | RequestKind::Send | RequestKind::Close => Rights::Scoped,
             RequestKind::Shutdown => Rights::ClientOnly,
         }
     }
@@ -91,8 +141,17 @@ impl RequestKind {
     /// Whether a `request_id` makes this request at-most-once (section 8).
     pub fn mutates(self) -> bool {
         match self {
-            RequestKind::Hello | RequestKind::Stats => false,
-            RequestKind::Shutdown => true,
+            RequestKind::Hello
+            | RequestKind::List
+            | RequestKind::Check
+            | RequestKind::Wait
+            | RequestKind::Output
+            | RequestKind::Report
+            | RequestKind::SubscribeAgents
+            | RequestKind::Stats => false,
+            RequestKind::Spawn | RequestKind::Send | RequestKind::Close | RequestKind::Shutdown => {
+                true
+            }
         }
     }
 }
@@ -102,6 +161,24 @@ impl RequestKind {
 pub enum Request {
     /// See [`hello::Hello`].
     Hello(hello::Hello),
+    /// See [`list::List`].
+    List(list::List),
+    /// See [`check::Check`].
+    Check(check::Check),
+    /// See [`wait::Wait`].
+    Wait(wait::Wait),
+    /// See [`spawn::Spawn`].
+    Spawn(spawn::Spawn),
+    /// See [`send::Send`].
+    Send(send::Send),
+    /// See [`output::Output`].
+    Output(output::Output),
+    /// See [`close::Close`].
+    Close(close::Close),
+    /// See [`report::Report`].
+    Report(report::Report),
+    /// See [`subscribe_agents::SubscribeAgents`].
+    SubscribeAgents(subscribe_agents::SubscribeAgents),
     /// See [`stats::Stats`].
     Stats(stats::Stats),
     /// See [`shutdown::Shutdown`].
@@ -116,7 +193,7 @@ impl Request {
     pub fn parse(name: &str, fields: Option<Value>) -> Result<Request, ApiError> {
         let Some(kind) = RequestKind::from_name(name) else {
             return Err(ApiError::new(
-                crate::protocol::ErrorCode::UnknownRequest,
+                ErrorCode::UnknownRequest,
                 format!(
                     "unknown request {name:?}: this app (build {}) does not serve it; \
                      if a newer krad knows it, update the app",
@@ -127,6 +204,15 @@ impl Request {
         };
         Ok(match kind {
             RequestKind::Hello => Request::Hello(fields_of(kind, fields)?),
+            RequestKind::List => Request::List(fields_of(kind, fields)?),
+            RequestKind::Check => Request::Check(fields_of(kind, fields)?),
+            RequestKind::Wait => Request::Wait(fields_of(kind, fields)?),
+            RequestKind::Spawn => Request::Spawn(fields_of(kind, fields)?),
+            RequestKind::Send => Request::Send(fields_of(kind, fields)?),
+            RequestKind::Output => Request::Output(fields_of(kind, fields)?),
+            RequestKind::Close => Request::Close(fields_of(kind, fields)?),
+            RequestKind::Report => Request::Report(fields_of(kind, fields)?),
+            RequestKind::SubscribeAgents => Request::SubscribeAgents(fields_of(kind, fields)?),
             RequestKind::Stats => Request::Stats(fields_of(kind, fields)?),
             RequestKind::Shutdown => Request::Shutdown(fields_of(kind, fields)?),
         })
@@ -136,6 +222,15 @@ impl Request {
     pub fn kind(&self) -> RequestKind {
         match self {
             Request::Hello(_) => RequestKind::Hello,
+            Request::List(_) => RequestKind::List,
+            Request::Check(_) => RequestKind::Check,
+            Request::Wait(_) => RequestKind::Wait,
+            Request::Spawn(_) => RequestKind::Spawn,
+            Request::Send(_) => RequestKind::Send,
+            Request::Output(_) => RequestKind::Output,
+            Request::Close(_) => RequestKind::Close,
+            Request::Report(_) => RequestKind::Report,
+            Request::SubscribeAgents(_) => RequestKind::SubscribeAgents,
             Request::Stats(_) => RequestKind::Stats,
             Request::Shutdown(_) => RequestKind::Shutdown,
         }
@@ -143,10 +238,22 @@ impl Request {
 
     /// How long the app may take before it answers `"TimedOut"`; `None` for streams.
     pub fn deadline(&self) -> Option<Duration> {
+        let waited = |secs: u64| Some(Duration::from_secs(secs) + deadline::WAIT_GRACE);
         match self {
-            Request::Hello(_) | Request::Stats(_) | Request::Shutdown(_) => {
-                Some(deadline::STANDARD)
-            }
+            Request::Hello(_)
+            | Request::List(_)
+            | Request::Send(_)
+            | Request::Output(_)
+            | Request::Report(_)
+            | Request::Stats(_)
+            | Request::Shutdown(_) => Some(deadline::STANDARD),
+            Request::Spawn(_) | Request::Close(_) => Some(deadline::LONG),
+            Request::Check(check) => match check.wait_secs {
+                Some(secs) => waited(secs),
+                None => Some(deadline::STANDARD),
+            },
+            Request::Wait(wait) => waited(wait.timeout_secs()),
+            Request::SubscribeAgents(_) => None,
         }
     }
 
@@ -154,7 +261,35 @@ impl Request {
     /// connection cancels it (section 2).
     pub fn cancels_when_client_leaves(&self) -> bool {
         match self {
-            Request::Hello(_) | Request::Stats(_) | Request::Shutdown(_) => false,
+            Request::Check(check) => check.wait_secs.is_some(),
+            Request::Send(send) => send.when == Some(send::When::Idle),
+            Request::Wait(_) | Request::SubscribeAgents(_) => true,
+            Request::Hello(_)
+            | Request::List(_)
+            | Request::Spawn(_)
+            | Request::Output(_)
+            | Request::Close(_)
+            | Request::Report(_)
+            | Request::Stats(_)
+            | Request::Shutdown(_) => false,
+        }
+    }
+
+    /// Whether the request counts in Stats' `waits_pending` while it runs.
+    pub fn is_wait(&self) -> bool {
+        match self {
+            Request::Check(check) => check.wait_secs.is_some(),
+            Request::Wait(_) => true,
+            Request::Hello(_)
+            | Request::List(_)
+            | Request::Spawn(_)
+            | Request::Send(_)
+            | Request::Output(_)
+            | Request::Close(_)
+            | Request::Report(_)
+            | Request::SubscribeAgents(_)
+            | Request::Stats(_)
+            | Request::Shutdown(_) => false,
         }
     }
 
@@ -165,7 +300,7 @@ impl Request {
 }
 
 /// Decodes a request's fields, naming the field that is wrong.
-fn fields_of<T: DeserializeOwned>(kind: RequestKind, fields: Option<Value>) -> Result<T, ApiError> {
+fn fields_of<T: Fields>(kind: RequestKind, fields: Option<Value>) -> Result<T, ApiError> {
     let fields = match fields {
         None | Some(Value::Null) => Value::Object(Default::default()),
         Some(object @ Value::Object(_)) => object,
@@ -176,7 +311,7 @@ fn fields_of<T: DeserializeOwned>(kind: RequestKind, fields: Option<Value>) -> R
             )));
         }
     };
-    serde_path_to_error::deserialize(fields).map_err(|e| {
+    let decoded: T = serde_path_to_error::deserialize(fields).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let message = if path == "." {
@@ -186,7 +321,9 @@ fn fields_of<T: DeserializeOwned>(kind: RequestKind, fields: Option<Value>) -> R
         };
         ApiError::bad_request(message)
             .with_detail(serde_json::json!({ "request": kind.name(), "field": path }))
-    })
+    })?;
+    decoded.validate()?;
+    Ok(decoded)
 }
 
 #[cfg(test)]

@@ -26,3 +26,5 @@ impl Shutdown {
         self.close_terminals.unwrap_or(true)
     }
 }
+
+impl super::Fields for Shutdown {}

@@ -34,3 +34,5 @@ pub struct StatsInfo {
     /// Seconds since the app started.
     pub uptime_secs: u64,
 }
+
+impl super::Fields for Stats {}

@@ -7,7 +7,10 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::protocol::MAX_LINE;
+use tokio_util::sync::CancellationToken;
+
+use super::Subscription;
+use crate::protocol::{MAX_LINE, StreamMessage};
 
 /// How long writing an answer may take before the client is given up on.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -82,4 +85,51 @@ pub(crate) async fn finish(mut stream: TcpStream, line: &[u8], linger: Duration)
     }
     let _ = stream.shutdown().await;
     let _ = tokio::time::timeout(linger, client_left(&mut stream)).await;
+}
+
+/// Serves a stream: writes each message as the client reads, until the stream
+/// ends, the client leaves or the app shuts down (then `"ShuttingDown"`).
+///
+/// The subscription is pulled only when the previous message was written, so a
+/// client that stops reading costs nothing but its socket buffers.
+pub(crate) async fn stream<S: Subscription>(
+    mut stream: TcpStream,
+    mut subscription: S,
+    shutdown: &CancellationToken,
+) {
+    let (mut reader, mut writer) = stream.split();
+    let left = async {
+        let mut sink = [0u8; 256];
+        loop {
+            match reader.read(&mut sink).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::pin!(left);
+    loop {
+        let message = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => StreamMessage::ShuttingDown,
+            () = &mut left => return,
+            message = subscription.next() => match message {
+                Some(message) => message,
+                None => break,
+            },
+        };
+        let last = message == StreamMessage::ShuttingDown;
+        let line = message.to_line();
+        let written = tokio::select! {
+            biased;
+            () = &mut left => return,
+            written = writer.write_all(&line) => written,
+            // A reader that stopped reading does not hold up the app's shutdown.
+            () = async { shutdown.cancelled().await; tokio::time::sleep(Duration::from_secs(1)).await } => return,
+        };
+        if written.is_err() || last {
+            break;
+        }
+    }
+    let _ = writer.shutdown().await;
 }

@@ -14,9 +14,11 @@ use crate::request::{Request, Rights};
 use crate::token::Principal;
 
 /// What became of a request.
-pub(crate) enum Reply {
+pub(crate) enum Reply<S> {
     /// Write this answer.
     Answer(Response),
+    /// Serve this stream.
+    Stream(S),
     /// The client left while its request waited; nothing is written.
     Left,
 }
@@ -27,14 +29,18 @@ pub(crate) async fn handle<A: App>(
     app: &A,
     line: &[u8],
     stream: &mut TcpStream,
-) -> Reply {
+) -> Reply<A::Subscription> {
     // 1. The line.
     let envelope = match Envelope::parse(line) {
         Ok(envelope) => envelope,
         Err(e) => return Reply::Answer(e.into()),
     };
     // 2. The token.
-    let Some(principal) = bus.secret.authenticate(&envelope.from, &envelope.token) else {
+    let principal = bus
+        .secret
+        .authenticate(&envelope.from, &envelope.token)
+        .filter(|p| p.terminal().is_none_or(|t| app.knows_terminal(t)));
+    let Some(principal) = principal else {
         return Reply::Answer(
             ApiError::new(
                 ErrorCode::Unauthorized,
@@ -68,21 +74,40 @@ pub(crate) async fn handle<A: App>(
     };
     let deadline = request.deadline();
     let cancels_on_leave = request.cancels_when_client_leaves();
+    let _waiting = request.is_wait().then(|| bus.counters.wait_guard());
     let work = dispatch(bus, app, &ctx, request);
     run(work, deadline, cancels_on_leave.then_some(stream)).await
 }
 
 /// Every request, each with its handler. No `_` arm: a new request does not
 /// compile until it is handled here.
-async fn dispatch<A: App>(bus: &Bus, app: &A, _ctx: &CallContext, request: Request) -> Response {
-    match request {
+async fn dispatch<A: App>(
+    bus: &Bus,
+    app: &A,
+    ctx: &CallContext,
+    request: Request,
+) -> Reply<A::Subscription> {
+    let answer = match request {
         Request::Hello(_) => Response::Hello(HelloInfo::of_this_process()),
+        Request::List(r) => app.list(ctx, r).await,
+        Request::Check(r) => app.check(ctx, r).await,
+        Request::Wait(r) => app.wait(ctx, r).await,
+        Request::Spawn(r) => app.spawn(ctx, r).await,
+        Request::Send(r) => app.send(ctx, r).await,
+        Request::Output(r) => app.output(ctx, r).await,
+        Request::Close(r) => app.close(ctx, r).await,
+        Request::Report(r) => app.report(ctx, r).await,
+        Request::SubscribeAgents(r) => match app.subscribe(ctx, r).await {
+            Ok(subscription) => return Reply::Stream(subscription),
+            Err(e) => e.into(),
+        },
         Request::Stats(_) => Response::Stats(bus.stats(app.agent_count().await)),
         Request::Shutdown(shutdown) => {
             bus.request_shutdown(shutdown.closes_terminals());
             Response::Ok
         }
-    }
+    };
+    Reply::Answer(answer)
 }
 
 fn check_rights(request: &Request, principal: &Principal) -> Result<(), ApiError> {
@@ -117,9 +142,9 @@ fn check_rights(request: &Request, principal: &Principal) -> Result<(), ApiError
 }
 
 /// Runs a request under its deadline, and cancels it if its client leaves.
-async fn run<F>(work: F, deadline: Option<Duration>, watch: Option<&mut TcpStream>) -> Reply
+async fn run<F, S>(work: F, deadline: Option<Duration>, watch: Option<&mut TcpStream>) -> Reply<S>
 where
-    F: Future<Output = Response>,
+    F: Future<Output = Reply<S>>,
 {
     let expiry = async {
         match deadline {
@@ -135,7 +160,7 @@ where
     };
     tokio::select! {
         biased;
-        response = work => Reply::Answer(response),
+        reply = work => reply,
         () = expiry => Reply::Answer(Response::TimedOut),
         () = left => Reply::Left,
     }

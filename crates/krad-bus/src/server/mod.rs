@@ -19,16 +19,92 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::protocol::{ApiError, ErrorCode, MAX_LINE, RequestId, Response};
+use crate::protocol::{
+    ApiError, ErrorCode, MAX_LINE, RequestId, Response, StreamMessage, TerminalRef,
+};
 use crate::request::stats::StatsInfo;
+use crate::request::{check, close, list, output, report, send, spawn, subscribe_agents, wait};
 use crate::token::{Principal, Secret};
 use connection::LineRead;
 use dispatch::Reply;
 
 /// The app behind the bus: everything but the handshake and the bus's own counters.
+///
+/// One method per request the app answers; the bus has already checked the
+/// envelope, the token, the version, the fields and the caller's rights of
+/// section 4 (what a plain terminal may do inside its environment, and whom
+/// Report is about, are the app's to check).
 pub trait App: Send + Sync + 'static {
+    /// The stream a SubscribeAgents request reads from.
+    type Subscription: Subscription;
+
+    /// Whether a terminal that authenticated with its token is still one the app
+    /// hosts; a closed terminal's token stops working.
+    fn knows_terminal(&self, terminal: &TerminalRef) -> bool;
+
     /// How many agents the app knows, for Stats.
     fn agent_count(&self) -> impl Future<Output = u64> + Send;
+
+    /// List.
+    fn list(&self, ctx: &CallContext, request: list::List)
+    -> impl Future<Output = Response> + Send;
+
+    /// Check.
+    fn check(
+        &self,
+        ctx: &CallContext,
+        request: check::Check,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// Wait. (The bus answers `"TimedOut"` if the deadline passes first.)
+    fn wait(&self, ctx: &CallContext, request: wait::Wait)
+    -> impl Future<Output = Response> + Send;
+
+    /// Spawn.
+    fn spawn(
+        &self,
+        ctx: &CallContext,
+        request: spawn::Spawn,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// Send.
+    fn send(&self, ctx: &CallContext, request: send::Send)
+    -> impl Future<Output = Response> + Send;
+
+    /// Output.
+    fn output(
+        &self,
+        ctx: &CallContext,
+        request: output::Output,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// Close.
+    fn close(
+        &self,
+        ctx: &CallContext,
+        request: close::Close,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// Report.
+    fn report(
+        &self,
+        ctx: &CallContext,
+        request: report::Report,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// SubscribeAgents: the stream to serve, or the error to answer instead.
+    fn subscribe(
+        &self,
+        ctx: &CallContext,
+        request: subscribe_agents::SubscribeAgents,
+    ) -> impl Future<Output = Result<Self::Subscription, ApiError>> + Send;
+}
+
+/// A stream of messages for one subscriber, pulled by the bus as fast as the
+/// subscriber reads: a slow reader simply pulls less often.
+pub trait Subscription: Send + 'static {
+    /// The next message; `None` ends the stream.
+    fn next(&mut self) -> impl Future<Output = Option<StreamMessage>> + Send;
 }
 
 /// Who is calling and how, handed to every request's handler.
@@ -235,10 +311,16 @@ async fn connection_task<A: App>(
             .into(),
         ),
     };
-    let Reply::Answer(response) = reply else {
-        tracing::debug!("client left; its request was cancelled");
-        return;
-    };
-    bus.counters.answered(response.error_code());
-    connection::finish(stream, &response.to_line(), bus.config.linger).await;
+    match reply {
+        Reply::Answer(response) => {
+            bus.counters.answered(response.error_code());
+            connection::finish(stream, &response.to_line(), bus.config.linger).await;
+        }
+        Reply::Stream(subscription) => {
+            bus.counters.answered(None);
+            let _subscriber = bus.counters.subscriber_guard();
+            connection::stream(stream, subscription, &bus.shutdown).await;
+        }
+        Reply::Left => tracing::debug!("client left; its request was cancelled"),
+    }
 }

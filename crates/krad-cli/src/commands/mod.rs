@@ -1,11 +1,22 @@
 //! One file per subcommand: its clap arguments and its `run`.
 
 pub mod api;
+pub mod check;
+pub mod close;
 pub mod completions;
+pub mod hook;
+pub mod ls;
+pub mod output;
 pub mod raw;
+pub mod report;
+pub mod send;
 pub mod serve;
+pub mod spawn;
 pub mod stats;
 pub mod stop;
+pub mod subscribe;
+pub mod wait;
+pub mod watch;
 
 use crate::cli::{Cli, Command};
 use crate::exit::Exit;
@@ -20,9 +31,44 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     match command {
         Command::Serve(args) => serve::run(args, json),
         Command::Api(args) => api::run(args, &connect, json),
+        Command::Ls(args) => ls::run(args, &connect, json),
+        Command::Check(args) => check::run(args, &connect, json),
+        Command::Wait(args) => wait::run(args, &connect, json),
+        Command::Spawn(args) => spawn::run(args, &connect, json),
+        Command::Send(args) => send::run(args, &connect, json),
+        Command::Output(args) => output::run(args, &connect, json),
+        Command::Close(args) => close::run(args, &connect, json),
+        Command::Subscribe(args) => subscribe::run(args, &connect, json),
+        Command::Watch(args) => watch::run(args, &connect, json),
+        Command::Report(args) => report::run(args, &connect, json),
+        Command::Hook(args) => hook::run(args, &connect, json),
         Command::Raw(args) => raw::run(args, &connect, json),
         Command::Stats(args) => stats::run(args, &connect, json),
         Command::Stop(args) => stop::run(args, &connect, json),
         Command::Completions(args) => completions::run(args),
+    }
+}
+
+/// Parses a TARGET argument: a terminal id, a positive integer.
+pub(crate) fn parse_target(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|&id| id > 0)
+        .ok_or_else(|| {
+            format!("{text:?} is not a terminal id (a positive integer, as `krad ls` shows)")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_positive_integers() {
+        assert_eq!(parse_target("4"), Ok(4));
+        assert!(parse_target("0").is_err());
+        assert!(parse_target("-1").is_err());
+        assert!(parse_target("fix-login").is_err());
     }
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use krad_app::EmbeddedApp;
+use krad_app::config::Config;
+use krad_app::{EmbeddedApp, Settings};
 use krad_bus::api_json::{self, ApiJson};
 use krad_bus::protocol::{API_VERSION, BUILD};
 use krad_bus::server::{self, Bus, ServerConfig};
@@ -26,6 +27,9 @@ pub struct ServeArgs {
     /// The repository to serve (default: the git repository of the current directory).
     #[arg(long, value_name = "PATH")]
     pub root: Option<PathBuf>,
+    /// The config file (default: $KRAD_CONFIG, <repo>/.krad/config.toml, ~/.config/krad/config.toml).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
     /// The port on 127.0.0.1 (default: one the system picks).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
@@ -43,6 +47,14 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
     let exe = std::env::current_exe().context("cannot find the krad executable")?;
     let api_json_path = api_json::default_path()?;
     refuse_if_another_app_serves(&api_json_path)?;
+    let (config, config_path) = Config::load(args.config.as_deref(), &root)
+        .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
+    let state_dir = git_common_dir(&root)?.join("krad");
+    let token_dir = api_json_path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+        .join(format!("terminals-{}", std::process::id()));
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -56,15 +68,27 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
             )
         })?;
         let endpoint = listener.local_addr()?.to_string();
-        let config = ServerConfig {
+        let limits = ServerConfig {
             max_connections: args.max_connections as usize,
             line_timeout: Duration::from_millis(args.line_timeout_ms.max(1)),
             ..ServerConfig::default()
         };
         // Signals are caught from before api.json exists, so that no stop leaves it behind.
         let signals = Signals::install()?;
-        let bus = Arc::new(Bus::new(Secret::generate()?, config));
-        let app = Arc::new(EmbeddedApp::new(root.clone()));
+        let bus = Arc::new(Bus::new(Secret::generate()?, limits));
+        let settings = Settings {
+            root: root.clone(),
+            state_dir,
+            token_dir,
+            krad: exe.clone(),
+            endpoint: endpoint.clone(),
+            config,
+        };
+        let host = Arc::new(krad_term::pty::PtyHost::new());
+        let app = Arc::new(
+            EmbeddedApp::new(settings, host, bus.clone())
+                .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?,
+        );
         api_json::write(
             &api_json_path,
             &ApiJson {
@@ -78,6 +102,10 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
             },
         )?;
         announce(&root, &endpoint, &api_json_path, &exe, json);
+        match &config_path {
+            Some(path) => tracing::info!("config: {}", path.display()),
+            None => tracing::info!("no config file; built-in profiles"),
+        }
         tracing::info!(%endpoint, root = %root.display(), "serving");
 
         let stop_on_signal = {
@@ -157,6 +185,25 @@ fn repository_root(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
     let top =
         String::from_utf8(out.stdout).context("git printed a repository path that is not UTF-8")?;
     Ok(PathBuf::from(top.trim_end_matches(['\n', '\r'])))
+}
+
+/// The repository's shared git directory (the same for all its worktrees).
+fn git_common_dir(root: &Path) -> anyhow::Result<PathBuf> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["rev-parse", "--path-format=absolute", "--git-common-dir"])
+        .output()
+        .context("cannot run git")?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "git cannot tell the git directory of {}: {}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let dir = String::from_utf8(out.stdout).context("git printed a path that is not UTF-8")?;
+    Ok(PathBuf::from(dir.trim_end_matches(['\n', '\r'])))
 }
 
 /// One api.json per location: a live app there is not silently replaced.

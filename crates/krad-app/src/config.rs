@@ -1,0 +1,220 @@
+//! The config file: profiles and terminal settings.
+//!
+//! Where it is read from, first match wins: `krad serve --config PATH`,
+//! `$KRAD_CONFIG`, `<repository>/.krad/config.toml`,
+//! `$XDG_CONFIG_HOME/krad/config.toml` (or `~/.config/krad/config.toml`).
+//! No file is fine: the built-in profiles and defaults apply. A file that does not
+//! parse, or has a key krad does not know, stops `krad serve` with the line at fault.
+//!
+//! ```toml
+//! default_profile = "claude"
+//!
+//! [terminals]
+//! scrollback = 10000      # lines kept per terminal
+//!
+//! [profiles.aider]
+//! command = ["aider", "--yes-always"]
+//! prompt = "arg"          # arg | type | none
+//! hooks = "none"          # claude | codex | none
+//! idle_after_secs = 20    # no output this long while working: idle (state_source "quiet")
+//! env = { AIDER_DARK_MODE = "1" }
+//! expose_token = false    # also set KRAD_ADE_TOKEN (env leaks into every child)
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// How the prompt reaches the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptDelivery {
+    /// Appended as the last argument.
+    Arg,
+    /// Typed into the terminal once the program is ready, then Enter.
+    Type,
+    /// The profile takes no prompt.
+    None,
+}
+
+/// How an agent reports its state besides its screen and its exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookKind {
+    /// Claude Code: `--settings <file>` with hooks that call `krad hook claude`.
+    Claude,
+    /// Codex CLI: `-c notify=[…]` calling `krad hook codex`.
+    Codex,
+    /// Nothing: process exit, screen signals and the quiet time.
+    None,
+}
+
+/// A profile as the config file writes it; every field optional, so that a
+/// profile named like a built-in one changes only what it names.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileConfig {
+    /// The argv.
+    pub command: Option<Vec<String>>,
+    /// How the prompt reaches it.
+    pub prompt: Option<PromptDelivery>,
+    /// How it reports its state.
+    pub hooks: Option<HookKind>,
+    /// Quiet time after which a working agent is shown idle.
+    pub idle_after_secs: Option<u64>,
+    /// Extra environment.
+    pub env: Option<BTreeMap<String, String>>,
+    /// Also put the token itself in `KRAD_ADE_TOKEN`.
+    pub expose_token: Option<bool>,
+}
+
+/// `[terminals]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TerminalsConfig {
+    /// Lines of scrollback kept per terminal.
+    pub scrollback: usize,
+}
+
+impl Default for TerminalsConfig {
+    fn default() -> Self {
+        TerminalsConfig { scrollback: 10_000 }
+    }
+}
+
+/// The whole config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The profile Spawn uses when it names none (default `shell`).
+    pub default_profile: Option<String>,
+    /// Terminal settings.
+    #[serde(default)]
+    pub terminals: TerminalsConfig,
+    /// Profiles added or changed.
+    #[serde(default)]
+    pub profiles: BTreeMap<String, ProfileConfig>,
+}
+
+/// Why the config could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid.
+    #[error("the config file {path} is not valid: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with its line.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Finds and reads the config file for the repository at `root`.
+    /// Returns the config and the file it came from (`None`: defaults).
+    pub fn load(
+        explicit: Option<&Path>,
+        root: &Path,
+    ) -> Result<(Config, Option<PathBuf>), ConfigError> {
+        let path = match explicit {
+            Some(path) => Some(path.to_path_buf()),
+            None => Self::candidates(root).into_iter().find(|p| p.is_file()),
+        };
+        let Some(path) = path else {
+            return Ok((Config::default(), None));
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let config = Config::parse(&text).map_err(|message| ConfigError::Invalid {
+            path: path.clone(),
+            message,
+        })?;
+        Ok((config, Some(path)))
+    }
+
+    /// Parses the text of a config file.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let config: Config = toml::from_str(text).map_err(|e| e.to_string().trim().to_owned())?;
+        for (name, profile) in &config.profiles {
+            if name.is_empty() {
+                return Err("a profile needs a name".to_owned());
+            }
+            if let Some(command) = &profile.command
+                && command.first().is_none_or(|p| p.is_empty())
+            {
+                return Err(format!(
+                    "profile {name:?}: command must start with a program"
+                ));
+            }
+        }
+        Ok(config)
+    }
+
+    fn candidates(root: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        if let Some(path) = std::env::var_os("KRAD_CONFIG").filter(|p| !p.is_empty()) {
+            out.push(PathBuf::from(path));
+            return out;
+        }
+        out.push(root.join(".krad").join("config.toml"));
+        if let Some(dir) = std::env::var_os("XDG_CONFIG_HOME").filter(|p| !p.is_empty()) {
+            out.push(PathBuf::from(dir).join("krad").join("config.toml"));
+        } else if let Some(home) = std::env::var_os("HOME").filter(|p| !p.is_empty()) {
+            out.push(
+                PathBuf::from(home)
+                    .join(".config")
+                    .join("krad")
+                    .join("config.toml"),
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_profiles_and_terminals() {
+        let config = Config::parse(
+            r#"
+            default_profile = "aider"
+            [terminals]
+            scrollback = 500
+            [profiles.aider]
+            command = ["aider", "--yes"]
+            prompt = "type"
+            idle_after_secs = 20
+            env = { A = "1" }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.default_profile.as_deref(), Some("aider"));
+        assert_eq!(config.terminals.scrollback, 500);
+        let aider = &config.profiles["aider"];
+        assert_eq!(aider.prompt, Some(PromptDelivery::Type));
+        assert_eq!(aider.idle_after_secs, Some(20));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused_with_their_place() {
+        let e = Config::parse("[profiles.x]\ncomand = [\"a\"]\n").unwrap_err();
+        assert!(e.contains("comand"), "{e}");
+        let e = Config::parse("[profiles.x]\nprompt = \"shout\"\n").unwrap_err();
+        assert!(e.contains("line 2"), "{e}");
+        let e = Config::parse("[profiles.x]\ncommand = []\n").unwrap_err();
+        assert!(e.contains("command"), "{e}");
+    }
+}

@@ -1,0 +1,312 @@
+//! Profiles: how to start a kind of agent, how its prompt reaches it and how it
+//! reports its state. Built in: `shell`, `exec`, `claude`, `codex`; the config
+//! file adds more or changes these.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::config::{Config, HookKind, ProfileConfig, PromptDelivery};
+
+/// A resolved profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    /// Its name.
+    pub name: String,
+    /// The argv (empty for `exec`: Spawn must give `command`).
+    pub command: Vec<String>,
+    /// How the prompt reaches the program.
+    pub prompt: PromptDelivery,
+    /// How the program reports its state.
+    pub hooks: HookKind,
+    /// No output this long while working: shown idle (`state_source: "quiet"`).
+    pub idle_after: Option<Duration>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Also set `KRAD_ADE_TOKEN`.
+    pub expose_token: bool,
+}
+
+/// Every profile the app knows, and the default one.
+#[derive(Debug, Clone)]
+pub struct Profiles {
+    profiles: BTreeMap<String, Arc<Profile>>,
+    default: String,
+}
+
+impl Profiles {
+    /// The built-in profiles with the config's changes and additions.
+    pub fn from_config(config: &Config) -> Result<Profiles, String> {
+        let mut profiles: BTreeMap<String, Profile> = builtins()
+            .into_iter()
+            .map(|p| (p.name.clone(), p))
+            .collect();
+        for (name, change) in &config.profiles {
+            let profile = match profiles.remove(name) {
+                Some(base) => apply(base, change),
+                None => {
+                    let Some(command) = change.command.clone() else {
+                        return Err(format!("profile {name:?} needs a command"));
+                    };
+                    apply(
+                        Profile {
+                            name: name.clone(),
+                            command,
+                            prompt: PromptDelivery::Arg,
+                            hooks: HookKind::None,
+                            idle_after: None,
+                            env: BTreeMap::new(),
+                            expose_token: false,
+                        },
+                        change,
+                    )
+                }
+            };
+            profiles.insert(name.clone(), profile);
+        }
+        let default = config
+            .default_profile
+            .clone()
+            .unwrap_or_else(|| "shell".to_owned());
+        if !profiles.contains_key(&default) {
+            return Err(format!("default_profile {default:?} is not a profile"));
+        }
+        Ok(Profiles {
+            profiles: profiles
+                .into_iter()
+                .map(|(k, v)| (k, Arc::new(v)))
+                .collect(),
+            default,
+        })
+    }
+
+    /// A profile by name.
+    pub fn get(&self, name: &str) -> Option<Arc<Profile>> {
+        self.profiles.get(name).cloned()
+    }
+
+    /// The profile Spawn uses when it names none.
+    pub fn default_name(&self) -> &str {
+        &self.default
+    }
+
+    /// The names, for error messages.
+    pub fn names(&self) -> Vec<&str> {
+        self.profiles.keys().map(String::as_str).collect()
+    }
+}
+
+fn apply(mut profile: Profile, change: &ProfileConfig) -> Profile {
+    if let Some(command) = &change.command {
+        profile.command = command.clone();
+    }
+    if let Some(prompt) = change.prompt {
+        profile.prompt = prompt;
+    }
+    if let Some(hooks) = change.hooks {
+        profile.hooks = hooks;
+    }
+    if let Some(secs) = change.idle_after_secs {
+        profile.idle_after = (secs > 0).then(|| Duration::from_secs(secs));
+    }
+    if let Some(env) = &change.env {
+        profile.env.extend(env.clone());
+    }
+    if let Some(expose) = change.expose_token {
+        profile.expose_token = expose;
+    }
+    profile
+}
+
+fn builtins() -> Vec<Profile> {
+    let shell = std::env::var("SHELL")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "/bin/sh".to_owned());
+    let base = |name: &str, command: Vec<String>, prompt, hooks, idle: Option<u64>| Profile {
+        name: name.to_owned(),
+        command,
+        prompt,
+        hooks,
+        idle_after: idle.map(Duration::from_secs),
+        env: BTreeMap::new(),
+        expose_token: false,
+    };
+    vec![
+        base(
+            "shell",
+            vec![shell],
+            PromptDelivery::Type,
+            HookKind::None,
+            Some(3),
+        ),
+        base(
+            "exec",
+            Vec::new(),
+            PromptDelivery::Arg,
+            HookKind::None,
+            None,
+        ),
+        base(
+            "claude",
+            vec!["claude".into()],
+            PromptDelivery::Arg,
+            HookKind::Claude,
+            Some(90),
+        ),
+        base(
+            "codex",
+            vec!["codex".into()],
+            PromptDelivery::Arg,
+            HookKind::Codex,
+            Some(90),
+        ),
+    ]
+}
+
+/// The argv a spawn runs: the command, the hook settings injected right after the
+/// program, and the prompt as last argument when the profile says so.
+pub fn argv(
+    profile: &Profile,
+    command: Vec<String>,
+    prompt: Option<&str>,
+    krad: &Path,
+    claude_settings: Option<&Path>,
+) -> Vec<String> {
+    let mut argv = command;
+    let mut injected: Vec<String> = match profile.hooks {
+        HookKind::Claude => match claude_settings {
+            Some(path) => vec!["--settings".into(), path.display().to_string()],
+            None => Vec::new(),
+        },
+        HookKind::Codex => vec!["-c".into(), codex_notify(krad)],
+        HookKind::None => Vec::new(),
+    };
+    if !argv.is_empty() {
+        let rest = argv.split_off(1);
+        argv.append(&mut injected);
+        argv.extend(rest);
+    }
+    if profile.prompt == PromptDelivery::Arg
+        && let Some(prompt) = prompt
+    {
+        argv.push(prompt.to_owned());
+    }
+    argv
+}
+
+/// `notify=["<krad>","hook","codex"]`: Codex runs it after each turn with a JSON
+/// description of the turn as the last argument.
+fn codex_notify(krad: &Path) -> String {
+    let program = serde_json::to_string(&krad.display().to_string()).unwrap_or_default();
+    format!("notify=[{program},\"hook\",\"codex\"]")
+}
+
+/// The settings file given to Claude Code with `--settings`: hooks that call
+/// `krad hook claude` (which reads the event from stdin and reports it).
+/// The user's own settings are never touched; Claude Code merges this file in.
+pub fn claude_settings(krad: &Path) -> serde_json::Value {
+    let command = format!("{} hook claude", shell_quote(&krad.display().to_string()));
+    let hook = json!([{ "hooks": [{ "type": "command", "command": command, "timeout": 30 }] }]);
+    let matched = |matcher: &str| json!([{ "matcher": matcher, "hooks": [{ "type": "command", "command": command, "timeout": 30 }] }]);
+    json!({
+        "hooks": {
+            "UserPromptSubmit": hook,
+            "PreToolUse": matched("*"),
+            "Stop": hook,
+            "Notification": matched("permission_prompt|idle_prompt"),
+        }
+    })
+}
+
+/// Quotes a word for `sh`.
+pub fn shell_quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:=,@".contains(&b))
+    {
+        return word.to_owned();
+    }
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_and_overrides() {
+        let config = Config::parse(
+            "default_profile = \"mine\"\n[profiles.claude]\nidle_after_secs = 5\n[profiles.mine]\ncommand = [\"my-agent\"]\n",
+        )
+        .unwrap();
+        let profiles = Profiles::from_config(&config).unwrap();
+        assert_eq!(profiles.default_name(), "mine");
+        let claude = profiles.get("claude").unwrap();
+        assert_eq!(claude.command, vec!["claude"]);
+        assert_eq!(claude.idle_after, Some(Duration::from_secs(5)));
+        assert_eq!(profiles.get("mine").unwrap().prompt, PromptDelivery::Arg);
+        for name in ["shell", "exec", "codex"] {
+            assert!(profiles.get(name).is_some());
+        }
+    }
+
+    #[test]
+    fn a_new_profile_needs_a_command_and_the_default_must_exist() {
+        let config = Config::parse("[profiles.x]\nprompt = \"type\"\n").unwrap();
+        assert!(Profiles::from_config(&config).is_err());
+        let config = Config::parse("default_profile = \"nope\"\n").unwrap();
+        assert!(Profiles::from_config(&config).is_err());
+    }
+
+    #[test]
+    fn hooks_are_injected_after_the_program_and_the_prompt_goes_last() {
+        let profiles = Profiles::from_config(&Config::default()).unwrap();
+        let claude = profiles.get("claude").unwrap();
+        let built = argv(
+            &claude,
+            vec!["claude".into(), "--model".into(), "opus".into()],
+            Some("fix it"),
+            Path::new("/bin/krad"),
+            Some(Path::new("/s/settings.json")),
+        );
+        assert_eq!(
+            built,
+            [
+                "claude",
+                "--settings",
+                "/s/settings.json",
+                "--model",
+                "opus",
+                "fix it"
+            ]
+        );
+        let codex = profiles.get("codex").unwrap();
+        let built = argv(
+            &codex,
+            vec!["codex".into()],
+            Some("go"),
+            Path::new("/bin/krad"),
+            None,
+        );
+        assert_eq!(
+            built,
+            [
+                "codex",
+                "-c",
+                "notify=[\"/bin/krad\",\"hook\",\"codex\"]",
+                "go"
+            ]
+        );
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("/usr/bin/krad"), "/usr/bin/krad");
+        assert_eq!(shell_quote("/a b/it's"), "'/a b/it'\\''s'");
+    }
+}

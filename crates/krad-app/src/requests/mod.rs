@@ -1,0 +1,37 @@
+//! One handler per request the app answers, and the rights rules they share.
+
+pub mod check;
+pub mod close;
+pub mod list;
+pub mod output;
+pub mod report;
+pub mod send;
+pub mod spawn;
+pub mod subscribe_agents;
+pub mod wait;
+
+use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode};
+use krad_bus::token::Principal;
+
+/// A plain terminal may Send to and Close only the terminals it spawned, in its
+/// own environment; Client and lead terminals may act on any.
+pub(crate) fn may_act_on(
+    principal: &Principal,
+    request: &str,
+    record: &AgentRecord,
+) -> Result<(), ApiError> {
+    let Principal::Terminal(me) = principal else {
+        return Ok(());
+    };
+    if record.environment == me.environment && record.parent == Some(me.terminal) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::Forbidden,
+        format!(
+            "terminal {} may {request} only terminals it spawned in its environment; terminal {} is not one",
+            me.terminal, record.terminal
+        ),
+    )
+    .with_detail(serde_json::json!({ "request": request, "terminal": record.terminal })))
+}

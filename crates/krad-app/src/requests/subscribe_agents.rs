@@ -1,0 +1,22 @@
+//! SubscribeAgents: checks the request and opens the stream.
+
+use krad_bus::protocol::ApiError;
+use krad_bus::request::subscribe_agents::SubscribeAgents;
+use krad_bus::server::CallContext;
+
+use crate::{AgentStream, Core};
+
+pub(crate) fn handle(
+    core: &Core,
+    _ctx: &CallContext,
+    request: SubscribeAgents,
+) -> Result<AgentStream, ApiError> {
+    if let Some(env) = &request.environment {
+        Core::check_environment(env)?;
+    }
+    Ok(AgentStream::new(
+        core.store.clone(),
+        request.environment,
+        request.since_rev,
+    ))
+}

@@ -1,0 +1,362 @@
+//! The app's one state store: every agent record, the global `rev`, and the
+//! index of changes that Wait, Check and SubscribeAgents read.
+//!
+//! * Each change bumps the global rev (persisted by reservation, see
+//!   [`crate::state_file`]) and the agent's record carries it.
+//! * `changes` maps each agent's latest rev to the agent (and each removal's rev
+//!   to a tombstone). A subscriber remembers the last rev it sent and reads the
+//!   range after it: it gets every agent that changed, once, with its current
+//!   record, in rev order. A slow subscriber therefore costs no memory and never
+//!   misses a final state — its updates are conflated by construction.
+//! * Each agent has a `watch` channel holding its record, so a Wait on one agent
+//!   wakes only for that agent, and still reads the final record after the
+//!   terminal was removed.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime};
+
+use krad_bus::protocol::{
+    AgentRecord, AgentState, RemovedInfo, SnapshotInfo, StateSource, StreamMessage, TerminalRef,
+};
+use krad_term::Terminal;
+use tokio::sync::watch;
+
+use crate::profile::Profile;
+use crate::state_file::{REV_RESERVATION, StateFile, StatePath};
+
+/// Tombstones of removed terminals kept for resuming subscribers; past this the
+/// oldest are dropped and a resume from before them gets a fresh snapshot.
+const MAX_TOMBSTONES: usize = 10_000;
+
+/// What the store knows of one terminal besides its record.
+pub struct Entry {
+    /// The record clients see.
+    pub record: AgentRecord,
+    /// The terminal, while the app hosts it.
+    pub terminal: Arc<dyn Terminal>,
+    /// The profile it was started with.
+    pub profile: Arc<Profile>,
+    /// The last output or report, for the quiet-time rule.
+    pub last_activity: Instant,
+    /// The file holding the terminal's token.
+    pub token_file: Option<PathBuf>,
+    watch: watch::Sender<AgentRecord>,
+}
+
+enum Change {
+    Agent(u64),
+    Removed { terminal: u64, environment: String },
+}
+
+struct Inner {
+    rev: u64,
+    persisted: StateFile,
+    start_rev: u64,
+    resume_floor: u64,
+    agents: BTreeMap<u64, Entry>,
+    changes: BTreeMap<u64, Change>,
+    tombstones: usize,
+}
+
+/// The store. Its lock is held only for short, non-blocking work.
+pub struct Store {
+    inner: Mutex<Inner>,
+    revs: watch::Sender<u64>,
+    state_path: StatePath,
+}
+
+/// RFC 3339 UTC, milliseconds.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+impl Store {
+    /// Opens the store, starting the rev above anything a previous run used.
+    pub fn open(state_path: StatePath) -> Result<Store, String> {
+        let mut persisted = state_path.load()?;
+        persisted.next_terminal = persisted.next_terminal.max(1);
+        let start_rev = persisted.rev_reserved;
+        persisted.rev_reserved = start_rev + REV_RESERVATION;
+        state_path
+            .save(&persisted)
+            .map_err(|e| format!("cannot write the app's state: {e}"))?;
+        Ok(Store {
+            inner: Mutex::new(Inner {
+                rev: start_rev,
+                persisted,
+                start_rev,
+                resume_floor: 0,
+                agents: BTreeMap::new(),
+                changes: BTreeMap::new(),
+                tombstones: 0,
+            }),
+            revs: watch::channel(start_rev).0,
+            state_path,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a record half-written in a
+        // way that matters more than stopping the whole app would.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Gives out the next terminal id, persisted before it is used.
+    pub fn allocate_terminal_id(&self) -> std::io::Result<u64> {
+        let mut inner = self.lock();
+        let id = inner.persisted.next_terminal;
+        inner.persisted.next_terminal += 1;
+        self.state_path.save(&inner.persisted)?;
+        Ok(id)
+    }
+
+    fn bump(&self, inner: &mut Inner) -> u64 {
+        inner.rev += 1;
+        if inner.rev >= inner.persisted.rev_reserved {
+            inner.persisted.rev_reserved = inner.rev + REV_RESERVATION;
+            if let Err(e) = self.state_path.save(&inner.persisted) {
+                tracing::error!("cannot persist the rev reservation: {e}");
+            }
+        }
+        inner.rev
+    }
+
+    /// Adds a new agent and returns its record.
+    pub fn insert(
+        &self,
+        mut record: AgentRecord,
+        terminal: Arc<dyn Terminal>,
+        profile: Arc<Profile>,
+        token_file: Option<PathBuf>,
+    ) -> AgentRecord {
+        let mut inner = self.lock();
+        let rev = self.bump(&mut inner);
+        record.rev = rev;
+        let id = record.terminal;
+        inner.changes.insert(rev, Change::Agent(id));
+        inner.agents.insert(
+            id,
+            Entry {
+                watch: watch::channel(record.clone()).0,
+                record: record.clone(),
+                terminal,
+                profile,
+                last_activity: Instant::now(),
+                token_file,
+            },
+        );
+        drop(inner);
+        self.revs.send_replace(rev);
+        record
+    }
+
+    /// Changes an agent: `change` edits the entry and says whether the record
+    /// changed. A change bumps the revs and wakes the agent's waiters.
+    /// Returns the record after, or `None` for an unknown terminal.
+    pub fn update(&self, id: u64, change: impl FnOnce(&mut Entry) -> bool) -> Option<AgentRecord> {
+        let mut inner = self.lock();
+        let entry = inner.agents.get_mut(&id)?;
+        if !change(entry) {
+            return Some(entry.record.clone());
+        }
+        let old_rev = entry.record.rev;
+        let rev = self.bump(&mut inner);
+        inner.changes.remove(&old_rev);
+        inner.changes.insert(rev, Change::Agent(id));
+        let entry = inner.agents.get_mut(&id)?;
+        entry.record.rev = rev;
+        let record = entry.record.clone();
+        entry.watch.send_replace(record.clone());
+        drop(inner);
+        self.revs.send_replace(rev);
+        Some(record)
+    }
+
+    /// Removes a terminal's record (after Close); subscribers see `Removed`.
+    pub fn remove(&self, id: u64) -> Option<Entry> {
+        let mut inner = self.lock();
+        let entry = inner.agents.remove(&id)?;
+        let rev = self.bump(&mut inner);
+        inner.changes.remove(&entry.record.rev);
+        inner.changes.insert(
+            rev,
+            Change::Removed {
+                terminal: id,
+                environment: entry.record.environment.clone(),
+            },
+        );
+        inner.tombstones += 1;
+        while inner.tombstones > MAX_TOMBSTONES {
+            let oldest = inner
+                .changes
+                .iter()
+                .find(|(_, c)| matches!(c, Change::Removed { .. }))
+                .map(|(rev, _)| *rev);
+            let Some(oldest) = oldest else { break };
+            inner.changes.remove(&oldest);
+            inner.tombstones -= 1;
+            inner.resume_floor = oldest;
+        }
+        drop(inner);
+        self.revs.send_replace(rev);
+        Some(entry)
+    }
+
+    /// Reads an entry.
+    pub fn with<T>(&self, id: u64, read: impl FnOnce(&Entry) -> T) -> Option<T> {
+        self.lock().agents.get(&id).map(read)
+    }
+
+    /// An agent's record.
+    pub fn record(&self, id: u64) -> Option<AgentRecord> {
+        self.with(id, |e| e.record.clone())
+    }
+
+    /// The agents, by terminal id, of one environment or all.
+    pub fn list(&self, environment: Option<&str>) -> Vec<AgentRecord> {
+        self.lock()
+            .agents
+            .values()
+            .filter(|e| environment.is_none_or(|env| e.record.environment == env))
+            .map(|e| e.record.clone())
+            .collect()
+    }
+
+    /// Every entry's terminal, for shutdown.
+    pub fn terminals(&self) -> Vec<Arc<dyn Terminal>> {
+        self.lock()
+            .agents
+            .values()
+            .map(|e| e.terminal.clone())
+            .collect()
+    }
+
+    /// A watch on an agent's record.
+    pub fn watch(&self, id: u64) -> Option<watch::Receiver<AgentRecord>> {
+        self.with(id, |e| e.watch.subscribe())
+    }
+
+    /// How many agents there are.
+    pub fn count(&self) -> usize {
+        self.lock().agents.len()
+    }
+
+    /// Whether the app hosts this terminal (in this environment).
+    pub fn knows(&self, terminal: &TerminalRef) -> bool {
+        self.with(terminal.terminal, |e| {
+            e.record.environment == terminal.environment
+        })
+        .unwrap_or(false)
+    }
+
+    /// The global rev now.
+    pub fn rev(&self) -> u64 {
+        self.lock().rev
+    }
+
+    /// Wakes on every change of the global rev.
+    pub fn revs(&self) -> watch::Receiver<u64> {
+        self.revs.subscribe()
+    }
+
+    /// The first message of a subscription, and the rev it covers.
+    /// Taken under the lock, so no change falls between it and what follows.
+    pub fn snapshot(&self, environment: Option<&str>, since_rev: Option<u64>) -> SnapshotInfo {
+        let inner = self.lock();
+        let matches = |env: &str| environment.is_none_or(|e| e == env);
+        let resumable = since_rev.filter(|&since| {
+            since <= inner.rev
+                && since >= inner.resume_floor
+                && !(inner.start_rev > 0 && since <= inner.start_rev)
+        });
+        match resumable {
+            None => SnapshotInfo {
+                rev: inner.rev,
+                agents: inner
+                    .agents
+                    .values()
+                    .filter(|e| matches(&e.record.environment))
+                    .map(|e| e.record.clone())
+                    .collect(),
+                removed: Vec::new(),
+                fresh: true,
+            },
+            Some(since) => {
+                let mut agents = Vec::new();
+                let mut removed = Vec::new();
+                for message in changes_after(&inner, since, environment) {
+                    match message {
+                        StreamMessage::Agent(record) => agents.push(*record),
+                        StreamMessage::Removed(gone) => removed.push(gone),
+                        _ => {}
+                    }
+                }
+                SnapshotInfo {
+                    rev: inner.rev,
+                    agents,
+                    removed,
+                    fresh: false,
+                }
+            }
+        }
+    }
+
+    /// Every change after `rev`, as stream messages in rev order, and the rev now.
+    pub fn changes_since(&self, rev: u64, environment: Option<&str>) -> (Vec<StreamMessage>, u64) {
+        let inner = self.lock();
+        (changes_after(&inner, rev, environment), inner.rev)
+    }
+}
+
+/// The changes after `since`, in rev order: each changed agent once (its record
+/// now) and each removal.
+fn changes_after(inner: &Inner, since: u64, environment: Option<&str>) -> Vec<StreamMessage> {
+    let wanted = |env: &str| environment.is_none_or(|e| e == env);
+    inner
+        .changes
+        .range(since + 1..)
+        .filter_map(|(rev, change)| match change {
+            Change::Agent(id) => inner
+                .agents
+                .get(id)
+                .filter(|entry| wanted(&entry.record.environment))
+                .map(|entry| StreamMessage::Agent(Box::new(entry.record.clone()))),
+            Change::Removed {
+                terminal,
+                environment: env,
+            } => wanted(env).then_some(StreamMessage::Removed(RemovedInfo {
+                terminal: *terminal,
+                rev: *rev,
+            })),
+        })
+        .collect()
+}
+
+/// Sets a record's state; says whether anything changed.
+pub fn set_state(
+    record: &mut AgentRecord,
+    state: AgentState,
+    source: StateSource,
+    message: Option<String>,
+) -> bool {
+    let mut changed = false;
+    if record.state != state || record.state_source != source {
+        if record.state != state {
+            record.state_since = now_rfc3339();
+        }
+        record.state = state;
+        record.state_source = source;
+        changed = true;
+    }
+    if let Some(message) = message
+        && record.message.as_deref() != Some(message.as_str())
+    {
+        record.message = Some(message);
+        changed = true;
+    }
+    changed
+}

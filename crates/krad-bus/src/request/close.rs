@@ -1,0 +1,47 @@
+//! `Close`: ends a terminal (or, later, an environment).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Fields, invalid};
+use crate::protocol::ApiError;
+
+/// The Close request.
+///
+/// # Format
+///
+/// ```json
+/// {"Close":{"target":4}}
+/// "Ok"
+/// ```
+///
+/// A terminal gets SIGHUP, then SIGKILL after 5 s; the answer comes once it has
+/// exited, and it is then removed from the app's records.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Close {
+    /// A terminal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<u64>,
+    /// An environment (never `main`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+    /// Discard unmerged work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
+}
+
+impl Fields for Close {
+    fn validate(&self) -> Result<(), ApiError> {
+        match (&self.target, &self.environment) {
+            (Some(_), Some(_)) => Err(invalid(
+                "Close",
+                "environment",
+                "give target or environment, not both",
+            )),
+            (None, None) => Err(ApiError::bad_request(
+                "Close: field \"target\" (or \"environment\") is missing",
+            )
+            .with_detail(serde_json::json!({"request": "Close", "field": "target"}))),
+            _ => Ok(()),
+        }
+    }
+}

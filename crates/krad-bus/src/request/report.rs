@@ -1,0 +1,51 @@
+//! `Report`: a terminal tells the app its agent's state (hooks call it through
+//! `krad report`).
+
+use serde::{Deserialize, Serialize};
+
+use super::Fields;
+use crate::protocol::AgentState;
+
+/// The states a terminal may report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReportedState {
+    /// Running a turn.
+    Working,
+    /// Turn over.
+    Idle,
+    /// Blocked on a question.
+    Asking,
+}
+
+impl From<ReportedState> for AgentState {
+    fn from(state: ReportedState) -> AgentState {
+        match state {
+            ReportedState::Working => AgentState::Working,
+            ReportedState::Idle => AgentState::Idle,
+            ReportedState::Asking => AgentState::Asking,
+        }
+    }
+}
+
+/// The Report request (terminals only, about themselves).
+///
+/// # Format
+///
+/// ```json
+/// {"Report":{"state":"idle","message":"All 48 tests pass."}}
+/// "Ok"
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The new state.
+    pub state: ReportedState,
+    /// What the agent said (its last message, the question it asks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// A title to show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+impl Fields for Report {}

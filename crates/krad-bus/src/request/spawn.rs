@@ -1,0 +1,91 @@
+//! `Spawn`: starts an agent on a new terminal.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Fields, invalid};
+use crate::protocol::ApiError;
+
+/// The largest terminal side accepted, in cells.
+pub const MAX_SIDE: u16 = 1000;
+
+/// The Spawn request.
+///
+/// # Format
+///
+/// ```json
+/// {"Spawn":{"profile":"claude","prompt":"fix the login bug","name":"fix-login"}}
+/// {"Spawn":{"profile":"exec","command":["make","test"],"environment":"main","cols":120,"rows":40}}
+/// {"Agent":{"terminal":5,"state":"starting",…}}
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spawn {
+    /// Where to run (default: the caller's environment, or main).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+    /// How to start it (default: the config's default profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// The argv, instead of the profile's command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// The task, delivered as the profile says (argument, typed, or not at all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// A name to show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Give the terminal a lead token (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lead: Option<bool>,
+    /// Extra environment variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Columns (default 120).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cols: Option<u16>,
+    /// Rows (default 40).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u16>,
+}
+
+impl Fields for Spawn {
+    fn validate(&self) -> Result<(), ApiError> {
+        if let Some(command) = &self.command
+            && command.first().is_none_or(|p| p.is_empty())
+        {
+            return Err(invalid(
+                "Spawn",
+                "command",
+                "the argv must start with a program",
+            ));
+        }
+        for (field, side) in [("cols", self.cols), ("rows", self.rows)] {
+            if let Some(side) = side
+                && !(1..=MAX_SIDE).contains(&side)
+            {
+                return Err(invalid(
+                    "Spawn",
+                    field,
+                    format!("1 to {MAX_SIDE}, not {side}"),
+                ));
+            }
+        }
+        if let Some(env) = &self.env {
+            for name in env.keys() {
+                if name.is_empty() || name.contains(['=', '\0']) {
+                    return Err(invalid(
+                        "Spawn",
+                        "env",
+                        format!("{name:?} is not a variable name"),
+                    ));
+                }
+                if name.starts_with("KRAD_ADE_") {
+                    return Err(invalid("Spawn", "env", format!("{name} is set by the app")));
+                }
+            }
+        }
+        Ok(())
+    }
+}

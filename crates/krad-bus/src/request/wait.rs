@@ -1,0 +1,108 @@
+//! `Wait`: until one agent, or all or any of several, stops or exits.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Fields, deadline, invalid};
+use crate::protocol::ApiError;
+
+/// With several targets: wait for all of them, or for the first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Until {
+    /// Every target meets the condition.
+    #[default]
+    All,
+    /// At least one does.
+    Any,
+}
+
+/// What to wait for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitFor {
+    /// Not starting and not working (idle, asking or exited).
+    #[default]
+    Stop,
+    /// Exited.
+    Exit,
+}
+
+/// The Wait request.
+///
+/// # Format
+///
+/// ```json
+/// {"Wait":{"target":4,"timeout_secs":600}}
+/// {"Wait":{"targets":[4,5],"until":"any","for":"exit"}}
+/// {"Agent":{…}}            (target)
+/// {"Agents":[{…},{…}]}     (targets)
+/// "TimedOut"
+/// ```
+///
+/// Answers at once when the condition already holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Wait {
+    /// One terminal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<u64>,
+    /// Several terminals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<Vec<u64>>,
+    /// All (default) or any of `targets`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Until>,
+    /// Stop (default) or exit.
+    #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
+    pub for_: Option<WaitFor>,
+    /// At most 1800 (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+}
+
+impl Wait {
+    /// The terminals waited on, in the order given.
+    pub fn terminals(&self) -> Vec<u64> {
+        match (&self.target, &self.targets) {
+            (Some(t), _) => vec![*t],
+            (None, Some(ts)) => ts.clone(),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// How long to wait.
+    pub fn timeout_secs(&self) -> u64 {
+        self.timeout_secs.unwrap_or(deadline::MAX_WAIT_SECS)
+    }
+}
+
+impl Fields for Wait {
+    fn validate(&self) -> Result<(), ApiError> {
+        match (&self.target, &self.targets) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "Wait",
+                    "targets",
+                    "give target or targets, not both",
+                ));
+            }
+            (None, None) => {
+                return Err(ApiError::bad_request(
+                    "Wait: field \"target\" (or \"targets\") is missing",
+                )
+                .with_detail(serde_json::json!({"request": "Wait", "field": "target"})));
+            }
+            (None, Some(ts)) if ts.is_empty() => {
+                return Err(invalid("Wait", "targets", "name at least one terminal"));
+            }
+            _ => {}
+        }
+        match self.timeout_secs {
+            Some(secs) if secs > deadline::MAX_WAIT_SECS => Err(invalid(
+                "Wait",
+                "timeout_secs",
+                format!("at most {} seconds, not {secs}", deadline::MAX_WAIT_SECS),
+            )),
+            _ => Ok(()),
+        }
+    }
+}

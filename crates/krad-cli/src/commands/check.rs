@@ -1,0 +1,135 @@
+//! `krad check`: one agent's record, now or as soon as it changes (Check).
+
+use std::time::SystemTime;
+
+use krad_bus::request::{Request, check::Check, deadline};
+use serde_json::Value;
+
+use crate::connect::{Bus, ConnectArgs};
+use crate::exit::{Exit, Failure};
+use crate::output;
+use crate::render::{self, Agent};
+
+use super::wait::parse_wait_secs;
+
+/// Arguments of `krad check`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "With --wait, the answer comes as soon as the agent's rev passes --since-rev \
+(default: its rev when the request arrives), or after SECS with the unchanged record.\n\n\
+Examples:\n  krad check 4\n  krad check 4 --wait 60 --since-rev 57\n  krad check 4 --json | jq -r .Agent.state"
+)]
+pub struct CheckArgs {
+    /// The terminal id.
+    #[arg(value_name = "TARGET", value_parser = super::parse_target)]
+    pub target: u64,
+    /// Wait up to this long for the record to change (seconds, or 90s, 10m; at most 1800 s).
+    #[arg(long = "wait", value_name = "SECS", value_parser = parse_wait_secs)]
+    pub wait_secs: Option<u64>,
+    /// With --wait: answer once the agent's rev is past N.
+    #[arg(long, value_name = "N", requires = "wait_secs")]
+    pub since_rev: Option<u64>,
+}
+
+/// Sends Check and prints the record.
+pub fn run(args: CheckArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let bus = Bus::find(connect)?;
+    let request = Request::Check(Check {
+        target: args.target,
+        wait_secs: args.wait_secs,
+        since_rev: args.since_rev,
+    });
+    let deadline = request.deadline().unwrap_or(deadline::STANDARD);
+    let answer = bus.call(&request.to_value(), None, deadline)?;
+    if json {
+        output::json(&answer);
+        return Ok(Exit::Success);
+    }
+    let Some(record) = answer.get("Agent") else {
+        return Err(Failure::new(
+            Exit::Failure,
+            format!("unexpected answer to Check: {answer}"),
+        )
+        .into());
+    };
+    for line in summary(record, SystemTime::now()) {
+        output::line(&line);
+    }
+    Ok(Exit::Success)
+}
+
+/// A few `key  value` lines about one record; fields that are missing are left out.
+fn summary(record: &Value, now: SystemTime) -> Vec<String> {
+    let agent = Agent(record);
+    let mut lines = Vec::new();
+    let mut row = |key: &str, value: String| lines.push(format!("{key:<9} {value}"));
+
+    let mut terminal = agent.id();
+    if let Some(environment) = agent.environment() {
+        terminal.push_str(&format!(" in {}", render::one_line(environment)));
+    }
+    if let Some(pid) = agent.pid() {
+        terminal.push_str(&format!(", pid {pid}"));
+    }
+    row("terminal", terminal);
+    if let Some(name) = agent.name() {
+        row("name", render::one_line(name));
+    }
+    if let Some(profile) = agent.profile() {
+        let command = agent.command();
+        if command.is_empty() {
+            row("profile", render::one_line(profile));
+        } else {
+            let argv = render::truncate(&render::one_line(&command.join(" ")), 60);
+            row("profile", format!("{} ({argv})", render::one_line(profile)));
+        }
+    }
+    let mut state = agent.state_label();
+    if agent.state_since().is_some() {
+        state.push_str(&format!(" for {}", agent.since(now)));
+    }
+    row("state", state);
+    if let Some(since) = agent.state_since() {
+        row("since", render::one_line(since));
+    }
+    if let Some(message) = agent.message() {
+        row("message", render::one_line(message));
+    }
+    if let Some(title) = agent.title() {
+        row("title", render::one_line(title));
+    }
+    if let Some(ending) = agent.ending() {
+        row("exit", ending);
+    }
+    if let Some(rev) = agent.rev() {
+        row("rev", rev.to_string());
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn summary_of_a_full_and_an_odd_record() {
+        let now = humantime::parse_rfc3339("2025-01-01T00:00:12Z").unwrap();
+        let record = json!({"terminal":4,"environment":"main","name":"fix-login","profile":"claude",
+            "command":["claude","fix the login bug"],"state":"exited","state_source":"process",
+            "message":"bye","exit_code":3,"signal":null,"pid":12,"state_since":"2025-01-01T00:00:00Z",
+            "rev":58});
+        let lines = summary(&record, now);
+        assert_eq!(lines[0], "terminal  4 in main, pid 12");
+        assert!(
+            lines.contains(&"state     exited (process) for 12s".to_owned()),
+            "{lines:#?}"
+        );
+        assert!(lines.contains(&"exit      code 3".to_owned()), "{lines:#?}");
+        assert!(lines.contains(&"rev       58".to_owned()), "{lines:#?}");
+        assert_eq!(
+            summary(&json!(null), now),
+            vec!["terminal  ?", "state     ?"]
+        );
+    }
+}

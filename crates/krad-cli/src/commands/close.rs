@@ -1,0 +1,57 @@
+//! `krad close`: ends a terminal, or removes an environment (Close).
+
+use clap::ArgGroup;
+use krad_bus::request::{Request, close::Close, deadline};
+
+use crate::connect::{Bus, ConnectArgs};
+use crate::exit::Exit;
+use crate::output;
+
+/// Arguments of `krad close`.
+#[derive(Debug, clap::Args)]
+#[command(
+    group(ArgGroup::new("what").required(true).args(["target", "environment"])),
+    after_help = "\
+A terminal gets SIGHUP, then SIGKILL after 5 s. An environment (never main) loses its \
+terminals, then its worktree and branch (their tip is kept under refs/krad/archive/); \
+uncommitted or unmerged work refuses the close (exit 8) unless --force.
+
+Examples:
+  krad close 4
+  krad close --env feat-x
+  krad close --env feat-x --force"
+)]
+pub struct CloseArgs {
+    /// The terminal id to close.
+    #[arg(value_name = "TARGET", value_parser = super::parse_target)]
+    pub target: Option<u64>,
+    /// Close this environment instead of one terminal.
+    #[arg(long = "env", value_name = "NAME")]
+    pub environment: Option<String>,
+    /// With --env: close it even with uncommitted or unmerged work.
+    #[arg(long, conflicts_with = "target")]
+    pub force: bool,
+}
+
+/// Sends Close and says what was closed.
+pub fn run(args: CloseArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let bus = Bus::find(connect)?;
+    let what = match (&args.target, &args.environment) {
+        (Some(target), _) => format!("terminal {target}"),
+        (None, Some(environment)) => format!("environment {environment}"),
+        (None, None) => "nothing".to_owned(),
+    };
+    let request = Request::Close(Close {
+        target: args.target,
+        environment: args.environment,
+        force: args.force.then_some(true),
+    });
+    let deadline = request.deadline().unwrap_or(deadline::LONG);
+    let answer = bus.call(&request.to_value(), None, deadline)?;
+    if json {
+        output::json(&answer);
+    } else {
+        output::line(&format!("closed {what}"));
+    }
+    Ok(Exit::Success)
+}

@@ -1,0 +1,224 @@
+//! `krad hook`: the glue between an agent CLI's own notifications and the bus.
+//!
+//! * `krad hook claude` — the command of the hooks the `claude` profile injects
+//!   with `--settings`. Reads the hook's JSON on stdin: `UserPromptSubmit` and
+//!   `PreToolUse` report `working`, `Stop` reports `idle` with the last assistant
+//!   message, a `permission_prompt` notification reports `asking` and an
+//!   `idle_prompt` one `idle`.
+//! * `krad hook codex JSON` — Codex's `notify` program: `agent-turn-complete`
+//!   reports `idle` with the last assistant message.
+//!
+//! A hook must never get in the agent's way: it prints nothing on stdout (Claude
+//! Code would read it), always exits 0, and says what went wrong only in the
+//! log (`RUST_LOG=debug`).
+
+use std::io::Read;
+
+use krad_bus::request::report::{Report, ReportedState};
+use krad_bus::request::{Request, deadline};
+use serde_json::Value;
+
+use crate::connect::{Bus, ConnectArgs};
+use crate::exit::Exit;
+
+/// Messages longer than this are cut (with an ellipsis).
+const MAX_MESSAGE: usize = 2000;
+
+/// Arguments of `krad hook`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Injected by the claude and codex profiles; you do not call it yourself.\n\n\
+    Examples:\n  echo '{\"hook_event_name\":\"Stop\",\"last_assistant_message\":\"Done.\"}' | krad hook claude\n  \
+    krad hook codex '{\"type\":\"agent-turn-complete\",\"last-assistant-message\":\"Done.\"}'"
+)]
+pub struct HookArgs {
+    #[command(subcommand)]
+    pub agent: HookAgent,
+}
+
+/// Which agent CLI is calling.
+#[derive(Debug, clap::Subcommand)]
+pub enum HookAgent {
+    /// A Claude Code hook (the event's JSON on stdin).
+    Claude,
+    /// A Codex notify call (the event's JSON as the last argument).
+    Codex {
+        /// The notification, as Codex passes it.
+        notification: Option<String>,
+    },
+}
+
+/// Turns the event into a Report; never fails the caller.
+pub fn run(args: HookArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result<Exit> {
+    let report = match args.agent {
+        HookAgent::Claude => {
+            let mut input = String::new();
+            let _ = std::io::stdin()
+                .take(16 * 1024 * 1024)
+                .read_to_string(&mut input);
+            serde_json::from_str::<Value>(&input)
+                .ok()
+                .and_then(|event| claude_report(&event))
+        }
+        HookAgent::Codex { notification } => notification
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|event| codex_report(&event)),
+    };
+    let Some(report) = report else {
+        tracing::debug!("hook event ignored");
+        return Ok(Exit::Success);
+    };
+    let sent = Bus::find(connect).and_then(|bus| {
+        bus.call(
+            &Request::Report(report).to_value(),
+            None,
+            deadline::STANDARD,
+        )
+    });
+    if let Err(e) = sent {
+        tracing::debug!("hook could not report: {e}");
+    }
+    Ok(Exit::Success)
+}
+
+/// The report a Claude Code hook event stands for.
+pub fn claude_report(event: &Value) -> Option<Report> {
+    let text = |key: &str| event.get(key).and_then(Value::as_str).map(str::to_owned);
+    let report = |state, message: Option<String>| Report {
+        state,
+        message: message.map(cut),
+        title: None,
+    };
+    match event.get("hook_event_name")?.as_str()? {
+        "UserPromptSubmit" => Some(report(ReportedState::Working, None)),
+        "PreToolUse" => {
+            let tool = text("tool_name")?;
+            let detail = event
+                .pointer("/tool_input/command")
+                .or_else(|| event.pointer("/tool_input/file_path"))
+                .and_then(Value::as_str)
+                .map(|d| format!("{tool}: {}", d.lines().next().unwrap_or_default()));
+            Some(report(ReportedState::Working, Some(detail.unwrap_or(tool))))
+        }
+        "Stop" => {
+            let message = text("last_assistant_message")
+                .or_else(|| text("transcript_path").and_then(|p| last_assistant_text(&p)));
+            Some(report(ReportedState::Idle, message))
+        }
+        "Notification" => match event.get("notification_type").and_then(Value::as_str) {
+            Some("permission_prompt") => Some(report(ReportedState::Asking, text("message"))),
+            Some("idle_prompt") => Some(report(ReportedState::Idle, None)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The report a Codex notify call stands for.
+pub fn codex_report(event: &Value) -> Option<Report> {
+    if event.get("type")?.as_str()? != "agent-turn-complete" {
+        return None;
+    }
+    Some(Report {
+        state: ReportedState::Idle,
+        message: event
+            .get("last-assistant-message")
+            .and_then(Value::as_str)
+            .map(|m| cut(m.to_owned())),
+        title: None,
+    })
+}
+
+/// The text of the last assistant message of a Claude Code transcript (JSONL).
+fn last_assistant_text(path: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().rev().find_map(|line| {
+        let entry: Value = serde_json::from_str(line).ok()?;
+        if entry.get("type")?.as_str()? != "assistant" {
+            return None;
+        }
+        let parts = entry.pointer("/message/content")?.as_array()?;
+        let joined: Vec<&str> = parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect();
+        (!joined.is_empty()).then(|| joined.join("\n"))
+    })
+}
+
+fn cut(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE {
+        let mut end = MAX_MESSAGE;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn claude_events_map_to_reports() {
+        let r = claude_report(&json!({"hook_event_name":"Stop","last_assistant_message":"Done."}))
+            .unwrap();
+        assert_eq!(
+            (r.state, r.message.as_deref()),
+            (ReportedState::Idle, Some("Done."))
+        );
+        let r = claude_report(&json!({"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"npm test\nx"}})).unwrap();
+        assert_eq!(
+            (r.state, r.message.as_deref()),
+            (ReportedState::Working, Some("Bash: npm test"))
+        );
+        let r = claude_report(&json!({"hook_event_name":"Notification","notification_type":"permission_prompt","message":"Claude needs your permission to use Bash"})).unwrap();
+        assert_eq!(r.state, ReportedState::Asking);
+        assert!(
+            claude_report(
+                &json!({"hook_event_name":"Notification","notification_type":"auth_success"})
+            )
+            .is_none()
+        );
+        assert!(claude_report(&json!({"hook_event_name":"SessionStart"})).is_none());
+        assert!(claude_report(&json!("garbage")).is_none());
+    }
+
+    #[test]
+    fn stop_falls_back_to_the_transcript() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(
+            &path,
+            "{\"type\":\"user\",\"message\":{\"content\":\"hi\"}}\n\
+             {\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"All green.\"}]}}\n",
+        )
+        .unwrap();
+        let r = claude_report(&json!({"hook_event_name":"Stop","transcript_path":path})).unwrap();
+        assert_eq!(r.message.as_deref(), Some("All green."));
+    }
+
+    #[test]
+    fn codex_turn_complete_is_idle() {
+        let r =
+            codex_report(&json!({"type":"agent-turn-complete","last-assistant-message":"Fixed."}))
+                .unwrap();
+        assert_eq!(
+            (r.state, r.message.as_deref()),
+            (ReportedState::Idle, Some("Fixed."))
+        );
+        assert!(codex_report(&json!({"type":"other"})).is_none());
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_char_boundary() {
+        let cut = cut("é".repeat(MAX_MESSAGE));
+        assert!(cut.len() <= MAX_MESSAGE + '…'.len_utf8());
+        assert!(cut.ends_with('…'));
+    }
+}

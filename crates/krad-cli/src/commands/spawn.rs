@@ -1,0 +1,147 @@
+//! `krad spawn`: starts an agent on a new terminal (Spawn).
+
+use std::collections::BTreeMap;
+
+use krad_bus::request::{Request, deadline, spawn::MAX_SIDE, spawn::Spawn};
+
+use crate::connect::{Bus, ConnectArgs};
+use crate::exit::{Exit, Failure};
+use crate::output;
+use crate::render::{self, Agent};
+
+use super::send::read_stdin_text;
+
+/// Arguments of `krad spawn`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+The prompt reaches the agent as its profile says (as the last argument, typed into the \
+terminal, or not at all). Words after `--` are the command to run instead of the profile's.
+
+Examples:
+  krad spawn --profile claude --name fix-login --prompt 'fix the login bug'
+  git diff | krad spawn --profile codex --prompt -
+  krad spawn --profile exec --env feat-x --var RUST_LOG=debug -- make test")]
+pub struct SpawnArgs {
+    /// How to start the agent (shell, exec, claude, codex, or one from the config; default: the config's).
+    #[arg(long, value_name = "P")]
+    pub profile: Option<String>,
+    /// The environment to run in (default: the caller's, or main).
+    #[arg(long = "env", value_name = "NAME")]
+    pub environment: Option<String>,
+    /// A name to show for the terminal.
+    #[arg(long, value_name = "N")]
+    pub name: Option<String>,
+    /// Give the terminal a lead token: it may spawn, send and close anywhere.
+    #[arg(long)]
+    pub lead: bool,
+    /// The terminal's width in columns (default 120).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_SIDE)))]
+    pub cols: Option<u16>,
+    /// The terminal's height in rows (default 40).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_SIDE)))]
+    pub rows: Option<u16>,
+    /// An environment variable for the program (repeatable).
+    #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
+    pub vars: Vec<(String, String)>,
+    /// The task for the agent; - reads it from stdin.
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    pub prompt: Option<String>,
+    /// The command to run instead of the profile's (after --).
+    #[arg(last = true, value_name = "ARGV")]
+    pub command: Vec<String>,
+}
+
+/// Sends Spawn and prints the new terminal.
+pub fn run(args: SpawnArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let prompt = match args.prompt.as_deref() {
+        Some("-") => Some(read_stdin_text("the prompt")?),
+        other => other.map(str::to_owned),
+    };
+    let bus = Bus::find(connect)?;
+    let request = Request::Spawn(Spawn {
+        environment: args.environment,
+        profile: args.profile,
+        command: (!args.command.is_empty()).then_some(args.command),
+        prompt,
+        name: args.name,
+        lead: args.lead.then_some(true),
+        env: (!args.vars.is_empty()).then(|| args.vars.into_iter().collect::<BTreeMap<_, _>>()),
+        cols: args.cols,
+        rows: args.rows,
+    });
+    let deadline = request.deadline().unwrap_or(deadline::LONG);
+    let answer = bus.call(&request.to_value(), None, deadline)?;
+    if json {
+        output::json(&answer);
+        return Ok(Exit::Success);
+    }
+    let Some(record) = answer.get("Agent") else {
+        return Err(Failure::new(
+            Exit::Failure,
+            format!("unexpected answer to Spawn: {answer}"),
+        )
+        .into());
+    };
+    output::line(&spawned_line(Agent(record)));
+    Ok(Exit::Success)
+}
+
+/// `spawned terminal 5 (profile claude) in main, pid 1234`.
+fn spawned_line(agent: Agent<'_>) -> String {
+    let mut line = format!("spawned terminal {}", agent.id());
+    if let Some(profile) = agent.profile() {
+        line.push_str(&format!(" (profile {})", render::one_line(profile)));
+    }
+    if let Some(environment) = agent.environment() {
+        line.push_str(&format!(" in {}", render::one_line(environment)));
+    }
+    if let Some(pid) = agent.pid() {
+        line.push_str(&format!(", pid {pid}"));
+    }
+    if let Some(name) = agent.name() {
+        line.push_str(&format!(", named {:?}", render::one_line(name)));
+    }
+    line
+}
+
+/// Parses `KEY=VALUE`; the key must be a variable name the app accepts.
+fn parse_var(text: &str) -> Result<(String, String), String> {
+    let Some((key, value)) = text.split_once('=') else {
+        return Err(format!("{text:?} is not KEY=VALUE"));
+    };
+    if key.is_empty() {
+        return Err(format!("{text:?} has no variable name before the ="));
+    }
+    if key.contains('\0') || value.contains('\0') {
+        return Err("a variable may not contain a NUL byte".to_owned());
+    }
+    if key.starts_with("KRAD_ADE_") {
+        return Err(format!("{key} is set by the app"));
+    }
+    Ok((key.to_owned(), value.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn vars_are_checked_locally() {
+        assert_eq!(parse_var("A=b=c"), Ok(("A".into(), "b=c".into())));
+        assert_eq!(parse_var("EMPTY="), Ok(("EMPTY".into(), String::new())));
+        assert!(parse_var("NOVALUE").is_err());
+        assert!(parse_var("=x").is_err());
+        assert!(parse_var("KRAD_ADE_TOKEN=x").is_err());
+    }
+
+    #[test]
+    fn the_spawned_line() {
+        let record = json!({"terminal":5,"profile":"claude","environment":"main","pid":1234});
+        assert_eq!(
+            spawned_line(Agent(&record)),
+            "spawned terminal 5 (profile claude) in main, pid 1234"
+        );
+        assert_eq!(spawned_line(Agent(&json!({}))), "spawned terminal ?");
+    }
+}

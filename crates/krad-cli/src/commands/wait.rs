@@ -1,0 +1,139 @@
+//! `krad wait`: until one agent, or all or any of several, stops or exits (Wait).
+//! Exits 9 when a waited agent exited non-zero or was killed, so scripts can
+//! chain `krad wait 4 --exit && …`.
+
+use krad_bus::request::{
+    Request, deadline,
+    wait::{Until, Wait, WaitFor},
+};
+
+use crate::connect::{Bus, ConnectArgs};
+use crate::exit::{Exit, Failure};
+use crate::output;
+use crate::render::{self, Agent};
+
+/// Arguments of `krad wait`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+By default waits until every TARGET has stopped: idle, asking or exited. Exit codes: 0 when \
+the condition holds, 5 when --timeout passes first, 9 when a waited agent exited with a \
+non-zero code or by a signal (its code is printed on stderr).
+
+Examples:
+  krad wait 4
+  krad wait 4 5 6 --any --timeout 10m
+  krad wait 7 --exit && echo \"the build passed\"")]
+pub struct WaitArgs {
+    /// The terminal id(s) to wait for.
+    #[arg(value_name = "TARGET", required = true, num_args = 1..,
+          value_parser = super::parse_target)]
+    pub targets: Vec<u64>,
+    /// With several targets: return as soon as one of them is done (default: all).
+    #[arg(long)]
+    pub any: bool,
+    /// Wait until the agents have exited, not just stopped working.
+    #[arg(long)]
+    pub exit: bool,
+    /// Give up after this long (seconds, or 90s, 10m; at most 1800 s).
+    #[arg(long, value_name = "SECS", default_value = "1800", value_parser = parse_wait_secs)]
+    pub timeout: u64,
+}
+
+/// Sends Wait and prints the records it answers.
+pub fn run(args: WaitArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let bus = Bus::find(connect)?;
+    let request = Request::Wait(wait_request(&args));
+    let deadline = request.deadline().unwrap_or(deadline::STANDARD);
+    let answer = bus.call(&request.to_value(), None, deadline)?;
+    if json {
+        output::json(&answer);
+    }
+    let Some(records) = render::records(&answer) else {
+        return Err(Failure::new(
+            Exit::Failure,
+            format!("unexpected answer to Wait: {answer}"),
+        )
+        .into());
+    };
+    let mut exit = Exit::Success;
+    for record in records {
+        let agent = Agent(record);
+        if !json {
+            output::line(&agent.summary_line());
+        }
+        if let Some(failure) = agent.failure() {
+            eprintln!("krad: terminal {} {failure}", agent.id());
+            exit = Exit::ProgramFailed;
+        }
+    }
+    Ok(exit)
+}
+
+/// The request: `target` for one terminal, `targets` for several.
+fn wait_request(args: &WaitArgs) -> Wait {
+    let (target, targets) = match args.targets.as_slice() {
+        [one] => (Some(*one), None),
+        many => (None, Some(many.to_vec())),
+    };
+    Wait {
+        target,
+        targets,
+        until: args.any.then_some(Until::Any),
+        for_: args.exit.then_some(WaitFor::Exit),
+        timeout_secs: Some(args.timeout),
+    }
+}
+
+/// Parses a wait of at most 1800 s: whole seconds (`90`) or a duration (`90s`, `10m`).
+pub(crate) fn parse_wait_secs(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let secs = match text.parse::<u64>() {
+        Ok(secs) => secs,
+        Err(_) => humantime::parse_duration(text)
+            .map_err(|e| format!("{e} (write seconds, like 90, or a duration, like 10m)"))?
+            .as_secs(),
+    };
+    if secs > deadline::MAX_WAIT_SECS {
+        return Err(format!(
+            "at most {} seconds (30m), not {secs}",
+            deadline::MAX_WAIT_SECS
+        ));
+    }
+    Ok(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(targets: &[u64], any: bool, exit: bool) -> WaitArgs {
+        WaitArgs {
+            targets: targets.to_vec(),
+            any,
+            exit,
+            timeout: 600,
+        }
+    }
+
+    #[test]
+    fn one_target_or_several() {
+        let one = Request::Wait(wait_request(&args(&[4], false, false))).to_value();
+        assert_eq!(one, json!({"Wait":{"target":4,"timeout_secs":600}}));
+        let many = Request::Wait(wait_request(&args(&[4, 5], true, true))).to_value();
+        assert_eq!(
+            many,
+            json!({"Wait":{"targets":[4,5],"until":"any","for":"exit","timeout_secs":600}})
+        );
+    }
+
+    #[test]
+    fn wait_secs_take_seconds_or_durations() {
+        assert_eq!(parse_wait_secs("90"), Ok(90));
+        assert_eq!(parse_wait_secs("10m"), Ok(600));
+        assert_eq!(parse_wait_secs("1800"), Ok(1800));
+        assert!(parse_wait_secs("1801").is_err());
+        assert!(parse_wait_secs("1h").is_err());
+        assert!(parse_wait_secs("soon").is_err());
+    }
+}

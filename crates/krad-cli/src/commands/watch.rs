@@ -1,0 +1,296 @@
+//! `krad watch`: a live table of the agents, redrawn from the SubscribeAgents
+//! stream at every change (and every second on a terminal, so SINCE keeps time).
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+
+use crate::connect::{Bus, ConnectArgs, answer_failure};
+use crate::exit::Exit;
+use crate::output;
+use crate::render::{self, Agent, Column};
+
+use super::subscribe::{self, is_shutting_down, stream_failure};
+
+/// Arguments of `krad watch`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+On a terminal the table is redrawn in place (width from $COLUMNS, or 100) under a line \
+counting the agents per state; piped, a table is printed after every message, tables \
+separated by a blank line. Ends when the app stops. With --json, prints the stream as \
+JSON lines like `krad subscribe`.
+
+Examples:
+  krad watch
+  krad watch --env feat-x
+  krad watch --json")]
+pub struct WatchArgs {
+    /// Only the agents of this environment.
+    #[arg(long = "env", value_name = "NAME")]
+    pub environment: Option<String>,
+}
+
+/// The table's columns; MESSAGE takes the width that is left.
+const COLUMNS: [Column; 6] = [
+    Column::new("ID", 2, 8),
+    Column::new("NAME", 4, 24),
+    Column::new("STATE", 5, 8),
+    Column::new("SOURCE", 6, 7),
+    Column::new("SINCE", 5, 5),
+    Column::new("MESSAGE", 0, usize::MAX),
+];
+
+/// The order states are counted in the header.
+const STATES: [&str; 5] = ["starting", "working", "asking", "idle", "exited"];
+
+/// How often a terminal's table is redrawn without news, so SINCE keeps time.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Follows the stream and redraws the table until the app stops.
+pub fn run(args: WatchArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let bus = Bus::find(connect)?;
+    if json {
+        return subscribe::print_stream(&bus, args.environment, None);
+    }
+    let stream = subscribe::open(&bus, args.environment.clone(), None)?;
+    let (sender, messages) = mpsc::channel();
+    std::thread::spawn(move || {
+        for message in stream {
+            if sender.send(message).is_err() {
+                break;
+            }
+        }
+    });
+    let live = std::io::stdout().is_terminal();
+    let mut board = Board::default();
+    let mut drawn = false;
+    loop {
+        let message = if live {
+            match messages.recv_timeout(TICK) {
+                Ok(message) => Some(message),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match messages.recv() {
+                Ok(message) => Some(message),
+                Err(_) => break,
+            }
+        };
+        match message {
+            Some(message) => {
+                let message = message.map_err(stream_failure)?;
+                if let Some(failure) = answer_failure(&message) {
+                    return Err(failure.into());
+                }
+                if is_shutting_down(&message) {
+                    output::line("the app stopped");
+                    return Ok(Exit::Success);
+                }
+                board.apply(&message);
+            }
+            // A tick before the first message: nothing to show yet.
+            None if !drawn => continue,
+            None => {}
+        }
+        let now = SystemTime::now();
+        let width = render::terminal_width();
+        let frame = if live {
+            format!(
+                "\x1b[H\x1b[2J{}\n{}",
+                render::truncate(&board.header(args.environment.as_deref()), width),
+                board.table(now, width).join("\n")
+            )
+        } else if drawn {
+            format!("\n{}", board.table(now, width).join("\n"))
+        } else {
+            board.table(now, width).join("\n")
+        };
+        output::line(&frame);
+        drawn = true;
+    }
+    output::line("the app closed the stream");
+    Ok(Exit::Success)
+}
+
+/// What the stream has said so far: the agents by terminal, and the latest rev.
+#[derive(Debug, Default)]
+struct Board {
+    agents: BTreeMap<u64, Value>,
+    rev: Option<u64>,
+}
+
+impl Board {
+    /// Applies one stream message: a fresh Snapshot replaces everything, a
+    /// resumed one and Agent upsert, Removed deletes, Heartbeat only moves the rev.
+    fn apply(&mut self, message: &Value) {
+        if let Some(snapshot) = message.get("Snapshot") {
+            if snapshot.get("fresh").and_then(Value::as_bool) != Some(false) {
+                self.agents.clear();
+            }
+            for agent in snapshot
+                .get("agents")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                self.upsert(agent);
+            }
+            for removed in snapshot
+                .get("removed")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                self.remove(removed);
+            }
+            self.saw_rev(snapshot);
+        } else if let Some(agent) = message.get("Agent") {
+            self.upsert(agent);
+        } else if let Some(removed) = message.get("Removed") {
+            self.remove(removed);
+        } else if let Some(heartbeat) = message.get("Heartbeat") {
+            self.saw_rev(heartbeat);
+        }
+    }
+
+    fn upsert(&mut self, agent: &Value) {
+        if let Some(terminal) = Agent(agent).terminal() {
+            self.agents.insert(terminal, agent.clone());
+        }
+        self.saw_rev(agent);
+    }
+
+    fn remove(&mut self, removed: &Value) {
+        if let Some(terminal) = removed.get("terminal").and_then(Value::as_u64) {
+            self.agents.remove(&terminal);
+        }
+        self.saw_rev(removed);
+    }
+
+    fn saw_rev(&mut self, value: &Value) {
+        if let Some(rev) = value.get("rev").and_then(Value::as_u64) {
+            self.rev = Some(self.rev.map_or(rev, |seen| seen.max(rev)));
+        }
+    }
+
+    /// `krad watch: 3 agents — 1 working, 2 idle (rev 57) — Ctrl-C to quit`.
+    fn header(&self, environment: Option<&str>) -> String {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for agent in self.agents.values() {
+            *counts
+                .entry(Agent(agent).state().unwrap_or("?"))
+                .or_default() += 1;
+        }
+        let mut parts: Vec<String> = STATES
+            .iter()
+            .filter_map(|state| counts.remove(state).map(|n| format!("{n} {state}")))
+            .collect();
+        parts.extend(
+            counts
+                .iter()
+                .map(|(state, n)| format!("{n} {}", render::one_line(state))),
+        );
+        let total = match self.agents.len() {
+            1 => "1 agent".to_owned(),
+            n => format!("{n} agents"),
+        };
+        let mut header = match environment {
+            Some(environment) => format!("krad watch {}: {total}", render::one_line(environment)),
+            None => format!("krad watch: {total}"),
+        };
+        if !parts.is_empty() {
+            header.push_str(&format!(" — {}", parts.join(", ")));
+        }
+        if let Some(rev) = self.rev {
+            header.push_str(&format!(" (rev {rev})"));
+        }
+        header.push_str(" — Ctrl-C to quit");
+        header
+    }
+
+    /// The table, fitted to `width`; `no agents` when there are none.
+    fn table(&self, now: SystemTime, width: usize) -> Vec<String> {
+        if self.agents.is_empty() {
+            return vec!["no agents".to_owned()];
+        }
+        let cell = |text: Option<&str>| text.map_or_else(|| "-".to_owned(), render::one_line);
+        let rows: Vec<Vec<String>> = self
+            .agents
+            .values()
+            .map(|record| {
+                let agent = Agent(record);
+                vec![
+                    agent.id(),
+                    cell(agent.name()),
+                    cell(agent.state()),
+                    cell(agent.source()),
+                    agent.since(now),
+                    agent.message_cell(),
+                ]
+            })
+            .collect();
+        render::table(&COLUMNS, &rows, width)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn agent(terminal: u64, state: &str, rev: u64) -> Value {
+        json!({"terminal":terminal,"name":format!("a{terminal}"),"state":state,
+            "state_source":"hook","state_since":"2020-01-01T00:00:00Z","rev":rev})
+    }
+
+    #[test]
+    fn the_board_follows_the_stream() {
+        let mut board = Board::default();
+        board.apply(&json!({"Snapshot":{"rev":10,"fresh":true,
+            "agents":[agent(1,"working",9), agent(2,"idle",10)]}}));
+        assert_eq!(board.agents.len(), 2);
+        board.apply(&json!({"Agent": agent(1, "idle", 11)}));
+        board.apply(&json!({"Agent": agent(3, "asking", 12)}));
+        board.apply(&json!({"Removed":{"terminal":2,"rev":13}}));
+        board.apply(&json!({"Heartbeat":{"rev":13}}));
+        assert_eq!(board.agents.keys().copied().collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(board.rev, Some(13));
+        assert_eq!(
+            board.header(None),
+            "krad watch: 2 agents — 1 asking, 1 idle (rev 13) — Ctrl-C to quit"
+        );
+        let lines = board.table(SystemTime::now(), 60);
+        assert_eq!(lines.len(), 3);
+        assert!(lines.iter().all(|l| l.chars().count() <= 60), "{lines:#?}");
+
+        // A resumed snapshot upserts and removes; a fresh one replaces.
+        board.apply(&json!({"Snapshot":{"rev":20,"fresh":false,
+            "agents":[agent(4,"working",19)],"removed":[{"terminal":1,"rev":20}]}}));
+        assert_eq!(board.agents.keys().copied().collect::<Vec<_>>(), vec![3, 4]);
+        board.apply(&json!({"Snapshot":{"rev":21,"fresh":true,"agents":[]}}));
+        assert!(board.agents.is_empty());
+        assert_eq!(board.table(SystemTime::now(), 60), vec!["no agents"]);
+    }
+
+    #[test]
+    fn odd_messages_change_nothing() {
+        let mut board = Board::default();
+        for message in [
+            json!(null),
+            json!("Ok"),
+            json!({"Agent":{}}),
+            json!({"Snapshot":3}),
+        ] {
+            board.apply(&message);
+        }
+        assert!(board.agents.is_empty());
+        assert_eq!(
+            board.header(Some("x")),
+            "krad watch x: 0 agents — Ctrl-C to quit"
+        );
+    }
+}

@@ -1,0 +1,425 @@
+//! Human formatting shared by the agent commands: reading an agent record
+//! leniently (an odd answer prints what is there, never panics), relative times,
+//! one-line text cut to a width, and tables fitted to the terminal.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+
+/// The width used when `$COLUMNS` does not say.
+pub const DEFAULT_WIDTH: usize = 100;
+
+/// The width to fit tables to: `$COLUMNS`, or [`DEFAULT_WIDTH`].
+pub fn terminal_width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+        .unwrap_or(DEFAULT_WIDTH)
+}
+
+/// An agent record as the app sent it, read field by field: a missing or
+/// ill-typed field reads as `None`.
+#[derive(Debug, Clone, Copy)]
+pub struct Agent<'a>(pub &'a Value);
+
+impl<'a> Agent<'a> {
+    fn str(&self, key: &str) -> Option<&'a str> {
+        self.0.get(key).and_then(Value::as_str)
+    }
+
+    /// The terminal id.
+    pub fn terminal(&self) -> Option<u64> {
+        self.0.get("terminal").and_then(Value::as_u64)
+    }
+
+    /// The terminal id as text (`?` when missing).
+    pub fn id(&self) -> String {
+        self.terminal()
+            .map_or_else(|| "?".to_owned(), |t| t.to_string())
+    }
+
+    /// The name given at spawn.
+    pub fn name(&self) -> Option<&'a str> {
+        self.str("name").filter(|n| !n.is_empty())
+    }
+
+    /// The environment.
+    pub fn environment(&self) -> Option<&'a str> {
+        self.str("environment")
+    }
+
+    /// The profile.
+    pub fn profile(&self) -> Option<&'a str> {
+        self.str("profile")
+    }
+
+    /// The state (`working`, `idle`, …).
+    pub fn state(&self) -> Option<&'a str> {
+        self.str("state")
+    }
+
+    /// Where the state came from (`hook`, `quiet`, …).
+    pub fn source(&self) -> Option<&'a str> {
+        self.str("state_source")
+    }
+
+    /// The last message, if any.
+    pub fn message(&self) -> Option<&'a str> {
+        self.str("message").filter(|m| !m.trim().is_empty())
+    }
+
+    /// The title, if any.
+    pub fn title(&self) -> Option<&'a str> {
+        self.str("title").filter(|t| !t.trim().is_empty())
+    }
+
+    /// The exit code, once exited normally.
+    pub fn exit_code(&self) -> Option<i64> {
+        self.0.get("exit_code").and_then(Value::as_i64)
+    }
+
+    /// The signal that killed it.
+    pub fn signal(&self) -> Option<i64> {
+        self.0.get("signal").and_then(Value::as_i64)
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> Option<u64> {
+        self.0.get("pid").and_then(Value::as_u64)
+    }
+
+    /// The record's rev.
+    pub fn rev(&self) -> Option<u64> {
+        self.0.get("rev").and_then(Value::as_u64)
+    }
+
+    /// When the state last changed (RFC 3339).
+    pub fn state_since(&self) -> Option<&'a str> {
+        self.str("state_since")
+    }
+
+    /// The argv.
+    pub fn command(&self) -> Vec<&'a str> {
+        self.0
+            .get("command")
+            .and_then(Value::as_array)
+            .map(|argv| argv.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    /// `idle (hook)`, `working`, `?`.
+    pub fn state_label(&self) -> String {
+        match (self.state(), self.source()) {
+            (Some(state), Some(source)) => format!("{state} ({source})"),
+            (Some(state), None) => state.to_owned(),
+            (None, Some(source)) => format!("? ({source})"),
+            (None, None) => "?".to_owned(),
+        }
+    }
+
+    /// How long the agent has been in its state, relative to `now` (`12s`, `3m`).
+    pub fn since(&self, now: SystemTime) -> String {
+        self.state_since()
+            .and_then(|since| elapsed(since, now))
+            .map_or_else(|| "?".to_owned(), relative)
+    }
+
+    /// How the process ended, when that was not a clean exit: `exited with code 3`,
+    /// `was killed by signal 9`.
+    pub fn failure(&self) -> Option<String> {
+        if let Some(signal) = self.signal() {
+            return Some(format!("was killed by signal {signal}"));
+        }
+        match self.exit_code() {
+            Some(code) if code != 0 => Some(format!("exited with code {code}")),
+            _ => None,
+        }
+    }
+
+    /// How the process ended, if it did: `code 0`, `signal 9`.
+    pub fn ending(&self) -> Option<String> {
+        match (self.exit_code(), self.signal()) {
+            (_, Some(signal)) => Some(format!("signal {signal}")),
+            (Some(code), None) => Some(format!("code {code}")),
+            (None, None) => None,
+        }
+    }
+
+    /// The MESSAGE column: how it ended (for exited agents), then the message, on one line.
+    pub fn message_cell(&self) -> String {
+        let message = self.message().map(one_line).unwrap_or_default();
+        match self.ending() {
+            Some(ending) if message.is_empty() => ending,
+            Some(ending) => format!("{ending} — {message}"),
+            None => message,
+        }
+    }
+
+    /// `4 fix-login idle (hook) — <message>`.
+    pub fn summary_line(&self) -> String {
+        let mut line = self.id();
+        if let Some(name) = self.name() {
+            line.push(' ');
+            line.push_str(&one_line(name));
+        }
+        line.push(' ');
+        line.push_str(&self.state_label());
+        if let Some(ending) = self.ending() {
+            line.push_str(&format!(", {ending}"));
+        }
+        if let Some(message) = self.message() {
+            line.push_str(" — ");
+            line.push_str(&one_line(message));
+        }
+        line
+    }
+}
+
+/// The records of an answer: `{"Agent":…}` gives one, `{"Agents":[…]}` many;
+/// `None` when the answer is neither.
+pub fn records(answer: &Value) -> Option<Vec<&Value>> {
+    if let Some(agent) = answer.get("Agent") {
+        return Some(vec![agent]);
+    }
+    answer
+        .get("Agents")
+        .and_then(Value::as_array)
+        .map(|agents| agents.iter().collect())
+}
+
+/// The time from an RFC 3339 timestamp to `now`; zero for one in the future.
+pub fn elapsed(timestamp: &str, now: SystemTime) -> Option<Duration> {
+    let then = humantime::parse_rfc3339_weak(timestamp.trim()).ok()?;
+    Some(now.duration_since(then).unwrap_or(Duration::ZERO))
+}
+
+/// A duration in its largest whole unit: `12s`, `3m`, `5h`, `2d`.
+pub fn relative(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86_400 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
+}
+
+/// Text made safe for one line of a table: control characters (escape sequences
+/// included) become spaces, and runs of white space one space.
+pub fn one_line(text: &str) -> String {
+    let mut line = String::with_capacity(text.len());
+    let mut space = false;
+    for c in text.trim().chars() {
+        if c.is_whitespace() || c.is_control() {
+            space = true;
+        } else {
+            if space && !line.is_empty() {
+                line.push(' ');
+            }
+            space = false;
+            line.push(c);
+        }
+    }
+    line
+}
+
+/// Cuts `text` to at most `width` characters, ending in `…` when cut.
+pub fn truncate(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut cut: String = text.chars().take(width - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// A table column: its header, and how wide it may grow and shrink. The last
+/// column of a table takes whatever width is left.
+#[derive(Debug, Clone, Copy)]
+pub struct Column {
+    /// The header.
+    pub header: &'static str,
+    /// The widest it grows to fit its cells.
+    pub max: usize,
+    /// The narrowest it shrinks to when the line is too long.
+    pub min: usize,
+}
+
+impl Column {
+    /// A column.
+    pub const fn new(header: &'static str, min: usize, max: usize) -> Column {
+        Column { header, max, min }
+    }
+}
+
+/// Lays rows out under headers, fitted to `width`: columns grow to their cells
+/// (up to their max), shrink (down to their min) when the line is too long, and
+/// the last column gets the rest; cells that do not fit end in `…`.
+pub fn table(columns: &[Column], rows: &[Vec<String>], width: usize) -> Vec<String> {
+    let Some(last) = columns.len().checked_sub(1) else {
+        return Vec::new();
+    };
+    let mut widths: Vec<usize> = columns[..last]
+        .iter()
+        .enumerate()
+        .map(|(i, column)| {
+            let cells = rows
+                .iter()
+                .filter_map(|row| row.get(i))
+                .map(|cell| cell.chars().count());
+            cells
+                .chain(std::iter::once(column.header.chars().count()))
+                .max()
+                .unwrap_or(0)
+                .min(column.max.max(column.min))
+        })
+        .collect();
+    let gaps = 2 * last;
+    // Leave the last column at least its header, when shrinking others can.
+    let wanted_last = columns[last].header.chars().count().min(columns[last].max);
+    while widths.iter().sum::<usize>() + gaps + wanted_last > width {
+        let shrinkable = widths
+            .iter()
+            .enumerate()
+            .filter(|&(i, &w)| w > columns[i].min)
+            .max_by_key(|&(_, &w)| w)
+            .map(|(i, _)| i);
+        match shrinkable {
+            Some(i) => widths[i] -= 1,
+            None => break,
+        }
+    }
+    let last_width = width
+        .saturating_sub(widths.iter().sum::<usize>() + gaps)
+        .min(columns[last].max);
+    widths.push(last_width);
+
+    let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
+        let mut text = String::new();
+        for (i, cell) in cells.enumerate().take(widths.len()) {
+            if i > 0 {
+                text.push_str("  ");
+            }
+            let cell = truncate(cell, widths[i]);
+            text.push_str(&cell);
+            if i < last {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                text.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        text.trim_end().to_owned()
+    };
+    let mut lines = Vec::with_capacity(rows.len() + 1);
+    lines.push(line(&mut columns.iter().map(|c| c.header)));
+    for row in rows {
+        lines.push(line(&mut row.iter().map(String::as_str)));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn relative_times_use_the_largest_unit() {
+        assert_eq!(relative(Duration::from_secs(0)), "0s");
+        assert_eq!(relative(Duration::from_secs(12)), "12s");
+        assert_eq!(relative(Duration::from_secs(190)), "3m");
+        assert_eq!(relative(Duration::from_secs(3 * 3600 + 5)), "3h");
+        assert_eq!(relative(Duration::from_secs(2 * 86_400)), "2d");
+    }
+
+    #[test]
+    fn elapsed_reads_rfc3339_and_clamps_the_future() {
+        let now = humantime::parse_rfc3339("2025-01-01T00:01:00Z").unwrap();
+        assert_eq!(
+            elapsed("2025-01-01T00:00:48.250Z", now).map(|d| d.as_secs()),
+            Some(11)
+        );
+        assert_eq!(elapsed("2025-01-01T00:02:00Z", now), Some(Duration::ZERO));
+        assert_eq!(elapsed("yesterday", now), None);
+    }
+
+    #[test]
+    fn one_line_drops_control_characters() {
+        assert_eq!(one_line("  a\nb\t\tc \x1b[31mred "), "a b c [31mred");
+        assert_eq!(one_line(""), "");
+    }
+
+    #[test]
+    fn truncate_counts_characters() {
+        assert_eq!(truncate("héllo", 5), "héllo");
+        assert_eq!(truncate("héllo", 4), "hél…");
+        assert_eq!(truncate("héllo", 1), "…");
+        assert_eq!(truncate("héllo", 0), "");
+    }
+
+    #[test]
+    fn tables_fit_the_width() {
+        let columns = [
+            Column::new("ID", 2, 6),
+            Column::new("NAME", 4, 24),
+            Column::new("MESSAGE", 0, usize::MAX),
+        ];
+        let rows = vec![
+            vec![
+                "4".into(),
+                "fix-login".into(),
+                "running the tests now".into(),
+            ],
+            vec![
+                "12".into(),
+                "a-very-long-agent-name-indeed-yes".into(),
+                String::new(),
+            ],
+        ];
+        let lines = table(&columns, &rows, 40);
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:#?}");
+        assert_eq!(lines[0], "ID  NAME                      MESSAGE");
+        assert!(lines[1].starts_with("4   fix-login"), "{lines:#?}");
+        assert!(lines[2].contains('…'), "{lines:#?}");
+
+        // Too narrow: the name shrinks before the line overflows.
+        let lines = table(&columns, &rows, 20);
+        assert!(lines.iter().all(|l| l.chars().count() <= 20), "{lines:#?}");
+    }
+
+    #[test]
+    fn odd_records_print_what_is_there() {
+        let empty = json!({});
+        let agent = Agent(&empty);
+        assert_eq!(agent.summary_line(), "? ?");
+        assert_eq!(agent.since(SystemTime::now()), "?");
+        assert_eq!(agent.failure(), None);
+        let odd = json!({"terminal": "four", "state": 3, "exit_code": 2, "signal": null});
+        let agent = Agent(&odd);
+        assert_eq!(agent.id(), "?");
+        assert_eq!(agent.failure().as_deref(), Some("exited with code 2"));
+        let killed = json!({"terminal": 4, "name": "x", "state": "exited",
+            "state_source": "process", "exit_code": null, "signal": 9, "message": "bye"});
+        assert_eq!(
+            Agent(&killed).summary_line(),
+            "4 x exited (process), signal 9 — bye"
+        );
+        assert_eq!(
+            Agent(&killed).failure().as_deref(),
+            Some("was killed by signal 9")
+        );
+    }
+
+    #[test]
+    fn records_of_either_answer() {
+        assert_eq!(
+            records(&json!({"Agent": {"terminal": 1}})).map(|r| r.len()),
+            Some(1)
+        );
+        assert_eq!(records(&json!({"Agents": []})).map(|r| r.len()), Some(0));
+        assert!(records(&json!("Ok")).is_none());
+    }
+}

@@ -1,0 +1,156 @@
+//! Terminal hosts: where the app's terminals live.
+//!
+//! A [`TerminalHost`] starts programs on terminals and hands back [`Terminal`]s.
+//! Whatever the host (an in-process pseudo-terminal today, a tmux server later),
+//! a terminal's output feeds the same [`screen`] model — a parsed screen with its
+//! cursor, title and bounded scrollback — and the same signals (output, bell,
+//! OSC 9/777 notifications, title), and is copied to a transcript file.
+//!
+//! The app consumes each terminal's [`TerminalEvent`]s from a bounded channel:
+//! frequent events (output, bell, title) are coalesced when the app is behind, the
+//! final `Exited` is never lost, and a terminal's output never blocks the app or
+//! other terminals.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+mod output;
+pub mod pty;
+pub mod screen;
+mod transcript;
+
+pub use pty::PtyHost;
+
+/// What to start on a new terminal.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    /// The app's id for the terminal (unique, never reused).
+    pub id: u64,
+    /// The program and its arguments; never empty.
+    pub argv: Vec<String>,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// Variables set for the program, on top of the app's own environment.
+    pub env: Vec<(String, String)>,
+    /// Variables of the app's environment the program must not inherit.
+    pub env_remove: Vec<String>,
+    /// Columns and rows.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+    /// Where to append everything the program prints (raw bytes), if anywhere.
+    pub transcript: Option<PathBuf>,
+    /// Lines of scrollback kept in memory.
+    pub scrollback_lines: usize,
+}
+
+/// How a program ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitStatus {
+    /// The exit code, when it exited.
+    pub code: Option<i32>,
+    /// The signal number, when a signal killed it.
+    pub signal: Option<i32>,
+}
+
+/// Something a terminal noticed. Sent on the channel given to [`TerminalHost::spawn`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TerminalEvent {
+    /// The program printed something (coalesced: one event may stand for many writes).
+    Output,
+    /// The program rang the bell (BEL outside an OSC sequence).
+    Bell,
+    /// An OSC 9 (`ESC ] 9 ; body BEL`) or OSC 777 (`ESC ] 777 ; notify ; title ; body BEL`)
+    /// desktop notification.
+    Notification {
+        /// OSC 777's title; `None` for OSC 9.
+        title: Option<String>,
+        /// The notification's text.
+        body: String,
+    },
+    /// The window title changed (OSC 0 or 2).
+    Title(String),
+    /// The program ended. Always the last event, never dropped.
+    Exited(ExitStatus),
+}
+
+/// A snapshot of a terminal's screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The visible screen: its rows as text, joined by `\n`, trailing blanks trimmed.
+    pub screen: String,
+    /// The cursor: row and column, from 0.
+    pub cursor: (u16, u16),
+    /// The last lines that scrolled off the top, oldest first (at most as asked).
+    pub scrollback: Vec<String>,
+    /// Whether more scrollback exists than was returned.
+    pub truncated: bool,
+    /// The window title (empty when never set).
+    pub title: String,
+    /// Columns and rows.
+    pub size: (u16, u16),
+    /// Whether the program turned bracketed paste on (`CSI ? 2004 h`).
+    pub bracketed_paste: bool,
+}
+
+/// Why a terminal could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The program does not exist or cannot be executed.
+    #[error("cannot start {program:?}: {source}")]
+    Program {
+        /// argv[0].
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The working directory is missing.
+    #[error("the directory {0} does not exist")]
+    NoDirectory(PathBuf),
+    /// The pseudo-terminal could not be opened, or another host failure.
+    #[error("cannot open a terminal: {0}")]
+    Host(String),
+}
+
+/// A running (or ended) terminal.
+pub trait Terminal: Send + Sync + 'static {
+    /// The app's id for it.
+    fn id(&self) -> u64;
+
+    /// The program's process id.
+    fn pid(&self) -> Option<u32>;
+
+    /// Queues bytes for the program's input. The receiver resolves once they are
+    /// all written to the terminal (`Ok`), or with the error that stopped them.
+    /// Writes are delivered whole and in the order they were queued.
+    fn write(&self, bytes: Vec<u8>) -> oneshot::Receiver<std::io::Result<()>>;
+
+    /// Resizes the terminal (the program gets SIGWINCH).
+    fn resize(&self, cols: u16, rows: u16) -> std::io::Result<()>;
+
+    /// The screen now, with at most `scrollback_lines` lines of scrollback.
+    fn snapshot(&self, scrollback_lines: usize) -> Snapshot;
+
+    /// Whether the program turned bracketed paste on.
+    fn bracketed_paste(&self) -> bool;
+
+    /// Asks the program to end: SIGHUP to its process group now, SIGKILL after
+    /// `grace` if it is still there. Returns at once; `Exited` follows.
+    fn close(&self, grace: std::time::Duration);
+
+    /// How the program ended, once it has.
+    fn exit_status(&self) -> Option<ExitStatus>;
+}
+
+/// Starts terminals.
+pub trait TerminalHost: Send + Sync + 'static {
+    /// Starts `spec.argv` on a new terminal. Events go to `events`, tagged with
+    /// nothing but arriving on that terminal's own channel.
+    fn spawn(
+        &self,
+        spec: SpawnSpec,
+        events: mpsc::Sender<TerminalEvent>,
+    ) -> Result<Arc<dyn Terminal>, SpawnError>;
+}

@@ -1,0 +1,166 @@
+//! A terminal's output pipeline, whatever its host: a dedicated thread takes the
+//! bytes the program printed, feeds them to the terminal's [`Screen`], appends them
+//! to its transcript and sends the coalesced events.
+//!
+//! Parsing is CPU work that can take seconds for a program printing flat out, so it
+//! never runs on the async runtime: the host's reader task only moves chunks of
+//! bytes into a small bounded channel (its `send().await` is the back-pressure
+//! that, through the terminal's buffer, slows the program down to parsing speed),
+//! and the thread parses them. The screen's lock is held for one chunk at a time,
+//! and the thread steps aside between chunks when someone waits for it, so a
+//! snapshot is never stuck behind a long parse.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::TerminalEvent;
+use crate::screen::{Screen, Signals};
+use crate::transcript::Transcript;
+
+/// Chunks of output waiting for the parser, at most.
+pub(crate) const CHUNKS_IN_FLIGHT: usize = 8;
+
+/// Bytes parsed before events are sent and the transcript may be flushed, at most.
+const BATCH_BYTES: usize = 256 * 1024;
+
+/// A screen shared between the thread that parses output into it and the callers
+/// that read it (snapshots) or resize it.
+#[derive(Debug)]
+pub(crate) struct SharedScreen {
+    screen: Mutex<Screen>,
+    /// Callers waiting for the lock; the parser lets them in between chunks.
+    waiting: AtomicUsize,
+    /// The screen's bracketed-paste mode, readable without the lock.
+    bracketed_paste: AtomicBool,
+}
+
+impl SharedScreen {
+    pub(crate) fn new(screen: Screen) -> Self {
+        let bracketed_paste = AtomicBool::new(screen.bracketed_paste());
+        Self {
+            screen: Mutex::new(screen),
+            waiting: AtomicUsize::new(0),
+            bracketed_paste,
+        }
+    }
+
+    /// Runs `f` on the screen, ahead of the parser's next chunk.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Screen) -> R) -> R {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let mut screen = self.lock();
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        f(&mut screen)
+    }
+
+    /// Whether the program turned bracketed paste on (as of the last chunk parsed).
+    pub(crate) fn bracketed_paste(&self) -> bool {
+        self.bracketed_paste.load(Ordering::Relaxed)
+    }
+
+    /// Parses one chunk (for the parser thread), then lets waiting callers in.
+    fn feed(&self, bytes: &[u8]) -> Signals {
+        let signals = {
+            let mut screen = self.lock();
+            let signals = screen.process(bytes);
+            self.bracketed_paste
+                .store(screen.bracketed_paste(), Ordering::Relaxed);
+            signals
+        };
+        self.let_waiting_in();
+        signals
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Screen> {
+        // A panic while parsing leaves a screen that is still worth showing.
+        self.screen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Gives callers that wait for the lock a chance to take it before the parser
+    /// takes it again (a mutex is not fair: the parser would win most races).
+    fn let_waiting_in(&self) {
+        for round in 0..200 {
+            if self.waiting.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            if round < 20 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+}
+
+/// The running output pipeline of a terminal.
+#[derive(Debug)]
+pub(crate) struct Output {
+    /// Where the host sends the chunks the program printed. Drop it once the
+    /// program's output ended.
+    pub(crate) chunks: mpsc::Sender<Vec<u8>>,
+    /// Resolves (with an error: the sender is dropped) once every chunk sent was
+    /// parsed, its events sent and the transcript flushed.
+    pub(crate) parsed: oneshot::Receiver<()>,
+}
+
+/// Starts the output thread of terminal `id`.
+pub(crate) fn start(
+    id: u64,
+    screen: Arc<SharedScreen>,
+    transcript: Option<PathBuf>,
+    events: mpsc::Sender<TerminalEvent>,
+) -> std::io::Result<Output> {
+    let (chunks, receiver) = mpsc::channel(CHUNKS_IN_FLIGHT);
+    let (done, parsed) = oneshot::channel();
+    std::thread::Builder::new()
+        .name(format!("krad-term-{id}"))
+        .spawn(move || {
+            run(id, &screen, transcript, receiver, &events);
+            drop(done);
+        })?;
+    Ok(Output { chunks, parsed })
+}
+
+fn run(
+    id: u64,
+    screen: &SharedScreen,
+    transcript: Option<PathBuf>,
+    mut chunks: mpsc::Receiver<Vec<u8>>,
+    events: &mpsc::Sender<TerminalEvent>,
+) {
+    let mut transcript = transcript.map(|path| Transcript::open(&path, id));
+    while let Some(first) = chunks.blocking_recv() {
+        let mut signals = Signals::default();
+        let mut batch = 0;
+        let mut next = Some(first);
+        while let Some(bytes) = next {
+            if let Some(transcript) = &mut transcript {
+                transcript.write(&bytes);
+            }
+            signals.merge(screen.feed(&bytes));
+            batch += bytes.len();
+            next = if batch < BATCH_BYTES {
+                chunks.try_recv().ok()
+            } else {
+                None
+            };
+        }
+        if chunks.is_empty()
+            && let Some(transcript) = &mut transcript
+        {
+            transcript.flush();
+        }
+        // The screen is up to date: an event dropped because the app is behind is
+        // covered by the snapshot it takes for an earlier one still queued.
+        let _ = events.try_send(TerminalEvent::Output);
+        for event in signals.into_events() {
+            let _ = events.try_send(event);
+        }
+    }
+    if let Some(transcript) = &mut transcript {
+        transcript.flush();
+    }
+}

@@ -1,0 +1,456 @@
+//! The pseudo-terminal host: [`PtyHost`] runs each program on a pseudo-terminal of
+//! its own, in its own session and process group, inside this process.
+//!
+//! Per terminal, on the tokio runtime that called [`TerminalHost::spawn`]:
+//!
+//! * a driver task reads the terminal's output, hands it to the output thread (see
+//!   the `output` module: screen, transcript, events) and reaps the program; once
+//!   the program ended and all its output was parsed it records the exit status,
+//!   closes the terminal and sends [`TerminalEvent::Exited`], last;
+//! * a writer task writes queued input, whole and in order;
+//! * [`Terminal::close`] spawns a task that kills the process group after the grace.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::task::Poll;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncReadExt as _, AsyncWrite as _};
+use tokio::runtime::Handle;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use crate::output::{self, SharedScreen};
+use crate::screen::Screen;
+use crate::{ExitStatus, Snapshot, SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost};
+
+/// The `TERM` a program gets unless the spawn spec sets or removes it: the screen
+/// model understands what xterm-compatible programs print.
+pub const DEFAULT_TERM: &str = "xterm-256color";
+
+/// Bytes read from the terminal at once, at most.
+const READ_BYTES: usize = 16 * 1024;
+
+/// Once the program ended, how long to wait for more output from processes that
+/// still hold its terminal open (before closing it on them)...
+const DRAIN_IDLE: Duration = Duration::from_millis(200);
+/// ...and for how long at most.
+const DRAIN_MAX: Duration = Duration::from_secs(2);
+
+/// Runs terminals on pseudo-terminals of this process.
+///
+/// [`TerminalHost::spawn`] must be called from within a tokio runtime (with I/O,
+/// time and process support, e.g. `#[tokio::main]`): the terminal's tasks run on
+/// that runtime. Each terminal also has a thread of its own that parses its output.
+///
+/// The program inherits this process's environment, minus `spec.env_remove`, plus
+/// `spec.env`; `TERM` is [`DEFAULT_TERM`] unless the spec sets or removes it.
+///
+/// [`Terminal::close`] sends SIGHUP to the program's process group, and after the
+/// grace SIGKILL to whatever is left of that group (the program, or processes it
+/// left behind that ignore SIGHUP). Dropping a terminal's last handle does not end
+/// its program: close it first.
+///
+/// Once the program ended, its terminal stays open while other processes still
+/// write to it, for up to 2 s (with 200 ms of silence ending it sooner), then is
+/// closed on them and `Exited` is sent.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PtyHost {
+    _private: (),
+}
+
+impl PtyHost {
+    /// A host.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl TerminalHost for PtyHost {
+    fn spawn(
+        &self,
+        spec: SpawnSpec,
+        events: mpsc::Sender<TerminalEvent>,
+    ) -> Result<Arc<dyn Terminal>, SpawnError> {
+        Ok(Arc::new(PtyTerminal::spawn(spec, events)?))
+    }
+}
+
+/// What a terminal's handle, driver task and writer task share.
+#[derive(Debug)]
+struct Shared {
+    screen: Arc<SharedScreen>,
+    /// The write half of the terminal (it also resizes it); `None` once closed.
+    pty: Mutex<Option<pty_process::OwnedWritePty>>,
+    exit: OnceLock<ExitStatus>,
+    /// Whether the terminal is over: program reaped, output parsed, terminal closed.
+    over: watch::Sender<bool>,
+}
+
+impl Shared {
+    fn pty(&self) -> MutexGuard<'_, Option<pty_process::OwnedWritePty>> {
+        self.pty.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+type WriteRequest = (Vec<u8>, oneshot::Sender<io::Result<()>>);
+
+/// A terminal of a [`PtyHost`].
+#[derive(Debug)]
+struct PtyTerminal {
+    id: u64,
+    pid: Option<u32>,
+    shared: Arc<Shared>,
+    writes: mpsc::UnboundedSender<WriteRequest>,
+    runtime: Handle,
+}
+
+impl PtyTerminal {
+    fn spawn(spec: SpawnSpec, events: mpsc::Sender<TerminalEvent>) -> Result<Self, SpawnError> {
+        let runtime = Handle::try_current().map_err(|_| {
+            SpawnError::Host("terminals must be spawned within a tokio runtime".into())
+        })?;
+        let Some(program) = spec.argv.first() else {
+            return Err(SpawnError::Program {
+                program: String::new(),
+                source: io::Error::new(io::ErrorKind::InvalidInput, "no program given"),
+            });
+        };
+        if !spec.cwd.is_dir() {
+            return Err(SpawnError::NoDirectory(spec.cwd));
+        }
+        let cols = spec.cols.max(1);
+        let rows = spec.rows.max(1);
+
+        let (pty, pts) = pty_process::open().map_err(host_error)?;
+        pty.resize(pty_process::Size::new(rows, cols))
+            .map_err(host_error)?;
+        let mut command = pty_process::Command::new(program)
+            .args(&spec.argv[1..])
+            .current_dir(&spec.cwd);
+        let names_term = spec.env_remove.iter().any(|k| k == "TERM")
+            || spec.env.iter().any(|(k, _)| k == "TERM");
+        if !names_term {
+            command = command.env("TERM", DEFAULT_TERM);
+        }
+        for key in &spec.env_remove {
+            command = command.env_remove(key);
+        }
+        for (key, value) in &spec.env {
+            command = command.env(key, value);
+        }
+        // `spawn` makes the program a session leader with the terminal as its
+        // controlling terminal (so its process group is its pid), and closes our
+        // copy of the terminal's program side.
+        let mut child = command
+            .spawn(pts)
+            .map_err(|error| spawn_error(program, error))?;
+        let pid = child.id();
+
+        let screen = Arc::new(SharedScreen::new(Screen::new(
+            cols,
+            rows,
+            spec.scrollback_lines,
+        )));
+        let output = match output::start(
+            spec.id,
+            Arc::clone(&screen),
+            spec.transcript.clone(),
+            events.clone(),
+        ) {
+            Ok(output) => output,
+            Err(error) => {
+                if let Some(pgid) = pid.and_then(pgid) {
+                    let _ = killpg(pgid, Signal::SIGKILL);
+                }
+                let _ = child.start_kill();
+                return Err(SpawnError::Host(format!(
+                    "cannot start the output thread: {error}"
+                )));
+            }
+        };
+
+        let (reader, writer) = pty.into_split();
+        let shared = Arc::new(Shared {
+            screen,
+            pty: Mutex::new(Some(writer)),
+            exit: OnceLock::new(),
+            over: watch::Sender::new(false),
+        });
+        let (writes, requests) = mpsc::unbounded_channel();
+        runtime.spawn(write_loop(Arc::clone(&shared), requests));
+        runtime.spawn(drive(
+            spec.id,
+            reader,
+            child,
+            output,
+            Arc::clone(&shared),
+            events,
+        ));
+        tracing::debug!(terminal = spec.id, ?pid, argv = ?spec.argv, "terminal started");
+        Ok(Self {
+            id: spec.id,
+            pid,
+            shared,
+            writes,
+            runtime,
+        })
+    }
+}
+
+impl Terminal for PtyTerminal {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    fn write(&self, bytes: Vec<u8>) -> oneshot::Receiver<io::Result<()>> {
+        let (reply, receiver) = oneshot::channel();
+        if let Err(mpsc::error::SendError((_, reply))) = self.writes.send((bytes, reply)) {
+            let _ = reply.send(Err(ended()));
+        }
+        receiver
+    }
+
+    fn resize(&self, cols: u16, rows: u16) -> io::Result<()> {
+        let (cols, rows) = (cols.max(1), rows.max(1));
+        if self.shared.pty().is_none() {
+            return Err(ended());
+        }
+        // The screen first: what the program prints for the new size (after its
+        // SIGWINCH) must land on a screen of that size. (Not under the terminal's
+        // lock: the writer task must not wait for the parser.)
+        self.shared.screen.with(|screen| screen.resize(cols, rows));
+        match self.shared.pty().as_ref() {
+            Some(pty) => pty
+                .resize(pty_process::Size::new(rows, cols))
+                .map_err(into_io),
+            None => Err(ended()),
+        }
+    }
+
+    fn snapshot(&self, scrollback_lines: usize) -> Snapshot {
+        self.shared
+            .screen
+            .with(|screen| screen.snapshot(scrollback_lines))
+    }
+
+    fn bracketed_paste(&self) -> bool {
+        self.shared.screen.bracketed_paste()
+    }
+
+    fn close(&self, grace: Duration) {
+        let mut over = self.shared.over.subscribe();
+        if *over.borrow_and_update() {
+            return;
+        }
+        let Some(pgid) = self.pid.and_then(pgid) else {
+            return;
+        };
+        let id = self.id;
+        tracing::debug!(terminal = id, "closing the terminal: SIGHUP");
+        if let Err(error) = killpg(pgid, Signal::SIGHUP) {
+            tracing::debug!(terminal = id, %error, "cannot send SIGHUP");
+        }
+        self.runtime.spawn(async move {
+            let deadline = Instant::now() + grace;
+            let ended = tokio::time::timeout_at(deadline, over.wait_for(|over| *over))
+                .await
+                .is_ok();
+            // Over before the grace, with nothing left of the group: done early.
+            if ended && killpg(pgid, None) == Err(Errno::ESRCH) {
+                return;
+            }
+            tokio::time::sleep_until(deadline).await;
+            // The program, or what it left in its group (a process ignoring SIGHUP).
+            match killpg(pgid, Signal::SIGKILL) {
+                Ok(()) => tracing::debug!(terminal = id, "still there after the grace: SIGKILL"),
+                Err(Errno::ESRCH) => {}
+                Err(error) => tracing::debug!(terminal = id, %error, "cannot send SIGKILL"),
+            }
+        });
+    }
+
+    fn exit_status(&self) -> Option<ExitStatus> {
+        self.shared.exit.get().copied()
+    }
+}
+
+/// Reads the terminal until the program ended and its output is all read, reaps
+/// the program, waits for the output to be parsed, closes the terminal and sends
+/// `Exited`.
+async fn drive(
+    id: u64,
+    mut reader: pty_process::OwnedReadPty,
+    mut child: tokio::process::Child,
+    output: output::Output,
+    shared: Arc<Shared>,
+    events: mpsc::Sender<TerminalEvent>,
+) {
+    let output::Output { chunks, parsed } = output;
+    let mut buf = vec![0; READ_BYTES];
+    let mut open = true;
+    let mut status = None;
+    while open && status.is_none() {
+        tokio::select! {
+            read = reader.read(&mut buf) => open = forward(read, &buf, &chunks).await,
+            waited = child.wait() => status = Some(exit_status(id, waited)),
+        }
+    }
+    let status = match status {
+        Some(status) => status,
+        None => exit_status(id, child.wait().await),
+    };
+    if open {
+        drain(id, &mut reader, &mut buf, &chunks).await;
+    }
+    drop(reader);
+    drop(chunks);
+    // Resolves with an error when the output thread is done (it drops its sender).
+    let _ = parsed.await;
+    shared.pty().take();
+    let _ = shared.exit.set(status);
+    shared.over.send_replace(true);
+    tracing::debug!(terminal = id, ?status, "terminal ended");
+    let _ = events.send(TerminalEvent::Exited(status)).await;
+}
+
+/// Once the program ended: reads what is left, until every process let go of the
+/// terminal (EIO), or it stays quiet for [`DRAIN_IDLE`], or [`DRAIN_MAX`] passed.
+async fn drain(
+    id: u64,
+    reader: &mut pty_process::OwnedReadPty,
+    buf: &mut [u8],
+    chunks: &mpsc::Sender<Vec<u8>>,
+) {
+    let deadline = Instant::now() + DRAIN_MAX;
+    loop {
+        let until = deadline.min(Instant::now() + DRAIN_IDLE);
+        match tokio::time::timeout_at(until, reader.read(buf)).await {
+            Ok(read) => {
+                if !forward(read, buf, chunks).await {
+                    return;
+                }
+            }
+            Err(_) => {
+                tracing::debug!(
+                    terminal = id,
+                    "the program ended but its terminal is still held open; closing it"
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// Hands what was read to the output thread; false when the terminal's output ended.
+async fn forward(read: io::Result<usize>, buf: &[u8], chunks: &mpsc::Sender<Vec<u8>>) -> bool {
+    match read {
+        Ok(0) => false,
+        Ok(n) => {
+            // Fails only if the output thread died; then output is read and dropped.
+            let _ = chunks.send(buf[..n].to_vec()).await;
+            true
+        }
+        Err(error) if error.kind() == io::ErrorKind::Interrupted => true,
+        // EIO: every process closed the terminal.
+        Err(error) => {
+            if error.raw_os_error() != Some(Errno::EIO as i32) {
+                tracing::warn!(%error, "cannot read the terminal; its output ends here");
+            }
+            false
+        }
+    }
+}
+
+fn exit_status(id: u64, waited: io::Result<std::process::ExitStatus>) -> ExitStatus {
+    use std::os::unix::process::ExitStatusExt as _;
+    match waited {
+        Ok(status) => ExitStatus {
+            code: status.code(),
+            signal: status.signal(),
+        },
+        Err(error) => {
+            tracing::warn!(terminal = id, %error, "cannot get the program's exit status");
+            ExitStatus {
+                code: None,
+                signal: None,
+            }
+        }
+    }
+}
+
+/// Writes queued input, whole and in order, until the terminal's handle is dropped.
+async fn write_loop(shared: Arc<Shared>, mut requests: mpsc::UnboundedReceiver<WriteRequest>) {
+    let mut over = shared.over.subscribe();
+    while let Some((bytes, reply)) = requests.recv().await {
+        let result = tokio::select! {
+            result = write_all(&shared, &bytes) => result,
+            _ = over.wait_for(|over| *over) => Err(ended()),
+        };
+        let _ = reply.send(result);
+    }
+}
+
+async fn write_all(shared: &Shared, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        // The lock is held for one non-blocking write attempt, never across a wait.
+        let written = std::future::poll_fn(|cx| match shared.pty().as_mut() {
+            Some(pty) => Pin::new(pty).poll_write(cx, bytes),
+            None => Poll::Ready(Err(ended())),
+        })
+        .await?;
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        bytes = &bytes[written..];
+    }
+    Ok(())
+}
+
+fn ended() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the terminal has ended")
+}
+
+/// The process group of the program with `pid` (it leads its own).
+fn pgid(pid: u32) -> Option<Pid> {
+    i32::try_from(pid)
+        .ok()
+        .filter(|&p| p > 0)
+        .map(Pid::from_raw)
+}
+
+fn into_io(error: pty_process::Error) -> io::Error {
+    match error {
+        pty_process::Error::Io(error) => error,
+        pty_process::Error::Rustix(errno) => io::Error::from_raw_os_error(errno.raw_os_error()),
+        other => io::Error::other(other.to_string()),
+    }
+}
+
+fn host_error(error: pty_process::Error) -> SpawnError {
+    SpawnError::Host(error.to_string())
+}
+
+fn spawn_error(program: &str, error: pty_process::Error) -> SpawnError {
+    let error = into_io(error);
+    let not_a_program = matches!(
+        error.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+    ) || error.raw_os_error() == Some(Errno::ENOEXEC as i32);
+    if not_a_program {
+        SpawnError::Program {
+            program: program.to_owned(),
+            source: error,
+        }
+    } else {
+        SpawnError::Host(format!("cannot start {program:?}: {error}"))
+    }
+}

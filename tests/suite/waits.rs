@@ -1,0 +1,318 @@
+//! Sections 5 and 6: Wait, Check and SubscribeAgents — answers that come as soon
+//! as the condition holds, never miss a change, cost nothing while they wait, and
+//! end when their client leaves.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{App, code};
+
+/// Opens a stream and returns a line reader over it.
+fn subscribe(app: &App, fields: Value) -> BufReader<TcpStream> {
+    let mut stream = app.connect();
+    let mut line = serde_json::to_vec(&app.envelope(json!({"SubscribeAgents": fields}))).unwrap();
+    line.push(b'\n');
+    stream.write_all(&line).unwrap();
+    BufReader::new(stream)
+}
+
+fn next(reader: &mut BufReader<TcpStream>) -> Value {
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+}
+
+#[test]
+fn a_wait_after_the_agent_finished_answers_at_once() {
+    let app = App::start();
+    let id = app.spawn_sh("exit 4");
+    app.until_state(id, "exited");
+    let started = Instant::now();
+    let answer = app.request(json!({"Wait": {"target": id, "timeout_secs": 600}}));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(answer["Agent"]["state"], "exited");
+    assert_eq!(answer["Agent"]["exit_code"], 4);
+}
+
+#[test]
+fn wait_times_out_with_timed_out() {
+    let app = App::start();
+    let id = app.spawn_sh("echo busy; sleep 60");
+    app.until_state(id, "working");
+    let started = Instant::now();
+    assert_eq!(
+        app.request(json!({"Wait": {"target": id, "timeout_secs": 1}})),
+        json!("TimedOut")
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    assert_eq!(
+        code(&app.request(json!({"Wait": {"target": id, "timeout_secs": 1801}}))),
+        "invalid"
+    );
+    assert_eq!(
+        code(&app.request(json!({"Wait": {"timeout_secs": 1}}))),
+        "bad_request"
+    );
+    assert_eq!(
+        code(&app.request(json!({"Wait": {"targets": []}}))),
+        "invalid"
+    );
+    assert_eq!(
+        code(&app.request(json!({"Wait": {"target": 4040}}))),
+        "not_found"
+    );
+}
+
+#[test]
+fn wait_for_exit_ignores_an_idle_agent() {
+    let app = App::start();
+    let id = app.spawn_sh("krad report idle; read -r x; exit 0");
+    app.until_state(id, "idle");
+    assert_eq!(
+        app.request(json!({"Wait": {"target": id, "for": "stop", "timeout_secs": 5}}))["Agent"]["state"],
+        "idle"
+    );
+    assert_eq!(
+        app.request(json!({"Wait": {"target": id, "for": "exit", "timeout_secs": 1}})),
+        json!("TimedOut")
+    );
+    app.request(json!({"Send": {"target": id, "text": "x", "enter": true}}));
+    let answer = app.request(json!({"Wait": {"target": id, "for": "exit", "timeout_secs": 30}}));
+    assert_eq!(answer["Agent"]["state"], "exited");
+}
+
+#[test]
+fn targets_with_any_and_all() {
+    let app = App::start();
+    let fast = app.spawn_sh("sleep 0.3");
+    let slow = app.spawn_sh("read -r x");
+    let any =
+        app.request(json!({"Wait": {"targets": [slow, fast], "until": "any", "timeout_secs": 30}}));
+    let agents = any["Agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2);
+    assert_eq!(agents[0]["terminal"], slow);
+    assert_eq!(agents[1]["state"], "exited");
+    assert_eq!(
+        app.request(json!({"Wait": {"targets": [slow, fast], "timeout_secs": 1}})),
+        json!("TimedOut")
+    );
+    app.request(json!({"Send": {"target": slow, "text": "x", "enter": true}}));
+    let all =
+        app.request(json!({"Wait": {"targets": [slow, fast], "until": "all", "timeout_secs": 30}}));
+    assert!(
+        all["Agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["state"] == "exited"),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_thousand_waits_on_one_agent_are_all_released_when_it_stops() {
+    let app = App::start();
+    let id = app.spawn_sh("read -r x; krad report idle -m released; sleep 60");
+    let line = {
+        let mut l =
+            serde_json::to_vec(&app.envelope(json!({"Wait": {"target": id, "timeout_secs": 120}})))
+                .unwrap();
+        l.push(b'\n');
+        l
+    };
+    let mut waiters: Vec<TcpStream> = (0..1000)
+        .map(|_| {
+            let mut s = app.connect();
+            s.write_all(&line).unwrap();
+            s
+        })
+        .collect();
+    let until = Instant::now() + Duration::from_secs(30);
+    while app.request(json!("Stats"))["Stats"]["waits_pending"] != 1000 {
+        assert!(Instant::now() < until, "{}", app.request(json!("Stats")));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    app.request(json!({"Send": {"target": id, "text": "x", "enter": true}}));
+    for waiter in &mut waiters {
+        let answer: Value =
+            serde_json::from_str(crate::support::read_all(waiter).trim_end()).unwrap();
+        assert_eq!(answer["Agent"]["message"], "released");
+    }
+    assert_eq!(app.request(json!("Stats"))["Stats"]["waits_pending"], 0);
+}
+
+#[test]
+fn a_client_leaving_cancels_its_wait() {
+    let app = App::start();
+    let id = app.spawn_sh("sleep 60");
+    let mut waiter = app.connect();
+    let mut line = serde_json::to_vec(&app.envelope(json!({"Wait": {"target": id}}))).unwrap();
+    line.push(b'\n');
+    waiter.write_all(&line).unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while app.request(json!("Stats"))["Stats"]["waits_pending"] != 1 {
+        assert!(Instant::now() < until);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(waiter);
+    while app.request(json!("Stats"))["Stats"]["waits_pending"] != 0 {
+        assert!(Instant::now() < until, "the wait outlived its client");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn check_answers_now_or_on_the_next_change() {
+    let app = App::start();
+    let id = app.spawn_sh("read -r x; krad report idle -m changed; sleep 60");
+    let now = app.request(json!({"Check": {"target": id}}))["Agent"].clone();
+    let rev = now["rev"].as_u64().unwrap();
+    // Unchanged: answered after wait_secs with the same record.
+    let started = Instant::now();
+    let same = app.request(json!({"Check": {"target": id, "wait_secs": 1}}))["Agent"].clone();
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    assert_eq!(same["rev"], rev);
+    // An older since_rev is answered at once.
+    let at_once =
+        app.request(json!({"Check": {"target": id, "wait_secs": 30, "since_rev": rev - 1}}));
+    assert_eq!(at_once["Agent"]["rev"], rev);
+    // A change ends the wait.
+    let app_ref = &app;
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            app_ref.request(json!({"Check": {"target": id, "wait_secs": 30, "since_rev": rev}}))
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        app_ref.request(json!({"Send": {"target": id, "text": "x", "enter": true}}));
+        let changed = waiter.join().unwrap()["Agent"].clone();
+        assert!(changed["rev"].as_u64().unwrap() > rev);
+    });
+    assert_eq!(
+        code(&app.request(json!({"Check": {"target": id, "wait_secs": 5000}}))),
+        "invalid"
+    );
+}
+
+#[test]
+fn subscribe_sends_a_snapshot_then_every_change_in_rev_order() {
+    let app = App::start();
+    let first = app.spawn_sh("sleep 60");
+    let mut stream = subscribe(&app, json!({}));
+    let snapshot = next(&mut stream);
+    let snapshot = &snapshot["Snapshot"];
+    assert_eq!(snapshot["fresh"], true);
+    assert_eq!(snapshot["agents"][0]["terminal"], first);
+    let mut last_rev = snapshot["rev"].as_u64().unwrap();
+    let second = app.spawn_sh("sleep 0.2; exit 2");
+    let mut seen_exit = false;
+    while !seen_exit {
+        let message = next(&mut stream);
+        let agent = &message["Agent"];
+        let rev = agent["rev"].as_u64().unwrap();
+        assert!(rev > last_rev, "rev went from {last_rev} to {rev}");
+        last_rev = rev;
+        assert_eq!(agent["terminal"], second);
+        seen_exit = agent["state"] == "exited";
+    }
+    app.request(json!({"Close": {"target": second}}));
+    let removed = next(&mut stream);
+    assert_eq!(removed["Removed"]["terminal"], second);
+    assert!(removed["Removed"]["rev"].as_u64().unwrap() > last_rev);
+}
+
+#[test]
+fn a_subscriber_that_stops_reading_costs_no_memory_and_misses_no_final_state() {
+    let app = App::start();
+    let mut stalled = subscribe(&app, json!({}));
+    next(&mut stalled); // the snapshot; then it stops reading
+    // Ten agents, each reporting a thousand times: 10,000 changes.
+    let script = "i=0; while [ $i -lt 1000 ]; do krad report working -m \"step $i\" >/dev/null; i=$((i+1)); done; krad report idle -m final";
+    let before = app.rss_kib();
+    let ids: Vec<u64> = (0..10)
+        .map(|_| app.spawn_sh(&format!("{script}; sleep 60")))
+        .collect();
+    for &id in &ids {
+        app.until(id, Duration::from_secs(180), |r| r["message"] == "final");
+    }
+    let after = app.rss_kib();
+    assert!(
+        after < before + 20 * 1024,
+        "the app grew from {before} KiB to {after} KiB"
+    );
+    // Now it reads: every agent's final state is there.
+    let mut finals = std::collections::BTreeMap::new();
+    while finals.len() < ids.len() || finals.values().any(|m: &Value| m != "final") {
+        let message = next(&mut stalled);
+        if let Some(agent) = message.get("Agent") {
+            finals.insert(
+                agent["terminal"].as_u64().unwrap(),
+                agent["message"].clone(),
+            );
+        }
+    }
+    assert_eq!(finals.keys().copied().collect::<Vec<_>>(), ids);
+}
+
+#[test]
+fn resume_with_since_rev_gets_only_what_changed() {
+    let app = App::start();
+    let a = app.spawn_sh("sleep 60");
+    let b = app.spawn_sh("read -r x; krad report idle -m moved; sleep 60");
+    let mut stream = subscribe(&app, json!({}));
+    let rev = next(&mut stream)["Snapshot"]["rev"].as_u64().unwrap();
+    drop(stream);
+    app.request(json!({"Send": {"target": b, "text": "x", "enter": true}}));
+    app.until(b, Duration::from_secs(10), |r| r["message"] == "moved");
+    app.request(json!({"Close": {"target": a}}));
+    let mut stream = subscribe(&app, json!({"since_rev": rev}));
+    let snapshot = next(&mut stream)["Snapshot"].clone();
+    assert_eq!(snapshot["fresh"], false, "{snapshot}");
+    let agents: Vec<u64> = snapshot["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["terminal"].as_u64().unwrap())
+        .collect();
+    assert_eq!(agents, vec![b]);
+    assert_eq!(snapshot["removed"][0]["terminal"], a);
+    // A rev the app cannot account for gets the whole state, fresh.
+    let mut stream = subscribe(&app, json!({"since_rev": 999_999_999}));
+    assert_eq!(next(&mut stream)["Snapshot"]["fresh"], true);
+}
+
+#[test]
+fn subscribers_hear_shutting_down_and_heartbeats_are_counted() {
+    let mut app = App::start();
+    let mut stream = subscribe(&app, json!({"environment": "main"}));
+    next(&mut stream);
+    assert_eq!(app.request(json!("Stats"))["Stats"]["subscribers"], 1);
+    assert_eq!(
+        code(&app.request(json!({"SubscribeAgents": {"environment": "nope"}}))),
+        "not_found"
+    );
+    assert_eq!(app.request(json!("Shutdown")), json!("Ok"));
+    assert_eq!(next(&mut stream), json!("ShuttingDown"));
+    app.wait_exit(Duration::from_secs(15));
+}
+
+#[test]
+fn a_quiet_stream_sends_a_heartbeat_every_15_s() {
+    let app = App::start();
+    let mut stream = subscribe(&app, json!({}));
+    let rev = next(&mut stream)["Snapshot"]["rev"].clone();
+    let started = Instant::now();
+    let heartbeat = next(&mut stream);
+    assert_eq!(heartbeat, json!({"Heartbeat": {"rev": rev}}));
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(14) && took < Duration::from_secs(20),
+        "{took:?}"
+    );
+}
