@@ -9,6 +9,7 @@ mod support;
 mod agents;
 mod api_json;
 mod cli;
+mod cli_agents;
 mod envelope;
 mod in_process;
 mod rights;

@@ -1,0 +1,229 @@
+//! Section 7 for the agent commands: `krad spawn`, `ls`, `check`, `wait`,
+//! `send`, `output`, `close`, `report`, `subscribe` and `watch`, run as a user
+//! would, with their exit codes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{App, KRAD, exit_code, stderr, stdout};
+
+fn spawned_id(out: &std::process::Output) -> u64 {
+    let answer: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", stdout(out), stderr(out)));
+    answer["Agent"]["terminal"].as_u64().unwrap()
+}
+
+#[test]
+fn spawn_ls_check_output_send_close() {
+    let app = App::start();
+    let out = app.krad(&[
+        "spawn",
+        "--json",
+        "--profile",
+        "exec",
+        "--name",
+        "echoer",
+        "--",
+        "sh",
+        "-c",
+        "echo ready; cat",
+    ]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    let id = spawned_id(&out);
+    app.until_screen(id, "ready");
+
+    let out = app.krad(&["ls"]);
+    assert_eq!(exit_code(&out), 0);
+    let table = stdout(&out);
+    assert!(
+        table.contains("echoer") && table.contains("working"),
+        "{table}"
+    );
+    let out = app.krad(&["ls", "--json"]);
+    let agents: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(agents["Agents"][0]["terminal"], id);
+
+    let out = app.krad(&["check", &id.to_string()]);
+    assert_eq!(exit_code(&out), 0);
+    assert!(stdout(&out).contains("working"), "{}", stdout(&out));
+
+    let out = app.krad(&["send", &id.to_string(), "hello there", "--enter"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("delivered"), "{}", stdout(&out));
+    app.until_screen(id, "hello there\nhello there");
+
+    let out = app.krad(&["output", &id.to_string()]);
+    assert!(stdout(&out).contains("hello there"), "{}", stdout(&out));
+
+    let out = app.krad(&["close", &id.to_string()]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert_eq!(exit_code(&app.krad(&["check", &id.to_string()])), 3);
+    assert_eq!(exit_code(&app.krad(&["close", "--env", "main"])), 2);
+    assert_eq!(exit_code(&app.krad(&["close"])), 2);
+}
+
+#[test]
+fn spawn_reads_the_prompt_from_stdin() {
+    let app = App::start();
+    let mut child = Command::new(KRAD)
+        .args([
+            "spawn",
+            "--json",
+            "--profile",
+            "exec",
+            "--prompt",
+            "-",
+            "--",
+            "echo",
+            "got:",
+        ])
+        .env("KRAD_ADE_API_JSON", &app.api_json)
+        .env_remove("KRAD_ADE_ENDPOINT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"from stdin\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let id = spawned_id(&out);
+    app.until_screen(id, "got: from stdin");
+}
+
+#[test]
+fn wait_exits_0_5_or_9() {
+    let app = App::start();
+    let ok = spawned_id(&app.krad(&[
+        "spawn",
+        "--json",
+        "--profile",
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "exit 0",
+    ]));
+    let bad = spawned_id(&app.krad(&[
+        "spawn",
+        "--json",
+        "--profile",
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]));
+    let busy = spawned_id(&app.krad(&[
+        "spawn",
+        "--json",
+        "--profile",
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "echo busy; sleep 60",
+    ]));
+    assert_eq!(
+        exit_code(&app.krad(&["wait", &ok.to_string(), "--exit"])),
+        0
+    );
+    let out = app.krad(&["wait", &bad.to_string(), "--exit"]);
+    assert_eq!(exit_code(&out), 9);
+    assert!(stderr(&out).contains("code 3"), "{}", stderr(&out));
+    app.until_state(busy, "working");
+    let out = app.krad(&["wait", &busy.to_string(), "--timeout", "1"]);
+    assert_eq!(exit_code(&out), 5, "{}", stderr(&out));
+    let out = app.krad(&["wait", &ok.to_string(), &bad.to_string(), "--json"]);
+    assert_eq!(exit_code(&out), 9);
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["Agents"].as_array().unwrap().len(), 2);
+    assert_eq!(exit_code(&app.krad(&["wait", "999"])), 3);
+}
+
+#[test]
+fn report_outside_a_terminal_is_refused() {
+    let app = App::start();
+    let out = app.krad(&["report", "idle"]);
+    assert_eq!(exit_code(&out), 4, "{}", stderr(&out));
+}
+
+#[test]
+fn subscribe_prints_json_lines_until_the_app_stops() {
+    let mut app = App::start();
+    let mut child = Command::new(KRAD)
+        .args(["subscribe"])
+        .env("KRAD_ADE_API_JSON", &app.api_json)
+        .env_remove("KRAD_ADE_ENDPOINT")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["Snapshot"]["fresh"], true);
+    let id = app.spawn_sh("exit 0");
+    let agent: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(agent["Agent"]["terminal"], id);
+    assert_eq!(app.request(json!("Shutdown")), json!("Ok"));
+    let mut last = Value::Null;
+    for line in lines {
+        last = serde_json::from_str(&line.unwrap()).unwrap();
+    }
+    assert_eq!(last, json!("ShuttingDown"));
+    assert!(child.wait().unwrap().success());
+    app.wait_exit(Duration::from_secs(15));
+}
+
+#[test]
+fn watch_redraws_a_table_on_every_change() {
+    let mut app = App::start();
+    let id = app.spawn(json!({"profile": "exec", "name": "watched", "command": ["sh", "-c", "krad report asking -m 'which way?'; sleep 60"]}))
+        ["terminal"]
+        .as_u64()
+        .unwrap();
+    app.until_state(id, "asking");
+    let child = Command::new(KRAD)
+        .args(["watch"])
+        .env("KRAD_ADE_API_JSON", &app.api_json)
+        .env_remove("KRAD_ADE_ENDPOINT")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(app.request(json!("Shutdown")), json!("Ok"));
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(
+        text.contains("watched") && text.contains("asking") && text.contains("which way?"),
+        "{text}"
+    );
+    assert!(text.contains("the app stopped"), "{text}");
+    app.wait_exit(Duration::from_secs(15));
+}
+
+#[test]
+fn hooks_never_fail_the_agent() {
+    // Outside any terminal, with garbage input: silent, exit 0.
+    let app = App::start();
+    let mut child = Command::new(KRAD)
+        .args(["hook", "claude"])
+        .env("KRAD_ADE_API_JSON", app.dir.path().join("none.json"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"{not json").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    let out = app.krad(&["hook", "codex", "{\"type\":\"agent-turn-complete\"}"]);
+    assert_eq!(exit_code(&out), 0);
+    assert!(out.stdout.is_empty());
+}
