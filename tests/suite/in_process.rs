@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use krad_bus::protocol::{ApiError, Response, StreamMessage, TerminalRef};
-use krad_bus::request::{check, close, list, output, report, send, spawn, subscribe_agents, wait};
+use krad_bus::request::{
+    changes, check, close, code, create_worktree, environments, extension_tool, extensions, list,
+    output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
+};
 use krad_bus::server::{self, App, Bus, CallContext, ServerConfig, Subscription};
 use krad_bus::token::Secret;
 use serde_json::{Value, json};
@@ -67,6 +70,34 @@ impl App for StuckApp {
         self.stuck().await
     }
     async fn report(&self, _: &CallContext, _: report::Report) -> Response {
+        self.stuck().await
+    }
+    async fn environments(&self, _: &CallContext, _: environments::Environments) -> Response {
+        self.stuck().await
+    }
+    async fn create_worktree(
+        &self,
+        _: &CallContext,
+        _: create_worktree::CreateWorktree,
+    ) -> Response {
+        self.stuck().await
+    }
+    async fn changes(&self, _: &CallContext, _: changes::Changes) -> Response {
+        self.stuck().await
+    }
+    async fn run_variants(&self, _: &CallContext, _: run_variants::RunVariants) -> Response {
+        self.stuck().await
+    }
+    async fn pick_variant(&self, _: &CallContext, _: pick_variant::PickVariant) -> Response {
+        self.stuck().await
+    }
+    async fn code(&self, _: &CallContext, _: code::Code) -> Response {
+        self.stuck().await
+    }
+    async fn extensions(&self, _: &CallContext, _: extensions::Extensions) -> Response {
+        self.stuck().await
+    }
+    async fn extension_tool(&self, _: &CallContext, _: extension_tool::ExtensionTool) -> Response {
         self.stuck().await
     }
     async fn subscribe(

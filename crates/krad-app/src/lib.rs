@@ -21,7 +21,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use krad_bus::protocol::{ApiError, ErrorCode, Response, TerminalRef};
-use krad_bus::request::{check, close, list, output, report, send, spawn, subscribe_agents, wait};
+use krad_bus::request::{
+    changes, check, close, code, create_worktree, environments, extension_tool, extensions, list,
+    output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
+};
 use krad_bus::server::{App, Bus, CallContext};
 use krad_term::TerminalHost;
 
@@ -198,6 +201,58 @@ impl App for EmbeddedApp {
 
     async fn report(&self, ctx: &CallContext, request: report::Report) -> Response {
         requests::report::handle(&self.core, ctx, request).await
+    }
+
+    async fn environments(
+        &self,
+        ctx: &CallContext,
+        request: environments::Environments,
+    ) -> Response {
+        requests::environments::handle(&self.core, ctx, request).await
+    }
+
+    async fn create_worktree(
+        &self,
+        ctx: &CallContext,
+        request: create_worktree::CreateWorktree,
+    ) -> Response {
+        requests::create_worktree::handle(&self.core, ctx, request).await
+    }
+
+    async fn changes(&self, ctx: &CallContext, request: changes::Changes) -> Response {
+        requests::changes::handle(&self.core, ctx, request).await
+    }
+
+    async fn run_variants(
+        &self,
+        ctx: &CallContext,
+        request: run_variants::RunVariants,
+    ) -> Response {
+        requests::run_variants::handle(&self.core, ctx, request).await
+    }
+
+    async fn pick_variant(
+        &self,
+        ctx: &CallContext,
+        request: pick_variant::PickVariant,
+    ) -> Response {
+        requests::pick_variant::handle(&self.core, ctx, request).await
+    }
+
+    async fn code(&self, ctx: &CallContext, request: code::Code) -> Response {
+        requests::code::handle(&self.core, ctx, request).await
+    }
+
+    async fn extensions(&self, ctx: &CallContext, request: extensions::Extensions) -> Response {
+        requests::extensions::handle(&self.core, ctx, request).await
+    }
+
+    async fn extension_tool(
+        &self,
+        ctx: &CallContext,
+        request: extension_tool::ExtensionTool,
+    ) -> Response {
+        requests::extension_tool::handle(&self.core, ctx, request).await
     }
 
     async fn subscribe(

@@ -1,10 +1,18 @@
 //! One handler per request the app answers, and the rights rules they share.
 
+pub mod changes;
 pub mod check;
 pub mod close;
+pub mod code;
+pub mod create_worktree;
+pub mod environments;
+pub mod extension_tool;
+pub mod extensions;
 pub mod list;
 pub mod output;
+pub mod pick_variant;
 pub mod report;
+pub mod run_variants;
 pub mod send;
 pub mod spawn;
 pub mod subscribe_agents;

@@ -3,7 +3,9 @@
 
 mod agent;
 mod envelope;
+mod environment;
 mod error;
+mod extension;
 mod response;
 mod stream;
 
@@ -11,7 +13,12 @@ pub use agent::{AgentRecord, AgentState, StateSource};
 pub use envelope::{
     API_VERSION, Caller, Envelope, OutgoingEnvelope, RawRequest, RequestId, TerminalRef, Token,
 };
+pub use environment::{
+    ChangesInfo, EnvironmentInfo, EnvironmentKind, EnvironmentStatus, FileChange, FileStatus,
+    PickedInfo, SetupInfo, VariantInfo, VariantsInfo,
+};
 pub use error::{ApiError, ErrorCode};
+pub use extension::{CodeResultInfo, ExtensionInfo, ExtensionState, ToolInfo, ToolResultInfo};
 pub use response::{OutputInfo, Response, SentInfo};
 pub use stream::{HeartbeatInfo, RemovedInfo, SnapshotInfo, StreamMessage};
 

@@ -35,6 +35,22 @@ pub enum Response {
     Sent(SentInfo),
     /// The answer to Output.
     Output(OutputInfo),
+    /// One environment (CreateWorktree).
+    Environment(Box<super::EnvironmentInfo>),
+    /// Every environment.
+    Environments(Vec<super::EnvironmentInfo>),
+    /// The answer to Changes.
+    Changes(Box<super::ChangesInfo>),
+    /// The answer to RunVariants.
+    Variants(super::VariantsInfo),
+    /// The answer to PickVariant.
+    Picked(super::PickedInfo),
+    /// The answer to Code.
+    CodeResult(Box<super::CodeResultInfo>),
+    /// The answer to Extensions.
+    Extensions(Vec<super::ExtensionInfo>),
+    /// The answer to ExtensionTool.
+    ToolResult(super::ToolResultInfo),
     /// The request failed.
     Error(ApiError),
 }

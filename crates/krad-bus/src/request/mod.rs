@@ -5,12 +5,20 @@
 //! file; every `match` below (and the server's dispatch) refuses to compile until
 //! the new request's rights and deadline are decided.
 
+pub mod changes;
 pub mod check;
 pub mod close;
+pub mod code;
+pub mod create_worktree;
+pub mod environments;
+pub mod extension_tool;
+pub mod extensions;
 pub mod hello;
 pub mod list;
 pub mod output;
+pub mod pick_variant;
 pub mod report;
+pub mod run_variants;
 pub mod send;
 pub mod shutdown;
 pub mod spawn;
@@ -98,6 +106,14 @@ request_kinds![
     Close,
     Report,
     SubscribeAgents,
+    Environments,
+    CreateWorktree,
+    Changes,
+    RunVariants,
+    PickVariant,
+    Code,
+    Extensions,
+    ExtensionTool,
     Stats,
     Shutdown,
 ];
@@ -131,9 +147,19 @@ impl RequestKind {
             | RequestKind::Wait
             | RequestKind::Output
             | RequestKind::SubscribeAgents
+            | RequestKind::Environments
+            | RequestKind::Changes
+            | RequestKind::Extensions
+            | RequestKind::ExtensionTool
             | RequestKind::Stats => Rights::Anyone,
             RequestKind::Report => Rights::TerminalsAboutThemselves,
-            RequestKind::Spawn | RequestKind::Send | RequestKind::Close => Rights::Scoped,
+            RequestKind::Spawn
+            | RequestKind::Send
+            | RequestKind::Close
+            | RequestKind::CreateWorktree
+            | RequestKind::RunVariants
+            | RequestKind::PickVariant
+            | RequestKind::Code => Rights::Scoped,
             RequestKind::Shutdown => Rights::ClientOnly,
         }
     }
@@ -148,10 +174,19 @@ impl RequestKind {
             | RequestKind::Output
             | RequestKind::Report
             | RequestKind::SubscribeAgents
+            | RequestKind::Environments
+            | RequestKind::Changes
+            | RequestKind::Extensions
+            | RequestKind::ExtensionTool
             | RequestKind::Stats => false,
-            RequestKind::Spawn | RequestKind::Send | RequestKind::Close | RequestKind::Shutdown => {
-                true
-            }
+            RequestKind::Spawn
+            | RequestKind::Send
+            | RequestKind::Close
+            | RequestKind::CreateWorktree
+            | RequestKind::RunVariants
+            | RequestKind::PickVariant
+            | RequestKind::Code
+            | RequestKind::Shutdown => true,
         }
     }
 }
@@ -179,6 +214,22 @@ pub enum Request {
     Report(report::Report),
     /// See [`subscribe_agents::SubscribeAgents`].
     SubscribeAgents(subscribe_agents::SubscribeAgents),
+    /// See [`environments::Environments`].
+    Environments(environments::Environments),
+    /// See [`create_worktree::CreateWorktree`].
+    CreateWorktree(create_worktree::CreateWorktree),
+    /// See [`changes::Changes`].
+    Changes(changes::Changes),
+    /// See [`run_variants::RunVariants`].
+    RunVariants(run_variants::RunVariants),
+    /// See [`pick_variant::PickVariant`].
+    PickVariant(pick_variant::PickVariant),
+    /// See [`code::Code`].
+    Code(code::Code),
+    /// See [`extensions::Extensions`].
+    Extensions(extensions::Extensions),
+    /// See [`extension_tool::ExtensionTool`].
+    ExtensionTool(extension_tool::ExtensionTool),
     /// See [`stats::Stats`].
     Stats(stats::Stats),
     /// See [`shutdown::Shutdown`].
@@ -213,6 +264,14 @@ impl Request {
             RequestKind::Close => Request::Close(fields_of(kind, fields)?),
             RequestKind::Report => Request::Report(fields_of(kind, fields)?),
             RequestKind::SubscribeAgents => Request::SubscribeAgents(fields_of(kind, fields)?),
+            RequestKind::Environments => Request::Environments(fields_of(kind, fields)?),
+            RequestKind::CreateWorktree => Request::CreateWorktree(fields_of(kind, fields)?),
+            RequestKind::Changes => Request::Changes(fields_of(kind, fields)?),
+            RequestKind::RunVariants => Request::RunVariants(fields_of(kind, fields)?),
+            RequestKind::PickVariant => Request::PickVariant(fields_of(kind, fields)?),
+            RequestKind::Code => Request::Code(fields_of(kind, fields)?),
+            RequestKind::Extensions => Request::Extensions(fields_of(kind, fields)?),
+            RequestKind::ExtensionTool => Request::ExtensionTool(fields_of(kind, fields)?),
             RequestKind::Stats => Request::Stats(fields_of(kind, fields)?),
             RequestKind::Shutdown => Request::Shutdown(fields_of(kind, fields)?),
         })
@@ -231,6 +290,14 @@ impl Request {
             Request::Close(_) => RequestKind::Close,
             Request::Report(_) => RequestKind::Report,
             Request::SubscribeAgents(_) => RequestKind::SubscribeAgents,
+            Request::Environments(_) => RequestKind::Environments,
+            Request::CreateWorktree(_) => RequestKind::CreateWorktree,
+            Request::Changes(_) => RequestKind::Changes,
+            Request::RunVariants(_) => RequestKind::RunVariants,
+            Request::PickVariant(_) => RequestKind::PickVariant,
+            Request::Code(_) => RequestKind::Code,
+            Request::Extensions(_) => RequestKind::Extensions,
+            Request::ExtensionTool(_) => RequestKind::ExtensionTool,
             Request::Stats(_) => RequestKind::Stats,
             Request::Shutdown(_) => RequestKind::Shutdown,
         }
@@ -245,9 +312,17 @@ impl Request {
             | Request::Send(_)
             | Request::Output(_)
             | Request::Report(_)
+            | Request::Environments(_)
+            | Request::Extensions(_)
             | Request::Stats(_)
             | Request::Shutdown(_) => Some(deadline::STANDARD),
-            Request::Spawn(_) | Request::Close(_) => Some(deadline::LONG),
+            Request::Spawn(_)
+            | Request::Close(_)
+            | Request::CreateWorktree(_)
+            | Request::Changes(_)
+            | Request::RunVariants(_)
+            | Request::PickVariant(_) => Some(deadline::LONG),
+            Request::Code(_) | Request::ExtensionTool(_) => Some(deadline::LONGEST),
             Request::Check(check) => match check.wait_secs {
                 Some(secs) => waited(secs),
                 None => Some(deadline::STANDARD),
@@ -263,13 +338,22 @@ impl Request {
         match self {
             Request::Check(check) => check.wait_secs.is_some(),
             Request::Send(send) => send.when == Some(send::When::Idle),
-            Request::Wait(_) | Request::SubscribeAgents(_) => true,
+            Request::Wait(_)
+            | Request::SubscribeAgents(_)
+            | Request::Code(_)
+            | Request::ExtensionTool(_) => true,
             Request::Hello(_)
             | Request::List(_)
             | Request::Spawn(_)
             | Request::Output(_)
             | Request::Close(_)
             | Request::Report(_)
+            | Request::Environments(_)
+            | Request::CreateWorktree(_)
+            | Request::Changes(_)
+            | Request::RunVariants(_)
+            | Request::PickVariant(_)
+            | Request::Extensions(_)
             | Request::Stats(_)
             | Request::Shutdown(_) => false,
         }
@@ -288,6 +372,14 @@ impl Request {
             | Request::Close(_)
             | Request::Report(_)
             | Request::SubscribeAgents(_)
+            | Request::Environments(_)
+            | Request::CreateWorktree(_)
+            | Request::Changes(_)
+            | Request::RunVariants(_)
+            | Request::PickVariant(_)
+            | Request::Code(_)
+            | Request::Extensions(_)
+            | Request::ExtensionTool(_)
             | Request::Stats(_)
             | Request::Shutdown(_) => false,
         }

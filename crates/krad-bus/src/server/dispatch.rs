@@ -101,6 +101,14 @@ async fn dispatch<A: App>(
             Ok(subscription) => return Reply::Stream(subscription),
             Err(e) => e.into(),
         },
+        Request::Environments(r) => app.environments(ctx, r).await,
+        Request::CreateWorktree(r) => app.create_worktree(ctx, r).await,
+        Request::Changes(r) => app.changes(ctx, r).await,
+        Request::RunVariants(r) => app.run_variants(ctx, r).await,
+        Request::PickVariant(r) => app.pick_variant(ctx, r).await,
+        Request::Code(r) => app.code(ctx, r).await,
+        Request::Extensions(r) => app.extensions(ctx, r).await,
+        Request::ExtensionTool(r) => app.extension_tool(ctx, r).await,
         Request::Stats(_) => Response::Stats(bus.stats(app.agent_count().await)),
         Request::Shutdown(shutdown) => {
             bus.request_shutdown(shutdown.closes_terminals());

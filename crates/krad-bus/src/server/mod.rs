@@ -23,7 +23,10 @@ use crate::protocol::{
     ApiError, ErrorCode, MAX_LINE, RequestId, Response, StreamMessage, TerminalRef,
 };
 use crate::request::stats::StatsInfo;
-use crate::request::{check, close, list, output, report, send, spawn, subscribe_agents, wait};
+use crate::request::{
+    changes, check, close, code, create_worktree, environments, extension_tool, extensions, list,
+    output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
+};
 use crate::token::{Principal, Secret};
 use connection::LineRead;
 use dispatch::Reply;
@@ -90,6 +93,59 @@ pub trait App: Send + Sync + 'static {
         &self,
         ctx: &CallContext,
         request: report::Report,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// Environments.
+    fn environments(
+        &self,
+        ctx: &CallContext,
+        request: environments::Environments,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// CreateWorktree.
+    fn create_worktree(
+        &self,
+        ctx: &CallContext,
+        request: create_worktree::CreateWorktree,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// Changes.
+    fn changes(
+        &self,
+        ctx: &CallContext,
+        request: changes::Changes,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// RunVariants.
+    fn run_variants(
+        &self,
+        ctx: &CallContext,
+        request: run_variants::RunVariants,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// PickVariant.
+    fn pick_variant(
+        &self,
+        ctx: &CallContext,
+        request: pick_variant::PickVariant,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// Code.
+    fn code(&self, ctx: &CallContext, request: code::Code)
+    -> impl Future<Output = Response> + Send;
+
+    /// Extensions.
+    fn extensions(
+        &self,
+        ctx: &CallContext,
+        request: extensions::Extensions,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// ExtensionTool.
+    fn extension_tool(
+        &self,
+        ctx: &CallContext,
+        request: extension_tool::ExtensionTool,
     ) -> impl Future<Output = Response> + Send;
 
     /// SubscribeAgents: the stream to serve, or the error to answer instead.

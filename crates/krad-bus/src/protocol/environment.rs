@@ -1,0 +1,162 @@
+//! Environments and their work: the answers of Environments, CreateWorktree,
+//! Changes, RunVariants and PickVariant.
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of directory an environment is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnvironmentKind {
+    /// The repository the app was started in.
+    Main,
+    /// A git worktree the app created.
+    Worktree,
+    /// A directory on an SSH host.
+    Ssh,
+}
+
+/// Whether an environment can be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvironmentStatus {
+    /// Ready for agents.
+    Ready,
+    /// The config's setup command is running; agents start once it is done.
+    SettingUp,
+    /// The setup command failed; see `setup`.
+    SetupFailed,
+    /// The app's records name it, but its directory is gone.
+    Missing,
+}
+
+/// The outcome of the config's setup command in a new worktree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetupInfo {
+    /// The command, as given to `sh -c`.
+    pub command: String,
+    /// Its exit code, once it ended (null while it runs or when killed).
+    pub exit_code: Option<i32>,
+    /// The end of what it printed (stdout and stderr).
+    pub output: String,
+}
+
+/// An environment.
+///
+/// # Format
+///
+/// ```json
+/// {"name":"fix-login","path":"/repo/.krad/worktrees/fix-login","branch":"krad/fix-login",
+///  "base":"3f2a…","host":null,"kind":"worktree","group":null,"variant":null,
+///  "terminals":[4],"status":"ready","setup":null}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvironmentInfo {
+    /// Its name (`main` for the repository).
+    pub name: String,
+    /// Its directory.
+    pub path: String,
+    /// Its branch (null for a detached main).
+    pub branch: Option<String>,
+    /// The commit it was created from (null for main).
+    pub base: Option<String>,
+    /// The SSH host it lives on (null: this machine).
+    pub host: Option<String>,
+    /// main, worktree or ssh.
+    pub kind: EnvironmentKind,
+    /// Its variant group.
+    pub group: Option<String>,
+    /// Its number in the group.
+    pub variant: Option<u32>,
+    /// Its terminals' ids.
+    pub terminals: Vec<u64>,
+    /// Whether it can be used.
+    pub status: EnvironmentStatus,
+    /// The setup command's outcome, when the config has one.
+    pub setup: Option<SetupInfo>,
+}
+
+/// How a file changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileStatus {
+    /// New (untracked files included).
+    Added,
+    /// Changed.
+    Modified,
+    /// Gone.
+    Deleted,
+    /// Moved (maybe changed too).
+    Renamed,
+}
+
+/// One changed file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    /// Its path now.
+    pub path: String,
+    /// Its path before, for a rename.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// How it changed.
+    pub status: FileStatus,
+    /// Lines added (0 for a binary file).
+    pub added: u64,
+    /// Lines removed (0 for a binary file).
+    pub removed: u64,
+    /// True for a binary file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub binary: bool,
+}
+
+/// The answer to Changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangesInfo {
+    /// The environment.
+    pub environment: String,
+    /// The commit it was created from.
+    pub base: String,
+    /// Its branch's commit now.
+    pub head: String,
+    /// Every changed file: committed, staged, unstaged and untracked.
+    pub files: Vec<FileChange>,
+    /// The patch, when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    /// True when the patch was cut at the response limit.
+    pub truncated: bool,
+}
+
+/// One variant of a group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VariantInfo {
+    /// Its number, from 1.
+    pub variant: u32,
+    /// Its environment.
+    pub environment: String,
+    /// Its agent's terminal.
+    pub terminal: u64,
+}
+
+/// The answer to RunVariants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VariantsInfo {
+    /// The group's name.
+    pub group: String,
+    /// Its variants.
+    pub variants: Vec<VariantInfo>,
+}
+
+/// The answer to PickVariant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PickedInfo {
+    /// The group.
+    pub group: String,
+    /// The variant kept.
+    pub variant: u32,
+    /// Its branch.
+    pub branch: String,
+    /// The environment it was merged into (null for `how: branch`).
+    pub into: Option<String>,
+    /// The commit the target is at now (or the branch's, for `how: branch`).
+    pub commit: String,
+}

@@ -1,0 +1,45 @@
+//! `PickVariant`: keeps one variant of a group and archives the others.
+
+use serde::{Deserialize, Serialize};
+
+use super::Fields;
+
+/// How the picked variant's work lands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum How {
+    /// A merge commit (or a fast-forward) into the target.
+    #[default]
+    Merge,
+    /// One commit on the target with the variant's changes.
+    Squash,
+    /// Keep the branch only; nothing is merged.
+    Branch,
+}
+
+/// The PickVariant request.
+///
+/// # Format
+///
+/// ```json
+/// {"PickVariant":{"group":"login","variant":2,"how":"squash"}}
+/// {"Picked":{"group":"login","variant":2,"branch":"krad/login-2","into":"main","commit":"9c1d…"}}
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PickVariant {
+    /// The group.
+    pub group: String,
+    /// The variant's number.
+    pub variant: u32,
+    /// The environment to merge into (default: the group's base environment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub into: Option<String>,
+    /// merge (default), squash or branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub how: Option<How>,
+    /// Archive and close the other variants (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close_others: Option<bool>,
+}
+
+impl Fields for PickVariant {}

@@ -1,0 +1,69 @@
+//! `RunVariants`: the same task in N fresh worktrees, one agent each.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Fields, create_worktree::check_name, invalid};
+use crate::protocol::ApiError;
+
+/// The most variants one group may have.
+pub const MAX_COUNT: u32 = 16;
+
+/// The RunVariants request.
+///
+/// # Format
+///
+/// ```json
+/// {"RunVariants":{"count":3,"prompt":"fix the login bug","profile":"claude","name":"login"}}
+/// {"Variants":{"group":"login","variants":[{"variant":1,"environment":"login-1","terminal":7},…]}}
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunVariants {
+    /// How many (1–16).
+    pub count: u32,
+    /// The task, the same for each.
+    pub prompt: String,
+    /// The profile (default: the config's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// The argv, instead of the profile's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// An environment or git ref to start from (default: main's HEAD).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// The group's name (default: generated); variants are `<name>-<n>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl Fields for RunVariants {
+    fn validate(&self) -> Result<(), ApiError> {
+        if !(1..=MAX_COUNT).contains(&self.count) {
+            return Err(invalid(
+                "RunVariants",
+                "count",
+                format!("1 to {MAX_COUNT}, not {}", self.count),
+            ));
+        }
+        if let Some(name) = &self.name {
+            check_name("RunVariants", "name", name)?;
+            if name.len() > 60 {
+                return Err(invalid(
+                    "RunVariants",
+                    "name",
+                    "at most 60 characters (variants add -N)",
+                ));
+            }
+        }
+        if let Some(command) = &self.command
+            && command.first().is_none_or(|p| p.is_empty())
+        {
+            return Err(invalid(
+                "RunVariants",
+                "command",
+                "the argv must start with a program",
+            ));
+        }
+        Ok(())
+    }
+}
