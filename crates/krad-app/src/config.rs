@@ -83,6 +83,35 @@ impl Default for TerminalsConfig {
     }
 }
 
+/// `[worktrees]`: where new worktrees go and what runs in each before its agents.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorktreesConfig {
+    /// The directory worktrees are created in (default `<repo>/.krad/worktrees`;
+    /// relative paths are from the repository).
+    pub dir: Option<PathBuf>,
+    /// A command run with `sh -c` in each new worktree before any agent starts.
+    pub setup: Option<String>,
+    /// How long the setup command may take, in seconds (default 600).
+    pub setup_timeout_secs: Option<u64>,
+}
+
+/// `[extensions.NAME]`: an MCP server the app starts on first use (stdio).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtensionConfig {
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Its working directory (default: the repository).
+    pub cwd: Option<PathBuf>,
+}
+
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -95,6 +124,12 @@ pub struct Config {
     /// Profiles added or changed.
     #[serde(default)]
     pub profiles: BTreeMap<String, ProfileConfig>,
+    /// Worktree settings.
+    #[serde(default)]
+    pub worktrees: WorktreesConfig,
+    /// MCP servers, by name.
+    #[serde(default)]
+    pub extensions: BTreeMap<String, ExtensionConfig>,
 }
 
 /// Why the config could not be used.

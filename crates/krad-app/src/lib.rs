@@ -154,9 +154,10 @@ impl Core {
         }
     }
 
-    /// The working directory of an environment.
-    pub fn environment_dir(&self, _name: &str) -> PathBuf {
-        self.settings.root.clone()
+    /// The working directory of an environment, or `not_found`.
+    pub fn environment_path(&self, name: &str) -> Result<PathBuf, ApiError> {
+        Core::check_environment(name)?;
+        Ok(self.settings.root.clone())
     }
 }
 

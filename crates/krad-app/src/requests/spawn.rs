@@ -53,7 +53,7 @@ fn spawn(core: &Arc<Core>, ctx: &CallContext, request: Spawn) -> Result<AgentRec
             )));
         }
     }
-    Core::check_environment(&environment)?;
+    let cwd = core.environment_path(&environment)?;
     let profile_name = request
         .profile
         .clone()
@@ -137,7 +137,7 @@ fn spawn(core: &Arc<Core>, ctx: &CallContext, request: Spawn) -> Result<AgentRec
     let spec = SpawnSpec {
         id,
         argv,
-        cwd: core.environment_dir(&environment),
+        cwd,
         env: environment_of(
             core,
             &me,
