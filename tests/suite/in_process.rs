@@ -42,6 +42,9 @@ impl Subscription for NoStream {
 impl App for StuckApp {
     type Subscription = NoStream;
 
+    fn request_log(&self) -> Option<&krad_bus::server::request_log::RequestLog> {
+        None
+    }
     fn knows_terminal(&self, _terminal: &TerminalRef) -> bool {
         true
     }

@@ -325,7 +325,9 @@ impl App {
 
     /// Stops the app (SIGTERM), waits for it, and hands back its directory.
     pub fn stop_keep_dir(mut self) -> tempfile::TempDir {
-        self.signal(nix::sys::signal::Signal::SIGTERM);
+        if self.child.try_wait().unwrap().is_none() {
+            self.signal(nix::sys::signal::Signal::SIGTERM);
+        }
         self.wait_exit(Duration::from_secs(15));
         let dir = tempfile::tempdir().unwrap();
         std::mem::replace(&mut self.dir, dir)

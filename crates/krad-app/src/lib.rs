@@ -8,8 +8,13 @@
 //! * [`requests`] — one handler per request.
 //! * [`subscription`] — the SubscribeAgents stream.
 
+// The Code runner (`code` names the request module here).
 pub mod config;
+mod environments;
+mod git;
 pub mod profile;
+#[path = "code.rs"]
+mod program;
 mod requests;
 pub mod state_file;
 pub mod store;
@@ -22,9 +27,11 @@ use std::time::Duration;
 
 use krad_bus::protocol::{ApiError, ErrorCode, Response, TerminalRef};
 use krad_bus::request::{
-    changes, check, close, code, create_worktree, environments, extension_tool, extensions, list,
-    output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
+    changes, check, close, code as code_request, create_worktree,
+    environments as environments_request, extension_tool, extensions, list, output, pick_variant,
+    report, run_variants, send, spawn, subscribe_agents, wait,
 };
+use krad_bus::server::request_log::RequestLog;
 use krad_bus::server::{App, Bus, CallContext};
 use krad_term::TerminalHost;
 
@@ -65,6 +72,14 @@ pub(crate) struct Core {
     pub store: Arc<Store>,
     pub host: Arc<dyn TerminalHost>,
     pub bus: Arc<Bus>,
+    /// The extensions (MCP servers) the config names.
+    pub extensions: krad_ext::ExtensionManager,
+    /// Serializes the git work that creates and removes worktrees.
+    pub environments_lock: tokio::sync::Mutex<()>,
+    /// Bumped whenever an environment changes (Spawn waits on a setup with it).
+    pub environments_changed: tokio::sync::watch::Sender<u64>,
+    /// The answers of at-most-once requests, kept with the state.
+    pub request_log: RequestLog,
 }
 
 /// The app `krad serve` runs.
@@ -89,6 +104,8 @@ impl EmbeddedApp {
         private_dir(&settings.state_dir)?;
         private_dir(&settings.token_dir)?;
         let store = Store::open(StatePath::in_dir(&settings.state_dir)).map_err(StartError)?;
+        let extensions = requests::extensions::manager(&settings);
+        let settings_state_dir = settings.state_dir.clone();
         Ok(EmbeddedApp {
             core: Arc::new(Core {
                 settings,
@@ -96,6 +113,10 @@ impl EmbeddedApp {
                 store: Arc::new(store),
                 host,
                 bus,
+                extensions,
+                environments_lock: tokio::sync::Mutex::new(()),
+                request_log: RequestLog::open(Some(&settings_state_dir.join("request-ids.json"))),
+                environments_changed: tokio::sync::watch::channel(0).0,
             }),
         })
     }
@@ -103,6 +124,12 @@ impl EmbeddedApp {
     /// The repository the app serves (the `main` environment).
     pub fn root(&self) -> &Path {
         &self.core.settings.root
+    }
+
+    /// Brings the app's records and the worktrees on disk back in line after a
+    /// start (or a crash); call once before serving.
+    pub async fn restore(&self) {
+        environments::restore(&self.core).await;
     }
 
     /// Stops the app's work before the process exits: closes every terminal
@@ -120,6 +147,7 @@ impl EmbeddedApp {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
+        self.core.extensions.shutdown().await;
         let _ = std::fs::remove_dir_all(&self.core.settings.token_dir);
         tracing::info!(terminals = terminals.len(), close_terminals, "app stopped");
     }
@@ -142,27 +170,33 @@ impl Core {
             .with_detail(serde_json::json!({ "terminal": id }))
     }
 
-    /// Checks that an environment exists (today: `main`).
-    pub fn check_environment(name: &str) -> Result<(), ApiError> {
-        if name == MAIN {
+    /// Checks that an environment exists.
+    pub fn check_environment(&self, name: &str) -> Result<(), ApiError> {
+        if name == MAIN || self.store.environment(name).is_some() {
             Ok(())
         } else {
-            Err(
-                ApiError::new(ErrorCode::NotFound, format!("no environment {name:?}"))
-                    .with_detail(serde_json::json!({ "environment": name })),
-            )
+            Err(environments::not_found_environment(name))
         }
     }
 
     /// The working directory of an environment, or `not_found`.
     pub fn environment_path(&self, name: &str) -> Result<PathBuf, ApiError> {
-        Core::check_environment(name)?;
-        Ok(self.settings.root.clone())
+        if name == MAIN {
+            return Ok(self.settings.root.clone());
+        }
+        self.store
+            .environment(name)
+            .map(|record| record.path)
+            .ok_or_else(|| environments::not_found_environment(name))
     }
 }
 
 impl App for EmbeddedApp {
     type Subscription = AgentStream;
+
+    fn request_log(&self) -> Option<&RequestLog> {
+        Some(&self.core.request_log)
+    }
 
     fn knows_terminal(&self, terminal: &TerminalRef) -> bool {
         self.core.store.knows(terminal)
@@ -207,7 +241,7 @@ impl App for EmbeddedApp {
     async fn environments(
         &self,
         ctx: &CallContext,
-        request: environments::Environments,
+        request: environments_request::Environments,
     ) -> Response {
         requests::environments::handle(&self.core, ctx, request).await
     }
@@ -240,7 +274,7 @@ impl App for EmbeddedApp {
         requests::pick_variant::handle(&self.core, ctx, request).await
     }
 
-    async fn code(&self, ctx: &CallContext, request: code::Code) -> Response {
+    async fn code(&self, ctx: &CallContext, request: code_request::Code) -> Response {
         requests::code::handle(&self.core, ctx, request).await
     }
 

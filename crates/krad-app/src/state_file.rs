@@ -5,8 +5,10 @@
 //! not write at every change), and a restarted app starts from the reservation.
 //! Terminal ids are persisted before each terminal starts, so none is reused.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use krad_bus::protocol::SetupInfo;
 use serde::{Deserialize, Serialize};
 
 /// How many revs are reserved at a time.
@@ -19,6 +21,75 @@ pub struct StateFile {
     pub rev_reserved: u64,
     /// The next terminal id to give out.
     pub next_terminal: u64,
+    /// The worktree environments, by name.
+    #[serde(default)]
+    pub environments: BTreeMap<String, EnvironmentRecord>,
+    /// The variant groups, by name.
+    #[serde(default)]
+    pub groups: BTreeMap<String, GroupRecord>,
+}
+
+/// Where a worktree environment is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// `git worktree add` is running (or was, when the app died).
+    Creating,
+    /// The setup command runs.
+    SettingUp,
+    /// Ready for agents.
+    Ready,
+    /// The setup command failed.
+    SetupFailed,
+}
+
+/// A worktree environment the app created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvironmentRecord {
+    /// Its name.
+    pub name: String,
+    /// Its directory.
+    pub path: PathBuf,
+    /// Its branch.
+    pub branch: String,
+    /// The commit it was created from.
+    pub base: String,
+    /// The environment it was created from (PickVariant merges back into it).
+    pub base_environment: String,
+    /// Its variant group and number.
+    pub group: Option<String>,
+    /// Its number in the group.
+    pub variant: Option<u32>,
+    /// Where it is in its life.
+    pub phase: Phase,
+    /// The setup command's outcome.
+    pub setup: Option<SetupInfo>,
+}
+
+/// A variant group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    /// Its name.
+    pub name: String,
+    /// The commit every variant started from.
+    pub base: String,
+    /// The environment the base came from (the default target of PickVariant).
+    pub base_environment: String,
+    /// How many variants it has.
+    pub count: u32,
+    /// Its variants' environments and terminals, as they start.
+    pub variants: BTreeMap<u32, VariantRecord>,
+    /// The variant kept, once picked.
+    pub picked: Option<u32>,
+}
+
+/// One variant of a group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VariantRecord {
+    /// Its environment.
+    pub environment: String,
+    /// Its agent's terminal, once spawned.
+    pub terminal: Option<u64>,
 }
 
 /// Where state.json lives, and writing it.
@@ -45,8 +116,8 @@ impl StatePath {
                 )
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(StateFile {
-                rev_reserved: 0,
                 next_terminal: 1,
+                ..StateFile::default()
             }),
             Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
         }
@@ -73,6 +144,7 @@ mod tests {
         let state = StateFile {
             rev_reserved: 2000,
             next_terminal: 7,
+            ..StateFile::default()
         };
         path.save(&state).unwrap();
         assert_eq!(path.load().unwrap(), state);

@@ -24,7 +24,7 @@ use krad_term::Terminal;
 use tokio::sync::watch;
 
 use crate::profile::Profile;
-use crate::state_file::{REV_RESERVATION, StateFile, StatePath};
+use crate::state_file::{EnvironmentRecord, GroupRecord, REV_RESERVATION, StateFile, StatePath};
 
 /// Tombstones of removed terminals kept for resuming subscribers; past this the
 /// oldest are dropped and a resume from before them gets a fresh snapshot.
@@ -103,6 +103,74 @@ impl Store {
         self.inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The worktree environments, by name.
+    pub fn environments(&self) -> Vec<EnvironmentRecord> {
+        self.lock()
+            .persisted
+            .environments
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// One worktree environment.
+    pub fn environment(&self, name: &str) -> Option<EnvironmentRecord> {
+        self.lock().persisted.environments.get(name).cloned()
+    }
+
+    /// Adds or replaces a worktree environment, persisted before returning.
+    pub fn put_environment(&self, record: EnvironmentRecord) -> std::io::Result<()> {
+        let mut inner = self.lock();
+        inner
+            .persisted
+            .environments
+            .insert(record.name.clone(), record);
+        self.state_path.save(&inner.persisted)
+    }
+
+    /// Forgets a worktree environment, persisted before returning.
+    pub fn remove_environment(&self, name: &str) -> std::io::Result<Option<EnvironmentRecord>> {
+        let mut inner = self.lock();
+        let removed = inner.persisted.environments.remove(name);
+        self.state_path.save(&inner.persisted)?;
+        Ok(removed)
+    }
+
+    /// One variant group.
+    pub fn group(&self, name: &str) -> Option<GroupRecord> {
+        self.lock().persisted.groups.get(name).cloned()
+    }
+
+    /// Whether a group name is taken.
+    pub fn has_group(&self, name: &str) -> bool {
+        self.lock().persisted.groups.contains_key(name)
+    }
+
+    /// Changes (or adds) a group, persisted before returning.
+    pub fn update_group(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut Option<GroupRecord>),
+    ) -> std::io::Result<()> {
+        let mut inner = self.lock();
+        let mut group = inner.persisted.groups.remove(name);
+        change(&mut group);
+        if let Some(group) = group {
+            inner.persisted.groups.insert(name.to_owned(), group);
+        }
+        self.state_path.save(&inner.persisted)
+    }
+
+    /// The terminals of an environment.
+    pub fn terminals_of(&self, environment: &str) -> Vec<u64> {
+        self.lock()
+            .agents
+            .values()
+            .filter(|e| e.record.environment == environment)
+            .map(|e| e.record.terminal)
+            .collect()
     }
 
     /// Gives out the next terminal id, persisted before it is used.

@@ -73,10 +73,22 @@ pub enum Command {
     Subscribe(commands::subscribe::SubscribeArgs),
     /// Show a live table of the agents (SubscribeAgents).
     Watch(commands::watch::WatchArgs),
+    /// List the environments: main and the worktrees.
+    Envs(commands::envs::EnvsArgs),
+    /// Create worktree environments.
+    Worktree(commands::worktree::WorktreeArgs),
+    /// Show what an environment changed since it was created (diffstat or patch).
+    Changes(commands::changes::ChangesArgs),
+    /// Run the same task in N worktrees, then pick the best.
+    Variants(commands::variants::VariantsArgs),
     /// Report this terminal's agent state (for hooks and agents inside krad terminals).
     Report(commands::report::ReportArgs),
     /// Turn a Claude Code hook or a Codex notify call into a Report (used by the injected hooks).
     Hook(commands::hook::HookArgs),
+    /// Run a program to completion in an environment, without a terminal (Code); exits 9 if it failed.
+    Code(commands::code::CodeArgs),
+    /// List the extensions (MCP servers) and call their tools (Extensions, ExtensionTool).
+    Ext(commands::ext::ExtArgs),
     /// Send any request as JSON and print the answer line(s) as they come.
     Raw(commands::raw::RawArgs),
     /// Show the bus's counters.

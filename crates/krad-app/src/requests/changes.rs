@@ -1,17 +1,42 @@
-//! Changes: being built (see the project's issues).
+//! Changes: what an environment did since the commit it was created from.
 
 use std::sync::Arc;
 
 use krad_bus::protocol::{ApiError, Response};
-use krad_bus::request::changes;
+use krad_bus::request::changes::Changes;
 use krad_bus::server::CallContext;
 
-use crate::Core;
+use crate::environments::{changes, not_found_environment};
+use crate::git::Git;
+use crate::{Core, MAIN};
 
-pub(crate) async fn handle(
-    _core: &Arc<Core>,
-    _ctx: &CallContext,
-    _request: changes::Changes,
-) -> Response {
-    ApiError::internal("Changes is being built and not served yet").into()
+pub(crate) async fn handle(core: &Arc<Core>, _ctx: &CallContext, request: Changes) -> Response {
+    let answer = async {
+        let name = request.environment.as_str();
+        let (path, base) = if name == MAIN {
+            // main was not created from anything: its changes are its uncommitted work.
+            let head = Git::new(&core.settings.root)
+                .commit_of("HEAD")
+                .await?
+                .ok_or_else(|| {
+                    ApiError::new(
+                        krad_bus::protocol::ErrorCode::Conflict,
+                        "main has no commit yet",
+                    )
+                })?;
+            (core.settings.root.clone(), head)
+        } else {
+            let record = core
+                .store
+                .environment(name)
+                .ok_or_else(|| not_found_environment(name))?;
+            (record.path, record.base)
+        };
+        let scratch = core.settings.state_dir.join("tmp");
+        changes::changes(name, &path, &base, &scratch, request.patch.unwrap_or(false)).await
+    };
+    match answer.await {
+        Ok(info) => Response::Changes(Box::new(info)),
+        Err(e) => e.into(),
+    }
 }

@@ -1,45 +1,55 @@
-//! Close: ends a terminal (SIGHUP, SIGKILL after 5 s), waits for its exit, and
-//! removes it from the records.
+//! Close: ends a terminal (SIGHUP, SIGKILL after 5 s), waits for its exit and
+//! removes it; or closes a worktree environment (see [`crate::environments`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use krad_bus::protocol::{AgentState, ApiError, ErrorCode, Response};
 use krad_bus::request::close::Close;
 use krad_bus::server::CallContext;
+use krad_bus::token::Principal;
 
 use super::may_act_on;
-use crate::{CLOSE_GRACE, Core, MAIN};
+use crate::{CLOSE_GRACE, Core, environments};
 
-pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Close) -> Response {
+pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Close) -> Response {
     if let Some(environment) = request.environment {
-        if environment == MAIN {
-            return ApiError::new(ErrorCode::Invalid, "the main environment cannot be closed")
-                .with_detail(serde_json::json!({ "environment": MAIN }))
-                .into();
-        }
-        // Worktree environments (and closing them) come with CreateWorktree; until
-        // then every other name is unknown.
-        return Core::check_environment(&environment)
-            .err()
-            .unwrap_or_else(|| {
-                ApiError::new(
-                    ErrorCode::Invalid,
-                    format!("environment {environment:?} cannot be closed"),
-                )
-            })
+        if let Principal::Terminal(me) = &ctx.principal {
+            return ApiError::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "terminal {} is not a lead terminal and cannot close environments",
+                    me.terminal
+                ),
+            )
             .into();
+        }
+        return match environments::close(core, &environment, request.force.unwrap_or(false)).await {
+            Ok(_) => Response::Ok,
+            Err(e) => e.into(),
+        };
     }
     let Some(id) = request.target else {
         return ApiError::bad_request("Close: field \"target\" is missing").into();
     };
-    let Some(mut watch) = core.store.watch(id) else {
+    let Some(record) = core.store.record(id) else {
         return Core::no_terminal(id).into();
     };
-    let record = watch.borrow_and_update().clone();
     if let Err(e) = may_act_on(&ctx.principal, "Close", &record) {
         return e.into();
     }
-    if record.state != AgentState::Exited {
+    match close_terminal(core, id).await {
+        Ok(()) => Response::Ok,
+        Err(e) => e.into(),
+    }
+}
+
+/// Ends a terminal's program and removes the terminal from the records.
+pub(crate) async fn close_terminal(core: &Core, id: u64) -> Result<(), ApiError> {
+    let Some(mut watch) = core.store.watch(id) else {
+        return Err(Core::no_terminal(id));
+    };
+    if watch.borrow_and_update().state != AgentState::Exited {
         if let Some(terminal) = core.store.with(id, |e| e.terminal.clone()) {
             terminal.close(CLOSE_GRACE);
         }
@@ -54,11 +64,10 @@ pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Close) -> Re
             .await
             .is_err()
         {
-            return ApiError::new(
+            return Err(ApiError::new(
                 ErrorCode::Failed,
                 format!("terminal {id} did not exit after SIGKILL; it is left in the records"),
-            )
-            .into();
+            ));
         }
     }
     if let Some(entry) = core.store.remove(id)
@@ -66,5 +75,5 @@ pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Close) -> Re
     {
         let _ = std::fs::remove_file(path);
     }
-    Response::Ok
+    Ok(())
 }

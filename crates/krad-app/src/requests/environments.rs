@@ -1,17 +1,24 @@
-//! Environments: being built (see the project's issues).
+//! Environments: main, then every worktree by name.
 
 use std::sync::Arc;
 
-use krad_bus::protocol::{ApiError, Response};
-use krad_bus::request::environments;
+use krad_bus::protocol::Response;
+use krad_bus::request::environments::Environments;
 use krad_bus::server::CallContext;
 
-use crate::Core;
+use crate::{Core, environments};
 
 pub(crate) async fn handle(
-    _core: &Arc<Core>,
+    core: &Arc<Core>,
     _ctx: &CallContext,
-    _request: environments::Environments,
+    _request: Environments,
 ) -> Response {
-    ApiError::internal("Environments is being built and not served yet").into()
+    let mut all = vec![environments::main_info(core).await];
+    all.extend(
+        core.store
+            .environments()
+            .iter()
+            .map(|r| environments::info(core, r)),
+    );
+    Response::Environments(all)
 }

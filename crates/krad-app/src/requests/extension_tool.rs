@@ -1,17 +1,26 @@
-//! ExtensionTool: being built (see the project's issues).
+//! ExtensionTool: calls a tool of an extension, starting its server on first
+//! use. The call is cancelled on the MCP side (`notifications/cancelled`) when
+//! the bus drops this future: the client left or the deadline passed.
 
 use std::sync::Arc;
 
-use krad_bus::protocol::{ApiError, Response};
-use krad_bus::request::extension_tool;
+use krad_bus::protocol::Response;
+use krad_bus::request::extension_tool::ExtensionTool;
 use krad_bus::server::CallContext;
 
 use crate::Core;
 
 pub(crate) async fn handle(
-    _core: &Arc<Core>,
+    core: &Arc<Core>,
     _ctx: &CallContext,
-    _request: extension_tool::ExtensionTool,
+    request: ExtensionTool,
 ) -> Response {
-    ApiError::internal("ExtensionTool is being built and not served yet").into()
+    match core
+        .extensions
+        .call(&request.extension, &request.tool, request.arguments)
+        .await
+    {
+        Ok(result) => Response::ToolResult(result),
+        Err(e) => e.into(),
+    }
 }

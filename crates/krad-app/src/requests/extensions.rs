@@ -1,17 +1,64 @@
-//! Extensions: being built (see the project's issues).
+//! Extensions: the MCP servers the config names, their state and their tools.
+//! Listing never starts a server: one not used yet is `stopped`, with no tools.
 
+use std::path::Path;
 use std::sync::Arc;
 
-use krad_bus::protocol::{ApiError, Response};
+use krad_bus::protocol::Response;
 use krad_bus::request::extensions;
 use krad_bus::server::CallContext;
+use krad_ext::{ExtensionManager, Limits, ServerSpec};
 
-use crate::Core;
+use crate::{Core, Settings};
 
 pub(crate) async fn handle(
-    _core: &Arc<Core>,
+    core: &Arc<Core>,
     _ctx: &CallContext,
     _request: extensions::Extensions,
 ) -> Response {
-    ApiError::internal("Extensions is being built and not served yet").into()
+    Response::Extensions(core.extensions.list())
+}
+
+/// The manager for the `[extensions.NAME]` tables of the config; a relative
+/// `cwd` is taken from the repository, a missing one is the repository.
+pub(crate) fn manager(settings: &Settings) -> ExtensionManager {
+    let specs = settings
+        .config
+        .extensions
+        .iter()
+        .map(|(name, config)| {
+            let spec = ServerSpec {
+                command: config.command.clone(),
+                args: config.args.clone(),
+                env: config.env.clone(),
+                cwd: resolve(&settings.root, config.cwd.as_deref()),
+            };
+            (name.clone(), spec)
+        })
+        .collect();
+    ExtensionManager::new(specs, Limits::default())
+}
+
+fn resolve(root: &Path, cwd: Option<&Path>) -> std::path::PathBuf {
+    match cwd {
+        Some(dir) if dir.is_absolute() => dir.to_path_buf(),
+        Some(dir) => root.join(dir),
+        None => root.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cwd_is_taken_from_the_repository() {
+        let root = Path::new("/repo");
+        assert_eq!(resolve(root, None), Path::new("/repo"));
+        assert_eq!(
+            resolve(root, Some(Path::new("tools"))),
+            Path::new("/repo/tools")
+        );
+        assert_eq!(resolve(root, Some(Path::new("/srv"))), Path::new("/srv"));
+    }
 }

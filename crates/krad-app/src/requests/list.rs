@@ -8,7 +8,7 @@ use crate::Core;
 
 pub(crate) async fn handle(core: &Core, _ctx: &CallContext, request: List) -> Response {
     if let Some(env) = &request.environment
-        && let Err(e) = Core::check_environment(env)
+        && let Err(e) = core.check_environment(env)
     {
         return e.into();
     }

@@ -1,17 +1,141 @@
-//! RunVariants: being built (see the project's issues).
+//! RunVariants: N fresh worktrees from one base commit, one agent each, the group
+//! recorded before anything is created (so a crash midway leaves a consistent,
+//! reported state).
 
 use std::sync::Arc;
 
-use krad_bus::protocol::{ApiError, Response};
-use krad_bus::request::run_variants;
+use krad_bus::protocol::{ApiError, ErrorCode, Response, VariantInfo, VariantsInfo};
+use krad_bus::request::run_variants::RunVariants;
+use krad_bus::request::spawn::Spawn;
 use krad_bus::server::CallContext;
+use serde_json::json;
 
+use super::{not_for_plain_terminals, spawn};
 use crate::Core;
+use crate::environments::{self, NewWorktree};
+use crate::state_file::{GroupRecord, VariantRecord};
 
-pub(crate) async fn handle(
-    _core: &Arc<Core>,
-    _ctx: &CallContext,
-    _request: run_variants::RunVariants,
-) -> Response {
-    ApiError::internal("RunVariants is being built and not served yet").into()
+pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: RunVariants) -> Response {
+    match run(core, ctx, request).await {
+        Ok(info) => Response::Variants(info),
+        Err(e) => e.into(),
+    }
+}
+
+async fn run(
+    core: &Arc<Core>,
+    ctx: &CallContext,
+    request: RunVariants,
+) -> Result<VariantsInfo, ApiError> {
+    not_for_plain_terminals(&ctx.principal, "RunVariants")?;
+    let profile = request
+        .profile
+        .clone()
+        .unwrap_or_else(|| core.profiles.default_name().to_owned());
+    if core.profiles.get(&profile).is_none() {
+        return Err(ApiError::new(
+            ErrorCode::Invalid,
+            format!("RunVariants: unknown profile {profile:?}"),
+        )
+        .with_detail(json!({ "request": "RunVariants", "field": "profile" })));
+    }
+    let group = match &request.name {
+        Some(name) => name.clone(),
+        None => free_group_name(core),
+    };
+    if core.store.has_group(&group) {
+        return Err(environments::conflict(
+            format!("variant group {group:?} exists"),
+            json!({ "group": group }),
+        ));
+    }
+    for n in 1..=request.count {
+        let name = format!("{group}-{n}");
+        if core.check_environment(&name).is_ok() {
+            return Err(environments::conflict(
+                format!("environment {name:?} exists"),
+                json!({ "environment": name }),
+            ));
+        }
+    }
+    let (base_commit, base_environment) =
+        environments::resolve_base(core, request.base.as_deref()).await?;
+    core.store
+        .update_group(&group, |g| {
+            *g = Some(GroupRecord {
+                name: group.clone(),
+                base: base_commit.clone(),
+                base_environment: base_environment.clone(),
+                count: request.count,
+                variants: Default::default(),
+                picked: None,
+            })
+        })
+        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the group: {e}")))?;
+
+    let mut variants = Vec::new();
+    for n in 1..=request.count {
+        let environment = format!("{group}-{n}");
+        environments::create(
+            core,
+            NewWorktree {
+                name: &environment,
+                branch: None,
+                base_commit: base_commit.clone(),
+                base_environment: base_environment.clone(),
+                group: Some((group.clone(), n)),
+            },
+        )
+        .await?;
+        record_variant(core, &group, n, &environment, None)?;
+        let spawn_request = Spawn {
+            environment: Some(environment.clone()),
+            profile: Some(profile.clone()),
+            command: request.command.clone(),
+            prompt: Some(request.prompt.clone()),
+            name: Some(format!("{group} #{n}")),
+            ..Spawn::default()
+        };
+        let agent = spawn::spawn(core, ctx, spawn_request, Some((group.clone(), n))).await?;
+        record_variant(core, &group, n, &environment, Some(agent.terminal))?;
+        variants.push(VariantInfo {
+            variant: n,
+            environment,
+            terminal: agent.terminal,
+        });
+    }
+    tracing::info!(group = %group, count = request.count, "variants started");
+    Ok(VariantsInfo { group, variants })
+}
+
+fn record_variant(
+    core: &Core,
+    group: &str,
+    n: u32,
+    environment: &str,
+    terminal: Option<u64>,
+) -> Result<(), ApiError> {
+    core.store
+        .update_group(group, |g| {
+            if let Some(g) = g {
+                g.variants.insert(
+                    n,
+                    VariantRecord {
+                        environment: environment.to_owned(),
+                        terminal,
+                    },
+                );
+            }
+        })
+        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}")))
+}
+
+/// `variants-1`, `variants-2`, … the first whose group and environments are free.
+fn free_group_name(core: &Core) -> String {
+    (1..)
+        .map(|n| format!("variants-{n}"))
+        .find(|name| {
+            !core.store.has_group(name) && core.check_environment(&format!("{name}-1")).is_err()
+        })
+        .unwrap_or_else(|| "variants".to_owned())
 }

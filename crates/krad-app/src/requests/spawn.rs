@@ -15,7 +15,7 @@ use krad_term::{SpawnError, SpawnSpec};
 
 use crate::config::{HookKind, PromptDelivery};
 use crate::store::now_rfc3339;
-use crate::{Core, MAIN, profile, watcher};
+use crate::{Core, MAIN, environments, profile, watcher};
 
 /// Default terminal size.
 const COLS: u16 = 120;
@@ -25,13 +25,19 @@ const ROWS: u16 = 40;
 const EVENT_QUEUE: usize = 64;
 
 pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Spawn) -> Response {
-    match spawn(core, ctx, request) {
+    match spawn(core, ctx, request, None).await {
         Ok(record) => Response::Agent(Box::new(record)),
         Err(e) => e.into(),
     }
 }
 
-fn spawn(core: &Arc<Core>, ctx: &CallContext, request: Spawn) -> Result<AgentRecord, ApiError> {
+/// Spawns an agent; `variant` marks it as a variant of a group (RunVariants).
+pub(crate) async fn spawn(
+    core: &Arc<Core>,
+    ctx: &CallContext,
+    request: Spawn,
+    variant: Option<(String, u32)>,
+) -> Result<AgentRecord, ApiError> {
     let caller = ctx.principal.terminal();
     let environment = request
         .environment
@@ -53,7 +59,7 @@ fn spawn(core: &Arc<Core>, ctx: &CallContext, request: Spawn) -> Result<AgentRec
             )));
         }
     }
-    let cwd = core.environment_path(&environment)?;
+    core.check_environment(&environment)?;
     let profile_name = request
         .profile
         .clone()
@@ -83,6 +89,8 @@ fn spawn(core: &Arc<Core>, ctx: &CallContext, request: Spawn) -> Result<AgentRec
             format!("profile {profile_name:?} takes no prompt"),
         ));
     }
+    // A new worktree's setup runs before any agent starts there.
+    let cwd = environments::ready_path(core, &environment).await?;
 
     let id = core.store.allocate_terminal_id().map_err(|e| {
         ApiError::new(
@@ -180,8 +188,8 @@ fn spawn(core: &Arc<Core>, ctx: &CallContext, request: Spawn) -> Result<AgentRec
         command: shown,
         lead,
         parent: caller.map(|t| t.terminal),
-        group: None,
-        variant: None,
+        group: variant.as_ref().map(|v| v.0.clone()),
+        variant: variant.as_ref().map(|v| v.1),
         state: AgentState::Starting,
         state_source: StateSource::Process,
         message: None,

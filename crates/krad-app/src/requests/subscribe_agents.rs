@@ -12,7 +12,7 @@ pub(crate) fn handle(
     request: SubscribeAgents,
 ) -> Result<AgentStream, ApiError> {
     if let Some(env) = &request.environment {
-        Core::check_environment(env)?;
+        core.check_environment(env)?;
     }
     Ok(AgentStream::new(
         core.store.clone(),

@@ -55,6 +55,10 @@ pub struct ExtensionInfo {
     /// Why it failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How many times its server was started again after the first start
+    /// (after it died or would not start).
+    #[serde(default)]
+    pub restarts: u64,
 }
 
 /// The answer to ExtensionTool: the tool's content as the server gave it.

@@ -68,10 +68,27 @@ pub(crate) async fn client_left(stream: &mut TcpStream) {
     }
 }
 
+/// Answers a request: like [`finish`], but after a whole request line, when the
+/// client has sent nothing more, closes at once: with no unread input, closing
+/// sends a FIN, not a reset, so the answer is safe without the linger — and the
+/// connection costs no second wake-up for the client's own FIN. A client that
+/// sent more (a flood, bytes after the line) is lingered on as before.
+pub(crate) async fn answer(stream: TcpStream, line: &[u8], linger: Duration, whole_line: bool) {
+    if whole_line {
+        finish_with(stream, line, linger, true).await;
+    } else {
+        finish(stream, line, linger).await;
+    }
+}
+
 /// Writes the answer line, shuts the write side, then discards input for at most
 /// `linger` before closing: closing with unread input would send a reset that can
 /// destroy the answer in the client's receive buffer.
-pub(crate) async fn finish(mut stream: TcpStream, line: &[u8], linger: Duration) {
+pub(crate) async fn finish(stream: TcpStream, line: &[u8], linger: Duration) {
+    finish_with(stream, line, linger, false).await;
+}
+
+async fn finish_with(mut stream: TcpStream, line: &[u8], linger: Duration, quick: bool) {
     match tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(line)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
@@ -84,6 +101,15 @@ pub(crate) async fn finish(mut stream: TcpStream, line: &[u8], linger: Duration)
         }
     }
     let _ = stream.shutdown().await;
+    if quick {
+        let mut sink = [0u8; 256];
+        match stream.try_read(&mut sink) {
+            // The client already closed its side, or has nothing unread for us.
+            Ok(0) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+            Ok(_) | Err(_) => {}
+        }
+    }
     let _ = tokio::time::timeout(linger, client_left(&mut stream)).await;
 }
 

@@ -2,11 +2,13 @@
 //! exhaustive dispatch that runs each request under its deadline.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
 use tokio::net::TcpStream;
 
+use super::request_log::Begin;
 use super::{App, Bus, CallContext, connection};
 use crate::protocol::{ApiError, Envelope, ErrorCode, Response, unsupported_version_message};
 use crate::request::hello::HelloInfo;
@@ -17,6 +19,8 @@ use crate::token::Principal;
 pub(crate) enum Reply<S> {
     /// Write this answer.
     Answer(Response),
+    /// Write this answer, as recorded earlier (a replay).
+    Recorded(serde_json::Value),
     /// Serve this stream.
     Stream(S),
     /// The client left while its request waited; nothing is written.
@@ -25,8 +29,8 @@ pub(crate) enum Reply<S> {
 
 /// Takes a request line through the order of checks and runs it.
 pub(crate) async fn handle<A: App>(
-    bus: &Bus,
-    app: &A,
+    bus: &Arc<Bus>,
+    app: &Arc<A>,
     line: &[u8],
     stream: &mut TcpStream,
 ) -> Reply<A::Subscription> {
@@ -75,7 +79,75 @@ pub(crate) async fn handle<A: App>(
     let deadline = request.deadline();
     let cancels_on_leave = request.cancels_when_client_leaves();
     let _waiting = request.is_wait().then(|| bus.counters.wait_guard());
-    let work = dispatch(bus, app, &ctx, request);
+    let mutates = request.kind().mutates();
+
+    // Section 8: a mutating request with an id runs at most once.
+    let mut ticket = None;
+    if let (true, Some(id), Some(log)) = (mutates, &ctx.request_id, app.request_log()) {
+        match log.begin(&ctx.principal, id.as_str(), &request.to_value()) {
+            Begin::Fresh(t) => ticket = Some(t),
+            Begin::Replay(answer) => return Reply::Recorded(answer),
+            Begin::Reused => {
+                return Reply::Answer(
+                    ApiError::new(
+                        ErrorCode::RequestIdReused,
+                        format!("request_id {:?} was used for another request", id.as_str()),
+                    )
+                    .with_detail(json!({ "request_id": id.as_str() }))
+                    .into(),
+                );
+            }
+            Begin::Running(mut first) => {
+                let replay = async move {
+                    loop {
+                        if let Some(answer) = first.borrow_and_update().clone() {
+                            return Reply::Recorded(answer);
+                        }
+                        if first.changed().await.is_err() {
+                            return Reply::Answer(
+                                ApiError::new(
+                                    ErrorCode::Unavailable,
+                                    "the first request with this request_id was cancelled; send it again",
+                                )
+                                .into(),
+                            );
+                        }
+                    }
+                };
+                return run(replay, deadline, Some(stream)).await;
+            }
+        }
+    }
+
+    let work = {
+        let (bus, app) = (bus.clone(), app.clone());
+        async move {
+            let reply = dispatch(&bus, &*app, &ctx, request).await;
+            if let (Some(ticket), Some(log)) = (ticket, app.request_log()) {
+                let answer = match &reply {
+                    Reply::Answer(response) => serde_json::to_value(response).ok(),
+                    Reply::Recorded(value) => Some(value.clone()),
+                    Reply::Stream(_) | Reply::Left => None,
+                };
+                if let Some(answer) = answer {
+                    log.finish(ticket, answer);
+                }
+            }
+            reply
+        }
+    };
+    if mutates && !cancels_on_leave {
+        // A mutation runs to completion whatever becomes of its connection; its
+        // record (and its request_id's answer) tells what it did.
+        let task = tokio::spawn(work);
+        let joined = async move {
+            task.await.unwrap_or_else(|e| {
+                tracing::error!("a request's task failed: {e}");
+                Reply::Answer(ApiError::internal("the request failed inside the app").into())
+            })
+        };
+        return run(joined, deadline, None).await;
+    }
     run(work, deadline, cancels_on_leave.then_some(stream)).await
 }
 

@@ -7,6 +7,7 @@
 mod connection;
 pub mod counters;
 mod dispatch;
+pub mod request_log;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -44,6 +45,10 @@ pub trait App: Send + Sync + 'static {
     /// Whether a terminal that authenticated with its token is still one the app
     /// hosts; a closed terminal's token stops working.
     fn knows_terminal(&self, terminal: &TerminalRef) -> bool;
+
+    /// Where the answers of at-most-once requests are kept (section 8); `None`
+    /// serves every request id as if it were new.
+    fn request_log(&self) -> Option<&request_log::RequestLog>;
 
     /// How many agents the app knows, for Stats.
     fn agent_count(&self) -> impl Future<Output = u64> + Send;
@@ -299,7 +304,9 @@ pub async fn serve<A: App>(listener: TcpListener, bus: Arc<Bus>, app: Arc<A>) {
         let _ = stream.set_nodelay(true);
         match bus.connections.clone().try_acquire_owned() {
             Ok(permit) => {
-                tracker.spawn(connection_task(stream, bus.clone(), app.clone(), permit));
+                let fut = connection_task(stream, bus.clone(), app.clone(), permit);
+                eprintln!("FUTSIZE {}", std::mem::size_of_val(&fut));
+                tracker.spawn(fut);
             }
             Err(_) => refuse_busy(stream, &bus, &tracker),
         }
@@ -344,8 +351,11 @@ async fn connection_task<A: App>(
     _permit: OwnedSemaphorePermit,
 ) {
     let read = tokio::time::timeout(bus.config.line_timeout, connection::read_line(&mut stream));
-    let reply = match read.await {
-        Ok(Ok(LineRead::Line(line))) => dispatch::handle(&bus, &*app, &line, &mut stream).await,
+    let read = read.await;
+    // After a whole line, a client that sent nothing more need not be lingered on.
+    let whole_line = matches!(read, Ok(Ok(LineRead::Line(_))));
+    let reply = match read {
+        Ok(Ok(LineRead::Line(line))) => dispatch::handle(&bus, &app, &line, &mut stream).await,
         Ok(Ok(LineRead::TooLong)) => Reply::Answer(
             ApiError::bad_request(format!(
                 "the request line is longer than {MAX_LINE} bytes (the limit, its \\n included)"
@@ -370,7 +380,17 @@ async fn connection_task<A: App>(
     match reply {
         Reply::Answer(response) => {
             bus.counters.answered(response.error_code());
-            connection::finish(stream, &response.to_line(), bus.config.linger).await;
+            connection::answer(stream, &response.to_line(), bus.config.linger, whole_line).await;
+        }
+        Reply::Recorded(answer) => {
+            let code = answer
+                .get("Error")
+                .and_then(|e| e.get("code"))
+                .and_then(|c| serde_json::from_value::<ErrorCode>(c.clone()).ok());
+            bus.counters.answered(code);
+            let mut line = serde_json::to_vec(&answer).unwrap_or_default();
+            line.push(b'\n');
+            connection::answer(stream, &line, bus.config.linger, whole_line).await;
         }
         Reply::Stream(subscription) => {
             bus.counters.answered(None);

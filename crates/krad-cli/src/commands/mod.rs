@@ -1,9 +1,13 @@
 //! One file per subcommand: its clap arguments and its `run`.
 
 pub mod api;
+pub mod changes;
 pub mod check;
 pub mod close;
+pub mod code;
 pub mod completions;
+pub mod envs;
+pub mod ext;
 pub mod hook;
 pub mod ls;
 pub mod output;
@@ -15,8 +19,10 @@ pub mod spawn;
 pub mod stats;
 pub mod stop;
 pub mod subscribe;
+pub mod variants;
 pub mod wait;
 pub mod watch;
+pub mod worktree;
 
 use crate::cli::{Cli, Command};
 use crate::exit::Exit;
@@ -40,8 +46,14 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Close(args) => close::run(args, &connect, json),
         Command::Subscribe(args) => subscribe::run(args, &connect, json),
         Command::Watch(args) => watch::run(args, &connect, json),
+        Command::Envs(args) => envs::run(args, &connect, json),
+        Command::Worktree(args) => worktree::run(args, &connect, json),
+        Command::Changes(args) => changes::run(args, &connect, json),
+        Command::Variants(args) => variants::run(args, &connect, json),
         Command::Report(args) => report::run(args, &connect, json),
         Command::Hook(args) => hook::run(args, &connect, json),
+        Command::Code(args) => code::run(args, &connect, json),
+        Command::Ext(args) => ext::run(args, &connect, json),
         Command::Raw(args) => raw::run(args, &connect, json),
         Command::Stats(args) => stats::run(args, &connect, json),
         Command::Stop(args) => stop::run(args, &connect, json),

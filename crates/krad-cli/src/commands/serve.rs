@@ -89,6 +89,7 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
             EmbeddedApp::new(settings, host, bus.clone())
                 .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?,
         );
+        app.restore().await;
         api_json::write(
             &api_json_path,
             &ApiJson {

@@ -1,0 +1,334 @@
+//! The program runner behind Code: one program run to completion without a
+//! terminal, in its own process group, its output captured up to a cap.
+//!
+//! * stdin: the given text is written (from its own future, so a program that
+//!   never reads it cannot hang the run), then closed; without text, stdin is
+//!   `/dev/null`.
+//! * stdout and stderr: kept up to [`OUTPUT_CAP`] bytes each; the rest is read
+//!   and dropped (so the program never blocks on a full pipe) and `truncated`
+//!   is set. Both are decoded as lossy UTF-8.
+//! * The process group: SIGKILL to the whole group on timeout, when the run is
+//!   dropped (the client left, the bus's deadline passed), and once the program
+//!   itself exits — whatever it left running in its group goes with it.
+
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use krad_bus::protocol::{CodeResultInfo, MAX_RESPONSE};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio::sync::watch;
+
+/// The most bytes of stdout, and of stderr, a Code answer carries.
+pub(crate) const OUTPUT_CAP: usize = 1024 * 1024;
+
+/// How long output is still read after the program exited (a process that left
+/// its group may hold the pipes open).
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Room kept in a response for everything around stdout and stderr.
+const ANSWER_ROOM: usize = 64 * 1024;
+
+/// One program to run.
+#[derive(Debug, Clone)]
+pub(crate) struct Program {
+    /// The argv; the first is the program (looked up on PATH).
+    pub argv: Vec<String>,
+    /// Where it runs.
+    pub cwd: PathBuf,
+    /// Written to its stdin, which is then closed.
+    pub stdin: Option<String>,
+    /// Killed after this long.
+    pub timeout: Duration,
+}
+
+/// SIGKILL to a process group when dropped, and on demand.
+struct Group(Option<Pid>);
+
+impl Group {
+    fn kill(&self) {
+        if let Some(pgid) = self.0 {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// What was kept of one output stream.
+#[derive(Default)]
+struct Capture {
+    bytes: Vec<u8>,
+    truncated: bool,
+}
+
+/// Runs the program to completion. An error means it could not be started.
+pub(crate) async fn run(program: Program) -> std::io::Result<CodeResultInfo> {
+    let Some((name, args)) = program.argv.split_first() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "no program",
+        ));
+    };
+    let mut command = Command::new(name);
+    command
+        .args(args)
+        .current_dir(&program.cwd)
+        .stdin(if program.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    // The app's own bus variables are not the program's business.
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("KRAD_ADE_") {
+            command.env_remove::<OsString>(key);
+        }
+    }
+    let started = Instant::now();
+    let mut child = command.spawn()?;
+    let group = Group(
+        child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .map(Pid::from_raw),
+    );
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let (exited_tx, exited_rx) = watch::channel(false);
+
+    let waiting = async {
+        let status = tokio::select! {
+            status = child.wait() => status,
+            () = tokio::time::sleep(program.timeout) => {
+                group.kill();
+                child.wait().await
+            }
+        };
+        let duration = started.elapsed();
+        // Whatever it left in its group goes with it.
+        group.kill();
+        let _ = exited_tx.send(true);
+        (status, duration)
+    };
+    let mut out = Capture::default();
+    let mut err = Capture::default();
+    let reading = until_drained(exited_rx.clone(), async {
+        tokio::join!(read_into(stdout, &mut out), read_into(stderr, &mut err));
+    });
+    let writing = until_drained(exited_rx, async {
+        if let (Some(mut pipe), Some(text)) = (stdin, program.stdin.as_deref()) {
+            // A program that exits without reading it gets EPIPE here: fine.
+            let _ = pipe.write_all(text.as_bytes()).await;
+            let _ = pipe.shutdown().await;
+        }
+    });
+    let ((status, duration), (), ()) = tokio::join!(waiting, reading, writing);
+    let status = status?;
+    let mut stdout = text_of(&out);
+    let mut stderr = text_of(&err);
+    let cut = fit_pair(&mut stdout, &mut stderr, MAX_RESPONSE - ANSWER_ROOM);
+    Ok(CodeResultInfo {
+        exit_code: status.code(),
+        signal: status.signal(),
+        stdout,
+        stderr,
+        duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        truncated: out.truncated || err.truncated || cut,
+    })
+}
+
+/// Runs `work` until it ends, or until [`DRAIN`] after the program exited.
+async fn until_drained(mut exited: watch::Receiver<bool>, work: impl Future<Output = ()>) {
+    tokio::select! {
+        () = work => {}
+        () = async {
+            let _ = exited.wait_for(|&done| done).await;
+            tokio::time::sleep(DRAIN).await;
+        } => {}
+    }
+}
+
+/// Reads a pipe to its end, keeping up to [`OUTPUT_CAP`] bytes.
+async fn read_into(pipe: Option<impl AsyncRead + Unpin>, capture: &mut Capture) {
+    let Some(mut pipe) = pipe else {
+        return;
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let room = OUTPUT_CAP - capture.bytes.len();
+                if n > room {
+                    capture.truncated = true;
+                }
+                capture.bytes.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}
+
+/// Lossy UTF-8; a character cut at the cap is dropped rather than replaced.
+fn text_of(capture: &Capture) -> String {
+    let mut bytes = capture.bytes.as_slice();
+    if capture.truncated {
+        bytes = without_cut_char(bytes);
+    }
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Drops an incomplete UTF-8 sequence at the very end.
+fn without_cut_char(bytes: &[u8]) -> &[u8] {
+    for back in 1..=3.min(bytes.len()) {
+        let byte = bytes[bytes.len() - back];
+        if byte & 0xC0 == 0x80 {
+            continue; // a continuation byte: look further back
+        }
+        let needs = match byte {
+            b if b & 0xE0 == 0xC0 => 2,
+            b if b & 0xF0 == 0xE0 => 3,
+            b if b & 0xF8 == 0xF0 => 4,
+            _ => 1,
+        };
+        if needs > back {
+            return &bytes[..bytes.len() - back];
+        }
+        break;
+    }
+    bytes
+}
+
+/// Cuts the two texts so that, as JSON strings, they take at most `budget`
+/// bytes together (control characters escape to six bytes each). True if cut.
+fn fit_pair(a: &mut String, b: &mut String, budget: usize) -> bool {
+    let (la, lb) = (json_len(a), json_len(b));
+    if la + lb <= budget {
+        return false;
+    }
+    let half = budget / 2;
+    let (ta, tb) = if la <= half {
+        (la, budget - la)
+    } else if lb <= half {
+        (budget - lb, lb)
+    } else {
+        (half, budget - half)
+    };
+    shrink(a, ta);
+    shrink(b, tb);
+    true
+}
+
+/// Shortens `text` until it serializes to at most `target` bytes.
+fn shrink(text: &mut String, target: usize) {
+    loop {
+        let size = json_len(text);
+        if size <= target || text.is_empty() {
+            return;
+        }
+        let scaled = (text.len() as u128 * target.saturating_sub(2) as u128
+            / size.saturating_sub(2).max(1) as u128) as usize;
+        let mut keep = scaled.min(text.len() - 1);
+        while !text.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        text.truncate(keep);
+    }
+}
+
+fn json_len(text: &str) -> usize {
+    serde_json::to_string(text).map_or(usize::MAX, |s| s.len())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn program(argv: &[&str]) -> Program {
+        Program {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: std::env::temp_dir(),
+            stdin: None,
+            timeout: Duration::from_secs(20),
+        }
+    }
+
+    #[tokio::test]
+    async fn exit_codes_signals_and_output() {
+        let done = run(program(&["sh", "-c", "echo out; echo err >&2; exit 3"]))
+            .await
+            .unwrap();
+        assert_eq!(done.exit_code, Some(3));
+        assert_eq!(done.signal, None);
+        assert_eq!(done.stdout, "out\n");
+        assert_eq!(done.stderr, "err\n");
+        assert!(!done.truncated);
+        let killed = run(program(&["sh", "-c", "kill -TERM $$"])).await.unwrap();
+        assert_eq!(killed.exit_code, None);
+        assert_eq!(killed.signal, Some(15));
+    }
+
+    #[tokio::test]
+    async fn a_background_child_holding_the_pipes_does_not_hold_the_run() {
+        let started = Instant::now();
+        let done = run(program(&["sh", "-c", "sleep 30 & echo started"]))
+            .await
+            .unwrap();
+        assert_eq!(done.stdout, "started\n");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn stdin_is_written_then_closed_and_never_hangs_the_run() {
+        let mut cat = program(&["cat"]);
+        cat.stdin = Some("hello\nworld".into());
+        assert_eq!(run(cat).await.unwrap().stdout, "hello\nworld");
+        let mut deaf = program(&["sh", "-c", "exit 0"]);
+        deaf.stdin = Some("x".repeat(1024 * 1024));
+        assert_eq!(run(deaf).await.unwrap().exit_code, Some(0));
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_cannot_start() {
+        assert!(run(program(&["/nonexistent/krad-nothing"])).await.is_err());
+    }
+
+    #[test]
+    fn a_cut_character_is_dropped() {
+        let e = "é".as_bytes(); // C3 A9
+        assert_eq!(without_cut_char(&[b'a', e[0]]), b"a");
+        assert_eq!(without_cut_char(&[b'a', e[0], e[1]]), &[b'a', e[0], e[1]]);
+        let euro = "€".as_bytes(); // 3 bytes
+        assert_eq!(without_cut_char(&[b'a', euro[0], euro[1]]), b"a");
+        assert_eq!(without_cut_char(b"abc"), b"abc");
+    }
+
+    #[test]
+    fn escaped_output_is_cut_to_the_response_limit() {
+        let mut a = "\u{1}".repeat(1000);
+        let mut b = "ok".to_owned();
+        assert!(fit_pair(&mut a, &mut b, 600));
+        assert_eq!(b, "ok");
+        assert!(json_len(&a) + json_len(&b) <= 600);
+        assert!(!a.is_empty());
+        let mut c = "short".to_owned();
+        let mut d = "also".to_owned();
+        assert!(!fit_pair(&mut c, &mut d, 600));
+    }
+}

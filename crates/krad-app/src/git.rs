@@ -1,0 +1,193 @@
+//! Running the real `git` CLI: one command at a time, in a directory, with its
+//! output captured and its failure turned into a clear `failed` error.
+//!
+//! Commands run with `LC_ALL=C` (parseable messages), no terminal prompt, and
+//! are killed if the request that started them is dropped.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use krad_bus::protocol::{ApiError, ErrorCode};
+
+/// Why a git command failed.
+#[derive(Debug, Clone)]
+pub struct GitError {
+    /// The command, for the message.
+    pub command: String,
+    /// What git said on stderr (or why it could not run).
+    pub stderr: String,
+    /// Its exit code, when it ran.
+    pub code: Option<i32>,
+}
+
+impl From<GitError> for ApiError {
+    fn from(e: GitError) -> ApiError {
+        ApiError::new(
+            ErrorCode::Failed,
+            format!("`{}` failed: {}", e.command, e.stderr.trim()),
+        )
+    }
+}
+
+impl std::fmt::Display for GitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` failed: {}", self.command, self.stderr.trim())
+    }
+}
+
+/// git, in one directory.
+#[derive(Debug, Clone)]
+pub struct Git {
+    dir: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl Git {
+    /// git run in `dir`.
+    pub fn new(dir: &Path) -> Git {
+        Git {
+            dir: dir.to_path_buf(),
+            env: Vec::new(),
+        }
+    }
+
+    /// The same, with an extra environment variable (e.g. `GIT_INDEX_FILE`).
+    pub fn with_env(mut self, key: &str, value: impl AsRef<OsStr>) -> Git {
+        self.env.push((
+            key.to_owned(),
+            value.as_ref().to_string_lossy().into_owned(),
+        ));
+        self
+    }
+
+    /// Runs git; its stdout, or the error.
+    pub async fn bytes<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<Vec<u8>, GitError> {
+        let (code, stdout, stderr) = self.output(args, None).await?;
+        if code == Some(0) {
+            Ok(stdout)
+        } else {
+            Err(self.error(args, String::from_utf8_lossy(&stderr).into_owned(), code))
+        }
+    }
+
+    /// Runs git; its stdout as text with the final newline trimmed.
+    pub async fn text<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<String, GitError> {
+        let out = self.bytes(args).await?;
+        Ok(String::from_utf8_lossy(&out)
+            .trim_end_matches('\n')
+            .to_owned())
+    }
+
+    /// Runs git and says whether it exited 0 (for questions like `show-ref --verify`).
+    pub async fn succeeds<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<bool, GitError> {
+        let (code, _, _) = self.output(args, None).await?;
+        Ok(code == Some(0))
+    }
+
+    /// Runs git and returns its exit code, stdout and stderr whatever they are.
+    pub async fn output<S: AsRef<OsStr>>(
+        &self,
+        args: &[S],
+        stdin: Option<&[u8]>,
+    ) -> Result<(Option<i32>, Vec<u8>, Vec<u8>), GitError> {
+        use tokio::io::AsyncWriteExt;
+        let mut command = tokio::process::Command::new("git");
+        command
+            .args(args)
+            .current_dir(&self.dir)
+            .env("LC_ALL", "C")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| self.error(args, format!("cannot run git: {e}"), None))?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            let _ = pipe.write_all(input).await;
+        }
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| self.error(args, format!("git did not finish: {e}"), None))?;
+        Ok((out.status.code(), out.stdout, out.stderr))
+    }
+
+    fn error<S: AsRef<OsStr>>(&self, args: &[S], stderr: String, code: Option<i32>) -> GitError {
+        let words: Vec<String> = args
+            .iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect();
+        GitError {
+            command: format!("git {}", words.join(" ")),
+            stderr,
+            code,
+        }
+    }
+
+    /// `-c user.name=… -c user.email=…` when the repository has no identity, so
+    /// that the commits krad makes (archives, squashes) never fail on it.
+    pub async fn identity_args(&self) -> Vec<String> {
+        let has = |key: &'static str| async move {
+            self.text(&["config", key])
+                .await
+                .is_ok_and(|v| !v.is_empty())
+        };
+        if has("user.name").await && has("user.email").await {
+            Vec::new()
+        } else {
+            vec![
+                "-c".into(),
+                "user.name=krad".into(),
+                "-c".into(),
+                "user.email=krad@localhost".into(),
+            ]
+        }
+    }
+
+    /// The commit a ref or revision names, or `None`.
+    pub async fn commit_of(&self, rev: &str) -> Result<Option<String>, GitError> {
+        let spec = format!("{rev}^{{commit}}");
+        let (code, out, _) = self
+            .output(&["rev-parse", "--verify", "--quiet", spec.as_str()], None)
+            .await?;
+        Ok((code == Some(0)).then(|| String::from_utf8_lossy(&out).trim().to_owned()))
+    }
+
+    /// The files `git status` reports as changed (tracked changes and untracked files).
+    pub async fn dirty_files(&self, untracked: bool) -> Result<Vec<String>, GitError> {
+        let mode = if untracked {
+            "--untracked-files=all"
+        } else {
+            "--untracked-files=no"
+        };
+        let out = self
+            .bytes(&["status", "--porcelain=v1", "-z", mode])
+            .await?;
+        let mut files = Vec::new();
+        let mut entries = out.split(|&b| b == 0).filter(|e| !e.is_empty());
+        while let Some(entry) = entries.next() {
+            if entry.len() < 4 {
+                continue;
+            }
+            files.push(String::from_utf8_lossy(&entry[3..]).into_owned());
+            // A rename carries its old path as the next entry.
+            if matches!(entry[0], b'R' | b'C') {
+                entries.next();
+            }
+        }
+        Ok(files)
+    }
+}

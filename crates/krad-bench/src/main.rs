@@ -1,0 +1,226 @@
+//! `krad-bench`: krad's benchmark harness.
+//!
+//! Every benchmark compares, in the same run, the app with a baseline the harness
+//! starts itself, alternating the two back to back with the same load generator,
+//! and prints figures (median of several repeats, with min and max), ratios and the
+//! CPU steal of the machine meanwhile, as Markdown for `docs/PERFORMANCE.md`.
+//!
+//! ```sh
+//! cargo build --release -p krad-cli
+//! cargo run --release -p krad-bench -- all
+//! ```
+
+mod baseline;
+mod bus;
+mod krad;
+mod load;
+mod stream;
+mod term;
+mod util;
+mod waits;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+/// Benchmarks of krad against baselines it starts itself.
+#[derive(Debug, Parser)]
+#[command(name = "krad-bench")]
+struct Cli {
+    /// The krad binary (default: $CARGO_TARGET_DIR/release/krad, else target/release/krad).
+    #[arg(long, global = true)]
+    krad: Option<PathBuf>,
+    /// Build `krad` (cargo build --release -p krad-cli) before measuring.
+    #[arg(long, global = true)]
+    build: bool,
+    /// Pairs of runs (baseline, krad) per point.
+    #[arg(long, global = true, default_value_t = 5)]
+    repeats: usize,
+    /// Seconds per throughput run.
+    #[arg(long, global = true, default_value_t = 2.0)]
+    secs: f64,
+    /// Client counts for Hello.
+    #[arg(
+        long,
+        global = true,
+        value_delimiter = ',',
+        default_value = "1,4,16,64"
+    )]
+    clients: Vec<usize>,
+    /// Agents for List.
+    #[arg(long, global = true, default_value_t = 100)]
+    agents: usize,
+    /// Concurrent Waits.
+    #[arg(long, global = true, default_value_t = 10_000)]
+    waiters: usize,
+    /// Subscribers for SubscribeAgents.
+    #[arg(long, global = true, default_value_t = 1000)]
+    subscribers: usize,
+    /// Agent changes per second for SubscribeAgents.
+    #[arg(long, global = true, default_value_t = 1000)]
+    rate: u64,
+    /// MiB a terminal prints in the terminal benchmark.
+    #[arg(long, global = true, default_value_t = 32)]
+    mib: usize,
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// Everything below, in order.
+    All,
+    /// Hello throughput and latency at each client count.
+    Hello,
+    /// List of many agents.
+    List,
+    /// `krad api` as a process, against a minimal client and nc.
+    Api,
+    /// Many concurrent Waits: memory and release time.
+    Waits,
+    /// SubscribeAgents fan-out: delivery latency and memory.
+    Subscribe,
+    /// Terminal output throughput through the PTY and the screen parser.
+    Term,
+    /// Spawn-to-running latency.
+    Spawn,
+    /// CPU the app uses while agents sit idle.
+    Idle,
+    /// (internal) A baseline server; prints its address, then serves until killed.
+    #[command(hide = true)]
+    BaselineServer {
+        #[arg(long, value_enum)]
+        mode: baseline::Mode,
+        #[arg(long, default_value_t = 200)]
+        reply_bytes: usize,
+    },
+}
+
+/// What every benchmark needs.
+pub struct Ctx {
+    /// The krad binary.
+    pub krad: PathBuf,
+    /// Pairs per point.
+    pub repeats: usize,
+    /// Seconds per run.
+    pub secs: f64,
+    /// Client counts.
+    pub clients: Vec<usize>,
+    /// Agents for List.
+    pub agents: usize,
+    /// Concurrent waiters.
+    pub waiters: usize,
+    /// Subscribers.
+    pub subscribers: usize,
+    /// Changes per second.
+    pub rate: u64,
+    /// MiB printed.
+    pub mib: usize,
+}
+
+impl Ctx {
+    /// The length of one throughput run.
+    pub fn run(&self) -> Duration {
+        Duration::from_secs_f64(self.secs)
+    }
+
+    /// Prints a line of the report at once.
+    pub fn out(&self, text: &str) {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{text}");
+        let _ = stdout.flush();
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("krad-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn find_krad(flag: Option<PathBuf>, build: bool) -> anyhow::Result<PathBuf> {
+    if build {
+        let status = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
+            .args(["build", "--release", "-p", "krad-cli"])
+            .current_dir(workspace())
+            .status()?;
+        anyhow::ensure!(status.success(), "cargo build failed");
+    }
+    if let Some(path) = flag {
+        return Ok(path);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"));
+    let krad = target.join("release").join("krad");
+    anyhow::ensure!(
+        krad.exists(),
+        "{} is missing: build it (cargo build --release -p krad-cli) or pass --build",
+        krad.display()
+    );
+    Ok(krad.canonicalize()?)
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Bench::BaselineServer { mode, reply_bytes } = cli.bench {
+        util::raise_nofile();
+        return baseline::serve(mode, reply_bytes);
+    }
+    let nofile = util::raise_nofile();
+    let ctx = Ctx {
+        krad: find_krad(cli.krad, cli.build).context("finding krad")?,
+        repeats: cli.repeats.max(1),
+        secs: cli.secs,
+        clients: cli.clients,
+        agents: cli.agents,
+        waiters: cli.waiters,
+        subscribers: cli.subscribers,
+        rate: cli.rate.max(1),
+        mib: cli.mib.max(1),
+    };
+    ctx.out(&format!(
+        "<!-- krad-bench {:?} -->\nMachine: {}. Open-file limit {nofile}. Run {}.\n",
+        cli.bench,
+        util::machine(),
+        util::today()
+    ));
+    let all = matches!(cli.bench, Bench::All);
+    if all || matches!(cli.bench, Bench::Hello) {
+        bus::hello(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::List) {
+        bus::list(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::Api) {
+        bus::api(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::Waits) {
+        waits::waits(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::Subscribe) {
+        stream::subscribe(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::Term) {
+        term::output(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::Spawn) {
+        term::spawn(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::Idle) {
+        term::idle(&ctx)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,299 @@
+//! SubscribeAgents with many subscribers while agents change state fast: delivery
+//! latency, how much of the change stream each subscriber saw (the app conflates
+//! for slow readers), the app's memory and CPU — against the `fanout` baseline
+//! (a tokio broadcast channel written to every subscriber).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::Ctx;
+use crate::baseline::{Baseline, Mode};
+use crate::krad::{Krad, call_raw};
+use crate::util::{Summary, cpu_time, percentile, rss_kib};
+
+const MARK: &[u8] = b"\"message\":\"m:";
+
+struct Round {
+    sent: u64,
+    send_secs: f64,
+    received: u64,
+    p50_us: u32,
+    p99_us: u32,
+    rss_before_kib: u64,
+    rss_peak_kib: u64,
+    cpu_pct: f64,
+}
+
+/// One subscriber: reads lines until told to stop; returns (lines with a mark,
+/// their latencies in µs).
+async fn subscriber(
+    endpoint: SocketAddr,
+    line: Arc<[u8]>,
+    epoch: Instant,
+    stop: Arc<AtomicBool>,
+) -> (u64, Vec<u32>) {
+    let mut latencies = Vec::new();
+    let mut received = 0;
+    let Ok(mut stream) = TcpStream::connect(endpoint).await else {
+        return (0, latencies);
+    };
+    if stream.write_all(&line).await.is_err() {
+        return (0, latencies);
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut filled = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let read =
+            tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buf[filled..])).await;
+        let n = match read {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => n,
+            Err(_) => continue,
+        };
+        filled += n;
+        let now = epoch.elapsed().as_micros() as u64;
+        let mut start = 0;
+        while let Some(i) = memchr::memchr(b'\n', &buf[start..filled]) {
+            let message = &buf[start..start + i];
+            if let Some(at) = memchr::memmem::find(message, MARK) {
+                let digits = &message[at + MARK.len()..];
+                let end = digits.iter().position(|b| !b.is_ascii_digit()).unwrap_or(0);
+                if let Some(sent) = std::str::from_utf8(&digits[..end])
+                    .ok()
+                    .and_then(|d| d.parse::<u64>().ok())
+                {
+                    received += 1;
+                    latencies.push(now.saturating_sub(sent).min(u64::from(u32::MAX)) as u32);
+                }
+            }
+            start += i + 1;
+        }
+        buf.copy_within(start..filled, 0);
+        filled -= start;
+        if filled == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+    }
+    (received, latencies)
+}
+
+/// Sends `total` changes at `rate` per second from 4 threads; `request(i, now_us)`
+/// makes the i-th. Returns how long sending took.
+fn generate(
+    rate: u64,
+    total: u64,
+    epoch: Instant,
+    request: Arc<dyn Fn(u64, u64) + Send + Sync>,
+) -> f64 {
+    const THREADS: u64 = 4;
+    let started = Instant::now();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let request = request.clone();
+            std::thread::spawn(move || {
+                let mut i = t;
+                while i < total {
+                    let due = started + Duration::from_secs_f64(i as f64 / rate as f64);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    request(i, epoch.elapsed().as_micros() as u64);
+                    i += THREADS;
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        let _ = w.join();
+    }
+    started.elapsed().as_secs_f64()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn round(
+    ctx: &Ctx,
+    rt: &tokio::runtime::Runtime,
+    endpoint: SocketAddr,
+    pid: u32,
+    sub_line: Arc<[u8]>,
+    ready: &dyn Fn() -> anyhow::Result<bool>,
+    request: Arc<dyn Fn(u64, u64) + Send + Sync>,
+    epoch: Instant,
+) -> anyhow::Result<Round> {
+    let rss_before_kib = rss_kib(pid);
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..ctx.subscribers)
+        .map(|_| rt.spawn(subscriber(endpoint, sub_line.clone(), epoch, stop.clone())))
+        .collect();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !ready()? {
+        anyhow::ensure!(Instant::now() < until, "the subscribers never all got in");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let total = ctx.rate * 5;
+    let cpu = cpu_time(pid);
+    let started = Instant::now();
+    let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sampler = {
+        let (peak, stop) = (peak.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                peak.fetch_max(rss_kib(pid), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let send_secs = generate(ctx.rate, total, epoch, request);
+    std::thread::sleep(Duration::from_secs(1));
+    let cpu_pct = 100.0 * (cpu_time(pid) - cpu).as_secs_f64() / started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
+    let mut received = 0;
+    let mut latencies = Vec::new();
+    for handle in handles {
+        if let Ok((n, l)) = rt.block_on(handle) {
+            received += n;
+            latencies.extend(l);
+        }
+    }
+    latencies.sort_unstable();
+    Ok(Round {
+        sent: total,
+        send_secs,
+        received,
+        p50_us: percentile(&latencies, 50.0),
+        p99_us: percentile(&latencies, 99.0),
+        rss_before_kib,
+        rss_peak_kib: peak.load(Ordering::Relaxed),
+        cpu_pct,
+    })
+}
+
+/// The SubscribeAgents benchmark.
+pub fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let agents = 10u64;
+    let epoch = Instant::now();
+    let repeats = ctx.repeats.div_ceil(2).max(2);
+    let (mut b, mut k) = (Vec::new(), Vec::new());
+    let mut record_len = 0;
+    for _ in 0..repeats {
+        // krad: 10 agents, each told by Report (as itself) what it is doing.
+        let krad = Arc::new(Krad::start(&ctx.krad, &["--max-connections", "20000"])?);
+        let mut ids = Vec::new();
+        for _ in 0..agents {
+            let id = krad.spawn_exec(&["sleep", "3600"])?;
+            ids.push((id, krad.terminal_token(id)?));
+        }
+        let ids = Arc::new(ids);
+        let record = krad.call(json!({"Check": {"target": ids[0].0}}))?;
+        record_len = serde_json::to_vec(&record)?.len();
+        // The baseline publishes a record of about the same size.
+        let baseline = Baseline::start(Mode::Fanout, 64)?;
+        let pad = "x".repeat(record_len.saturating_sub(60));
+        let bend = baseline.endpoint;
+        let publish: Arc<dyn Fn(u64, u64) + Send + Sync> = Arc::new(move |i, now| {
+            let state = if (i / agents) % 2 == 0 {
+                "working"
+            } else {
+                "idle"
+            };
+            let line = format!(
+                "PUB {{\"Agent\":{{\"terminal\":{},\"state\":\"{state}\",\"message\":\"m:{now}\",\"pad\":\"{pad}\"}}}}\n",
+                i % agents
+            );
+            let _ = call_raw(bend, line.as_bytes());
+        });
+        let ready = || -> anyhow::Result<bool> {
+            let n = call_raw(baseline.endpoint, b"COUNT\n")?;
+            Ok(String::from_utf8_lossy(&n).trim() == ctx.subscribers.to_string())
+        };
+        b.push(round(
+            ctx,
+            &rt,
+            baseline.endpoint,
+            baseline.pid,
+            b"SUB\n".as_slice().into(),
+            &ready,
+            publish,
+            epoch,
+        )?);
+        drop(baseline);
+
+        let report = {
+            let (krad, ids) = (krad.clone(), ids.clone());
+            let report: Arc<dyn Fn(u64, u64) + Send + Sync> = Arc::new(move |i, now| {
+                let (id, token) = &ids[(i % agents) as usize];
+                let state = if (i / agents) % 2 == 0 {
+                    "working"
+                } else {
+                    "idle"
+                };
+                let line = krad.line_as(
+                    *id,
+                    token,
+                    json!({"Report": {"state": state, "message": format!("m:{now}")}}),
+                );
+                let _ = call_raw(krad.endpoint, &line);
+            });
+            report
+        };
+        let ready = || -> anyhow::Result<bool> {
+            let stats = krad.call(json!("Stats"))?;
+            Ok(stats["Stats"]["subscribers"].as_u64() == Some(ctx.subscribers as u64))
+        };
+        k.push(
+            round(
+                ctx,
+                &rt,
+                krad.endpoint,
+                krad.pid,
+                krad.line(json!({"SubscribeAgents": {}})).into(),
+                &ready,
+                report,
+                epoch,
+            )
+            .context("krad round")?,
+        );
+    }
+    let subs = ctx.subscribers as f64;
+    let show = |name: &str, rounds: &[Round]| {
+        let s = |f: &dyn Fn(&Round) -> f64| Summary::of(&rounds.iter().map(f).collect::<Vec<_>>());
+        format!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {} |",
+            s(&|r| r.sent as f64 / r.send_secs).show(0),
+            s(&|r| 100.0 * r.received as f64 / (r.sent as f64 * subs)).show(1),
+            s(&|r| f64::from(r.p50_us) / 1000.0).show(1),
+            s(&|r| f64::from(r.p99_us) / 1000.0).show(1),
+            s(&|r| r.rss_before_kib as f64 / 1024.0).show(1),
+            s(&|r| r.rss_peak_kib as f64 / 1024.0).show(1),
+            s(&|r| r.cpu_pct).show(0),
+        )
+    };
+    ctx.out(&format!(
+        "### SubscribeAgents: {} subscribers, {agents} agents changing {} times a second\n\n\
+         {repeats} rounds of each, alternated, fresh processes; 5 s of changes per round. Each change \
+         is a Report made by the agent's own terminal (one connection each, from 4 threads); the \
+         baseline gets a `PUB` line of the same size ({record_len} bytes) instead. Latency is from \
+         sending the change to a subscriber reading it; `seen` is the share of (changes × \
+         subscribers) that reached subscribers (krad conflates updates for a reader that falls behind, \
+         so below 100 % is by design; the baseline drops what a lagging reader missed).\n\n\
+         | server | changes/s sent | seen % | latency p50, ms | p99, ms | RSS before, MiB | RSS peak, MiB | server CPU % of a core |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|\n{}\n{}\n",
+        ctx.subscribers,
+        ctx.rate,
+        show("baseline", &b),
+        show("krad", &k)
+    ));
+    Ok(())
+}

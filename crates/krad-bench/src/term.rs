@@ -1,0 +1,225 @@
+//! Terminals: output throughput through the PTY and the screen parser, spawn
+//! latency, and the CPU the app spends on idle agents.
+
+use std::io::{Read, Write};
+use std::num::NonZeroU16;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::json;
+
+use crate::Ctx;
+use crate::krad::Krad;
+use crate::util::{Summary, cpu_time, rss_kib, threads};
+
+/// Writes `mib` MiB of compiler-like output with some colour to `path`.
+fn make_output(path: &Path, mib: usize) -> anyhow::Result<u64> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut written = 0u64;
+    let mut n = 0u64;
+    while written < (mib as u64) << 20 {
+        let line = format!(
+            "[{:>8}.{:06}] \x1b[1;32m   Compiling\x1b[0m crate-{n} v0.{}.{} (/src/work/crates/crate-{n}) \x1b[2m{} ms\x1b[0m\n",
+            n / 1000,
+            n % 1_000_000,
+            n % 7,
+            n % 13,
+            n % 997
+        );
+        file.write_all(line.as_bytes())?;
+        written += line.len() as u64;
+        n += 1;
+    }
+    file.flush()?;
+    Ok(written)
+}
+
+fn through_pty(path: &Path) -> anyhow::Result<f64> {
+    let pty = nix::pty::openpty(None, None)?;
+    let started = Instant::now();
+    let out = pty.slave.try_clone()?;
+    let mut child = Command::new("cat")
+        .arg(path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(pty.slave))
+        .spawn()?;
+    let mut master = std::fs::File::from(pty.master);
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match master.read(&mut buf) {
+            Ok(0) | Err(_) => break, // EIO once every writer is gone
+            Ok(_) => {}
+        }
+    }
+    child.wait()?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+fn to_dev_null(path: &Path) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let status = Command::new("cat")
+        .arg(path)
+        .stdout(Stdio::null())
+        .status()?;
+    anyhow::ensure!(status.success());
+    Ok(started.elapsed().as_secs_f64())
+}
+
+fn parser_only(bytes: &[u8]) -> f64 {
+    let started = Instant::now();
+    let (Some(rows), Some(cols)) = (NonZeroU16::new(40), NonZeroU16::new(120)) else {
+        return f64::NAN;
+    };
+    let mut parser = vt100::Parser::new(rows, cols, 10_000);
+    for chunk in bytes.chunks(16 * 1024) {
+        parser.process(chunk);
+    }
+    std::hint::black_box(parser.screen().cursor_position());
+    started.elapsed().as_secs_f64()
+}
+
+fn through_krad(krad: &Krad, path: &Path) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let file = path.to_string_lossy();
+    let id = krad.spawn_exec(&["cat", &file])?;
+    let answer = krad.call(json!({"Wait": {"target": id, "for": "exit", "timeout_secs": 600}}))?;
+    let took = started.elapsed().as_secs_f64();
+    anyhow::ensure!(answer["Agent"]["exit_code"] == 0, "cat in krad: {answer}");
+    krad.call(json!({"Close": {"target": id}}))?;
+    Ok(took)
+}
+
+/// Terminal output throughput.
+pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
+    let krad = Krad::start(&ctx.krad, &[])?;
+    let path = krad.dir.path().join("output.txt");
+    let size = make_output(&path, ctx.mib)?;
+    let bytes = std::fs::read(&path)?;
+    let mb = size as f64 / 1e6;
+    let repeats = ctx.repeats.div_ceil(2).max(2);
+    let mut rows: [Vec<f64>; 4] = Default::default();
+    // One warm-up of each, not counted (page cache, first spawn).
+    to_dev_null(&path)?;
+    through_krad(&krad, &path)?;
+    for _ in 0..repeats {
+        rows[0].push(mb / to_dev_null(&path)?);
+        rows[1].push(mb / through_pty(&path)?);
+        rows[2].push(mb / parser_only(&bytes));
+        rows[3].push(mb / through_krad(&krad, &path)?);
+    }
+    let [null, pty, parse, k] = [&rows[0], &rows[1], &rows[2], &rows[3]].map(|r| Summary::of(r));
+    ctx.out(&format!(
+        "### Terminal output\n\n`cat` of {mb:.1} MB of coloured compiler-like lines, {repeats} rounds alternated. \
+         krad's figure is from the Spawn until the Wait for its exit is answered (the app answers it once \
+         every byte was parsed into the screen and written to the transcript).\n\n\
+         | path | MB/s median (min–max) |\n|---|---:|\n\
+         | `cat > /dev/null` | {} |\n\
+         | `cat` on a bare PTY, the harness reading and discarding | {} |\n\
+         | vt100 0.18 parser alone, in process (120×40, 10,000 lines of scrollback) | {} |\n\
+         | `cat` in a krad terminal (PTY, screen, transcript) | {} |\n\n\
+         * krad / bare PTY: {:.2}; krad / parser alone: {:.2}; krad / `/dev/null`: {:.3}\n",
+        null.show(0),
+        pty.show(0),
+        parse.show(0),
+        k.show(0),
+        k.median / pty.median,
+        k.median / parse.median,
+        k.median / null.median,
+    ));
+    Ok(())
+}
+
+/// Spawn-to-running latency: Spawn answered (the program running) against a
+/// plain fork/exec and one on a fresh PTY, from the harness.
+pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
+    let krad = Krad::start(&ctx.krad, &[])?;
+    let rounds = ctx.repeats * 4;
+    let (mut plain, mut pty, mut k) = (Vec::new(), Vec::new(), Vec::new());
+    let mut ids = Vec::new();
+    for round in 0..rounds + 2 {
+        let started = Instant::now();
+        let mut child = Command::new("sleep").arg("3600").spawn()?;
+        let a = started.elapsed().as_secs_f64() * 1000.0;
+        let started = Instant::now();
+        let p = nix::pty::openpty(None, None)?;
+        let mut on_pty = Command::new("sleep")
+            .arg("3600")
+            .stdin(Stdio::from(p.slave.try_clone()?))
+            .stdout(Stdio::from(p.slave.try_clone()?))
+            .stderr(Stdio::from(p.slave))
+            .spawn()?;
+        let b = started.elapsed().as_secs_f64() * 1000.0;
+        let started = Instant::now();
+        let id = krad.spawn_exec(&["sleep", "3600"])?;
+        let c = started.elapsed().as_secs_f64() * 1000.0;
+        ids.push(id);
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = on_pty.kill();
+        let _ = on_pty.wait();
+        drop(p.master);
+        if round >= 2 {
+            plain.push(a);
+            pty.push(b);
+            k.push(c);
+        }
+    }
+    for id in ids {
+        krad.call(json!({"Close": {"target": id}}))?;
+    }
+    let ratio = Summary::of(&k.iter().zip(&pty).map(|(k, p)| k / p).collect::<Vec<_>>());
+    ctx.out(&format!(
+        "### Spawn to running\n\n{rounds} rounds, each spawning `sleep 3600` three ways back to back; ms.\n\n\
+         | how | ms median (min–max) |\n|---|---:|\n\
+         | fork/exec from the harness | {} |\n\
+         | fork/exec on a fresh PTY from the harness | {} |\n\
+         | krad Spawn (exec profile), until answered | {} |\n\n\
+         * krad / PTY spawn, per round: {}\n",
+        Summary::of(&plain).show(2),
+        Summary::of(&pty).show(2),
+        Summary::of(&k).show(2),
+        ratio.show(1),
+    ));
+    Ok(())
+}
+
+fn cpu_over(pid: u32, secs: f64) -> f64 {
+    let before = cpu_time(pid);
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    100.0 * (cpu_time(pid) - before).as_secs_f64() / started.elapsed().as_secs_f64()
+}
+
+/// CPU the app uses while agents sit idle.
+pub fn idle(ctx: &Ctx) -> anyhow::Result<()> {
+    let krad = Krad::start(&ctx.krad, &[])?;
+    std::thread::sleep(Duration::from_secs(1));
+    let secs = 10.0;
+    let empty = cpu_over(krad.pid, secs);
+    let (rss0, threads0) = (rss_kib(krad.pid), threads(krad.pid));
+    let mut ids = Vec::new();
+    for _ in 0..50 {
+        let answer = krad.call(json!({"Spawn": {"profile": "shell"}}))?;
+        ids.push(answer["Agent"]["terminal"].as_u64().context("Spawn")?);
+    }
+    // The shell profile's quiet time is 3 s: let them all settle into idle.
+    std::thread::sleep(Duration::from_secs(5));
+    let list = krad.call(json!("List"))?;
+    let idle = list["Agents"]
+        .as_array()
+        .map_or(0, |a| a.iter().filter(|r| r["state"] == "idle").count());
+    let busy = cpu_over(krad.pid, secs);
+    let (rss1, threads1) = (rss_kib(krad.pid), threads(krad.pid));
+    ctx.out(&format!(
+        "### Idle agents\n\nThe app's own CPU time (user + system, /proc/PID/stat) over {secs:.0} s.\n\n\
+         | app | CPU % of a core | RSS, MiB | threads |\n|---|---:|---:|---:|\n\
+         | no agents | {empty:.2} | {:.1} | {threads0} |\n\
+         | 50 `shell` agents ({idle} of them idle) | {busy:.2} | {:.1} | {threads1} |\n",
+        rss0 as f64 / 1024.0,
+        rss1 as f64 / 1024.0,
+    ));
+    Ok(())
+}

@@ -1,0 +1,182 @@
+//! `krad variants run|pick`: the same task in N worktrees, then keep the best.
+
+use std::io::Read;
+
+use anyhow::Context;
+use krad_bus::request::pick_variant::{How, PickVariant};
+use krad_bus::request::run_variants::RunVariants;
+use krad_bus::request::{Request, deadline};
+
+use crate::connect::{Bus, ConnectArgs};
+use crate::exit::{Exit, Failure};
+use crate::output;
+
+/// Arguments of `krad variants`.
+#[derive(Debug, clap::Args)]
+pub struct VariantsArgs {
+    #[command(subcommand)]
+    pub command: VariantsCommand,
+}
+
+/// Run or pick.
+#[derive(Debug, clap::Subcommand)]
+pub enum VariantsCommand {
+    /// Start the same task in N fresh worktrees from one base commit, one agent each.
+    #[command(
+        after_help = "Examples:\n  krad variants run 3 --profile claude --prompt \"fix the login bug\" --name login\n  \
+        krad wait $(krad variants run 2 --prompt - --json < task.md | jq '.Variants.variants[].terminal')"
+    )]
+    Run {
+        /// How many variants (1–16).
+        count: u32,
+        /// The task (`-` reads stdin).
+        #[arg(long)]
+        prompt: String,
+        /// The profile (default: the config's default).
+        #[arg(long)]
+        profile: Option<String>,
+        /// The group's name; variants are NAME-1, NAME-2, …
+        #[arg(long)]
+        name: Option<String>,
+        /// An environment or git ref to start from (default: main's HEAD).
+        #[arg(long)]
+        base: Option<String>,
+        /// Make the request at most once with this id (safe to retry).
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+        /// The argv instead of the profile's.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Keep one variant (merged, squashed or as a branch); archive and close the others.
+    #[command(
+        after_help = "Examples:\n  krad variants pick login 2\n  krad variants pick login 3 --how squash\n  \
+        krad variants pick login 1 --how branch --keep-others"
+    )]
+    Pick {
+        /// The group.
+        group: String,
+        /// The variant to keep.
+        variant: u32,
+        /// The environment to merge into (default: the group's base environment).
+        #[arg(long)]
+        into: Option<String>,
+        /// merge, squash, or branch (keep the branch only).
+        #[arg(long, value_enum, default_value_t = HowArg::Merge)]
+        how: HowArg,
+        /// Leave the other variants open.
+        #[arg(long)]
+        keep_others: bool,
+        /// Make the request at most once with this id (safe to retry).
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+}
+
+/// How to land a variant.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum HowArg {
+    /// A merge commit (or fast-forward).
+    Merge,
+    /// One commit with the variant's changes.
+    Squash,
+    /// Keep the branch only.
+    Branch,
+}
+
+/// Runs the variants subcommand.
+pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let bus = Bus::find(connect)?;
+    match args.command {
+        VariantsCommand::Run {
+            count,
+            prompt,
+            profile,
+            name,
+            base,
+            request_id,
+            command,
+        } => {
+            let prompt = if prompt == "-" {
+                let mut text = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut text)
+                    .context("cannot read the prompt from stdin")?;
+                text.trim_end_matches('\n').to_owned()
+            } else {
+                prompt
+            };
+            let request = Request::RunVariants(RunVariants {
+                count,
+                prompt,
+                profile,
+                command: (!command.is_empty()).then_some(command),
+                base,
+                name,
+            });
+            let answer = bus.call(&request.to_value(), request_id.as_deref(), deadline::LONG)?;
+            if json {
+                output::json(&answer);
+                return Ok(Exit::Success);
+            }
+            let variants = &answer["Variants"];
+            output::line(&format!(
+                "group {}",
+                variants["group"].as_str().unwrap_or("?")
+            ));
+            for v in variants["variants"].as_array().into_iter().flatten() {
+                output::line(&format!(
+                    "  variant {}: environment {}, terminal {}",
+                    v["variant"],
+                    v["environment"].as_str().unwrap_or("?"),
+                    v["terminal"]
+                ));
+            }
+        }
+        VariantsCommand::Pick {
+            group,
+            variant,
+            into,
+            how,
+            keep_others,
+            request_id,
+        } => {
+            let how = match how {
+                HowArg::Merge => How::Merge,
+                HowArg::Squash => How::Squash,
+                HowArg::Branch => How::Branch,
+            };
+            let request = Request::PickVariant(PickVariant {
+                group,
+                variant,
+                into,
+                how: Some(how),
+                close_others: Some(!keep_others),
+            });
+            let answer = bus.call(&request.to_value(), request_id.as_deref(), deadline::LONG)?;
+            if json {
+                output::json(&answer);
+                return Ok(Exit::Success);
+            }
+            let picked = &answer["Picked"];
+            let Some(branch) = picked["branch"].as_str() else {
+                return Err(
+                    Failure::new(Exit::Failure, format!("unexpected answer: {answer}")).into(),
+                );
+            };
+            match picked["into"].as_str() {
+                Some(into) => output::line(&format!(
+                    "picked variant {} ({branch}) into {into}, now at {}",
+                    picked["variant"],
+                    picked["commit"].as_str().unwrap_or("?")
+                )),
+                None => output::line(&format!(
+                    "kept variant {} as branch {branch} at {}",
+                    picked["variant"],
+                    picked["commit"].as_str().unwrap_or("?")
+                )),
+            }
+        }
+    }
+    Ok(Exit::Success)
+}

@@ -1,0 +1,686 @@
+//! Sections 1, 5 and 8: worktree environments, Changes, Close of an environment,
+//! RunVariants and PickVariant, at-most-once request ids, and state that survives
+//! a SIGKILL — with the real `git` in temp repositories.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{App, Launch, code, exit_code, stderr, stdout};
+
+/// Runs git in `dir` with a fixed identity; returns stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn write(dir: &Path, file: &str, text: &str) {
+    let path = dir.join(file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn repo(app: &App) -> PathBuf {
+    app.dir.path().join("repo")
+}
+
+/// An app whose repository has a first commit (and an optional config).
+fn app_with_commit(config: Option<&str>) -> App {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = crate::support::git_repo(dir.path());
+    write(&repo, "README.md", "hello\n");
+    write(&repo, "src/lib.rs", "fn one() {}\n");
+    std::fs::write(repo.join("logo.bin"), [0u8, 1, 2, 3, 255]).unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    App::launch(Launch {
+        reuse: Some(dir),
+        config,
+        ..Launch::default()
+    })
+}
+
+fn create(app: &App, name: &str) -> Value {
+    let answer = app.request(json!({"CreateWorktree": {"name": name}}));
+    assert!(answer["Environment"].is_object(), "{answer}");
+    answer["Environment"].clone()
+}
+
+#[test]
+fn create_worktree_makes_an_environment_on_its_own_branch() {
+    let app = app_with_commit(None);
+    let env = create(&app, "fix-login");
+    assert_eq!(env["name"], "fix-login");
+    assert_eq!(env["branch"], "krad/fix-login");
+    assert_eq!(env["kind"], "worktree");
+    assert_eq!(env["status"], "ready");
+    assert_eq!(env["base"], git(&repo(&app), &["rev-parse", "HEAD"]));
+    let path = PathBuf::from(env["path"].as_str().unwrap());
+    assert!(path.join("README.md").is_file());
+    assert_eq!(git(&path, &["branch", "--show-current"]), "krad/fix-login");
+    // The worktrees directory stays out of main's `git status`.
+    assert_eq!(git(&repo(&app), &["status", "--porcelain"]), "");
+    let envs = app.request(json!("Environments"))["Environments"].clone();
+    let names: Vec<&str> = envs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["main", "fix-login"]);
+    assert_eq!(envs[0]["kind"], "main");
+    assert_eq!(envs[0]["branch"], "main");
+}
+
+#[test]
+fn create_worktree_failures_are_clear_and_change_nothing() {
+    let app = app_with_commit(None);
+    create(&app, "taken");
+    let cases = [
+        (json!({"name": "taken"}), "conflict"),
+        (json!({"name": "main"}), "conflict"),
+        (json!({"name": "other", "branch": "krad/taken"}), "conflict"),
+        (json!({"name": "other", "base": "no-such-ref"}), "not_found"),
+        (json!({"name": "../escape"}), "invalid"),
+        (json!({"name": "bad", "branch": "a..b"}), "invalid"),
+        (json!({"name": 7}), "bad_request"),
+    ];
+    for (fields, expected) in cases {
+        let answer = app.request(json!({"CreateWorktree": fields}));
+        assert_eq!(code(&answer), expected, "{fields} → {answer}");
+    }
+    assert_eq!(
+        app.request(json!("Environments"))["Environments"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn a_worktree_from_an_environment_or_a_ref() {
+    let app = app_with_commit(None);
+    let first = create(&app, "first");
+    let first_path = PathBuf::from(first["path"].as_str().unwrap());
+    write(&first_path, "extra.txt", "from first\n");
+    git(&first_path, &["add", "."]);
+    git(&first_path, &["commit", "-q", "-m", "extra"]);
+    let second = app.request(
+        json!({"CreateWorktree": {"name": "second", "base": "first", "branch": "feature/second"}}),
+    )["Environment"]
+        .clone();
+    assert_eq!(second["branch"], "feature/second");
+    assert!(
+        PathBuf::from(second["path"].as_str().unwrap())
+            .join("extra.txt")
+            .is_file()
+    );
+    git(&repo(&app), &["tag", "v1"]);
+    let third = app.request(json!({"CreateWorktree": {"name": "third", "base": "v1"}}));
+    assert_eq!(
+        third["Environment"]["base"],
+        git(&repo(&app), &["rev-parse", "v1"])
+    );
+}
+
+#[test]
+fn worktreeinclude_files_are_copied_and_setup_runs_before_agents() {
+    let app = app_with_commit(Some(
+        "[worktrees]\nsetup = \"echo ran > setup-done.txt; echo setup-output\"\n",
+    ));
+    write(&repo(&app), ".gitignore", ".env\nsecrets/\n");
+    write(&repo(&app), ".worktreeinclude", ".env\nsecrets/\n");
+    write(&repo(&app), ".env", "TOKEN=1\n");
+    write(&repo(&app), "secrets/key", "k\n");
+    git(&repo(&app), &["add", ".gitignore", ".worktreeinclude"]);
+    git(&repo(&app), &["commit", "-q", "-m", "ignore"]);
+    let env = create(&app, "with-env");
+    let path = PathBuf::from(env["path"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(path.join(".env")).unwrap(),
+        "TOKEN=1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(path.join("secrets/key")).unwrap(),
+        "k\n"
+    );
+    assert!(path.join("setup-done.txt").is_file());
+    assert_eq!(env["setup"]["exit_code"], 0);
+    assert!(
+        env["setup"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("setup-output")
+    );
+    // An agent spawned there runs in the worktree.
+    let id = app.spawn(json!({"profile": "exec", "environment": "with-env", "command": ["sh", "-c", "pwd; sleep 60"]}))
+        ["terminal"]
+        .as_u64()
+        .unwrap();
+    app.until_screen(id, path.to_str().unwrap());
+    assert_eq!(app.record(id)["environment"], "with-env");
+    let envs = app.request(json!("Environments"))["Environments"].clone();
+    assert_eq!(envs[1]["terminals"], json!([id]));
+}
+
+#[test]
+fn a_failed_setup_is_visible_and_keeps_agents_out() {
+    let app = app_with_commit(Some("[worktrees]\nsetup = \"echo broken; exit 3\"\n"));
+    let env = create(&app, "broken");
+    assert_eq!(env["status"], "setup_failed");
+    assert_eq!(env["setup"]["exit_code"], 3);
+    let answer = app.request(
+        json!({"Spawn": {"profile": "exec", "environment": "broken", "command": ["true"]}}),
+    );
+    assert_eq!(code(&answer), "conflict", "{answer}");
+    assert!(
+        answer["Error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("broken")
+    );
+}
+
+#[test]
+fn changes_lists_committed_uncommitted_untracked_binary_and_renamed_files() {
+    let app = app_with_commit(None);
+    let env = create(&app, "work");
+    let path = PathBuf::from(env["path"].as_str().unwrap());
+    write(&path, "src/lib.rs", "fn one() {}\nfn two() {}\n");
+    git(&path, &["mv", "README.md", "README.txt"]);
+    git(&path, &["commit", "-q", "-am", "two"]);
+    write(
+        &path,
+        "src/lib.rs",
+        "fn one() {}\nfn two() {}\nfn three() {}\n",
+    );
+    std::fs::write(path.join("logo.bin"), [9u8, 0, 9, 0]).unwrap();
+    write(&path, "notes/new.md", "a\nb\n");
+    let status_before = git(&path, &["status", "--porcelain"]);
+    let index_before = std::fs::read(git_index(&path)).unwrap();
+    let changes =
+        app.request(json!({"Changes": {"environment": "work", "patch": true}}))["Changes"].clone();
+    assert_eq!(changes["base"], env["base"]);
+    assert_eq!(changes["head"], git(&path, &["rev-parse", "HEAD"]));
+    let file = |p: &str| {
+        changes["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == p)
+            .cloned()
+            .unwrap_or_else(|| panic!("{p} missing: {changes}"))
+    };
+    assert_eq!(file("src/lib.rs")["status"], "modified");
+    assert_eq!(
+        (
+            file("src/lib.rs")["added"].as_u64(),
+            file("src/lib.rs")["removed"].as_u64()
+        ),
+        (Some(2), Some(0))
+    );
+    assert_eq!(file("README.txt")["status"], "renamed");
+    assert_eq!(file("README.txt")["from"], "README.md");
+    assert_eq!(file("logo.bin")["binary"], true);
+    assert_eq!(file("notes/new.md")["status"], "added");
+    assert_eq!(file("notes/new.md")["added"], 2);
+    let patch = changes["patch"].as_str().unwrap();
+    assert!(
+        patch.contains("+fn three() {}") && patch.contains("rename from README.md"),
+        "{patch}"
+    );
+    assert_eq!(changes["truncated"], false);
+    // Computing it changed neither the index nor the files.
+    assert_eq!(git(&path, &["status", "--porcelain"]), status_before);
+    assert_eq!(std::fs::read(git_index(&path)).unwrap(), index_before);
+    assert_eq!(
+        code(&app.request(json!({"Changes": {"environment": "nope"}}))),
+        "not_found"
+    );
+    // main: its uncommitted work.
+    write(&repo(&app), "README.md", "changed\n");
+    let main = app.request(json!({"Changes": {"environment": "main"}}))["Changes"].clone();
+    assert_eq!(main["files"][0]["path"], "README.md");
+    assert!(main.get("patch").is_none());
+}
+
+fn git_index(worktree: &Path) -> PathBuf {
+    PathBuf::from(git(
+        worktree,
+        &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+    ))
+}
+
+#[test]
+fn close_refuses_work_that_exists_nowhere_else_and_archives_with_force() {
+    let app = app_with_commit(None);
+    let env = create(&app, "risky");
+    let path = PathBuf::from(env["path"].as_str().unwrap());
+    let agent = app.spawn(json!({"profile": "exec", "environment": "risky", "command": ["sleep", "60"]}))["terminal"]
+        .as_u64()
+        .unwrap();
+    write(&path, "committed.txt", "c\n");
+    git(&path, &["add", "."]);
+    git(&path, &["commit", "-q", "-m", "work"]);
+    write(&path, "uncommitted.txt", "u\n");
+    let refused = app.request(json!({"Close": {"environment": "risky"}}));
+    assert_eq!(code(&refused), "conflict", "{refused}");
+    assert_eq!(refused["Error"]["detail"]["commits"], 1);
+    assert!(
+        path.join("uncommitted.txt").exists(),
+        "nothing may change on a refusal"
+    );
+    assert_eq!(app.record(agent)["state"], "starting");
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "risky", "force": true}})),
+        json!("Ok")
+    );
+    assert!(!path.exists());
+    assert_eq!(
+        code(&app.request(json!({"Check": {"target": agent}}))),
+        "not_found"
+    );
+    assert!(git(&repo(&app), &["branch", "--list", "krad/risky"]).is_empty());
+    // Plain git brings everything back, the uncommitted file included.
+    let restored = app.dir.path().join("restored");
+    git(
+        &repo(&app),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            restored.to_str().unwrap(),
+            "refs/krad/archive/risky",
+        ],
+    );
+    assert!(restored.join("committed.txt").is_file() && restored.join("uncommitted.txt").is_file());
+}
+
+#[test]
+fn a_merged_environment_closes_without_force() {
+    let app = app_with_commit(None);
+    let env = create(&app, "merged");
+    let path = PathBuf::from(env["path"].as_str().unwrap());
+    write(&path, "done.txt", "d\n");
+    git(&path, &["add", "."]);
+    git(&path, &["commit", "-q", "-m", "done"]);
+    git(&repo(&app), &["merge", "-q", "krad/merged"]);
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "merged"}})),
+        json!("Ok")
+    );
+    assert!(!git(&repo(&app), &["for-each-ref", "refs/krad/archive/merged"]).is_empty());
+}
+
+/// Variants whose agents each write a different file and commit nothing.
+fn run_three(app: &App, name: &str) -> Value {
+    let answer = app.request(json!({"RunVariants": {
+        "count": 3, "name": name, "profile": "exec",
+        "command": ["sh", "-c", "echo \"variant of $KRAD_ADE_ENVIRONMENT\" > \"result-$KRAD_ADE_ENVIRONMENT.txt\"; echo \"$1\" > task.txt", "sh"],
+        "prompt": "fix it"
+    }}));
+    assert!(answer["Variants"].is_object(), "{answer}");
+    for v in answer["Variants"]["variants"].as_array().unwrap() {
+        app.until_state(v["terminal"].as_u64().unwrap(), "exited");
+    }
+    answer["Variants"].clone()
+}
+
+#[test]
+fn run_variants_starts_n_agents_from_one_base_and_merge_picks_one() {
+    let app = app_with_commit(None);
+    let variants = run_three(&app, "login");
+    assert_eq!(variants["group"], "login");
+    let list = variants["variants"].as_array().unwrap();
+    assert_eq!(list.len(), 3);
+    let envs = app.request(json!("Environments"))["Environments"].clone();
+    let bases: Vec<&Value> = envs.as_array().unwrap()[1..]
+        .iter()
+        .map(|e| &e["base"])
+        .collect();
+    assert!(bases.iter().all(|b| *b == bases[0]));
+    assert_eq!(envs[2]["group"], "login");
+    assert_eq!(envs[2]["variant"], 2);
+    let agent = app.record(list[1]["terminal"].as_u64().unwrap());
+    assert_eq!(
+        (agent["group"].clone(), agent["variant"].clone()),
+        (json!("login"), json!(2))
+    );
+    let picked =
+        app.request(json!({"PickVariant": {"group": "login", "variant": 2}}))["Picked"].clone();
+    assert_eq!(picked["into"], "main");
+    assert_eq!(picked["branch"], "krad/login-2");
+    assert_eq!(picked["commit"], git(&repo(&app), &["rev-parse", "HEAD"]));
+    assert_eq!(
+        std::fs::read_to_string(repo(&app).join("result-login-2.txt")).unwrap(),
+        "variant of login-2\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo(&app).join("task.txt")).unwrap(),
+        "fix it\n"
+    );
+    assert!(!repo(&app).join("result-login-1.txt").exists());
+    // The others are archived and closed; the picked one stays.
+    let names: Vec<String> = app.request(json!("Environments"))["Environments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["main", "login-2"]);
+    for loser in ["login-1", "login-3"] {
+        let archived = git(
+            &repo(&app),
+            &[
+                "show",
+                &format!("refs/krad/archive/{loser}:result-{loser}.txt"),
+            ],
+        );
+        assert_eq!(archived, format!("variant of {loser}"));
+    }
+    assert_eq!(
+        code(&app.request(json!({"PickVariant": {"group": "nope", "variant": 1}}))),
+        "not_found"
+    );
+    assert_eq!(
+        code(&app.request(json!({"PickVariant": {"group": "login", "variant": 9}}))),
+        "not_found"
+    );
+}
+
+#[test]
+fn squash_lands_one_commit_and_branch_keeps_the_branch_only() {
+    let app = app_with_commit(None);
+    run_three(&app, "sq");
+    let before = git(&repo(&app), &["rev-parse", "HEAD"]);
+    let picked = app.request(json!({"PickVariant": {"group": "sq", "variant": 1, "how": "squash", "close_others": false}}))["Picked"].clone();
+    assert_eq!(git(&repo(&app), &["rev-parse", "HEAD~1"]), before);
+    assert_eq!(
+        git(&repo(&app), &["log", "-1", "--format=%P"])
+            .split(' ')
+            .count(),
+        1,
+        "a squash has one parent"
+    );
+    assert!(repo(&app).join("result-sq-1.txt").is_file());
+    assert_eq!(picked["commit"], git(&repo(&app), &["rev-parse", "HEAD"]));
+    assert_eq!(
+        app.request(json!("Environments"))["Environments"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    let kept = app.request(json!({"PickVariant": {"group": "sq", "variant": 3, "how": "branch"}}))
+        ["Picked"]
+        .clone();
+    assert_eq!(kept["into"], Value::Null);
+    assert_eq!(
+        kept["commit"],
+        git(&repo(&app), &["rev-parse", "krad/sq-3"])
+    );
+    assert!(git(&repo(&app), &["show", "krad/sq-3:result-sq-3.txt"]).contains("sq-3"));
+    assert_eq!(
+        git(&repo(&app), &["rev-parse", "HEAD"]),
+        picked["commit"].as_str().unwrap()
+    );
+}
+
+#[test]
+fn a_dirty_target_refuses_the_pick_and_nothing_changes() {
+    let app = app_with_commit(None);
+    run_three(&app, "dirty");
+    write(&repo(&app), "README.md", "local edit\n");
+    let head = git(&repo(&app), &["rev-parse", "HEAD"]);
+    let answer = app.request(json!({"PickVariant": {"group": "dirty", "variant": 1}}));
+    assert_eq!(code(&answer), "conflict", "{answer}");
+    assert_eq!(answer["Error"]["detail"]["files"], json!(["README.md"]));
+    assert_eq!(git(&repo(&app), &["rev-parse", "HEAD"]), head);
+    assert_eq!(
+        std::fs::read_to_string(repo(&app).join("README.md")).unwrap(),
+        "local edit\n"
+    );
+    assert_eq!(
+        app.request(json!("Environments"))["Environments"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+}
+
+#[test]
+fn a_merge_conflict_is_refused_with_its_files_and_nothing_changes() {
+    let app = app_with_commit(None);
+    let answer = app.request(json!({"RunVariants": {
+        "count": 1, "name": "clash", "profile": "exec",
+        "command": ["sh", "-c", "echo 'from the variant' > README.md"], "prompt": "x"
+    }}));
+    app.until_state(
+        answer["Variants"]["variants"][0]["terminal"]
+            .as_u64()
+            .unwrap(),
+        "exited",
+    );
+    write(&repo(&app), "README.md", "from main\n");
+    git(&repo(&app), &["commit", "-q", "-am", "main moves on"]);
+    let head = git(&repo(&app), &["rev-parse", "HEAD"]);
+    for how in ["merge", "squash"] {
+        let answer =
+            app.request(json!({"PickVariant": {"group": "clash", "variant": 1, "how": how}}));
+        assert_eq!(code(&answer), "conflict", "{how}: {answer}");
+        assert_eq!(answer["Error"]["detail"]["files"], json!(["README.md"]));
+        assert_eq!(git(&repo(&app), &["rev-parse", "HEAD"]), head);
+        assert_eq!(
+            git(&repo(&app), &["status", "--porcelain"]),
+            "",
+            "a half merge was left behind"
+        );
+        assert!(!repo(&app).join(".git/MERGE_HEAD").exists());
+    }
+}
+
+#[test]
+fn a_retried_request_id_replays_and_a_reused_one_is_refused() {
+    let app = app_with_commit(None);
+    let mut envelope = app.envelope(json!({"CreateWorktree": {"name": "once"}}));
+    envelope["request_id"] = json!("create-once-1");
+    let first = app.call(&envelope);
+    assert_eq!(first["Environment"]["name"], "once");
+    let second = app.call(&envelope);
+    assert_eq!(second["Environment"]["replayed"], true, "{second}");
+    assert_eq!(second["Environment"]["path"], first["Environment"]["path"]);
+    assert_eq!(
+        app.request(json!("Environments"))["Environments"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let mut other = app.envelope(json!({"CreateWorktree": {"name": "twice"}}));
+    other["request_id"] = json!("create-once-1");
+    assert_eq!(code(&app.call(&other)), "request_id_reused");
+    // A Spawn with an id runs once; "Ok" answers replay as {"Ok":{"replayed":true}}.
+    let mut spawn = app.envelope(json!({"Spawn": {"profile": "exec", "command": ["sleep", "60"]}}));
+    spawn["request_id"] = json!("spawn-1");
+    let a = app.call(&spawn)["Agent"]["terminal"].clone();
+    let b = app.call(&spawn);
+    assert_eq!(b["Agent"]["terminal"], a);
+    assert_eq!(
+        app.request(json!("List"))["Agents"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let mut close = app.envelope(json!({"Close": {"target": a}}));
+    close["request_id"] = json!("close-1");
+    assert_eq!(app.call(&close), json!("Ok"));
+    assert_eq!(app.call(&close), json!({"Ok": {"replayed": true}}));
+    // The ids survive a restart.
+    let dir = app.stop_keep_dir();
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        ..Launch::default()
+    });
+    let mut again = app.envelope(json!({"CreateWorktree": {"name": "once"}}));
+    again["request_id"] = json!("create-once-1");
+    assert_eq!(app.call(&again)["Environment"]["replayed"], true);
+}
+
+#[test]
+fn plain_terminals_cannot_make_environments() {
+    let app = app_with_commit(None);
+    let id = app.spawn_sh("sleep 60");
+    let token = app.terminal_token(id);
+    for request in [
+        json!({"CreateWorktree": {"name": "x"}}),
+        json!({"RunVariants": {"count": 1, "prompt": "x"}}),
+        json!({"PickVariant": {"group": "g", "variant": 1}}),
+        json!({"Close": {"environment": "x"}}),
+    ] {
+        assert_eq!(
+            code(&app.call_as(id, &token, request.clone())),
+            "forbidden",
+            "{request}"
+        );
+    }
+    assert!(app.call_as(id, &token, json!("Environments"))["Environments"].is_array());
+}
+
+#[test]
+fn environments_and_groups_survive_a_sigkill_during_run_variants() {
+    let mut app = app_with_commit(Some("[worktrees]\nsetup = \"sleep 0.7\"\n"));
+    let endpoint = app.endpoint;
+    let envelope = app.envelope(json!({"RunVariants": {"count": 4, "name": "crash", "profile": "exec", "command": ["sleep", "60"], "prompt": "x"}}));
+    let runner = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(endpoint).unwrap();
+        stream
+            .write_all(format!("{envelope}\n").as_bytes())
+            .unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let rev_before = app.request(json!("List"));
+    let _ = rev_before;
+    app.child.kill().unwrap();
+    app.wait_exit(Duration::from_secs(10));
+    runner.join().unwrap();
+    let repo_path = repo(&app);
+    let dir = app.stop_keep_dir();
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        ..Launch::default()
+    });
+    let envs = app.request(json!("Environments"))["Environments"].clone();
+    let envs = envs.as_array().unwrap();
+    // Every worktree git knows under our directory is an environment the app reports.
+    let listed = git(&repo_path, &["worktree", "list", "--porcelain"]);
+    for line in listed.lines().filter_map(|l| l.strip_prefix("worktree ")) {
+        if line.contains("/.krad/worktrees/") {
+            assert!(
+                envs.iter().any(|e| e["path"] == line),
+                "orphaned worktree {line}: {envs:?}"
+            );
+        }
+    }
+    // None is left half-set-up: interrupted setups are reported as failed.
+    for env in &envs[1..] {
+        assert!(
+            ["ready", "setup_failed"].contains(&env["status"].as_str().unwrap()),
+            "{env}"
+        );
+        assert_eq!(env["group"], "crash");
+    }
+    assert!(
+        envs.len() >= 2,
+        "the first variant was created before the kill: {envs:?}"
+    );
+    // Ids keep growing, and the group can be picked from.
+    let id = app.spawn_sh("sleep 60");
+    assert!(id > 1);
+    let first = &envs[1];
+    let variant = first["variant"].as_u64().unwrap();
+    let picked = app
+        .request(json!({"PickVariant": {"group": "crash", "variant": variant, "how": "branch"}}));
+    assert!(picked["Picked"].is_object(), "{picked}");
+}
+
+#[test]
+fn the_cli_for_environments_exits_8_on_conflict() {
+    let app = app_with_commit(None);
+    let out = app.krad(&["worktree", "create", "cli-env"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("krad/cli-env"));
+    let out = app.krad(&["worktree", "create", "cli-env"]);
+    assert_eq!(exit_code(&out), 8);
+    let out = app.krad(&["envs"]);
+    assert!(stdout(&out).contains("cli-env") && stdout(&out).contains("worktree"));
+    let path = app.request(json!("Environments"))["Environments"][1]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    write(Path::new(&path), "new.txt", "one\ntwo\n");
+    let out = app.krad(&["changes", "cli-env"]);
+    assert!(
+        stdout(&out).contains("new.txt") && stdout(&out).contains("+2 -0"),
+        "{}",
+        stdout(&out)
+    );
+    let out = app.krad(&["changes", "cli-env", "--patch"]);
+    assert!(
+        stdout(&out).contains("+one") && !stdout(&out).contains("\x1b["),
+        "no colour off a terminal"
+    );
+    assert_eq!(exit_code(&app.krad(&["close", "--env", "cli-env"])), 8);
+    assert_eq!(
+        exit_code(&app.krad(&["close", "--env", "cli-env", "--force"])),
+        0
+    );
+    let out = app.krad(&[
+        "variants",
+        "run",
+        "2",
+        "--json",
+        "--name",
+        "cv",
+        "--profile",
+        "exec",
+        "--prompt",
+        "p",
+        "--",
+        "sh",
+        "-c",
+        "echo $KRAD_ADE_ENVIRONMENT > who.txt",
+    ]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["Variants"]["variants"][1]["environment"], "cv-2");
+    let v: Value = serde_json::from_slice(&app.krad(&["envs", "--json"]).stdout).unwrap();
+    assert_eq!(v["Environments"].as_array().unwrap().len(), 3);
+    for variant in run["Variants"]["variants"].as_array().unwrap() {
+        let id = variant["terminal"].as_u64().unwrap();
+        app.until(id, Duration::from_secs(20), |r| r["state"] == "exited");
+    }
+    let out = app.krad(&["variants", "pick", "cv", "2", "--how", "squash"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(repo(&app).join("who.txt")).unwrap(),
+        "cv-2\n"
+    );
+}
