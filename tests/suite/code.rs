@@ -37,7 +37,12 @@ fn pid_in(path: &Path) -> i32 {
 /// True while the process exists and is not a zombie.
 fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
         Err(_) => false,
     }
 }
@@ -65,11 +70,17 @@ fn a_program_runs_in_the_environment_with_its_exit_code_and_output() {
     assert_eq!(done["truncated"], false);
     assert!(done["duration_ms"].is_u64());
 
-    let pwd = run(&app, json!({"environment": "main", "command": ["pwd", "-P"]}));
+    let pwd = run(
+        &app,
+        json!({"environment": "main", "command": ["pwd", "-P"]}),
+    );
     let repo = app.dir.path().join("repo").canonicalize().unwrap();
     assert_eq!(result(&pwd)["stdout"], format!("{}\n", repo.display()));
 
-    let killed = run(&app, json!({"environment": "main", "command": ["sh", "-c", "kill -TERM $$"]}));
+    let killed = run(
+        &app,
+        json!({"environment": "main", "command": ["sh", "-c", "kill -TERM $$"]}),
+    );
     assert_eq!(result(&killed)["signal"], 15);
     assert_eq!(result(&killed)["exit_code"], Value::Null);
 }
@@ -77,7 +88,10 @@ fn a_program_runs_in_the_environment_with_its_exit_code_and_output() {
 #[test]
 fn stdin_is_written_then_closed() {
     let app = App::start();
-    let cat = run(&app, json!({"environment": "main", "command": ["cat"], "stdin": "a\nb"}));
+    let cat = run(
+        &app,
+        json!({"environment": "main", "command": ["cat"], "stdin": "a\nb"}),
+    );
     assert_eq!(result(&cat)["stdout"], "a\nb");
     assert_eq!(result(&cat)["exit_code"], 0);
     // A program that never reads its stdin does not hang the write.
@@ -87,7 +101,10 @@ fn stdin_is_written_then_closed() {
     );
     assert_eq!(result(&deaf)["exit_code"], 0);
     // Without stdin, stdin is empty.
-    let none = run(&app, json!({"environment": "main", "command": ["wc", "-c"]}));
+    let none = run(
+        &app,
+        json!({"environment": "main", "command": ["wc", "-c"]}),
+    );
     assert_eq!(result(&none)["stdout"].as_str().unwrap().trim(), "0");
 }
 
@@ -104,7 +121,10 @@ fn output_is_capped_at_one_mib_each_and_marked() {
     assert_eq!(done["exit_code"], 0);
     assert_eq!(done["stdout"].as_str().unwrap().len(), 1024 * 1024);
     assert_eq!(done["stderr"].as_str().unwrap().len(), 1024 * 1024);
-    let small = run(&app, json!({"environment": "main", "command": ["echo", "é"]}));
+    let small = run(
+        &app,
+        json!({"environment": "main", "command": ["echo", "é"]}),
+    );
     assert_eq!(result(&small)["truncated"], false);
     assert_eq!(result(&small)["stdout"], "é\n");
 }
@@ -137,7 +157,8 @@ fn a_program_is_killed_with_its_group_when_its_client_leaves() {
         child.display()
     );
     let mut stream = app.connect();
-    let envelope = app.envelope(json!({"Code": {"environment": "main", "command": ["sh", "-c", script]}}));
+    let envelope =
+        app.envelope(json!({"Code": {"environment": "main", "command": ["sh", "-c", script]}}));
     let mut line = serde_json::to_vec(&envelope).unwrap();
     line.push(b'\n');
     stream.write_all(&line).unwrap();
@@ -166,7 +187,10 @@ fn a_plain_terminal_runs_code_only_in_its_own_environment() {
     );
     assert_eq!(code(&outside), "forbidden", "{outside}");
     // Client may name any environment; one that does not exist is not found.
-    let missing = run(&app, json!({"environment": "elsewhere", "command": ["true"]}));
+    let missing = run(
+        &app,
+        json!({"environment": "elsewhere", "command": ["true"]}),
+    );
     assert_eq!(code(&missing), "not_found", "{missing}");
 }
 
@@ -178,7 +202,10 @@ fn a_program_that_cannot_start_fails_and_bad_fields_are_invalid() {
         json!({"environment": "main", "command": ["/nonexistent/krad-no-such-program"]}),
     );
     assert_eq!(code(&answer), "failed", "{answer}");
-    let long = run(&app, json!({"environment": "main", "command": ["true"], "timeout_secs": 111}));
+    let long = run(
+        &app,
+        json!({"environment": "main", "command": ["true"], "timeout_secs": 111}),
+    );
     assert_eq!(code(&long), "invalid", "{long}");
     let empty = run(&app, json!({"environment": "main", "command": []}));
     assert_eq!(code(&empty), "invalid", "{empty}");
@@ -191,7 +218,15 @@ fn krad_code_passes_output_through_and_exits_9_on_failure() {
     assert_eq!(exit_code(&ok), 0, "{}", stderr(&ok));
     assert_eq!(stdout(&ok), "hi\n");
 
-    let failed = app.krad(&["code", "--env", "main", "--", "sh", "-c", "echo out; echo err >&2; exit 4"]);
+    let failed = app.krad(&[
+        "code",
+        "--env",
+        "main",
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 4",
+    ]);
     assert_eq!(exit_code(&failed), 9);
     assert_eq!(stdout(&failed), "out\n");
     let err = stderr(&failed);
@@ -200,7 +235,11 @@ fn krad_code_passes_output_through_and_exits_9_on_failure() {
 
     let timed_out = app.krad(&["code", "--timeout", "1", "--", "sleep", "30"]);
     assert_eq!(exit_code(&timed_out), 9);
-    assert!(stderr(&timed_out).contains("signal 9"), "{}", stderr(&timed_out));
+    assert!(
+        stderr(&timed_out).contains("signal 9"),
+        "{}",
+        stderr(&timed_out)
+    );
 
     let as_json = app.krad(&["code", "--json", "--", "sh", "-c", "exit 2"]);
     assert_eq!(exit_code(&as_json), 9);
@@ -233,7 +272,12 @@ fn krad_code_reads_its_own_stdin_with_a_dash() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(b"piped in\n").unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"piped in\n")
+        .unwrap();
     let output = child.wait_with_output().unwrap();
     assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
     assert_eq!(stdout(&output), "PIPED IN\n");

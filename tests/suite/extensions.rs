@@ -51,7 +51,9 @@ fn call(app: &App, tool: &str, arguments: Value) -> Value {
 
 fn extension(app: &App) -> Value {
     let answer = app.request(json!("Extensions"));
-    let list = answer["Extensions"].as_array().unwrap_or_else(|| panic!("{answer}"));
+    let list = answer["Extensions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"));
     assert_eq!(list.len(), 1, "{answer}");
     list[0].clone()
 }
@@ -108,7 +110,10 @@ fn unknown_tools_and_extensions_are_not_found() {
     let app = start(&[]);
     let tool = call(&app, "nope", json!({}));
     assert_eq!(code(&tool), "not_found", "{tool}");
-    assert_eq!(tool["Error"]["detail"], json!({"extension": "fx", "tool": "nope"}));
+    assert_eq!(
+        tool["Error"]["detail"],
+        json!({"extension": "fx", "tool": "nope"})
+    );
     assert!(tool["Error"]["message"].as_str().unwrap().contains("echo"));
     let ext = app.request(json!({"ExtensionTool": {"extension": "nope", "tool": "echo"}}));
     assert_eq!(code(&ext), "not_found", "{ext}");
@@ -118,7 +123,10 @@ fn unknown_tools_and_extensions_are_not_found() {
 #[test]
 fn a_server_that_crashes_mid_call_fails_the_call_and_is_restarted_by_the_next() {
     let app = start(&[]);
-    assert_eq!(call(&app, "echo", json!({"text": "one"}))["ToolResult"]["is_error"], false);
+    assert_eq!(
+        call(&app, "echo", json!({"text": "one"}))["ToolResult"]["is_error"],
+        false
+    );
     let crashed = call(&app, "crash", json!({"code": 5}));
     assert_eq!(code(&crashed), "unavailable", "{crashed}");
     assert_eq!(crashed["Error"]["retryable"], true);
@@ -145,7 +153,10 @@ fn a_server_that_never_starts_is_unavailable_and_failed() {
     assert!(message.contains("exit code 7"), "{message}");
     let state = extension(&app);
     assert_eq!(state["state"], "failed");
-    assert!(state["error"].as_str().unwrap().contains("exit code 7"), "{state}");
+    assert!(
+        state["error"].as_str().unwrap().contains("exit code 7"),
+        "{state}"
+    );
     assert_eq!(state["tools"], json!([]));
 }
 
@@ -153,7 +164,10 @@ fn a_server_that_never_starts_is_unavailable_and_failed() {
 fn calls_to_one_server_run_at_once() {
     let app = start(&[]);
     // Start the server first, so that only the calls are timed.
-    assert_eq!(call(&app, "echo", json!({"text": "up"}))["ToolResult"]["is_error"], false);
+    assert_eq!(
+        call(&app, "echo", json!({"text": "up"}))["ToolResult"]["is_error"],
+        false
+    );
     let started = Instant::now();
     std::thread::scope(|scope| {
         let calls: Vec<_> = (0..5)
@@ -164,11 +178,17 @@ fn calls_to_one_server_run_at_once() {
             .collect();
         for call in calls {
             let answer = call.join().unwrap();
-            assert_eq!(answer["ToolResult"]["content"][0]["text"], "slept 1000", "{answer}");
+            assert_eq!(
+                answer["ToolResult"]["content"][0]["text"], "slept 1000",
+                "{answer}"
+            );
         }
     });
     let took = started.elapsed();
-    assert!(took < Duration::from_millis(4000), "5 calls of 1 s took {took:?}");
+    assert!(
+        took < Duration::from_millis(4000),
+        "5 calls of 1 s took {took:?}"
+    );
 }
 
 #[test]
@@ -183,17 +203,26 @@ fn a_call_whose_client_leaves_is_cancelled_on_the_server() {
     line.push(b'\n');
     stream.write_all(&line).unwrap();
     assert!(
-        wait_for(&markers.path().join("left.started"), Duration::from_secs(20)),
+        wait_for(
+            &markers.path().join("left.started"),
+            Duration::from_secs(20)
+        ),
         "the call never started"
     );
     drop(stream);
     assert!(
-        wait_for(&markers.path().join("left.cancelled"), Duration::from_secs(10)),
+        wait_for(
+            &markers.path().join("left.cancelled"),
+            Duration::from_secs(10)
+        ),
         "the server was not told that the call was cancelled"
     );
     assert!(!markers.path().join("left.completed").exists());
     // The session survives a cancelled call.
-    assert_eq!(call(&app, "echo", json!({"text": "still"}))["ToolResult"]["content"][0]["text"], "still");
+    assert_eq!(
+        call(&app, "echo", json!({"text": "still"}))["ToolResult"]["content"][0]["text"],
+        "still"
+    );
 }
 
 #[test]
@@ -220,7 +249,11 @@ fn content_over_the_response_limit_is_cut_and_marked() {
     let result = &answer["ToolResult"];
     assert_eq!(result["truncated"], true, "{}", code(&answer));
     let text = result["content"][0]["text"].as_str().unwrap();
-    assert!(text.len() < 8 * 1024 * 1024 && text.len() > 7 * 1024 * 1024, "{}", text.len());
+    assert!(
+        text.len() < 8 * 1024 * 1024 && text.len() > 7 * 1024 * 1024,
+        "{}",
+        text.len()
+    );
     let small = call(&app, "big", json!({"bytes": 10}));
     assert!(small["ToolResult"].get("truncated").is_none(), "{small}");
 }
@@ -230,7 +263,10 @@ fn the_app_stops_its_servers_when_it_stops() {
     let markers = marker_dir();
     let tag = markers.path().to_str().unwrap().to_owned();
     let app = start(&["--marker-dir", &tag]);
-    assert_eq!(call(&app, "echo", json!({"text": "x"}))["ToolResult"]["is_error"], false);
+    assert_eq!(
+        call(&app, "echo", json!({"text": "x"}))["ToolResult"]["is_error"],
+        false
+    );
     assert!(!fixture_pids(&tag).is_empty(), "the server is not running");
     drop(app.stop_keep_dir());
     let until = Instant::now() + Duration::from_secs(10);
@@ -274,10 +310,25 @@ fn krad_ext_ls_and_call() {
     assert_eq!(exit_code(&echo), 0, "{}", stderr(&echo));
     assert_eq!(stdout(&echo), "hi there\n");
 
-    let json_args = app.krad(&["ext", "call", "fx", "echo", "--args-json", r#"{"text":"from json"}"#]);
+    let json_args = app.krad(&[
+        "ext",
+        "call",
+        "fx",
+        "echo",
+        "--args-json",
+        r#"{"text":"from json"}"#,
+    ]);
     assert_eq!(stdout(&json_args), "from json\n");
 
-    let as_json = app.krad(&["ext", "call", "fx", "echo", "--arg", r#"text="42""#, "--json"]);
+    let as_json = app.krad(&[
+        "ext",
+        "call",
+        "fx",
+        "echo",
+        "--arg",
+        r#"text="42""#,
+        "--json",
+    ]);
     let answer: Value = serde_json::from_str(stdout(&as_json).trim()).unwrap();
     assert_eq!(answer["ToolResult"]["content"][0]["text"], "42", "{answer}");
 
@@ -291,7 +342,11 @@ fn krad_ext_ls_and_call() {
     let fail = app.krad(&["ext", "call", "fx", "fail", "--arg", "message=boom"]);
     assert_eq!(exit_code(&fail), 1);
     assert_eq!(stdout(&fail), "boom\n");
-    assert!(stderr(&fail).contains("reported an error"), "{}", stderr(&fail));
+    assert!(
+        stderr(&fail).contains("reported an error"),
+        "{}",
+        stderr(&fail)
+    );
 
     let missing = app.krad(&["ext", "call", "fx", "nope"]);
     assert_eq!(exit_code(&missing), 3, "{}", stderr(&missing));
@@ -300,7 +355,10 @@ fn krad_ext_ls_and_call() {
 
     let running = app.krad(&["ext", "ls", "--tools"]);
     let text = stdout(&running);
-    assert!(text.contains("running") && text.contains("echo, fail"), "{text}");
+    assert!(
+        text.contains("running") && text.contains("echo, fail"),
+        "{text}"
+    );
     assert!(text.contains("fx.slow  Sleeps ms milliseconds"), "{text}");
     let listed = app.krad(&["ext", "ls", "--json"]);
     let answer: Value = serde_json::from_str(stdout(&listed).trim()).unwrap();

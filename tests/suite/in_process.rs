@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use krad_bus::protocol::{ApiError, Response, StreamMessage, TerminalRef};
 use krad_bus::request::{
-    changes, check, close, code, create_worktree, environments, extension_tool, extensions, list,
-    output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
+    changes, check, close, code, create_worktree, environments, extension_tool, extensions, hosts,
+    list, output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
 };
 use krad_bus::server::{self, App, Bus, CallContext, ServerConfig, Subscription};
 use krad_bus::token::Secret;
@@ -101,6 +101,12 @@ impl App for StuckApp {
         self.stuck().await
     }
     async fn extension_tool(&self, _: &CallContext, _: extension_tool::ExtensionTool) -> Response {
+        self.stuck().await
+    }
+    async fn hosts(&self, _: &CallContext, _: hosts::Hosts) -> Response {
+        self.stuck().await
+    }
+    async fn check_host(&self, _: &CallContext, _: hosts::CheckHost) -> Response {
         self.stuck().await
     }
     async fn subscribe(

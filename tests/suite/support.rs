@@ -303,6 +303,12 @@ impl App {
         std::fs::read_to_string(self.token_dir().join(format!("{id}.token"))).unwrap()
     }
 
+    /// A host terminal's token, from its file on the "host" (this machine).
+    pub fn terminal_token_remote(&self, id: u64) -> String {
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+        std::fs::read_to_string(format!("{home}/.krad-ade/remote-{}/{id}.token", self.pid)).unwrap()
+    }
+
     /// Sends a request as a terminal with a given token.
     pub fn call_as(&self, terminal: u64, token: &str, request: Value) -> Value {
         self.call(&json!({

@@ -112,6 +112,21 @@ pub struct ExtensionConfig {
     pub cwd: Option<PathBuf>,
 }
 
+/// `[hosts.NAME]`: an SSH host environments and terminals can live on.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// The destination, as `ssh` takes it (`user@gpu-box`, or a Host of ~/.ssh/config).
+    pub ssh: String,
+    /// The repository on the host.
+    pub root: String,
+    /// The `krad` executable on the host (default: `krad` on the host's PATH).
+    pub krad: Option<String>,
+    /// Extra `ssh` options, before the destination (`["-p", "2222", "-i", "~/.ssh/gpu"]`).
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -130,6 +145,9 @@ pub struct Config {
     /// MCP servers, by name.
     #[serde(default)]
     pub extensions: BTreeMap<String, ExtensionConfig>,
+    /// SSH hosts, by name.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, HostConfig>,
 }
 
 /// Why the config could not be used.
@@ -190,6 +208,21 @@ impl Config {
             {
                 return Err(format!(
                     "profile {name:?}: command must start with a program"
+                ));
+            }
+        }
+        for (name, extension) in &config.extensions {
+            if name.is_empty() || extension.command.is_empty() {
+                return Err(format!("extension {name:?} needs a command"));
+            }
+        }
+        for (name, host) in &config.hosts {
+            if name.is_empty() || host.ssh.is_empty() || host.ssh.starts_with('-') {
+                return Err(format!("host {name:?} needs an ssh destination"));
+            }
+            if !host.root.starts_with('/') {
+                return Err(format!(
+                    "host {name:?}: root must be an absolute path on the host"
                 ));
             }
         }

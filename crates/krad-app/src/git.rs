@@ -2,13 +2,19 @@
 //! output captured and its failure turned into a clear `failed` error.
 //!
 //! Commands run with `LC_ALL=C` (parseable messages), no terminal prompt, and
-//! are killed if the request that started them is dropped.
+//! are killed if the request that started them is dropped. On an SSH host they
+//! run through the host's control connection, the same way; a host that cannot
+//! be reached is `unavailable`, not `failed`.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 
 use krad_bus::protocol::{ApiError, ErrorCode};
+
+use crate::hosts::Host;
+use crate::profile::shell_quote;
 
 /// Why a git command failed.
 #[derive(Debug, Clone)]
@@ -19,14 +25,18 @@ pub struct GitError {
     pub stderr: String,
     /// Its exit code, when it ran.
     pub code: Option<i32>,
+    /// True when the host could not be reached (not git's failure).
+    pub unreachable: bool,
 }
 
 impl From<GitError> for ApiError {
     fn from(e: GitError) -> ApiError {
-        ApiError::new(
-            ErrorCode::Failed,
-            format!("`{}` failed: {}", e.command, e.stderr.trim()),
-        )
+        let code = if e.unreachable {
+            ErrorCode::Unavailable
+        } else {
+            ErrorCode::Failed
+        };
+        ApiError::new(code, format!("`{}` failed: {}", e.command, e.stderr.trim()))
     }
 }
 
@@ -36,19 +46,29 @@ impl std::fmt::Display for GitError {
     }
 }
 
-/// git, in one directory.
-#[derive(Debug, Clone)]
+/// git, in one directory, here or on a host.
+#[derive(Clone)]
 pub struct Git {
     dir: PathBuf,
     env: Vec<(String, String)>,
+    host: Option<Arc<Host>>,
 }
 
 impl Git {
-    /// git run in `dir`.
+    /// git run in `dir` on this machine.
     pub fn new(dir: &Path) -> Git {
         Git {
             dir: dir.to_path_buf(),
             env: Vec::new(),
+            host: None,
+        }
+    }
+
+    /// git run in `dir`, on `host` when there is one.
+    pub fn on(host: Option<&Arc<Host>>, dir: &Path) -> Git {
+        Git {
+            host: host.cloned(),
+            ..Git::new(dir)
         }
     }
 
@@ -59,6 +79,40 @@ impl Git {
             value.as_ref().to_string_lossy().into_owned(),
         ));
         self
+    }
+
+    /// Removes a file (on its host), ignoring errors.
+    pub async fn remove_file(&self, path: &Path) {
+        match &self.host {
+            None => {
+                let _ = std::fs::remove_file(path);
+            }
+            Some(host) => {
+                let script = format!("rm -f {}", shell_quote(&path.display().to_string()));
+                let _ = host.run(&script, None).await;
+            }
+        }
+    }
+
+    /// The directory git runs in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The host, when git runs on one.
+    pub fn host(&self) -> Option<&Arc<Host>> {
+        self.host.as_ref()
+    }
+
+    /// Whether the directory exists (on its host).
+    pub async fn dir_exists(&self) -> bool {
+        match &self.host {
+            None => self.dir.is_dir(),
+            Some(host) => {
+                let script = format!("test -d {}", shell_quote(&self.dir.display().to_string()));
+                matches!(host.run(&script, None).await, Ok((Some(0), _, _)))
+            }
+        }
     }
 
     /// Runs git; its stdout, or the error.
@@ -92,6 +146,25 @@ impl Git {
         stdin: Option<&[u8]>,
     ) -> Result<(Option<i32>, Vec<u8>, Vec<u8>), GitError> {
         use tokio::io::AsyncWriteExt;
+        if let Some(host) = &self.host {
+            let mut script = format!(
+                "cd {} && env LC_ALL=C GIT_TERMINAL_PROMPT=0",
+                shell_quote(&self.dir.display().to_string())
+            );
+            for (k, v) in &self.env {
+                script.push_str(&format!(" {k}={}", shell_quote(v)));
+            }
+            script.push_str(" git");
+            for arg in args {
+                script.push(' ');
+                script.push_str(&shell_quote(&arg.as_ref().to_string_lossy()));
+            }
+            return host.run(&script, stdin).await.map_err(|e| {
+                let mut error = self.error(args, e.message, None);
+                error.unreachable = true;
+                error
+            });
+        }
         let mut command = tokio::process::Command::new("git");
         command
             .args(args)
@@ -130,10 +203,15 @@ impl Git {
             .iter()
             .map(|a| a.as_ref().to_string_lossy().into_owned())
             .collect();
+        let place = match &self.host {
+            Some(host) => format!(" (on host {})", host.name),
+            None => String::new(),
+        };
         GitError {
-            command: format!("git {}", words.join(" ")),
+            command: format!("git {}{place}", words.join(" ")),
             stderr,
             code,
+            unreachable: false,
         }
     }
 
@@ -166,7 +244,8 @@ impl Git {
         Ok((code == Some(0)).then(|| String::from_utf8_lossy(&out).trim().to_owned()))
     }
 
-    /// The files `git status` reports as changed (tracked changes and untracked files).
+    /// The files `git status` reports as changed (tracked changes and, when
+    /// asked, untracked files).
     pub async fn dirty_files(&self, untracked: bool) -> Result<Vec<String>, GitError> {
         let mode = if untracked {
             "--untracked-files=all"

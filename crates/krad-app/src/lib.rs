@@ -12,6 +12,7 @@
 pub mod config;
 mod environments;
 mod git;
+mod hosts;
 pub mod profile;
 #[path = "code.rs"]
 mod program;
@@ -28,8 +29,8 @@ use std::time::Duration;
 use krad_bus::protocol::{ApiError, ErrorCode, Response, TerminalRef};
 use krad_bus::request::{
     changes, check, close, code as code_request, create_worktree,
-    environments as environments_request, extension_tool, extensions, list, output, pick_variant,
-    report, run_variants, send, spawn, subscribe_agents, wait,
+    environments as environments_request, extension_tool, extensions, hosts as hosts_request, list,
+    output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
 };
 use krad_bus::server::request_log::RequestLog;
 use krad_bus::server::{App, Bus, CallContext};
@@ -80,6 +81,8 @@ pub(crate) struct Core {
     pub environments_changed: tokio::sync::watch::Sender<u64>,
     /// The answers of at-most-once requests, kept with the state.
     pub request_log: RequestLog,
+    /// The SSH hosts of the config.
+    pub hosts: hosts::Hosts,
 }
 
 /// The app `krad serve` runs.
@@ -106,6 +109,12 @@ impl EmbeddedApp {
         let store = Store::open(StatePath::in_dir(&settings.state_dir)).map_err(StartError)?;
         let extensions = requests::extensions::manager(&settings);
         let settings_state_dir = settings.state_dir.clone();
+        let settings_hosts = settings.config.hosts.clone();
+        let bus_port = settings
+            .endpoint
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse().ok())
+            .unwrap_or(0);
         Ok(EmbeddedApp {
             core: Arc::new(Core {
                 settings,
@@ -115,6 +124,7 @@ impl EmbeddedApp {
                 bus,
                 extensions,
                 environments_lock: tokio::sync::Mutex::new(()),
+                hosts: hosts::Hosts::new(&settings_hosts, bus_port),
                 request_log: RequestLog::open(Some(&settings_state_dir.join("request-ids.json"))),
                 environments_changed: tokio::sync::watch::channel(0).0,
             }),
@@ -148,6 +158,7 @@ impl EmbeddedApp {
             }
         }
         self.core.extensions.shutdown().await;
+        self.core.hosts.shutdown().await;
         let _ = std::fs::remove_dir_all(&self.core.settings.token_dir);
         tracing::info!(terminals = terminals.len(), close_terminals, "app stopped");
     }
@@ -288,6 +299,14 @@ impl App for EmbeddedApp {
         request: extension_tool::ExtensionTool,
     ) -> Response {
         requests::extension_tool::handle(&self.core, ctx, request).await
+    }
+
+    async fn hosts(&self, ctx: &CallContext, request: hosts_request::Hosts) -> Response {
+        requests::hosts::list(&self.core, ctx, request).await
+    }
+
+    async fn check_host(&self, ctx: &CallContext, request: hosts_request::CheckHost) -> Response {
+        requests::hosts::check(&self.core, ctx, request).await
     }
 
     async fn subscribe(

@@ -56,6 +56,9 @@ pub struct EnvironmentRecord {
     pub base: String,
     /// The environment it was created from (PickVariant merges back into it).
     pub base_environment: String,
+    /// The SSH host it lives on (none: this machine).
+    #[serde(default)]
+    pub host: Option<String>,
     /// Its variant group and number.
     pub group: Option<String>,
     /// Its number in the group.
@@ -75,6 +78,9 @@ pub struct GroupRecord {
     pub base: String,
     /// The environment the base came from (the default target of PickVariant).
     pub base_environment: String,
+    /// The SSH host its variants live on (none: this machine).
+    #[serde(default)]
+    pub host: Option<String>,
     /// How many variants it has.
     pub count: u32,
     /// Its variants' environments and terminals, as they start.

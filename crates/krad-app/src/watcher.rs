@@ -171,11 +171,18 @@ fn exited(core: &Core, id: u64, status: ExitStatus) {
     core.store.update(id, |e| {
         e.record.exit_code = status.code;
         e.record.signal = status.signal;
+        // On a host the terminal is `ssh -tt`: 255 is ssh saying the link is gone.
+        let link_gone = match (&e.record.host, status.code) {
+            (Some(host), Some(255)) => Some(format!(
+                "the SSH link to host {host} is gone (ssh exited 255); the program there may still run"
+            )),
+            _ => None,
+        };
         set_state(
             &mut e.record,
             AgentState::Exited,
             StateSource::Process,
-            None,
+            link_gone,
         );
         true
     });

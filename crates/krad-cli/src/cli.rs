@@ -30,6 +30,9 @@ use crate::exit::exit_codes_help;
         "  krad watch                  a live table of the agents\n",
         "  krad subscribe | jq -c .    every change as a JSON line\n",
         "  krad api                    the API version, build and pid the app serves\n",
+        "  krad code -- cargo test -q  run a program in an environment, no terminal\n",
+        "  krad ext call github search --arg q=krad\n",
+        "                              call a tool of an extension (an MCP server)\n",
         "  krad raw '\"Stats\"'          any request as JSON; prints the answer line\n",
         "  krad stop                   stop the app and close its terminals\n\n",
         exit_codes_help!()
@@ -81,6 +84,8 @@ pub enum Command {
     Changes(commands::changes::ChangesArgs),
     /// Run the same task in N worktrees, then pick the best.
     Variants(commands::variants::VariantsArgs),
+    /// Show the SSH hosts and their links; `krad hosts check NAME` connects.
+    Hosts(commands::hosts::HostsArgs),
     /// Report this terminal's agent state (for hooks and agents inside krad terminals).
     Report(commands::report::ReportArgs),
     /// Turn a Claude Code hook or a Codex notify call into a Report (used by the injected hooks).

@@ -211,6 +211,12 @@ impl Extension {
                 );
                 drop(state);
                 tracing::warn!(extension = %self.name, tool, "call failed: {e}");
+                if self.closed.is_cancelled() {
+                    return Err(unavailable(
+                        &self.name,
+                        format!("extension {:?}: the app is stopping", self.name),
+                    ));
+                }
                 Err(unavailable(
                     &self.name,
                     format!(
@@ -475,21 +481,25 @@ async fn supervise(
             // Close its stdin (the MCP way to stop a stdio server), then kill.
             let grace = ext.limits.stop_grace;
             let _ = running.close_with_timeout(grace).await;
-            match tokio::time::timeout(grace, child.wait()).await {
+            let status = match tokio::time::timeout(grace, child.wait()).await {
                 Ok(status) => {
-                    tracing::info!(extension = %name, "server stopped ({})", describe(status));
+                    let status = describe(status);
+                    tracing::info!(extension = %name, "server stopped ({status})");
+                    status
                 }
                 Err(_) => {
                     group.kill();
-                    let status = child.wait().await;
+                    let status = describe(child.wait().await);
                     tracing::warn!(
                         extension = %name,
-                        "server did not exit within {grace:?} of its stdin closing; killed ({})",
-                        describe(status)
+                        "server did not exit within {grace:?} of its stdin closing; killed ({status})"
                     );
+                    status
                 }
-            }
+            };
             group.kill();
+            // When it was stopped because it died, the failure says how.
+            ext.exited(generation, &status);
         }
     }
 }

@@ -10,18 +10,27 @@
 //! frequent events (output, bell, title) are coalesced when the app is behind, the
 //! final `Exited` is never lost, and a terminal's output never blocks the app or
 //! other terminals.
+//!
+//! Attachers ([`Terminal::attach`]) get the screen as escape sequences that
+//! redraw it, then the raw output from there on, from a broadcast that never
+//! slows the terminal. A restart-safe host ([`TerminalHost::restart_safe`], the
+//! [`tmux`] host) keeps terminals running when the app stops, and a restarted app
+//! takes them back with [`TerminalHost::survivors`] and [`TerminalHost::adopt`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 mod output;
 pub mod pty;
 pub mod screen;
+pub mod tmux;
 mod transcript;
 
+pub use output::ATTACH_BACKLOG;
 pub use pty::PtyHost;
+pub use tmux::TmuxHost;
 
 /// What to start on a new terminal.
 #[derive(Debug, Clone)]
@@ -114,6 +123,57 @@ pub enum SpawnError {
     Host(String),
 }
 
+/// What an attacher gets from [`Terminal::attach`]: the screen now, then every
+/// byte the program prints after it — taken together, so nothing falls between.
+#[derive(Debug)]
+pub struct Attachment {
+    /// Escape sequences that redraw the screen as it is now on a terminal of
+    /// `size`: a clear, every cell with its attributes, the cursor, and the input
+    /// modes the program set (application cursor keys and keypad, bracketed
+    /// paste, mouse reporting).
+    pub screen: Vec<u8>,
+    /// Columns and rows of the screen.
+    pub size: (u16, u16),
+    /// The program's raw output after `screen`, chunk by chunk, in order. It never
+    /// slows the terminal: a receiver more than [`ATTACH_BACKLOG`] chunks behind
+    /// gets `Lagged`, and should attach again (a fresh screen) rather than go on.
+    pub output: broadcast::Receiver<Arc<[u8]>>,
+}
+
+/// How to reach a terminal's program with its host's own tool, bypassing the bus.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NativeAttach {
+    /// `tmux -L <socket> attach-session -t =<session>` (one session per terminal).
+    Tmux {
+        /// The tmux server's socket name (`-L`).
+        socket: String,
+        /// The terminal's session.
+        session: String,
+    },
+}
+
+/// A terminal a previous run of the app left behind, as a restart-safe host
+/// finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Survivor {
+    /// The app's id for it.
+    pub id: u64,
+    /// Whether its program still runs (a dead one still has its last screen and
+    /// its exit status).
+    pub alive: bool,
+}
+
+/// What [`TerminalHost::adopt`] takes back.
+#[derive(Debug, Clone)]
+pub struct AdoptSpec {
+    /// The app's id for the terminal.
+    pub id: u64,
+    /// Where to append what the program prints from now on, if anywhere.
+    pub transcript: Option<PathBuf>,
+    /// Lines of scrollback kept in memory.
+    pub scrollback_lines: usize,
+}
+
 /// A running (or ended) terminal.
 pub trait Terminal: Send + Sync + 'static {
     /// The app's id for it.
@@ -142,6 +202,17 @@ pub trait Terminal: Send + Sync + 'static {
 
     /// How the program ended, once it has.
     fn exit_status(&self) -> Option<ExitStatus>;
+
+    /// Starts following the terminal for an attacher: its screen now and its
+    /// output from then on. `None`: this terminal cannot be attached to.
+    fn attach(&self) -> Option<Attachment> {
+        None
+    }
+
+    /// How to attach with the host's own tool, when the host has one (tmux).
+    fn native_attach(&self) -> Option<NativeAttach> {
+        None
+    }
 }
 
 /// Starts terminals.
@@ -153,4 +224,35 @@ pub trait TerminalHost: Send + Sync + 'static {
         spec: SpawnSpec,
         events: mpsc::Sender<TerminalEvent>,
     ) -> Result<Arc<dyn Terminal>, SpawnError>;
+
+    /// Whether terminals outlive the app: after a restart, [`Self::survivors`]
+    /// finds them and [`Self::adopt`] takes them back.
+    fn restart_safe(&self) -> bool {
+        false
+    }
+
+    /// The terminals a previous run of the app left, alive or dead.
+    fn survivors(&self) -> Result<Vec<Survivor>, SpawnError> {
+        Ok(Vec::new())
+    }
+
+    /// Takes back a terminal of a previous run (one of [`Self::survivors`]): its
+    /// screen as it is, then its output and events as for a new terminal. A dead
+    /// one sends `Exited`, with its status, at once.
+    fn adopt(
+        &self,
+        spec: AdoptSpec,
+        events: mpsc::Sender<TerminalEvent>,
+    ) -> Result<Arc<dyn Terminal>, SpawnError> {
+        let _ = events;
+        Err(SpawnError::Host(format!(
+            "this host cannot take terminal {} back",
+            spec.id
+        )))
+    }
+
+    /// Ends a terminal of a previous run that the app no longer knows.
+    fn discard(&self, id: u64) {
+        let _ = id;
+    }
 }

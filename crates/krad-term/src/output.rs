@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
-use crate::TerminalEvent;
+use crate::{Attachment, TerminalEvent};
 use crate::screen::{Screen, Signals};
 use crate::transcript::Transcript;
 
@@ -26,6 +26,10 @@ pub(crate) const CHUNKS_IN_FLIGHT: usize = 8;
 
 /// Bytes parsed before events are sent and the transcript may be flushed, at most.
 const BATCH_BYTES: usize = 256 * 1024;
+
+/// Chunks of output kept for an attacher that has not read them yet; one further
+/// behind is told it lagged (see [`Attachment::output`]).
+pub const ATTACH_BACKLOG: usize = 256;
 
 /// A screen shared between the thread that parses output into it and the callers
 /// that read it (snapshots) or resize it.
@@ -36,6 +40,9 @@ pub(crate) struct SharedScreen {
     waiting: AtomicUsize,
     /// The screen's bracketed-paste mode, readable without the lock.
     bracketed_paste: AtomicBool,
+    /// Attachers: each chunk parsed, sent under the screen's lock so that an
+    /// attacher's redraw and its first chunk meet exactly.
+    tap: broadcast::Sender<Arc<[u8]>>,
 }
 
 impl SharedScreen {
@@ -45,7 +52,17 @@ impl SharedScreen {
             screen: Mutex::new(screen),
             waiting: AtomicUsize::new(0),
             bracketed_paste,
+            tap: broadcast::channel(ATTACH_BACKLOG).0,
         }
+    }
+
+    /// The screen now and the output from here on, for an attacher.
+    pub(crate) fn attach(&self) -> Attachment {
+        self.with(|screen| Attachment {
+            screen: screen.redraw(),
+            size: screen.size(),
+            output: self.tap.subscribe(),
+        })
     }
 
     /// Runs `f` on the screen, ahead of the parser's next chunk.
@@ -68,6 +85,10 @@ impl SharedScreen {
             let signals = screen.process(bytes);
             self.bracketed_paste
                 .store(screen.bracketed_paste(), Ordering::Relaxed);
+            // Never waits: an attacher that lags loses its oldest chunks.
+            if self.tap.receiver_count() > 0 {
+                let _ = self.tap.send(Arc::from(bytes));
+            }
             signals
         };
         self.let_waiting_in();

@@ -26,7 +26,9 @@ use tokio::time::Instant;
 
 use crate::output::{self, SharedScreen};
 use crate::screen::Screen;
-use crate::{ExitStatus, Snapshot, SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost};
+use crate::{
+    Attachment, ExitStatus, Snapshot, SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost,
+};
 
 /// The `TERM` a program gets unless the spawn spec sets or removes it: the screen
 /// model understands what xterm-compatible programs print.
@@ -280,6 +282,10 @@ impl Terminal for PtyTerminal {
 
     fn exit_status(&self) -> Option<ExitStatus> {
         self.shared.exit.get().copied()
+    }
+
+    fn attach(&self) -> Option<Attachment> {
+        Some(self.shared.screen.attach())
     }
 }
 

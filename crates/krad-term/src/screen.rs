@@ -226,6 +226,14 @@ impl Screen {
         self.parser.callbacks().scrollback.len()
     }
 
+    /// Escape sequences that redraw the screen on a terminal of its size: a clear,
+    /// every cell with its attributes, the cursor, and the input modes the program
+    /// set (application cursor keys and keypad, bracketed paste, mouse). For
+    /// attachers (see [`crate::Attachment`]).
+    pub fn redraw(&self) -> Vec<u8> {
+        self.parser.screen().state_formatted().into_bytes()
+    }
+
     /// The screen now, with the last `scrollback_lines` lines of scrollback at most.
     pub fn snapshot(&self, scrollback_lines: usize) -> Snapshot {
         let screen = self.parser.screen();

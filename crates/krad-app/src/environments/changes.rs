@@ -7,34 +7,36 @@
 //! own index and files are never written; only objects are added to the store.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use krad_bus::protocol::{ApiError, ChangesInfo, ErrorCode, FileChange, FileStatus, MAX_RESPONSE};
+use krad_bus::protocol::{ApiError, ChangesInfo, FileChange, FileStatus, MAX_RESPONSE};
 
 use crate::git::Git;
 
 /// Room kept in the answer line for everything but the patch.
 const PATCH_ROOM: usize = MAX_RESPONSE - 1024 * 1024;
 
-/// The changes of the environment at `path` since `base`.
+/// The changes of the environment `git` runs in, since `base`.
 pub(crate) async fn changes(
     environment: &str,
-    path: &Path,
+    git: &Git,
     base: &str,
-    scratch: &Path,
     with_patch: bool,
 ) -> Result<ChangesInfo, ApiError> {
-    let git = Git::new(path);
     let head = git.text(&["rev-parse", "HEAD"]).await?;
-    std::fs::create_dir_all(scratch).map_err(|e| {
-        ApiError::new(
-            ErrorCode::Failed,
-            format!("cannot prepare {}: {e}", scratch.display()),
-        )
-    })?;
-    let index = scratch.join(format!("index-{}-{}", std::process::id(), unique()));
-    let tree = snapshot(&git, &index).await;
-    let _ = std::fs::remove_file(&index);
+    // The temporary index lives in the repository's git directory (here or on the host).
+    let name = format!("krad-index-{}-{}", std::process::id(), unique());
+    let index = PathBuf::from(
+        git.text(&[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-path",
+            name.as_str(),
+        ])
+        .await?,
+    );
+    let tree = snapshot(git, &index).await;
+    git.remove_file(&index).await;
     let tree = tree?;
     let numstat = git
         .bytes(&["diff", "--numstat", "-z", "-M", base, tree.as_str()])

@@ -23,6 +23,8 @@ use krad_bus::protocol::{
 use serde_json::json;
 
 use crate::git::Git;
+use crate::hosts::Host;
+use crate::profile::shell_quote;
 use crate::state_file::{EnvironmentRecord, Phase};
 use crate::{Core, MAIN};
 
@@ -31,13 +33,38 @@ const SETUP_OUTPUT_TAIL: usize = 4096;
 /// The setup command's default time limit.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Where new worktrees go.
-pub(crate) fn worktrees_dir(core: &Core) -> PathBuf {
+/// Where new worktrees go: `[worktrees] dir` (or `<repo>/.krad/worktrees`) here,
+/// `<root>/.krad/worktrees` on a host.
+pub(crate) fn worktrees_dir(core: &Core, host: Option<&Arc<Host>>) -> PathBuf {
+    if let Some(host) = host {
+        return Path::new(&host.config.root).join(".krad").join("worktrees");
+    }
     match &core.settings.config.worktrees.dir {
         Some(dir) if dir.is_absolute() => dir.clone(),
         Some(dir) => core.settings.root.join(dir),
         None => core.settings.root.join(".krad").join("worktrees"),
     }
+}
+
+/// The host a record or a request names, from the config.
+pub(crate) fn host(core: &Core, name: Option<&str>) -> Result<Option<Arc<Host>>, ApiError> {
+    name.map(|n| core.hosts.get(n)).transpose()
+}
+
+/// git in the repository: main here, or the host's root.
+pub(crate) fn root_git(core: &Core, host: Option<&Arc<Host>>) -> Git {
+    match host {
+        Some(host) => Git::on(Some(host), Path::new(&host.config.root)),
+        None => Git::new(&core.settings.root),
+    }
+}
+
+/// git in an environment's directory, where it lives.
+pub(crate) fn env_git(core: &Core, record: &EnvironmentRecord) -> Result<Git, ApiError> {
+    Ok(Git::on(
+        host(core, record.host.as_deref())?.as_ref(),
+        &record.path,
+    ))
 }
 
 pub(crate) fn conflict(message: String, detail: serde_json::Value) -> ApiError {
@@ -50,24 +77,33 @@ pub(crate) fn not_found_environment(name: &str) -> ApiError {
 }
 
 /// The commit `base` names — an environment's HEAD, or a git ref — and the
-/// environment it came from (main when it is a plain ref).
+/// environment it came from (main when it is a plain ref). On a host, refs are
+/// the host repository's and environments must be on the same host.
 pub(crate) async fn resolve_base(
     core: &Core,
     base: Option<&str>,
+    host: Option<&Arc<Host>>,
 ) -> Result<(String, String), ApiError> {
-    let root = Git::new(&core.settings.root);
+    let root = root_git(core, host);
     let base = base.unwrap_or(MAIN);
     if base == MAIN {
         let commit = root.commit_of("HEAD").await?.ok_or_else(|| {
             ApiError::new(
                 ErrorCode::Conflict,
-                "main has no commit yet: commit something first",
+                "the repository has no commit yet: commit something first",
             )
         })?;
         return Ok((commit, MAIN.to_owned()));
     }
     if let Some(env) = core.store.environment(base) {
-        let commit = Git::new(&env.path)
+        if env.host.as_deref() != host.map(|h| h.name.as_str()) {
+            return Err(ApiError::new(
+                ErrorCode::Invalid,
+                format!("environment {base:?} is on another machine than the new worktree"),
+            )
+            .with_detail(json!({ "base": base })));
+        }
+        let commit = env_git(core, &env)?
             .commit_of("HEAD")
             .await?
             .ok_or_else(|| {
@@ -82,7 +118,7 @@ pub(crate) async fn resolve_base(
         Some(commit) => Ok((commit, MAIN.to_owned())),
         None => Err(ApiError::new(
             ErrorCode::NotFound,
-            format!("{base:?} is neither an environment nor a git ref of this repository"),
+            format!("{base:?} is neither an environment nor a git ref of the repository"),
         )
         .with_detail(json!({ "base": base }))),
     }
@@ -95,6 +131,7 @@ pub(crate) struct NewWorktree<'a> {
     pub base_commit: String,
     pub base_environment: String,
     pub group: Option<(String, u32)>,
+    pub host: Option<Arc<Host>>,
 }
 
 /// Creates a worktree environment and runs its setup. The record is persisted
@@ -103,12 +140,13 @@ pub(crate) async fn create(
     core: &Arc<Core>,
     new: NewWorktree<'_>,
 ) -> Result<EnvironmentRecord, ApiError> {
-    let root = Git::new(&core.settings.root);
+    let host = new.host.as_ref();
+    let root = root_git(core, host);
     let name = new.name;
     let branch = new
         .branch
         .map_or_else(|| format!("krad/{name}"), str::to_owned);
-    let path = worktrees_dir(core).join(name);
+    let path = worktrees_dir(core, host).join(name);
     let record = {
         let _serial = core.environments_lock.lock().await;
         if name == MAIN || core.store.environment(name).is_some() {
@@ -137,7 +175,7 @@ pub(crate) async fn create(
                 json!({ "branch": branch }),
             ));
         }
-        if path.exists() {
+        if Git::on(host, &path).dir_exists().await {
             return Err(conflict(
                 format!(
                     "{} exists; remove it or choose another name",
@@ -146,13 +184,14 @@ pub(crate) async fn create(
                 json!({ "path": path }),
             ));
         }
-        prepare_worktrees_dir(core).await?;
+        prepare_worktrees_dir(core, host).await?;
         let record = EnvironmentRecord {
             name: name.to_owned(),
             path: path.clone(),
             branch: branch.clone(),
             base: new.base_commit.clone(),
             base_environment: new.base_environment,
+            host: host.map(|h| h.name.clone()),
             group: new.group.as_ref().map(|g| g.0.clone()),
             variant: new.group.as_ref().map(|g| g.1),
             phase: Phase::Creating,
@@ -177,9 +216,9 @@ pub(crate) async fn create(
         }
         record
     };
-    copy_worktree_include(&core.settings.root, &path).await;
+    copy_worktree_include(&root, &path).await;
     let record = run_setup(core, record).await?;
-    tracing::info!(environment = name, branch = %record.branch, "worktree created");
+    tracing::info!(environment = name, branch = %record.branch, host = ?record.host, "worktree created");
     Ok(record)
 }
 
@@ -196,27 +235,60 @@ fn save(core: &Core, record: EnvironmentRecord) -> Result<(), ApiError> {
 
 /// Makes the worktrees directory and keeps it out of `git status` through the
 /// repository's own `.git/info/exclude` (never the user's `.gitignore`).
-async fn prepare_worktrees_dir(core: &Core) -> Result<(), ApiError> {
-    let dir = worktrees_dir(core);
+async fn prepare_worktrees_dir(core: &Core, host: Option<&Arc<Host>>) -> Result<(), ApiError> {
+    let dir = worktrees_dir(core, host);
+    let root_dir = match host {
+        Some(host) => PathBuf::from(&host.config.root),
+        None => core.settings.root.clone(),
+    };
+    let root = root_git(core, host);
+    let exclude = PathBuf::from(
+        root.text(&[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-path",
+            "info/exclude",
+        ])
+        .await?,
+    );
+    let line = dir
+        .strip_prefix(&root_dir)
+        .ok()
+        .map(|r| format!("/{}/", r.display()));
+    if let Some(host) = host {
+        let mut script = format!("mkdir -p {}", shell_quote(&dir.display().to_string()));
+        if let Some(line) = &line {
+            let (file, line) = (
+                shell_quote(&exclude.display().to_string()),
+                shell_quote(line),
+            );
+            script.push_str(&format!(
+                " && {{ grep -qxF {line} {file} 2>/dev/null || {{ mkdir -p \"$(dirname {file})\"; printf '# krad worktrees\\n%s\\n' {line} >> {file}; }}; }}"
+            ));
+        }
+        let (code, _, err) = host.run(&script, None).await?;
+        if code != Some(0) {
+            return Err(ApiError::new(
+                ErrorCode::Failed,
+                format!(
+                    "cannot prepare {} on host {:?}: {}",
+                    dir.display(),
+                    host.name,
+                    String::from_utf8_lossy(&err).trim()
+                ),
+            ));
+        }
+        return Ok(());
+    }
     std::fs::create_dir_all(&dir).map_err(|e| {
         ApiError::new(
             ErrorCode::Failed,
             format!("cannot create {}: {e}", dir.display()),
         )
     })?;
-    let Ok(relative) = dir.strip_prefix(&core.settings.root) else {
+    let Some(line) = line else {
         return Ok(());
     };
-    let line = format!("/{}/", relative.display());
-    let exclude = Git::new(&core.settings.root)
-        .text(&[
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-path",
-            "info/exclude",
-        ])
-        .await?;
-    let exclude = PathBuf::from(exclude);
     let current = std::fs::read_to_string(&exclude).unwrap_or_default();
     if !current.lines().any(|l| l.trim() == line) {
         if let Some(parent) = exclude.parent() {
@@ -239,11 +311,8 @@ async fn prepare_worktrees_dir(core: &Core) -> Result<(), ApiError> {
 
 /// Copies the untracked files `.worktreeinclude` names (gitignore patterns, such
 /// as `.env`) from the repository into the new worktree.
-async fn copy_worktree_include(root: &Path, worktree: &Path) {
-    if !root.join(".worktreeinclude").is_file() {
-        return;
-    }
-    let listed = Git::new(root)
+async fn copy_worktree_include(root: &Git, worktree: &Path) {
+    let listed = root
         .bytes(&[
             "ls-files",
             "--others",
@@ -254,19 +323,42 @@ async fn copy_worktree_include(root: &Path, worktree: &Path) {
         .await;
     let files = match listed {
         Ok(files) => files,
-        Err(e) => {
-            tracing::warn!("cannot list the files of .worktreeinclude: {e}");
-            return;
-        }
+        // No .worktreeinclude (git says so), or it cannot be read: nothing to copy.
+        Err(_) => return,
     };
-    for file in files.split(|&b| b == 0).filter(|f| !f.is_empty()) {
-        let relative = PathBuf::from(String::from_utf8_lossy(file).into_owned());
+    let files: Vec<String> = files
+        .split(|&b| b == 0)
+        .filter(|f| !f.is_empty())
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect();
+    if files.is_empty() {
+        return;
+    }
+    if let Some(host) = root.host() {
+        let mut script = format!("cd {}", shell_quote(&host.config.root));
+        for file in &files {
+            script.push_str(&format!(
+                " && cp --parents -p -- {} {}",
+                shell_quote(file),
+                shell_quote(&worktree.display().to_string())
+            ));
+        }
+        if let Err(e) = host.run(&script, None).await {
+            tracing::warn!(
+                "cannot copy the files of .worktreeinclude on host {}: {e}",
+                host.name
+            );
+        }
+        return;
+    }
+    let root_dir = root.dir().to_path_buf();
+    for relative in files {
         let target = worktree.join(&relative);
         if let Some(parent) = target.parent() {
             let _ = std::fs::create_dir_all(parent);
         }
-        if let Err(e) = std::fs::copy(root.join(&relative), &target) {
-            tracing::warn!("cannot copy {} into the worktree: {e}", relative.display());
+        if let Err(e) = std::fs::copy(root_dir.join(&relative), &target) {
+            tracing::warn!("cannot copy {relative} into the worktree: {e}");
         }
     }
 }
@@ -294,8 +386,50 @@ async fn run_setup(
         .worktrees
         .setup_timeout_secs
         .map_or(SETUP_TIMEOUT, Duration::from_secs);
+    let host = host(core, record.host.as_deref())?;
+    let (exit_code, output) = match &host {
+        Some(host) => {
+            let script = format!(
+                "cd {} && KRAD_ADE_ENVIRONMENT={} sh -c {} 2>&1",
+                shell_quote(&record.path.display().to_string()),
+                shell_quote(&record.name),
+                shell_quote(&command)
+            );
+            match tokio::time::timeout(limit, host.run(&script, None)).await {
+                Ok(Ok((code, out, _))) => (code, String::from_utf8_lossy(&out).into_owned()),
+                Ok(Err(e)) => (None, e.message),
+                Err(_) => (
+                    None,
+                    format!(
+                        "the setup command did not finish within {} s",
+                        limit.as_secs()
+                    ),
+                ),
+            }
+        }
+        None => run_local_setup(&record, &command, limit).await,
+    };
+    record.phase = if exit_code == Some(0) {
+        Phase::Ready
+    } else {
+        Phase::SetupFailed
+    };
+    record.setup = Some(SetupInfo {
+        command,
+        exit_code,
+        output: tail(&output, SETUP_OUTPUT_TAIL),
+    });
+    save(core, record.clone())?;
+    Ok(record)
+}
+
+async fn run_local_setup(
+    record: &EnvironmentRecord,
+    command: &str,
+    limit: Duration,
+) -> (Option<i32>, String) {
     let child = tokio::process::Command::new("sh")
-        .args(["-c", &command])
+        .args(["-c", command])
         .current_dir(&record.path)
         .env("KRAD_ADE_ENVIRONMENT", &record.name)
         .stdin(std::process::Stdio::null())
@@ -303,7 +437,7 @@ async fn run_setup(
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn();
-    let (exit_code, output) = match child {
+    match child {
         Err(e) => (None, format!("cannot run the setup command: {e}")),
         Ok(child) => match tokio::time::timeout(limit, child.wait_with_output()).await {
             Ok(Ok(out)) => {
@@ -320,19 +454,7 @@ async fn run_setup(
                 ),
             ),
         },
-    };
-    record.phase = if exit_code == Some(0) {
-        Phase::Ready
-    } else {
-        Phase::SetupFailed
-    };
-    record.setup = Some(SetupInfo {
-        command,
-        exit_code,
-        output: tail(&output, SETUP_OUTPUT_TAIL),
-    });
-    save(core, record.clone())?;
-    Ok(record)
+    }
 }
 
 fn tail(text: &str, max: usize) -> String {
@@ -346,11 +468,11 @@ fn tail(text: &str, max: usize) -> String {
     format!("…{}", &text[start..])
 }
 
-/// The directory of an environment for an agent: waits while its setup runs,
-/// refuses one whose setup failed or whose directory is gone.
-pub(crate) async fn ready_path(core: &Core, name: &str) -> Result<PathBuf, ApiError> {
+/// An environment for an agent: its directory and host. Waits while its setup
+/// runs; refuses one whose setup failed or whose directory is gone.
+pub(crate) async fn ready(core: &Core, name: &str) -> Result<(PathBuf, Option<String>), ApiError> {
     if name == MAIN {
-        return Ok(core.settings.root.clone());
+        return Ok((core.settings.root.clone(), None));
     }
     let mut changes = core.environments_changed.subscribe();
     loop {
@@ -359,7 +481,7 @@ pub(crate) async fn ready_path(core: &Core, name: &str) -> Result<PathBuf, ApiEr
             .store
             .environment(name)
             .ok_or_else(|| not_found_environment(name))?;
-        if !record.path.is_dir() && record.phase != Phase::Creating {
+        if record.host.is_none() && !record.path.is_dir() && record.phase != Phase::Creating {
             return Err(conflict(
                 format!(
                     "the directory of environment {name:?} is gone ({})",
@@ -369,7 +491,7 @@ pub(crate) async fn ready_path(core: &Core, name: &str) -> Result<PathBuf, ApiEr
             ));
         }
         match record.phase {
-            Phase::Ready => return Ok(record.path),
+            Phase::Ready => return Ok((record.path, record.host)),
             Phase::SetupFailed => {
                 let output = record.setup.map(|s| s.output).unwrap_or_default();
                 return Err(conflict(
@@ -413,7 +535,8 @@ pub(crate) async fn main_info(core: &Core) -> EnvironmentInfo {
 
 /// What Environments shows of a worktree.
 pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
-    let status = if !record.path.is_dir() && record.phase != Phase::Creating {
+    let gone = record.host.is_none() && !record.path.is_dir() && record.phase != Phase::Creating;
+    let status = if gone {
         EnvironmentStatus::Missing
     } else {
         match record.phase {
@@ -427,8 +550,12 @@ pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
         path: record.path.display().to_string(),
         branch: Some(record.branch.clone()),
         base: Some(record.base.clone()),
-        host: None,
-        kind: EnvironmentKind::Worktree,
+        host: record.host.clone(),
+        kind: if record.host.is_some() {
+            EnvironmentKind::Ssh
+        } else {
+            EnvironmentKind::Worktree
+        },
         group: record.group.clone(),
         variant: record.variant,
         terminals: core.store.terminals_of(&record.name),
@@ -443,7 +570,7 @@ pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
 pub(crate) async fn restore(core: &Arc<Core>) {
     for mut record in core.store.environments() {
         match record.phase {
-            Phase::Creating if !record.path.is_dir() => {
+            Phase::Creating if record.host.is_none() && !record.path.is_dir() => {
                 tracing::warn!(environment = %record.name, "worktree creation was interrupted before git ran; forgetting it");
                 let _ = core.store.remove_environment(&record.name);
             }
@@ -463,7 +590,7 @@ pub(crate) async fn restore(core: &Arc<Core>) {
                 let _ = save(core, record);
             }
             Phase::Ready | Phase::SetupFailed => {
-                if !record.path.is_dir() {
+                if record.host.is_none() && !record.path.is_dir() {
                     tracing::warn!(environment = %record.name, path = %record.path.display(), "worktree directory is missing");
                 }
             }
@@ -478,7 +605,7 @@ async fn adopt_orphans(core: &Arc<Core>) {
     let Ok(list) = root.text(&["worktree", "list", "--porcelain"]).await else {
         return;
     };
-    let dir = worktrees_dir(core);
+    let dir = worktrees_dir(core, None);
     let known: Vec<PathBuf> = core
         .store
         .environments()
@@ -523,6 +650,7 @@ async fn adopt_orphans(core: &Arc<Core>) {
                 branch,
                 base,
                 base_environment: MAIN.to_owned(),
+                host: None,
                 group: None,
                 variant: None,
                 phase: Phase::Ready,
@@ -546,9 +674,10 @@ pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<S
         .store
         .environment(name)
         .ok_or_else(|| not_found_environment(name))?;
-    let root = Git::new(&core.settings.root);
-    let present = record.path.is_dir();
-    let worktree = Git::new(&record.path);
+    let host = host(core, record.host.as_deref())?;
+    let root = root_git(core, host.as_ref());
+    let worktree = env_git(core, &record)?;
+    let present = worktree.dir_exists().await;
     if present && !force {
         let dirty = worktree.dirty_files(true).await?;
         let unmerged = unmerged_commits(&root, &record.branch).await?;
@@ -566,7 +695,7 @@ pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<S
     for terminal in core.store.terminals_of(name) {
         crate::requests::close::close_terminal(core, terminal).await?;
     }
-    let archive = archive(core, &record).await?;
+    let archive = archive(&root, &worktree, &record, present).await?;
     if present {
         let path = record.path.display().to_string();
         root.bytes(&["worktree", "remove", "--force", path.as_str()])
@@ -615,12 +744,7 @@ pub(crate) async fn unmerged_commits(root: &Git, branch: &str) -> Result<u64, Ap
 
 /// Commits whatever is uncommitted in an environment (so nothing is lost), and
 /// returns its tip.
-pub(crate) async fn commit_all(
-    core: &Core,
-    path: &Path,
-    message: &str,
-) -> Result<String, ApiError> {
-    let git = Git::new(path);
+pub(crate) async fn commit_all(git: &Git, message: &str) -> Result<String, ApiError> {
     if !git.dirty_files(true).await?.is_empty() {
         git.bytes(&["add", "-A"]).await?;
         let mut args = git.identity_args().await;
@@ -633,18 +757,20 @@ pub(crate) async fn commit_all(
         ]);
         git.bytes(&args).await?;
     }
-    let _ = core;
     Ok(git.text(&["rev-parse", "HEAD"]).await?)
 }
 
 /// Records an environment's tip (uncommitted work committed first) under
 /// `refs/krad/archive/<name>` (or `<name>-2`, … when taken). Returns the ref.
-async fn archive(core: &Core, record: &EnvironmentRecord) -> Result<String, ApiError> {
-    let root = Git::new(&core.settings.root);
-    let tip = if record.path.is_dir() {
+async fn archive(
+    root: &Git,
+    worktree: &Git,
+    record: &EnvironmentRecord,
+    present: bool,
+) -> Result<String, ApiError> {
+    let tip = if present {
         commit_all(
-            core,
-            &record.path,
+            worktree,
             &format!("krad: archive the uncommitted work of {}", record.name),
         )
         .await?

@@ -12,31 +12,41 @@ use krad_bus::protocol::{ApiError, ErrorCode, PickedInfo};
 use krad_bus::request::pick_variant::{How, PickVariant};
 use serde_json::json;
 
-use super::{close, commit_all, conflict, not_found_environment};
+use super::{close, commit_all, conflict, env_git, not_found_environment};
 use crate::git::Git;
 use crate::{Core, MAIN};
 
-/// The directory and branch of a target environment.
-async fn target(core: &Core, name: &str) -> Result<(std::path::PathBuf, String), ApiError> {
+/// git in a target environment, and its checked-out branch. `main` of a group on
+/// a host is the host's repository.
+async fn target(core: &Core, name: &str, host: Option<&str>) -> Result<(Git, String), ApiError> {
     if name == MAIN {
-        let branch = Git::new(&core.settings.root)
+        let host = super::host(core, host)?;
+        let git = super::root_git(core, host.as_ref());
+        let branch = git
             .text(&["symbolic-ref", "--short", "-q", "HEAD"])
             .await
             .ok()
             .filter(|b| !b.is_empty())
             .ok_or_else(|| {
                 conflict(
-                    "main is not on a branch (detached HEAD); check a branch out first".into(),
+                    "the target is not on a branch (detached HEAD); check a branch out first"
+                        .into(),
                     json!({ "environment": MAIN }),
                 )
             })?;
-        return Ok((core.settings.root.clone(), branch));
+        return Ok((git, branch));
     }
     let record = core
         .store
         .environment(name)
         .ok_or_else(|| not_found_environment(name))?;
-    Ok((record.path, record.branch))
+    if record.host.as_deref() != host {
+        return Err(ApiError::new(
+            ErrorCode::Invalid,
+            format!("environment {name:?} is on another machine than the variant"),
+        ));
+    }
+    Ok((env_git(core, &record)?, record.branch))
 }
 
 /// PickVariant.
@@ -74,12 +84,12 @@ pub(crate) async fn pick(core: &Arc<Core>, request: PickVariant) -> Result<Picke
         ));
     }
     let label = format!("variant {} of {}", request.variant, group.name);
+    let variant_git = env_git(core, &record)?;
     let (into_name, commit) = if how == How::Branch {
-        let tip = commit_all(core, &record.path, &format!("krad: the work of {label}")).await?;
+        let tip = commit_all(&variant_git, &format!("krad: the work of {label}")).await?;
         (None, tip)
     } else {
-        let (target_path, target_branch) = target(core, &into).await?;
-        let target_git = Git::new(&target_path);
+        let (target_git, target_branch) = target(core, &into, group.host.as_deref()).await?;
         let dirty = target_git.dirty_files(false).await?;
         if !dirty.is_empty() {
             return Err(conflict(
@@ -89,7 +99,7 @@ pub(crate) async fn pick(core: &Arc<Core>, request: PickVariant) -> Result<Picke
                 json!({ "environment": into, "files": dirty }),
             ));
         }
-        let tip = commit_all(core, &record.path, &format!("krad: the work of {label}")).await?;
+        let tip = commit_all(&variant_git, &format!("krad: the work of {label}")).await?;
         let conflicted = merge_conflicts(&target_git, &target_branch, &tip).await?;
         if !conflicted.is_empty() {
             return Err(conflict(

@@ -2,38 +2,33 @@
 
 use std::sync::Arc;
 
-use krad_bus::protocol::{ApiError, Response};
+use krad_bus::protocol::{ApiError, ErrorCode, Response};
 use krad_bus::request::changes::Changes;
 use krad_bus::server::CallContext;
 
-use crate::environments::{changes, not_found_environment};
+use crate::environments::{changes, env_git, not_found_environment};
 use crate::git::Git;
 use crate::{Core, MAIN};
 
 pub(crate) async fn handle(core: &Arc<Core>, _ctx: &CallContext, request: Changes) -> Response {
     let answer = async {
         let name = request.environment.as_str();
-        let (path, base) = if name == MAIN {
+        let (git, base) = if name == MAIN {
             // main was not created from anything: its changes are its uncommitted work.
-            let head = Git::new(&core.settings.root)
+            let git = Git::new(&core.settings.root);
+            let head = git
                 .commit_of("HEAD")
                 .await?
-                .ok_or_else(|| {
-                    ApiError::new(
-                        krad_bus::protocol::ErrorCode::Conflict,
-                        "main has no commit yet",
-                    )
-                })?;
-            (core.settings.root.clone(), head)
+                .ok_or_else(|| ApiError::new(ErrorCode::Conflict, "main has no commit yet"))?;
+            (git, head)
         } else {
             let record = core
                 .store
                 .environment(name)
                 .ok_or_else(|| not_found_environment(name))?;
-            (record.path, record.base)
+            (env_git(core, &record)?, record.base)
         };
-        let scratch = core.settings.state_dir.join("tmp");
-        changes::changes(name, &path, &base, &scratch, request.patch.unwrap_or(false)).await
+        changes::changes(name, &git, &base, request.patch.unwrap_or(false)).await
     };
     match answer.await {
         Ok(info) => Response::Changes(Box::new(info)),

@@ -19,8 +19,9 @@ pub(crate) async fn handle(
         return e.into();
     }
     let created = async {
+        let host = environments::host(core, request.host.as_deref())?;
         let (base_commit, base_environment) =
-            environments::resolve_base(core, request.base.as_deref()).await?;
+            environments::resolve_base(core, request.base.as_deref(), host.as_ref()).await?;
         environments::create(
             core,
             NewWorktree {
@@ -29,6 +30,7 @@ pub(crate) async fn handle(
                 base_commit,
                 base_environment,
                 group: None,
+                host,
             },
         )
         .await

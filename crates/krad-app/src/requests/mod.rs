@@ -8,6 +8,7 @@ pub mod create_worktree;
 pub mod environments;
 pub mod extension_tool;
 pub mod extensions;
+pub mod hosts;
 pub mod list;
 pub mod output;
 pub mod pick_variant;

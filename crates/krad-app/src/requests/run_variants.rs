@@ -58,14 +58,16 @@ async fn run(
             ));
         }
     }
+    let host = environments::host(core, request.host.as_deref())?;
     let (base_commit, base_environment) =
-        environments::resolve_base(core, request.base.as_deref()).await?;
+        environments::resolve_base(core, request.base.as_deref(), host.as_ref()).await?;
     core.store
         .update_group(&group, |g| {
             *g = Some(GroupRecord {
                 name: group.clone(),
                 base: base_commit.clone(),
                 base_environment: base_environment.clone(),
+                host: host.as_ref().map(|h| h.name.clone()),
                 count: request.count,
                 variants: Default::default(),
                 picked: None,
@@ -84,6 +86,7 @@ async fn run(
                 base_commit: base_commit.clone(),
                 base_environment: base_environment.clone(),
                 group: Some((group.clone(), n)),
+                host: host.clone(),
             },
         )
         .await?;

@@ -14,6 +14,8 @@ use krad_bus::token::Principal;
 use krad_term::{SpawnError, SpawnSpec};
 
 use crate::config::{HookKind, PromptDelivery};
+use crate::hosts::Host;
+use crate::profile::shell_quote;
 use crate::store::now_rfc3339;
 use crate::{Core, MAIN, environments, profile, watcher};
 
@@ -90,7 +92,8 @@ pub(crate) async fn spawn(
         ));
     }
     // A new worktree's setup runs before any agent starts there.
-    let cwd = environments::ready_path(core, &environment).await?;
+    let (cwd, host) = environments::ready(core, &environment).await?;
+    let host = environments::host(core, host.as_deref())?;
 
     let id = core.store.allocate_terminal_id().map_err(|e| {
         ApiError::new(
@@ -109,53 +112,35 @@ pub(crate) async fn spawn(
         secret.bus_token(&me)
     };
     let settings = &core.settings;
-    let token_file = settings.token_dir.join(format!("{id}.token"));
-    write_private(&token_file, token.expose().as_bytes()).map_err(|e| {
-        ApiError::new(
-            ErrorCode::Failed,
-            format!("cannot write the terminal's token file: {e}"),
-        )
-    })?;
-    let claude_settings = match profile.hooks {
-        HookKind::Claude => Some(
-            write_claude_settings(&settings.state_dir, id, &settings.krad).map_err(|e| {
-                let _ = std::fs::remove_file(&token_file);
-                ApiError::new(
-                    ErrorCode::Failed,
-                    format!("cannot write the hook settings: {e}"),
-                )
-            })?,
-        ),
-        HookKind::Codex | HookKind::None => None,
-    };
-    let argv = profile::argv(
-        &profile,
-        command.clone(),
-        request.prompt.as_deref(),
-        &settings.krad,
-        claude_settings.as_deref(),
-    );
-    let mut shown = command;
+    let mut shown = command.clone();
     if profile.prompt == PromptDelivery::Arg
         && let Some(prompt) = &request.prompt
     {
         shown.push(prompt.clone());
     }
-
+    let launch = Launch {
+        me: &me,
+        token: &token,
+        command,
+        prompt: request.prompt.as_deref(),
+        profile: &profile,
+        extra_env: request.env.as_ref(),
+    };
+    let (argv, cwd, env, token_file) = match &host {
+        None => local_launch(core, launch, cwd)?,
+        Some(host) => remote_launch(core, host, launch, &cwd).await?,
+    };
     let spec = SpawnSpec {
         id,
         argv,
         cwd,
-        env: environment_of(
-            core,
-            &me,
-            &token_file,
-            &token,
-            profile.expose_token,
-            &profile.env,
-            request.env.as_ref(),
-        ),
-        env_remove: vec!["KRAD_ADE_TOKEN".into(), "KRAD_ADE_API_JSON".into()],
+        env,
+        env_remove: vec![
+            "KRAD_ADE_TOKEN".into(),
+            "KRAD_ADE_API_JSON".into(),
+            "KRAD_ADE_TOKEN_FILE".into(),
+            "KRAD_ADE_ENDPOINT".into(),
+        ],
         cols: request.cols.unwrap_or(COLS),
         rows: request.rows.unwrap_or(ROWS),
         transcript: Some(
@@ -168,7 +153,9 @@ pub(crate) async fn spawn(
     };
     let (events_tx, events) = tokio::sync::mpsc::channel(EVENT_QUEUE);
     let terminal = core.host.spawn(spec, events_tx).map_err(|e| {
-        let _ = std::fs::remove_file(&token_file);
+        if let Some(file) = &token_file {
+            let _ = std::fs::remove_file(file);
+        }
         let message = match &e {
             SpawnError::Program { program, source }
                 if source.kind() == std::io::ErrorKind::NotFound =>
@@ -183,6 +170,7 @@ pub(crate) async fn spawn(
     let record = AgentRecord {
         terminal: id,
         environment,
+        host: host.as_ref().map(|h| h.name.clone()),
         name: request.name.clone(),
         profile: profile.name.clone(),
         command: shown,
@@ -203,7 +191,7 @@ pub(crate) async fn spawn(
     };
     let record = core
         .store
-        .insert(record, terminal.clone(), profile.clone(), Some(token_file));
+        .insert(record, terminal.clone(), profile.clone(), token_file);
     let typed = (profile.prompt == PromptDelivery::Type)
         .then_some(request.prompt)
         .flatten();
@@ -219,24 +207,55 @@ pub(crate) async fn spawn(
     Ok(record)
 }
 
-/// The terminal's environment on top of the app's: who it is, how to reach the
-/// bus, and `krad` first on PATH.
-fn environment_of(
-    core: &Core,
-    me: &TerminalRef,
-    token_file: &Path,
-    token: &Token,
-    expose_token: bool,
-    profile_env: &std::collections::BTreeMap<String, String>,
-    spawn_env: Option<&std::collections::BTreeMap<String, String>>,
-) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = Vec::new();
-    env.extend(profile_env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    if let Some(extra) = spawn_env {
+/// What a terminal is started with, wherever it runs.
+struct Launch<'a> {
+    me: &'a TerminalRef,
+    token: &'a Token,
+    command: Vec<String>,
+    prompt: Option<&'a str>,
+    profile: &'a crate::profile::Profile,
+    extra_env: Option<&'a std::collections::BTreeMap<String, String>>,
+}
+
+/// argv, working directory, environment and local token file of a terminal.
+type Prepared = (Vec<String>, PathBuf, Vec<(String, String)>, Option<PathBuf>);
+
+/// A terminal on this machine: its token in a 0600 file here, `krad` first on
+/// PATH, the `KRAD_ADE_*` variables.
+fn local_launch(core: &Core, launch: Launch<'_>, cwd: PathBuf) -> Result<Prepared, ApiError> {
+    let settings = &core.settings;
+    let id = launch.me.terminal;
+    let token_file = settings.token_dir.join(format!("{id}.token"));
+    write_private(&token_file, launch.token.expose().as_bytes()).map_err(|e| {
+        ApiError::new(
+            ErrorCode::Failed,
+            format!("cannot write the terminal's token file: {e}"),
+        )
+    })?;
+    let claude_settings = match launch.profile.hooks {
+        HookKind::Claude => Some(
+            write_claude_settings(&settings.state_dir, id, &settings.krad).map_err(|e| {
+                let _ = std::fs::remove_file(&token_file);
+                ApiError::new(
+                    ErrorCode::Failed,
+                    format!("cannot write the hook settings: {e}"),
+                )
+            })?,
+        ),
+        HookKind::Codex | HookKind::None => None,
+    };
+    let argv = profile::argv(
+        launch.profile,
+        launch.command,
+        launch.prompt,
+        &settings.krad,
+        claude_settings.as_deref(),
+    );
+    let mut env: Vec<(String, String)> = launch.profile.env.clone().into_iter().collect();
+    if let Some(extra) = launch.extra_env {
         env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
-    let krad_dir = core
-        .settings
+    let krad_dir = settings
         .krad
         .parent()
         .map(Path::to_path_buf)
@@ -247,17 +266,81 @@ fn environment_of(
     };
     env.push(("PATH".into(), path));
     env.push(("TERM".into(), "xterm-256color".into()));
-    env.push(("KRAD_ADE_ENDPOINT".into(), core.settings.endpoint.clone()));
+    env.push(("KRAD_ADE_ENDPOINT".into(), settings.endpoint.clone()));
     env.push((
         "KRAD_ADE_TOKEN_FILE".into(),
         token_file.display().to_string(),
     ));
-    env.push(("KRAD_ADE_ENVIRONMENT".into(), me.environment.clone()));
-    env.push(("KRAD_ADE_TERMINAL".into(), me.terminal.to_string()));
-    if expose_token {
-        env.push(("KRAD_ADE_TOKEN".into(), token.expose().to_owned()));
+    env.push(("KRAD_ADE_ENVIRONMENT".into(), launch.me.environment.clone()));
+    env.push(("KRAD_ADE_TERMINAL".into(), id.to_string()));
+    if launch.profile.expose_token {
+        env.push(("KRAD_ADE_TOKEN".into(), launch.token.expose().to_owned()));
     }
-    env
+    Ok((argv, cwd, env, Some(token_file)))
+}
+
+/// A terminal on an SSH host: `ssh -tt` through the host's control connection,
+/// the bus reached through the host's reverse forward, the token in a 0600 file
+/// written on the host through ssh's stdin (never on a command line).
+async fn remote_launch(
+    core: &Core,
+    host: &Arc<Host>,
+    launch: Launch<'_>,
+    cwd: &Path,
+) -> Result<Prepared, ApiError> {
+    let port = host.connect().await?;
+    let id = launch.me.terminal;
+    let home = host.home().unwrap_or_else(|| "/tmp".to_owned());
+    let dir = format!("{home}/.krad-ade/remote-{}", std::process::id());
+    let token_file = format!("{dir}/{id}.token");
+    host.write_private(&token_file, launch.token.expose().as_bytes())
+        .await?;
+    let krad = host.krad();
+    let claude_settings = match launch.profile.hooks {
+        HookKind::Claude => {
+            let path = format!("{dir}/{id}-claude-settings.json");
+            let text = serde_json::to_vec_pretty(&profile::claude_settings(Path::new(&krad)))
+                .unwrap_or_default();
+            host.write_private(&path, &text).await?;
+            Some(PathBuf::from(path))
+        }
+        HookKind::Codex | HookKind::None => None,
+    };
+    let argv = profile::argv(
+        launch.profile,
+        launch.command,
+        launch.prompt,
+        Path::new(&krad),
+        claude_settings.as_deref(),
+    );
+    let mut script = format!("cd {} && exec env", shell_quote(&cwd.display().to_string()));
+    let mut set = |k: &str, v: &str| script.push_str(&format!(" {k}={}", shell_quote(v)));
+    for (k, v) in &launch.profile.env {
+        set(k, v);
+    }
+    if let Some(extra) = launch.extra_env {
+        for (k, v) in extra {
+            set(k, v);
+        }
+    }
+    set("TERM", "xterm-256color");
+    set("KRAD_ADE_ENDPOINT", &format!("127.0.0.1:{port}"));
+    set("KRAD_ADE_TOKEN_FILE", &token_file);
+    set("KRAD_ADE_ENVIRONMENT", &launch.me.environment);
+    set("KRAD_ADE_TERMINAL", &id.to_string());
+    if let Some((krad_dir, _)) = krad.rsplit_once('/') {
+        script.push_str(&format!(" PATH={}:\"$PATH\"", shell_quote(krad_dir)));
+    }
+    for word in &argv {
+        script.push(' ');
+        script.push_str(&shell_quote(word));
+    }
+    let mut ssh = vec!["ssh".to_owned()];
+    ssh.extend(host.ssh_args(true));
+    ssh.push("--".to_owned());
+    ssh.push(script);
+    let env = vec![("TERM".to_owned(), "xterm-256color".to_owned())];
+    Ok((ssh, core.settings.root.clone(), env, None))
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

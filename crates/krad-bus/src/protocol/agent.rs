@@ -89,6 +89,9 @@ pub struct AgentRecord {
     pub terminal: u64,
     /// The environment it runs in.
     pub environment: String,
+    /// The SSH host it runs on (absent: this machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// A name given at spawn.
     pub name: Option<String>,
     /// The profile it was started with.

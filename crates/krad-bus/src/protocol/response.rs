@@ -49,6 +49,8 @@ pub enum Response {
     CodeResult(Box<super::CodeResultInfo>),
     /// The answer to Extensions.
     Extensions(Vec<super::ExtensionInfo>),
+    /// The answer to Hosts and CheckHost: each host's link.
+    Hosts(Vec<serde_json::Value>),
     /// The answer to ExtensionTool.
     ToolResult(super::ToolResultInfo),
     /// The request failed.

@@ -23,6 +23,9 @@ pub struct CreateWorktree {
     /// The branch to create (default `krad/<name>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
+    /// An SSH host of the config: the worktree is made in the host's repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// Whether `name` may name an environment: 1–64 of `[A-Za-z0-9._-]`, not

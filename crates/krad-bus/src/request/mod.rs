@@ -14,6 +14,7 @@ pub mod environments;
 pub mod extension_tool;
 pub mod extensions;
 pub mod hello;
+pub mod hosts;
 pub mod list;
 pub mod output;
 pub mod pick_variant;
@@ -114,6 +115,8 @@ request_kinds![
     Code,
     Extensions,
     ExtensionTool,
+    Hosts,
+    CheckHost,
     Stats,
     Shutdown,
 ];
@@ -151,6 +154,8 @@ impl RequestKind {
             | RequestKind::Changes
             | RequestKind::Extensions
             | RequestKind::ExtensionTool
+            | RequestKind::Hosts
+            | RequestKind::CheckHost
             | RequestKind::Stats => Rights::Anyone,
             RequestKind::Report => Rights::TerminalsAboutThemselves,
             RequestKind::Spawn
@@ -178,6 +183,8 @@ impl RequestKind {
             | RequestKind::Changes
             | RequestKind::Extensions
             | RequestKind::ExtensionTool
+            | RequestKind::Hosts
+            | RequestKind::CheckHost
             | RequestKind::Stats => false,
             RequestKind::Spawn
             | RequestKind::Send
@@ -230,6 +237,10 @@ pub enum Request {
     Extensions(extensions::Extensions),
     /// See [`extension_tool::ExtensionTool`].
     ExtensionTool(extension_tool::ExtensionTool),
+    /// See [`hosts::Hosts`].
+    Hosts(hosts::Hosts),
+    /// See [`hosts::CheckHost`].
+    CheckHost(hosts::CheckHost),
     /// See [`stats::Stats`].
     Stats(stats::Stats),
     /// See [`shutdown::Shutdown`].
@@ -272,6 +283,8 @@ impl Request {
             RequestKind::Code => Request::Code(fields_of(kind, fields)?),
             RequestKind::Extensions => Request::Extensions(fields_of(kind, fields)?),
             RequestKind::ExtensionTool => Request::ExtensionTool(fields_of(kind, fields)?),
+            RequestKind::Hosts => Request::Hosts(fields_of(kind, fields)?),
+            RequestKind::CheckHost => Request::CheckHost(fields_of(kind, fields)?),
             RequestKind::Stats => Request::Stats(fields_of(kind, fields)?),
             RequestKind::Shutdown => Request::Shutdown(fields_of(kind, fields)?),
         })
@@ -298,6 +311,8 @@ impl Request {
             Request::Code(_) => RequestKind::Code,
             Request::Extensions(_) => RequestKind::Extensions,
             Request::ExtensionTool(_) => RequestKind::ExtensionTool,
+            Request::Hosts(_) => RequestKind::Hosts,
+            Request::CheckHost(_) => RequestKind::CheckHost,
             Request::Stats(_) => RequestKind::Stats,
             Request::Shutdown(_) => RequestKind::Shutdown,
         }
@@ -314,8 +329,10 @@ impl Request {
             | Request::Report(_)
             | Request::Environments(_)
             | Request::Extensions(_)
+            | Request::Hosts(_)
             | Request::Stats(_)
             | Request::Shutdown(_) => Some(deadline::STANDARD),
+            Request::CheckHost(_) => Some(deadline::LONG),
             Request::Spawn(_)
             | Request::Close(_)
             | Request::CreateWorktree(_)
@@ -354,6 +371,8 @@ impl Request {
             | Request::RunVariants(_)
             | Request::PickVariant(_)
             | Request::Extensions(_)
+            | Request::Hosts(_)
+            | Request::CheckHost(_)
             | Request::Stats(_)
             | Request::Shutdown(_) => false,
         }
@@ -380,6 +399,8 @@ impl Request {
             | Request::Code(_)
             | Request::Extensions(_)
             | Request::ExtensionTool(_)
+            | Request::Hosts(_)
+            | Request::CheckHost(_)
             | Request::Stats(_)
             | Request::Shutdown(_) => false,
         }

@@ -34,6 +34,9 @@ pub struct RunVariants {
     /// The group's name (default: generated); variants are `<name>-<n>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// An SSH host of the config: the variants live in the host's repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 impl Fields for RunVariants {

@@ -181,6 +181,8 @@ async fn dispatch<A: App>(
         Request::Code(r) => app.code(ctx, r).await,
         Request::Extensions(r) => app.extensions(ctx, r).await,
         Request::ExtensionTool(r) => app.extension_tool(ctx, r).await,
+        Request::Hosts(r) => app.hosts(ctx, r).await,
+        Request::CheckHost(r) => app.check_host(ctx, r).await,
         Request::Stats(_) => Response::Stats(bus.stats(app.agent_count().await)),
         Request::Shutdown(shutdown) => {
             bus.request_shutdown(shutdown.closes_terminals());

@@ -25,8 +25,8 @@ use crate::protocol::{
 };
 use crate::request::stats::StatsInfo;
 use crate::request::{
-    changes, check, close, code, create_worktree, environments, extension_tool, extensions, list,
-    output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
+    changes, check, close, code, create_worktree, environments, extension_tool, extensions, hosts,
+    list, output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
 };
 use crate::token::{Principal, Secret};
 use connection::LineRead;
@@ -151,6 +151,20 @@ pub trait App: Send + Sync + 'static {
         &self,
         ctx: &CallContext,
         request: extension_tool::ExtensionTool,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// Hosts.
+    fn hosts(
+        &self,
+        ctx: &CallContext,
+        request: hosts::Hosts,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// CheckHost.
+    fn check_host(
+        &self,
+        ctx: &CallContext,
+        request: hosts::CheckHost,
     ) -> impl Future<Output = Response> + Send;
 
     /// SubscribeAgents: the stream to serve, or the error to answer instead.
@@ -280,7 +294,14 @@ pub async fn bind(port: u16) -> std::io::Result<TcpListener> {
 pub async fn serve<A: App>(listener: TcpListener, bus: Arc<Bus>, app: Arc<A>) {
     let tracker = TaskTracker::new();
     let mut backoff = Duration::from_millis(5);
+    // A descriptor held in reserve: out of descriptors, the app gives it up to
+    // accept a waiting connection and answer it `busy`, rather than leave it
+    // hanging in the backlog until descriptors free up.
+    let mut reserve = spare_descriptor();
     loop {
+        if reserve.is_none() {
+            reserve = spare_descriptor();
+        }
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = bus.shutdown.cancelled() => break,
@@ -291,6 +312,15 @@ pub async fn serve<A: App>(listener: TcpListener, bus: Arc<Bus>, app: Arc<A>) {
                 stream
             }
             Err(e) => {
+                if out_of_descriptors(&e) && reserve.take().is_some() {
+                    let retried =
+                        tokio::time::timeout(Duration::from_millis(10), listener.accept()).await;
+                    if let Ok(Ok((stream, _))) = retried {
+                        refuse_out_of_descriptors(stream, &bus);
+                        backoff = Duration::from_millis(5);
+                        continue;
+                    }
+                }
                 // Out of descriptors and the like: the listener is fine, wait and retry.
                 tracing::warn!("accept failed, retrying in {backoff:?}: {e}");
                 tokio::select! {
@@ -304,9 +334,7 @@ pub async fn serve<A: App>(listener: TcpListener, bus: Arc<Bus>, app: Arc<A>) {
         let _ = stream.set_nodelay(true);
         match bus.connections.clone().try_acquire_owned() {
             Ok(permit) => {
-                let fut = connection_task(stream, bus.clone(), app.clone(), permit);
-                eprintln!("FUTSIZE {}", std::mem::size_of_val(&fut));
-                tracker.spawn(fut);
+                tracker.spawn(connection_task(stream, bus.clone(), app.clone(), permit));
             }
             Err(_) => refuse_busy(stream, &bus, &tracker),
         }
@@ -321,6 +349,40 @@ pub async fn serve<A: App>(listener: TcpListener, bus: Arc<Bus>, app: Arc<A>) {
             "{} connections still open at shutdown; closing them",
             tracker.len()
         );
+    }
+}
+
+/// A descriptor to keep in reserve (see [`serve`]).
+fn spare_descriptor() -> Option<std::fs::File> {
+    std::fs::File::open("/dev/null").ok()
+}
+
+fn out_of_descriptors(error: &std::io::Error) -> bool {
+    use nix::errno::Errno;
+    matches!(error.raw_os_error(), Some(n) if n == Errno::EMFILE as i32 || n == Errno::ENFILE as i32)
+}
+
+/// Answers `busy` at once, without a task or a linger: the connection holds the
+/// reserve descriptor, which must be free again for the next one. What the client
+/// already sent is read first, so that closing sends a FIN rather than a reset.
+fn refuse_out_of_descriptors(stream: TcpStream, bus: &Bus) {
+    bus.counters.answered(Some(ErrorCode::Busy));
+    tracing::warn!("out of file descriptors: answering a connection busy");
+    let line = Response::from(ApiError::new(
+        ErrorCode::Busy,
+        "the app is out of file descriptors; try again shortly",
+    ))
+    .to_line();
+    let _ = stream.try_write(&line);
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        match stream.try_read(&mut sink) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
+    if let Ok(stream) = stream.into_std() {
+        let _ = stream.shutdown(std::net::Shutdown::Write);
     }
 }
 

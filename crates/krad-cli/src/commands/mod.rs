@@ -9,6 +9,7 @@ pub mod completions;
 pub mod envs;
 pub mod ext;
 pub mod hook;
+pub mod hosts;
 pub mod ls;
 pub mod output;
 pub mod raw;
@@ -50,6 +51,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Worktree(args) => worktree::run(args, &connect, json),
         Command::Changes(args) => changes::run(args, &connect, json),
         Command::Variants(args) => variants::run(args, &connect, json),
+        Command::Hosts(args) => hosts::run(args, &connect, json),
         Command::Report(args) => report::run(args, &connect, json),
         Command::Hook(args) => hook::run(args, &connect, json),
         Command::Code(args) => code::run(args, &connect, json),

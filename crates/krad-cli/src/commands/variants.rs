@@ -41,6 +41,9 @@ pub enum VariantsCommand {
         /// An environment or git ref to start from (default: main's HEAD).
         #[arg(long)]
         base: Option<String>,
+        /// Run the variants on an SSH host of the config.
+        #[arg(long)]
+        host: Option<String>,
         /// Make the request at most once with this id (safe to retry).
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
@@ -94,6 +97,7 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
             profile,
             name,
             base,
+            host,
             request_id,
             command,
         } => {
@@ -113,6 +117,7 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
                 command: (!command.is_empty()).then_some(command),
                 base,
                 name,
+                host,
             });
             let answer = bus.call(&request.to_value(), request_id.as_deref(), deadline::LONG)?;
             if json {

@@ -29,6 +29,9 @@ pub enum WorktreeCommand {
         /// The branch to create (default krad/NAME).
         #[arg(long)]
         branch: Option<String>,
+        /// Make it on an SSH host of the config (`[hosts.NAME]`), in the host's repository.
+        #[arg(long)]
+        host: Option<String>,
         /// Make the request at most once with this id (safe to retry).
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
@@ -41,10 +44,16 @@ pub fn run(args: WorktreeArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
         name,
         base,
         branch,
+        host,
         request_id,
     } = args.command;
     let bus = Bus::find(connect)?;
-    let request = Request::CreateWorktree(CreateWorktree { name, base, branch });
+    let request = Request::CreateWorktree(CreateWorktree {
+        name,
+        base,
+        branch,
+        host,
+    });
     let answer = bus.call(&request.to_value(), request_id.as_deref(), deadline::LONG)?;
     if json {
         output::json(&answer);

@@ -1,0 +1,554 @@
+//! SSH hosts: environments and terminals on another machine.
+//!
+//! The system's OpenSSH is the transport. Each host gets one control connection
+//! (`ssh -M -S <socket> -N`, ControlMaster) started on first use, carrying a
+//! reverse forward of the bus (`-O forward -R <port>:127.0.0.1:<bus port>`, with
+//! `ExitOnForwardFailure=yes`); everything else — git, setup commands, token
+//! files, and the terminals themselves (`ssh -tt`) — runs through it.
+//!
+//! A supervisor notices when the control connection dies and re-opens it, asking
+//! for the same remote port so that terminals already told
+//! `KRAD_ADE_ENDPOINT=127.0.0.1:<port>` reach the bus again. A terminal whose link
+//! is gone ends (its `ssh -tt` exits) and is reported `exited`, never left working.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use krad_bus::protocol::{ApiError, ErrorCode};
+use serde::Serialize;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::config::HostConfig;
+use crate::profile::shell_quote;
+use crate::store::now_rfc3339;
+
+/// How long a connection may take to come up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+/// The longest wait between two reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(15);
+
+/// The state of a host's link, as `krad hosts` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostStatus {
+    /// The host's name in the config.
+    pub name: String,
+    /// The ssh destination.
+    pub ssh: String,
+    /// The repository on the host.
+    pub root: String,
+    /// `stopped` (not used yet), `connecting`, `up`, `down` (being re-opened) or `failed`.
+    pub state: String,
+    /// The port the host allocated for the bus (stable across reconnections).
+    pub remote_port: Option<u16>,
+    /// ssh's own words, when the link is not up.
+    pub error: Option<String>,
+    /// Since when the state holds.
+    pub since: String,
+    /// How many times the link was re-opened.
+    pub reconnects: u64,
+}
+
+struct Link {
+    state: &'static str,
+    port: Option<u16>,
+    error: Option<String>,
+    since: String,
+    reconnects: u64,
+    master_pid: Option<u32>,
+    home: Option<String>,
+}
+
+/// One SSH host.
+pub struct Host {
+    /// Its name.
+    pub name: String,
+    /// Its config.
+    pub config: HostConfig,
+    control: PathBuf,
+    bus_port: u16,
+    link: Mutex<Link>,
+    connecting: tokio::sync::Mutex<()>,
+    stopping: tokio_util_cancel::Flag,
+}
+
+/// A tiny stop flag (no extra dependency).
+mod tokio_util_cancel {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[derive(Default)]
+    pub struct Flag(AtomicBool);
+
+    impl Flag {
+        pub fn set(&self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+        pub fn is_set(&self) -> bool {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+}
+
+/// Every configured host.
+pub struct Hosts {
+    hosts: BTreeMap<String, Arc<Host>>,
+}
+
+impl Hosts {
+    /// The hosts of the config; nothing connects until first use.
+    pub fn new(config: &BTreeMap<String, HostConfig>, bus_port: u16) -> Hosts {
+        let uid = nix::unistd::geteuid().as_raw();
+        // Control sockets need a short path (sun_path is ~104 bytes).
+        let dir = std::env::temp_dir().join(format!("krad-ssh-{uid}"));
+        if std::fs::create_dir_all(&dir).is_ok() {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+        }
+        let hosts = config
+            .iter()
+            .map(|(name, host)| {
+                let host = Host {
+                    name: name.clone(),
+                    config: host.clone(),
+                    control: dir.join(format!("{}-{name}", std::process::id())),
+                    bus_port,
+                    link: Mutex::new(Link {
+                        state: "stopped",
+                        port: None,
+                        error: None,
+                        since: now_rfc3339(),
+                        reconnects: 0,
+                        master_pid: None,
+                        home: None,
+                    }),
+                    connecting: tokio::sync::Mutex::new(()),
+                    stopping: Default::default(),
+                };
+                (name.clone(), Arc::new(host))
+            })
+            .collect();
+        Hosts { hosts }
+    }
+
+    /// A host by name, or `not_found`.
+    pub fn get(&self, name: &str) -> Result<Arc<Host>, ApiError> {
+        self.hosts.get(name).cloned().ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!("no host {name:?} in the config ([hosts.{name}])"),
+            )
+            .with_detail(json!({ "host": name }))
+        })
+    }
+
+    /// Every host's status.
+    pub fn statuses(&self) -> Vec<HostStatus> {
+        self.hosts.values().map(|h| h.status()).collect()
+    }
+
+    /// Closes every control connection (the terminals through them end too).
+    pub async fn shutdown(&self) {
+        for host in self.hosts.values() {
+            host.stop().await;
+        }
+    }
+}
+
+impl Host {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Link> {
+        self.link.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The link's state now.
+    pub fn status(&self) -> HostStatus {
+        let link = self.lock();
+        HostStatus {
+            name: self.name.clone(),
+            ssh: self.config.ssh.clone(),
+            root: self.config.root.clone(),
+            state: link.state.to_owned(),
+            remote_port: link.port,
+            error: link.error.clone(),
+            since: link.since.clone(),
+            reconnects: link.reconnects,
+        }
+    }
+
+    fn set(&self, state: &'static str, error: Option<String>) {
+        let mut link = self.lock();
+        if link.state != state {
+            link.since = now_rfc3339();
+        }
+        link.state = state;
+        link.error = error;
+    }
+
+    /// The `krad` to run on the host.
+    pub fn krad(&self) -> String {
+        self.config
+            .krad
+            .clone()
+            .unwrap_or_else(|| "krad".to_owned())
+    }
+
+    /// ssh's arguments to run something through the control connection.
+    pub fn ssh_args(&self, tty: bool) -> Vec<String> {
+        let mut args = Vec::new();
+        if tty {
+            args.push("-tt".to_owned());
+        }
+        args.extend([
+            "-S".to_owned(),
+            self.control.display().to_string(),
+            "-o".to_owned(),
+            "ControlMaster=no".to_owned(),
+            "-o".to_owned(),
+            "BatchMode=yes".to_owned(),
+        ]);
+        args.extend(self.config.options.iter().cloned());
+        args.push(self.config.ssh.clone());
+        args
+    }
+
+    /// Makes sure the control connection and its forward are up; returns the
+    /// port the bus is forwarded to on the host. A host that cannot be reached
+    /// is `unavailable` with ssh's own reason.
+    pub async fn connect(self: &Arc<Self>) -> Result<u16, ApiError> {
+        let _serial = self.connecting.lock().await;
+        {
+            let link = self.lock();
+            if link.state == "up"
+                && let Some(port) = link.port
+            {
+                return Ok(port);
+            }
+        }
+        let wanted = self.lock().port.unwrap_or(0);
+        self.set("connecting", None);
+        match self.open(wanted).await {
+            Ok(port) => Ok(port),
+            Err(reason) => {
+                self.set("failed", Some(reason.clone()));
+                Err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!(
+                        "cannot reach host {:?} ({}): {reason}",
+                        self.name, self.config.ssh
+                    ),
+                )
+                .with_detail(json!({ "host": self.name })))
+            }
+        }
+    }
+
+    /// Starts the control connection and the forward; supervises it.
+    async fn open(self: &Arc<Self>, wanted_port: u16) -> Result<u16, String> {
+        let (port, child, stderr) = self.start_master(wanted_port).await?;
+        let this = self.clone();
+        tokio::spawn(async move { this.supervise(child, stderr).await });
+        Ok(port)
+    }
+
+    /// Starts `ssh -M` and the forward; the port, the master and its stderr.
+    async fn start_master(
+        &self,
+        wanted_port: u16,
+    ) -> Result<
+        (
+            u16,
+            tokio::process::Child,
+            Option<tokio::process::ChildStderr>,
+        ),
+        String,
+    > {
+        let _ = std::fs::remove_file(&self.control);
+        let mut master = tokio::process::Command::new("ssh");
+        master
+            .args(["-M", "-N", "-S"])
+            .arg(&self.control)
+            .args([
+                "-o",
+                "ControlPersist=no",
+                "-o",
+                "ExitOnForwardFailure=yes",
+                "-o",
+                "BatchMode=yes",
+            ])
+            .args([
+                "-o",
+                "ServerAliveInterval=5",
+                "-o",
+                "ServerAliveCountMax=3",
+                "-o",
+                "LogLevel=ERROR",
+            ])
+            .args(&self.config.options)
+            .arg(&self.config.ssh)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(false);
+        let mut child = master.spawn().map_err(|e| format!("cannot run ssh: {e}"))?;
+        let mut stderr = child.stderr.take();
+        let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut said = String::new();
+                if let Some(err) = stderr.as_mut() {
+                    let _ = err.read_to_string(&mut said).await;
+                }
+                let said = said.trim();
+                return Err(if said.is_empty() {
+                    format!("ssh exited ({status})")
+                } else {
+                    said.to_owned()
+                });
+            }
+            if self.control_check().await {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                let _ = child.start_kill();
+                return Err(format!(
+                    "no connection within {} s",
+                    CONNECT_TIMEOUT.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let port = match self.forward(wanted_port).await {
+            Ok(port) => port,
+            Err(e) => {
+                let _ = child.start_kill();
+                return Err(e);
+            }
+        };
+        let home = self
+            .run_raw("printf %s \"$HOME\"", None)
+            .await
+            .ok()
+            .map(|(_, out, _)| String::from_utf8_lossy(&out).into_owned());
+        {
+            let mut link = self.lock();
+            link.port = Some(port);
+            link.master_pid = child.id();
+            link.home = home;
+        }
+        self.set("up", None);
+        tracing::info!(host = %self.name, port, "ssh link up");
+        Ok((port, child, stderr))
+    }
+
+    /// Asks the control connection for the reverse forward; the host's port.
+    async fn forward(&self, wanted: u16) -> Result<u16, String> {
+        let spec = format!("{wanted}:127.0.0.1:{}", self.bus_port);
+        let out = tokio::process::Command::new("ssh")
+            .arg("-S")
+            .arg(&self.control)
+            .args(["-O", "forward", "-R", &spec])
+            .args(&self.config.options)
+            .arg(&self.config.ssh)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|e| format!("cannot run ssh: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "the reverse forward to the bus failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        if wanted != 0 {
+            return Ok(wanted);
+        }
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .map_err(|_| {
+                format!(
+                    "ssh did not say which port it allocated: {:?}",
+                    String::from_utf8_lossy(&out.stdout)
+                )
+            })
+    }
+
+    async fn control_check(&self) -> bool {
+        tokio::process::Command::new("ssh")
+            .arg("-S")
+            .arg(&self.control)
+            .args(["-O", "check"])
+            .args(&self.config.options)
+            .arg(&self.config.ssh)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await
+            .is_ok_and(|s| s.success())
+    }
+
+    /// Waits for the control connection to end, then re-opens it on the same
+    /// port, with backoff, until it is up again or the app stops; and again.
+    async fn supervise(
+        self: Arc<Self>,
+        mut child: tokio::process::Child,
+        mut stderr: Option<tokio::process::ChildStderr>,
+    ) {
+        loop {
+            let status = child.wait().await;
+            let mut said = String::new();
+            if let Some(err) = stderr.as_mut() {
+                let _ = err.read_to_string(&mut said).await;
+            }
+            if self.stopping.is_set() {
+                return;
+            }
+            let reason = match said.trim() {
+                "" => format!(
+                    "the ssh control connection ended ({})",
+                    status.map(|s| s.to_string()).unwrap_or_default()
+                ),
+                said => said.to_owned(),
+            };
+            tracing::warn!(host = %self.name, "ssh link down: {reason}");
+            self.set("down", Some(reason));
+            let mut backoff = Duration::from_millis(250);
+            loop {
+                if self.stopping.is_set() {
+                    return;
+                }
+                tokio::time::sleep(backoff).await;
+                let wanted = self.lock().port.unwrap_or(0);
+                let reopened = {
+                    let _serial = self.connecting.lock().await;
+                    self.start_master(wanted).await
+                };
+                match reopened {
+                    Ok((port, new_child, new_stderr)) => {
+                        self.lock().reconnects += 1;
+                        tracing::info!(host = %self.name, port, "ssh link re-opened");
+                        child = new_child;
+                        stderr = new_stderr;
+                        break;
+                    }
+                    Err(e) => {
+                        self.set("down", Some(e));
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Closes the control connection.
+    pub async fn stop(&self) {
+        self.stopping.set();
+        if self.lock().state == "stopped" {
+            return;
+        }
+        let _ = tokio::process::Command::new("ssh")
+            .arg("-S")
+            .arg(&self.control)
+            .args(["-O", "exit"])
+            .args(&self.config.options)
+            .arg(&self.config.ssh)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
+        if let Some(pid) = self.lock().master_pid.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let _ = std::fs::remove_file(&self.control);
+    }
+
+    /// The host's `$HOME`, once connected.
+    pub fn home(&self) -> Option<String> {
+        self.lock().home.clone()
+    }
+
+    /// Runs a shell script on the host through the control connection (connecting
+    /// first): exit code, stdout, stderr.
+    pub async fn run(
+        self: &Arc<Self>,
+        script: &str,
+        stdin: Option<&[u8]>,
+    ) -> Result<(Option<i32>, Vec<u8>, Vec<u8>), ApiError> {
+        self.connect().await?;
+        self.run_raw(script, stdin).await.map_err(|e| {
+            ApiError::new(ErrorCode::Unavailable, format!("host {:?}: {e}", self.name))
+                .with_detail(json!({ "host": self.name }))
+        })
+    }
+
+    async fn run_raw(
+        &self,
+        script: &str,
+        stdin: Option<&[u8]>,
+    ) -> Result<(Option<i32>, Vec<u8>, Vec<u8>), String> {
+        let mut command = tokio::process::Command::new("ssh");
+        command
+            .args(self.ssh_args(false))
+            .arg("--")
+            .arg(script)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot run ssh: {e}"))?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            let _ = pipe.write_all(input).await;
+        }
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| format!("ssh did not finish: {e}"))?;
+        if out.status.code() == Some(255) {
+            return Err(format!(
+                "the ssh link failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok((out.status.code(), out.stdout, out.stderr))
+    }
+
+    /// Writes a private (0600, in a 0700 directory) file on the host, its
+    /// contents through stdin — never on a command line.
+    pub async fn write_private(
+        self: &Arc<Self>,
+        path: &str,
+        contents: &[u8],
+    ) -> Result<(), ApiError> {
+        let dir = path.rsplit_once('/').map_or(".", |(d, _)| d);
+        let script = format!(
+            "umask 077 && mkdir -p {dir} && chmod 700 {dir} && cat > {path}",
+            dir = shell_quote(dir),
+            path = shell_quote(path)
+        );
+        let (code, _, err) = self.run(&script, Some(contents)).await?;
+        if code != Some(0) {
+            return Err(ApiError::new(
+                ErrorCode::Failed,
+                format!(
+                    "cannot write {path} on host {:?}: {}",
+                    self.name,
+                    String::from_utf8_lossy(&err).trim()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,36 @@
+//! `Hosts` and `CheckHost`: the SSH hosts of the config and their links.
+//! (Additions of krad's to the contract, for `krad hosts`.)
+
+use serde::{Deserialize, Serialize};
+
+use super::Fields;
+
+/// The Hosts request (no fields).
+///
+/// # Format
+///
+/// ```json
+/// "Hosts"
+/// {"Hosts":[{"name":"gpu","ssh":"me@gpu-box","root":"/srv/repo","state":"up","remote_port":40211,
+///            "error":null,"since":"…","reconnects":0}]}
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hosts {}
+
+impl Fields for Hosts {}
+
+/// The CheckHost request: connects (if needed) and answers the host's state.
+///
+/// # Format
+///
+/// ```json
+/// {"CheckHost":{"name":"gpu"}}
+/// {"Hosts":[{"name":"gpu","state":"up",…}]}
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CheckHost {
+    /// The host's name in the config.
+    pub name: String,
+}
+
+impl Fields for CheckHost {}

@@ -1,0 +1,340 @@
+//! Section 9, SSH hosts: a real OpenSSH server on 127.0.0.1 with keys of the
+//! test's own plays the host. Worktrees and terminals live "on the host" and
+//! reach the bus through the reverse forward the app opens.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{App, KRAD, Launch, code, exit_code, stderr, stdout};
+
+/// An sshd on 127.0.0.1 with its own host key, and a client key it accepts.
+struct Sshd {
+    child: Child,
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn keygen(path: &Path) {
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+impl Sshd {
+    fn start() -> Sshd {
+        let _ = std::fs::create_dir_all("/run/sshd");
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        keygen(&d.join("host_key"));
+        keygen(&d.join("client_key"));
+        std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
+        let port = free_port();
+        let config = format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
+             AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\nPasswordAuthentication no\n\
+             KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\n\
+             AllowTcpForwarding yes\nMaxSessions 50\nMaxStartups 50\n",
+            d = d.display()
+        );
+        std::fs::write(d.join("sshd_config"), config).unwrap();
+        let child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(d.join("sshd_config"))
+            .stderr(std::fs::File::create(d.join("sshd.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < until,
+                "sshd did not start: {}",
+                std::fs::read_to_string(d.join("sshd.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Sshd { child, dir, port }
+    }
+
+    /// The `[hosts.NAME]` table for a host served by this sshd.
+    fn host_config(&self, name: &str, root: &Path, port: u16) -> String {
+        let d = self.dir.path().display();
+        let user = std::env::var("USER")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| "root".into());
+        format!(
+            "[hosts.{name}]\nssh = \"{user}@127.0.0.1\"\nroot = \"{root}\"\nkrad = \"{KRAD}\"\n\
+             options = [\"-F\", \"none\", \"-p\", \"{port}\", \"-i\", \"{d}/client_key\", \"-o\", \"IdentitiesOnly=yes\", \
+             \"-o\", \"StrictHostKeyChecking=accept-new\", \"-o\", \"UserKnownHostsFile={d}/known_hosts\", \"-o\", \"ConnectTimeout=5\"]\n",
+            root = root.display()
+        )
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// An app whose config names host `far` (this sshd), and the host's repository.
+fn app_with_host(sshd: &Sshd) -> (App, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let local = crate::support::git_repo(dir.path());
+    std::fs::write(local.join("README.md"), "local\n").unwrap();
+    git(&local, &["add", "."]);
+    git(&local, &["commit", "-q", "-m", "local"]);
+    let remote = dir.path().join("host-repo");
+    std::fs::create_dir_all(&remote).unwrap();
+    git(&remote, &["init", "-q", "-b", "main"]);
+    std::fs::write(remote.join("app.txt"), "on the host\n").unwrap();
+    git(&remote, &["add", "."]);
+    git(&remote, &["commit", "-q", "-m", "remote"]);
+    let config = sshd.host_config("far", &remote, sshd.port);
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        config: Some(&config),
+        ..Launch::default()
+    });
+    (app, remote)
+}
+
+fn host_status(app: &App) -> Value {
+    app.request(json!("Hosts"))["Hosts"][0].clone()
+}
+
+#[test]
+fn a_terminal_on_the_host_reports_and_lists_through_the_forward() {
+    let sshd = Sshd::start();
+    let (app, remote) = app_with_host(&sshd);
+    assert_eq!(
+        host_status(&app)["state"],
+        "stopped",
+        "hosts connect on first use"
+    );
+    let env = app.request(json!({"CreateWorktree": {"name": "far-work", "host": "far"}}));
+    let env = &env["Environment"];
+    assert_eq!(env["kind"], "ssh", "{env}");
+    assert_eq!(env["host"], "far");
+    assert!(
+        env["path"]
+            .as_str()
+            .unwrap()
+            .starts_with(remote.to_str().unwrap())
+    );
+    assert!(remote.join(".krad/worktrees/far-work/app.txt").is_file());
+    let status = host_status(&app);
+    assert_eq!(status["state"], "up");
+    let port = status["remote_port"].as_u64().unwrap();
+    let id = app.spawn(json!({"profile": "exec", "environment": "far-work", "command": ["sh", "-c",
+        "echo \"endpoint=$KRAD_ADE_ENDPOINT\"; krad report working -m remote-work && krad ls && krad report idle -m \"done in $(pwd)\"; sleep 60"]}))
+        ["terminal"]
+        .as_u64()
+        .unwrap();
+    let record = app.until(id, Duration::from_secs(30), |r| r["state"] == "idle");
+    assert_eq!(record["host"], "far");
+    assert_eq!(record["state_source"], "hook");
+    assert!(
+        record["message"]
+            .as_str()
+            .unwrap()
+            .contains(".krad/worktrees/far-work"),
+        "{record}"
+    );
+    let screen = app.until_screen(id, "endpoint=");
+    assert!(
+        screen.contains(&format!("endpoint=127.0.0.1:{port}")),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("far-work"),
+        "krad ls through the forward: {screen}"
+    );
+    // The token went to a 0600 file on the host, never into a command line.
+    let token = app.terminal_token_remote(id);
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", record["pid"])).unwrap();
+    assert!(!String::from_utf8_lossy(&cmdline).contains(&token));
+    let envs = app.request(json!("Environments"))["Environments"].clone();
+    assert_eq!(envs[1]["terminals"], json!([id]));
+}
+
+#[test]
+fn a_remote_worktrees_changes_and_close() {
+    let sshd = Sshd::start();
+    let (app, remote) = app_with_host(&sshd);
+    app.request(json!({"CreateWorktree": {"name": "far-c", "host": "far"}}));
+    let path = remote.join(".krad/worktrees/far-c");
+    std::fs::write(path.join("app.txt"), "on the host\nchanged\n").unwrap();
+    std::fs::write(path.join("new.txt"), "n\n").unwrap();
+    let changes =
+        app.request(json!({"Changes": {"environment": "far-c", "patch": true}}))["Changes"].clone();
+    let files: Vec<&str> = changes["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["app.txt", "new.txt"], "{changes}");
+    assert!(changes["patch"].as_str().unwrap().contains("+changed"));
+    assert_eq!(
+        code(&app.request(json!({"Close": {"environment": "far-c"}}))),
+        "conflict"
+    );
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "far-c", "force": true}})),
+        json!("Ok")
+    );
+    assert!(!path.exists());
+    assert_eq!(
+        git(&remote, &["show", "refs/krad/archive/far-c:new.txt"]),
+        "n"
+    );
+}
+
+#[test]
+fn variants_on_the_host_and_picking_one() {
+    let sshd = Sshd::start();
+    let (app, remote) = app_with_host(&sshd);
+    let run = app.request(
+        json!({"RunVariants": {"count": 2, "name": "hv", "host": "far", "profile": "exec",
+        "command": ["sh", "-c", "echo $KRAD_ADE_ENVIRONMENT > picked.txt"], "prompt": "x"}}),
+    );
+    assert!(run["Variants"].is_object(), "{run}");
+    for v in run["Variants"]["variants"].as_array().unwrap() {
+        app.until(
+            v["terminal"].as_u64().unwrap(),
+            Duration::from_secs(30),
+            |r| r["state"] == "exited",
+        );
+    }
+    let picked = app.request(json!({"PickVariant": {"group": "hv", "variant": 2}}));
+    assert!(picked["Picked"].is_object(), "{picked}");
+    assert_eq!(
+        std::fs::read_to_string(remote.join("picked.txt")).unwrap(),
+        "hv-2\n"
+    );
+    assert!(git(&remote, &["for-each-ref", "refs/krad/archive/hv-1"]).contains("hv-1"));
+}
+
+#[test]
+fn a_dropped_link_is_reported_and_reopened_on_the_same_port() {
+    let sshd = Sshd::start();
+    let (app, _remote) = app_with_host(&sshd);
+    app.request(json!({"CreateWorktree": {"name": "far-d", "host": "far"}}));
+    let before = host_status(&app);
+    let port = before["remote_port"].as_u64().unwrap();
+    let victim = app.spawn(json!({"profile": "exec", "environment": "far-d", "command": ["sh", "-c", "krad report working; sleep 600"]}))
+        ["terminal"]
+        .as_u64()
+        .unwrap();
+    app.until(victim, Duration::from_secs(30), |r| r["state"] == "working");
+    // Kill the control connection.
+    let pattern = format!("krad-ssh-.*/{}-far", app.pid);
+    let killed = Command::new("pkill")
+        .args(["-KILL", "-f", "--", &format!("-M -N -S .*{pattern}")])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "no master ssh matched");
+    // The terminal whose link went is reported, not left working.
+    let gone = app.until(victim, Duration::from_secs(30), |r| r["state"] == "exited");
+    assert!(
+        gone["message"].as_str().unwrap_or("").contains("SSH link"),
+        "{gone}"
+    );
+    // The link comes back on the same port, and a new terminal reaches the bus through it.
+    let until = Instant::now() + Duration::from_secs(40);
+    loop {
+        let status = host_status(&app);
+        if status["state"] == "up" && status["reconnects"].as_u64().unwrap() >= 1 {
+            assert_eq!(status["remote_port"].as_u64().unwrap(), port);
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the link was not re-opened: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let again = app.spawn(json!({"profile": "exec", "environment": "far-d", "command": ["sh", "-c", "krad report idle -m back; sleep 60"]}))
+        ["terminal"]
+        .as_u64()
+        .unwrap();
+    app.until(again, Duration::from_secs(30), |r| r["message"] == "back");
+}
+
+#[test]
+fn an_unreachable_host_is_unavailable_with_ssh_s_reason() {
+    let sshd = Sshd::start();
+    let dir = tempfile::tempdir().unwrap();
+    crate::support::git_repo(dir.path());
+    let closed = free_port();
+    let config = sshd.host_config("nowhere", Path::new("/srv/none"), closed);
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        config: Some(&config),
+        ..Launch::default()
+    });
+    let answer = app.request(json!({"CheckHost": {"name": "nowhere"}}));
+    assert_eq!(code(&answer), "unavailable", "{answer}");
+    assert_eq!(answer["Error"]["retryable"], true);
+    assert!(
+        answer["Error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("refused"),
+        "{answer}"
+    );
+    assert_eq!(host_status(&app)["state"], "failed");
+    let answer = app.request(json!({"CreateWorktree": {"name": "x", "host": "nowhere"}}));
+    assert_eq!(code(&answer), "unavailable");
+    assert_eq!(
+        code(&app.request(json!({"CreateWorktree": {"name": "x", "host": "unknown"}}))),
+        "not_found"
+    );
+    let out = app.krad(&["hosts", "check", "nowhere"]);
+    assert_eq!(exit_code(&out), 1);
+    assert!(
+        stderr(&out).to_lowercase().contains("refused"),
+        "{}",
+        stderr(&out)
+    );
+    let out = app.krad(&["hosts"]);
+    assert!(
+        stdout(&out).contains("nowhere") && stdout(&out).contains("failed"),
+        "{}",
+        stdout(&out)
+    );
+    let _ = Stdio::null();
+}
