@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use krad_bus::protocol::{ApiError, Response, StreamMessage, TerminalRef};
 use krad_bus::request::{
-    changes, check, close, code, create_worktree, environments, extension_tool, extensions, hosts,
-    list, output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
+    ask, changes, check, close, code, create_worktree, environments, extension_tool, extensions,
+    hosts, list, output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
 };
 use krad_bus::server::{self, App, Bus, CallContext, ServerConfig, Subscription};
 use krad_bus::token::Secret;
@@ -107,6 +107,15 @@ impl App for StuckApp {
         self.stuck().await
     }
     async fn check_host(&self, _: &CallContext, _: hosts::CheckHost) -> Response {
+        self.stuck().await
+    }
+    async fn ask(&self, _: &CallContext, _: ask::Ask) -> Response {
+        self.stuck().await
+    }
+    async fn answer(&self, _: &CallContext, _: ask::Answer) -> Response {
+        self.stuck().await
+    }
+    async fn asks(&self, _: &CallContext, _: ask::Asks) -> Response {
         self.stuck().await
     }
     async fn subscribe(

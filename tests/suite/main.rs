@@ -8,6 +8,7 @@ mod support;
 
 mod agents;
 mod api_json;
+mod asks;
 mod cli;
 mod cli_agents;
 mod code;

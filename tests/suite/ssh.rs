@@ -207,6 +207,12 @@ fn a_remote_worktrees_changes_and_close() {
         .collect();
     assert_eq!(files, ["app.txt", "new.txt"], "{changes}");
     assert!(changes["patch"].as_str().unwrap().contains("+changed"));
+    // Code runs there too, through the host's control connection.
+    let ran = app.request(json!({"Code": {"environment": "far-c",
+        "command": ["sh", "-c", "pwd; cat new.txt; exit 3"]}}));
+    let result = &ran["CodeResult"];
+    assert_eq!(result["exit_code"], 3, "{ran}");
+    assert_eq!(result["stdout"], format!("{}\nn\n", path.display()));
     assert_eq!(
         code(&app.request(json!({"Close": {"environment": "far-c"}}))),
         "conflict"

@@ -9,6 +9,7 @@
 //! * [`subscription`] — the SubscribeAgents stream.
 
 // The Code runner (`code` names the request module here).
+mod asks;
 pub mod config;
 mod environments;
 mod git;
@@ -28,7 +29,7 @@ use std::time::Duration;
 
 use krad_bus::protocol::{ApiError, ErrorCode, Response, TerminalRef};
 use krad_bus::request::{
-    changes, check, close, code as code_request, create_worktree,
+    ask as ask_request, changes, check, close, code as code_request, create_worktree,
     environments as environments_request, extension_tool, extensions, hosts as hosts_request, list,
     output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
 };
@@ -83,6 +84,8 @@ pub(crate) struct Core {
     pub request_log: RequestLog,
     /// The SSH hosts of the config.
     pub hosts: hosts::Hosts,
+    /// The open and recently decided asks.
+    pub asks: asks::Asks,
 }
 
 /// The app `krad serve` runs.
@@ -125,6 +128,7 @@ impl EmbeddedApp {
                 extensions,
                 environments_lock: tokio::sync::Mutex::new(()),
                 hosts: hosts::Hosts::new(&settings_hosts, bus_port),
+                asks: asks::Asks::default(),
                 request_log: RequestLog::open(Some(&settings_state_dir.join("request-ids.json"))),
                 environments_changed: tokio::sync::watch::channel(0).0,
             }),
@@ -307,6 +311,18 @@ impl App for EmbeddedApp {
 
     async fn check_host(&self, ctx: &CallContext, request: hosts_request::CheckHost) -> Response {
         requests::hosts::check(&self.core, ctx, request).await
+    }
+
+    async fn ask(&self, ctx: &CallContext, request: ask_request::Ask) -> Response {
+        requests::ask::handle(&self.core, ctx, request).await
+    }
+
+    async fn answer(&self, ctx: &CallContext, request: ask_request::Answer) -> Response {
+        requests::answer::handle(&self.core, ctx, request).await
+    }
+
+    async fn asks(&self, ctx: &CallContext, request: ask_request::Asks) -> Response {
+        requests::asks::handle(&self.core, ctx, request).await
     }
 
     async fn subscribe(

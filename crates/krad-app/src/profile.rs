@@ -218,6 +218,9 @@ pub fn claude_settings(krad: &Path) -> serde_json::Value {
             "PreToolUse": matched("*"),
             "Stop": hook,
             "Notification": matched("permission_prompt|idle_prompt"),
+            // Permission requests go to an Ask on the bus; the hook waits for the
+            // decision (up to its expiry, then Claude Code asks in its own TUI).
+            "PermissionRequest": [{ "matcher": "*", "hooks": [{ "type": "command", "command": command, "timeout": 600 }] }],
         }
     })
 }

@@ -86,6 +86,10 @@ pub enum Command {
     Variants(commands::variants::VariantsArgs),
     /// Show the SSH hosts and their links; `krad hosts check NAME` connects.
     Hosts(commands::hosts::HostsArgs),
+    /// List the questions agents are waiting on.
+    Asks(commands::asks::AsksArgs),
+    /// Answer an agent's question.
+    Answer(commands::answer::AnswerArgs),
     /// Report this terminal's agent state (for hooks and agents inside krad terminals).
     Report(commands::report::ReportArgs),
     /// Turn a Claude Code hook or a Codex notify call into a Report (used by the injected hooks).

@@ -43,7 +43,8 @@ fn main() -> ExitCode {
 /// Logs go to stderr; `RUST_LOG` sets the levels (default: info for the app,
 /// warnings only for client commands).
 fn init_tracing(serving: bool) {
-    let default = if serving { "info" } else { "warn" };
+    // rmcp logs every MCP server's whole description at info: keep it to warnings.
+    let default = if serving { "info,rmcp=warn" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()

@@ -12,6 +12,7 @@ use krad_bus::token::Principal;
 use serde_json::json;
 
 use crate::Core;
+use crate::profile::shell_quote;
 use crate::program::{self, Program};
 
 pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Code) -> Response {
@@ -32,11 +33,48 @@ pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Code) -
         Ok(cwd) => cwd,
         Err(e) => return e.into(),
     };
+    let timeout = Duration::from_secs(request.timeout_secs());
+    let host = core
+        .store
+        .environment(&request.environment)
+        .and_then(|record| record.host);
+    let (argv, cwd) = match host {
+        None => (request.command.clone(), cwd),
+        // On a host: through its control connection, with the host's own
+        // `timeout` so that the program there ends with the run.
+        Some(name) => {
+            let host = match core.hosts.get(&name) {
+                Ok(host) => host,
+                Err(e) => return e.into(),
+            };
+            if let Err(e) = host.connect().await {
+                return e.into();
+            }
+            let mut script = format!(
+                "cd {} && exec timeout -s KILL {} ",
+                shell_quote(&cwd.display().to_string()),
+                timeout.as_secs() + 1
+            );
+            script.push_str(
+                &request
+                    .command
+                    .iter()
+                    .map(|word| shell_quote(word))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+            let mut argv = vec!["ssh".to_owned()];
+            argv.extend(host.ssh_args(false));
+            argv.push("--".to_owned());
+            argv.push(script);
+            (argv, core.settings.root.clone())
+        }
+    };
     let job = Program {
-        argv: request.command.clone(),
+        argv,
         cwd,
         stdin: request.stdin.clone(),
-        timeout: Duration::from_secs(request.timeout_secs()),
+        timeout,
     };
     match program::run(job).await {
         Ok(result) => Response::CodeResult(Box::new(result)),

@@ -1,5 +1,8 @@
 //! One handler per request the app answers, and the rights rules they share.
 
+pub mod answer;
+pub mod ask;
+pub mod asks;
 pub mod changes;
 pub mod check;
 pub mod close;

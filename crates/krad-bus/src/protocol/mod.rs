@@ -2,6 +2,7 @@
 //! the envelope, the callers, the responses, the error codes and the limits.
 
 mod agent;
+mod ask;
 mod envelope;
 mod environment;
 mod error;
@@ -10,6 +11,7 @@ mod response;
 mod stream;
 
 pub use agent::{AgentRecord, AgentState, StateSource};
+pub use ask::{AnsweredInfo, AskInfo, DecidedBy};
 pub use envelope::{
     API_VERSION, Caller, Envelope, OutgoingEnvelope, RawRequest, RequestId, TerminalRef, Token,
 };

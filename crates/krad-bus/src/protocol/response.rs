@@ -51,6 +51,10 @@ pub enum Response {
     Extensions(Vec<super::ExtensionInfo>),
     /// The answer to Hosts and CheckHost: each host's link.
     Hosts(Vec<serde_json::Value>),
+    /// The answer to Ask: how it was decided.
+    Answered(super::AnsweredInfo),
+    /// The open asks.
+    Asks(Vec<super::AskInfo>),
     /// The answer to ExtensionTool.
     ToolResult(super::ToolResultInfo),
     /// The request failed.

@@ -5,6 +5,7 @@
 //! file; every `match` below (and the server's dispatch) refuses to compile until
 //! the new request's rights and deadline are decided.
 
+pub mod ask;
 pub mod changes;
 pub mod check;
 pub mod close;
@@ -117,6 +118,9 @@ request_kinds![
     ExtensionTool,
     Hosts,
     CheckHost,
+    Ask,
+    Answer,
+    Asks,
     Stats,
     Shutdown,
 ];
@@ -133,6 +137,8 @@ pub enum Rights {
     /// Client and lead terminals anywhere; a plain terminal only inside its own
     /// environment and on terminals it spawned (the app checks the scope).
     Scoped,
+    /// Client and lead terminals; never a plain terminal.
+    ClientAndLeads,
 }
 
 impl RequestKind {
@@ -156,8 +162,10 @@ impl RequestKind {
             | RequestKind::ExtensionTool
             | RequestKind::Hosts
             | RequestKind::CheckHost
+            | RequestKind::Asks
             | RequestKind::Stats => Rights::Anyone,
-            RequestKind::Report => Rights::TerminalsAboutThemselves,
+            RequestKind::Report | RequestKind::Ask => Rights::TerminalsAboutThemselves,
+            RequestKind::Answer => Rights::ClientAndLeads,
             RequestKind::Spawn
             | RequestKind::Send
             | RequestKind::Close
@@ -185,7 +193,10 @@ impl RequestKind {
             | RequestKind::ExtensionTool
             | RequestKind::Hosts
             | RequestKind::CheckHost
+            | RequestKind::Ask
+            | RequestKind::Asks
             | RequestKind::Stats => false,
+            RequestKind::Answer => true,
             RequestKind::Spawn
             | RequestKind::Send
             | RequestKind::Close
@@ -241,6 +252,12 @@ pub enum Request {
     Hosts(hosts::Hosts),
     /// See [`hosts::CheckHost`].
     CheckHost(hosts::CheckHost),
+    /// See [`ask::Ask`].
+    Ask(ask::Ask),
+    /// See [`ask::Answer`].
+    Answer(ask::Answer),
+    /// See [`ask::Asks`].
+    Asks(ask::Asks),
     /// See [`stats::Stats`].
     Stats(stats::Stats),
     /// See [`shutdown::Shutdown`].
@@ -285,6 +302,9 @@ impl Request {
             RequestKind::ExtensionTool => Request::ExtensionTool(fields_of(kind, fields)?),
             RequestKind::Hosts => Request::Hosts(fields_of(kind, fields)?),
             RequestKind::CheckHost => Request::CheckHost(fields_of(kind, fields)?),
+            RequestKind::Ask => Request::Ask(fields_of(kind, fields)?),
+            RequestKind::Answer => Request::Answer(fields_of(kind, fields)?),
+            RequestKind::Asks => Request::Asks(fields_of(kind, fields)?),
             RequestKind::Stats => Request::Stats(fields_of(kind, fields)?),
             RequestKind::Shutdown => Request::Shutdown(fields_of(kind, fields)?),
         })
@@ -313,6 +333,9 @@ impl Request {
             Request::ExtensionTool(_) => RequestKind::ExtensionTool,
             Request::Hosts(_) => RequestKind::Hosts,
             Request::CheckHost(_) => RequestKind::CheckHost,
+            Request::Ask(_) => RequestKind::Ask,
+            Request::Answer(_) => RequestKind::Answer,
+            Request::Asks(_) => RequestKind::Asks,
             Request::Stats(_) => RequestKind::Stats,
             Request::Shutdown(_) => RequestKind::Shutdown,
         }
@@ -330,8 +353,11 @@ impl Request {
             | Request::Environments(_)
             | Request::Extensions(_)
             | Request::Hosts(_)
+            | Request::Answer(_)
+            | Request::Asks(_)
             | Request::Stats(_)
             | Request::Shutdown(_) => Some(deadline::STANDARD),
+            Request::Ask(ask) => waited(ask.expiry_secs()),
             Request::CheckHost(_) => Some(deadline::LONG),
             Request::Spawn(_)
             | Request::Close(_)
@@ -358,7 +384,8 @@ impl Request {
             Request::Wait(_)
             | Request::SubscribeAgents(_)
             | Request::Code(_)
-            | Request::ExtensionTool(_) => true,
+            | Request::ExtensionTool(_)
+            | Request::Ask(_) => true,
             Request::Hello(_)
             | Request::List(_)
             | Request::Spawn(_)
@@ -373,6 +400,8 @@ impl Request {
             | Request::Extensions(_)
             | Request::Hosts(_)
             | Request::CheckHost(_)
+            | Request::Answer(_)
+            | Request::Asks(_)
             | Request::Stats(_)
             | Request::Shutdown(_) => false,
         }
@@ -401,6 +430,9 @@ impl Request {
             | Request::ExtensionTool(_)
             | Request::Hosts(_)
             | Request::CheckHost(_)
+            | Request::Ask(_)
+            | Request::Answer(_)
+            | Request::Asks(_)
             | Request::Stats(_)
             | Request::Shutdown(_) => false,
         }

@@ -50,6 +50,9 @@ pub(crate) async fn read_line(stream: &mut TcpStream) -> std::io::Result<LineRea
         }
         if let Some(i) = memchr::memchr(b'\n', &buf[scanned..]) {
             buf.truncate(scanned + i);
+            // The line lives as long as its request (a Wait: up to 30 min); keep
+            // only its bytes, not the read buffer's room.
+            buf.shrink_to_fit();
             return Ok(LineRead::Line(buf));
         }
         scanned = buf.len();
@@ -116,8 +119,10 @@ async fn finish_with(mut stream: TcpStream, line: &[u8], linger: Duration, quick
 /// Serves a stream: writes each message as the client reads, until the stream
 /// ends, the client leaves or the app shuts down (then `"ShuttingDown"`).
 ///
-/// The subscription is pulled only when the previous message was written, so a
-/// client that stops reading costs nothing but its socket buffers.
+/// The subscription is pulled only when the previous write completed, so a
+/// client that stops reading costs nothing but its socket buffers. Messages that
+/// are ready at once are written together (up to [`BATCH_BYTES`]): one write, and
+/// one wake-up of the reader, for a burst of changes rather than one per message.
 pub(crate) async fn stream<S: Subscription>(
     mut stream: TcpStream,
     mut subscription: S,
@@ -134,7 +139,9 @@ pub(crate) async fn stream<S: Subscription>(
         }
     };
     tokio::pin!(left);
-    loop {
+    let mut batch: Vec<u8> = Vec::new();
+    let mut ended = false;
+    while !ended {
         let message = tokio::select! {
             biased;
             () = shutdown.cancelled() => StreamMessage::ShuttingDown,
@@ -144,18 +151,52 @@ pub(crate) async fn stream<S: Subscription>(
                 None => break,
             },
         };
-        let last = message == StreamMessage::ShuttingDown;
-        let line = message.to_line();
+        let mut last = message == StreamMessage::ShuttingDown;
+        batch.clear();
+        batch.extend_from_slice(&message.to_line());
+        // More messages that are ready now join the same write.
+        while !last && batch.len() < BATCH_BYTES && !shutdown.is_cancelled() {
+            match ready_now(subscription.next()) {
+                Some(Some(message)) => {
+                    last = message == StreamMessage::ShuttingDown;
+                    batch.extend_from_slice(&message.to_line());
+                }
+                Some(None) => {
+                    ended = true;
+                    break;
+                }
+                None => break,
+            }
+        }
         let written = tokio::select! {
             biased;
             () = &mut left => return,
-            written = writer.write_all(&line) => written,
+            written = writer.write_all(&batch) => written,
             // A reader that stopped reading does not hold up the app's shutdown.
             () = async { shutdown.cancelled().await; tokio::time::sleep(Duration::from_secs(1)).await } => return,
         };
         if written.is_err() || last {
             break;
         }
+        if batch.capacity() > 4 * BATCH_BYTES {
+            // A rare huge message: do not keep its room for the life of the stream.
+            batch = Vec::new();
+        }
     }
     let _ = writer.shutdown().await;
+}
+
+/// Bytes of ready messages gathered into one write, at most (a message that is
+/// larger on its own is written whole).
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// Polls a future once: its output if it is ready now, `None` if it would wait.
+/// (A subscription's `next` is cancel-safe: dropping it loses nothing.)
+fn ready_now<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(output) => Some(output),
+        std::task::Poll::Pending => None,
+    }
 }

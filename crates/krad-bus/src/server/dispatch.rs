@@ -183,6 +183,9 @@ async fn dispatch<A: App>(
         Request::ExtensionTool(r) => app.extension_tool(ctx, r).await,
         Request::Hosts(r) => app.hosts(ctx, r).await,
         Request::CheckHost(r) => app.check_host(ctx, r).await,
+        Request::Ask(r) => app.ask(ctx, r).await,
+        Request::Answer(r) => app.answer(ctx, r).await,
+        Request::Asks(r) => app.asks(ctx, r).await,
         Request::Stats(_) => Response::Stats(bus.stats(app.agent_count().await)),
         Request::Shutdown(shutdown) => {
             bus.request_shutdown(shutdown.closes_terminals());
@@ -202,6 +205,8 @@ fn check_rights(request: &Request, principal: &Principal) -> Result<(), ApiError
         (Rights::TerminalsAboutThemselves, _) => true,
         // The bus lets every caller through; the app checks a plain terminal's scope.
         (Rights::Scoped, _) => true,
+        (Rights::ClientAndLeads, Principal::Terminal(_)) => false,
+        (Rights::ClientAndLeads, _) => true,
     };
     if allowed {
         return Ok(());
@@ -214,6 +219,7 @@ fn check_rights(request: &Request, principal: &Principal) -> Result<(), ApiError
     let rule = match kind.rights() {
         Rights::ClientOnly => "only Client (outside the app's terminals) may make it",
         Rights::TerminalsAboutThemselves => "only a terminal may make it, about itself",
+        Rights::ClientAndLeads => "only Client and lead terminals may make it",
         Rights::Anyone | Rights::Scoped => "this caller may not make it",
     };
     Err(ApiError::new(

@@ -25,8 +25,8 @@ use crate::protocol::{
 };
 use crate::request::stats::StatsInfo;
 use crate::request::{
-    changes, check, close, code, create_worktree, environments, extension_tool, extensions, hosts,
-    list, output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
+    ask, changes, check, close, code, create_worktree, environments, extension_tool, extensions,
+    hosts, list, output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
 };
 use crate::token::{Principal, Secret};
 use connection::LineRead;
@@ -166,6 +166,19 @@ pub trait App: Send + Sync + 'static {
         ctx: &CallContext,
         request: hosts::CheckHost,
     ) -> impl Future<Output = Response> + Send;
+
+    /// Ask: blocks until the ask is decided.
+    fn ask(&self, ctx: &CallContext, request: ask::Ask) -> impl Future<Output = Response> + Send;
+
+    /// Answer.
+    fn answer(
+        &self,
+        ctx: &CallContext,
+        request: ask::Answer,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// Asks.
+    fn asks(&self, ctx: &CallContext, request: ask::Asks) -> impl Future<Output = Response> + Send;
 
     /// SubscribeAgents: the stream to serve, or the error to answer instead.
     fn subscribe(

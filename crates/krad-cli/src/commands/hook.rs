@@ -14,9 +14,10 @@
 
 use std::io::Read;
 
+use krad_bus::request::ask::{Ask, AskKind, AskTool};
 use krad_bus::request::report::{Report, ReportedState};
 use krad_bus::request::{Request, deadline};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
@@ -56,9 +57,13 @@ pub fn run(args: HookArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result
             let _ = std::io::stdin()
                 .take(16 * 1024 * 1024)
                 .read_to_string(&mut input);
-            serde_json::from_str::<Value>(&input)
-                .ok()
-                .and_then(|event| claude_report(&event))
+            let event = serde_json::from_str::<Value>(&input).ok();
+            if let Some(event) = &event
+                && event.get("hook_event_name").and_then(Value::as_str) == Some("PermissionRequest")
+            {
+                return Ok(permission_request(event, connect));
+            }
+            event.and_then(|event| claude_report(&event))
         }
         HookAgent::Codex { notification } => notification
             .and_then(|text| serde_json::from_str::<Value>(&text).ok())
@@ -79,6 +84,77 @@ pub fn run(args: HookArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result
         tracing::debug!("hook could not report: {e}");
     }
     Ok(Exit::Success)
+}
+
+/// How long a permission request waits for someone to answer before Claude Code
+/// asks in its own TUI.
+pub const PERMISSION_ASK_SECS: u64 = 120;
+
+/// A Claude Code PermissionRequest: raised as an Ask on the bus; the decision is
+/// printed the way Claude Code reads it. Nothing is printed when nobody decided
+/// (expired, the app gone), so Claude Code shows its own prompt as usual.
+fn permission_request(event: &Value, connect: &ConnectArgs) -> Exit {
+    let Some(tool) = event.get("tool_name").and_then(Value::as_str) else {
+        return Exit::Success;
+    };
+    let ask = Ask {
+        kind: AskKind::Permission,
+        tool: Some(AskTool {
+            name: tool.to_owned(),
+            input: event.get("tool_input").cloned().unwrap_or(Value::Null),
+        }),
+        tool_call_id: event
+            .get("tool_use_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        title: None,
+        options: None,
+        fields: None,
+        expires_in_secs: Some(PERMISSION_ASK_SECS),
+    };
+    let request = Request::Ask(ask);
+    let wait = request.deadline().unwrap_or(deadline::STANDARD);
+    let answered = Bus::find(connect).and_then(|bus| bus.call(&request.to_value(), None, wait));
+    let answered = match answered {
+        Ok(answer) => answer,
+        Err(e) => {
+            tracing::debug!("permission request not routed: {e}");
+            return Exit::Success;
+        }
+    };
+    if let Some(decision) = claude_decision(tool, &answered) {
+        crate::output::json(&decision);
+    }
+    Exit::Success
+}
+
+/// What Claude Code reads from a PermissionRequest hook, for an Ask's answer;
+/// `None` when nobody decided.
+pub fn claude_decision(tool: &str, answered: &Value) -> Option<Value> {
+    let answered = answered.get("Answered")?;
+    let by = answered.get("by").and_then(Value::as_str).unwrap_or("?");
+    if matches!(by, "timeout" | "program") {
+        return None;
+    }
+    let decision = match answered.pointer("/answer/option").and_then(Value::as_str)? {
+        "allow" => json!({ "behavior": "allow" }),
+        "allow-always" => json!({
+            "behavior": "allow",
+            "updatedPermissions": [{
+                "type": "addRules",
+                "rules": [{ "toolName": tool }],
+                "behavior": "allow",
+                "destination": "session"
+            }]
+        }),
+        "deny" => {
+            json!({ "behavior": "deny", "message": format!("Denied by the user (via krad, {by}).") })
+        }
+        _ => return None,
+    };
+    Some(json!({
+        "hookSpecificOutput": { "hookEventName": "PermissionRequest", "decision": decision }
+    }))
 }
 
 /// The report a Claude Code hook event stands for.

@@ -1,6 +1,8 @@
 //! One file per subcommand: its clap arguments and its `run`.
 
+pub mod answer;
 pub mod api;
+pub mod asks;
 pub mod changes;
 pub mod check;
 pub mod close;
@@ -52,6 +54,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Changes(args) => changes::run(args, &connect, json),
         Command::Variants(args) => variants::run(args, &connect, json),
         Command::Hosts(args) => hosts::run(args, &connect, json),
+        Command::Asks(args) => asks::run(args, &connect, json),
+        Command::Answer(args) => answer::run(args, &connect, json),
         Command::Report(args) => report::run(args, &connect, json),
         Command::Hook(args) => hook::run(args, &connect, json),
         Command::Code(args) => code::run(args, &connect, json),

@@ -1,0 +1,485 @@
+//! Asks: questions agents raise on the bus (`Ask`), open until a person or a
+//! client answers (`Answer`), the agent goes on without one, or they expire.
+//!
+//! * An ask's id is a hash of its terminal and the agent's tool-call id, so the
+//!   same tool call raised again after a reconnect is the same ask — it joins the
+//!   open one, or gets the decision it already had.
+//! * A permission card is built from the tool's name and input only, never from
+//!   the model's words; `allow-always` is offered only when the card shows the
+//!   whole input, uncut and uncleaned.
+//! * The first decision wins; the last 500 decided asks of each terminal are kept.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use krad_bus::protocol::{AnsweredInfo, ApiError, AskInfo, DecidedBy, ErrorCode, TerminalRef};
+use krad_bus::request::ask::{Ask, AskKind, AskOption, AskTool};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+/// Decided asks kept per terminal.
+const KEPT_DECIDED: usize = 500;
+/// Open asks per terminal, as the durable facet allows.
+const MAX_OPEN_PER_TERMINAL: usize = 50;
+/// Options of a choice, fields of a form.
+const MAX_OPTIONS: usize = 8;
+const MAX_FIELDS: usize = 6;
+/// The longest title; longer ones are cut.
+const MAX_TITLE: usize = 500;
+/// The part of a tool's input a permission card shows.
+const MAX_CARD_INPUT: usize = 300;
+
+struct Open {
+    info: AskInfo,
+    seq: u64,
+    waiters: usize,
+    done: watch::Sender<Option<AnsweredInfo>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    open: BTreeMap<String, Open>,
+    decided: HashMap<u64, VecDeque<AnsweredInfo>>,
+    seq: u64,
+}
+
+/// What raising an ask gave.
+pub enum Raised {
+    /// It was decided already (the same tool call, raised again).
+    Decided(AnsweredInfo),
+    /// It is open: wait on the receiver. `fresh` when this call opened it.
+    Open {
+        /// The ask.
+        info: Box<AskInfo>,
+        /// Resolves with the decision.
+        decision: watch::Receiver<Option<AnsweredInfo>>,
+        /// Whether this call opened it.
+        fresh: bool,
+    },
+}
+
+/// Every ask of the app.
+#[derive(Default)]
+pub struct Asks {
+    inner: Mutex<Inner>,
+}
+
+impl Asks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Opens (or joins, or recalls) the ask a terminal raises.
+    pub fn raise(&self, terminal: &TerminalRef, request: &Ask) -> Result<Raised, ApiError> {
+        let id = ask_id(terminal, request.tool_call_id.as_deref());
+        let mut inner = self.lock();
+        if let Some(decided) = inner
+            .decided
+            .get(&terminal.terminal)
+            .and_then(|d| d.iter().find(|a| a.ask == id))
+        {
+            return Ok(Raised::Decided(decided.clone()));
+        }
+        if let Some(open) = inner.open.get_mut(&id) {
+            open.waiters += 1;
+            return Ok(Raised::Open {
+                info: Box::new(open.info.clone()),
+                decision: open.done.subscribe(),
+                fresh: false,
+            });
+        }
+        let open_here = inner
+            .open
+            .values()
+            .filter(|o| o.info.terminal == terminal.terminal)
+            .count();
+        if open_here >= MAX_OPEN_PER_TERMINAL {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "terminal {} already has {MAX_OPEN_PER_TERMINAL} open asks",
+                    terminal.terminal
+                ),
+            ));
+        }
+        let (title, options) = match (request.kind, &request.tool) {
+            (AskKind::Permission, Some(tool)) => permission_card(tool),
+            _ => (
+                clean(
+                    request.title.as_deref().unwrap_or("The agent asks"),
+                    MAX_TITLE,
+                )
+                .0,
+                request
+                    .options
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .take(MAX_OPTIONS)
+                    .collect(),
+            ),
+        };
+        let now = SystemTime::now();
+        let info = AskInfo {
+            ask: id.clone(),
+            terminal: terminal.terminal,
+            environment: terminal.environment.clone(),
+            kind: request.kind,
+            title,
+            options,
+            fields: request
+                .fields
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .take(MAX_FIELDS)
+                .collect(),
+            tool: request.tool.clone(),
+            revision: 1,
+            created_at: humantime::format_rfc3339_millis(now).to_string(),
+            expires_at: humantime::format_rfc3339_seconds(
+                now + Duration::from_secs(request.expiry_secs()),
+            )
+            .to_string(),
+        };
+        inner.seq += 1;
+        let seq = inner.seq;
+        let (done, decision) = watch::channel(None);
+        inner.open.insert(
+            id,
+            Open {
+                info: info.clone(),
+                seq,
+                waiters: 1,
+                done,
+            },
+        );
+        Ok(Raised::Open {
+            info: Box::new(info),
+            decision,
+            fresh: true,
+        })
+    }
+
+    /// Decides an open ask; the first decision wins. `from` is the deciding
+    /// terminal, which may not answer its own ask.
+    pub fn decide(
+        &self,
+        id: &str,
+        by: DecidedBy,
+        answer: Value,
+        from: Option<u64>,
+    ) -> Result<AnsweredInfo, ApiError> {
+        let mut inner = self.lock();
+        let Some(open) = inner.open.get(id) else {
+            let first = inner
+                .decided
+                .values()
+                .flatten()
+                .find(|a| a.ask == id)
+                .cloned();
+            return Err(match first {
+                Some(first) => ApiError::new(
+                    ErrorCode::Conflict,
+                    format!("ask {id} was already decided by {:?}", first.by).to_lowercase(),
+                )
+                .with_detail(json!({ "ask": id, "decided": first })),
+                None => ApiError::new(ErrorCode::NotFound, format!("no ask {id}"))
+                    .with_detail(json!({ "ask": id })),
+            });
+        };
+        if from == Some(open.info.terminal) {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                "an agent may not answer its own ask",
+            ));
+        }
+        if matches!(by, DecidedBy::Client | DecidedBy::Phone) {
+            check_answer(&open.info, &answer)?;
+        }
+        let Some(open) = inner.open.remove(id) else {
+            return Err(ApiError::internal("the ask vanished"));
+        };
+        let decided = AnsweredInfo {
+            ask: id.to_owned(),
+            by,
+            answer,
+        };
+        let kept = inner.decided.entry(open.info.terminal).or_default();
+        kept.push_back(decided.clone());
+        while kept.len() > KEPT_DECIDED {
+            kept.pop_front();
+        }
+        open.done.send_replace(Some(decided.clone()));
+        Ok(decided)
+    }
+
+    /// A waiter left (its client went away): when none is left, the agent went on
+    /// without an answer, and the ask is decided by `program`.
+    pub fn leave(&self, id: &str) {
+        let last = {
+            let mut inner = self.lock();
+            match inner.open.get_mut(id) {
+                Some(open) => {
+                    open.waiters = open.waiters.saturating_sub(1);
+                    open.waiters == 0
+                }
+                None => false,
+            }
+        };
+        if last {
+            let _ = self.decide(id, DecidedBy::Program, json!({}), None);
+        }
+    }
+
+    /// The open asks, oldest first.
+    pub fn list(&self, terminal: Option<u64>) -> Vec<AskInfo> {
+        let inner = self.lock();
+        let mut open: Vec<&Open> = inner
+            .open
+            .values()
+            .filter(|o| terminal.is_none_or(|t| o.info.terminal == t))
+            .collect();
+        open.sort_by_key(|o| o.seq);
+        open.into_iter().map(|o| o.info.clone()).collect()
+    }
+
+    /// The terminal of an open ask.
+    pub fn terminal_of(&self, id: &str) -> Option<u64> {
+        self.lock().open.get(id).map(|o| o.info.terminal)
+    }
+
+    /// Whether a terminal has an open ask.
+    pub fn has_open(&self, terminal: u64) -> bool {
+        self.lock()
+            .open
+            .values()
+            .any(|o| o.info.terminal == terminal)
+    }
+}
+
+/// `a-` and 16 hex characters of SHA-256(environment, terminal, tool-call id);
+/// random-ish (time and a counter) without a tool-call id.
+fn ask_id(terminal: &TerminalRef, tool_call_id: Option<&str>) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut hash = Sha256::new();
+    hash.update(terminal.environment.as_bytes());
+    hash.update([0]);
+    hash.update(terminal.terminal.to_be_bytes());
+    match tool_call_id {
+        Some(id) => {
+            hash.update(b"call");
+            hash.update(id.as_bytes());
+        }
+        None => {
+            let nanos = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            hash.update(nanos.to_be_bytes());
+            hash.update(NEXT.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+            hash.update(std::process::id().to_be_bytes());
+        }
+    }
+    format!("a-{}", &hex::encode(hash.finalize())[..16])
+}
+
+/// The card of a permission, from the tool's name and input only.
+fn permission_card(tool: &AskTool) -> (String, Vec<AskOption>) {
+    let input = &tool.input;
+    let shown = ["command", "file_path", "path", "url", "pattern"]
+        .iter()
+        .find_map(|key| input.get(key).and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| match input {
+            Value::Null => String::new(),
+            other => other.to_string(),
+        });
+    let (name, name_changed) = clean(&tool.name, 64);
+    let (shown, shown_changed) = clean(&shown, MAX_CARD_INPUT);
+    let title = if shown.is_empty() {
+        name.clone()
+    } else {
+        format!("{name}: {shown}")
+    };
+    let option = |id: &str, label: &str| AskOption {
+        id: id.to_owned(),
+        label: label.to_owned(),
+    };
+    let mut options = vec![option("allow", "Allow")];
+    if !name_changed && !shown_changed && !name.is_empty() {
+        options.push(option("allow-always", "Always allow"));
+    }
+    options.push(option("deny", "Deny"));
+    (title, options)
+}
+
+/// Removes control and invisible characters and cuts to `max` characters; says
+/// whether anything was removed or cut.
+fn clean(text: &str, max: usize) -> (String, bool) {
+    let invisible = |c: char| {
+        c.is_control() && c != '\n'
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
+    };
+    let kept: String = text.chars().filter(|&c| !invisible(c)).collect();
+    let mut changed = kept.chars().count() != text.chars().count();
+    let cut: String = kept.chars().take(max).collect();
+    if cut.chars().count() < kept.chars().count() {
+        changed = true;
+    }
+    (cut, changed)
+}
+
+/// Checks an answer against the ask's kind and options.
+fn check_answer(info: &AskInfo, answer: &Value) -> Result<(), ApiError> {
+    let bad = |why: String| {
+        ApiError::new(ErrorCode::Invalid, format!("Answer: {why}"))
+            .with_detail(json!({ "request": "Answer", "field": "answer" }))
+    };
+    match info.kind {
+        AskKind::Permission | AskKind::Choice => {
+            let option = answer
+                .get("option")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("give {\"option\": …}".into()))?;
+            if !info.options.iter().any(|o| o.id == option) {
+                let ids: Vec<&str> = info.options.iter().map(|o| o.id.as_str()).collect();
+                return Err(bad(format!(
+                    "{option:?} is not an option of this ask ({})",
+                    ids.join(", ")
+                )));
+            }
+        }
+        AskKind::Text => {
+            answer
+                .get("text")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("give {\"text\": …}".into()))?;
+        }
+        AskKind::Form => {
+            answer
+                .get("fields")
+                .and_then(Value::as_object)
+                .ok_or_else(|| bad("give {\"fields\": {…}}".into()))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me() -> TerminalRef {
+        TerminalRef {
+            environment: "main".into(),
+            terminal: 3,
+        }
+    }
+
+    fn permission(call: &str, command: &str) -> Ask {
+        Ask {
+            kind: AskKind::Permission,
+            tool: Some(AskTool {
+                name: "Bash".into(),
+                input: json!({"command": command}),
+            }),
+            tool_call_id: Some(call.into()),
+            title: Some("ignored: the model's words".into()),
+            options: None,
+            fields: None,
+            expires_in_secs: None,
+        }
+    }
+
+    #[test]
+    fn the_same_call_is_the_same_ask_and_the_first_decision_wins() {
+        let asks = Asks::default();
+        let Raised::Open {
+            info, fresh: true, ..
+        } = asks.raise(&me(), &permission("c1", "ls")).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(info.title, "Bash: ls");
+        let ids: Vec<&str> = info.options.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(ids, ["allow", "allow-always", "deny"]);
+        let Raised::Open { fresh: false, .. } = asks.raise(&me(), &permission("c1", "ls")).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            asks.decide(
+                &info.ask,
+                DecidedBy::Client,
+                json!({"option": "nope"}),
+                None
+            )
+            .unwrap_err()
+            .code,
+            ErrorCode::Invalid
+        );
+        assert_eq!(
+            asks.decide(
+                &info.ask,
+                DecidedBy::Client,
+                json!({"option": "deny"}),
+                Some(3)
+            )
+            .unwrap_err()
+            .code,
+            ErrorCode::Forbidden
+        );
+        asks.decide(
+            &info.ask,
+            DecidedBy::Client,
+            json!({"option": "deny"}),
+            None,
+        )
+        .unwrap();
+        let again = asks
+            .decide(
+                &info.ask,
+                DecidedBy::Client,
+                json!({"option": "allow"}),
+                None,
+            )
+            .unwrap_err();
+        assert_eq!(again.code, ErrorCode::Conflict);
+        assert_eq!(again.detail.unwrap()["decided"]["answer"]["option"], "deny");
+        let Raised::Decided(decided) = asks.raise(&me(), &permission("c1", "ls")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(decided.by, DecidedBy::Client);
+    }
+
+    #[test]
+    fn cut_or_cleaned_cards_never_offer_allow_always() {
+        let (_, long) = permission_card(&AskTool {
+            name: "Bash".into(),
+            input: json!({"command": "x".repeat(1000)}),
+        });
+        assert!(!long.iter().any(|o| o.id == "allow-always"));
+        let (title, hidden) = permission_card(&AskTool {
+            name: "Bash".into(),
+            input: json!({"command": "rm\u{202e}fr"}),
+        });
+        assert_eq!(title, "Bash: rmfr");
+        assert!(!hidden.iter().any(|o| o.id == "allow-always"));
+    }
+
+    #[test]
+    fn the_last_waiter_leaving_decides_by_program() {
+        let asks = Asks::default();
+        let Raised::Open { info, .. } = asks.raise(&me(), &permission("c2", "ls")).unwrap() else {
+            panic!()
+        };
+        asks.leave(&info.ask);
+        assert!(asks.list(None).is_empty());
+        let Raised::Decided(d) = asks.raise(&me(), &permission("c2", "ls")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(d.by, DecidedBy::Program);
+    }
+}

@@ -1,0 +1,106 @@
+//! Ask: a terminal asks the user a question and waits for the decision. While
+//! it is open the agent is `asking`; when decided, `working` again.
+
+use std::sync::Arc;
+
+use krad_bus::protocol::{AgentState, ApiError, DecidedBy, ErrorCode, Response, StateSource};
+use krad_bus::request::ask::Ask;
+use krad_bus::server::CallContext;
+use serde_json::json;
+
+use crate::Core;
+use crate::asks::Raised;
+use crate::store::set_state;
+
+/// Leaves the ask when the request is dropped (client gone, deadline), so that
+/// an ask nobody waits for any more is decided by `program`.
+struct Waiting<'a> {
+    core: &'a Core,
+    ask: String,
+    terminal: u64,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.core.asks.leave(&self.ask);
+        settle(self.core, self.terminal);
+    }
+}
+
+pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Ask) -> Response {
+    let Some(me) = ctx.principal.terminal() else {
+        return ApiError::new(ErrorCode::Forbidden, "only a terminal asks, about itself").into();
+    };
+    let (info, mut decision) = match core.asks.raise(me, &request) {
+        Err(e) => return e.into(),
+        Ok(Raised::Decided(answered)) => return Response::Answered(answered),
+        Ok(Raised::Open {
+            info,
+            decision,
+            fresh,
+        }) => {
+            if fresh {
+                core.store.update(me.terminal, |e| {
+                    e.record.state != AgentState::Exited
+                        && set_state(
+                            &mut e.record,
+                            AgentState::Asking,
+                            StateSource::Hook,
+                            Some(info.title.clone()),
+                        )
+                });
+            }
+            (info, decision)
+        }
+    };
+    let waiting = Waiting {
+        core,
+        ask: info.ask.clone(),
+        terminal: me.terminal,
+    };
+    let expiry = tokio::time::sleep(std::time::Duration::from_secs(request.expiry_secs()));
+    tokio::pin!(expiry);
+    let answered = loop {
+        if let Some(answered) = decision.borrow_and_update().clone() {
+            break answered;
+        }
+        tokio::select! {
+            changed = decision.changed() => {
+                if changed.is_err() {
+                    break core
+                        .asks
+                        .decide(&info.ask, DecidedBy::Program, json!({}), None)
+                        .unwrap_or_else(|_| gone(&info.ask));
+                }
+            }
+            () = &mut expiry => {
+                // Nobody answered in time; a concurrent answer may have won.
+                match core.asks.decide(&info.ask, DecidedBy::Timeout, json!({}), None) {
+                    Ok(answered) => break answered,
+                    Err(_) => continue,
+                }
+            }
+        }
+    };
+    drop(waiting);
+    Response::Answered(answered)
+}
+
+fn gone(ask: &str) -> krad_bus::protocol::AnsweredInfo {
+    krad_bus::protocol::AnsweredInfo {
+        ask: ask.to_owned(),
+        by: DecidedBy::Program,
+        answer: json!({}),
+    }
+}
+
+/// Once its asks are decided, an agent left asking by them works again.
+pub(crate) fn settle(core: &Core, terminal: u64) {
+    if core.asks.has_open(terminal) {
+        return;
+    }
+    core.store.update(terminal, |e| {
+        e.record.state == AgentState::Asking
+            && set_state(&mut e.record, AgentState::Working, StateSource::Hook, None)
+    });
+}

@@ -1,0 +1,158 @@
+//! `Ask`, `Answer` and `Asks`: an agent asks the user a question, and a person
+//! (or a client on their behalf) answers it (section 10, the durable facet).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Fields, deadline, invalid};
+use crate::protocol::ApiError;
+
+/// How long an ask stays open when it does not say (seconds).
+pub const DEFAULT_EXPIRY_SECS: u64 = 600;
+
+/// What kind of question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AskKind {
+    /// May the agent use a tool? Options are built by the app from the tool.
+    Permission,
+    /// Pick one of the options.
+    Choice,
+    /// Free text.
+    Text,
+    /// Fill in the fields.
+    Form,
+}
+
+/// The tool a permission is about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskTool {
+    /// The tool's name (`Bash`, `Edit`, …).
+    pub name: String,
+    /// Its input, as the agent would call it.
+    #[serde(default)]
+    pub input: Value,
+}
+
+/// One option of a choice (or of a permission card).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AskOption {
+    /// What the answer names.
+    pub id: String,
+    /// What a person reads.
+    pub label: String,
+}
+
+/// One field of a form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AskField {
+    /// Its key in the answer.
+    pub id: String,
+    /// What a person reads.
+    pub label: String,
+}
+
+/// The Ask request (a terminal, about itself). Blocks until the ask is decided.
+///
+/// # Format
+///
+/// ```json
+/// {"Ask":{"kind":"permission","tool":{"name":"Bash","input":{"command":"rm -rf build"}},"tool_call_id":"toolu_1"}}
+/// {"Ask":{"kind":"choice","title":"Which database?","options":[{"id":"pg","label":"Postgres"},{"id":"lite","label":"SQLite"}]}}
+/// {"Answered":{"ask":"a-3f2a…","by":"client","answer":{"option":"allow"}}}
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ask {
+    /// permission, choice, text or form.
+    pub kind: AskKind,
+    /// The tool, for a permission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<AskTool>,
+    /// The agent's id for the tool call: the same call raised again (after a
+    /// reconnect) is the same ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// The question (ignored for a permission, whose card the app builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The options of a choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<AskOption>>,
+    /// The fields of a form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Vec<AskField>>,
+    /// How long it stays open (default 600, at most 1800).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in_secs: Option<u64>,
+}
+
+impl Ask {
+    /// How long the ask stays open.
+    pub fn expiry_secs(&self) -> u64 {
+        self.expires_in_secs.unwrap_or(DEFAULT_EXPIRY_SECS)
+    }
+}
+
+impl Fields for Ask {
+    fn validate(&self) -> Result<(), ApiError> {
+        match self.expires_in_secs {
+            Some(0) => return Err(invalid("Ask", "expires_in_secs", "at least 1 second")),
+            Some(s) if s > deadline::MAX_WAIT_SECS => {
+                return Err(invalid(
+                    "Ask",
+                    "expires_in_secs",
+                    format!("at most {} seconds", deadline::MAX_WAIT_SECS),
+                ));
+            }
+            _ => {}
+        }
+        match self.kind {
+            AskKind::Permission if self.tool.as_ref().is_none_or(|t| t.name.is_empty()) => {
+                Err(invalid("Ask", "tool", "a permission names its tool"))
+            }
+            AskKind::Choice if self.options.as_ref().is_none_or(Vec::is_empty) => {
+                Err(invalid("Ask", "options", "a choice needs options"))
+            }
+            AskKind::Form if self.fields.as_ref().is_none_or(Vec::is_empty) => {
+                Err(invalid("Ask", "fields", "a form needs fields"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The Answer request (Client and lead terminals; never a terminal about its own ask).
+///
+/// # Format
+///
+/// ```json
+/// {"Answer":{"ask":"a-3f2a…","answer":{"option":"allow"}}}
+/// {"Answer":{"ask":"a-77b0…","answer":{"text":"use SQLite"}}}
+/// "Ok"
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    /// The ask's id.
+    pub ask: String,
+    /// `{"option": id}` for a permission or choice, `{"text": …}`, or `{"fields": {…}}`.
+    pub answer: Value,
+}
+
+impl Fields for Answer {}
+
+/// The Asks request: the open asks, oldest first.
+///
+/// # Format
+///
+/// ```json
+/// {"Asks":{"terminal":4}}
+/// {"Asks":[{"ask":"a-3f2a…","terminal":4,"kind":"permission","title":"Bash: rm -rf build","options":[…],…}]}
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Asks {
+    /// Only this terminal's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<u64>,
+}
+
+impl Fields for Asks {}

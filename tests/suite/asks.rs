@@ -1,0 +1,183 @@
+//! Asks on the bus (section 10's first part): an agent asks, a client answers,
+//! the first decision wins, the same tool call is the same ask, and Claude
+//! Code's permission requests go through it.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{App, code, exit_code, stderr, stdout};
+
+/// The open asks.
+fn asks(app: &App) -> Vec<Value> {
+    app.request(json!("Asks"))["Asks"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn until_ask(app: &App) -> Value {
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(ask) = asks(app).into_iter().next() {
+            return ask;
+        }
+        assert!(std::time::Instant::now() < until, "no ask was raised");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+const BASH_ASK: &str = r#"{"Ask":{"kind":"permission","tool":{"name":"Bash","input":{"command":"rm -rf build"}},"tool_call_id":"toolu_1","title":"the model says so"}}"#;
+
+#[test]
+fn an_agent_asks_a_client_answers_and_the_first_answer_wins() {
+    let app = App::start();
+    let id = app.spawn_sh(&format!("krad raw '{BASH_ASK}'; sleep 60"));
+    let ask = until_ask(&app);
+    assert_eq!(ask["terminal"], id);
+    assert_eq!(
+        ask["title"], "Bash: rm -rf build",
+        "built from the tool, not the model's words"
+    );
+    let options: Vec<&str> = ask["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["allow", "allow-always", "deny"]);
+    let asking = app.until_state(id, "asking");
+    assert_eq!(asking["state_source"], "hook");
+    assert_eq!(asking["message"], "Bash: rm -rf build");
+    let ask_id = ask["ask"].as_str().unwrap();
+    assert_eq!(
+        exit_code(&app.krad(&["answer", ask_id, "maybe"])),
+        2,
+        "not an option"
+    );
+    let out = app.krad(&["answer", ask_id, "deny"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    app.until_screen(id, "\"by\":\"client\"");
+    app.until_screen(id, "\"option\":\"deny\"");
+    assert_eq!(app.until_state(id, "working")["state_source"], "hook");
+    let again = app.request(json!({"Answer": {"ask": ask_id, "answer": {"option": "allow"}}}));
+    assert_eq!(code(&again), "conflict");
+    assert_eq!(
+        again["Error"]["detail"]["decided"]["answer"]["option"],
+        "deny"
+    );
+    assert_eq!(exit_code(&app.krad(&["answer", ask_id, "allow"])), 8);
+    assert_eq!(
+        code(&app.request(json!({"Answer": {"ask": "a-nope", "answer": {"option": "allow"}}}))),
+        "not_found"
+    );
+    assert!(asks(&app).is_empty());
+}
+
+#[test]
+fn the_same_tool_call_is_the_same_ask_across_a_reconnect() {
+    let app = App::start();
+    let id = app.spawn_sh(&format!(
+        "krad raw '{BASH_ASK}' > first.json & sleep 0.5; krad raw '{BASH_ASK}' > second.json; wait; cat first.json second.json; sleep 60"
+    ));
+    let ask = until_ask(&app);
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(asks(&app).len(), 1, "one ask for one tool call");
+    app.request(json!({"Answer": {"ask": ask["ask"], "answer": {"option": "allow"}}}));
+    let screen = app.until_screen(id, "}}\n{\"Answered\"");
+    assert_eq!(
+        screen.matches("\"option\":\"allow\"").count(),
+        2,
+        "{screen}"
+    );
+    // Raised again once decided, it gets the decision at once.
+    let first = screen.lines().next().unwrap().to_owned();
+    let late = app.spawn_sh(&format!(
+        "krad raw '{BASH_ASK}' | grep -c '\"by\":\"client\"'; sleep 60"
+    ));
+    let _ = first;
+    // A different terminal's same tool-call id is a different ask: it waits.
+    let waiting = until_ask(&app);
+    assert_eq!(waiting["terminal"], late);
+}
+
+#[test]
+fn asks_expire_and_no_agent_answers_its_own() {
+    let app = App::start();
+    let lead = app.spawn(json!({"profile": "exec", "lead": true, "command": ["sh", "-c",
+        "krad raw '{\"Ask\":{\"kind\":\"text\",\"title\":\"Name?\",\"expires_in_secs\":2}}'; sleep 60"]}));
+    let id = lead["terminal"].as_u64().unwrap();
+    let ask = until_ask(&app);
+    assert_eq!(ask["kind"], "text");
+    let token = app.terminal_token(id);
+    let own = app.call_as(
+        id,
+        &token,
+        json!({"Answer": {"ask": ask["ask"], "answer": {"text": "me"}}}),
+    );
+    assert_eq!(code(&own), "forbidden");
+    app.until_screen(id, "\"by\":\"timeout\"");
+    // A plain terminal may not answer at all.
+    let plain = app.spawn_sh("sleep 60");
+    let token = app.terminal_token(plain);
+    assert_eq!(
+        code(&app.call_as(
+            plain,
+            &token,
+            json!({"Answer": {"ask": "a-x", "answer": {}}})
+        )),
+        "forbidden"
+    );
+    assert_eq!(
+        code(&app.request(json!({"Ask": {"kind": "text"}}))),
+        "forbidden",
+        "Client does not ask"
+    );
+    assert_eq!(
+        code(&app.call_as(plain, &token, json!({"Ask": {"kind": "choice"}}))),
+        "invalid"
+    );
+}
+
+#[test]
+fn a_claude_permission_request_is_decided_through_an_ask() {
+    let app = App::start();
+    let event = r#"{"hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"make deploy"}}"#;
+    let id = app.spawn_sh(&format!("printf '%s' '{event}' | krad hook claude > decision.json; cat decision.json; echo; echo hook-done; sleep 60"));
+    let ask = until_ask(&app);
+    assert_eq!(ask["title"], "Bash: make deploy");
+    let out = app.krad(&["answer", ask["ask"].as_str().unwrap(), "allow"]);
+    assert_eq!(exit_code(&out), 0, "{}", stdout(&out));
+    let screen = app.until_screen(id, "hook-done");
+    let line = screen
+        .lines()
+        .find(|l| l.contains("hookSpecificOutput"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    let decision: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(
+        decision["hookSpecificOutput"]["hookEventName"],
+        "PermissionRequest"
+    );
+    assert_eq!(
+        decision["hookSpecificOutput"]["decision"]["behavior"],
+        "allow"
+    );
+}
+
+#[test]
+fn krad_asks_lists_what_waits() {
+    let app = App::start();
+    app.spawn_sh(r#"krad raw '{"Ask":{"kind":"choice","title":"Which database?","options":[{"id":"pg","label":"Postgres"},{"id":"lite","label":"SQLite"}]}}'; sleep 60"#);
+    until_ask(&app);
+    let out = app.krad(&["asks"]);
+    assert!(
+        stdout(&out).contains("Which database?") && stdout(&out).contains("pg (Postgres)"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        exit_code(&app.krad(&["answer", until_ask(&app)["ask"].as_str().unwrap(), "lite"])),
+        0
+    );
+    assert!(stdout(&app.krad(&["asks"])).contains("no open asks"));
+}
