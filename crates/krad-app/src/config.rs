@@ -11,6 +11,7 @@
 //!
 //! [terminals]
 //! scrollback = 10000      # lines kept per terminal
+//! host = "pty"            # pty (in the app) | tmux (terminals outlive the app)
 //!
 //! [profiles.aider]
 //! command = ["aider", "--yes-always"]
@@ -75,12 +76,29 @@ pub struct ProfileConfig {
 pub struct TerminalsConfig {
     /// Lines of scrollback kept per terminal.
     pub scrollback: usize,
+    /// Where terminals live.
+    pub host: TerminalHostKind,
 }
 
 impl Default for TerminalsConfig {
     fn default() -> Self {
-        TerminalsConfig { scrollback: 10_000 }
+        TerminalsConfig {
+            scrollback: 10_000,
+            host: TerminalHostKind::Pty,
+        }
     }
+}
+
+/// `[terminals] host`: where terminals live.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TerminalHostKind {
+    /// Pseudo-terminals inside the app: nothing to install; they end with it.
+    #[default]
+    Pty,
+    /// A tmux server of the app's own: terminals outlive the app, a restarted
+    /// app takes them back, and `krad attach` runs `tmux attach`.
+    Tmux,
 }
 
 /// `[worktrees]`: where new worktrees go and what runs in each before its agents.
@@ -261,6 +279,7 @@ mod tests {
             default_profile = "aider"
             [terminals]
             scrollback = 500
+            host = "tmux"
             [profiles.aider]
             command = ["aider", "--yes"]
             prompt = "type"
@@ -271,6 +290,8 @@ mod tests {
         .unwrap();
         assert_eq!(config.default_profile.as_deref(), Some("aider"));
         assert_eq!(config.terminals.scrollback, 500);
+        assert_eq!(config.terminals.host, TerminalHostKind::Tmux);
+        assert_eq!(Config::default().terminals.host, TerminalHostKind::Pty);
         let aider = &config.profiles["aider"];
         assert_eq!(aider.prompt, Some(PromptDelivery::Type));
         assert_eq!(aider.idle_after_secs, Some(20));

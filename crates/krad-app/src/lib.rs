@@ -7,8 +7,11 @@
 //! * [`watcher`] — one task per terminal turning its events into agent states.
 //! * [`requests`] — one handler per request.
 //! * [`subscription`] — the SubscribeAgents stream.
+//! * `adopt` — taking back, after a restart, the terminals a restart-safe
+//!   host (tmux) kept running.
 
 // The Code runner (`code` names the request module here).
+mod adopt;
 mod asks;
 pub mod config;
 mod environments;
@@ -28,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use krad_bus::protocol::{ApiError, ErrorCode, Response, TerminalRef};
+use krad_bus::request::attach as attach_request;
 use krad_bus::request::{
     ask as ask_request, changes, check, close, code as code_request, create_worktree,
     environments as environments_request, extension_tool, extensions, hosts as hosts_request, list,
@@ -35,11 +39,11 @@ use krad_bus::request::{
 };
 use krad_bus::server::request_log::RequestLog;
 use krad_bus::server::{App, Bus, CallContext};
-use krad_term::TerminalHost;
+use krad_term::{TerminalHost, TmuxHost};
 
 pub use subscription::AgentStream;
 
-use crate::config::Config;
+use crate::config::{Config, TerminalHostKind};
 use crate::profile::Profiles;
 use crate::state_file::StatePath;
 use crate::store::Store;
@@ -100,6 +104,10 @@ pub struct StartError(String);
 
 impl EmbeddedApp {
     /// Starts the app: reads its state, prepares its directories.
+    ///
+    /// `host` runs the terminals — unless the config says `[terminals] host =
+    /// "tmux"`: then they live in a tmux server of the app's own, named after the
+    /// repository, and outlive the app (see [`EmbeddedApp::restore`]).
     pub fn new(
         settings: Settings,
         host: Arc<dyn TerminalHost>,
@@ -109,7 +117,20 @@ impl EmbeddedApp {
             .map_err(|e| StartError(format!("the config is not usable: {e}")))?;
         private_dir(&settings.state_dir)?;
         private_dir(&settings.token_dir)?;
+        let host: Arc<dyn TerminalHost> = match settings.config.terminals.host {
+            TerminalHostKind::Pty => host,
+            TerminalHostKind::Tmux => Arc::new(
+                TmuxHost::new(
+                    TmuxHost::socket_for(&settings.root),
+                    settings.state_dir.join("tmux.conf"),
+                )
+                .map_err(|e| StartError(e.to_string()))?,
+            ),
+        };
         let store = Store::open(StatePath::in_dir(&settings.state_dir)).map_err(StartError)?;
+        if host.restart_safe() {
+            store.keep_terminals(&settings.endpoint);
+        }
         let extensions = requests::extensions::manager(&settings);
         let settings_state_dir = settings.state_dir.clone();
         let settings_hosts = settings.config.hosts.clone();
@@ -144,6 +165,10 @@ impl EmbeddedApp {
     /// start (or a crash); call once before serving.
     pub async fn restore(&self) {
         environments::restore(&self.core).await;
+        let app = Arc::new(EmbeddedApp {
+            core: self.core.clone(),
+        });
+        adopt::restore(&self.core, app).await;
     }
 
     /// Stops the app's work before the process exits: closes every terminal
@@ -208,6 +233,7 @@ impl Core {
 
 impl App for EmbeddedApp {
     type Subscription = AgentStream;
+    type Attachment = requests::attach::Attacher;
 
     fn request_log(&self) -> Option<&RequestLog> {
         Some(&self.core.request_log)
@@ -331,5 +357,13 @@ impl App for EmbeddedApp {
         request: subscribe_agents::SubscribeAgents,
     ) -> Result<AgentStream, ApiError> {
         requests::subscribe_agents::handle(&self.core, ctx, request)
+    }
+
+    async fn attach(
+        &self,
+        ctx: &CallContext,
+        request: attach_request::Attach,
+    ) -> Result<requests::attach::Attacher, ApiError> {
+        requests::attach::handle(&self.core, ctx, request)
     }
 }

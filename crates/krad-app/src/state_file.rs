@@ -4,11 +4,13 @@
 //! current rev (the app writes a new one each time the rev reaches it, so it does
 //! not write at every change), and a restarted app starts from the reservation.
 //! Terminal ids are persisted before each terminal starts, so none is reused.
+//! With a restart-safe terminal host (tmux), each terminal's record is kept too,
+//! so that a restarted app takes the terminals back (see `crate::adopt`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use krad_bus::protocol::SetupInfo;
+use krad_bus::protocol::{AgentRecord, SetupInfo};
 use serde::{Deserialize, Serialize};
 
 /// How many revs are reserved at a time.
@@ -27,6 +29,24 @@ pub struct StateFile {
     /// The variant groups, by name.
     #[serde(default)]
     pub groups: BTreeMap<String, GroupRecord>,
+    /// The terminals of a restart-safe host, by id (kept until closed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub terminals: BTreeMap<u64, TerminalEntry>,
+}
+
+/// A terminal of a restart-safe host, as a restarted app needs it back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalEntry {
+    /// Its record, as of its last change of state.
+    pub record: AgentRecord,
+    /// The token file its program reads (a restarted app writes the new token
+    /// there: the path is in the program's environment).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// The bus endpoint in the program's environment (a restarted app listens
+    /// there too, when it can).
+    #[serde(default)]
+    pub endpoint: Option<String>,
 }
 
 /// Where a worktree environment is in its life.

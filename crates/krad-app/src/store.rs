@@ -24,7 +24,9 @@ use krad_term::Terminal;
 use tokio::sync::watch;
 
 use crate::profile::Profile;
-use crate::state_file::{EnvironmentRecord, GroupRecord, REV_RESERVATION, StateFile, StatePath};
+use crate::state_file::{
+    EnvironmentRecord, GroupRecord, REV_RESERVATION, StateFile, StatePath, TerminalEntry,
+};
 
 /// Tombstones of removed terminals kept for resuming subscribers; past this the
 /// oldest are dropped and a resume from before them gets a fresh snapshot.
@@ -58,6 +60,9 @@ struct Inner {
     agents: BTreeMap<u64, Entry>,
     changes: BTreeMap<u64, Change>,
     tombstones: usize,
+    /// With a restart-safe host: the bus endpoint terminals are given, and every
+    /// terminal's record is kept in the state file.
+    keep_terminals: Option<String>,
 }
 
 /// The store. Its lock is held only for short, non-blocking work.
@@ -91,6 +96,7 @@ impl Store {
                 agents: BTreeMap::new(),
                 changes: BTreeMap::new(),
                 tombstones: 0,
+                keep_terminals: None,
             }),
             revs: watch::channel(start_rev).0,
             state_path,
@@ -193,6 +199,52 @@ impl Store {
         inner.rev
     }
 
+    /// Keeps every terminal's record in the state file from now on (the host is
+    /// restart-safe), with `endpoint`, the bus endpoint new terminals are given.
+    pub fn keep_terminals(&self, endpoint: &str) {
+        self.lock().keep_terminals = Some(endpoint.to_owned());
+    }
+
+    /// The terminals kept in the state file (by a run with a restart-safe host).
+    pub fn kept_terminals(&self) -> Vec<TerminalEntry> {
+        self.lock().persisted.terminals.values().cloned().collect()
+    }
+
+    /// Keeps a terminal's record in the state file, when terminals are kept. A
+    /// change of the title alone waits in memory for the next write.
+    fn keep(&self, inner: &mut Inner, record: &AgentRecord, token_file: Option<&PathBuf>) {
+        let Some(endpoint) = inner.keep_terminals.clone() else {
+            return;
+        };
+        let id = record.terminal;
+        let worth_a_write = match inner.persisted.terminals.get_mut(&id) {
+            Some(kept) => {
+                let was = &kept.record;
+                let changed = was.state != record.state
+                    || was.state_source != record.state_source
+                    || was.message != record.message
+                    || was.exit_code != record.exit_code
+                    || was.signal != record.signal;
+                kept.record = record.clone();
+                changed
+            }
+            None => {
+                inner.persisted.terminals.insert(
+                    id,
+                    TerminalEntry {
+                        record: record.clone(),
+                        token_file: token_file.cloned(),
+                        endpoint: record.host.is_none().then_some(endpoint),
+                    },
+                );
+                true
+            }
+        };
+        if worth_a_write && let Err(e) = self.state_path.save(&inner.persisted) {
+            tracing::error!(terminal = id, "cannot keep the terminal's record: {e}");
+        }
+    }
+
     /// Adds a new agent and returns its record.
     pub fn insert(
         &self,
@@ -206,6 +258,7 @@ impl Store {
         record.rev = rev;
         let id = record.terminal;
         inner.changes.insert(rev, Change::Agent(id));
+        self.keep(&mut inner, &record, token_file.as_ref());
         inner.agents.insert(
             id,
             Entry {
@@ -239,6 +292,7 @@ impl Store {
         entry.record.rev = rev;
         let record = entry.record.clone();
         entry.watch.send_replace(record.clone());
+        self.keep(&mut inner, &record, None);
         drop(inner);
         self.revs.send_replace(rev);
         Some(record)
@@ -248,6 +302,11 @@ impl Store {
     pub fn remove(&self, id: u64) -> Option<Entry> {
         let mut inner = self.lock();
         let entry = inner.agents.remove(&id)?;
+        if inner.persisted.terminals.remove(&id).is_some()
+            && let Err(e) = self.state_path.save(&inner.persisted)
+        {
+            tracing::error!(terminal = id, "cannot forget the terminal's record: {e}");
+        }
         let rev = self.bump(&mut inner);
         inner.changes.remove(&entry.record.rev);
         inner.changes.insert(

@@ -33,12 +33,7 @@ struct Round {
 
 /// One subscriber: reads lines until told to stop; returns (lines with a mark,
 /// their latencies in µs).
-async fn subscriber(
-    endpoint: SocketAddr,
-    line: Arc<[u8]>,
-    epoch: Instant,
-    stop: Arc<AtomicBool>,
-) -> (u64, Vec<u32>) {
+async fn subscriber(endpoint: SocketAddr, line: Arc<[u8]>, epoch: Instant) -> (u64, Vec<u32>) {
     let mut latencies = Vec::new();
     let mut received = 0;
     let Ok(mut stream) = TcpStream::connect(endpoint).await else {
@@ -49,13 +44,11 @@ async fn subscriber(
     }
     let mut buf = vec![0u8; 64 * 1024];
     let mut filled = 0;
-    while !stop.load(Ordering::Relaxed) {
-        let read =
-            tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buf[filled..])).await;
-        let n = match read {
-            Ok(Ok(0)) | Ok(Err(_)) => break,
-            Ok(Ok(n)) => n,
-            Err(_) => continue,
+    // Reads until the server ends the stream (krad: Shutdown; the baseline: killed).
+    loop {
+        let n = match stream.read(&mut buf[filled..]).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
         };
         filled += n;
         let now = epoch.elapsed().as_micros() as u64;
@@ -92,7 +85,7 @@ fn generate(
     epoch: Instant,
     request: Arc<dyn Fn(u64, u64) + Send + Sync>,
 ) -> f64 {
-    const THREADS: u64 = 4;
+    const THREADS: u64 = 16;
     let started = Instant::now();
     let workers: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -126,11 +119,12 @@ fn round(
     ready: &dyn Fn() -> anyhow::Result<bool>,
     request: Arc<dyn Fn(u64, u64) + Send + Sync>,
     epoch: Instant,
+    end_streams: &dyn Fn(),
 ) -> anyhow::Result<Round> {
     let rss_before_kib = rss_kib(pid);
     let stop = Arc::new(AtomicBool::new(false));
     let handles: Vec<_> = (0..ctx.subscribers)
-        .map(|_| rt.spawn(subscriber(endpoint, sub_line.clone(), epoch, stop.clone())))
+        .map(|_| rt.spawn(subscriber(endpoint, sub_line.clone(), epoch)))
         .collect();
     let until = Instant::now() + Duration::from_secs(60);
     while !ready()? {
@@ -155,6 +149,7 @@ fn round(
     let cpu_pct = 100.0 * (cpu_time(pid) - cpu).as_secs_f64() / started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     let _ = sampler.join();
+    end_streams();
     let mut received = 0;
     let mut latencies = Vec::new();
     for handle in handles {
@@ -203,7 +198,7 @@ pub fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
         let pad = "x".repeat(record_len.saturating_sub(60));
         let bend = baseline.endpoint;
         let publish: Arc<dyn Fn(u64, u64) + Send + Sync> = Arc::new(move |i, now| {
-            let state = if (i / agents) % 2 == 0 {
+            let state = if (i / agents).is_multiple_of(2) {
                 "working"
             } else {
                 "idle"
@@ -227,6 +222,11 @@ pub fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
             &ready,
             publish,
             epoch,
+            &|| {
+                let _ = std::process::Command::new("kill")
+                    .arg(baseline.pid.to_string())
+                    .status();
+            },
         )?);
         drop(baseline);
 
@@ -234,7 +234,7 @@ pub fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
             let (krad, ids) = (krad.clone(), ids.clone());
             let report: Arc<dyn Fn(u64, u64) + Send + Sync> = Arc::new(move |i, now| {
                 let (id, token) = &ids[(i % agents) as usize];
-                let state = if (i / agents) % 2 == 0 {
+                let state = if (i / agents).is_multiple_of(2) {
                     "working"
                 } else {
                     "idle"
@@ -262,6 +262,9 @@ pub fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
                 &ready,
                 report,
                 epoch,
+                &|| {
+                    let _ = krad.call(json!("Shutdown"));
+                },
             )
             .context("krad round")?,
         );
@@ -283,7 +286,7 @@ pub fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
     ctx.out(&format!(
         "### SubscribeAgents: {} subscribers, {agents} agents changing {} times a second\n\n\
          {repeats} rounds of each, alternated, fresh processes; 5 s of changes per round. Each change \
-         is a Report made by the agent's own terminal (one connection each, from 4 threads); the \
+         is a Report made by the agent's own terminal (one connection each, paced from 16 threads); the \
          baseline gets a `PUB` line of the same size ({record_len} bytes) instead. Latency is from \
          sending the change to a subscriber reading it; `seen` is the share of (changes × \
          subscribers) that reached subscribers (krad conflates updates for a reader that falls behind, \

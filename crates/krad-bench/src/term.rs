@@ -68,12 +68,12 @@ fn to_dev_null(path: &Path) -> anyhow::Result<f64> {
     Ok(started.elapsed().as_secs_f64())
 }
 
-fn parser_only(bytes: &[u8]) -> f64 {
+fn parser_only(bytes: &[u8], scrollback: usize) -> f64 {
     let started = Instant::now();
     let (Some(rows), Some(cols)) = (NonZeroU16::new(40), NonZeroU16::new(120)) else {
         return f64::NAN;
     };
-    let mut parser = vt100::Parser::new(rows, cols, 10_000);
+    let mut parser = vt100::Parser::new(rows, cols, scrollback);
     for chunk in bytes.chunks(16 * 1024) {
         parser.process(chunk);
     }
@@ -100,17 +100,19 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
     let bytes = std::fs::read(&path)?;
     let mb = size as f64 / 1e6;
     let repeats = ctx.repeats.div_ceil(2).max(2);
-    let mut rows: [Vec<f64>; 4] = Default::default();
+    let mut rows: [Vec<f64>; 5] = Default::default();
     // One warm-up of each, not counted (page cache, first spawn).
     to_dev_null(&path)?;
     through_krad(&krad, &path)?;
     for _ in 0..repeats {
         rows[0].push(mb / to_dev_null(&path)?);
         rows[1].push(mb / through_pty(&path)?);
-        rows[2].push(mb / parser_only(&bytes));
+        rows[2].push(mb / parser_only(&bytes, 10_000));
         rows[3].push(mb / through_krad(&krad, &path)?);
+        rows[4].push(mb / parser_only(&bytes, 0));
     }
-    let [null, pty, parse, k] = [&rows[0], &rows[1], &rows[2], &rows[3]].map(|r| Summary::of(r));
+    let [null, pty, parse, k, bare] =
+        [&rows[0], &rows[1], &rows[2], &rows[3], &rows[4]].map(|r| Summary::of(r));
     ctx.out(&format!(
         "### Terminal output\n\n`cat` of {mb:.1} MB of coloured compiler-like lines, {repeats} rounds alternated. \
          krad's figure is from the Spawn until the Wait for its exit is answered (the app answers it once \
@@ -119,11 +121,13 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
          | `cat > /dev/null` | {} |\n\
          | `cat` on a bare PTY, the harness reading and discarding | {} |\n\
          | vt100 0.18 parser alone, in process (120×40, 10,000 lines of scrollback) | {} |\n\
+         | vt100 0.18 parser alone, no scrollback | {} |\n\
          | `cat` in a krad terminal (PTY, screen, transcript) | {} |\n\n\
          * krad / bare PTY: {:.2}; krad / parser alone: {:.2}; krad / `/dev/null`: {:.3}\n",
         null.show(0),
         pty.show(0),
         parse.show(0),
+        bare.show(0),
         k.show(0),
         k.median / pty.median,
         k.median / parse.median,

@@ -124,6 +124,12 @@ impl Client {
         })
     }
 
+    /// Sends a request whose connection then carries lines both ways (Attach)
+    /// and returns the connection, the envelope written.
+    pub fn connect(&self, request: &Value) -> Result<TcpStream, ClientError> {
+        self.open(request, None)
+    }
+
     fn open(&self, request: &Value, request_id: Option<&str>) -> Result<TcpStream, ClientError> {
         let mut stream =
             TcpStream::connect_timeout(&self.endpoint, CONNECT_TIMEOUT).map_err(|source| {

@@ -27,6 +27,7 @@ use crate::exit::exit_codes_help;
         "                              wait until terminal 4 stops, then show its screen\n",
         "  krad send 4 'now the docs' --enter --when-idle\n",
         "                              type into terminal 4 once it is idle\n",
+        "  krad attach 4               jump into terminal 4's TUI; Ctrl-\\ detaches\n",
         "  krad watch                  a live table of the agents\n",
         "  krad subscribe | jq -c .    every change as a JSON line\n",
         "  krad api                    the API version, build and pid the app serves\n",
@@ -68,6 +69,8 @@ pub enum Command {
     Spawn(commands::spawn::SpawnArgs),
     /// Type text into an agent's terminal (Send).
     Send(commands::send::SendArgs),
+    /// Put this terminal on an agent's terminal, its real TUI, until Ctrl-\ (Attach).
+    Attach(commands::attach::AttachArgs),
     /// Print what an agent's terminal shows: scrollback, then screen (Output).
     Output(commands::output::OutputArgs),
     /// Close a terminal, or remove an environment (Close).

@@ -49,6 +49,15 @@ impl<'a> Agent<'a> {
         self.str("environment")
     }
 
+    /// The environment, with `@host` for an agent on an SSH host.
+    pub fn place(&self) -> Option<String> {
+        let environment = self.environment()?;
+        Some(match self.str("host") {
+            Some(host) => format!("{environment}@{host}"),
+            None => environment.to_owned(),
+        })
+    }
+
     /// The profile.
     pub fn profile(&self) -> Option<&'a str> {
         self.str("profile")

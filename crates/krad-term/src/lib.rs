@@ -143,12 +143,15 @@ pub struct Attachment {
 /// How to reach a terminal's program with its host's own tool, bypassing the bus.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NativeAttach {
-    /// `tmux -L <socket> attach-session -t =<session>` (one session per terminal).
+    /// A window of a tmux server: `tmux -L <socket>`, session `session`, window
+    /// `window` (`@N`).
     Tmux {
         /// The tmux server's socket name (`-L`).
         socket: String,
-        /// The terminal's session.
+        /// The session the window is in.
         session: String,
+        /// The terminal's window.
+        window: String,
     },
 }
 

@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use crate::{Attachment, TerminalEvent};
 use crate::screen::{Screen, Signals};
 use crate::transcript::Transcript;
+use crate::{Attachment, TerminalEvent};
 
 /// Chunks of output waiting for the parser, at most.
 pub(crate) const CHUNKS_IN_FLIGHT: usize = 8;

@@ -8,7 +8,9 @@
 //!   the program ended and all its output was parsed it records the exit status,
 //!   closes the terminal and sends [`TerminalEvent::Exited`], last;
 //! * a writer task writes queued input, whole and in order;
-//! * [`Terminal::close`] spawns a task that kills the process group after the grace.
+//! * [`Terminal::close`] spawns a task that kills the process group after the grace;
+//! * attachers ([`Terminal::attach`]) follow the output thread's broadcast, which
+//!   never waits for them (see the `output` module).
 
 use std::io;
 use std::pin::Pin;

@@ -1,41 +1,48 @@
-//! The tmux host: [`TmuxHost`] runs each terminal in a tmux server of the app's
-//! own (`tmux -L <socket>`), one session per terminal, so that terminals outlive
+//! The tmux host: [`TmuxHost`] runs each terminal in a window of a tmux server of
+//! the app's own (`tmux -L <socket>`, session `krad`), so that terminals outlive
 //! the app: a restarted app finds them again ([`TerminalHost::survivors`]) and
 //! takes them back ([`TerminalHost::adopt`]) with their screens.
 //!
-//! Per terminal, one tmux client in control mode (`tmux -C attach-session`)
-//! carries everything, read by a thread of its own:
+//! One tmux client in control mode (`tmux -C attach-session -t krad`) carries
+//! everything, read by a thread of its own. (One client for all terminals: tmux
+//! 3.3 crashes when control clients attach while sessions are being made.)
 //!
-//! * the pane's output arrives as `%output` lines (bytes, with control characters
-//!   and backslashes as octal escapes) and feeds the same output pipeline as the
-//!   PTY host: screen, signals, transcript, attachers;
+//! * a pane's output arrives as `%output` lines (bytes, with control characters
+//!   and backslashes as octal escapes) and feeds that terminal's output pipeline,
+//!   the same as the PTY host's: screen, signals, transcript, attachers;
 //! * input goes in with `send-keys -H` (each byte as hex), and a bracketed paste
 //!   (what Send writes) through a tmux buffer and `paste-buffer -p`, which adds
 //!   the paste markers only when the program asked for them — tmux knows, also
 //!   for a terminal taken back after a restart, when krad could not have seen it;
 //! * `resize-window` resizes; `%layout-change` tells when someone else did (a
 //!   user attached with `tmux attach`), and the screen follows;
-//! * commands are answered in order (`%begin` … `%end` / `%error`).
+//! * commands are answered in order, one `%begin` … `%end` / `%error` block per
+//!   command; a command that fails ends its command line.
+//!
+//! Starting a terminal: one command line through the control client opens its
+//! window (so the client sees the program's very first byte, and the
+//! environment, which may hold a token, never shows on a command line), sizes it
+//! and tags its pane with the terminal's id. Taking a pane back: one command line
+//! asks for the pane's size, cursor and modes and `capture-pane -p -e`; tmux
+//! queues pane output and command answers in one order, so output before the
+//! answers is in the capture and output after them is new: nothing is lost or
+//! shown twice.
 //!
 //! Exits: the server runs with `remain-on-exit on` and a `pane-died` hook that
-//! renames the window `krad-dead`. The client sees `%window-renamed`, reads the
+//! renames the window `krad-dead` (through a separate client: commands a hook
+//! runs notify no control client). The client sees `%window-renamed`, reads the
 //! pane's `pane_dead_status` / `pane_dead_signal`, takes the final screen from
 //! tmux (tmux drops the output it had not yet passed to control clients when a
 //! pane dies — a program's last words — but its screen has them), and once every
-//! byte of output was parsed sends `Exited` and kills the session. A pane that
+//! byte of output was parsed sends `Exited` and closes the window. A pane that
 //! dies while the app is away stays dead, with its status and last screen, until
 //! a restarted app takes it back.
 //!
-//! Starting a terminal: `new-session` with a placeholder program (`cat`), then
-//! the control client attaches, then `respawn-pane -k` starts the real program
-//! through that client — so its very first byte is seen, and the environment
-//! (which may hold a token) travels on the client's stdin, never on a command
-//! line. Taking a pane back: the client attaches, then asks in one command line
-//! for the pane's cursor and modes and `capture-pane -p -e`; tmux queues pane
-//! output and command answers in one order, so output before the answers is in
-//! the capture and output after them is new: nothing is lost or shown twice.
+//! The one reader waits for each terminal's parser (back-pressure): a terminal
+//! printing faster than it can be parsed delays the others' output (tmux keeps
+//! it meanwhile), never their programs.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -57,10 +64,14 @@ use crate::{
     Terminal, TerminalEvent, TerminalHost,
 };
 
-/// Every terminal's session is named this, then its id.
-const SESSION_PREFIX: &str = "krad-";
+/// The session every terminal's window lives in.
+const SESSION: &str = "krad";
+/// Every terminal's window is named this, then its id.
+const WINDOW_PREFIX: &str = "krad-";
 /// The pane option holding the app's id for the terminal.
 const ID_OPTION: &str = "@krad-terminal";
+/// The session's first window, which keeps it alive when no terminal does.
+const PLACEHOLDER: &str = "krad-wait";
 /// The name the `pane-died` hook gives a window whose program ended.
 const DEAD_NAME: &str = "krad-dead";
 /// How long tmux may take to answer a command the host waits for.
@@ -73,9 +84,8 @@ const PASTE_PER_COMMAND: usize = 2048;
 const HISTORY_LINES: usize = 10_000;
 
 /// The settings of the app's own tmux server (it never reads the user's
-/// `~/.tmux.conf`): panes stay after their program ends (so a restarted app
-/// learns how it ended), and the `pane-died` hook tells the app (see
-/// [`config`]).
+/// `~/.tmux.conf`): panes stay after their program ends, so that the app (or a
+/// restarted one) learns how it ended; see [`config`] for the hook that tells.
 const CONFIG: &str = "\
 # Written by krad for its own tmux server; rewritten at each start.
 set -g remain-on-exit on
@@ -89,10 +99,11 @@ set -s escape-time 10
 /// Runs terminals in a tmux server of the app's own.
 ///
 /// One server per repository (`tmux -L <socket>`; [`TmuxHost::socket_for`]
-/// derives the name), started on first use with krad's settings. The programs
-/// inherit the tmux server's environment (the app's, when the app started it),
-/// minus `spec.env_remove`, plus `spec.env`; `TERM` is
-/// [`DEFAULT_TERM`](crate::pty::DEFAULT_TERM) unless the spec sets it.
+/// derives the name), started on first use with krad's settings; every terminal
+/// is a window of its session `krad`. The programs inherit the tmux server's
+/// environment (the app's, when the app started it), minus `spec.env_remove`,
+/// plus `spec.env`; `TERM` is [`DEFAULT_TERM`](crate::pty::DEFAULT_TERM) unless
+/// the spec sets it.
 ///
 /// Methods that talk to tmux block the calling thread for the few milliseconds
 /// tmux takes to answer (they never wait on the async runtime).
@@ -101,6 +112,8 @@ pub struct TmuxHost {
     socket: String,
     config: PathBuf,
     configured: std::sync::Once,
+    /// The control client, once started (a new one if the last ended).
+    connection: Mutex<Option<Arc<Connection>>>,
 }
 
 impl TmuxHost {
@@ -128,6 +141,7 @@ impl TmuxHost {
             socket,
             config,
             configured: std::sync::Once::new(),
+            connection: Mutex::new(None),
         })
     }
 
@@ -172,17 +186,26 @@ impl TmuxHost {
         command
     }
 
-    /// Runs tmux with `args`; its output, or what it said on stderr.
+    /// Runs tmux with `args`; its output, or what it said on stderr. A server
+    /// that was exiting as we came (its last session just ended) is started
+    /// again.
     fn run(&self, args: &[&str]) -> Result<String, String> {
-        let output = self
-            .command()
-            .args(args)
-            .output()
-            .map_err(|e| format!("cannot run tmux: {e}"))?;
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&output.stderr).trim().to_owned())
+        let mut tries = 0;
+        loop {
+            let output = self
+                .command()
+                .args(args)
+                .output()
+                .map_err(|e| format!("cannot run tmux: {e}"))?;
+            if output.status.success() {
+                return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
+            }
+            let error = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+            tries += 1;
+            if !error.contains("server exited unexpectedly") || tries == 5 {
+                return Err(error);
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -200,13 +223,29 @@ impl TmuxHost {
         });
     }
 
-    /// Every pane of the server that holds a krad terminal: id, pane, window,
-    /// session, dead.
+    /// The control client, started (with the server and its session) if need be.
+    fn connection(&self) -> Result<Arc<Connection>, SpawnError> {
+        let mut connection = lock(&self.connection);
+        if let Some(live) = connection.as_ref().filter(|c| !c.ended()) {
+            return Ok(Arc::clone(live));
+        }
+        self.configure();
+        if self
+            .run(&["has-session", "-t", &format!("={SESSION}")])
+            .is_err()
+        {
+            self.run(&["new-session", "-d", "-s", SESSION, "-n", PLACEHOLDER, "cat"])
+                .map_err(|e| SpawnError::Host(format!("tmux new-session: {e}")))?;
+        }
+        let started = Connection::start(self)?;
+        *connection = Some(Arc::clone(&started));
+        Ok(started)
+    }
+
+    /// Every pane of the server that holds a krad terminal.
     fn panes(&self) -> Result<Vec<PaneInfo>, SpawnError> {
         self.configure();
-        let format = format!(
-            "#{{{ID_OPTION}}}\t#{{pane_id}}\t#{{window_id}}\t#{{session_name}}\t#{{pane_dead}}"
-        );
+        let format = format!("#{{{ID_OPTION}}}\t#{{pane_id}}\t#{{window_id}}\t#{{pane_dead}}");
         let listed = match self.run(&["list-panes", "-a", "-F", &format]) {
             Ok(listed) => listed,
             Err(error) if no_server(&error) => return Ok(Vec::new()),
@@ -219,13 +258,11 @@ impl TmuxHost {
                 let id = fields.next()?.parse::<u64>().ok()?;
                 let pane = fields.next()?.to_owned();
                 let window = fields.next()?.to_owned();
-                let session = fields.next()?.to_owned();
                 let dead = fields.next()? == "1";
                 Some(PaneInfo {
                     id,
                     pane,
                     window,
-                    session,
                     dead,
                 })
             })
@@ -247,70 +284,77 @@ impl TmuxHost {
             return Err(SpawnError::NoDirectory(spec.cwd));
         }
         find_program(program, &spec.cwd, &spec.env)?;
-        self.configure();
+        let connection = self.connection()?;
         let (cols, rows) = (spec.cols.max(1), spec.rows.max(1));
-        let session = session_name(spec.id);
-        // A session of this id can only be an orphan of a run that died while
+        let terminal = TmuxTerminal::new(&connection, spec.id, (cols, rows), spec.scrollback_lines);
+        let pipeline = terminal.pipeline(spec.transcript.clone(), events)?;
+        let window = window_name(spec.id);
+        let target = format!(":={window}");
+        // A window of this id can only be an orphan of a run that died while
         // starting it (ids are never reused).
-        let _ = self.run(&["kill-session", "-t", &format!("={session}")]);
-        let cwd = spec.cwd.to_string_lossy().replace('#', "##");
-        let created = self
-            .run(&[
-                "new-session",
-                "-d",
-                "-s",
-                &session,
-                "-n",
-                &session,
-                "-x",
-                &cols.to_string(),
-                "-y",
-                &rows.to_string(),
-                "-c",
-                &cwd,
-                "-P",
-                "-F",
-                "#{pane_id}\t#{window_id}",
-                "cat",
-                ";",
-                "set-option",
-                "-p",
-                "-t",
-                &format!("={session}:"),
-                ID_OPTION,
-                &spec.id.to_string(),
-            ])
-            .map_err(|e| SpawnError::Host(format!("tmux new-session: {e}")))?;
-        let mut ids = created.trim().split('\t');
-        let (Some(pane), Some(window)) = (ids.next(), ids.next()) else {
-            return Err(SpawnError::Host(format!(
-                "tmux new-session printed {created:?}"
-            )));
-        };
-        let info = PaneInfo {
-            id: spec.id,
-            pane: pane.to_owned(),
-            window: window.to_owned(),
-            session,
-            dead: false,
-        };
-        let terminal = TmuxTerminal::start(
-            self,
-            &info,
-            (cols, rows),
-            spec.scrollback_lines,
-            spec.transcript.clone(),
-            events,
-            false,
-        )
-        .inspect_err(|_| self.discard(spec.id))?;
-        if let Err(error) = terminal.respawn(&spec, &cwd) {
-            terminal.shared.detach();
-            self.discard(spec.id);
-            return Err(error);
+        let _ = self.run(&["kill-window", "-t", &format!("={SESSION}:={window}")]);
+        // New windows take the session's default size: the program sees its own
+        // from its first instant.
+        let mut replies = vec![Reply::Ignore];
+        let mut line = format!("set-option default-size {cols}x{rows} ; ");
+        for key in &spec.env_remove {
+            line.push_str(&format!("set-environment -r {} ; ", quote(key.as_bytes())));
+            replies.push(Reply::Ignore);
         }
+        let cwd = spec.cwd.to_string_lossy().replace('#', "##");
+        line.push_str(&format!(
+            "new-window -d -n {window} -c {} -P -F {}",
+            quote(cwd.as_bytes()),
+            quote(b"#{pane_id}\t#{window_id}\t#{pane_pid}"),
+        ));
+        let names_term = spec.env_remove.iter().any(|k| k == "TERM")
+            || spec.env.iter().any(|(k, _)| k == "TERM");
+        if !names_term {
+            line.push_str(&format!(" -e TERM={DEFAULT_TERM}"));
+        }
+        for (key, value) in &spec.env {
+            line.push_str(" -e ");
+            line.push_str(&quote(format!("{key}={value}").as_bytes()));
+        }
+        line.push_str(" --");
+        // One argument would go through the shell; `env` runs it as it is.
+        if spec.argv.len() == 1 {
+            line.push_str(" env --");
+        }
+        for arg in &spec.argv {
+            line.push(' ');
+            line.push_str(&quote(arg.as_bytes()));
+        }
+        let (created, created_rx) = std_mpsc::channel();
+        replies.push(Reply::Created(Box::new(pipeline), created));
+        // Sized by hand too, so that tmux leaves it that size.
+        line.push_str(&format!(
+            " ; resize-window -t {target} -x {cols} -y {rows} ; set-option -p -t {target} {ID_OPTION} {}",
+            spec.id
+        ));
+        replies.push(Reply::Ignore);
+        replies.push(Reply::Ignore);
+        connection
+            .control
+            .send(vec![(line, replies)])
+            .map_err(|e| SpawnError::Host(format!("cannot talk to tmux: {e}")))?;
+        created_rx
+            .recv_timeout(REPLY_TIMEOUT)
+            .unwrap_or_else(|_| Err("tmux did not answer in time".to_owned()))
+            .map_err(|e| {
+                SpawnError::Host(format!("cannot start {:?} in tmux: {e}", spec.argv[0]))
+            })?;
         tracing::debug!(terminal = spec.id, pid = ?terminal.pid(), argv = ?spec.argv, "tmux terminal started");
         Ok(terminal)
+    }
+}
+
+impl Drop for TmuxHost {
+    fn drop(&mut self) {
+        // Its terminals run on in tmux, unfollowed (a later host takes them back).
+        if let Some(connection) = lock(&self.connection).take() {
+            connection.end();
+        }
     }
 }
 
@@ -349,21 +393,35 @@ impl TerminalHost for TmuxHost {
                 spec.id
             )));
         };
-        let terminal = TmuxTerminal::start(
-            self,
-            &info,
-            (80, 24),
-            spec.scrollback_lines,
-            spec.transcript,
-            events,
-            true,
-        )?;
+        let connection = self.connection()?;
+        let terminal = TmuxTerminal::new(&connection, spec.id, (80, 24), spec.scrollback_lines);
+        let _ = terminal.shared.pane.set(info.pane.clone());
+        let _ = terminal.shared.window.set(info.window.clone());
+        let mut pipeline = terminal.pipeline(spec.transcript, events)?;
+        let (seeded, seeded_rx) = std_mpsc::channel();
+        pipeline.seeded = Some(seeded);
+        let (line, mut replies) = seed_line(&info.pane, spec.scrollback_lines);
+        // The pipeline joins the reader with the first answer: what the pane
+        // printed before it is in the capture.
+        replies[0] = Reply::Adopt(Box::new(pipeline));
+        connection
+            .control
+            .send(vec![(line, replies)])
+            .map_err(|e| SpawnError::Host(format!("cannot talk to tmux: {e}")))?;
+        seeded_rx
+            .recv_timeout(REPLY_TIMEOUT)
+            .unwrap_or_else(|_| Err("tmux did not show the pane in time".into()))
+            .map_err(|e| SpawnError::Host(format!("cannot take terminal {} back: {e}", spec.id)))?;
         tracing::debug!(terminal = spec.id, pid = ?terminal.pid(), dead = info.dead, "tmux terminal taken back");
         Ok(Arc::new(terminal))
     }
 
     fn discard(&self, id: u64) {
-        let _ = self.run(&["kill-session", "-t", &format!("={}", session_name(id))]);
+        let _ = self.run(&[
+            "kill-window",
+            "-t",
+            &format!("={SESSION}:={}", window_name(id)),
+        ]);
     }
 }
 
@@ -378,7 +436,10 @@ fn config(socket: &str) -> String {
                 .find(|p| p.is_file())
         })
         .map(|p| p.to_string_lossy().into_owned())
-        .filter(|p| p.bytes().all(|b| b.is_ascii_alphanumeric() || b"/-_.+".contains(&b)))
+        .filter(|p| {
+            p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/-_.+".contains(&b))
+        })
         .unwrap_or_else(|| "tmux".to_owned());
     format!(
         "{CONFIG}set-hook -g pane-died \"run-shell -b '{tmux} -L {socket} rename-window -t \\\"#{{window_id}}\\\" {DEAD_NAME}'\"\n"
@@ -391,62 +452,27 @@ struct PaneInfo {
     id: u64,
     pane: String,
     window: String,
-    session: String,
     dead: bool,
 }
 
-/// A terminal of a [`TmuxHost`].
+/// The control client and what it owes: one per host at a time.
 #[derive(Debug)]
-struct TmuxTerminal {
-    id: u64,
-    pane: String,
-    window: String,
-    session: String,
+struct Connection {
     socket: String,
-    shared: Arc<Shared>,
-}
-
-/// What a terminal's handle and its reader thread share.
-#[derive(Debug)]
-struct Shared {
-    screen: Arc<SharedScreen>,
     control: Control,
-    exit: OnceLock<ExitStatus>,
-    pid: OnceLock<u32>,
-    /// The control client, until the reader thread reaps it.
+    /// The client process, until the reader reaps it.
     client: Mutex<Option<Child>>,
-    /// The handle let go of a live terminal: its client ends, its program runs on.
-    detached: AtomicBool,
+    /// The tmux server's process.
+    server: Option<Pid>,
+    /// The programs followed and not yet ended: pane → pid (for the watchdog).
+    followed: Mutex<HashMap<String, u32>>,
 }
 
-impl Shared {
-    /// Ends the control client without touching the pane (the program runs on).
-    fn detach(&self) {
-        self.detached.store(true, Ordering::SeqCst);
-        self.control.close();
-        if let Some(client) = lock(&self.client).as_mut() {
-            let _ = client.kill();
-        }
-    }
-}
-
-impl TmuxTerminal {
-    /// Attaches a control client to the pane's session and starts its reader.
-    /// `adopting`: the pane runs (or ran) already; its screen is captured before
-    /// this returns.
-    fn start(
-        host: &TmuxHost,
-        info: &PaneInfo,
-        (cols, rows): (u16, u16),
-        scrollback_lines: usize,
-        transcript: Option<PathBuf>,
-        events: mpsc::Sender<TerminalEvent>,
-        adopting: bool,
-    ) -> Result<Self, SpawnError> {
-        let screen = Arc::new(SharedScreen::new(Screen::new(cols, rows, scrollback_lines)));
+impl Connection {
+    fn start(host: &TmuxHost) -> Result<Arc<Connection>, SpawnError> {
         let mut client = host
             .command()
-            .args(["-C", "attach-session", "-t", &format!("={}", info.session)])
+            .args(["-C", "attach-session", "-t", &format!("={SESSION}")])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -454,146 +480,149 @@ impl TmuxTerminal {
             .map_err(|e| SpawnError::Host(format!("cannot start a tmux client: {e}")))?;
         let (Some(stdin), Some(stdout)) = (client.stdin.take(), client.stdout.take()) else {
             let _ = client.kill();
+            let _ = client.wait();
             return Err(SpawnError::Host("the tmux client has no pipes".into()));
         };
-        let output = match output::start(info.id, Arc::clone(&screen), transcript, events.clone())
-        {
-            Ok(output) => output,
-            Err(error) => {
-                let _ = client.kill();
-                let _ = client.wait();
-                return Err(SpawnError::Host(format!(
-                    "cannot start the output thread: {error}"
-                )));
-            }
-        };
-        let shared = Arc::new(Shared {
-            screen,
+        let server = host
+            .run(&["display-message", "-p", "#{pid}"])
+            .ok()
+            .and_then(|pid| pid.trim().parse::<i32>().ok())
+            .map(Pid::from_raw);
+        let connection = Arc::new(Connection {
+            socket: host.socket.clone(),
             control: Control::new(stdin),
-            exit: OnceLock::new(),
-            pid: OnceLock::new(),
             client: Mutex::new(Some(client)),
-            detached: AtomicBool::new(false),
+            server,
+            followed: Mutex::new(HashMap::new()),
         });
-        let (seeded, seeded_rx) = std_mpsc::channel();
+        let (attached, attached_rx) = std_mpsc::channel();
         let reader = Reader {
-            id: info.id,
-            pane: info.pane.clone(),
-            window: info.window.clone(),
-            session: info.session.clone(),
-            shared: Arc::clone(&shared),
-            chunks: Some(output.chunks),
-            parsed: Some(output.parsed),
-            events,
-            skip_output: adopting,
-            seed: None,
-            seeded: adopting.then_some(seeded),
-            scrollback_lines,
-            exit_queries: 0,
-            final_status: None,
+            connection: Arc::clone(&connection),
+            terminals: HashMap::new(),
+            attached: Some(attached),
         };
         let thread = std::thread::Builder::new()
-            .name(format!("krad-tmux-{}", info.id))
+            .name("krad-tmux".into())
             .spawn(move || reader.run(stdout));
         if let Err(error) = thread {
-            shared.detach();
+            connection.end();
             return Err(SpawnError::Host(format!(
                 "cannot start the tmux reader: {error}"
             )));
         }
-        let terminal = Self {
-            id: info.id,
-            pane: info.pane.clone(),
-            window: info.window.clone(),
-            session: info.session.clone(),
-            socket: host.socket.clone(),
-            shared,
-        };
-        if adopting {
-            let sent = terminal
-                .shared
-                .control
-                .send(seed_commands(&terminal.pane, scrollback_lines));
-            let result = match sent {
-                Ok(()) => seeded_rx
-                    .recv_timeout(REPLY_TIMEOUT)
-                    .unwrap_or_else(|_| Err("tmux did not show the pane in time".into())),
-                Err(error) => Err(error.to_string()),
-            };
-            if let Err(error) = result {
-                terminal.shared.detach();
-                return Err(SpawnError::Host(format!(
-                    "cannot take terminal {} back: {error}",
-                    info.id
-                )));
-            }
+        // Commands sent before the client is attached could run before it is:
+        // the output they cause would not reach it.
+        if attached_rx.recv_timeout(REPLY_TIMEOUT).is_err() {
+            connection.end();
+            return Err(SpawnError::Host(format!(
+                "the tmux client did not attach to the session {SESSION}"
+            )));
         }
-        Ok(terminal)
+        let watched = Arc::downgrade(&connection);
+        if let Err(error) = std::thread::Builder::new()
+            .name("krad-tmux-watch".into())
+            .spawn(move || watch(&watched))
+        {
+            tracing::warn!(%error, "cannot watch the tmux terminals' programs");
+        }
+        Ok(connection)
     }
 
-    /// Starts the real program in place of the placeholder, through the control
-    /// client (so that the environment never shows on a command line).
-    fn respawn(&self, spec: &SpawnSpec, cwd: &str) -> Result<(), SpawnError> {
-        let mut commands = Vec::new();
-        for key in &spec.env_remove {
-            commands.push((
-                format!(
-                    "set-environment -t ={} -r {}",
-                    self.session,
-                    quote(key.as_bytes())
-                ),
-                Reply::Ignore,
-            ));
+    fn ended(&self) -> bool {
+        self.control.closed()
+    }
+
+    /// Ends the client (the programs run on in tmux).
+    fn end(&self) {
+        self.control.close();
+        if let Some(client) = lock(&self.client).as_mut() {
+            let _ = client.kill();
         }
-        let mut respawn = format!(
-            "respawn-pane -k -t {} -c {}",
-            self.pane,
-            quote(cwd.as_bytes())
-        );
-        let names_term = spec.env_remove.iter().any(|k| k == "TERM")
-            || spec.env.iter().any(|(k, _)| k == "TERM");
-        if !names_term {
-            respawn.push_str(&format!(" -e TERM={DEFAULT_TERM}"));
+    }
+}
+
+/// A terminal of a [`TmuxHost`].
+#[derive(Debug)]
+struct TmuxTerminal {
+    id: u64,
+    connection: Arc<Connection>,
+    shared: Arc<Shared>,
+}
+
+/// What a terminal's handle and the reader share.
+#[derive(Debug)]
+struct Shared {
+    id: u64,
+    screen: Arc<SharedScreen>,
+    scrollback_lines: usize,
+    /// The program's pane (`%N`) and window (`@N`), once known.
+    pane: OnceLock<String>,
+    window: OnceLock<String>,
+    exit: OnceLock<ExitStatus>,
+    pid: OnceLock<u32>,
+    /// The handle let go of a live terminal: the reader forgets it, its program
+    /// runs on.
+    detached: AtomicBool,
+}
+
+impl Shared {
+    fn pane(&self) -> &str {
+        self.pane.get().map_or("", String::as_str)
+    }
+
+    fn window(&self) -> &str {
+        self.window.get().map_or("", String::as_str)
+    }
+}
+
+impl TmuxTerminal {
+    fn new(
+        connection: &Arc<Connection>,
+        id: u64,
+        (cols, rows): (u16, u16),
+        scrollback_lines: usize,
+    ) -> Self {
+        Self {
+            id,
+            connection: Arc::clone(connection),
+            shared: Arc::new(Shared {
+                id,
+                screen: Arc::new(SharedScreen::new(Screen::new(cols, rows, scrollback_lines))),
+                scrollback_lines,
+                pane: OnceLock::new(),
+                window: OnceLock::new(),
+                exit: OnceLock::new(),
+                pid: OnceLock::new(),
+                detached: AtomicBool::new(false),
+            }),
         }
-        for (key, value) in &spec.env {
-            respawn.push_str(" -e ");
-            respawn.push_str(&quote(format!("{key}={value}").as_bytes()));
-        }
-        respawn.push_str(" --");
-        // One argument would go through the shell; `env` runs it as it is.
-        if spec.argv.len() == 1 {
-            respawn.push_str(" env --");
-        }
-        for arg in &spec.argv {
-            respawn.push(' ');
-            respawn.push_str(&quote(arg.as_bytes()));
-        }
-        let (respawned, respawned_rx) = std_mpsc::channel();
-        let (pid, pid_rx) = std_mpsc::channel();
-        commands.push((respawn, Reply::Wait(respawned)));
-        commands.push((
-            format!("display-message -p -t {} '#{{pane_pid}}'", self.pane),
-            Reply::Wait(pid),
-        ));
-        self.shared
-            .control
-            .send(commands)
-            .map_err(|e| SpawnError::Host(format!("cannot talk to tmux: {e}")))?;
-        let answer = |rx: std_mpsc::Receiver<_>| {
-            rx.recv_timeout(REPLY_TIMEOUT)
-                .unwrap_or_else(|_| Err("tmux did not answer in time".to_owned()))
-        };
-        answer(respawned_rx).map_err(|e| {
-            SpawnError::Host(format!("cannot start {:?} in tmux: {e}", spec.argv[0]))
-        })?;
-        let pid = answer(pid_rx).map_err(SpawnError::Host)?;
-        if let Some(pid) = pid
-            .first()
-            .and_then(|line| String::from_utf8_lossy(line).trim().parse().ok())
-        {
-            let _ = self.shared.pid.set(pid);
-        }
-        Ok(())
+    }
+
+    /// The terminal's output pipeline, for the reader to feed once it knows the
+    /// pane.
+    fn pipeline(
+        &self,
+        transcript: Option<PathBuf>,
+        events: mpsc::Sender<TerminalEvent>,
+    ) -> Result<Pipeline, SpawnError> {
+        let output = output::start(
+            self.id,
+            Arc::clone(&self.shared.screen),
+            transcript,
+            events.clone(),
+        )
+        .map_err(|e| SpawnError::Host(format!("cannot start the output thread: {e}")))?;
+        Ok(Pipeline {
+            shared: Arc::clone(&self.shared),
+            chunks: Some(output.chunks),
+            parsed: Some(output.parsed),
+            events,
+            skip_output: false,
+            seed: None,
+            seeded: None,
+            exit_queries: 0,
+            final_status: None,
+        })
     }
 
     fn ended(&self) -> bool {
@@ -604,10 +633,8 @@ impl TmuxTerminal {
 impl Drop for TmuxTerminal {
     fn drop(&mut self) {
         // The handle is gone (the app let go of the terminal, or is stopping):
-        // the client goes, the program runs on in tmux.
-        if !self.ended() {
-            self.shared.detach();
-        }
+        // the reader forgets it, the program runs on in tmux.
+        self.shared.detached.store(true, Ordering::SeqCst);
     }
 }
 
@@ -626,24 +653,19 @@ impl Terminal for TmuxTerminal {
             let _ = reply.send(Err(ended()));
             return receiver;
         }
+        let pane = self.shared.pane();
         let mut lines = Vec::new();
         let (paste, keys) = split_paste(&bytes);
         if let Some(paste) = paste.filter(|p| !p.is_empty()) {
             let buffer = format!("krad-{}", self.id);
             for (i, part) in paste.chunks(PASTE_PER_COMMAND).enumerate() {
                 let append = if i == 0 { "" } else { " -a" };
-                lines.push(format!(
-                    "set-buffer{append} -b {buffer} {}",
-                    quote(part)
-                ));
+                lines.push(format!("set-buffer{append} -b {buffer} {}", quote(part)));
             }
-            lines.push(format!(
-                "paste-buffer -p -r -d -b {buffer} -t {}",
-                self.pane
-            ));
+            lines.push(format!("paste-buffer -p -r -d -b {buffer} -t {pane}"));
         }
         for part in keys.chunks(KEYS_PER_COMMAND) {
-            let mut line = format!("send-keys -t {} -H", self.pane);
+            let mut line = format!("send-keys -t {pane} -H");
             for byte in part {
                 line.push_str(&format!(" {byte:02x}"));
             }
@@ -661,17 +683,15 @@ impl Terminal for TmuxTerminal {
             .into_iter()
             .enumerate()
             .map(|(i, line)| {
-                (
-                    line,
-                    Reply::Write {
-                        state: Arc::clone(&state),
-                        last: i + 1 == count,
-                    },
-                )
+                let reply = Reply::Write {
+                    state: Arc::clone(&state),
+                    last: i + 1 == count,
+                };
+                (line, vec![reply])
             })
             .collect();
         // A failure already answered the receiver.
-        let _ = self.shared.control.send(commands);
+        let _ = self.connection.control.send(commands);
         receiver
     }
 
@@ -683,9 +703,12 @@ impl Terminal for TmuxTerminal {
         // The screen first, as on the PTY host: the program's redraw for the new
         // size must land on a screen of that size.
         self.shared.screen.with(|screen| screen.resize(cols, rows));
-        self.shared.control.send(vec![(
-            format!("resize-window -t {} -x {cols} -y {rows}", self.window),
-            Reply::Ignore,
+        self.connection.control.send(vec![(
+            format!(
+                "resize-window -t {} -x {cols} -y {rows}",
+                self.shared.window()
+            ),
+            vec![Reply::Ignore],
         )])
     }
 
@@ -748,8 +771,9 @@ impl Terminal for TmuxTerminal {
 
     fn native_attach(&self) -> Option<NativeAttach> {
         Some(NativeAttach::Tmux {
-            socket: self.socket.clone(),
-            session: self.session.clone(),
+            socket: self.connection.socket.clone(),
+            session: SESSION.to_owned(),
+            window: self.shared.window().to_owned(),
         })
     }
 }
@@ -759,31 +783,41 @@ impl Terminal for TmuxTerminal {
 enum Reply {
     /// Nothing.
     Ignore,
-    /// Handed to a thread that waits for it.
-    Wait(std_mpsc::Sender<Result<Vec<Vec<u8>>, String>>),
+    /// A program's window opened (`pane window pid`): its pipeline joins the
+    /// reader, then the spawning thread is told.
+    Created(Box<Pipeline>, std_mpsc::Sender<Result<(), String>>),
+    /// A pane being taken back: its pipeline joins the reader, with this answer
+    /// (its size, cursor and modes; [`Reply::Seed`] follows).
+    Adopt(Box<Pipeline>),
     /// One command of a write: an error answers the write; the last one's
     /// success does.
     Write { state: Arc<WriteState>, last: bool },
-    /// The pane's exit status, asked once its window was renamed `krad-dead`.
-    Dead,
-    /// The pane's size, cursor and modes, to take it back or once it ended.
-    SeedInfo,
-    /// The pane's screen (`capture-pane`), after [`Reply::SeedInfo`].
-    Seed,
+    /// A pane's exit status, asked once its window was renamed `krad-dead`.
+    Dead(String),
+    /// A pane's size, cursor and modes, once its program ended.
+    SeedInfo(String),
+    /// A pane's screen (`capture-pane`), after [`Reply::SeedInfo`] or
+    /// [`Reply::Adopt`].
+    Seed(String),
 }
 
 impl Reply {
-    /// The command could not be sent, or its client ended.
+    /// The command failed, was skipped, or the client ended.
     fn fail(self, why: &str) {
         match self {
-            Reply::Wait(sender) => {
+            Reply::Created(_, sender) => {
                 let _ = sender.send(Err(why.to_owned()));
+            }
+            Reply::Adopt(pipeline) => {
+                if let Some(seeded) = &pipeline.seeded {
+                    let _ = seeded.send(Err(why.to_owned()));
+                }
             }
             Reply::Write { state, .. } => state.answer(Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
                 why.to_owned(),
             ))),
-            Reply::Ignore | Reply::Dead | Reply::SeedInfo | Reply::Seed => {}
+            Reply::Ignore | Reply::Dead(_) | Reply::SeedInfo(_) | Reply::Seed(_) => {}
         }
     }
 }
@@ -802,7 +836,8 @@ impl WriteState {
     }
 }
 
-/// The control client's input, and the answers its commands are owed, in order.
+/// The control client's input, and the answers its commands are owed: per
+/// command line, one per command, in order.
 #[derive(Debug)]
 struct Control {
     inner: Mutex<ControlInner>,
@@ -811,7 +846,7 @@ struct Control {
 #[derive(Debug)]
 struct ControlInner {
     stdin: Option<ChildStdin>,
-    pending: VecDeque<Reply>,
+    pending: VecDeque<VecDeque<Reply>>,
 }
 
 impl Control {
@@ -824,39 +859,41 @@ impl Control {
         }
     }
 
-    /// Sends commands, one a line, together. An empty line adds no command: its
-    /// reply is owed by the line before (a command sequence answers once per
-    /// command). Fails them all if the client is gone.
-    fn send(&self, commands: Vec<(String, Reply)>) -> io::Result<()> {
-        let mut inner = lock(&self.inner);
-        let inner = &mut *inner;
+    /// Sends command lines, together, each with the replies of its commands.
+    /// Fails them all if the client is gone.
+    fn send(&self, lines: Vec<(String, Vec<Reply>)>) -> io::Result<()> {
+        let mut guard = lock(&self.inner);
+        let inner = &mut *guard;
         let Some(stdin) = inner.stdin.as_mut() else {
-            for (_, reply) in commands {
-                reply.fail("the tmux terminal has ended");
+            drop(guard);
+            for reply in lines.into_iter().flat_map(|(_, replies)| replies) {
+                reply.fail("the tmux client has ended");
             }
             return Err(ended());
         };
         let mut text = String::new();
-        for (line, _) in &commands {
-            if !line.is_empty() {
-                text.push_str(line);
-                text.push('\n');
-            }
+        for (line, _) in &lines {
+            text.push_str(line);
+            text.push('\n');
         }
         // The replies are owed before the reader can see an answer: it takes
         // them under the same lock.
-        let count = commands.len();
-        let mut replies = Vec::with_capacity(count);
-        for (_, reply) in commands {
-            replies.push(reply);
-        }
-        inner.pending.extend(replies);
-        match stdin.write_all(text.as_bytes()).and_then(|()| stdin.flush()) {
+        let count = lines.len();
+        inner.pending.extend(
+            lines
+                .into_iter()
+                .map(|(_, replies)| VecDeque::from(replies)),
+        );
+        match stdin
+            .write_all(text.as_bytes())
+            .and_then(|()| stdin.flush())
+        {
             Ok(()) => Ok(()),
             Err(error) => {
                 inner.stdin = None;
                 let at = inner.pending.len() - count;
-                for reply in inner.pending.drain(at..) {
+                let failed: Vec<Reply> = inner.pending.drain(at..).flatten().collect();
+                for reply in failed {
                     reply.fail("cannot write to the tmux client");
                 }
                 Err(error)
@@ -864,9 +901,27 @@ impl Control {
         }
     }
 
-    /// The reply owed to the next answer.
-    fn next_reply(&self) -> Option<Reply> {
-        lock(&self.inner).pending.pop_front()
+    /// The reply owed to the next answer, and — when it is an error — the
+    /// replies of the rest of its command line, which tmux skips.
+    fn next_reply(&self, ok: bool) -> (Option<Reply>, Vec<Reply>) {
+        let mut inner = lock(&self.inner);
+        let Some(line) = inner.pending.front_mut() else {
+            return (None, Vec::new());
+        };
+        let reply = line.pop_front();
+        let skipped = if ok {
+            Vec::new()
+        } else {
+            line.drain(..).collect()
+        };
+        if line.is_empty() {
+            inner.pending.pop_front();
+        }
+        (reply, skipped)
+    }
+
+    fn closed(&self) -> bool {
+        lock(&self.inner).stdin.is_none()
     }
 
     /// No more commands; every reply still owed fails.
@@ -874,15 +929,15 @@ impl Control {
         let pending: Vec<Reply> = {
             let mut inner = lock(&self.inner);
             inner.stdin = None;
-            inner.pending.drain(..).collect()
+            inner.pending.drain(..).flatten().collect()
         };
         for reply in pending {
-            reply.fail("the tmux terminal has ended");
+            reply.fail("the tmux client has ended");
         }
     }
 }
 
-/// The pane's state when it is taken back.
+/// A pane's state when its screen is taken from tmux.
 #[derive(Debug, Default)]
 struct SeedInfo {
     size: (u16, u16),
@@ -895,28 +950,33 @@ struct SeedInfo {
     cursor_visible: bool,
 }
 
-/// The reader thread of one terminal's control client.
-struct Reader {
-    id: u64,
-    pane: String,
-    window: String,
-    session: String,
+/// What the reader keeps of one terminal.
+#[derive(Debug)]
+struct Pipeline {
     shared: Arc<Shared>,
     /// To the output pipeline; dropped once the program ended.
     chunks: Option<mpsc::Sender<Vec<u8>>>,
     /// Resolves once every chunk sent was parsed.
     parsed: Option<oneshot::Receiver<()>>,
     events: mpsc::Sender<TerminalEvent>,
-    /// Taking the pane back: its output so far is in the capture to come.
+    /// Being taken back: its output so far is in the capture to come.
     skip_output: bool,
     seed: Option<SeedInfo>,
     /// Told once a taken-back pane's screen is in place.
     seeded: Option<std_mpsc::Sender<Result<(), String>>>,
-    scrollback_lines: usize,
     /// How many times the exit status was asked for.
     exit_queries: u32,
     /// The program ended with this; its final screen is on its way.
     final_status: Option<ExitStatus>,
+}
+
+/// The reader thread of the control client.
+struct Reader {
+    connection: Arc<Connection>,
+    /// The terminals it feeds, by pane.
+    terminals: HashMap<String, Pipeline>,
+    /// Told once the client is attached.
+    attached: Option<std_mpsc::Sender<()>>,
 }
 
 impl Reader {
@@ -934,6 +994,7 @@ impl Reader {
             if line.last() == Some(&b'\n') {
                 line.pop();
             }
+            tracing::trace!(line = %String::from_utf8_lossy(&line), "from tmux");
             if let Some((ours, lines)) = &mut block {
                 let end = line.starts_with(b"%end ");
                 if end || line.starts_with(b"%error ") {
@@ -961,47 +1022,71 @@ impl Reader {
             } else if let Some(rest) = line.strip_prefix(b"%window-renamed ") {
                 let text = String::from_utf8_lossy(rest);
                 if let Some((window, name)) = text.split_once(' ')
-                    && window == self.window
                     && name == DEAD_NAME
+                    && let Some(pane) = self.pane_of_window(window)
                 {
-                    self.ask_exit();
+                    ask_exit(&self.connection, &pane);
                 }
             } else if let Some(rest) = line.strip_prefix(b"%layout-change ") {
                 self.layout(&String::from_utf8_lossy(rest));
+            } else if line.starts_with(b"%session-changed ")
+                && let Some(attached) = self.attached.take()
+            {
+                let _ = attached.send(());
             }
         }
-        // The client ended: the session was killed (after the exit, or by someone
-        // else), the server went away, or the handle let go of the terminal.
-        self.shared.control.close();
-        if let Some(mut client) = lock(&self.shared.client).take() {
+        // The client ended: the server went away (or was killed), or the host
+        // let go of it. Terminals still followed end without a known status.
+        self.connection.control.close();
+        if let Some(mut client) = lock(&self.connection.client).take() {
             let _ = client.kill();
             let _ = client.wait();
         }
-        if let Some(seeded) = self.seeded.take() {
-            let _ = seeded.send(Err("the tmux client ended".into()));
+        for (_, mut pipeline) in self.terminals.drain() {
+            if let Some(seeded) = pipeline.seeded.take() {
+                let _ = seeded.send(Err("the tmux client ended".into()));
+            }
+            if pipeline.shared.exit.get().is_none()
+                && !pipeline.shared.detached.load(Ordering::SeqCst)
+            {
+                tracing::debug!(
+                    terminal = pipeline.shared.id,
+                    "the tmux server went away without an exit status"
+                );
+                let status = pipeline.final_status.take().unwrap_or(ExitStatus {
+                    code: None,
+                    signal: None,
+                });
+                finish(&self.connection, pipeline, status, None);
+            }
         }
-        if self.shared.exit.get().is_none() && !self.shared.detached.load(Ordering::SeqCst) {
-            tracing::debug!(
-                terminal = self.id,
-                "the tmux session ended without an exit status"
-            );
-            let status = self.final_status.take().unwrap_or(ExitStatus {
-                code: None,
-                signal: None,
-            });
-            self.finish(status, None);
-        }
+    }
+
+    fn pane_of_window(&self, window: &str) -> Option<String> {
+        self.terminals
+            .iter()
+            .find(|(_, p)| p.shared.window() == window && !p.shared.detached.load(Ordering::SeqCst))
+            .map(|(pane, _)| pane.clone())
     }
 
     fn output(&mut self, rest: &[u8]) {
         let Some(space) = rest.iter().position(|&b| b == b' ') else {
             return;
         };
-        if &rest[..space] != self.pane.as_bytes() || self.skip_output {
+        let pane = String::from_utf8_lossy(&rest[..space]);
+        let Some(pipeline) = self.terminals.get(pane.as_ref()) else {
+            return;
+        };
+        if pipeline.shared.detached.load(Ordering::SeqCst) {
+            // The app let go of it: its program runs on, unfollowed.
+            self.terminals.remove(pane.as_ref());
+            return;
+        }
+        if pipeline.skip_output {
             return;
         }
         let bytes = unescape(&rest[space + 1..]);
-        if let Some(chunks) = &self.chunks
+        if let Some(chunks) = &pipeline.chunks
             && !bytes.is_empty()
         {
             // Back-pressure: tmux keeps the output while the parser catches up.
@@ -1012,16 +1097,23 @@ impl Reader {
     fn layout(&self, rest: &str) {
         // `@window layout visible-layout flags`, a layout being `csum,WxH,x,y…`.
         let mut fields = rest.split(' ');
-        if fields.next() != Some(self.window.as_str()) {
+        let Some(window) = fields.next() else {
             return;
-        }
+        };
+        let Some(pipeline) = self
+            .terminals
+            .values()
+            .find(|p| p.shared.window() == window)
+        else {
+            return;
+        };
         let size = fields
             .next()
             .and_then(|layout| layout.split(',').nth(1))
             .and_then(|size| size.split_once('x'))
             .and_then(|(c, r)| Some((c.parse::<u16>().ok()?, r.parse::<u16>().ok()?)));
         if let Some((cols, rows)) = size {
-            self.shared.screen.with(|screen| {
+            pipeline.shared.screen.with(|screen| {
                 if screen.size() != (cols, rows) {
                     screen.resize(cols, rows);
                 }
@@ -1029,31 +1121,40 @@ impl Reader {
         }
     }
 
-    fn ask_exit(&mut self) {
-        self.exit_queries += 1;
-        let _ = self.shared.control.send(vec![(
-            format!(
-                "display-message -p -t {} '#{{pane_dead}}\t#{{pane_dead_status}}\t#{{pane_dead_signal}}'",
-                self.pane
-            ),
-            Reply::Dead,
-        )]);
-    }
-
     /// An answer came: `ok` unless `%error`.
     fn answer(&mut self, ok: bool, lines: Vec<Vec<u8>>) {
-        let Some(reply) = self.shared.control.next_reply() else {
+        let (reply, skipped) = self.connection.control.next_reply(ok);
+        for reply in skipped {
+            reply.fail("tmux skipped it after an error");
+        }
+        let Some(reply) = reply else {
             return;
         };
         match reply {
             Reply::Ignore => {}
-            Reply::Wait(sender) => {
+            Reply::Created(pipeline, sender) => {
                 let result = if ok {
-                    Ok(lines)
+                    self.created(*pipeline, &lines)
                 } else {
                     Err(lossy_lines(&lines))
                 };
                 let _ = sender.send(result);
+            }
+            Reply::Adopt(mut pipeline) => {
+                let info = ok.then(|| parse_seed_info(&lines)).flatten();
+                let Some(info) = info else {
+                    if let Some(seeded) = pipeline.seeded.take() {
+                        let _ = seeded.send(Err(format!(
+                            "tmux could not describe the pane: {}",
+                            lossy_lines(&lines)
+                        )));
+                    }
+                    return;
+                };
+                pipeline.skip_output = true;
+                pipeline.seed = Some(info);
+                let pane = pipeline.shared.pane().to_owned();
+                self.terminals.insert(pane, *pipeline);
             }
             Reply::Write { state, last } => {
                 if !ok {
@@ -1065,110 +1166,94 @@ impl Reader {
                     state.answer(Ok(()));
                 }
             }
-            Reply::Dead => self.dead(ok, &lines),
-            Reply::SeedInfo => match ok.then(|| parse_seed_info(&lines)).flatten() {
-                Some(info) => self.seed = Some(info),
-                None => self.seed_failed(format!(
-                    "tmux could not describe the pane: {}",
-                    lossy_lines(&lines)
-                )),
-            },
-            Reply::Seed => {
-                if ok {
-                    self.seed(&lines);
-                } else {
-                    self.seed_failed(format!(
-                        "tmux could not capture the pane: {}",
-                        lossy_lines(&lines)
-                    ));
+            Reply::Dead(pane) => self.dead(&pane, ok, &lines),
+            Reply::SeedInfo(pane) => {
+                let info = ok.then(|| parse_seed_info(&lines)).flatten();
+                if let Some(pipeline) = self.terminals.get_mut(&pane) {
+                    pipeline.seed = info;
                 }
             }
+            Reply::Seed(pane) => self.seed(&pane, ok.then_some(&lines[..])),
         }
     }
 
-    fn seed_failed(&mut self, why: String) {
-        if let Some(seeded) = self.seeded.take() {
-            let _ = seeded.send(Err(why));
+    /// A program's window opened: `pane window pid`.
+    fn created(&mut self, pipeline: Pipeline, lines: &[Vec<u8>]) -> Result<(), String> {
+        let text = lines
+            .first()
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .unwrap_or_default();
+        let mut fields = text.split('\t');
+        let (Some(pane), Some(window)) = (fields.next(), fields.next()) else {
+            return Err(format!("tmux new-window printed {text:?}"));
+        };
+        let shared = &pipeline.shared;
+        let _ = shared.pane.set(pane.to_owned());
+        let _ = shared.window.set(window.to_owned());
+        if let Some(pid) = fields.next().and_then(|p| p.parse().ok()) {
+            let _ = shared.pid.set(pid);
+            lock(&self.connection.followed).insert(pane.to_owned(), pid);
         }
-        if let Some(status) = self.final_status.take() {
-            self.finish(status, None);
-        }
+        self.terminals.insert(pane.to_owned(), pipeline);
+        Ok(())
     }
 
-    /// Puts the pane's screen, as tmux has it, in place: when taking a pane back
-    /// (then follows its output), and when its program ended.
-    fn seed(&mut self, lines: &[Vec<u8>]) {
-        let Some(info) = self.seed.take() else {
+    /// A pane's screen, as tmux has it: in place of the one taken back (then its
+    /// output follows), or as the final one once its program ended.
+    fn seed(&mut self, pane: &str, lines: Option<&[Vec<u8>]>) {
+        let Some(pipeline) = self.terminals.get_mut(pane) else {
             return;
         };
-        if let Some(pid) = info.pid {
-            let _ = self.shared.pid.set(pid);
+        let info = pipeline.seed.take();
+        let screen = match (info.as_ref(), lines) {
+            (Some(info), Some(lines)) => Some((
+                info.size,
+                seed_bytes(info, lines, pipeline.shared.scrollback_lines),
+            )),
+            _ => None,
+        };
+        if let Some(info) = &info
+            && let Some(pid) = info.pid
+        {
+            let _ = pipeline.shared.pid.set(pid);
         }
-        let (_, rows) = info.size;
-        let mut bytes = Vec::new();
-        if info.alternate {
-            bytes.extend_from_slice(b"\x1b[?1049h");
-        }
-        // History lines first scroll off into the scrollback; the last `rows`
-        // lines are the screen.
-        let keep = lines.len().min(self.scrollback_lines + usize::from(rows));
-        for (i, line) in lines[lines.len() - keep..].iter().enumerate() {
-            if i > 0 {
-                bytes.extend_from_slice(b"\r\n");
+        if let Some(seeded) = pipeline.seeded.take() {
+            // Taking the pane back.
+            let Some((size, bytes)) = screen else {
+                let _ = seeded.send(Err("tmux could not capture the pane".into()));
+                self.terminals.remove(pane);
+                return;
+            };
+            replace_screen(&pipeline.shared, size, &bytes);
+            pipeline.skip_output = false;
+            if let Some(pid) = pipeline.shared.pid.get() {
+                lock(&self.connection.followed).insert(pane.to_owned(), *pid);
             }
-            bytes.extend_from_slice(line);
-        }
-        bytes.extend_from_slice(b"\x1b[0m");
-        bytes.extend_from_slice(
-            format!("\x1b[{};{}H", info.cursor.1 + 1, info.cursor.0 + 1).as_bytes(),
-        );
-        if info.application_cursor {
-            bytes.extend_from_slice(b"\x1b[?1h");
-        }
-        if info.application_keypad {
-            bytes.extend_from_slice(b"\x1b=");
-        }
-        if !info.cursor_visible {
-            bytes.extend_from_slice(b"\x1b[?25l");
-        }
-        if let Some(seeded) = self.seeded.take() {
-            // Taking the pane back: its screen, then its output from here on.
-            self.replace_screen(info.size, &bytes);
-            self.skip_output = false;
             let _ = seeded.send(Ok(()));
-            if let Some(status) = info.dead {
-                self.finish(status, None);
+            if let Some(status) = info.and_then(|i| i.dead)
+                && let Some(pipeline) = self.terminals.remove(pane)
+            {
+                finish(&self.connection, pipeline, status, None);
             }
-        } else if let Some(status) = self.final_status.take() {
-            self.finish(status, Some((info.size, bytes)));
+        } else if let Some(status) = pipeline.final_status.take()
+            && let Some(pipeline) = self.terminals.remove(pane)
+        {
+            finish(&self.connection, pipeline, status, screen);
         }
     }
 
-    /// Replaces the screen with one of `size` showing `bytes` (the title stays).
-    fn replace_screen(&self, (cols, rows): (u16, u16), bytes: &[u8]) {
-        let scrollback = self.scrollback_lines;
-        self.shared.screen.with(|screen| {
-            let title = screen.title().to_owned();
-            *screen = Screen::new(cols, rows, scrollback);
-            screen.process(bytes);
-            if !title.is_empty() {
-                screen.process(format!("\x1b]2;{title}\x07").as_bytes());
-            }
-        });
-    }
-
-    fn dead(&mut self, ok: bool, lines: &[Vec<u8>]) {
-        let text = lines.first().map(|l| String::from_utf8_lossy(l).into_owned());
+    fn dead(&mut self, pane: &str, ok: bool, lines: &[Vec<u8>]) {
+        let text = lines
+            .first()
+            .map(|l| String::from_utf8_lossy(l).into_owned());
         let Some(text) = text.filter(|_| ok) else {
             return;
         };
+        let Some(pipeline) = self.terminals.get_mut(pane) else {
+            return;
+        };
         let mut fields = text.split('\t');
-        if fields.next() != Some("1") {
-            // A rename of a live pane (its placeholder's end): name it back.
-            let _ = self.shared.control.send(vec![(
-                format!("rename-window -t {} {}", self.window, self.session),
-                Reply::Ignore,
-            )]);
+        if fields.next() != Some("1") || pipeline.final_status.is_some() {
             return;
         }
         let status = ExitStatus {
@@ -1176,51 +1261,183 @@ impl Reader {
             signal: fields.next().and_then(|s| s.parse().ok()),
         };
         // tmux may see the end of the output before the process's status: ask
-        // again, briefly.
-        if status.code.is_none() && status.signal.is_none() && self.exit_queries < 40 {
-            std::thread::sleep(Duration::from_millis(25));
-            self.ask_exit();
-            return;
+        // again, shortly (from another thread: this one reads for everyone).
+        if status.code.is_none() && status.signal.is_none() && pipeline.exit_queries < 40 {
+            pipeline.exit_queries += 1;
+            let connection = Arc::clone(&self.connection);
+            let pane = pane.to_owned();
+            let asked = std::thread::Builder::new()
+                .name("krad-tmux-ask".into())
+                .spawn(move || {
+                    std::thread::sleep(Duration::from_millis(25));
+                    ask_exit(&connection, &pane);
+                });
+            if asked.is_ok() {
+                return;
+            }
         }
         // tmux drops the output it had not yet passed to control clients when a
         // pane dies, but its screen has it: the final screen comes from there.
-        self.final_status = Some(status);
-        if self
-            .shared
-            .control
-            .send(seed_commands(&self.pane, self.scrollback_lines))
-            .is_err()
+        pipeline.final_status = Some(status);
+        let (line, _) = seed_line(pane, pipeline.shared.scrollback_lines);
+        let replies = vec![
+            Reply::SeedInfo(pane.to_owned()),
+            Reply::Seed(pane.to_owned()),
+        ];
+        if self.connection.control.send(vec![(line, replies)]).is_err()
+            && let Some(pipeline) = self.terminals.remove(pane)
         {
-            self.finish(status, None);
+            finish(&self.connection, pipeline, status, None);
         }
-    }
-
-    /// The program ended: once its output is parsed (and the final screen, if
-    /// given, is in place), records the status, sends `Exited` (last) and lets
-    /// tmux forget the pane.
-    fn finish(&mut self, status: ExitStatus, screen: Option<((u16, u16), Vec<u8>)>) {
-        if self.shared.exit.get().is_some() {
-            return;
-        }
-        drop(self.chunks.take());
-        if let Some(parsed) = self.parsed.take() {
-            // Resolves (with an error) once the output thread is done.
-            let _ = parsed.blocking_recv();
-        }
-        if let Some((size, bytes)) = screen {
-            self.replace_screen(size, &bytes);
-        }
-        let _ = self.shared.exit.set(status);
-        tracing::debug!(terminal = self.id, ?status, "tmux terminal ended");
-        let _ = self.events.blocking_send(TerminalEvent::Exited(status));
-        let _ = self.shared.control.send(vec![(
-            format!("kill-session -t ={}", self.session),
-            Reply::Ignore,
-        )]);
     }
 }
 
-fn seed_commands(pane: &str, scrollback_lines: usize) -> Vec<(String, Reply)> {
+/// How often the watchdog looks at the followed programs.
+const WATCH_EVERY: Duration = Duration::from_millis(250);
+
+/// The watchdog: tmux (3.3, with a control client) sometimes misses a
+/// program's end — the process stays a zombie, unreaped, and the `pane-died`
+/// hook never runs. A zombie makes the watchdog send the server the SIGCHLD it
+/// missed; a program gone without a word makes it ask for the exit status.
+fn watch(connection: &std::sync::Weak<Connection>) {
+    let mut asked: HashMap<String, Instant> = HashMap::new();
+    loop {
+        std::thread::sleep(WATCH_EVERY);
+        let Some(connection) = connection.upgrade() else {
+            return;
+        };
+        if connection.ended() {
+            return;
+        }
+        let followed = lock(&connection.followed).clone();
+        asked.retain(|pane, _| followed.contains_key(pane));
+        let mut nudge = false;
+        for (pane, pid) in followed {
+            match process_state(pid) {
+                Some('Z') => nudge = true,
+                Some(_) => {}
+                None => {
+                    let due = asked
+                        .get(&pane)
+                        .is_none_or(|at| at.elapsed() > Duration::from_secs(1));
+                    if due {
+                        asked.insert(pane.clone(), Instant::now());
+                        ask_exit(&connection, &pane);
+                    }
+                }
+            }
+        }
+        if nudge && let Some(server) = connection.server {
+            let _ = nix::sys::signal::kill(server, Signal::SIGCHLD);
+        }
+    }
+}
+
+/// A process's state letter (`R`, `S`, `Z`…), or `None` once it is gone.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Asks for a pane's exit status.
+fn ask_exit(connection: &Connection, pane: &str) {
+    let format = quote(b"#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}");
+    let _ = connection.control.send(vec![(
+        format!("display-message -p -t {pane} {format}"),
+        vec![Reply::Dead(pane.to_owned())],
+    )]);
+}
+
+/// A program ended: once its output is parsed (and the final screen, if given,
+/// is in place), records the status, sends `Exited` (last) and closes its
+/// window. On a thread of its own: the reader goes on for the others.
+fn finish(
+    connection: &Arc<Connection>,
+    mut pipeline: Pipeline,
+    status: ExitStatus,
+    screen: Option<((u16, u16), Vec<u8>)>,
+) {
+    lock(&connection.followed).remove(pipeline.shared.pane());
+    let connection = Arc::clone(connection);
+    let work = move || {
+        drop(pipeline.chunks.take());
+        if let Some(parsed) = pipeline.parsed.take() {
+            // Resolves (with an error) once the output thread is done.
+            let _ = parsed.blocking_recv();
+        }
+        let shared = &pipeline.shared;
+        if let Some((size, bytes)) = screen {
+            replace_screen(shared, size, &bytes);
+        }
+        // tmux may forget the pane now (before the exit is known: an app that
+        // stops as soon as it is leaves no dead pane behind).
+        let window = shared.window();
+        if !window.is_empty() && !shared.detached.load(Ordering::SeqCst) {
+            let _ = connection.control.send(vec![(
+                format!("kill-window -t {window}"),
+                vec![Reply::Ignore],
+            )]);
+        }
+        if shared.exit.set(status).is_err() {
+            return;
+        }
+        tracing::debug!(terminal = shared.id, ?status, "tmux terminal ended");
+        let _ = pipeline.events.blocking_send(TerminalEvent::Exited(status));
+    };
+    if let Err(error) = std::thread::Builder::new()
+        .name("krad-tmux-exit".into())
+        .spawn(work)
+    {
+        tracing::error!(%error, "cannot finish a tmux terminal");
+    }
+}
+
+/// Replaces a screen with one of `size` showing `bytes` (the title stays).
+fn replace_screen(shared: &Shared, (cols, rows): (u16, u16), bytes: &[u8]) {
+    let scrollback = shared.scrollback_lines;
+    shared.screen.with(|screen| {
+        let title = screen.title().to_owned();
+        *screen = Screen::new(cols, rows, scrollback);
+        screen.process(bytes);
+        if !title.is_empty() {
+            screen.process(format!("\x1b]2;{title}\x07").as_bytes());
+        }
+    });
+}
+
+/// What redraws a captured pane on a fresh screen: history lines first (they
+/// scroll off into the scrollback), then the screen, cursor and modes.
+fn seed_bytes(info: &SeedInfo, lines: &[Vec<u8>], scrollback_lines: usize) -> Vec<u8> {
+    let (_, rows) = info.size;
+    let mut bytes = Vec::new();
+    if info.alternate {
+        bytes.extend_from_slice(b"\x1b[?1049h");
+    }
+    let keep = lines.len().min(scrollback_lines + usize::from(rows));
+    for (i, line) in lines[lines.len() - keep..].iter().enumerate() {
+        if i > 0 {
+            bytes.extend_from_slice(b"\r\n");
+        }
+        bytes.extend_from_slice(line);
+    }
+    bytes.extend_from_slice(b"\x1b[0m");
+    bytes
+        .extend_from_slice(format!("\x1b[{};{}H", info.cursor.1 + 1, info.cursor.0 + 1).as_bytes());
+    if info.application_cursor {
+        bytes.extend_from_slice(b"\x1b[?1h");
+    }
+    if info.application_keypad {
+        bytes.extend_from_slice(b"\x1b=");
+    }
+    if !info.cursor_visible {
+        bytes.extend_from_slice(b"\x1b[?25l");
+    }
+    bytes
+}
+
+/// Asks for a pane's state and screen in one command line, so that nothing the
+/// program prints can fall between them: answered twice, state then screen.
+fn seed_line(pane: &str, scrollback_lines: usize) -> (String, Vec<Reply>) {
     let format = [
         "#{pane_width}",
         "#{pane_height}",
@@ -1241,7 +1458,13 @@ fn seed_commands(pane: &str, scrollback_lines: usize) -> Vec<(String, Reply)> {
         "display-message -p -t {pane} {format} ; capture-pane -p -e -t {pane} -S -{history}",
         format = quote(format.as_bytes()),
     );
-    vec![(line, Reply::SeedInfo), (String::new(), Reply::Seed)]
+    (
+        line,
+        vec![
+            Reply::SeedInfo(pane.to_owned()),
+            Reply::Seed(pane.to_owned()),
+        ],
+    )
 }
 
 fn parse_seed_info(lines: &[Vec<u8>]) -> Option<SeedInfo> {
@@ -1305,9 +1528,7 @@ fn unescape(value: &[u8]) -> Vec<u8> {
             && let Some(digits) = value.get(i + 1..i + 4)
             && digits.iter().all(|d| (b'0'..=b'7').contains(d))
         {
-            let byte = digits
-                .iter()
-                .fold(0u32, |n, d| n * 8 + u32::from(d - b'0'));
+            let byte = digits.iter().fold(0u32, |n, d| n * 8 + u32::from(d - b'0'));
             out.push(byte as u8);
             i += 4;
         } else {
@@ -1326,26 +1547,25 @@ fn lossy_lines(lines: &[Vec<u8>]) -> String {
         .join("; ")
 }
 
-fn session_name(id: u64) -> String {
-    format!("{SESSION_PREFIX}{id}")
+fn window_name(id: u64) -> String {
+    format!("{WINDOW_PREFIX}{id}")
 }
 
-/// Whether tmux said no server runs on the socket.
+/// Whether tmux said no server runs on the socket (or one without sessions,
+/// about to exit).
 fn no_server(error: &str) -> bool {
-    error.contains("no server running") || error.contains("error connecting")
+    error.contains("no server running")
+        || error.contains("error connecting")
+        || error.contains("no current target")
+        || error.contains("server exited unexpectedly")
 }
 
 /// Checks that `program` can be run, as the PTY host finds out by running it:
 /// tmux would only show a dead pane.
-fn find_program(
-    program: &str,
-    cwd: &Path,
-    env: &[(String, String)],
-) -> Result<(), SpawnError> {
+fn find_program(program: &str, cwd: &Path, env: &[(String, String)]) -> Result<(), SpawnError> {
     use std::os::unix::fs::PermissionsExt as _;
     let runnable = |path: &Path| {
-        std::fs::metadata(path)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     let found = if program.contains('/') {
         runnable(&cwd.join(program))
@@ -1431,7 +1651,10 @@ mod tests {
     #[test]
     fn quoting_leaves_tmux_nothing_to_expand() {
         assert_eq!(quote(b"A=b c"), "\"A=b c\"");
-        assert_eq!(quote(b"$HOME ~ #{x} \"'\n"), "\"\\044HOME \\176 \\043\\173x\\175 \\042\\047\\012\"");
+        assert_eq!(
+            quote(b"$HOME ~ #{x} \"'\n"),
+            "\"\\044HOME \\176 \\043\\173x\\175 \\042\\047\\012\""
+        );
         assert_eq!(quote("é".as_bytes()), "\"\\303\\251\"");
     }
 
@@ -1471,5 +1694,49 @@ mod tests {
             })
         );
         assert!(info.application_cursor && !info.application_keypad && info.cursor_visible);
+    }
+
+    #[test]
+    fn a_failed_command_skips_the_rest_of_its_line() {
+        let mut child = Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let control = Control::new(child.stdin.take().unwrap());
+        let (reply, mut answered) = oneshot::channel();
+        let state = Arc::new(WriteState {
+            reply: Mutex::new(Some(reply)),
+        });
+        control
+            .send(vec![
+                (
+                    "a ; b ; c".into(),
+                    vec![
+                        Reply::Ignore,
+                        Reply::Ignore,
+                        Reply::Write { state, last: true },
+                    ],
+                ),
+                ("d".into(), vec![Reply::Dead("%1".into())]),
+            ])
+            .unwrap();
+        assert!(matches!(control.next_reply(true), (Some(Reply::Ignore), ref s) if s.is_empty()));
+        let (reply, skipped) = control.next_reply(false);
+        assert!(matches!(reply, Some(Reply::Ignore)));
+        assert_eq!(skipped.len(), 1);
+        for reply in skipped {
+            reply.fail("skipped");
+        }
+        assert!(answered.try_recv().unwrap().is_err());
+        assert!(matches!(
+            control.next_reply(true),
+            (Some(Reply::Dead(_)), _)
+        ));
+        assert!(control.next_reply(true).0.is_none());
+        control.close();
+        assert!(control.closed());
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

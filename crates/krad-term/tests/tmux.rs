@@ -55,13 +55,31 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let path = self.tmux(&["display-message", "-p", "#{socket_path}"]);
+        // kill-server, and SIGKILL for a server that does not go (tmux 3.3 can
+        // wait forever for a control client that is gone).
+        let pid = self
+            .tmux(&["display-message", "-p", "#{pid}"])
+            .trim()
+            .parse::<i32>()
+            .ok()
+            .map(nix::unistd::Pid::from_raw);
         let _ = Command::new("tmux")
             .args(["-L", &self.socket, "kill-server"])
             .output();
-        if !path.trim().is_empty() {
-            let _ = std::fs::remove_file(path.trim());
+        if let Some(pid) = pid {
+            let until = Instant::now() + Duration::from_millis(300);
+            while nix::sys::signal::kill(pid, None).is_ok() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
         }
+        // tmux leaves its socket file behind.
+        let dir = std::env::var_os("TMUX_TMPDIR").unwrap_or_else(|| "/tmp".into());
+        let _ = std::fs::remove_file(
+            Path::new(&dir)
+                .join(format!("tmux-{}", nix::unistd::getuid()))
+                .join(&self.socket),
+        );
     }
 }
 
@@ -132,8 +150,8 @@ async fn a_terminal_runs_prints_reads_resizes_and_exits_with_its_code() {
         &host,
         sh(
             1,
-            "echo \"size $(stty size) value $KRAD_TEST_VALUE term $TERM\"; read -r x; \
-             echo \"got $x size $(stty size)\"; exit 3",
+            "echo \"size $(stty size) value $KRAD_TEST_VALUE term $TERM\"; \
+             while read -r x; do [ \"$x\" = end ] && exit 3; echo \"got $x size $(stty size)\"; done",
             dir.path(),
         ),
     );
@@ -144,8 +162,16 @@ async fn a_terminal_runs_prints_reads_resizes_and_exits_with_its_code() {
     )
     .await;
     terminal.resize(90, 20).unwrap();
-    write(terminal.as_ref(), b"there\r").await;
+    assert_eq!(terminal.snapshot(0).size, (90, 20));
+    // tmux passes a resize on to the program shortly after (it spaces them out).
+    let deadline = Instant::now() + TIMEOUT;
+    while !terminal.snapshot(0).screen.contains("size 20 90") {
+        assert!(Instant::now() < deadline, "{:#?}", terminal.snapshot(0));
+        write(terminal.as_ref(), b"there\r").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     until_screen(terminal.as_ref(), "got there size 20 90").await;
+    write(terminal.as_ref(), b"end\r").await;
     assert_eq!(
         until_exit(&mut events).await,
         ExitStatus {
@@ -154,8 +180,12 @@ async fn a_terminal_runs_prints_reads_resizes_and_exits_with_its_code() {
         }
     );
     assert_eq!(terminal.exit_status().unwrap().code, Some(3));
-    // The ended terminal's session is gone.
-    assert_eq!(host.survivors().unwrap(), []);
+    // The ended terminal's window goes.
+    let deadline = Instant::now() + TIMEOUT;
+    while !host.survivors().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the ended window stayed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(terminal.write(b"x".to_vec()).await.unwrap().is_err());
 }
 
@@ -198,10 +228,7 @@ async fn a_new_host_takes_back_a_live_terminal_with_its_screen() {
     let second = server.host();
     assert_eq!(
         second.survivors().unwrap(),
-        [Survivor {
-            id: 7,
-            alive: true
-        }]
+        [Survivor { id: 7, alive: true }]
     );
     let (events, mut receiver) = mpsc::channel(64);
     let terminal = second
@@ -220,9 +247,17 @@ async fn a_new_host_takes_back_a_live_terminal_with_its_screen() {
     assert_eq!(snapshot.size, (100, 30));
     assert_eq!(snapshot.cursor, (2, 0));
     match terminal.native_attach() {
-        Some(NativeAttach::Tmux { socket, session }) => {
+        Some(NativeAttach::Tmux {
+            socket,
+            session,
+            window,
+        }) => {
             assert_eq!(socket, server.socket);
-            assert_eq!(session, "krad-7");
+            assert_eq!(session, "krad");
+            assert_eq!(
+                server.tmux(&["display-message", "-p", "-t", &window, "#{window_name}"]),
+                "krad-7\n"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -278,8 +313,8 @@ async fn a_terminal_that_died_while_away_is_taken_back_dead_with_its_status() {
     assert!(terminal.snapshot(0).screen.contains("last words"));
     // Once taken back and recorded, tmux forgets it.
     let deadline = Instant::now() + TIMEOUT;
-    while !server.tmux(&["list-sessions"]).is_empty() {
-        assert!(Instant::now() < deadline, "the dead session stayed");
+    while !second.survivors().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the dead pane stayed");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -341,5 +376,32 @@ async fn attachers_get_the_screen_then_the_output_on_both_hosts() {
         redraw.process(&seen);
         assert!(redraw.screen().contents().contains("red plain"));
         terminal.close(Duration::from_secs(5));
+    }
+}
+
+/// tmux 3.3 crashes when control clients attach while sessions are made, and
+/// misses some exits when one is attached: many terminals at once must all run,
+/// and all be seen ending, with their status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_terminals_started_at_once_all_report_their_exit() {
+    let server = Server::new();
+    let dir = tempfile::tempdir().unwrap();
+    let host = Arc::new(server.host());
+    for round in 0..4u64 {
+        let mut tasks = Vec::new();
+        for i in 0..12u64 {
+            let host = Arc::clone(&host);
+            let cwd = dir.path().to_owned();
+            tasks.push(tokio::task::spawn_blocking(move || {
+                start(
+                    host.as_ref(),
+                    sh(round * 100 + i + 1, "echo hi; sleep 0.2; exit 7", &cwd),
+                )
+            }));
+        }
+        for task in tasks {
+            let (_terminal, mut events) = task.await.unwrap();
+            assert_eq!(until_exit(&mut events).await.code, Some(7));
+        }
     }
 }

@@ -3,6 +3,7 @@
 pub mod answer;
 pub mod ask;
 pub mod asks;
+pub mod attach;
 pub mod changes;
 pub mod check;
 pub mod close;

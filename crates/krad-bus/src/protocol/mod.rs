@@ -3,6 +3,7 @@
 
 mod agent;
 mod ask;
+mod attach;
 mod envelope;
 mod environment;
 mod error;
@@ -12,6 +13,9 @@ mod stream;
 
 pub use agent::{AgentRecord, AgentState, StateSource};
 pub use ask::{AnsweredInfo, AskInfo, DecidedBy};
+pub use attach::{
+    AttachInput, AttachMessage, DataInfo, ExitedInfo, ResizeInfo, ScreenInfo, TmuxInfo,
+};
 pub use envelope::{
     API_VERSION, Caller, Envelope, OutgoingEnvelope, RawRequest, RequestId, TerminalRef, Token,
 };

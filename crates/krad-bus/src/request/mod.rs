@@ -6,6 +6,7 @@
 //! the new request's rights and deadline are decided.
 
 pub mod ask;
+pub mod attach;
 pub mod changes;
 pub mod check;
 pub mod close;
@@ -108,6 +109,7 @@ request_kinds![
     Close,
     Report,
     SubscribeAgents,
+    Attach,
     Environments,
     CreateWorktree,
     Changes,
@@ -168,6 +170,7 @@ impl RequestKind {
             RequestKind::Answer => Rights::ClientAndLeads,
             RequestKind::Spawn
             | RequestKind::Send
+            | RequestKind::Attach
             | RequestKind::Close
             | RequestKind::CreateWorktree
             | RequestKind::RunVariants
@@ -187,6 +190,7 @@ impl RequestKind {
             | RequestKind::Output
             | RequestKind::Report
             | RequestKind::SubscribeAgents
+            | RequestKind::Attach
             | RequestKind::Environments
             | RequestKind::Changes
             | RequestKind::Extensions
@@ -232,6 +236,8 @@ pub enum Request {
     Report(report::Report),
     /// See [`subscribe_agents::SubscribeAgents`].
     SubscribeAgents(subscribe_agents::SubscribeAgents),
+    /// See [`attach::Attach`].
+    Attach(attach::Attach),
     /// See [`environments::Environments`].
     Environments(environments::Environments),
     /// See [`create_worktree::CreateWorktree`].
@@ -292,6 +298,7 @@ impl Request {
             RequestKind::Close => Request::Close(fields_of(kind, fields)?),
             RequestKind::Report => Request::Report(fields_of(kind, fields)?),
             RequestKind::SubscribeAgents => Request::SubscribeAgents(fields_of(kind, fields)?),
+            RequestKind::Attach => Request::Attach(fields_of(kind, fields)?),
             RequestKind::Environments => Request::Environments(fields_of(kind, fields)?),
             RequestKind::CreateWorktree => Request::CreateWorktree(fields_of(kind, fields)?),
             RequestKind::Changes => Request::Changes(fields_of(kind, fields)?),
@@ -323,6 +330,7 @@ impl Request {
             Request::Close(_) => RequestKind::Close,
             Request::Report(_) => RequestKind::Report,
             Request::SubscribeAgents(_) => RequestKind::SubscribeAgents,
+            Request::Attach(_) => RequestKind::Attach,
             Request::Environments(_) => RequestKind::Environments,
             Request::CreateWorktree(_) => RequestKind::CreateWorktree,
             Request::Changes(_) => RequestKind::Changes,
@@ -371,7 +379,7 @@ impl Request {
                 None => Some(deadline::STANDARD),
             },
             Request::Wait(wait) => waited(wait.timeout_secs()),
-            Request::SubscribeAgents(_) => None,
+            Request::SubscribeAgents(_) | Request::Attach(_) => None,
         }
     }
 
@@ -383,6 +391,7 @@ impl Request {
             Request::Send(send) => send.when == Some(send::When::Idle),
             Request::Wait(_)
             | Request::SubscribeAgents(_)
+            | Request::Attach(_)
             | Request::Code(_)
             | Request::ExtensionTool(_)
             | Request::Ask(_) => true,
@@ -420,6 +429,7 @@ impl Request {
             | Request::Close(_)
             | Request::Report(_)
             | Request::SubscribeAgents(_)
+            | Request::Attach(_)
             | Request::Environments(_)
             | Request::CreateWorktree(_)
             | Request::Changes(_)

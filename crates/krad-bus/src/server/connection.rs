@@ -2,6 +2,7 @@
 //! the answer so that it survives a client that is still sending, and noticing a
 //! client that leaves.
 
+use std::io::Read as _;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -103,16 +104,27 @@ async fn finish_with(mut stream: TcpStream, line: &[u8], linger: Duration, quick
             return;
         }
     }
-    let _ = stream.shutdown().await;
     if quick {
+        // Asked of the socket itself (not of the reactor's cached readiness, which
+        // may not have seen bytes that just arrived).
+        let Ok(std_stream) = stream.into_std() else {
+            return;
+        };
         let mut sink = [0u8; 256];
-        match stream.try_read(&mut sink) {
-            // The client already closed its side, or has nothing unread for us.
+        match (&std_stream).read(&mut sink) {
+            // Nothing unread, or the client already closed its side: closing now
+            // sends a FIN after the answer, never a reset.
             Ok(0) => return,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
             Ok(_) | Err(_) => {}
         }
+        // The client sent more: linger as for any other answer.
+        stream = match TcpStream::from_std(std_stream) {
+            Ok(stream) => stream,
+            Err(_) => return,
+        };
     }
+    let _ = stream.shutdown().await;
     let _ = tokio::time::timeout(linger, client_left(&mut stream)).await;
 }
 
@@ -128,6 +140,9 @@ pub(crate) async fn stream<S: Subscription>(
     mut subscription: S,
     shutdown: &CancellationToken,
 ) {
+    // Many small writes over time: each must leave at once, not wait for the
+    // client's (possibly delayed) ACK of the previous one.
+    let _ = stream.set_nodelay(true);
     let (mut reader, mut writer) = stream.split();
     let left = async {
         let mut sink = [0u8; 256];

@@ -16,13 +16,15 @@ use crate::request::{Request, Rights};
 use crate::token::Principal;
 
 /// What became of a request.
-pub(crate) enum Reply<S> {
+pub(crate) enum Reply<S, T> {
     /// Write this answer.
     Answer(Response),
     /// Write this answer, as recorded earlier (a replay).
     Recorded(serde_json::Value),
     /// Serve this stream.
     Stream(S),
+    /// Serve this attachment (lines both ways).
+    Attach(T),
     /// The client left while its request waited; nothing is written.
     Left,
 }
@@ -33,7 +35,7 @@ pub(crate) async fn handle<A: App>(
     app: &Arc<A>,
     line: &[u8],
     stream: &mut TcpStream,
-) -> Reply<A::Subscription> {
+) -> Reply<A::Subscription, A::Attachment> {
     // 1. The line.
     let envelope = match Envelope::parse(line) {
         Ok(envelope) => envelope,
@@ -127,7 +129,7 @@ pub(crate) async fn handle<A: App>(
                 let answer = match &reply {
                     Reply::Answer(response) => serde_json::to_value(response).ok(),
                     Reply::Recorded(value) => Some(value.clone()),
-                    Reply::Stream(_) | Reply::Left => None,
+                    Reply::Stream(_) | Reply::Attach(_) | Reply::Left => None,
                 };
                 if let Some(answer) = answer {
                     log.finish(ticket, answer);
@@ -152,40 +154,46 @@ pub(crate) async fn handle<A: App>(
 }
 
 /// Every request, each with its handler. No `_` arm: a new request does not
-/// compile until it is handled here.
+/// compile until it is handled here. Each handler's future is boxed: awaited
+/// inline, the largest of them would size every request's future (~18 KB, held
+/// by each waiting connection); boxed, a request carries only its own.
 async fn dispatch<A: App>(
     bus: &Bus,
     app: &A,
     ctx: &CallContext,
     request: Request,
-) -> Reply<A::Subscription> {
+) -> Reply<A::Subscription, A::Attachment> {
     let answer = match request {
         Request::Hello(_) => Response::Hello(HelloInfo::of_this_process()),
-        Request::List(r) => app.list(ctx, r).await,
-        Request::Check(r) => app.check(ctx, r).await,
-        Request::Wait(r) => app.wait(ctx, r).await,
-        Request::Spawn(r) => app.spawn(ctx, r).await,
-        Request::Send(r) => app.send(ctx, r).await,
-        Request::Output(r) => app.output(ctx, r).await,
-        Request::Close(r) => app.close(ctx, r).await,
-        Request::Report(r) => app.report(ctx, r).await,
-        Request::SubscribeAgents(r) => match app.subscribe(ctx, r).await {
+        Request::List(r) => Box::pin(app.list(ctx, r)).await,
+        Request::Check(r) => Box::pin(app.check(ctx, r)).await,
+        Request::Wait(r) => Box::pin(app.wait(ctx, r)).await,
+        Request::Spawn(r) => Box::pin(app.spawn(ctx, r)).await,
+        Request::Send(r) => Box::pin(app.send(ctx, r)).await,
+        Request::Output(r) => Box::pin(app.output(ctx, r)).await,
+        Request::Close(r) => Box::pin(app.close(ctx, r)).await,
+        Request::Report(r) => Box::pin(app.report(ctx, r)).await,
+        Request::SubscribeAgents(r) => match Box::pin(app.subscribe(ctx, r)).await {
             Ok(subscription) => return Reply::Stream(subscription),
             Err(e) => e.into(),
         },
-        Request::Environments(r) => app.environments(ctx, r).await,
-        Request::CreateWorktree(r) => app.create_worktree(ctx, r).await,
-        Request::Changes(r) => app.changes(ctx, r).await,
-        Request::RunVariants(r) => app.run_variants(ctx, r).await,
-        Request::PickVariant(r) => app.pick_variant(ctx, r).await,
-        Request::Code(r) => app.code(ctx, r).await,
-        Request::Extensions(r) => app.extensions(ctx, r).await,
-        Request::ExtensionTool(r) => app.extension_tool(ctx, r).await,
-        Request::Hosts(r) => app.hosts(ctx, r).await,
-        Request::CheckHost(r) => app.check_host(ctx, r).await,
-        Request::Ask(r) => app.ask(ctx, r).await,
-        Request::Answer(r) => app.answer(ctx, r).await,
-        Request::Asks(r) => app.asks(ctx, r).await,
+        Request::Attach(r) => match app.attach(ctx, r).await {
+            Ok(attachment) => return Reply::Attach(attachment),
+            Err(e) => e.into(),
+        },
+        Request::Environments(r) => Box::pin(app.environments(ctx, r)).await,
+        Request::CreateWorktree(r) => Box::pin(app.create_worktree(ctx, r)).await,
+        Request::Changes(r) => Box::pin(app.changes(ctx, r)).await,
+        Request::RunVariants(r) => Box::pin(app.run_variants(ctx, r)).await,
+        Request::PickVariant(r) => Box::pin(app.pick_variant(ctx, r)).await,
+        Request::Code(r) => Box::pin(app.code(ctx, r)).await,
+        Request::Extensions(r) => Box::pin(app.extensions(ctx, r)).await,
+        Request::ExtensionTool(r) => Box::pin(app.extension_tool(ctx, r)).await,
+        Request::Hosts(r) => Box::pin(app.hosts(ctx, r)).await,
+        Request::CheckHost(r) => Box::pin(app.check_host(ctx, r)).await,
+        Request::Ask(r) => Box::pin(app.ask(ctx, r)).await,
+        Request::Answer(r) => Box::pin(app.answer(ctx, r)).await,
+        Request::Asks(r) => Box::pin(app.asks(ctx, r)).await,
         Request::Stats(_) => Response::Stats(bus.stats(app.agent_count().await)),
         Request::Shutdown(shutdown) => {
             bus.request_shutdown(shutdown.closes_terminals());
@@ -230,9 +238,13 @@ fn check_rights(request: &Request, principal: &Principal) -> Result<(), ApiError
 }
 
 /// Runs a request under its deadline, and cancels it if its client leaves.
-async fn run<F, S>(work: F, deadline: Option<Duration>, watch: Option<&mut TcpStream>) -> Reply<S>
+async fn run<F, S, T>(
+    work: F,
+    deadline: Option<Duration>,
+    watch: Option<&mut TcpStream>,
+) -> Reply<S, T>
 where
-    F: Future<Output = Reply<S>>,
+    F: Future<Output = Reply<S, T>>,
 {
     let expiry = async {
         match deadline {

@@ -4,6 +4,7 @@
 //! The app behind the bus is an [`App`]; the bus answers `Hello` itself, so a busy
 //! app never delays a handshake.
 
+mod attach;
 mod connection;
 pub mod counters;
 mod dispatch;
@@ -25,12 +26,15 @@ use crate::protocol::{
 };
 use crate::request::stats::StatsInfo;
 use crate::request::{
-    ask, changes, check, close, code, create_worktree, environments, extension_tool, extensions,
-    hosts, list, output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
+    ask, attach as attach_request, changes, check, close, code, create_worktree, environments,
+    extension_tool, extensions, hosts, list, output, pick_variant, report, run_variants, send,
+    spawn, subscribe_agents, wait,
 };
 use crate::token::{Principal, Secret};
 use connection::LineRead;
 use dispatch::Reply;
+
+pub use attach::Attachment;
 
 /// The app behind the bus: everything but the handshake and the bus's own counters.
 ///
@@ -41,6 +45,9 @@ use dispatch::Reply;
 pub trait App: Send + Sync + 'static {
     /// The stream a SubscribeAgents request reads from.
     type Subscription: Subscription;
+
+    /// What an Attach request's connection serves.
+    type Attachment: Attachment;
 
     /// Whether a terminal that authenticated with its token is still one the app
     /// hosts; a closed terminal's token stops working.
@@ -186,6 +193,13 @@ pub trait App: Send + Sync + 'static {
         ctx: &CallContext,
         request: subscribe_agents::SubscribeAgents,
     ) -> impl Future<Output = Result<Self::Subscription, ApiError>> + Send;
+
+    /// Attach: the attachment to serve, or the error to answer instead.
+    fn attach(
+        &self,
+        ctx: &CallContext,
+        request: attach_request::Attach,
+    ) -> impl Future<Output = Result<Self::Attachment, ApiError>> + Send;
 }
 
 /// A stream of messages for one subscriber, pulled by the bus as fast as the
@@ -344,7 +358,8 @@ pub async fn serve<A: App>(listener: TcpListener, bus: Arc<Bus>, app: Arc<A>) {
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
+        // No TCP_NODELAY here: an answer is one write followed by a close, which
+        // pushes it out at once; streams turn it on (`connection::stream`).
         match bus.connections.clone().try_acquire_owned() {
             Ok(permit) => {
                 tracker.spawn(connection_task(stream, bus.clone(), app.clone(), permit));
@@ -430,7 +445,12 @@ async fn connection_task<A: App>(
     // After a whole line, a client that sent nothing more need not be lingered on.
     let whole_line = matches!(read, Ok(Ok(LineRead::Line(_))));
     let reply = match read {
-        Ok(Ok(LineRead::Line(line))) => dispatch::handle(&bus, &app, &line, &mut stream).await,
+        // Boxed: the request's future is sized for the largest request the app
+        // serves; a connection carries it only once its line has arrived, and the
+        // task is spawned (and moved) without it.
+        Ok(Ok(LineRead::Line(line))) => {
+            Box::pin(dispatch::handle(&bus, &app, &line, &mut stream)).await
+        }
         Ok(Ok(LineRead::TooLong)) => Reply::Answer(
             ApiError::bad_request(format!(
                 "the request line is longer than {MAX_LINE} bytes (the limit, its \\n included)"
@@ -470,7 +490,11 @@ async fn connection_task<A: App>(
         Reply::Stream(subscription) => {
             bus.counters.answered(None);
             let _subscriber = bus.counters.subscriber_guard();
-            connection::stream(stream, subscription, &bus.shutdown).await;
+            Box::pin(connection::stream(stream, subscription, &bus.shutdown)).await;
+        }
+        Reply::Attach(attachment) => {
+            bus.counters.answered(None);
+            attach::serve(stream, attachment, &bus.shutdown).await;
         }
         Reply::Left => tracing::debug!("client left; its request was cancelled"),
     }

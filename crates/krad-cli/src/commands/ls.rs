@@ -75,7 +75,7 @@ fn agents_table(agents: &[&Value], width: usize) -> Vec<String> {
             vec![
                 agent.id(),
                 cell(agent.name()),
-                cell(agent.environment()),
+                cell(agent.place().as_deref()),
                 cell(agent.profile()),
                 cell(agent.state()),
                 cell(agent.source()),

@@ -3,6 +3,7 @@
 pub mod answer;
 pub mod api;
 pub mod asks;
+pub mod attach;
 pub mod changes;
 pub mod check;
 pub mod close;
@@ -45,6 +46,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Wait(args) => wait::run(args, &connect, json),
         Command::Spawn(args) => spawn::run(args, &connect, json),
         Command::Send(args) => send::run(args, &connect, json),
+        Command::Attach(args) => attach::run(args, &connect, json),
         Command::Output(args) => output::run(args, &connect, json),
         Command::Close(args) => close::run(args, &connect, json),
         Command::Subscribe(args) => subscribe::run(args, &connect, json),

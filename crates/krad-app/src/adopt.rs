@@ -1,0 +1,305 @@
+//! Taking terminals back after a restart. With a restart-safe host (`[terminals]
+//! host = "tmux"`) the store keeps every terminal's record in the state file;
+//! terminals keep running when the app stops or is killed, and the next app:
+//!
+//! * takes back each kept terminal the host still has ([`TerminalHost::adopt`]):
+//!   its record as it was (state, message, parent, lead…), its screen as the host
+//!   shows it, then its output and events as before — a terminal that died while
+//!   the app was away comes back `exited`, with its status and last screen;
+//! * reports the kept terminals the host no longer has as `exited` (no status:
+//!   nobody saw the end);
+//! * ends what the host has but no record names (a terminal whose spawn the
+//!   previous app did not live to record);
+//! * writes each taken-back terminal's token file again with the token of this
+//!   run's secret (the program reads the file each time `krad` runs), and listens
+//!   on the bus endpoint the terminals were given too, when it differs from this
+//!   run's and is free — so that their `krad` calls reach this app.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use krad_bus::protocol::{AgentState, StateSource, TerminalRef};
+use krad_term::{AdoptSpec, Attachment, ExitStatus, Snapshot, Survivor, Terminal};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::config::{HookKind, PromptDelivery};
+use crate::profile::Profile;
+use crate::state_file::TerminalEntry;
+use crate::store::set_state;
+use crate::{Core, EmbeddedApp, watcher};
+
+/// Events a terminal may queue before frequent ones are coalesced (as Spawn).
+const EVENT_QUEUE: usize = 64;
+
+/// Takes back the terminals of the previous run; see the module's doc.
+pub(crate) async fn restore(core: &Arc<Core>, app: Arc<EmbeddedApp>) {
+    if !core.host.restart_safe() {
+        return;
+    }
+    let host = core.host.clone();
+    let survivors = match tokio::task::spawn_blocking(move || host.survivors()).await {
+        Ok(Ok(survivors)) => survivors,
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "cannot list the terminals the host kept; they stay on record for the next start");
+            return;
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot list the terminals the host kept");
+            return;
+        }
+    };
+    let survivors: BTreeMap<u64, Survivor> = survivors.into_iter().map(|s| (s.id, s)).collect();
+    let mut kept = core.store.kept_terminals();
+    kept.sort_by_key(|entry| entry.record.terminal);
+    let known: BTreeSet<u64> = kept.iter().map(|entry| entry.record.terminal).collect();
+    let mut endpoints = BTreeSet::new();
+    let (mut adopted, mut gone) = (0, 0);
+    for entry in kept {
+        let id = entry.record.terminal;
+        if survivors.contains_key(&id) {
+            let endpoint = entry.endpoint.clone();
+            match adopt(core, entry.clone()).await {
+                Ok(()) => {
+                    adopted += 1;
+                    endpoints.extend(endpoint);
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(terminal = id, %error, "cannot take the terminal back")
+                }
+            }
+        }
+        gone += 1;
+        record_gone(core, entry);
+    }
+    for id in survivors.keys().filter(|id| !known.contains(id)) {
+        tracing::info!(terminal = id, "ending a terminal no record names");
+        let host = core.host.clone();
+        let id = *id;
+        let _ = tokio::task::spawn_blocking(move || host.discard(id)).await;
+    }
+    if adopted + gone > 0 {
+        tracing::info!(adopted, gone, "took back the terminals of the previous run");
+    }
+    listen_on_old_endpoints(core, app, endpoints).await;
+}
+
+/// Takes one terminal back and watches it again.
+async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
+    let TerminalEntry {
+        mut record,
+        token_file,
+        ..
+    } = entry;
+    let id = record.terminal;
+    if let Some(path) = &token_file {
+        let me = TerminalRef {
+            environment: record.environment.clone(),
+            terminal: id,
+        };
+        let secret = core.bus.secret();
+        let token = if record.lead {
+            secret.lead_token(&me)
+        } else {
+            secret.bus_token(&me)
+        };
+        write_token(path, token.expose().as_bytes())
+            .map_err(|e| format!("cannot write its token file {}: {e}", path.display()))?;
+    }
+    let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
+    let spec = AdoptSpec {
+        id,
+        transcript: Some(
+            core.settings
+                .state_dir
+                .join("transcripts")
+                .join(format!("{id}.log")),
+        ),
+        scrollback_lines: core.settings.config.terminals.scrollback,
+    };
+    let host = core.host.clone();
+    let terminal = tokio::task::spawn_blocking(move || host.adopt(spec, events_tx))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let profile = profile_of(core, &record.profile);
+    record.pid = terminal.pid().or(record.pid);
+    core.store
+        .insert(record, terminal.clone(), profile.clone(), token_file);
+    tokio::spawn(watcher::run(
+        core.clone(),
+        id,
+        terminal,
+        events,
+        None,
+        profile.idle_after,
+    ));
+    tracing::info!(terminal = id, "took the terminal back");
+    Ok(())
+}
+
+/// A kept terminal the host no longer has: on record, `exited`.
+fn record_gone(core: &Core, entry: TerminalEntry) {
+    let TerminalEntry {
+        mut record,
+        token_file,
+        ..
+    } = entry;
+    if record.state != AgentState::Exited {
+        record.exit_code = None;
+        record.signal = None;
+        set_state(
+            &mut record,
+            AgentState::Exited,
+            StateSource::Process,
+            Some("the terminal was gone when the app started again".to_owned()),
+        );
+    }
+    if let Some(path) = token_file {
+        let _ = std::fs::remove_file(path);
+    }
+    let terminal = Arc::new(Gone {
+        id: record.terminal,
+        status: ExitStatus {
+            code: record.exit_code,
+            signal: record.signal,
+        },
+    });
+    let profile = profile_of(core, &record.profile);
+    core.store.insert(record, terminal, profile, None);
+}
+
+/// The profile a terminal was started with, or `exec` if the config lost it.
+fn profile_of(core: &Core, name: &str) -> Arc<Profile> {
+    core.profiles
+        .get(name)
+        .or_else(|| core.profiles.get("exec"))
+        .or_else(|| core.profiles.get(core.profiles.default_name()))
+        .unwrap_or_else(|| {
+            Arc::new(Profile {
+                name: name.to_owned(),
+                command: Vec::new(),
+                prompt: PromptDelivery::None,
+                hooks: HookKind::None,
+                idle_after: None,
+                env: Default::default(),
+                expose_token: false,
+            })
+        })
+}
+
+/// Serves the bus on the endpoints taken-back terminals were given as well.
+async fn listen_on_old_endpoints(
+    core: &Arc<Core>,
+    app: Arc<EmbeddedApp>,
+    endpoints: BTreeSet<String>,
+) {
+    for endpoint in endpoints {
+        if endpoint == core.settings.endpoint {
+            continue;
+        }
+        let Some(port) = endpoint
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse::<u16>().ok())
+        else {
+            continue;
+        };
+        match krad_bus::server::bind(port).await {
+            Ok(listener) => {
+                tracing::info!(%endpoint, "also serving the bus where earlier terminals look for it");
+                tokio::spawn(krad_bus::server::serve(
+                    listener,
+                    core.bus.clone(),
+                    app.clone(),
+                ));
+            }
+            Err(error) => tracing::warn!(
+                %endpoint, %error,
+                "terminals taken back look for the bus at an endpoint this app cannot listen on; \
+                 their `krad` calls fail until they are restarted (`krad serve --port` keeps one endpoint)"
+            ),
+        }
+    }
+}
+
+/// Writes a token file: 0600, in a 0700 directory (made again if it went).
+fn write_token(path: &Path, token: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    let _ = std::fs::remove_file(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(token)
+}
+
+/// A terminal that was gone when the app started again: its record stays, with
+/// a blank screen.
+struct Gone {
+    id: u64,
+    status: ExitStatus,
+}
+
+impl Terminal for Gone {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn pid(&self) -> Option<u32> {
+        None
+    }
+
+    fn write(&self, _bytes: Vec<u8>) -> oneshot::Receiver<std::io::Result<()>> {
+        let (reply, receiver) = oneshot::channel();
+        let _ = reply.send(Err(gone()));
+        receiver
+    }
+
+    fn resize(&self, _cols: u16, _rows: u16) -> std::io::Result<()> {
+        Err(gone())
+    }
+
+    fn snapshot(&self, _scrollback_lines: usize) -> Snapshot {
+        Snapshot {
+            screen: String::new(),
+            cursor: (0, 0),
+            scrollback: Vec::new(),
+            truncated: false,
+            title: String::new(),
+            size: (80, 24),
+            bracketed_paste: false,
+        }
+    }
+
+    fn bracketed_paste(&self) -> bool {
+        false
+    }
+
+    fn close(&self, _grace: std::time::Duration) {}
+
+    fn exit_status(&self) -> Option<ExitStatus> {
+        Some(self.status)
+    }
+
+    fn attach(&self) -> Option<Attachment> {
+        // A blank screen, then the end (the output's sender is already gone).
+        Some(Attachment {
+            screen: b"\x1b[H\x1b[2J".to_vec(),
+            size: (80, 24),
+            output: broadcast::channel(1).1,
+        })
+    }
+}
+
+fn gone() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the terminal is gone")
+}

@@ -1,0 +1,158 @@
+//! The tmux terminal host (`[terminals] host = "tmux"`), with a real tmux: the
+//! agent requests work as on the default host, and terminals outlive the app.
+
+use std::io::Write as _;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{App, Launch, code};
+
+const TMUX: &str = "[terminals]\nhost = \"tmux\"\n";
+
+/// The app's tmux server, killed when the test ends (it outlives the app).
+struct TmuxServer(String);
+
+/// The pid of the tmux server on `socket`, if one answers.
+fn server_pid(socket: &str) -> Option<i32> {
+    let out = Command::new("tmux")
+        .args(["-L", socket, "display-message", "-p", "#{pid}"])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+/// Ends a test's tmux server: `kill-server`, and SIGKILL for a server that does
+/// not go (tmux 3.3 can wait forever for a control client whose app was killed).
+fn end_server(socket: &str) {
+    let pid = server_pid(socket);
+    let _ = Command::new("tmux")
+        .args(["-L", socket, "kill-server"])
+        .output();
+    if let Some(pid) = pid.map(nix::unistd::Pid::from_raw) {
+        let until = Instant::now() + Duration::from_millis(300);
+        while nix::sys::signal::kill(pid, None).is_ok() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+    let dir = std::env::var_os("TMUX_TMPDIR").unwrap_or_else(|| "/tmp".into());
+    let _ = std::fs::remove_file(
+        std::path::Path::new(&dir)
+            .join(format!("tmux-{}", nix::unistd::getuid()))
+            .join(socket),
+    );
+}
+
+impl TmuxServer {
+    /// The server a terminal lives in, as its Attach stream names it.
+    fn of(app: &App, id: u64) -> TmuxServer {
+        let mut stream = app.connect();
+        let envelope = app.envelope(json!({"Attach": {"target": id}}));
+        stream
+            .write_all(format!("{envelope}\n").as_bytes())
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stream), &mut line).unwrap();
+        let first: Value = serde_json::from_str(&line).unwrap();
+        let tmux = &first["Screen"]["tmux"];
+        let server = TmuxServer(tmux["socket"].as_str().unwrap().to_owned());
+        assert_eq!(tmux["session"], "krad", "{first}");
+        // The window it names is the terminal's.
+        let window = tmux["window"].as_str().unwrap();
+        let named = Command::new("tmux")
+            .args(["-L", &server.0, "display-message", "-p", "-t", window])
+            .arg("#{window_name} #{@krad-terminal}")
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&named.stdout).trim(),
+            format!("krad-{id} {id}")
+        );
+        server
+    }
+}
+
+impl Drop for TmuxServer {
+    fn drop(&mut self) {
+        end_server(&self.0);
+    }
+}
+
+#[test]
+fn spawn_send_output_wait_and_close_work_as_on_the_default_host() {
+    let app = App::start_config(TMUX);
+    let id = app.spawn_sh("echo started; read -r x; echo \"got $x\"; exit 3");
+    let _server = TmuxServer::of(&app, id);
+    assert!(app.record(id)["pid"].as_u64().unwrap() > 0);
+    app.until_screen(id, "started");
+    let sent = app.request(json!({"Send": {"target": id, "text": "hello", "enter": true}}));
+    assert_eq!(sent["Sent"]["delivered"], true, "{sent}");
+    let waited = app.request(json!({"Wait": {"target": id, "for": "exit", "timeout_secs": 20}}));
+    assert_eq!(waited["Agent"]["state"], "exited", "{waited}");
+    assert_eq!(waited["Agent"]["exit_code"], 3);
+    let output = app.request(json!({"Output": {"target": id}}));
+    let screen = output["Output"]["screen"].as_str().unwrap();
+    assert!(screen.contains("started\nhello\ngot hello"), "{output}");
+
+    let sleeper = app.spawn_sh("sleep 600");
+    assert_eq!(
+        app.request(json!({"Close": {"target": sleeper}})),
+        json!("Ok")
+    );
+    assert_eq!(
+        code(&app.request(json!({"Check": {"target": sleeper}}))),
+        "not_found"
+    );
+}
+
+#[test]
+fn a_killed_app_starts_again_and_takes_its_terminals_back() {
+    let app = App::start_config(TMUX);
+    let kept =
+        app.spawn_sh("echo before; read -r x; krad report idle -m \"from $x\"; read -r y; exit 5");
+    let _server = TmuxServer::of(&app, kept);
+    let doomed = app.spawn_sh("echo doomed; sleep 600");
+    app.until_screen(kept, "before");
+    app.until_screen(doomed, "doomed");
+    let state = app.until_state(kept, "working")["state"].clone();
+    let doomed_pid = app.record(doomed)["pid"].as_u64().unwrap() as i32;
+
+    app.signal(nix::sys::signal::Signal::SIGKILL);
+    let dir = app.stop_keep_dir();
+    // While the app is away, one terminal's program dies.
+    let pid = nix::unistd::Pid::from_raw(doomed_pid);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while nix::sys::signal::kill(pid, None).is_ok() {
+        assert!(Instant::now() < until, "the program did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let app = App::launch(Launch {
+        config: Some(TMUX),
+        reuse: Some(dir),
+        ..Launch::default()
+    });
+    // The live one: its record, its screen, its state.
+    let record = app.record(kept);
+    assert_eq!(record["state"], state, "{record}");
+    assert_eq!(record["profile"], "exec");
+    assert!(app.until_screen(kept, "before").contains("before"));
+    // The one that died while the app was away: exited, with how.
+    let gone = app.until_state(doomed, "exited");
+    assert_eq!(gone["signal"], 15, "{gone}");
+    // The kept terminal still reaches the app (its token file holds the new
+    // token, the endpoint it was given is served), and can be waited on.
+    app.request(json!({"Send": {"target": kept, "text": "again", "enter": true}}));
+    let idle = app.until(kept, Duration::from_secs(20), |r| r["state"] == "idle");
+    assert_eq!(idle["state_source"], "hook", "{idle}");
+    assert_eq!(idle["message"], "from again");
+    app.request(json!({"Send": {"target": kept, "text": "y", "enter": true}}));
+    let waited = app.request(json!({"Wait": {"target": kept, "for": "exit", "timeout_secs": 20}}));
+    assert_eq!(waited["Agent"]["exit_code"], 5, "{waited}");
+    // Ids are never reused.
+    let next = app.spawn_sh("true");
+    assert!(next > doomed, "{next}");
+}
