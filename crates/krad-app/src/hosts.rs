@@ -345,13 +345,8 @@ impl Host {
     /// Asks the control connection for the reverse forward; the host's port.
     async fn forward(&self, wanted: u16) -> Result<u16, String> {
         let spec = format!("{wanted}:127.0.0.1:{}", self.bus_port);
-        let out = tokio::process::Command::new("ssh")
-            .arg("-S")
-            .arg(&self.control)
-            .args(["-O", "forward", "-R", &spec])
-            .args(&self.config.options)
-            .arg(&self.config.ssh)
-            .stdin(Stdio::null())
+        let out = self
+            .control_command(&["forward", "-R", &spec])
             .output()
             .await
             .map_err(|e| format!("cannot run ssh: {e}"))?;
@@ -375,14 +370,23 @@ impl Host {
             })
     }
 
-    async fn control_check(&self) -> bool {
-        tokio::process::Command::new("ssh")
+    /// `ssh -S <socket> -O <operation…> <destination>`: a request to the control
+    /// connection.
+    fn control_command(&self, operation: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new("ssh");
+        command
             .arg("-S")
             .arg(&self.control)
-            .args(["-O", "check"])
+            .arg("-O")
+            .args(operation)
             .args(&self.config.options)
             .arg(&self.config.ssh)
-            .stdin(Stdio::null())
+            .stdin(Stdio::null());
+        command
+    }
+
+    async fn control_check(&self) -> bool {
+        self.control_command(&["check"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -449,13 +453,8 @@ impl Host {
         if self.lock().state == "stopped" {
             return;
         }
-        let _ = tokio::process::Command::new("ssh")
-            .arg("-S")
-            .arg(&self.control)
-            .args(["-O", "exit"])
-            .args(&self.config.options)
-            .arg(&self.config.ssh)
-            .stdin(Stdio::null())
+        let _ = self
+            .control_command(&["exit"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
