@@ -19,6 +19,8 @@ pub struct App {
     pub endpoint: SocketAddr,
     pub pid: u32,
     pub api_json: PathBuf,
+    /// What `krad serve --json` printed first (`{"Serving": …}`).
+    pub serving: Value,
     token: String,
 }
 
@@ -97,6 +99,7 @@ impl App {
             .env_remove("KRAD_CONFIG")
             .env_remove("KRAD_ADE_TOKEN_FILE")
             .env_remove("KRAD_ADE_TERMINAL")
+            .env_remove("COLLIE_DURABLE_SOCKET")
             .stdout(Stdio::piped())
             .stderr(
                 std::fs::OpenOptions::new()
@@ -127,6 +130,7 @@ impl App {
             endpoint,
             pid,
             api_json,
+            serving,
             token,
         }
     }

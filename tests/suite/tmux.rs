@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 
 use crate::support::{App, Launch, code};
 
-const TMUX: &str = "[terminals]\nhost = \"tmux\"\n";
+pub(crate) const TMUX: &str = "[terminals]\nhost = \"tmux\"\n";
 
 /// The app's tmux server, killed when the test ends (it outlives the app).
-struct TmuxServer(String);
+pub(crate) struct TmuxServer(String);
 
 /// The pid of the tmux server on `socket`, if one answers.
 fn server_pid(socket: &str) -> Option<i32> {
@@ -47,7 +47,7 @@ fn end_server(socket: &str) {
 
 impl TmuxServer {
     /// The server a terminal lives in, as its Attach stream names it.
-    fn of(app: &App, id: u64) -> TmuxServer {
+    pub(crate) fn of(app: &App, id: u64) -> TmuxServer {
         let mut stream = app.connect();
         let envelope = app.envelope(json!({"Attach": {"target": id}}));
         stream

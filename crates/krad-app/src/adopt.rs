@@ -185,6 +185,8 @@ fn profile_of(core: &Core, name: &str) -> Arc<Profile> {
                 idle_after: None,
                 env: Default::default(),
                 expose_token: false,
+                interrupt: "\u{3}".to_owned(),
+                actions: Vec::new(),
             })
         })
 }

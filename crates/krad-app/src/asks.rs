@@ -10,7 +10,7 @@
 //! * The first decision wins; the last 500 decided asks of each terminal are kept.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use krad_bus::protocol::{AnsweredInfo, ApiError, AskInfo, DecidedBy, ErrorCode, TerminalRef};
@@ -18,6 +18,8 @@ use krad_bus::request::ask::{Ask, AskKind, AskOption, AskTool};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
+
+use crate::durable::feed::Feed;
 
 /// Decided asks kept per terminal.
 const KEPT_DECIDED: usize = 500;
@@ -60,10 +62,24 @@ pub enum Raised {
     },
 }
 
+/// What the phone's answer to an ask came to.
+pub enum PhoneAnswer {
+    /// It decided the ask.
+    Taken(AnsweredInfo),
+    /// The ask changed since the phone showed it (its revision moved).
+    Stale(Box<AskInfo>),
+    /// Someone decided it first.
+    Decided(AnsweredInfo),
+    /// The app does not know the ask (any more, or not yet).
+    Unknown,
+}
+
 /// Every ask of the app.
 #[derive(Default)]
 pub struct Asks {
     inner: Mutex<Inner>,
+    /// Told of every ask opened, changed and closed (the durable facet).
+    feed: OnceLock<Arc<Feed>>,
 }
 
 impl Asks {
@@ -71,9 +87,39 @@ impl Asks {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Opens (or joins, or recalls) the ask a terminal raises.
+    /// Tells `feed` of every ask from now on.
+    pub fn tell(&self, feed: Arc<Feed>) {
+        let _ = self.feed.set(feed);
+    }
+
+    /// Opens (or joins, or recalls) the ask a terminal raises. The same ask
+    /// raised again with other words changes in place: its revision moves.
     pub fn raise(&self, terminal: &TerminalRef, request: &Ask) -> Result<Raised, ApiError> {
         let id = ask_id(terminal, request.tool_call_id.as_deref());
+        let (title, options) = match (request.kind, &request.tool) {
+            (AskKind::Permission, Some(tool)) => permission_card(tool),
+            _ => (
+                clean(
+                    request.title.as_deref().unwrap_or("The agent asks"),
+                    MAX_TITLE,
+                )
+                .0,
+                request
+                    .options
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .take(MAX_OPTIONS)
+                    .collect(),
+            ),
+        };
+        let fields: Vec<_> = request
+            .fields
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .take(MAX_FIELDS)
+            .collect();
         let mut inner = self.lock();
         if let Some(decided) = inner
             .decided
@@ -84,6 +130,19 @@ impl Asks {
         }
         if let Some(open) = inner.open.get_mut(&id) {
             open.waiters += 1;
+            if open.info.title != title
+                || open.info.options != options
+                || open.info.fields != fields
+            {
+                open.info.title = title;
+                open.info.options = options;
+                open.info.fields = fields;
+                open.info.tool = request.tool.clone();
+                open.info.revision += 1;
+                if let Some(feed) = self.feed.get() {
+                    feed.ask_changed(&open.info);
+                }
+            }
             return Ok(Raised::Open {
                 info: Box::new(open.info.clone()),
                 decision: open.done.subscribe(),
@@ -104,23 +163,6 @@ impl Asks {
                 ),
             ));
         }
-        let (title, options) = match (request.kind, &request.tool) {
-            (AskKind::Permission, Some(tool)) => permission_card(tool),
-            _ => (
-                clean(
-                    request.title.as_deref().unwrap_or("The agent asks"),
-                    MAX_TITLE,
-                )
-                .0,
-                request
-                    .options
-                    .clone()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .take(MAX_OPTIONS)
-                    .collect(),
-            ),
-        };
         let now = SystemTime::now();
         let info = AskInfo {
             ask: id.clone(),
@@ -129,13 +171,7 @@ impl Asks {
             kind: request.kind,
             title,
             options,
-            fields: request
-                .fields
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .take(MAX_FIELDS)
-                .collect(),
+            fields,
             tool: request.tool.clone(),
             revision: 1,
             created_at: humantime::format_rfc3339_millis(now).to_string(),
@@ -147,6 +183,9 @@ impl Asks {
         inner.seq += 1;
         let seq = inner.seq;
         let (done, decision) = watch::channel(None);
+        if let Some(feed) = self.feed.get() {
+            feed.ask_opened(&info);
+        }
         inner.open.insert(
             id,
             Open {
@@ -213,7 +252,79 @@ impl Asks {
             kept.pop_front();
         }
         open.done.send_replace(Some(decided.clone()));
+        if let Some(feed) = self.feed.get() {
+            feed.ask_closed(&open.info, &decided);
+        }
         Ok(decided)
+    }
+
+    /// The phone's answer to an ask of `terminal`'s pane, shown at `revision`.
+    /// `allow_always`: whether the phone's transport may choose `allow-always`.
+    pub fn answer_from_phone(
+        &self,
+        id: &str,
+        terminal: u64,
+        revision: Option<u64>,
+        answer: Value,
+        allow_always: bool,
+    ) -> Result<PhoneAnswer, ApiError> {
+        {
+            let inner = self.lock();
+            match inner.open.get(id) {
+                Some(open) if open.info.terminal == terminal => {
+                    if revision.is_some_and(|r| r != open.info.revision) {
+                        return Ok(PhoneAnswer::Stale(Box::new(open.info.clone())));
+                    }
+                    if !allow_always
+                        && answer.get("option").and_then(Value::as_str) == Some("allow-always")
+                    {
+                        return Err(ApiError::new(
+                            ErrorCode::Invalid,
+                            "allow-always is not offered over TLS: the token is the only lock",
+                        ));
+                    }
+                }
+                Some(_) => return Ok(PhoneAnswer::Unknown),
+                None => {
+                    return Ok(inner
+                        .decided
+                        .get(&terminal)
+                        .and_then(|d| d.iter().find(|a| a.ask == id))
+                        .cloned()
+                        .map_or(PhoneAnswer::Unknown, PhoneAnswer::Decided));
+                }
+            }
+        }
+        match self.decide(id, DecidedBy::Phone, answer, None) {
+            Ok(decided) => Ok(PhoneAnswer::Taken(decided)),
+            Err(e) if e.code == ErrorCode::Conflict => Ok(self
+                .decided(id)
+                .map_or(PhoneAnswer::Unknown, PhoneAnswer::Decided)),
+            Err(e) if e.code == ErrorCode::NotFound => Ok(PhoneAnswer::Unknown),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A decided ask's outcome, while it is kept.
+    pub fn decided(&self, id: &str) -> Option<AnsweredInfo> {
+        self.lock()
+            .decided
+            .values()
+            .flatten()
+            .find(|a| a.ask == id)
+            .cloned()
+    }
+
+    /// Decides a terminal's open asks by `program` (its turn was interrupted).
+    pub fn decide_all_by_program(&self, terminal: u64) -> usize {
+        let ids: Vec<String> = self
+            .list(Some(terminal))
+            .into_iter()
+            .map(|a| a.ask)
+            .collect();
+        ids.iter()
+            .filter(|id| self.decide(id, DecidedBy::Program, json!({}), None).is_ok())
+            .count()
     }
 
     /// A waiter left (its client went away): when none is left, the agent went on

@@ -68,6 +68,54 @@ pub struct ProfileConfig {
     pub env: Option<BTreeMap<String, String>>,
     /// Also put the token itself in `KRAD_ADE_TOKEN`.
     pub expose_token: Option<bool>,
+    /// The keys that interrupt a turn (the durable facet's abort), as text:
+    /// `"\u001b"` is Escape, `"\u0003"` is Ctrl-C.
+    pub interrupt: Option<String>,
+    /// The belt buttons the phone shows (at most 4, labels of 16 characters).
+    pub actions: Option<Vec<ActionConfig>>,
+}
+
+/// A belt button: a label and the keys it types.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionConfig {
+    /// Its id (1–128 bytes, no spaces, `/`, `?` or `#`).
+    pub id: String,
+    /// What the button says (at most 16 characters).
+    pub label: String,
+    /// The keys it types, as text (`"\r"` is Enter).
+    pub keys: String,
+}
+
+/// `[durable]`: the durable facet, through which a phone (Collie) watches the
+/// agents, answers their questions, steers and starts them. See docs/durable.md.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DurableConfig {
+    /// The name the phone shows (default: the repository's folder name).
+    pub name: Option<String>,
+    /// The private socket (default: `$COLLIE_DURABLE_SOCKET`, which wins when set,
+    /// else `~/.krad-ade/durable/<repository>.sock`).
+    pub socket: Option<PathBuf>,
+    /// Serve the socket (default true).
+    pub serve_socket: Option<bool>,
+    /// Also serve TLS with a bearer token.
+    pub tls: Option<DurableTlsConfig>,
+}
+
+/// `[durable.tls]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DurableTlsConfig {
+    /// Where to listen, e.g. `"0.0.0.0:7443"` or `"127.0.0.1:7443"`.
+    pub listen: std::net::SocketAddr,
+    /// The token file (0600, ≥ 32 printable ASCII bytes); default: one the app
+    /// creates in its state folder (`<git dir>/krad/durable/token`).
+    pub token_file: Option<PathBuf>,
+    /// A PEM certificate chain; default: a self-signed one the app makes and keeps.
+    pub cert: Option<PathBuf>,
+    /// The certificate's PEM private key (0600).
+    pub key: Option<PathBuf>,
 }
 
 /// `[terminals]`.
@@ -166,6 +214,8 @@ pub struct Config {
     /// SSH hosts, by name.
     #[serde(default)]
     pub hosts: BTreeMap<String, HostConfig>,
+    /// The durable facet (off without this table).
+    pub durable: Option<DurableConfig>,
 }
 
 /// Why the config could not be used.

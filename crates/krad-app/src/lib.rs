@@ -14,6 +14,7 @@
 mod adopt;
 mod asks;
 pub mod config;
+mod durable;
 mod environments;
 mod git;
 mod hosts;
@@ -41,6 +42,7 @@ use krad_bus::server::request_log::RequestLog;
 use krad_bus::server::{App, Bus, CallContext};
 use krad_term::{TerminalHost, TmuxHost};
 
+pub use durable::{Durable, Readiness, SOCKET_ENV as DURABLE_SOCKET_ENV, TlsListening};
 pub use subscription::AgentStream;
 
 use crate::config::{Config, TerminalHostKind};
@@ -90,6 +92,8 @@ pub(crate) struct Core {
     pub hosts: hosts::Hosts,
     /// The open and recently decided asks.
     pub asks: asks::Asks,
+    /// What the durable facet shows of each pane (idle unless `[durable]` is on).
+    pub feed: Arc<durable::feed::Feed>,
 }
 
 /// The app `krad serve` runs.
@@ -150,10 +154,18 @@ impl EmbeddedApp {
                 environments_lock: tokio::sync::Mutex::new(()),
                 hosts: hosts::Hosts::new(&settings_hosts, bus_port),
                 asks: asks::Asks::default(),
+                feed: Arc::default(),
                 request_log: RequestLog::open(Some(&settings_state_dir.join("request-ids.json"))),
                 environments_changed: tokio::sync::watch::channel(0).0,
             }),
         })
+    }
+
+    /// Starts the durable facet when the config has `[durable]`: binds its
+    /// socket and TLS listener, answering `503 starting` until
+    /// [`Durable::set_ready`] (call it after [`EmbeddedApp::restore`]).
+    pub async fn start_durable(&self) -> Result<Option<Durable>, StartError> {
+        durable::start(&self.core).await.map_err(StartError)
     }
 
     /// The repository the app serves (the `main` environment).

@@ -9,7 +9,20 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::config::{Config, HookKind, ProfileConfig, PromptDelivery};
+use crate::config::{ActionConfig, Config, HookKind, ProfileConfig, PromptDelivery};
+
+/// Ctrl-C: interrupts a shell's program.
+const CTRL_C: &str = "\u{3}";
+/// Escape: interrupts Claude Code's and Codex's turn.
+const ESCAPE: &str = "\u{1b}";
+
+fn action(id: &str, label: &str, keys: &str) -> ActionConfig {
+    ActionConfig {
+        id: id.to_owned(),
+        label: label.to_owned(),
+        keys: keys.to_owned(),
+    }
+}
 
 /// A resolved profile.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +41,10 @@ pub struct Profile {
     pub env: BTreeMap<String, String>,
     /// Also set `KRAD_ADE_TOKEN`.
     pub expose_token: bool,
+    /// The keys that interrupt a turn.
+    pub interrupt: String,
+    /// The belt buttons.
+    pub actions: Vec<ActionConfig>,
 }
 
 /// Every profile the app knows, and the default one.
@@ -60,6 +77,8 @@ impl Profiles {
                             idle_after: None,
                             env: BTreeMap::new(),
                             expose_token: false,
+                            interrupt: CTRL_C.to_owned(),
+                            actions: Vec::new(),
                         },
                         change,
                     )
@@ -118,6 +137,12 @@ fn apply(mut profile: Profile, change: &ProfileConfig) -> Profile {
     if let Some(expose) = change.expose_token {
         profile.expose_token = expose;
     }
+    if let Some(interrupt) = &change.interrupt {
+        profile.interrupt = interrupt.clone();
+    }
+    if let Some(actions) = &change.actions {
+        profile.actions = actions.clone();
+    }
     profile
 }
 
@@ -134,36 +159,53 @@ fn builtins() -> Vec<Profile> {
         idle_after: idle.map(Duration::from_secs),
         env: BTreeMap::new(),
         expose_token: false,
+        interrupt: CTRL_C.to_owned(),
+        actions: Vec::new(),
+    };
+    let agent = |mut profile: Profile| {
+        profile.interrupt = ESCAPE.to_owned();
+        profile.actions = vec![
+            action("interrupt", "Interrupt", ESCAPE),
+            action("continue", "Continue", "continue\r"),
+        ];
+        profile
+    };
+    let plain = |mut profile: Profile| {
+        profile.actions = vec![
+            action("interrupt", "Ctrl-C", CTRL_C),
+            action("enter", "Enter", "\r"),
+        ];
+        profile
     };
     vec![
-        base(
+        plain(base(
             "shell",
             vec![shell],
             PromptDelivery::Type,
             HookKind::None,
             Some(3),
-        ),
-        base(
+        )),
+        plain(base(
             "exec",
             Vec::new(),
             PromptDelivery::Arg,
             HookKind::None,
             None,
-        ),
-        base(
+        )),
+        agent(base(
             "claude",
             vec!["claude".into()],
             PromptDelivery::Arg,
             HookKind::Claude,
             Some(90),
-        ),
-        base(
+        )),
+        agent(base(
             "codex",
             vec!["codex".into()],
             PromptDelivery::Arg,
             HookKind::Codex,
             Some(90),
-        ),
+        )),
     ]
 }
 

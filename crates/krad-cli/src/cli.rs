@@ -93,6 +93,8 @@ pub enum Command {
     Asks(commands::asks::AsksArgs),
     /// Answer an agent's question.
     Answer(commands::answer::AnswerArgs),
+    /// The durable facet (Collie's phone bridge): `krad durable doctor` checks a socket path.
+    Durable(commands::durable::DurableArgs),
     /// Report this terminal's agent state (for hooks and agents inside krad terminals).
     Report(commands::report::ReportArgs),
     /// Turn a Claude Code hook or a Codex notify call into a Report (used by the injected hooks).

@@ -9,6 +9,7 @@ pub mod check;
 pub mod close;
 pub mod code;
 pub mod completions;
+pub mod durable;
 pub mod envs;
 pub mod ext;
 pub mod hook;
@@ -58,6 +59,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Hosts(args) => hosts::run(args, &connect, json),
         Command::Asks(args) => asks::run(args, &connect, json),
         Command::Answer(args) => answer::run(args, &connect, json),
+        Command::Durable(args) => durable::run(args, json),
         Command::Report(args) => report::run(args, &connect, json),
         Command::Hook(args) => hook::run(args, &connect, json),
         Command::Code(args) => code::run(args, &connect, json),

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use krad_app::config::Config;
-use krad_app::{EmbeddedApp, Settings};
+use krad_app::{Durable, EmbeddedApp, Settings};
 use krad_bus::api_json::{self, ApiJson};
 use krad_bus::protocol::{API_VERSION, BUILD};
 use krad_bus::server::{self, Bus, ServerConfig};
@@ -39,6 +39,10 @@ pub struct ServeArgs {
     /// Time for a request line to arrive, in milliseconds (tests shorten it).
     #[arg(long, default_value_t = 10_000, hide = true)]
     pub line_timeout_ms: u64,
+    /// Holds the durable facet at `ready: false` this long after the restore,
+    /// in milliseconds (tests watch the `503 starting` answers).
+    #[arg(long, default_value_t = 0, hide = true)]
+    pub durable_ready_delay_ms: u64,
 }
 
 /// Runs the app in the foreground.
@@ -89,7 +93,26 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
             EmbeddedApp::new(settings, host, bus.clone())
                 .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?,
         );
+        // The facet answers `503 starting` until the app has laid its panes out.
+        let durable = app.start_durable().await.map_err(|e| {
+            Failure::new(
+                Exit::Failure,
+                format!("the durable facet cannot start: {e}"),
+            )
+        })?;
         app.restore().await;
+        if let Some(durable) = &durable {
+            match args.durable_ready_delay_ms {
+                0 => durable.set_ready(),
+                delay => {
+                    let ready = durable.readiness();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(delay)).await;
+                        ready.set();
+                    });
+                }
+            }
+        }
         api_json::write(
             &api_json_path,
             &ApiJson {
@@ -102,7 +125,14 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
                 root: root.clone(),
             },
         )?;
-        announce(&root, &endpoint, &api_json_path, &exe, json);
+        announce(
+            &root,
+            &endpoint,
+            &api_json_path,
+            &exe,
+            durable.as_ref(),
+            json,
+        );
         match &config_path {
             Some(path) => tracing::info!("config: {}", path.display()),
             None => tracing::info!("no config file; built-in profiles"),
@@ -120,6 +150,9 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
         let signals = tokio::spawn(stop_on_signal);
         server::serve(listener, bus.clone(), app.clone()).await;
         signals.abort();
+        if let Some(durable) = durable {
+            durable.stop();
+        }
         app.shutdown(bus.closes_terminals_on_shutdown()).await;
         api_json::remove_if_ours(&api_json_path);
         tracing::info!("stopped");
@@ -127,7 +160,16 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
     })
 }
 
-fn announce(root: &Path, endpoint: &str, api_json: &Path, exe: &Path, json: bool) {
+fn announce(
+    root: &Path,
+    endpoint: &str,
+    api_json: &Path,
+    exe: &Path,
+    durable: Option<&Durable>,
+    json: bool,
+) {
+    let socket = durable.and_then(|d| d.socket.as_ref());
+    let tls = durable.and_then(|d| d.tls.as_ref());
     if json {
         output::json(&json!({"Serving": {
             "endpoint": endpoint,
@@ -137,15 +179,38 @@ fn announce(root: &Path, endpoint: &str, api_json: &Path, exe: &Path, json: bool
             "build": BUILD,
             "api_version": API_VERSION,
             "krad": exe,
+            "durable": durable.map(|_| json!({
+                "socket": socket,
+                "tls": tls.map(|t| json!({
+                    "address": t.address.to_string(),
+                    "fingerprint": t.fingerprint,
+                    "cert": t.cert,
+                    "token_file": t.token_file,
+                })),
+            })),
         }}));
     } else {
-        output::line(&format!(
+        let mut text = format!(
             "krad: serving {}\n  bus       {endpoint} (agents API v{API_VERSION}, build {BUILD}, pid {})\n  \
-             api.json  {}\n  stop it with `krad stop` or Ctrl-C",
+             api.json  {}",
             root.display(),
             std::process::id(),
             api_json.display()
-        ));
+        );
+        if let Some(socket) = socket {
+            text.push_str(&format!("\n  durable   socket {}", socket.display()));
+        }
+        if let Some(tls) = tls {
+            text.push_str(&format!(
+                "\n  durable   https://{}/session/v1 (token in {})\n  \
+                 certificate sha256 {}",
+                tls.address,
+                tls.token_file.display(),
+                tls.fingerprint
+            ));
+        }
+        text.push_str("\n  stop it with `krad stop` or Ctrl-C");
+        output::line(&text);
     }
 }
 

@@ -1,0 +1,154 @@
+//! The snapshot: workspaces → tabs → panes (state, turn, open asks, belt), and
+//! the starters — within the seed's limits (a list keeps its first entries).
+
+use std::collections::BTreeMap;
+
+use krad_bus::protocol::AgentRecord;
+use krad_durable::limits;
+use krad_durable::wire::{Caller, Transport};
+use serde_json::{Value, json};
+
+use super::feed::{self, wire_ask, wire_state};
+use crate::{Core, MAIN};
+
+/// The layout as the phone reads it.
+pub(super) fn build(core: &Core, epoch: &str, caller: &Caller) -> Value {
+    let mut by_workspace: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut names: Vec<String> = vec![MAIN.to_owned()];
+    names.extend(
+        core.store
+            .environments()
+            .into_iter()
+            .map(|e| e.name)
+            .filter(|n| n != MAIN),
+    );
+    let mut tabs = 0;
+    let mut records = core.store.list(None);
+    records.sort_by_key(|r| r.terminal);
+    for record in &records {
+        if tabs == limits::TABS {
+            break;
+        }
+        tabs += 1;
+        by_workspace
+            .entry(record.environment.clone())
+            .or_default()
+            .push(tab(core, record, caller));
+    }
+    for meta in core.feed.reopened() {
+        if tabs == limits::TABS {
+            break;
+        }
+        tabs += 1;
+        let workspace = if names.contains(&meta.workspace) {
+            meta.workspace.clone()
+        } else {
+            MAIN.to_owned()
+        };
+        let title = core
+            .feed
+            .tab_title(meta.terminal)
+            .unwrap_or(meta.title.clone());
+        by_workspace.entry(workspace).or_default().push(json!({
+            "id": format!("t{}", meta.terminal),
+            "title": title,
+            "panes": [{
+                "id": format!("p{}", meta.terminal),
+                "title": title,
+                "state": "exited",
+                "turn": meta.turn,
+                "profile": meta.profile,
+                "conversation": meta.conversation,
+                "readOnly": true,
+                "asks": [],
+                "belt": [],
+            }],
+        }));
+    }
+    let workspaces: Vec<Value> = names
+        .iter()
+        .take(limits::WORKSPACES)
+        .map(|name| {
+            json!({
+                "id": name,
+                "title": core.feed.workspace_title(name).unwrap_or_else(|| name.clone()),
+                "tabs": by_workspace.remove(name).unwrap_or_default(),
+            })
+        })
+        .collect();
+    json!({
+        "epoch": epoch,
+        "rev": core.store.rev() + core.feed.rev(),
+        "workspaces": workspaces,
+        "starters": starters(core),
+    })
+}
+
+fn tab(core: &Core, record: &AgentRecord, caller: &Caller) -> Value {
+    let asks: Vec<Value> = core
+        .asks
+        .list(Some(record.terminal))
+        .iter()
+        .take(limits::OPEN_ASKS)
+        .map(|info| {
+            let mut ask = wire_ask(info);
+            if caller.transport == Transport::Tls {
+                feed::strip_allow_always(&mut ask);
+            }
+            ask
+        })
+        .collect();
+    let (turn, state) = core
+        .feed
+        .turn_and_state(record.terminal)
+        .unwrap_or((0, wire_state(record.state, !asks.is_empty())));
+    let state = if asks.is_empty() || state == "exited" {
+        state
+    } else {
+        "waiting"
+    };
+    let belt: Vec<Value> = core
+        .store
+        .with(record.terminal, |e| e.profile.actions.clone())
+        .unwrap_or_default()
+        .iter()
+        .filter(|a| limits::valid_id(&a.id))
+        .take(limits::BELT_BUTTONS)
+        .map(|a| json!({"id": a.id, "label": limits::clean_chars(&a.label, limits::BELT_LABEL_CHARS).text}))
+        .collect();
+    let title = core
+        .feed
+        .tab_title(record.terminal)
+        .unwrap_or_else(|| feed::pane_title(record));
+    json!({
+        "id": format!("t{}", record.terminal),
+        "title": title,
+        "panes": [{
+            "id": format!("p{}", record.terminal),
+            "title": title,
+            "state": state,
+            "turn": turn,
+            "profile": record.profile,
+            "conversation": format!("c{}", record.terminal),
+            "readOnly": false,
+            "asks": asks,
+            "belt": belt,
+        }],
+    })
+}
+
+/// The profiles that start on their own (`exec` needs a command), ≤ 50.
+fn starters(core: &Core) -> Vec<Value> {
+    core.profiles
+        .names()
+        .into_iter()
+        .filter(|name| limits::valid_id(name))
+        .filter(|name| {
+            core.profiles
+                .get(name)
+                .is_some_and(|p| !p.command.is_empty())
+        })
+        .take(limits::STARTERS)
+        .map(|name| json!({"id": name, "title": name, "workspace": MAIN}))
+        .collect()
+}

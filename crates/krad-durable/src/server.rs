@@ -1,0 +1,154 @@
+//! The accept loops: the private Unix socket and TLS, one hyper HTTP/1.1
+//! connection task per caller, every request answered by the routes of `http`.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+use crate::http::{self, Connection, Shared};
+use crate::request_ids::RequestIds;
+use crate::socket;
+use crate::tls::Token;
+use crate::wire::{Caller, Facet, Transport};
+
+/// Connections served at once per transport; past it a caller waits for a slot.
+const MAX_CONNECTIONS: usize = 256;
+/// Time for a request's head to arrive, and for a TLS handshake.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The durable facet's server; it serves one app on any number of listeners.
+pub struct DurableServer {
+    shared: Arc<Shared>,
+}
+
+impl DurableServer {
+    /// A server for `facet`, with an empty request-id log (a new epoch).
+    pub fn new(facet: Arc<dyn Facet>) -> DurableServer {
+        DurableServer {
+            shared: Arc::new(Shared {
+                facet,
+                request_ids: Arc::new(RequestIds::default()),
+                told: Mutex::new(HashSet::new()),
+            }),
+        }
+    }
+
+    /// Serves the private socket until the task is aborted. A caller that is
+    /// one of the app's own descendants (an agent in one of its terminals) gets
+    /// 403 `caller-refused` on every request: an agent must never answer its
+    /// own ask.
+    pub fn serve_socket(&self, listener: UnixListener) -> JoinHandle<()> {
+        let shared = self.shared.clone();
+        tokio::spawn(async move {
+            let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+            loop {
+                let Ok(slot) = slots.clone().acquire_owned().await else {
+                    return;
+                };
+                let stream = match listener.accept().await {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        tracing::warn!("durable socket: accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let refused = match stream.peer_cred().ok().and_then(|c| c.pid()) {
+                    Some(pid) if socket::is_own_descendant(pid) => Some(format!(
+                        "process {pid} runs inside this app (one of its terminals); an agent may not answer or steer through the facet"
+                    )),
+                    Some(_) => None,
+                    None => Some(
+                        "the caller's process could not be told (no peer credentials)".to_owned(),
+                    ),
+                };
+                let connection = Arc::new(Connection {
+                    caller: Caller {
+                        transport: Transport::Socket,
+                    },
+                    token: None,
+                    refused,
+                });
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    serve_connection(shared, connection, stream).await;
+                    drop(slot);
+                });
+            }
+        })
+    }
+
+    /// Serves TLS until the task is aborted. Every request must carry
+    /// `Authorization: Bearer <token>`, checked before anything else.
+    pub fn serve_tls(
+        &self,
+        listener: TcpListener,
+        acceptor: TlsAcceptor,
+        token: Token,
+    ) -> JoinHandle<()> {
+        let shared = self.shared.clone();
+        let token = Arc::new(token);
+        tokio::spawn(async move {
+            let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+            loop {
+                let Ok(slot) = slots.clone().acquire_owned().await else {
+                    return;
+                };
+                let stream = match listener.accept().await {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        tracing::warn!("durable TLS: accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let connection = Arc::new(Connection {
+                    caller: Caller {
+                        transport: Transport::Tls,
+                    },
+                    token: Some(token.clone()),
+                    refused: None,
+                });
+                let shared = shared.clone();
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HEAD_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => serve_connection(shared, connection, tls).await,
+                        Ok(Err(e)) => tracing::debug!("durable TLS: handshake failed: {e}"),
+                        Err(_) => tracing::debug!("durable TLS: handshake timed out"),
+                    }
+                    drop(slot);
+                });
+            }
+        })
+    }
+}
+
+async fn serve_connection<S>(shared: Arc<Shared>, connection: Arc<Connection>, stream: S)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let shared = shared.clone();
+        let connection = connection.clone();
+        async move { Ok::<_, std::convert::Infallible>(http::handle(shared, connection, request).await) }
+    });
+    let served = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+    if let Err(e) = served {
+        tracing::debug!("durable facet: connection ended: {e}");
+    }
+}

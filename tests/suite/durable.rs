@@ -1,0 +1,782 @@
+//! The durable facet (`durable-facet-v1.md`): a Collie-like client on the real
+//! socket and over real TLS — hello and versions, ready, snapshots with ETags,
+//! events with cursors across a restart, every ask outcome, request ids,
+//! steering, history, limits, and who may call.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::collie::{Collie, over_socket, over_tls, panes};
+use crate::support::{App, Launch};
+
+/// Starts an app with the facet on a socket in its own folder.
+fn start_with(
+    extra_config: &str,
+    args: &[&str],
+    reuse: Option<tempfile::TempDir>,
+) -> (App, PathBuf) {
+    let dir = reuse.unwrap_or_else(|| tempfile::tempdir().unwrap());
+    let socket = dir.path().join("collie").join("durable.sock");
+    let config = format!(
+        "[durable]\nname = \"test box\"\nsocket = \"{}\"\n{extra_config}",
+        socket.display()
+    );
+    let app = App::launch(Launch {
+        args,
+        config: Some(&config),
+        reuse: Some(dir),
+        ..Launch::default()
+    });
+    (app, socket)
+}
+
+fn start() -> (App, PathBuf) {
+    start_with("", &[], None)
+}
+
+const ASK_SCRIPT: &str = r#"krad raw '{"Ask":{"kind":"permission","tool":{"name":"Bash","input":{"command":"make deploy"}},"tool_call_id":"call-1"}}'; sleep 60"#;
+
+/// Spawns a shell raising a permission ask; returns its pane and the ask.
+fn pane_with_ask(app: &App, collie: &mut Collie, script: &str) -> (u64, String, Value) {
+    let id = app.spawn_sh(script);
+    let pane = format!("p{id}");
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(ask) = collie.asks(&pane).into_iter().next() {
+            return (id, pane, ask);
+        }
+        assert!(Instant::now() < until, "no ask in the snapshot");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+#[test]
+fn hello_versions_routes_and_bodies() {
+    let (app, socket) = start();
+    assert_eq!(app.serving["Serving"]["durable"]["socket"], json!(socket));
+    // Collie's first hello carries no version header.
+    let collie = Collie::connect(&socket);
+    let hello = &collie.hello;
+    assert_eq!(hello["protocol"], json!({"min": 1, "max": 1}));
+    assert_eq!(hello["host"]["name"], "test box");
+    assert_eq!(hello["ready"], true);
+    assert_eq!(collie.epoch.len(), 32, "128 bits in hex");
+    assert_eq!(hello["caps"]["allowAlways"], true, "on the socket");
+    // Every other call carries it.
+    let bare = over_socket(&socket, "GET", "/session/v1/snapshot", &[], None);
+    assert_eq!(
+        (bare.status, bare.code()),
+        (400, "bad-request"),
+        "{}",
+        bare.text
+    );
+    // The telling hello: a version the app does not speak.
+    let told = over_socket(
+        &socket,
+        "GET",
+        "/session/v1/hello",
+        &[("X-Collie-Session", "2".into())],
+        None,
+    );
+    assert_eq!(
+        (told.status, told.code()),
+        (409, "incompatible"),
+        "{}",
+        told.text
+    );
+    assert_eq!(told.body["refusal"]["agent"], json!({"min": 1, "max": 1}));
+    assert_eq!(told.body["refusal"]["collie"], json!({"min": 2, "max": 2}));
+    assert_eq!(
+        told.body["refusal"]["sentence"],
+        "The durable agent speaks wire v1, this Collie speaks v2. Update Collie, or the agent's SDK."
+    );
+    over_socket(
+        &socket,
+        "GET",
+        "/session/v1/hello",
+        &[("X-Collie-Session", "2".into())],
+        None,
+    );
+    let logged = app.log().matches("this Collie speaks v2").count();
+    assert_eq!(logged, 1, "logged once per epoch: {}", app.log());
+    // Other paths, methods and bodies.
+    for path in [
+        "/session/v1/nope",
+        "/session/v2/hello",
+        "/",
+        "/session/v1/pane/p1/events/x",
+    ] {
+        let reply = collie.get(path.strip_prefix("/session/v1").unwrap_or(path));
+        let reply = if path.starts_with("/session/v1") {
+            reply
+        } else {
+            over_socket(
+                &socket,
+                "GET",
+                path,
+                &[("X-Collie-Session", "1".into())],
+                None,
+            )
+        };
+        assert_eq!(
+            (reply.status, reply.code()),
+            (404, "not-found"),
+            "{path}: {}",
+            reply.text
+        );
+    }
+    assert_eq!(collie.get("/pane/p1/answer").status, 405);
+    let big = json!({"request_id": "r1", "text": "x".repeat(70 * 1024)});
+    let too_large = collie.post("/pane/p1/send", &big);
+    assert_eq!(
+        (too_large.status, too_large.code()),
+        (413, "too-large"),
+        "{}",
+        too_large.text
+    );
+    let no_id = collie.post("/pane/p1/send", &json!({"text": "hi"}));
+    assert_eq!((no_id.status, no_id.code()), (400, "bad-request"));
+    let bad_id = collie.post("/pane/p1/send", &json!({"request_id": "a b", "text": "hi"}));
+    assert_eq!(bad_id.status, 400);
+    let not_json = over_socket(
+        &socket,
+        "POST",
+        "/session/v1/rename",
+        &[("X-Collie-Session", "1".into())],
+        Some(b"[1, 2"),
+    );
+    assert_eq!(not_json.status, 400);
+    // An empty POST body is {}: it names no request id.
+    let empty = over_socket(
+        &socket,
+        "POST",
+        "/session/v1/reopen",
+        &[("X-Collie-Session", "1".into())],
+        Some(b""),
+    );
+    assert_eq!(
+        (empty.status, empty.code()),
+        (400, "bad-request"),
+        "{}",
+        empty.text
+    );
+    let missing = collie.post("/pane/p99/send", &json!({"request_id": "r2", "text": "hi"}));
+    assert_eq!((missing.status, missing.code()), (404, "no-such-pane"));
+    // The socket and its folder are private.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&socket), 0o600);
+    assert_eq!(mode(socket.parent().unwrap()), 0o700);
+}
+
+#[test]
+fn while_the_app_restores_every_route_but_hello_is_starting() {
+    let (_app, socket) = start_with("", &["--durable-ready-delay-ms", "1500"], None);
+    let collie = Collie::connect(&socket);
+    assert_eq!(collie.hello["ready"], false);
+    let starting = collie.get("/snapshot");
+    assert_eq!(
+        (starting.status, starting.code()),
+        (503, "starting"),
+        "{}",
+        starting.text
+    );
+    let post = collie.post("/close", &json!({"request_id": "r1", "pane": "p1"}));
+    assert_eq!(post.status, 503);
+    let until = Instant::now() + Duration::from_secs(10);
+    while collie.get("/hello").body["ready"] != true {
+        assert!(Instant::now() < until, "never ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(collie.get("/snapshot").status, 200);
+}
+
+#[test]
+fn the_snapshot_is_polled_with_etags() {
+    let (app, socket) = start();
+    let mut collie = Collie::connect(&socket);
+    let first = collie.poll_snapshot().expect("the first poll reads it");
+    let etag = collie.etag().unwrap().to_owned();
+    assert!(etag.starts_with(&format!("\"{}-", collie.epoch)), "{etag}");
+    assert_eq!(first["workspaces"][0]["id"], "main");
+    assert!(
+        first["starters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == "shell")
+    );
+    assert!(collie.poll_snapshot().is_none(), "nothing changed: 304");
+    // A proxy's weak tag matches too.
+    let weak = over_socket(
+        &socket,
+        "GET",
+        "/session/v1/snapshot",
+        &[
+            ("X-Collie-Session", "1".into()),
+            ("If-None-Match", format!("W/{etag}")),
+        ],
+        None,
+    );
+    assert_eq!(weak.status, 304);
+    assert_eq!(weak.header("etag"), Some(etag.as_str()));
+    // A new agent is a new snapshot.
+    let id = app.spawn_sh("echo hello; sleep 60");
+    let after = collie.poll_snapshot().expect("changed");
+    let pane = panes(&after)
+        .into_iter()
+        .find(|p| p["id"] == format!("p{id}"))
+        .unwrap();
+    assert_eq!(
+        pane["belt"][0],
+        json!({"id": "interrupt", "label": "Ctrl-C"})
+    );
+    assert!(
+        matches!(
+            pane["state"].as_str(),
+            Some("starting" | "working" | "idle")
+        ),
+        "{pane}"
+    );
+    assert_eq!(after["workspaces"][0]["tabs"][0]["id"], format!("t{id}"));
+}
+
+#[test]
+fn every_ask_outcome() {
+    let (app, socket) = start();
+    let mut collie = Collie::connect(&socket);
+
+    // Taken: the phone answers; the agent gets the phone's decision.
+    let (id, pane, ask) = pane_with_ask(&app, &mut collie, ASK_SCRIPT);
+    assert_eq!(ask["title"], "Bash: make deploy");
+    assert_eq!(ask["revision"], 1);
+    assert_eq!(collie.pane(&pane)["state"], "waiting");
+    let view = collie.events(&pane);
+    assert!(
+        view["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "ask" && e["ask"]["id"] == ask["id"]),
+        "{view}"
+    );
+    let taken = collie.answer(&pane, &ask, "allow");
+    assert_eq!(
+        (taken.status, taken.body["result"].as_str()),
+        (200, Some("taken")),
+        "{}",
+        taken.text
+    );
+    app.until_screen(id, "\"by\":\"phone\"");
+    // A late tap after the decision: 409 decided, with the first outcome.
+    let late = collie.answer(&pane, &ask, "deny");
+    assert_eq!(
+        (late.status, late.code()),
+        (409, "decided"),
+        "{}",
+        late.text
+    );
+    assert_eq!(late.body["decidedBy"], "phone");
+    assert_eq!(late.body["outcome"]["option"], "allow");
+    let events = collie.events_until(&pane, |e| e["type"] == "ask-closed");
+    let closed = events.iter().find(|e| e["type"] == "ask-closed").unwrap();
+    assert_eq!(closed["decidedBy"], "phone");
+
+    // Stale: the agent changed the ask in place (the same tool call, new words).
+    let (_, pane2, ask2) = pane_with_ask(
+        &app,
+        &mut collie,
+        r#"krad raw '{"Ask":{"kind":"choice","title":"Which db?","options":[{"id":"pg","label":"Postgres"}],"tool_call_id":"q"}}' & sleep 0.5; krad raw '{"Ask":{"kind":"choice","title":"Which database?","options":[{"id":"pg","label":"Postgres"},{"id":"lite","label":"SQLite"}],"tool_call_id":"q"}}'; sleep 60"#,
+    );
+    collie.events(&pane2);
+    let until = Instant::now() + Duration::from_secs(20);
+    while collie.asks(&pane2)[0]["revision"] != 2 {
+        assert!(Instant::now() < until, "the ask never changed");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let stale = collie.answer(&pane2, &ask2, "pg");
+    assert_eq!(
+        (stale.status, stale.code()),
+        (409, "stale"),
+        "{}",
+        stale.text
+    );
+    assert_eq!(stale.body["ask"]["title"], "Which database?");
+    let fresh = collie.asks(&pane2).remove(0);
+    assert_eq!(
+        collie.answer(&pane2, &fresh, "lite").body["result"],
+        "taken"
+    );
+    let changed = collie.events_until(&pane2, |e| e["type"] == "ask-closed");
+    assert!(
+        changed
+            .iter()
+            .any(|e| e["type"] == "ask-changed" && e["ask"]["revision"] == 2),
+        "{changed:?}"
+    );
+
+    // Decided by the program: the agent went on without an answer (its Ask
+    // was interrupted), so a tap gets 409 decided by program.
+    let (id3, pane3, ask3) = pane_with_ask(
+        &app,
+        &mut collie,
+        r#"timeout 2 krad raw '{"Ask":{"kind":"permission","tool":{"name":"Bash","input":{"command":"ls"}},"tool_call_id":"c3"}}'; sleep 60"#,
+    );
+    collie.events(&pane3);
+    let seen = collie.events_until(&pane3, |e| {
+        e["item"]["text"]
+            .as_str()
+            .is_some_and(|t| t == "Decided in the durable agent: Bash: ls")
+    });
+    assert!(
+        seen.iter()
+            .any(|e| e["type"] == "ask-closed" && e["decidedBy"] == "program"),
+        "{seen:?}"
+    );
+    let by_program = collie.answer(&pane3, &ask3, "allow");
+    assert_eq!(
+        (by_program.status, by_program.code()),
+        (409, "decided"),
+        "{}",
+        by_program.text
+    );
+    assert_eq!(by_program.body["decidedBy"], "program");
+    let _ = id3;
+
+    // Timed out at expiresAt.
+    let (_, pane4, ask4) = pane_with_ask(
+        &app,
+        &mut collie,
+        r#"krad raw '{"Ask":{"kind":"permission","tool":{"name":"Bash","input":{"command":"ls -l"}},"tool_call_id":"c4","expires_in_secs":2}}'; sleep 60"#,
+    );
+    assert!(ask4["expiresAt"].as_str().unwrap().ends_with('Z'), "{ask4}");
+    collie.events(&pane4);
+    let seen = collie.events_until(&pane4, |e| {
+        e["item"]["text"] == "Timed out before an answer: Bash: ls -l"
+    });
+    assert!(
+        seen.iter()
+            .any(|e| e["type"] == "ask-closed" && e["decidedBy"] == "timeout"),
+        "{seen:?}"
+    );
+    let timed_out = collie.answer(&pane4, &ask4, "allow");
+    assert_eq!(timed_out.body["decidedBy"], "timeout", "{}", timed_out.text);
+    assert!(collie.asks(&pane4).is_empty(), "no longer open");
+
+    // An ask the app does not know: 200 too-late.
+    let unknown = collie.answer(
+        &pane4,
+        &json!({"id": "a-0000000000000000", "revision": 1}),
+        "allow",
+    );
+    assert_eq!(
+        (unknown.status, unknown.body["result"].as_str()),
+        (200, Some("too-late")),
+        "{}",
+        unknown.text
+    );
+}
+
+#[test]
+fn request_ids_run_once_and_replay() {
+    let (app, socket) = start();
+    let mut collie = Collie::connect(&socket);
+    let (id, pane, ask) = pane_with_ask(&app, &mut collie, ASK_SCRIPT);
+    let request_id = collie.request_id();
+    let body = json!({"request_id": request_id, "ask": ask["id"], "revision": 1, "answer": {"option": "deny"}});
+    // The connection drops right after the request left: the answer lands anyway.
+    collie.post_and_drop(&format!("/pane/{pane}/answer"), &body);
+    app.until_screen(id, "\"option\":\"deny\"");
+    // "Try again" sends the same request id: the first answer, replayed.
+    let retry = collie.post(&format!("/pane/{pane}/answer"), &body);
+    assert_eq!(retry.status, 200, "{}", retry.text);
+    assert_eq!(retry.body["result"], "taken");
+    assert_eq!(retry.body["replayed"], true);
+    // The same id with another body is refused.
+    let mut other = body.clone();
+    other["answer"]["option"] = json!("allow");
+    let reused = collie.post(&format!("/pane/{pane}/answer"), &other);
+    assert_eq!((reused.status, reused.code()), (409, "request-id-reused"));
+    // A replayed error is the same error.
+    let late_id = collie.request_id();
+    let late = json!({"request_id": late_id, "ask": ask["id"], "answer": {"option": "allow"}});
+    assert_eq!(
+        collie.post(&format!("/pane/{pane}/answer"), &late).code(),
+        "decided"
+    );
+    let again = collie.post(&format!("/pane/{pane}/answer"), &late);
+    assert_eq!(
+        (again.status, again.code(), &again.body["replayed"]),
+        (409, "decided", &json!(true))
+    );
+}
+
+#[test]
+fn an_agent_cannot_answer_its_own_ask_over_the_socket() {
+    let (app, socket) = start();
+    let mut collie = Collie::connect(&socket);
+    let out = app.dir.path().join("refused.txt");
+    let script = format!(
+        r#"krad raw '{{"Ask":{{"kind":"permission","tool":{{"name":"Bash","input":{{"command":"rm -rf /"}}}},"tool_call_id":"own"}}}}' & sleep 1; body='{{"request_id":"mine","ask":"x","answer":{{"option":"allow"}}}}'; printf 'POST /session/v1/pane/p1/answer HTTP/1.1\r\nHost: d\r\nX-Collie-Session: 1\r\nConnection: close\r\nContent-Length: %s\r\n\r\n%s' "${{#body}}" "$body" | nc -U -q 5 {} > {}; sleep 60"#,
+        socket.display(),
+        out.display()
+    );
+    let (_, pane, _) = pane_with_ask(&app, &mut collie, &script);
+    let until = Instant::now() + Duration::from_secs(20);
+    let answer = loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        if text.contains("\r\n\r\n") {
+            break text;
+        }
+        assert!(Instant::now() < until, "nc got no answer: {text:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(answer.contains("\"code\":\"caller-refused\""), "{answer}");
+    assert_eq!(collie.asks(&pane).len(), 1, "the ask is still open");
+}
+
+#[test]
+fn events_carry_cursors_and_reset_across_a_restart() {
+    let config = crate::tmux::TMUX;
+    let (app, socket) = start_with(config, &[], None);
+    let mut collie = Collie::connect(&socket);
+    let id = app.spawn_sh("while read -r line; do echo \"got $line\"; done");
+    let _server = crate::tmux::TmuxServer::of(&app, id);
+    let pane = format!("p{id}");
+    let first = collie.events(&pane);
+    assert_eq!(first["reset"], true, "a first read is the whole view");
+    let send = collie.send(&pane, "one");
+    assert_eq!(send.body["result"], "sent", "{}", send.text);
+    let seen = collie.events_until(&pane, |e| e["item"]["text"] == "one");
+    let read = collie.events(&pane);
+    assert_eq!(read["reset"], false, "{read}");
+    let cursors: Vec<u64> = seen.iter().filter_map(|e| e["cursor"].as_u64()).collect();
+    assert!(cursors.windows(2).all(|w| w[0] < w[1]), "{cursors:?}");
+    // Another epoch's cursor gets the whole view.
+    let foreign = collie.get(&format!("/pane/{pane}/events?after=1&epoch=0123"));
+    assert_eq!(foreign.body["reset"], true);
+
+    // The app is killed and starts again; its terminal lives on in tmux.
+    let old_epoch = collie.epoch.clone();
+    app.signal(nix::sys::signal::Signal::SIGKILL);
+    let dir = app.stop_keep_dir();
+    let (app, socket2) = start_with(config, &[], Some(dir));
+    assert_eq!(socket, socket2);
+    assert!(collie.rehello(), "a new epoch");
+    assert_ne!(collie.epoch, old_epoch);
+    let snapshot = collie.poll_snapshot().unwrap();
+    assert!(
+        panes(&snapshot).iter().any(|p| p["id"] == pane),
+        "{snapshot}"
+    );
+    // The old cursor and epoch: the pane's whole view, with what came before.
+    let view = collie.events(&pane);
+    assert_eq!(view["reset"], true, "{view}");
+    assert!(
+        view["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["item"]["text"] == "one"),
+        "{view}"
+    );
+    // And from there on, cursors again.
+    let turn = collie.pane(&pane)["turn"].clone();
+    let send = collie.post(
+        &format!("/pane/{pane}/send"),
+        &json!({"request_id": "r-again", "text": "two", "turn": turn}),
+    );
+    assert_eq!(send.body["result"], "sent", "{}", send.text);
+    collie.events_until(&pane, |e| e["item"]["text"] == "two");
+    assert_eq!(collie.events(&pane)["reset"], false);
+    drop(app);
+}
+
+#[test]
+fn tls_takes_the_token_first_and_never_offers_allow_always() {
+    let (app, _socket) = start_with("[durable.tls]\nlisten = \"127.0.0.1:0\"\n", &[], None);
+    let tls = &app.serving["Serving"]["durable"]["tls"];
+    let address = tls["address"].as_str().unwrap().parse().unwrap();
+    let cert = PathBuf::from(tls["cert"].as_str().unwrap());
+    let token_file = PathBuf::from(tls["token_file"].as_str().unwrap());
+    let token = std::fs::read_to_string(&token_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(token.len() >= 32);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&token_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(!app.log().contains(&token), "the token is never logged");
+    let fingerprint = tls["fingerprint"].as_str().unwrap();
+    assert_eq!(fingerprint.len(), 32 * 3 - 1, "{fingerprint}");
+    for auth in [
+        None,
+        Some("Bearer wrong-token-wrong-token-wrong-token".to_owned()),
+        Some(token.clone()),
+    ] {
+        let mut headers = vec![];
+        if let Some(auth) = &auth {
+            headers.push((
+                "Authorization",
+                if auth == &token {
+                    format!("Bearer {auth}")
+                } else {
+                    auth.clone()
+                },
+            ));
+        }
+        // Unknown paths and bad versions are checked only after the token.
+        for path in ["/session/v1/hello", "/session/v1/nope"] {
+            let reply = over_tls(address, &cert, "GET", path, &headers, None);
+            if auth.as_deref() == Some(token.as_str()) {
+                assert_ne!(reply.status, 401, "{path}: {}", reply.text);
+            } else {
+                assert_eq!(reply.status, 401, "{path}");
+                assert_eq!(reply.text, r#"{"code":"unauthorized"}"#, "a bare 401");
+            }
+        }
+    }
+    let bearer = vec![
+        ("Authorization", format!("Bearer {token}")),
+        ("X-Collie-Session", "1".to_owned()),
+    ];
+    let hello = over_tls(address, &cert, "GET", "/session/v1/hello", &bearer, None);
+    assert_eq!(hello.body["caps"]["allowAlways"], false);
+    // A permission ask shows no allow-always over TLS, and it cannot be chosen.
+    let id = app.spawn_sh(ASK_SCRIPT);
+    let pane = format!("p{id}");
+    let until = Instant::now() + Duration::from_secs(20);
+    let ask = loop {
+        let snapshot = over_tls(address, &cert, "GET", "/session/v1/snapshot", &bearer, None).body;
+        if let Some(ask) = panes(&snapshot)
+            .iter()
+            .find(|p| p["id"] == pane)
+            .and_then(|p| p["asks"].get(0).cloned())
+        {
+            break ask;
+        }
+        assert!(Instant::now() < until, "no ask");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let options: Vec<&str> = ask["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["allow", "deny"]);
+    let body = json!({"request_id": "t1", "ask": ask["id"], "answer": {"option": "allow-always"}});
+    let refused = over_tls(
+        address,
+        &cert,
+        "POST",
+        &format!("/session/v1/pane/{pane}/answer"),
+        &bearer,
+        Some(body.to_string().as_bytes()),
+    );
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    let body = json!({"request_id": "t2", "ask": ask["id"], "answer": {"option": "allow"}});
+    let taken = over_tls(
+        address,
+        &cert,
+        "POST",
+        &format!("/session/v1/pane/{pane}/answer"),
+        &bearer,
+        Some(body.to_string().as_bytes()),
+    );
+    assert_eq!(taken.body["result"], "taken", "{}", taken.text);
+    // No redirects, ever: an unknown path is a 404.
+    let nope = over_tls(address, &cert, "GET", "/", &bearer, None);
+    assert_eq!(nope.status, 404);
+}
+
+#[test]
+fn limits_cut_long_text_and_drop_control_characters() {
+    let (app, socket) = start();
+    let mut collie = Collie::connect(&socket);
+    let id = app.spawn_sh("cat > /dev/null");
+    let pane = format!("p{id}");
+    let text = format!("start\u{1b}[31m\u{202e}{}", "é".repeat(20_000));
+    let sent = collie.send(&pane, &text);
+    assert_eq!(sent.body["result"], "sent", "{}", sent.text);
+    let events = collie.events_until(&pane, |e| {
+        e["type"] == "item" && e["item"]["kind"] == "user"
+    });
+    let item = &events.iter().find(|e| e["item"]["kind"] == "user").unwrap()["item"];
+    let stored = item["text"].as_str().unwrap();
+    assert!(stored.len() <= 32 * 1024, "{}", stored.len());
+    assert!(
+        stored.starts_with("start[31m"),
+        "controls and invisibles removed: {:?}",
+        &stored[..20]
+    );
+    assert!(!stored.contains('\u{202e}'));
+    // A title with controls is cleaned; a long one is cut.
+    let renamed = collie.post(
+        "/rename",
+        &json!({"request_id": "l2", "tab": format!("t{id}"), "title": format!("a\u{7}b{}", "x".repeat(1000))}),
+    );
+    assert_eq!(renamed.status, 200, "{}", renamed.text);
+    let snapshot = collie.get("/snapshot").body;
+    let title = snapshot["workspaces"][0]["tabs"][0]["title"]
+        .as_str()
+        .unwrap();
+    assert!(title.starts_with("abxxx") && title.len() <= 256, "{title}");
+    // An agent's message at the end of its turn is a reply item, cleaned.
+    let token = app.terminal_token(id);
+    let long = format!("done\u{7}\u{200b}{}", "y".repeat(60 * 1024));
+    let reported = app.call_as(
+        id,
+        &token,
+        json!({"Report": {"state": "idle", "message": long}}),
+    );
+    assert_eq!(reported, json!("Ok"));
+    let events = collie.events_until(&pane, |e| e["item"]["kind"] == "reply");
+    let reply = events
+        .iter()
+        .find(|e| e["item"]["kind"] == "reply")
+        .unwrap();
+    let text = reply["item"]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("doneyyy") && text.len() == 4 + 60 * 1024,
+        "{}",
+        &text[..10]
+    );
+}
+
+#[test]
+fn steering_history_and_reopen() {
+    let (app, socket) = start();
+    let mut collie = Collie::connect(&socket);
+    // A starter makes a new agent and names its pane.
+    let started = collie.post(
+        "/starter/shell",
+        &json!({"request_id": "st1", "prompt": "echo started-here"}),
+    );
+    assert_eq!(started.status, 200, "{}", started.text);
+    let pane = started.body["pane"].as_str().unwrap().to_owned();
+    let id: u64 = pane[1..].parse().unwrap();
+    assert_eq!(started.body["tab"], format!("t{id}"));
+    app.until_screen(id, "started-here");
+    assert_eq!(
+        collie
+            .post("/starter/nope", &json!({"request_id": "st2"}))
+            .code(),
+        "no-such-starter"
+    );
+    // Turns: the send names the turn the phone saw; abort of another turn is refused.
+    collie.events_until(&pane, |e| e["type"] == "state" && e["state"] == "idle");
+    let turn = collie.pane(&pane)["turn"].as_u64().unwrap();
+    assert!(turn >= 1);
+    let moved = collie.post(
+        &format!("/pane/{pane}/abort"),
+        &json!({"request_id": "ab1", "turn": turn + 5}),
+    );
+    assert_eq!(
+        (moved.status, moved.code()),
+        (409, "turn-moved"),
+        "{}",
+        moved.text
+    );
+    let sent = collie.post(
+        &format!("/pane/{pane}/send"),
+        &json!({"request_id": "se1", "text": "sleep 30", "turn": turn}),
+    );
+    assert_eq!(sent.body["result"], "sent", "{}", sent.text);
+    let working = collie.events_until(&pane, |e| {
+        e["type"] == "turn" && e["turn"].as_u64() > Some(turn)
+    });
+    let now = working.iter().rev().find(|e| e["type"] == "turn").unwrap()["turn"]
+        .as_u64()
+        .unwrap();
+    // A send for an older turn while the agent works waits for the next turn.
+    let queued = collie.post(
+        &format!("/pane/{pane}/send"),
+        &json!({"request_id": "se2", "text": "echo after-the-turn", "turn": turn}),
+    );
+    assert_eq!(queued.body["result"], "queued", "{}", queued.text);
+    // The belt: an unknown button, then Ctrl-C ends the sleep; the queued text is typed.
+    assert_eq!(
+        collie
+            .post(
+                &format!("/pane/{pane}/action"),
+                &json!({"request_id": "ac1", "action": "nope"})
+            )
+            .code(),
+        "no-such-action"
+    );
+    let aborted = collie.post(
+        &format!("/pane/{pane}/abort"),
+        &json!({"request_id": "ab2", "turn": now}),
+    );
+    assert_eq!(aborted.body["result"], "aborted", "{}", aborted.text);
+    app.until_screen(id, "after-the-turn");
+    // Rename a workspace; close the pane; the conversation stays in the history.
+    assert_eq!(
+        collie
+            .post(
+                "/rename",
+                &json!({"request_id": "rn1", "workspace": "main", "title": "Home"})
+            )
+            .status,
+        200
+    );
+    assert_eq!(
+        collie.get("/snapshot").body["workspaces"][0]["title"],
+        "Home"
+    );
+    assert_eq!(
+        collie
+            .post(
+                "/rename",
+                &json!({"request_id": "rn2", "workspace": "nope", "title": "x"})
+            )
+            .code(),
+        "no-such-workspace"
+    );
+    let closed = collie.post("/close", &json!({"request_id": "cl1", "pane": pane}));
+    assert_eq!(closed.status, 200, "{}", closed.text);
+    assert!(panes(&collie.get("/snapshot").body).is_empty());
+    let history = collie.get("/conversations?limit=10").body;
+    let conversation = &history["conversations"][0];
+    assert_eq!(conversation["id"], format!("c{id}"));
+    assert_eq!(conversation["open"], false);
+    // Items, oldest first, page by page with an opaque cursor.
+    let page = collie
+        .get(&format!("/conversation/c{id}/items?limit=1"))
+        .body;
+    assert_eq!(page["items"][0]["text"], "echo started-here");
+    let next = page["next"].as_str().unwrap();
+    let page2 = collie
+        .get(&format!("/conversation/c{id}/items?limit=1&after={next}"))
+        .body;
+    assert_eq!(page2["items"][0]["text"], "sleep 30", "{page2}");
+    assert_eq!(
+        collie.get("/conversation/c999/items").code(),
+        "no-such-conversation"
+    );
+    assert_eq!(collie.get("/conversations?after=a%20b").status, 400);
+    // Reopen shows it again, read-only, with its items.
+    let reopened = collie.post(
+        "/reopen",
+        &json!({"request_id": "ro1", "conversation": format!("c{id}")}),
+    );
+    assert_eq!(reopened.body["result"], "reopened", "{}", reopened.text);
+    let shown = panes(&collie.get("/snapshot").body);
+    assert_eq!(shown[0]["readOnly"], true);
+    let view = collie.get(&format!("/pane/{pane}/events")).body;
+    assert!(
+        view["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["item"]["text"] == "echo started-here"),
+        "{view}"
+    );
+}
