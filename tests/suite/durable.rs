@@ -748,15 +748,35 @@ fn steering_history_and_reopen() {
     assert_eq!(conversation["id"], format!("c{id}"));
     assert_eq!(conversation["open"], false);
     // Items, oldest first, page by page with an opaque cursor.
-    let page = collie
-        .get(&format!("/conversation/c{id}/items?limit=1"))
-        .body;
-    assert_eq!(page["items"][0]["text"], "echo started-here");
-    let next = page["next"].as_str().unwrap();
-    let page2 = collie
-        .get(&format!("/conversation/c{id}/items?limit=1&after={next}"))
-        .body;
-    assert_eq!(page2["items"][0]["text"], "sleep 30", "{page2}");
+    let mut items = Vec::new();
+    let mut path = format!("/conversation/c{id}/items?limit=1");
+    loop {
+        let page = collie.get(&path).body;
+        assert!(page["items"].as_array().unwrap().len() <= 1, "{page}");
+        items.extend(page["items"].as_array().unwrap().iter().cloned());
+        match page["next"].as_str() {
+            Some(next) => path = format!("/conversation/c{id}/items?limit=1&after={next}"),
+            None => break,
+        }
+    }
+    let sent: Vec<&str> = items
+        .iter()
+        .filter(|i| i["kind"] == "user")
+        .map(|i| i["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        sent,
+        ["echo started-here", "sleep 30", "echo after-the-turn"],
+        "{items:?}"
+    );
+    // A turn's end without a reply from the agent shows its screen.
+    assert!(
+        items
+            .iter()
+            .any(|i| i["kind"] == "code" && i["text"].as_str().unwrap().contains("started-here")),
+        "{items:?}"
+    );
+    assert_eq!(Some(items.len() as u64), conversation["items"].as_u64());
     assert_eq!(
         collie.get("/conversation/c999/items").code(),
         "no-such-conversation"

@@ -27,6 +27,11 @@ pub struct Krad {
 impl Krad {
     /// Starts `krad serve --json ARGS` in a new git repository.
     pub fn start(krad: &Path, args: &[&str]) -> anyhow::Result<Krad> {
+        Krad::start_config(krad, args, None)
+    }
+
+    /// [`Krad::start`] with a config file (the repository's `.krad/config.toml`).
+    pub fn start_config(krad: &Path, args: &[&str], config: Option<&str>) -> anyhow::Result<Krad> {
         let dir = tempfile::tempdir()?;
         let repo = dir.path().join("repo");
         std::fs::create_dir_all(&repo)?;
@@ -37,6 +42,10 @@ impl Krad {
             .context("git init")?;
         if !status.success() {
             bail!("git init failed");
+        }
+        if let Some(config) = config {
+            std::fs::create_dir_all(repo.join(".krad"))?;
+            std::fs::write(repo.join(".krad").join("config.toml"), config)?;
         }
         let api_json = dir.path().join("run").join("api.json");
         let log = std::fs::File::create(dir.path().join("app.log"))?;
@@ -51,6 +60,8 @@ impl Krad {
             .env_remove("KRAD_ADE_ENDPOINT")
             .env_remove("KRAD_ADE_TOKEN_FILE")
             .env_remove("KRAD_ADE_TERMINAL")
+            // It would win over the config's [durable] socket.
+            .env_remove("COLLIE_DURABLE_SOCKET")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)

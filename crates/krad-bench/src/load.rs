@@ -1,8 +1,11 @@
 //! The load generator, the same for the app and its baseline: `clients` threads,
-//! each in a closed loop of connect, write the line, read to EOF.
+//! each in a closed loop of connect, write the request, read to EOF — over TCP
+//! (the bus) or a Unix socket (the durable facet).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,6 +14,8 @@ use crate::util::{CpuTimes, CpuUse, cpu_between, percentile};
 /// What one run of the load generator saw.
 #[derive(Debug, Clone, Default)]
 pub struct Run {
+    /// Requests answered as expected.
+    pub answered: u64,
     /// Connections that failed or got the wrong answer.
     pub errors: u64,
     /// Answered requests per second.
@@ -32,6 +37,48 @@ pub fn closed_loop(
     clients: usize,
     duration: Duration,
 ) -> Run {
+    drive(line, expect, clients, duration, move || {
+        TcpStream::connect(endpoint)
+    })
+}
+
+/// [`closed_loop`] over the Unix socket at `path`: `request` is a whole HTTP/1.1
+/// request (with `Connection: close`, so that the server closes after answering).
+pub fn closed_loop_unix(
+    path: &Path,
+    request: &[u8],
+    expect: &[u8],
+    clients: usize,
+    duration: Duration,
+) -> Run {
+    let path: Arc<Path> = path.into();
+    drive(request, expect, clients, duration, move || {
+        UnixStream::connect(&path)
+    })
+}
+
+/// What a client needs of a connection: read, write and a read timeout.
+trait Stream: Read + Write {
+    fn read_timeout(&self, timeout: Duration) -> std::io::Result<()>;
+}
+
+impl Stream for TcpStream {
+    fn read_timeout(&self, timeout: Duration) -> std::io::Result<()> {
+        self.set_read_timeout(Some(timeout))
+    }
+}
+
+impl Stream for UnixStream {
+    fn read_timeout(&self, timeout: Duration) -> std::io::Result<()> {
+        self.set_read_timeout(Some(timeout))
+    }
+}
+
+fn drive<S, C>(line: &[u8], expect: &[u8], clients: usize, duration: Duration, connect: C) -> Run
+where
+    S: Stream,
+    C: Fn() -> std::io::Result<S> + Clone + Send + 'static,
+{
     let line: Arc<[u8]> = line.into();
     let expect: Arc<[u8]> = expect.into();
     let cpu = CpuTimes::now();
@@ -41,7 +88,8 @@ pub fn closed_loop(
         .map(|_| {
             let line = line.clone();
             let expect = expect.clone();
-            std::thread::spawn(move || one_client(endpoint, &line, &expect, end))
+            let connect = connect.clone();
+            std::thread::spawn(move || one_client(&connect, &line, &expect, end))
         })
         .collect();
     let mut ok = 0;
@@ -58,6 +106,7 @@ pub fn closed_loop(
     let cpu = cpu_between(cpu, CpuTimes::now());
     latencies.sort_unstable();
     Run {
+        answered: ok,
         errors,
         per_sec: ok as f64 / elapsed.as_secs_f64(),
         p50_us: percentile(&latencies, 50.0),
@@ -66,8 +115,8 @@ pub fn closed_loop(
     }
 }
 
-fn one_client(
-    endpoint: SocketAddr,
+fn one_client<S: Stream>(
+    connect: &impl Fn() -> std::io::Result<S>,
     line: &[u8],
     expect: &[u8],
     end: Instant,
@@ -79,8 +128,8 @@ fn one_client(
     while Instant::now() < end {
         let started = Instant::now();
         answer.clear();
-        let result = TcpStream::connect(endpoint).and_then(|mut stream| {
-            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let result = connect().and_then(|mut stream| {
+            stream.read_timeout(Duration::from_secs(10))?;
             stream.write_all(line)?;
             stream.read_to_end(&mut answer)
         });

@@ -12,6 +12,7 @@
 
 mod baseline;
 mod bus;
+mod durable;
 mod krad;
 mod load;
 mod stream;
@@ -40,9 +41,9 @@ struct Cli {
     /// Pairs of runs (baseline, krad) per point.
     #[arg(long, global = true, default_value_t = 5)]
     repeats: usize,
-    /// Seconds per throughput run.
-    #[arg(long, global = true, default_value_t = 2.0)]
-    secs: f64,
+    /// Seconds per throughput run [default: 2; 1 for `durable`].
+    #[arg(long, global = true)]
+    secs: Option<f64>,
     /// Client counts for Hello.
     #[arg(
         long,
@@ -66,6 +67,9 @@ struct Cli {
     /// MiB a terminal prints in the terminal benchmark.
     #[arg(long, global = true, default_value_t = 32)]
     mib: usize,
+    /// Agents in the durable facet's snapshot.
+    #[arg(long, global = true, default_value_t = 50)]
+    panes: usize,
     #[command(subcommand)]
     bench: Bench,
 }
@@ -90,6 +94,9 @@ enum Bench {
     Spawn,
     /// CPU the app uses while agents sit idle.
     Idle,
+    /// The durable facet on its Unix socket: the 304 snapshot poll against HTTP
+    /// baselines, the full snapshot and an events read (~1 min).
+    Durable,
     /// (internal) A baseline server; prints its address, then serves until killed.
     #[command(hide = true)]
     BaselineServer {
@@ -97,6 +104,18 @@ enum Bench {
         mode: baseline::Mode,
         #[arg(long, default_value_t = 200)]
         reply_bytes: usize,
+    },
+    /// (internal) An HTTP baseline on a Unix socket; prints `ready`, then serves until killed.
+    #[command(hide = true)]
+    DurableBaseline {
+        #[arg(long, value_enum)]
+        kind: durable::HttpKind,
+        #[arg(long)]
+        socket: PathBuf,
+        #[arg(long)]
+        etag: String,
+        #[arg(long)]
+        reply_file: PathBuf,
     },
 }
 
@@ -120,12 +139,21 @@ pub struct Ctx {
     pub rate: u64,
     /// MiB printed.
     pub mib: usize,
+    /// Agents in the durable facet's snapshot.
+    pub panes: usize,
+    /// Seconds per run of the durable facet.
+    pub durable_secs: f64,
 }
 
 impl Ctx {
     /// The length of one throughput run.
     pub fn run(&self) -> Duration {
         Duration::from_secs_f64(self.secs)
+    }
+
+    /// The length of one run of the durable facet.
+    pub fn durable_run(&self) -> Duration {
+        Duration::from_secs_f64(self.durable_secs)
     }
 
     /// Prints a line of the report at once.
@@ -179,17 +207,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         util::raise_nofile();
         return baseline::serve(mode, reply_bytes);
     }
+    if let Bench::DurableBaseline {
+        kind,
+        socket,
+        etag,
+        reply_file,
+    } = &cli.bench
+    {
+        return durable::serve_baseline(*kind, socket, etag, reply_file);
+    }
     let nofile = util::raise_nofile();
     let ctx = Ctx {
         krad: find_krad(cli.krad, cli.build).context("finding krad")?,
         repeats: cli.repeats.max(1),
-        secs: cli.secs,
+        secs: cli.secs.unwrap_or(2.0),
         clients: cli.clients,
         agents: cli.agents,
         waiters: cli.waiters,
         subscribers: cli.subscribers,
         rate: cli.rate.max(1),
         mib: cli.mib.max(1),
+        panes: cli.panes.max(1),
+        durable_secs: cli.secs.unwrap_or(1.0),
     };
     ctx.out(&format!(
         "<!-- krad-bench {:?} -->\nMachine: {}. Open-file limit {nofile}. Run {}.\n",
@@ -221,6 +260,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     if all || matches!(cli.bench, Bench::Idle) {
         term::idle(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::Durable) {
+        durable::durable(&ctx)?;
     }
     Ok(())
 }

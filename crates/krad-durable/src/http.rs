@@ -51,6 +51,28 @@ pub(crate) async fn handle(
     connection: Arc<Connection>,
     request: Request<Incoming>,
 ) -> Reply {
+    let (parts, incoming) = request.into_parts();
+    let request = Request::from_parts(parts, ());
+    let mut body = Some(incoming);
+    let reply = answer(&shared, &connection, &request, &mut body).await;
+    if let Some(unread) = body {
+        // A body left unread when the connection closes makes the kernel
+        // reset it, and the caller may lose the answer: read it first.
+        let _ =
+            tokio::time::timeout(DRAIN_TIME, Limited::new(unread, limits::BODY).collect()).await;
+    }
+    reply
+}
+
+/// How long an early answer waits for the rest of the body it did not need.
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+
+async fn answer(
+    shared: &Arc<Shared>,
+    connection: &Connection,
+    request: &Request<()>,
+    body: &mut Option<Incoming>,
+) -> Reply {
     if let Some(token) = &connection.token {
         let header = request
             .headers()
@@ -63,7 +85,7 @@ pub(crate) async fn handle(
     if let Some(why) = &connection.refused {
         return error_reply(&WireError::new(403, "caller-refused", why.clone()));
     }
-    match route(&shared, &connection, request).await {
+    match route(shared, connection, request, body).await {
         Ok(reply) => reply,
         Err(error) => error_reply(&error),
     }
@@ -148,7 +170,8 @@ fn path_id(id: &str, code: &'static str) -> Result<String, WireError> {
 async fn route(
     shared: &Arc<Shared>,
     connection: &Connection,
-    request: Request<Incoming>,
+    request: &Request<()>,
+    body: &mut Option<Incoming>,
 ) -> Result<Reply, WireError> {
     let path = request.uri().path().to_owned();
     let route = find_route(request.method(), &path)?;
@@ -225,7 +248,12 @@ async fn route(
                 after: cursor(&query)?,
                 limit: limit(&query, limits::ITEMS_PAGE)?,
             },
-            post => return post_call(shared, caller, post, &path, request).await,
+            post => {
+                let incoming = body
+                    .take()
+                    .ok_or_else(|| WireError::internal("the body was read twice"))?;
+                return post_call(shared, caller, post, &path, request, incoming).await;
+            }
         };
     let body = facet.clone().call(call, caller).await?;
     Ok(json_reply(StatusCode::OK, &body))
@@ -237,9 +265,10 @@ async fn post_call(
     caller: Caller,
     route: Route,
     path: &str,
-    request: Request<Incoming>,
+    request: &Request<()>,
+    incoming: Incoming,
 ) -> Result<Reply, WireError> {
-    let body = read_body(request).await?;
+    let body = read_body(request, incoming).await?;
     let request_id = match body.get("request_id") {
         Some(Value::String(id)) if limits::valid_id(id) => id.clone(),
         Some(_) => {
@@ -425,7 +454,10 @@ fn number_field(body: &Map<String, Value>, key: &str) -> Result<Option<u64>, Wir
 }
 
 /// Reads a body of at most 64 KiB: a JSON object, or nothing (`{}`).
-async fn read_body(request: Request<Incoming>) -> Result<Map<String, Value>, WireError> {
+async fn read_body(
+    request: &Request<()>,
+    incoming: Incoming,
+) -> Result<Map<String, Value>, WireError> {
     let too_large = || {
         WireError::new(
             413,
@@ -441,7 +473,7 @@ async fn read_body(request: Request<Incoming>) -> Result<Map<String, Value>, Wir
     if declared.is_some_and(|n| n > limits::BODY as u64) {
         return Err(too_large());
     }
-    let bytes = Limited::new(request.into_body(), limits::BODY)
+    let bytes = Limited::new(incoming, limits::BODY)
         .collect()
         .await
         .map_err(|e| {

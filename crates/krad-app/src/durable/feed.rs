@@ -63,6 +63,17 @@ pub(crate) struct Meta {
     pub items: u64,
 }
 
+/// What taking in a record came to.
+#[derive(Debug, Default)]
+pub(crate) struct Observed {
+    /// Texts queued for the next turn: the agent just went idle, type them.
+    pub queued: Vec<String>,
+    /// A turn just ended.
+    pub turn_ended: bool,
+    /// The agent's message was recorded as its reply.
+    pub replied: bool,
+}
+
 struct Pane {
     meta: Meta,
     /// The last event's cursor.
@@ -155,11 +166,10 @@ impl Feed {
         self.dir.get().map(|d| d.join("conversations"))
     }
 
-    /// Takes in an agent's record after a change. Returns the texts queued for
-    /// the next turn when the agent just went idle (the caller types them).
-    pub fn observe(&self, record: &AgentRecord, asking: bool) -> Vec<String> {
+    /// Takes in an agent's record after a change.
+    pub fn observe(&self, record: &AgentRecord, asking: bool) -> Observed {
         if !self.on() {
-            return Vec::new();
+            return Observed::default();
         }
         let state = wire_state(record.state, asking);
         let mut inner = self.lock();
@@ -168,11 +178,12 @@ impl Feed {
             .panes
             .entry(record.terminal)
             .or_insert_with(|| Pane::open(dir.as_deref(), record));
-        let mut flush = Vec::new();
+        let mut observed = Observed::default();
         let mut changed = false;
         if pane.state != state {
             // A turn starts when the agent goes to work (or asks) from rest.
             let active = |s: &str| matches!(s, "working" | "waiting");
+            observed.turn_ended = active(pane.state) && !active(state);
             if active(state) && !active(pane.state) {
                 pane.meta.turn += 1;
                 let turn = pane.meta.turn;
@@ -182,7 +193,7 @@ impl Feed {
             pane.state = state;
             pane.push(json!({"type": "state", "state": state}));
             if state == "idle" {
-                flush = std::mem::take(&mut pane.queued);
+                observed.queued = std::mem::take(&mut pane.queued);
             }
             if state == "exited" {
                 let how = match (record.exit_code, record.signal) {
@@ -205,6 +216,7 @@ impl Feed {
                     "notice"
                 };
                 pane.add_item(dir.as_deref(), kind, text, None);
+                observed.replied = kind == "reply";
                 changed = true;
             }
             pane.message = message;
@@ -213,7 +225,7 @@ impl Feed {
         if changed {
             self.bump();
         }
-        flush
+        observed
     }
 
     /// A terminal was closed: its conversation ends.

@@ -256,10 +256,32 @@ async fn follow(core: Arc<Core>) {
     }
 }
 
+/// Lines of the screen a turn's end shows when the agent gave no reply.
+const SCREEN_LINES: usize = 40;
+
 /// One agent's change into the feed; types what was queued for its next turn.
 async fn observe(core: &Arc<Core>, record: &krad_bus::protocol::AgentRecord) {
     let asking = core.asks.has_open(record.terminal);
-    for text in core.feed.observe(record, asking) {
+    let observed = core.feed.observe(record, asking);
+    if observed.turn_ended && !observed.replied {
+        // An agent without hooks says nothing at the end of its turn: the
+        // phone reads what its screen shows instead.
+        if let Some(screen) = core
+            .store
+            .with(record.terminal, |e| e.terminal.snapshot(0).screen)
+        {
+            let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
+            let end = lines
+                .iter()
+                .rposition(|l| !l.is_empty())
+                .map_or(0, |i| i + 1);
+            let text = lines[end.saturating_sub(SCREEN_LINES)..end].join("\n");
+            if !text.trim().is_empty() {
+                core.feed.item(record.terminal, "code", &text);
+            }
+        }
+    }
+    for text in observed.queued {
         if let Err(e) = calls::type_text(core, record.terminal, &text).await {
             tracing::warn!(
                 terminal = record.terminal,
