@@ -209,8 +209,9 @@ impl Collie {
         )
     }
 
-    /// A POST whose connection is lost right after the request left.
-    pub fn post_and_drop(&self, path: &str, body: &Value) {
+    /// A POST whose answer is never read: the request leaves, the write side
+    /// is shut, and the connection is dropped when the caller drops the stream.
+    pub fn post_unread(&self, path: &str, body: &Value) -> UnixStream {
         let mut stream = UnixStream::connect(&self.socket).unwrap();
         let body = body.to_string();
         let request = format!(
@@ -219,7 +220,8 @@ impl Collie {
             body.len()
         );
         stream.write_all(request.as_bytes()).unwrap();
-        let _ = stream.shutdown(Shutdown::Both);
+        stream.shutdown(Shutdown::Write).unwrap();
+        stream
     }
 
     /// A new request id (one per intent).

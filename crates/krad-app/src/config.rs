@@ -20,6 +20,11 @@
 //! idle_after_secs = 20    # no output this long while working: idle (state_source "quiet")
 //! env = { AIDER_DARK_MODE = "1" }
 //! expose_token = false    # also set KRAD_ADE_TOKEN (env leaks into every child)
+//! interrupt = "\u0003"    # the keys that stop a turn (the phone's abort)
+//! actions = [{ id = "yes", label = "Yes", keys = "y\r" }]   # the phone's belt buttons
+//!
+//! [durable]               # the durable facet (docs/durable.md)
+//! socket = "/home/you/.krad-ade/durable/app.sock"
 //! ```
 
 use std::collections::BTreeMap;
@@ -278,6 +283,27 @@ impl Config {
                     "profile {name:?}: command must start with a program"
                 ));
             }
+            let actions = profile.actions.as_deref().unwrap_or_default();
+            if actions.len() > 4 {
+                return Err(format!(
+                    "profile {name:?}: at most 4 actions (the phone's belt has 4 buttons)"
+                ));
+            }
+            for action in actions {
+                if !krad_durable::limits::valid_id(&action.id) {
+                    return Err(format!(
+                        "profile {name:?}: action id {:?} must be 1–128 bytes without spaces, '/', '?' or '#'",
+                        action.id
+                    ));
+                }
+                let label = action.label.chars().count();
+                if label == 0 || label > 16 || action.keys.is_empty() {
+                    return Err(format!(
+                        "profile {name:?}: action {:?} needs a label of 1–16 characters and keys",
+                        action.id
+                    ));
+                }
+            }
         }
         for (name, extension) in &config.extensions {
             if name.is_empty() || extension.command.is_empty() {
@@ -355,5 +381,41 @@ mod tests {
         assert!(e.contains("line 2"), "{e}");
         let e = Config::parse("[profiles.x]\ncommand = []\n").unwrap_err();
         assert!(e.contains("command"), "{e}");
+    }
+
+    #[test]
+    fn the_durable_table_and_belt_actions() {
+        let config = Config::parse(
+            r#"
+            [durable]
+            name = "laptop"
+            socket = "/run/user/1000/krad.sock"
+            [durable.tls]
+            listen = "127.0.0.1:7443"
+            [profiles.shell]
+            interrupt = "\u0003"
+            actions = [{ id = "yes", label = "Yes", keys = "y\r" }]
+            "#,
+        )
+        .unwrap();
+        let durable = config.durable.unwrap();
+        assert_eq!(durable.name.as_deref(), Some("laptop"));
+        assert_eq!(durable.tls.unwrap().listen.port(), 7443);
+        assert_eq!(
+            config.profiles["shell"].actions.as_ref().unwrap()[0].keys,
+            "y\r"
+        );
+        let e = Config::parse("[durable.tls]\nlisten = \"nowhere\"\n").unwrap_err();
+        assert!(e.contains("listen") || e.contains("address"), "{e}");
+        let e = Config::parse(
+            "[profiles.shell]\nactions = [{ id = \"a b\", label = \"x\", keys = \"y\" }]\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("action id"), "{e}");
+        let e = Config::parse(
+            "[profiles.shell]\nactions = [{ id = \"a\", label = \"a label far too long\", keys = \"y\" }]\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("1–16"), "{e}");
     }
 }

@@ -146,6 +146,9 @@ where
         .timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)
         .keep_alive(true)
+        // A caller that shuts its write side after the request still gets it
+        // carried out (and answered, if it still reads).
+        .half_close(true)
         .serve_connection(TokioIo::new(stream), service)
         .await;
     if let Err(e) = served {

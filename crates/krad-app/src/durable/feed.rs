@@ -714,3 +714,101 @@ fn append_private(path: &Path, item: &Item) -> std::io::Result<()> {
         .open(path)?;
     file.write_all(&line)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(terminal: u64, state: &str, message: Option<&str>) -> AgentRecord {
+        serde_json::from_value(json!({
+            "terminal": terminal, "environment": "main", "name": null, "profile": "shell",
+            "command": ["sh"], "lead": false, "parent": null, "group": null, "variant": null,
+            "state": state, "state_source": "screen", "message": message, "exit_code": null,
+            "signal": null, "pid": 1, "title": null, "started_at": "2026-11-29T00:00:00Z",
+            "state_since": "2026-11-29T00:00:00Z", "rev": 1
+        }))
+        .unwrap()
+    }
+
+    fn feed() -> (Feed, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let feed = Feed::default();
+        feed.enable(dir.path()).unwrap();
+        (feed, dir)
+    }
+
+    #[test]
+    fn turns_move_when_the_agent_goes_to_work_from_rest() {
+        let (feed, _dir) = feed();
+        feed.observe(&record(1, "starting", None), false);
+        feed.observe(&record(1, "working", None), false);
+        assert_eq!(feed.turn_and_state(1), Some((1, "working")));
+        // Asking and back to work is the same turn.
+        feed.observe(&record(1, "asking", None), true);
+        feed.observe(&record(1, "working", None), false);
+        assert_eq!(feed.turn_and_state(1), Some((1, "working")));
+        let ended = feed.observe(&record(1, "idle", Some("all done")), false);
+        assert!(ended.turn_ended && ended.replied);
+        feed.observe(&record(1, "working", None), false);
+        assert_eq!(feed.turn_and_state(1), Some((2, "working")));
+        // The queued text comes back when the agent is idle again.
+        assert!(feed.queue(1, "next".into()));
+        assert_eq!(
+            feed.observe(&record(1, "idle", None), false).queued,
+            ["next"]
+        );
+    }
+
+    #[test]
+    fn readers_get_events_after_their_cursor_or_the_whole_view() {
+        let (feed, _dir) = feed();
+        feed.observe(&record(2, "working", None), false);
+        feed.item(2, "user", "hello");
+        let (cursor, reset, view) = feed.events(2, None, true, vec![]).unwrap();
+        assert!(reset);
+        assert!(view.iter().any(|e| e["item"]["text"] == "hello"));
+        feed.item(2, "notice", "more");
+        let (next, reset, events) = feed.events(2, Some(cursor), true, vec![]).unwrap();
+        assert!(!reset);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["cursor"], json!(next));
+        // Another epoch, a cursor from the future, one too far behind: the view.
+        assert!(feed.events(2, Some(cursor), false, vec![]).unwrap().1);
+        assert!(feed.events(2, Some(next + 10), true, vec![]).unwrap().1);
+        for i in 0..(KEPT_EVENTS + 5) {
+            feed.item(2, "notice", &i.to_string());
+        }
+        assert!(feed.events(2, Some(next), true, vec![]).unwrap().1);
+        let (_, _, view) = feed.events(2, Some(0), false, vec![]).unwrap();
+        let items = view.iter().filter(|e| e["type"] == "item").count();
+        assert_eq!(items, limits::VIEW_ITEMS, "the newest 2,000 items");
+        // ≤ 1000 events per answer.
+        let last = feed.events(2, None, true, vec![]).unwrap().0;
+        let (_, _, page) = feed.events(2, Some(last - 1500), true, vec![]).unwrap();
+        assert_eq!(page.len(), limits::EVENTS);
+    }
+
+    #[test]
+    fn conversations_outlive_the_pane_on_disk() {
+        let (feed, dir) = feed();
+        feed.observe(&record(7, "working", None), false);
+        feed.item(7, "user", "a\u{1b}b");
+        feed.removed(7);
+        assert!(feed.turn_and_state(7).is_none());
+        let again = Feed::default();
+        again.enable(dir.path()).unwrap();
+        let meta = again.meta(7).unwrap();
+        assert!(meta.ended_at.is_some());
+        let items = again.read_items(7, 0, 10, false);
+        assert_eq!(items[0].text, "ab", "control characters removed");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("conversations/7.jsonl"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(again.closed_view(7).is_none(), "not reopened");
+        again.reopen(7);
+        assert!(again.closed_view(7).is_some());
+    }
+}

@@ -23,6 +23,7 @@ pub(super) fn build(core: &Core, epoch: &str, caller: &Caller) -> Value {
             .filter(|n| n != MAIN),
     );
     let mut tabs = 0;
+    let mut budget = ASKS_BYTES;
     let mut records = core.store.list(None);
     records.sort_by_key(|r| r.terminal);
     for record in &records {
@@ -33,7 +34,7 @@ pub(super) fn build(core: &Core, epoch: &str, caller: &Caller) -> Value {
         by_workspace
             .entry(record.environment.clone())
             .or_default()
-            .push(tab(core, record, caller));
+            .push(tab(core, record, caller, &mut budget));
     }
     for meta in core.feed.reopened() {
         if tabs == limits::TABS {
@@ -84,20 +85,29 @@ pub(super) fn build(core: &Core, epoch: &str, caller: &Caller) -> Value {
     })
 }
 
-fn tab(core: &Core, record: &AgentRecord, caller: &Caller) -> Value {
-    let asks: Vec<Value> = core
+/// What the asks of one snapshot may weigh, so that the whole stays well
+/// under the 4 MiB Collie reads (panes' other fields are small and bounded).
+const ASKS_BYTES: usize = 3 * 1024 * 1024;
+
+fn tab(core: &Core, record: &AgentRecord, caller: &Caller, budget: &mut usize) -> Value {
+    let mut asks: Vec<Value> = Vec::new();
+    for info in core
         .asks
         .list(Some(record.terminal))
         .iter()
         .take(limits::OPEN_ASKS)
-        .map(|info| {
-            let mut ask = wire_ask(info);
-            if caller.transport == Transport::Tls {
-                feed::strip_allow_always(&mut ask);
-            }
-            ask
-        })
-        .collect();
+    {
+        let mut ask = wire_ask(info);
+        if caller.transport == Transport::Tls {
+            feed::strip_allow_always(&mut ask);
+        }
+        let size = ask.to_string().len();
+        if size > *budget {
+            break;
+        }
+        *budget -= size;
+        asks.push(ask);
+    }
     let (turn, state) = core
         .feed
         .turn_and_state(record.terminal)
