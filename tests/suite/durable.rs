@@ -459,6 +459,13 @@ fn events_carry_cursors_and_reset_across_a_restart() {
     // Another epoch's cursor gets the whole view.
     let foreign = collie.get(&format!("/pane/{pane}/events?after=1&epoch=0123"));
     assert_eq!(foreign.body["reset"], true);
+    // An ask answered before the restart.
+    let (asker, ask_pane, ask) = pane_with_ask(&app, &mut collie, ASK_SCRIPT);
+    assert_eq!(
+        collie.answer(&ask_pane, &ask, "deny").body["result"],
+        "taken"
+    );
+    app.until_screen(asker, "\"option\":\"deny\"");
 
     // The app is killed and starts again; its terminal lives on in tmux.
     let old_epoch = collie.epoch.clone();
@@ -484,6 +491,15 @@ fn events_carry_cursors_and_reset_across_a_restart() {
             .any(|e| e["item"]["text"] == "one"),
         "{view}"
     );
+    // A late tap on the ask decided before the restart: decided, not too-late.
+    let late = collie.answer(&ask_pane, &ask, "allow");
+    assert_eq!(
+        (late.status, late.code()),
+        (409, "decided"),
+        "{}",
+        late.text
+    );
+    assert_eq!(late.body["outcome"]["option"], "deny");
     // And from there on, cursors again.
     let turn = collie.pane(&pane)["turn"].clone();
     let send = collie.post(
@@ -799,5 +815,54 @@ fn steering_history_and_reopen() {
             .iter()
             .any(|e| e["item"]["text"] == "echo started-here"),
         "{view}"
+    );
+}
+
+#[test]
+fn a_claude_conversation_is_resumed_in_a_new_terminal() {
+    let (app, socket) = start();
+    let mut collie = Collie::connect(&socket);
+    assert_eq!(collie.hello["caps"]["resume"], true);
+    let started = collie.post(
+        "/starter/claude",
+        &json!({"request_id": "c1", "prompt": "task one"}),
+    );
+    let pane = started.body["pane"].as_str().unwrap().to_owned();
+    let id: u64 = pane[1..].parse().unwrap();
+    app.until_screen(id, "may I?");
+    // The hooks' messages: Claude Code's last answer is the turn's reply.
+    app.until_state(id, "asking");
+    assert_eq!(collie.send(&pane, "yes").body["result"], "sent");
+    let events = collie.events_until(&pane, |e| e["item"]["text"] == "Done: yes");
+    let reply = events
+        .iter()
+        .find(|e| e["item"]["text"] == "Done: yes")
+        .unwrap();
+    assert_eq!(reply["item"]["kind"], "reply");
+    // Closed, then reopened: resumed with `--resume <its session>` in a new terminal.
+    let closed = collie.post(
+        "/close",
+        &json!({"request_id": "c2", "tab": format!("t{id}")}),
+    );
+    assert_eq!(closed.status, 200, "{}", closed.text);
+    let reopened = collie.post(
+        "/reopen",
+        &json!({"request_id": "c3", "conversation": format!("c{id}")}),
+    );
+    assert_eq!(reopened.body["result"], "resumed", "{}", reopened.text);
+    let new: u64 = reopened.body["pane"].as_str().unwrap()[1..]
+        .parse()
+        .unwrap();
+    assert_ne!(new, id);
+    let screen = app.until_screen(new, "fake claude: resumed fake-session-");
+    assert!(
+        screen.contains("may I?") || screen.contains("resumed"),
+        "{screen}"
+    );
+    let items = collie.get(&format!("/conversation/c{new}/items")).body;
+    assert_eq!(
+        items["items"][0]["text"],
+        format!("Resumed from conversation c{id}."),
+        "{items}"
     );
 }

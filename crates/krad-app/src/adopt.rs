@@ -187,6 +187,7 @@ fn profile_of(core: &Core, name: &str) -> Arc<Profile> {
                 expose_token: false,
                 interrupt: "\u{3}".to_owned(),
                 actions: Vec::new(),
+                resume: Vec::new(),
             })
         })
 }

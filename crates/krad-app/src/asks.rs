@@ -7,9 +7,13 @@
 //! * A permission card is built from the tool's name and input only, never from
 //!   the model's words; `allow-always` is offered only when the card shows the
 //!   whole input, uncut and uncleaned.
-//! * The first decision wins; the last 500 decided asks of each terminal are kept.
+//! * The first decision wins; the last 500 decided asks of each terminal are kept,
+//!   in memory and in a JSON-lines file of the state folder, so that a late
+//!   answer after a restart still learns who decided first.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -23,6 +27,8 @@ use crate::durable::feed::Feed;
 
 /// Decided asks kept per terminal.
 const KEPT_DECIDED: usize = 500;
+/// Terminals whose decided asks a restart reads back.
+const KEPT_TERMINALS: usize = 256;
 /// Open asks per terminal, as the durable facet allows.
 const MAX_OPEN_PER_TERMINAL: usize = 50;
 /// Options of a choice, fields of a form.
@@ -43,7 +49,7 @@ struct Open {
 #[derive(Default)]
 struct Inner {
     open: BTreeMap<String, Open>,
-    decided: HashMap<u64, VecDeque<AnsweredInfo>>,
+    decided: BTreeMap<u64, VecDeque<AnsweredInfo>>,
     seq: u64,
 }
 
@@ -80,11 +86,63 @@ pub struct Asks {
     inner: Mutex<Inner>,
     /// Told of every ask opened, changed and closed (the durable facet).
     feed: OnceLock<Arc<Feed>>,
+    /// Where decisions are kept across restarts.
+    decided_file: OnceLock<PathBuf>,
+}
+
+/// One line of the decided-asks file.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeptDecision {
+    terminal: u64,
+    decided: AnsweredInfo,
 }
 
 impl Asks {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps decisions in `path` from now on, after reading the ones kept there
+    /// (the file is rewritten with at most the last 500 per terminal).
+    pub fn keep_decided_in(&self, path: PathBuf) {
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let mut inner = self.lock();
+            for kept in text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<KeptDecision>(l).ok())
+            {
+                let list = inner.decided.entry(kept.terminal).or_default();
+                list.push_back(kept.decided);
+                while list.len() > KEPT_DECIDED {
+                    list.pop_front();
+                }
+            }
+            // Decisions of the newest terminals only: ids are never reused, and
+            // old terminals' asks cannot be answered any more.
+            while inner.decided.len() > KEPT_TERMINALS {
+                let Some(oldest) = inner.decided.keys().next().copied() else {
+                    break;
+                };
+                inner.decided.remove(&oldest);
+            }
+            let mut compact = String::new();
+            for (terminal, list) in &inner.decided {
+                for decided in list {
+                    let line = KeptDecision {
+                        terminal: *terminal,
+                        decided: decided.clone(),
+                    };
+                    if let Ok(line) = serde_json::to_string(&line) {
+                        compact.push_str(&line);
+                        compact.push('\n');
+                    }
+                }
+            }
+            if let Err(e) = rewrite_private(&path, compact.as_bytes()) {
+                tracing::warn!("cannot compact {}: {e}", path.display());
+            }
+        }
+        let _ = self.decided_file.set(path);
     }
 
     /// Tells `feed` of every ask from now on.
@@ -251,6 +309,15 @@ impl Asks {
         while kept.len() > KEPT_DECIDED {
             kept.pop_front();
         }
+        if let Some(path) = self.decided_file.get() {
+            let line = KeptDecision {
+                terminal: open.info.terminal,
+                decided: decided.clone(),
+            };
+            if let Err(e) = append_private(path, &line) {
+                tracing::warn!("cannot keep a decided ask in {}: {e}", path.display());
+            }
+        }
         open.done.send_replace(Some(decided.clone()));
         if let Some(feed) = self.feed.get() {
             feed.ask_closed(&open.info, &decided);
@@ -369,6 +436,31 @@ impl Asks {
             .values()
             .any(|o| o.info.terminal == terminal)
     }
+}
+
+fn append_private(path: &Path, kept: &KeptDecision) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut line = serde_json::to_vec(kept).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(&line)
+}
+
+fn rewrite_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?
+        .write_all(bytes)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// `a-` and 16 hex characters of SHA-256(environment, terminal, tool-call id);
@@ -578,6 +670,28 @@ mod tests {
         });
         assert_eq!(title, "Bash: rmfr");
         assert!(!hidden.iter().any(|o| o.id == "allow-always"));
+    }
+
+    #[test]
+    fn decisions_are_read_back_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("asks-decided.jsonl");
+        let asks = Asks::default();
+        asks.keep_decided_in(path.clone());
+        let Raised::Open { info, .. } = asks.raise(&me(), &permission("c9", "ls")).unwrap() else {
+            panic!()
+        };
+        asks.decide(&info.ask, DecidedBy::Phone, json!({"option": "deny"}), None)
+            .unwrap();
+        let again = Asks::default();
+        again.keep_decided_in(path);
+        let Raised::Decided(d) = again.raise(&me(), &permission("c9", "ls")).unwrap() else {
+            panic!("the decision was forgotten")
+        };
+        assert_eq!(
+            (d.by, d.answer["option"].as_str()),
+            (DecidedBy::Phone, Some("deny"))
+        );
     }
 
     #[test]

@@ -78,6 +78,9 @@ pub struct ProfileConfig {
     pub interrupt: Option<String>,
     /// The belt buttons the phone shows (at most 4, labels of 16 characters).
     pub actions: Option<Vec<ActionConfig>>,
+    /// The arguments that resume a conversation, after the command; `{session}`
+    /// is the agent's session id (claude: `["--resume", "{session}"]`).
+    pub resume: Option<Vec<String>>,
 }
 
 /// A belt button: a label and the keys it types.

@@ -136,6 +136,8 @@ impl EmbeddedApp {
             store.keep_terminals(&settings.endpoint);
         }
         let extensions = requests::extensions::manager(&settings);
+        let asks = asks::Asks::default();
+        asks.keep_decided_in(settings.state_dir.join("asks-decided.jsonl"));
         let settings_state_dir = settings.state_dir.clone();
         let settings_hosts = settings.config.hosts.clone();
         let bus_port = settings
@@ -153,7 +155,7 @@ impl EmbeddedApp {
                 extensions,
                 environments_lock: tokio::sync::Mutex::new(()),
                 hosts: hosts::Hosts::new(&settings_hosts, bus_port),
-                asks: asks::Asks::default(),
+                asks,
                 feed: Arc::default(),
                 request_log: RequestLog::open(Some(&settings_state_dir.join("request-ids.json"))),
                 environments_changed: tokio::sync::watch::channel(0).0,

@@ -16,6 +16,24 @@ const CTRL_C: &str = "\u{3}";
 /// Escape: interrupts Claude Code's and Codex's turn.
 const ESCAPE: &str = "\u{1b}";
 
+/// In a profile's `resume` arguments: the agent's session id.
+pub const SESSION: &str = "{session}";
+
+fn resumable(mut profile: Profile, args: &[&str]) -> Profile {
+    profile.resume = args.iter().map(|a| (*a).to_owned()).collect();
+    profile
+}
+
+/// The argv that resumes `session` with `profile` (`None`: it cannot resume).
+pub fn resume_command(profile: &Profile, session: &str) -> Option<Vec<String>> {
+    if profile.resume.is_empty() || profile.command.is_empty() {
+        return None;
+    }
+    let mut command = profile.command.clone();
+    command.extend(profile.resume.iter().map(|a| a.replace(SESSION, session)));
+    Some(command)
+}
+
 fn action(id: &str, label: &str, keys: &str) -> ActionConfig {
     ActionConfig {
         id: id.to_owned(),
@@ -45,6 +63,8 @@ pub struct Profile {
     pub interrupt: String,
     /// The belt buttons.
     pub actions: Vec<ActionConfig>,
+    /// The arguments that resume a session (`{session}` replaced); empty: cannot.
+    pub resume: Vec<String>,
 }
 
 /// Every profile the app knows, and the default one.
@@ -79,6 +99,7 @@ impl Profiles {
                             expose_token: false,
                             interrupt: CTRL_C.to_owned(),
                             actions: Vec::new(),
+                            resume: Vec::new(),
                         },
                         change,
                     )
@@ -143,6 +164,9 @@ fn apply(mut profile: Profile, change: &ProfileConfig) -> Profile {
     if let Some(actions) = &change.actions {
         profile.actions = actions.clone();
     }
+    if let Some(resume) = &change.resume {
+        profile.resume = resume.clone();
+    }
     profile
 }
 
@@ -161,6 +185,7 @@ fn builtins() -> Vec<Profile> {
         expose_token: false,
         interrupt: CTRL_C.to_owned(),
         actions: Vec::new(),
+        resume: Vec::new(),
     };
     let agent = |mut profile: Profile| {
         profile.interrupt = ESCAPE.to_owned();
@@ -192,20 +217,26 @@ fn builtins() -> Vec<Profile> {
             HookKind::None,
             None,
         )),
-        agent(base(
-            "claude",
-            vec!["claude".into()],
-            PromptDelivery::Arg,
-            HookKind::Claude,
-            Some(90),
-        )),
-        agent(base(
-            "codex",
-            vec!["codex".into()],
-            PromptDelivery::Arg,
-            HookKind::Codex,
-            Some(90),
-        )),
+        resumable(
+            agent(base(
+                "claude",
+                vec!["claude".into()],
+                PromptDelivery::Arg,
+                HookKind::Claude,
+                Some(90),
+            )),
+            &["--resume", SESSION],
+        ),
+        resumable(
+            agent(base(
+                "codex",
+                vec!["codex".into()],
+                PromptDelivery::Arg,
+                HookKind::Codex,
+                Some(90),
+            )),
+            &["resume", SESSION],
+        ),
     ]
 }
 

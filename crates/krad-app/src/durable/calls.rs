@@ -45,7 +45,7 @@ pub(super) async fn run(facet: &AppFacet, call: Call, caller: Caller) -> Answer 
             after,
             limit,
         } => items(core, &conversation, after.as_deref(), limit),
-        Call::Reopen { conversation } => reopen(core, &conversation),
+        Call::Reopen { conversation } => reopen(core, &conversation).await,
     }
 }
 
@@ -476,7 +476,9 @@ fn items(core: &Core, conversation: &str, after: Option<&str>, limit: usize) -> 
     Ok(json!({"conversation": conversation, "items": page, "next": next}))
 }
 
-fn reopen(core: &Core, conversation: &str) -> Answer {
+/// Shows a closed conversation again: resumed in a new terminal when its
+/// profile can resume its session, else read-only.
+async fn reopen(core: &Arc<Core>, conversation: &str) -> Answer {
     let missing = || {
         WireError::missing(
             "no-such-conversation",
@@ -486,6 +488,53 @@ fn reopen(core: &Core, conversation: &str) -> Answer {
     let terminal = conversation_terminal(conversation).ok_or_else(missing)?;
     let meta = core.feed.meta(terminal).ok_or_else(missing)?;
     let open = core.store.record(terminal).is_some();
+    let resume = meta.session.as_deref().and_then(|session| {
+        let profile = core.profiles.get(&meta.profile)?;
+        crate::profile::resume_command(&profile, session).map(|command| (profile, command))
+    });
+    if let (false, Some((profile, command))) = (open, resume) {
+        let workspace = if workspace_exists(core, &meta.workspace) {
+            meta.workspace.clone()
+        } else {
+            MAIN.to_owned()
+        };
+        let ctx = CallContext {
+            principal: Principal::Client,
+            request_id: None,
+        };
+        let request = Spawn {
+            environment: Some(workspace.clone()),
+            profile: Some(profile.name.clone()),
+            command: Some(command),
+            prompt: None,
+            name: None,
+            lead: None,
+            env: None,
+            cols: None,
+            rows: None,
+        };
+        return match requests::spawn::handle(core, &ctx, request).await {
+            Response::Agent(record) => {
+                let asking = core.asks.has_open(record.terminal);
+                core.feed.observe(&record, asking);
+                core.feed.item(
+                    record.terminal,
+                    "notice",
+                    &format!("Resumed from conversation {conversation}."),
+                );
+                Ok(json!({
+                    "result": "resumed",
+                    "workspace": workspace,
+                    "tab": format!("t{}", record.terminal),
+                    "pane": format!("p{}", record.terminal),
+                    "conversation": format!("c{}", record.terminal),
+                    "readOnly": false,
+                }))
+            }
+            Response::Error(e) => Err(from_api(e)),
+            _ => Err(WireError::internal("Spawn gave an unexpected answer")),
+        };
+    }
     if !open {
         core.feed.reopen(terminal);
     }

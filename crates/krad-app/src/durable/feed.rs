@@ -61,6 +61,9 @@ pub(crate) struct Meta {
     pub turn: u64,
     /// Items so far.
     pub items: u64,
+    /// The agent's own session id, when it reported one (to resume it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
 /// What taking in a record came to.
@@ -239,6 +242,20 @@ impl Feed {
             pane.save_meta(dir.as_deref());
         }
         self.bump();
+    }
+
+    /// Keeps the agent's own session id with its conversation.
+    pub fn session(&self, terminal: u64, session: &str) {
+        if !self.on() {
+            return;
+        }
+        let dir = self.conversations_dir();
+        if let Some(pane) = self.lock().panes.get_mut(&terminal)
+            && pane.meta.session.as_deref() != Some(session)
+        {
+            pane.meta.session = Some(session.to_owned());
+            pane.save_meta(dir.as_deref());
+        }
     }
 
     /// Records an item in a pane's conversation (a text sent, a notice).
@@ -494,6 +511,7 @@ impl Pane {
             ended_at: None,
             turn: 0,
             items: 0,
+            session: None,
         });
         let mut pane = Pane {
             meta,

@@ -65,7 +65,7 @@ impl Facet for AppFacet {
             "starters": true,
             "conversations": true,
             "reopen": true,
-            "resume": false,
+            "resume": true,
             "allowAlways": caller.transport == Transport::Socket,
         })
     }

@@ -37,6 +37,12 @@ pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Report) -> R
         }
         changed
     });
+    if updated.is_some()
+        && !exited
+        && let Some(session) = &request.session
+    {
+        core.feed.session(id, session);
+    }
     match updated {
         None => Core::no_terminal(id).into(),
         Some(_) if exited => {

@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Fields;
+use super::{Fields, invalid};
 use crate::protocol::AgentState;
+use crate::protocol::ApiError;
 
 /// The states a terminal may report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +47,27 @@ pub struct Report {
     /// A title to show.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The agent's own session id (Claude Code's `session_id`, Codex's
+    /// `thread-id`), so that a closed conversation can be resumed. A krad addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
-impl Fields for Report {}
+impl Fields for Report {
+    fn validate(&self) -> Result<(), ApiError> {
+        match &self.session {
+            Some(session)
+                if session.is_empty()
+                    || session.len() > 128
+                    || !session.bytes().all(|b| (0x21..=0x7e).contains(&b)) =>
+            {
+                Err(invalid(
+                    "Report",
+                    "session",
+                    "a session id is 1–128 bytes of printable ASCII without spaces",
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}

@@ -164,6 +164,7 @@ pub fn claude_report(event: &Value) -> Option<Report> {
         state,
         message: message.map(cut),
         title: None,
+        session: text("session_id"),
     };
     match event.get("hook_event_name")?.as_str()? {
         "UserPromptSubmit" => Some(report(ReportedState::Working, None)),
@@ -202,6 +203,10 @@ pub fn codex_report(event: &Value) -> Option<Report> {
             .and_then(Value::as_str)
             .map(|m| cut(m.to_owned())),
         title: None,
+        session: event
+            .get("thread-id")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     })
 }
 

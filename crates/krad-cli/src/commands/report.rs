@@ -55,6 +55,7 @@ pub fn run(args: ReportArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resul
         state: args.state.into(),
         message: args.message,
         title: args.title,
+        session: None,
     });
     let answer = bus.call(&report.to_value(), None, deadline::STANDARD)?;
     if json {
