@@ -416,7 +416,17 @@ fn request_ids_run_once_and_replay() {
 
 #[test]
 fn an_agent_cannot_answer_its_own_ask_over_the_socket() {
-    let (app, socket) = start();
+    own_ask_refused("");
+}
+
+#[test]
+fn an_agent_under_tmux_cannot_answer_its_own_ask_either() {
+    // tmux runs the agents under its own server: not the app's descendants.
+    own_ask_refused(crate::tmux::TMUX);
+}
+
+fn own_ask_refused(config: &str) {
+    let (app, socket) = start_with(config, &[], None);
     let mut collie = Collie::connect(&socket);
     let out = app.dir.path().join("refused.txt");
     let script = format!(
@@ -424,7 +434,9 @@ fn an_agent_cannot_answer_its_own_ask_over_the_socket() {
         socket.display(),
         out.display()
     );
-    let (_, pane, _) = pane_with_ask(&app, &mut collie, &script);
+    let file = app.dir.path().join("own-ask.sh");
+    std::fs::write(&file, script).unwrap();
+    let (_, pane, _) = pane_with_ask(&app, &mut collie, &format!("sh {}", file.display()));
     let until = Instant::now() + Duration::from_secs(20);
     let answer = loop {
         let text = std::fs::read_to_string(&out).unwrap_or_default();
@@ -437,6 +449,10 @@ fn an_agent_cannot_answer_its_own_ask_over_the_socket() {
     assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
     assert!(answer.contains("\"code\":\"caller-refused\""), "{answer}");
     assert_eq!(collie.asks(&pane).len(), 1, "the ask is still open");
+    if !config.is_empty() {
+        let id: u64 = pane[1..].parse().unwrap();
+        drop(crate::tmux::TmuxServer::of(&app, id));
+    }
 }
 
 #[test]

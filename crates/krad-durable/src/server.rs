@@ -63,9 +63,13 @@ impl DurableServer {
                     }
                 };
                 let refused = match stream.peer_cred().ok().and_then(|c| c.pid()) {
-                    Some(pid) if socket::is_own_descendant(pid) => Some(format!(
-                        "process {pid} runs inside this app (one of its terminals); an agent may not answer or steer through the facet"
-                    )),
+                    Some(pid)
+                        if socket::is_own_descendant(pid) || socket::runs_in_a_terminal(pid) =>
+                    {
+                        Some(format!(
+                            "process {pid} runs inside this app (one of its terminals); an agent may not answer or steer through the facet"
+                        ))
+                    }
                     Some(_) => None,
                     None => Some(
                         "the caller's process could not be told (no peer credentials)".to_owned(),

@@ -9,6 +9,7 @@
 //! | the socket is 0600 | [`bind_private`] |
 //! | only the file we bound is removed at shutdown | [`BoundSocket::remove_if_ours`] |
 //! | the app's own descendants are refused (`403 caller-refused`) | [`is_own_descendant`] |
+//! | so are the programs of its terminals, wherever they run (tmux) | [`runs_in_a_terminal`] |
 //!
 //! The walk Collie makes before every connection (no symlink, no writable parent)
 //! is [`crate::doctor`]'s; [`bind_private`] runs it after binding and logs a
@@ -378,6 +379,21 @@ pub fn is_own_descendant(pid: i32) -> bool {
         }
     }
     false
+}
+
+/// The variable every krad terminal's program gets (see docs/agents.md).
+const TERMINAL_VARIABLE: &[u8] = b"KRAD_ADE_TERMINAL=";
+
+/// True when `pid` runs in a krad terminal: its environment names one. This
+/// catches the agents of a terminal host whose processes are not the app's
+/// descendants (tmux runs them under its own server). A process whose
+/// environment cannot be read is not taken for one.
+pub fn runs_in_a_terminal(pid: i32) -> bool {
+    fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+        environ
+            .split(|&b| b == 0)
+            .any(|entry| entry.starts_with(TERMINAL_VARIABLE))
+    })
 }
 
 /// The parent pid in the text of `/proc/<pid>/stat`: `pid (comm) state ppid …`,
