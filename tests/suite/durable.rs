@@ -882,3 +882,49 @@ fn a_claude_conversation_is_resumed_in_a_new_terminal() {
         "{items}"
     );
 }
+
+#[test]
+fn malformed_requests_get_errors_and_the_facet_goes_on() {
+    use std::io::{Read, Write};
+    let (_app, socket) = start();
+    let raw = |bytes: &[u8]| -> String {
+        let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .unwrap();
+        let _ = stream.write_all(bytes);
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut out = Vec::new();
+        let _ = stream.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let status = |answer: &str| answer.split(' ').nth(1).unwrap_or("").to_owned();
+    assert_eq!(status(&raw(b"GARBAGE\r\n\r\n")), "400");
+    assert_eq!(status(&raw(b"\xff\xfe\x00\x01\r\n\r\n")), "400");
+    let huge_header = format!(
+        "GET /session/v1/hello HTTP/1.1\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(200 * 1024)
+    );
+    assert_eq!(status(&raw(huge_header.as_bytes())), "431");
+    let bad_length =
+        b"POST /session/v1/rename HTTP/1.1\r\nX-Collie-Session: 1\r\nContent-Length: abc\r\n\r\n{}";
+    assert_eq!(status(&raw(bad_length)), "400");
+    // A chunked body past 64 KiB is refused while it is read.
+    let mut chunked = b"POST /session/v1/rename HTTP/1.1\r\nX-Collie-Session: 1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..20 {
+        chunked.extend_from_slice(format!("{:x}\r\n{}\r\n", 8192, "x".repeat(8192)).as_bytes());
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let answer = raw(&chunked);
+    assert_eq!(status(&answer), "413", "{answer}");
+    assert!(answer.contains("too-large"));
+    let invalid_utf8 = b"POST /session/v1/rename HTTP/1.1\r\nX-Collie-Session: 1\r\nContent-Length: 4\r\n\r\n\"\xff\"}";
+    assert_eq!(status(&raw(invalid_utf8)), "400");
+    // Idle connections that never send a request do not stop the others.
+    let idle: Vec<_> = (0..50)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap())
+        .collect();
+    let collie = Collie::connect(&socket);
+    assert_eq!(collie.get("/snapshot").status, 200);
+    drop(idle);
+}

@@ -22,6 +22,8 @@ use crate::wire::{Caller, Facet, Transport};
 
 /// Connections served at once per transport; past it a caller waits for a slot.
 const MAX_CONNECTIONS: usize = 256;
+/// The read buffer of a connection, which a request's head must fit in.
+const HEAD_BYTES: usize = 64 * 1024;
 /// Time for a request's head to arrive, and for a TLS handshake.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -153,6 +155,8 @@ where
         // A caller that shuts its write side after the request still gets it
         // carried out (and answered, if it still reads).
         .half_close(true)
+        // Request heads are small; a huge one is refused (431), not buffered.
+        .max_buf_size(HEAD_BYTES)
         .serve_connection(TokioIo::new(stream), service)
         .await;
     if let Err(e) = served {
