@@ -170,6 +170,27 @@ fn settled_etag(socket: &Path) -> anyhow::Result<String> {
     Ok(tag)
 }
 
+/// How many processes the app's caller check reads per connection: the
+/// facet walks the caller's parents (`/proc/PID/stat`) until it finds itself
+/// or pid 1, and the harness is the app's parent, not its descendant.
+fn caller_depth() -> usize {
+    let mut current = std::process::id();
+    let mut depth = 0;
+    while current > 1 && depth < 1000 {
+        depth += 1;
+        let stat = std::fs::read_to_string(format!("/proc/{current}/stat")).unwrap_or_default();
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok());
+        match parent {
+            Some(parent) => current = parent,
+            None => break,
+        }
+    }
+    depth
+}
+
 /// Every pane of a snapshot.
 fn pane_count(snapshot: &Value) -> usize {
     snapshot["workspaces"]
@@ -410,10 +431,7 @@ fn start_app(ctx: &Ctx, dir: &Path) -> anyhow::Result<App> {
         String::from_utf8_lossy(&hello.raw)
     );
     let hello = hello.json()?;
-    anyhow::ensure!(
-        hello["ready"] == true,
-        "the facet is not ready: {hello}"
-    );
+    anyhow::ensure!(hello["ready"] == true, "the facet is not ready: {hello}");
     let epoch = hello["epoch"]
         .as_str()
         .context("hello has no epoch")?
@@ -541,11 +559,15 @@ pub fn durable(ctx: &Ctx) -> anyhow::Result<()> {
         "### Durable facet\n\nThe app serves `[durable]` on its Unix socket with {} agents (`sleep 3600`, exec \
          profile); one exchange per connection (`Connection: close`), as Collie polls. The poll sends the \
          snapshot's ETag in `If-None-Match`; the events read is pane p{}'s `after=<cursor>&epoch=<epoch>` \
-         with nothing new. {} s per run, {} repeats per point, the five back to back in each repeat.\n\n{HEADER}",
+         with nothing new. {} s per run, {} repeats per point, the five back to back in each repeat. \
+         The harness is {} processes deep below pid 1 (the app walks that many `/proc/PID/stat` \
+         once per caller process to tell that it is not one of its own agents, then remembers the \
+         verdict).\n\n{HEADER}",
         ctx.panes,
         app.pane,
         run.as_secs_f64(),
-        ctx.repeats
+        ctx.repeats,
+        caller_depth()
     ));
     let mut notes = Vec::new();
     for clients in CLIENTS {
@@ -575,7 +597,9 @@ pub fn durable(ctx: &Ctx) -> anyhow::Result<()> {
         ));
     }
     app.check_quiet()?;
-    ctx.out("\nThroughput ratios per back-to-back repeat (and the server's CPU time per request):\n");
+    ctx.out(
+        "\nThroughput ratios per back-to-back repeat (and the server's CPU time per request):\n",
+    );
     for note in notes {
         ctx.out(&note);
     }

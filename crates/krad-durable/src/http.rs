@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     pub request_ids: Arc<RequestIds>,
     /// Collie versions whose telling hello was logged (once per epoch each).
     pub told: Mutex<HashSet<String>>,
+    /// The verdicts on socket callers (the app's own agents are refused).
+    pub callers: crate::socket::Callers,
 }
 
 /// What the accept loop learned of one connection.

@@ -40,6 +40,7 @@ impl DurableServer {
                 facet,
                 request_ids: Arc::new(RequestIds::default()),
                 told: Mutex::new(HashSet::new()),
+                callers: socket::Callers::default(),
             }),
         }
     }
@@ -64,28 +65,17 @@ impl DurableServer {
                         continue;
                     }
                 };
-                let refused = match stream.peer_cred().ok().and_then(|c| c.pid()) {
-                    Some(pid)
-                        if socket::is_own_descendant(pid) || socket::runs_in_a_terminal(pid) =>
-                    {
-                        Some(format!(
-                            "process {pid} runs inside this app (one of its terminals); an agent may not answer or steer through the facet"
-                        ))
-                    }
-                    Some(_) => None,
-                    None => Some(
-                        "the caller's process could not be told (no peer credentials)".to_owned(),
-                    ),
-                };
-                let connection = Arc::new(Connection {
-                    caller: Caller {
-                        transport: Transport::Socket,
-                    },
-                    token: None,
-                    refused,
-                });
                 let shared = shared.clone();
+                // The caller is looked at in the connection's own task: the
+                // walk up its parents reads /proc and must not hold up accepts.
                 tokio::spawn(async move {
+                    let connection = Arc::new(Connection {
+                        caller: Caller {
+                            transport: Transport::Socket,
+                        },
+                        token: None,
+                        refused: refusal(&shared.callers, &stream),
+                    });
                     serve_connection(shared, connection, stream).await;
                     drop(slot);
                 });
@@ -136,6 +126,19 @@ impl DurableServer {
                 });
             }
         })
+    }
+}
+
+/// Why a socket caller is refused: it is one of the app's own agents (or its
+/// process cannot be told).
+fn refusal(callers: &socket::Callers, stream: &tokio::net::UnixStream) -> Option<String> {
+    match stream.peer_cred().ok().and_then(|c| c.pid()) {
+        Some(pid) if callers.is_own(pid) => Some(format!(
+            "process {pid} runs inside this app (one of its terminals); \
+                 an agent may not answer or steer through the facet"
+        )),
+        Some(_) => None,
+        None => Some("the caller's process could not be told (no peer credentials)".to_owned()),
     }
 }
 

@@ -381,6 +381,50 @@ pub fn is_own_descendant(pid: i32) -> bool {
     false
 }
 
+/// Verdicts kept by [`Callers`] before it starts afresh.
+const KEPT_VERDICTS: usize = 4096;
+
+/// Tells the app's own agents from other callers, remembering the verdict per
+/// process (its pid and start time, which no other process shares): Collie
+/// connects anew for every poll, and the walk up a caller's parents reads
+/// `/proc` once per parent. A process's verdict cannot turn from "outside the
+/// app" to "inside" (processes are never adopted by the app), so a kept one
+/// stays right; one that turns the other way (an agent orphaned) stays refused.
+#[derive(Default)]
+pub struct Callers {
+    verdicts: std::sync::Mutex<std::collections::HashMap<(i32, u64), bool>>,
+}
+
+impl Callers {
+    /// True when `pid` is one of the app's own: a descendant, or a program of
+    /// one of its terminals ([`is_own_descendant`], [`runs_in_a_terminal`]).
+    pub fn is_own(&self, pid: i32) -> bool {
+        let Some(started) = start_time(pid) else {
+            return is_own_descendant(pid) || runs_in_a_terminal(pid);
+        };
+        let lock = || self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&own) = lock().get(&(pid, started)) {
+            return own;
+        }
+        let own = runs_in_a_terminal(pid) || is_own_descendant(pid);
+        let mut verdicts = lock();
+        if verdicts.len() >= KEPT_VERDICTS {
+            verdicts.clear();
+        }
+        verdicts.insert((pid, started), own);
+        own
+    }
+}
+
+/// A process's start time, in clock ticks since boot (field 22 of its stat).
+fn start_time(pid: i32) -> Option<u64> {
+    let stat = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
+    // After the command: state is field 3, so start time (22) is the 20th.
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
 /// The variable every krad terminal's program gets (see docs/agents.md).
 const TERMINAL_VARIABLE: &[u8] = b"KRAD_ADE_TERMINAL=";
 
@@ -545,5 +589,36 @@ mod tests {
         assert!(!is_own_descendant(0));
         assert!(!is_own_descendant(-5));
         assert!(!is_own_descendant(i32::MAX));
+    }
+
+    #[test]
+    fn callers_keep_their_verdict_per_process() {
+        if !Path::new("/proc/self/stat").exists() {
+            return;
+        }
+        let callers = Callers::default();
+        let mut plain = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let mut agent = std::process::Command::new("sleep")
+            .arg("5")
+            .env("KRAD_ADE_TERMINAL", "3")
+            .spawn()
+            .unwrap();
+        let plain_pid = i32::try_from(plain.id()).unwrap();
+        let agent_pid = i32::try_from(agent.id()).unwrap();
+        assert!(start_time(plain_pid).is_some());
+        assert!(runs_in_a_terminal(agent_pid));
+        assert!(!runs_in_a_terminal(plain_pid));
+        // Both are this test's children: descendants, hence "own".
+        assert!(callers.is_own(plain_pid) && callers.is_own(agent_pid));
+        assert_eq!(callers.verdicts.lock().unwrap().len(), 2, "kept");
+        assert!(callers.is_own(plain_pid), "the kept verdict");
+        assert!(!callers.is_own(1));
+        for child in [&mut plain, &mut agent] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
     }
 }
