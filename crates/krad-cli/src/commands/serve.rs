@@ -20,7 +20,10 @@ use crate::output;
 /// Arguments of `krad serve`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  krad serve\n  krad serve --root ~/src/app --port 41234\n  \
+    after_help = "With a [durable] table in the config it also serves the durable facet (Collie, \
+    the phone's bridge) on a private socket ($COLLIE_DURABLE_SOCKET or [durable] socket) and, \
+    with [durable.tls], over TLS; see docs/durable.md.\n\n\
+    Examples:\n  krad serve\n  krad serve --root ~/src/app --port 41234\n  \
     KRAD_ADE_API_JSON=/tmp/krad/api.json krad serve --json"
 )]
 pub struct ServeArgs {
