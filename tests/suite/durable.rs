@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::collie::{Collie, over_socket, over_tls, panes};
+use crate::collie::{Collie, Reply, over_socket, over_tls, panes};
 use crate::support::{App, Launch};
 
 /// Starts an app with the facet on a socket in its own folder.
@@ -49,6 +49,20 @@ fn pane_with_ask(app: &App, collie: &mut Collie, script: &str) -> (u64, String, 
         }
         assert!(Instant::now() < until, "no ask in the snapshot");
         std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// A tap that came after the decision: 409 decided, who decided, what.
+fn assert_decided(reply: &Reply, by: &str, option: Option<&str>) {
+    assert_eq!(
+        (reply.status, reply.code()),
+        (409, "decided"),
+        "{}",
+        reply.text
+    );
+    assert_eq!(reply.body["decidedBy"], by, "{}", reply.text);
+    if let Some(option) = option {
+        assert_eq!(reply.body["outcome"]["option"], option, "{}", reply.text);
     }
 }
 
@@ -271,15 +285,7 @@ fn every_ask_outcome() {
     );
     app.until_screen(id, "\"by\":\"phone\"");
     // A late tap after the decision: 409 decided, with the first outcome.
-    let late = collie.answer(&pane, &ask, "deny");
-    assert_eq!(
-        (late.status, late.code()),
-        (409, "decided"),
-        "{}",
-        late.text
-    );
-    assert_eq!(late.body["decidedBy"], "phone");
-    assert_eq!(late.body["outcome"]["option"], "allow");
+    assert_decided(&collie.answer(&pane, &ask, "deny"), "phone", Some("allow"));
     let events = collie.events_until(&pane, |e| e["type"] == "ask-closed");
     let closed = events.iter().find(|e| e["type"] == "ask-closed").unwrap();
     assert_eq!(closed["decidedBy"], "phone");
@@ -335,14 +341,7 @@ fn every_ask_outcome() {
             .any(|e| e["type"] == "ask-closed" && e["decidedBy"] == "program"),
         "{seen:?}"
     );
-    let by_program = collie.answer(&pane3, &ask3, "allow");
-    assert_eq!(
-        (by_program.status, by_program.code()),
-        (409, "decided"),
-        "{}",
-        by_program.text
-    );
-    assert_eq!(by_program.body["decidedBy"], "program");
+    assert_decided(&collie.answer(&pane3, &ask3, "allow"), "program", None);
     let _ = id3;
 
     // Timed out at expiresAt.
@@ -361,8 +360,7 @@ fn every_ask_outcome() {
             .any(|e| e["type"] == "ask-closed" && e["decidedBy"] == "timeout"),
         "{seen:?}"
     );
-    let timed_out = collie.answer(&pane4, &ask4, "allow");
-    assert_eq!(timed_out.body["decidedBy"], "timeout", "{}", timed_out.text);
+    assert_decided(&collie.answer(&pane4, &ask4, "allow"), "timeout", None);
     assert!(collie.asks(&pane4).is_empty(), "no longer open");
 
     // An ask the app does not know: 200 too-late.
@@ -508,14 +506,11 @@ fn events_carry_cursors_and_reset_across_a_restart() {
         "{view}"
     );
     // A late tap on the ask decided before the restart: decided, not too-late.
-    let late = collie.answer(&ask_pane, &ask, "allow");
-    assert_eq!(
-        (late.status, late.code()),
-        (409, "decided"),
-        "{}",
-        late.text
+    assert_decided(
+        &collie.answer(&ask_pane, &ask, "allow"),
+        "phone",
+        Some("deny"),
     );
-    assert_eq!(late.body["outcome"]["option"], "deny");
     // And from there on, cursors again.
     let turn = collie.pane(&pane)["turn"].clone();
     let send = collie.post(

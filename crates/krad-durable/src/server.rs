@@ -2,6 +2,7 @@
 //! connection task per caller, every request answered by the routes of `http`.
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,36 +52,21 @@ impl DurableServer {
     /// own ask.
     pub fn serve_socket(&self, listener: UnixListener) -> JoinHandle<()> {
         let shared = self.shared.clone();
-        tokio::spawn(async move {
-            let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-            loop {
-                let Ok(slot) = slots.clone().acquire_owned().await else {
-                    return;
-                };
-                let stream = match listener.accept().await {
-                    Ok((stream, _)) => stream,
-                    Err(e) => {
-                        tracing::warn!("durable socket: accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let shared = shared.clone();
-                // The caller is looked at in the connection's own task: the
-                // walk up its parents reads /proc and must not hold up accepts.
-                tokio::spawn(async move {
-                    let connection = Arc::new(Connection {
-                        caller: Caller {
-                            transport: Transport::Socket,
-                        },
-                        token: None,
-                        refused: refusal(&shared.callers, &stream),
-                    });
-                    serve_connection(shared, connection, stream).await;
-                    drop(slot);
+        tokio::spawn(accept_loop("socket", listener, move |stream| {
+            let shared = shared.clone();
+            // The caller is looked at in the connection's own task: the walk
+            // up its parents reads /proc and must not hold up accepts.
+            async move {
+                let connection = Arc::new(Connection {
+                    caller: Caller {
+                        transport: Transport::Socket,
+                    },
+                    token: None,
+                    refused: refusal(&shared.callers, &stream),
                 });
+                serve_connection(shared, connection, stream).await;
             }
-        })
+        }))
     }
 
     /// Serves TLS until the task is aborted. Every request must carry
@@ -93,39 +79,73 @@ impl DurableServer {
     ) -> JoinHandle<()> {
         let shared = self.shared.clone();
         let token = Arc::new(token);
-        tokio::spawn(async move {
-            let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-            loop {
-                let Ok(slot) = slots.clone().acquire_owned().await else {
-                    return;
-                };
-                let stream = match listener.accept().await {
-                    Ok((stream, _)) => stream,
-                    Err(e) => {
-                        tracing::warn!("durable TLS: accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let connection = Arc::new(Connection {
-                    caller: Caller {
-                        transport: Transport::Tls,
-                    },
-                    token: Some(token.clone()),
-                    refused: None,
-                });
-                let shared = shared.clone();
-                let acceptor = acceptor.clone();
+        tokio::spawn(accept_loop("TLS", listener, move |stream| {
+            let connection = Arc::new(Connection {
+                caller: Caller {
+                    transport: Transport::Tls,
+                },
+                token: Some(token.clone()),
+                refused: None,
+            });
+            let shared = shared.clone();
+            let acceptor = acceptor.clone();
+            async move {
+                match tokio::time::timeout(HEAD_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(tls)) => serve_connection(shared, connection, tls).await,
+                    Ok(Err(e)) => tracing::debug!("durable TLS: handshake failed: {e}"),
+                    Err(_) => tracing::debug!("durable TLS: handshake timed out"),
+                }
+            }
+        }))
+    }
+}
+
+/// What [`accept_loop`] accepts from.
+trait Listener {
+    type Stream;
+    async fn accept_stream(&self) -> std::io::Result<Self::Stream>;
+}
+
+impl Listener for UnixListener {
+    type Stream = tokio::net::UnixStream;
+    async fn accept_stream(&self) -> std::io::Result<Self::Stream> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
+impl Listener for TcpListener {
+    type Stream = tokio::net::TcpStream;
+    async fn accept_stream(&self) -> std::io::Result<Self::Stream> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
+/// Accepts connections, at most [`MAX_CONNECTIONS`] served at once, each on a
+/// task of its own running what `serve` makes of it.
+async fn accept_loop<L, M, C>(transport: &'static str, listener: L, mut serve: M)
+where
+    L: Listener,
+    M: FnMut(L::Stream) -> C,
+    C: Future<Output = ()> + Send + 'static,
+{
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        match listener.accept_stream().await {
+            Ok(stream) => {
+                let connection = serve(stream);
                 tokio::spawn(async move {
-                    match tokio::time::timeout(HEAD_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => serve_connection(shared, connection, tls).await,
-                        Ok(Err(e)) => tracing::debug!("durable TLS: handshake failed: {e}"),
-                        Err(_) => tracing::debug!("durable TLS: handshake timed out"),
-                    }
+                    connection.await;
                     drop(slot);
                 });
             }
-        })
+            Err(e) => {
+                tracing::warn!("durable {transport}: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
     }
 }
 

@@ -369,15 +369,36 @@ async fn start(
             format!("no workspace {workspace}"),
         ));
     }
+    let prompt = prompt.filter(|p| !p.trim().is_empty());
+    let terminal = spawn(core, &workspace, &profile.name, None, prompt.clone()).await?;
+    if let Some(prompt) = prompt {
+        core.feed.item(terminal, "user", &prompt);
+    }
+    Ok(json!({
+        "workspace": workspace,
+        "tab": format!("t{terminal}"),
+        "pane": format!("p{terminal}"),
+    }))
+}
+
+/// Spawns an agent as the Client would, and gives the feed its pane at once
+/// (so that the items recorded next land in it). Returns its terminal.
+async fn spawn(
+    core: &Arc<Core>,
+    workspace: &str,
+    profile: &str,
+    command: Option<Vec<String>>,
+    prompt: Option<String>,
+) -> Result<u64, WireError> {
     let ctx = CallContext {
         principal: Principal::Client,
         request_id: None,
     };
     let request = Spawn {
-        environment: Some(workspace.clone()),
-        profile: Some(profile.name.clone()),
-        command: None,
-        prompt: prompt.clone().filter(|p| !p.trim().is_empty()),
+        environment: Some(workspace.to_owned()),
+        profile: Some(profile.to_owned()),
+        command,
+        prompt,
         name: None,
         lead: None,
         env: None,
@@ -388,18 +409,24 @@ async fn start(
         Response::Agent(record) => {
             let asking = core.asks.has_open(record.terminal);
             core.feed.observe(&record, asking);
-            if let Some(prompt) = prompt.filter(|p| !p.trim().is_empty()) {
-                core.feed.item(record.terminal, "user", &prompt);
-            }
-            Ok(json!({
-                "workspace": workspace,
-                "tab": format!("t{}", record.terminal),
-                "pane": format!("p{}", record.terminal),
-            }))
+            Ok(record.terminal)
         }
         Response::Error(e) => Err(from_api(e)),
         _ => Err(WireError::internal("Spawn gave an unexpected answer")),
     }
+}
+
+/// A conversation's terminal and meta, or `404 no-such-conversation`.
+fn conversation(core: &Core, conversation: &str) -> Result<(u64, feed::Meta), WireError> {
+    let missing = || {
+        WireError::missing(
+            "no-such-conversation",
+            format!("no conversation {conversation}"),
+        )
+    };
+    let terminal = conversation_terminal(conversation).ok_or_else(missing)?;
+    let meta = core.feed.meta(terminal).ok_or_else(missing)?;
+    Ok((terminal, meta))
 }
 
 /// Opaque history cursors: `k<terminal>` for conversations, `n<index>` for items.
@@ -445,15 +472,8 @@ fn conversations(core: &Core, after: Option<&str>, limit: usize) -> Value {
     json!({"conversations": page, "next": last.map(|t| format!("k{t}"))})
 }
 
-fn items(core: &Core, conversation: &str, after: Option<&str>, limit: usize) -> Answer {
-    let missing = || {
-        WireError::missing(
-            "no-such-conversation",
-            format!("no conversation {conversation}"),
-        )
-    };
-    let terminal = conversation_terminal(conversation).ok_or_else(missing)?;
-    let meta = core.feed.meta(terminal).ok_or_else(missing)?;
+fn items(core: &Core, id: &str, after: Option<&str>, limit: usize) -> Answer {
+    let (terminal, meta) = conversation(core, id)?;
     let from = match after {
         None => 0,
         Some(cursor) => cursor
@@ -473,76 +493,42 @@ fn items(core: &Core, conversation: &str, after: Option<&str>, limit: usize) -> 
     }
     let end = from + page.len();
     let next = (end < meta.items as usize && !page.is_empty()).then(|| format!("n{end}"));
-    Ok(json!({"conversation": conversation, "items": page, "next": next}))
+    Ok(json!({"conversation": id, "items": page, "next": next}))
 }
 
 /// Shows a closed conversation again: resumed in a new terminal when its
 /// profile can resume its session, else read-only.
-async fn reopen(core: &Arc<Core>, conversation: &str) -> Answer {
-    let missing = || {
-        WireError::missing(
-            "no-such-conversation",
-            format!("no conversation {conversation}"),
-        )
-    };
-    let terminal = conversation_terminal(conversation).ok_or_else(missing)?;
-    let meta = core.feed.meta(terminal).ok_or_else(missing)?;
+async fn reopen(core: &Arc<Core>, id: &str) -> Answer {
+    let (terminal, meta) = conversation(core, id)?;
     let open = core.store.record(terminal).is_some();
+    let workspace = if workspace_exists(core, &meta.workspace) {
+        meta.workspace.clone()
+    } else {
+        MAIN.to_owned()
+    };
     let resume = meta.session.as_deref().and_then(|session| {
         let profile = core.profiles.get(&meta.profile)?;
         crate::profile::resume_command(&profile, session).map(|command| (profile, command))
     });
     if let (false, Some((profile, command))) = (open, resume) {
-        let workspace = if workspace_exists(core, &meta.workspace) {
-            meta.workspace.clone()
-        } else {
-            MAIN.to_owned()
-        };
-        let ctx = CallContext {
-            principal: Principal::Client,
-            request_id: None,
-        };
-        let request = Spawn {
-            environment: Some(workspace.clone()),
-            profile: Some(profile.name.clone()),
-            command: Some(command),
-            prompt: None,
-            name: None,
-            lead: None,
-            env: None,
-            cols: None,
-            rows: None,
-        };
-        return match requests::spawn::handle(core, &ctx, request).await {
-            Response::Agent(record) => {
-                let asking = core.asks.has_open(record.terminal);
-                core.feed.observe(&record, asking);
-                core.feed.item(
-                    record.terminal,
-                    "notice",
-                    &format!("Resumed from conversation {conversation}."),
-                );
-                Ok(json!({
-                    "result": "resumed",
-                    "workspace": workspace,
-                    "tab": format!("t{}", record.terminal),
-                    "pane": format!("p{}", record.terminal),
-                    "conversation": format!("c{}", record.terminal),
-                    "readOnly": false,
-                }))
-            }
-            Response::Error(e) => Err(from_api(e)),
-            _ => Err(WireError::internal("Spawn gave an unexpected answer")),
-        };
+        let resumed = spawn(core, &workspace, &profile.name, Some(command), None).await?;
+        core.feed.item(
+            resumed,
+            "notice",
+            &format!("Resumed from conversation {id}."),
+        );
+        return Ok(json!({
+            "result": "resumed",
+            "workspace": workspace,
+            "tab": format!("t{resumed}"),
+            "pane": format!("p{resumed}"),
+            "conversation": format!("c{resumed}"),
+            "readOnly": false,
+        }));
     }
     if !open {
         core.feed.reopen(terminal);
     }
-    let workspace = if workspace_exists(core, &meta.workspace) {
-        meta.workspace
-    } else {
-        MAIN.to_owned()
-    };
     Ok(json!({
         "result": if open { "open" } else { "reopened" },
         "workspace": workspace,
