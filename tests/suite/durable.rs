@@ -599,25 +599,22 @@ fn tls_takes_the_token_first_and_never_offers_allow_always() {
         .map(|o| o["id"].as_str().unwrap())
         .collect();
     assert_eq!(options, ["allow", "deny"]);
-    let body = json!({"request_id": "t1", "ask": ask["id"], "answer": {"option": "allow-always"}});
-    let refused = over_tls(
-        address,
-        &cert,
-        "POST",
-        &format!("/session/v1/pane/{pane}/answer"),
-        &bearer,
-        Some(body.to_string().as_bytes()),
-    );
+    let answer = |request_id: &str, option: &str| {
+        let body =
+            json!({"request_id": request_id, "ask": ask["id"], "answer": {"option": option}});
+        let path = format!("/session/v1/pane/{pane}/answer");
+        over_tls(
+            address,
+            &cert,
+            "POST",
+            &path,
+            &bearer,
+            Some(body.to_string().as_bytes()),
+        )
+    };
+    let refused = answer("t1", "allow-always");
     assert_eq!(refused.status, 400, "{}", refused.text);
-    let body = json!({"request_id": "t2", "ask": ask["id"], "answer": {"option": "allow"}});
-    let taken = over_tls(
-        address,
-        &cert,
-        "POST",
-        &format!("/session/v1/pane/{pane}/answer"),
-        &bearer,
-        Some(body.to_string().as_bytes()),
-    );
+    let taken = answer("t2", "allow");
     assert_eq!(taken.body["result"], "taken", "{}", taken.text);
     // No redirects, ever: an unknown path is a 404.
     let nope = over_tls(address, &cert, "GET", "/", &bearer, None);
