@@ -1,0 +1,113 @@
+//! The layout: renaming workspaces and tabs, closing them, starting agents.
+
+use std::sync::Arc;
+
+use krad_bus::protocol::Response;
+use krad_bus::request::close::Close;
+use krad_bus::server::CallContext;
+use krad_bus::token::Principal;
+use krad_durable::wire::{Answer, Target, WireError};
+use serde_json::json;
+
+use super::{from_api, no_pane, spawn, tab_terminal, workspace_exists};
+use crate::{Core, MAIN, requests};
+
+pub(super) fn rename(core: &Core, target: Target, title: &str) -> Answer {
+    match target {
+        Target::Workspace(workspace) => {
+            if !workspace_exists(core, &workspace) {
+                return Err(WireError::missing(
+                    "no-such-workspace",
+                    format!("no workspace {workspace}"),
+                ));
+            }
+            core.feed.rename(Some(&workspace), None, title);
+        }
+        Target::Tab(tab) | Target::Pane(tab) => {
+            let terminal = tab_terminal(core, &tab)?;
+            core.feed.rename(None, Some(terminal), title);
+        }
+    }
+    Ok(json!({"result": "renamed", "title": title}))
+}
+
+pub(super) async fn close(core: &Arc<Core>, target: Target) -> Answer {
+    let request = match target {
+        Target::Pane(id) | Target::Tab(id) => {
+            let terminal = id
+                .get(1..)
+                .and_then(|n| n.parse::<u64>().ok())
+                .filter(|_| id.starts_with('p') || id.starts_with('t'))
+                .ok_or_else(|| no_pane(&id))?;
+            if core.store.record(terminal).is_none() {
+                return if core.feed.hide(terminal) {
+                    Ok(json!({"result": "closed"}))
+                } else {
+                    Err(no_pane(&id))
+                };
+            }
+            Close {
+                target: Some(terminal),
+                environment: None,
+                force: None,
+            }
+        }
+        Target::Workspace(workspace) => {
+            if workspace == MAIN {
+                return Err(WireError::conflict(
+                    "conflict",
+                    "the main workspace is the repository itself; it cannot be closed",
+                ));
+            }
+            if !workspace_exists(core, &workspace) {
+                return Err(WireError::missing(
+                    "no-such-workspace",
+                    format!("no workspace {workspace}"),
+                ));
+            }
+            Close {
+                target: None,
+                environment: Some(workspace),
+                force: None,
+            }
+        }
+    };
+    let ctx = CallContext {
+        principal: Principal::Client,
+        request_id: None,
+    };
+    match requests::close::handle(core, &ctx, request).await {
+        Response::Error(e) => Err(from_api(e)),
+        _ => Ok(json!({"result": "closed"})),
+    }
+}
+
+pub(super) async fn start(
+    core: &Arc<Core>,
+    starter: &str,
+    workspace: Option<String>,
+    prompt: Option<String>,
+) -> Answer {
+    let profile = core
+        .profiles
+        .get(starter)
+        .filter(|p| !p.command.is_empty())
+        .ok_or_else(|| WireError::missing("no-such-starter", format!("no starter {starter}")))?;
+    let workspace = workspace.unwrap_or_else(|| MAIN.to_owned());
+    if !workspace_exists(core, &workspace) {
+        return Err(WireError::missing(
+            "no-such-workspace",
+            format!("no workspace {workspace}"),
+        ));
+    }
+    let prompt = prompt.filter(|p| !p.trim().is_empty());
+    let terminal = spawn(core, &workspace, &profile.name, None, prompt.clone()).await?;
+    if let Some(prompt) = prompt {
+        core.feed.item(terminal, "user", &prompt);
+    }
+    Ok(json!({
+        "workspace": workspace,
+        "tab": format!("t{terminal}"),
+        "pane": format!("p{terminal}"),
+    }))
+}

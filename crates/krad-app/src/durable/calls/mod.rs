@@ -1,0 +1,156 @@
+//! What each call of the wire does to the app. Steering goes through the same
+//! handlers as the bus (as the Client), so the phone and `krad` agree.
+//!
+//! * `pane` — a pane's events, and the phone's answers to its asks.
+//! * `steer` — send, abort, belt buttons.
+//! * `layout` — rename, close, starters.
+//! * `history` — conversations, their items, reopen (and resume).
+
+mod history;
+mod layout;
+mod pane;
+mod steer;
+
+use std::sync::Arc;
+
+use krad_bus::protocol::{ApiError, ErrorCode, Response};
+use krad_bus::request::spawn::Spawn;
+use krad_bus::server::CallContext;
+use krad_bus::token::Principal;
+use krad_durable::wire::{Answer, Call, Caller, WireError};
+
+use super::AppFacet;
+use crate::{Core, MAIN, requests};
+
+pub(in crate::durable) use steer::type_text;
+
+pub(super) async fn run(facet: &AppFacet, call: Call, caller: Caller) -> Answer {
+    let core = &facet.core;
+    match call {
+        Call::Snapshot => Ok(super::snapshot::build(core, &facet.epoch, &caller)),
+        Call::Events { pane, after, epoch } => pane::events(facet, &pane, after, epoch, caller),
+        Call::Answer {
+            pane,
+            ask,
+            revision,
+            answer,
+        } => pane::answer_ask(core, &pane, &ask, revision, answer, caller),
+        Call::Send { pane, text, turn } => steer::send(core, &pane, text, turn).await,
+        Call::Abort { pane, turn } => steer::abort(core, &pane, turn).await,
+        Call::Action { pane, action } => steer::belt_action(core, &pane, &action).await,
+        Call::Rename { target, title } => layout::rename(core, target, &title),
+        Call::Close { target } => layout::close(core, target).await,
+        Call::Starter {
+            starter,
+            workspace,
+            prompt,
+        } => layout::start(core, &starter, workspace, prompt).await,
+        Call::Conversations { after, limit } => {
+            Ok(history::conversations(core, after.as_deref(), limit))
+        }
+        Call::Items {
+            conversation,
+            after,
+            limit,
+        } => history::items(core, &conversation, after.as_deref(), limit),
+        Call::Reopen { conversation } => history::reopen(core, &conversation).await,
+    }
+}
+
+/// `p<terminal>` → the terminal.
+fn pane_terminal(pane: &str) -> Result<u64, WireError> {
+    pane.strip_prefix('p')
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| no_pane(pane))
+}
+
+fn no_pane(pane: &str) -> WireError {
+    WireError::missing(
+        "no-such-pane",
+        format!("no pane {pane}; read the snapshot again"),
+    )
+}
+
+/// A live pane's terminal.
+fn live_pane(core: &Core, pane: &str) -> Result<u64, WireError> {
+    let terminal = pane_terminal(pane)?;
+    if core.store.record(terminal).is_some() {
+        Ok(terminal)
+    } else {
+        Err(no_pane(pane))
+    }
+}
+
+fn workspace_exists(core: &Core, workspace: &str) -> bool {
+    workspace == MAIN || core.store.environment(workspace).is_some()
+}
+
+fn tab_terminal(core: &Core, tab: &str) -> Result<u64, WireError> {
+    let terminal = tab
+        .strip_prefix('t')
+        .and_then(|n| n.parse::<u64>().ok())
+        .ok_or_else(|| WireError::missing("no-such-tab", format!("no tab {tab}")))?;
+    if core.store.record(terminal).is_some()
+        || core.feed.reopened().iter().any(|m| m.terminal == terminal)
+    {
+        Ok(terminal)
+    } else {
+        Err(WireError::missing("no-such-tab", format!("no tab {tab}")))
+    }
+}
+
+/// Spawns an agent as the Client would, and gives the feed its pane at once
+/// (so that the items recorded next land in it). Returns its terminal.
+async fn spawn(
+    core: &Arc<Core>,
+    workspace: &str,
+    profile: &str,
+    command: Option<Vec<String>>,
+    prompt: Option<String>,
+) -> Result<u64, WireError> {
+    let ctx = CallContext {
+        principal: Principal::Client,
+        request_id: None,
+    };
+    let request = Spawn {
+        environment: Some(workspace.to_owned()),
+        profile: Some(profile.to_owned()),
+        command,
+        prompt,
+        name: None,
+        lead: None,
+        env: None,
+        cols: None,
+        rows: None,
+    };
+    match requests::spawn::handle(core, &ctx, request).await {
+        Response::Agent(record) => {
+            let asking = core.asks.has_open(record.terminal);
+            core.feed.observe(&record, asking);
+            Ok(record.terminal)
+        }
+        Response::Error(e) => Err(from_api(e)),
+        _ => Err(WireError::internal("Spawn gave an unexpected answer")),
+    }
+}
+
+/// A bus error as the wire says it.
+fn from_api(error: ApiError) -> WireError {
+    let (status, code) = match error.code {
+        ErrorCode::BadRequest | ErrorCode::Invalid => (400, "bad-request"),
+        ErrorCode::NotFound => (404, "not-found"),
+        ErrorCode::Unauthorized | ErrorCode::Forbidden => (403, "forbidden"),
+        ErrorCode::Conflict => (409, "conflict"),
+        ErrorCode::Busy | ErrorCode::Unavailable => (503, "unavailable"),
+        ErrorCode::Failed => (500, "failed"),
+        ErrorCode::UnknownRequest
+        | ErrorCode::UnsupportedApiVersion
+        | ErrorCode::RequestIdReused
+        | ErrorCode::Internal => (500, "internal"),
+    };
+    let mut wire = WireError::new(status, code, error.message);
+    if let Some(detail) = error.detail {
+        wire = wire.with("detail", detail);
+    }
+    wire
+}

@@ -1,0 +1,92 @@
+//! A pane's events, and the phone's answers to its asks.
+
+use krad_durable::limits;
+use krad_durable::wire::{Answer, Caller, Transport, WireError};
+use serde_json::{Value, json};
+
+use super::super::AppFacet;
+use super::super::feed::{self, decided_by, wire_ask};
+use super::{from_api, no_pane, pane_terminal};
+use crate::Core;
+use crate::asks::PhoneAnswer;
+
+pub(super) fn events(
+    facet: &AppFacet,
+    pane: &str,
+    after: Option<u64>,
+    epoch: Option<String>,
+    caller: Caller,
+) -> Answer {
+    let core = &facet.core;
+    let terminal = pane_terminal(pane)?;
+    let same_epoch = epoch.as_deref() == Some(facet.epoch.as_str());
+    let open_asks: Vec<Value> = core
+        .asks
+        .list(Some(terminal))
+        .iter()
+        .take(limits::OPEN_ASKS)
+        .map(wire_ask)
+        .collect();
+    let (cursor, reset, mut events) = match core.feed.events(terminal, after, same_epoch, open_asks)
+    {
+        Some(found) => found,
+        // A reopened conversation: read-only, its view never changes.
+        None => match core.feed.closed_view(terminal) {
+            Some(_) if same_epoch && after == Some(0) => (0, false, Vec::new()),
+            Some(view) => (0, true, view),
+            None => return Err(no_pane(pane)),
+        },
+    };
+    if caller.transport == Transport::Tls {
+        feed::without_allow_always(&mut events);
+    }
+    Ok(json!({"epoch": facet.epoch, "cursor": cursor, "reset": reset, "events": events}))
+}
+
+pub(super) fn answer_ask(
+    core: &Core,
+    pane: &str,
+    ask: &str,
+    revision: Option<u64>,
+    answer: Value,
+    caller: Caller,
+) -> Answer {
+    let terminal = pane_terminal(pane)?;
+    let allow_always = caller.transport == Transport::Socket;
+    match core
+        .asks
+        .answer_from_phone(ask, terminal, revision, answer, allow_always)
+        .map_err(from_api)?
+    {
+        PhoneAnswer::Taken(decided) => {
+            Ok(json!({"result": "taken", "ask": ask, "outcome": decided.answer}))
+        }
+        PhoneAnswer::Stale(current) => {
+            let mut current = wire_ask(&current);
+            if !allow_always {
+                feed::strip_allow_always(&mut current);
+            }
+            Err(WireError::conflict(
+                "stale",
+                "This ask changed. Read it again, then tap an answer.",
+            )
+            .with("ask", current))
+        }
+        PhoneAnswer::Decided(first) => {
+            let by = decided_by(first.by);
+            let message = match by {
+                "program" => "Decided in the durable agent.",
+                "timeout" => "Timed out before an answer.",
+                _ => "Already answered. This card goes away on the next update.",
+            };
+            Err(WireError::conflict("decided", message)
+                .with("decidedBy", json!(by))
+                .with("by", json!(by))
+                .with("outcome", first.answer))
+        }
+        PhoneAnswer::Unknown => Ok(json!({
+            "result": "too-late",
+            "message": "Not taken. The question may show again in a moment.",
+        })),
+    }
+}

@@ -1,0 +1,125 @@
+//! Steering a pane: text for this turn or the next, stopping the turn, belt buttons.
+
+use krad_bus::protocol::Response;
+use krad_bus::request::send::Send;
+use krad_bus::server::CallContext;
+use krad_bus::token::Principal;
+use krad_durable::limits;
+use krad_durable::wire::{Answer, WireError};
+use serde_json::json;
+
+use super::{from_api, live_pane};
+use crate::{Core, requests};
+
+/// Types a text and Enter, as the bus's Send does; records it as a `user` item.
+pub(in crate::durable) async fn type_text(
+    core: &Core,
+    terminal: u64,
+    text: &str,
+) -> Result<(), WireError> {
+    let ctx = CallContext {
+        principal: Principal::Client,
+        request_id: None,
+    };
+    let request = Send {
+        target: terminal,
+        text: text.to_owned(),
+        enter: Some(true),
+        when: None,
+    };
+    match requests::send::handle(core, &ctx, request).await {
+        Response::Error(e) => Err(from_api(e)),
+        _ => {
+            core.feed.item(terminal, "user", text);
+            Ok(())
+        }
+    }
+}
+
+pub(super) async fn send(core: &Core, pane: &str, text: String, turn: Option<u64>) -> Answer {
+    let terminal = live_pane(core, pane)?;
+    let (current, state) = core
+        .feed
+        .turn_and_state(terminal)
+        .unwrap_or((0, "starting"));
+    if state == "exited" {
+        return Err(WireError::conflict(
+            "exited",
+            "the agent has exited; nothing was sent",
+        ));
+    }
+    let now = turn == Some(current)
+        || matches!(state, "idle" | "waiting" | "starting") && turn.is_none_or(|t| t <= current);
+    if now {
+        type_text(core, terminal, &text).await?;
+        Ok(json!({"result": "sent", "turn": current}))
+    } else {
+        core.feed.queue(terminal, text);
+        Ok(json!({"result": "queued", "turn": current}))
+    }
+}
+
+pub(super) async fn abort(core: &Core, pane: &str, turn: u64) -> Answer {
+    let terminal = live_pane(core, pane)?;
+    let (current, state) = core
+        .feed
+        .turn_and_state(terminal)
+        .unwrap_or((0, "starting"));
+    if turn != current {
+        return Err(WireError::conflict(
+            "turn-moved",
+            format!("turn {turn} is over; the agent is on turn {current}"),
+        )
+        .with("turn", json!(current)));
+    }
+    if matches!(state, "idle" | "exited") {
+        return Ok(json!({"result": "already-over", "turn": current}));
+    }
+    let decided = core.asks.decide_all_by_program(terminal);
+    let keys = core
+        .store
+        .with(terminal, |e| e.profile.interrupt.clone())
+        .unwrap_or_default();
+    write_keys(core, terminal, &keys).await?;
+    core.feed
+        .item(terminal, "notice", "Stopped from the phone.");
+    Ok(json!({"result": "aborted", "turn": current, "asksDecided": decided}))
+}
+
+pub(super) async fn belt_action(core: &Core, pane: &str, action: &str) -> Answer {
+    let terminal = live_pane(core, pane)?;
+    let keys = core
+        .store
+        .with(terminal, |e| {
+            e.profile
+                .actions
+                .iter()
+                .take(limits::BELT_BUTTONS)
+                .find(|a| a.id == action)
+                .map(|a| a.keys.clone())
+        })
+        .flatten()
+        .ok_or_else(|| {
+            WireError::missing(
+                "no-such-action",
+                format!("pane {pane} has no belt button {action}"),
+            )
+        })?;
+    write_keys(core, terminal, &keys).await?;
+    Ok(json!({"result": "pressed", "action": action}))
+}
+
+/// Writes keys as they are (no paste brackets, no Enter).
+async fn write_keys(core: &Core, terminal: u64, keys: &str) -> Result<(), WireError> {
+    let Some(handle) = core.store.with(terminal, |e| e.terminal.clone()) else {
+        return Err(WireError::missing("no-such-pane", "the pane is gone"));
+    };
+    match handle.write(keys.as_bytes().to_vec()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(WireError::conflict(
+            "exited",
+            format!("cannot type into the pane: {e}"),
+        )),
+        Err(_) => Err(WireError::conflict("exited", "the pane closed its input")),
+    }
+}
