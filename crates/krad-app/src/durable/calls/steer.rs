@@ -48,8 +48,9 @@ pub(super) async fn send(core: &Core, pane: &str, text: String, turn: Option<u64
             "the agent has exited; nothing was sent",
         ));
     }
-    let now = turn == Some(current)
-        || matches!(state, "idle" | "waiting" | "starting") && turn.is_none_or(|t| t <= current);
+    // Now when the phone saw this turn (it steers it) or the agent is at rest;
+    // otherwise the text waits for the agent's next rest.
+    let now = turn == Some(current) || state == "idle";
     if now {
         type_text(core, terminal, &text).await?;
         Ok(json!({"result": "sent", "turn": current}))
