@@ -266,10 +266,8 @@ async fn observe(core: &Arc<Core>, record: &krad_bus::protocol::AgentRecord) {
     if observed.turn_ended && !observed.replied {
         // An agent without hooks says nothing at the end of its turn: the
         // phone reads what its screen shows instead.
-        if let Some(screen) = core
-            .store
-            .with(record.terminal, |e| e.terminal.snapshot(0).screen)
-        {
+        let terminal = core.store.with(record.terminal, |e| e.terminal.clone());
+        if let Some(screen) = terminal.map(|t| t.snapshot(0).screen) {
             let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
             let end = lines
                 .iter()
