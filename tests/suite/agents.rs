@@ -443,7 +443,8 @@ fn a_fake_claude_gets_settings_and_its_hooks_drive_every_state() {
     let record =
         app.spawn(json!({"profile": "claude", "prompt": "fix the login bug", "name": "fix-login"}));
     let id = record["terminal"].as_u64().unwrap();
-    assert_eq!(record["command"], json!(["claude", "fix the login bug"]));
+    // The prompt is typed once Claude Code is up, never an argument.
+    assert_eq!(record["command"], json!(["claude"]));
     let asking = app.request(json!({"Wait": {"target": id, "timeout_secs": 30}}))["Agent"].clone();
     assert_eq!(asking["state"], "asking", "{asking}");
     assert_eq!(asking["state_source"], "hook");

@@ -741,7 +741,8 @@ fn steering_history_and_reopen() {
         &json!({"request_id": "ab2", "turn": now}),
     );
     assert_eq!(aborted.body["result"], "aborted", "{}", aborted.text);
-    app.until_screen(id, "after-the-turn");
+    // Its output, on a line of its own: typed and submitted.
+    app.until_screen(id, "\nafter-the-turn");
     // Rename a workspace; close the pane; the conversation stays in the history.
     assert_eq!(
         collie

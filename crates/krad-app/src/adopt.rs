@@ -134,6 +134,7 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
         events,
         None,
         profile.idle_after,
+        profile.hooks,
     ));
     tracing::info!(terminal = id, "took the terminal back");
     Ok(())
@@ -280,6 +281,7 @@ impl Terminal for Gone {
             title: String::new(),
             size: (80, 24),
             bracketed_paste: false,
+            application_cursor: false,
         }
     }
 

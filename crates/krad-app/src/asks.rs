@@ -153,9 +153,24 @@ impl Asks {
     /// Opens (or joins, or recalls) the ask a terminal raises. The same ask
     /// raised again with other words changes in place: its revision moves.
     pub fn raise(&self, terminal: &TerminalRef, request: &Ask) -> Result<Raised, ApiError> {
-        let id = ask_id(terminal, request.tool_call_id.as_deref());
+        // Without a tool-call id (Claude Code's PermissionRequest has none), the
+        // same tool with the same input, asked again while open, is the same ask.
+        let joined = match (&request.tool_call_id, request.kind, &request.tool) {
+            (None, AskKind::Permission, Some(tool)) => self
+                .lock()
+                .open
+                .values()
+                .find(|o| {
+                    o.info.terminal == terminal.terminal
+                        && o.info.kind == AskKind::Permission
+                        && o.info.tool.as_ref() == Some(tool)
+                })
+                .map(|o| o.info.ask.clone()),
+            _ => None,
+        };
+        let id = joined.unwrap_or_else(|| ask_id(terminal, request.tool_call_id.as_deref()));
         let (title, options) = match (request.kind, &request.tool) {
-            (AskKind::Permission, Some(tool)) => permission_card(tool),
+            (AskKind::Permission, Some(tool)) => permission_card(tool, request.options.as_deref()),
             _ => (
                 clean(
                     request.title.as_deref().unwrap_or("The agent asks"),
@@ -490,7 +505,9 @@ fn ask_id(terminal: &TerminalRef, tool_call_id: Option<&str>) -> String {
 }
 
 /// The card of a permission, from the tool's name and input only.
-fn permission_card(tool: &AskTool) -> (String, Vec<AskOption>) {
+/// `offered`: the options the agent can act on, when it says; `allow-always`
+/// is on the card only when offered (its label then names the rule it keeps).
+fn permission_card(tool: &AskTool, offered: Option<&[AskOption]>) -> (String, Vec<AskOption>) {
     let input = &tool.input;
     let shown = ["command", "file_path", "path", "url", "pattern"]
         .iter()
@@ -511,8 +528,20 @@ fn permission_card(tool: &AskTool) -> (String, Vec<AskOption>) {
         label: label.to_owned(),
     };
     let mut options = vec![option("allow", "Allow")];
-    if !name_changed && !shown_changed && !name.is_empty() {
-        options.push(option("allow-always", "Always allow"));
+    let always = match offered {
+        None => Some("Always allow".to_owned()),
+        Some(offered) => offered
+            .iter()
+            .find(|o| o.id == "allow-always")
+            .map(|o| clean(&o.label, 120).0)
+            .filter(|label| !label.is_empty()),
+    };
+    if let Some(label) = always
+        && !name_changed
+        && !shown_changed
+        && !name.is_empty()
+    {
+        options.push(option("allow-always", &label));
     }
     options.push(option("deny", "Deny"));
     (title, options)
@@ -659,17 +688,73 @@ mod tests {
 
     #[test]
     fn cut_or_cleaned_cards_never_offer_allow_always() {
-        let (_, long) = permission_card(&AskTool {
-            name: "Bash".into(),
-            input: json!({"command": "x".repeat(1000)}),
-        });
+        let (_, long) = permission_card(
+            &AskTool {
+                name: "Bash".into(),
+                input: json!({"command": "x".repeat(1000)}),
+            },
+            None,
+        );
         assert!(!long.iter().any(|o| o.id == "allow-always"));
-        let (title, hidden) = permission_card(&AskTool {
-            name: "Bash".into(),
-            input: json!({"command": "rm\u{202e}fr"}),
-        });
+        let (title, hidden) = permission_card(
+            &AskTool {
+                name: "Bash".into(),
+                input: json!({"command": "rm\u{202e}fr"}),
+            },
+            None,
+        );
         assert_eq!(title, "Bash: rmfr");
         assert!(!hidden.iter().any(|o| o.id == "allow-always"));
+    }
+
+    #[test]
+    fn allow_always_only_when_the_agent_offers_a_rule() {
+        let tool = AskTool {
+            name: "Bash".into(),
+            input: json!({"command": "npm test"}),
+        };
+        let offered = |ids: &[(&str, &str)]| -> Vec<AskOption> {
+            ids.iter()
+                .map(|(id, label)| AskOption {
+                    id: (*id).into(),
+                    label: (*label).into(),
+                })
+                .collect()
+        };
+        let (_, none) = permission_card(&tool, Some(&offered(&[("allow", "Allow")])));
+        let ids: Vec<&str> = none.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(ids, ["allow", "deny"]);
+        let rule = offered(&[("allow-always", "Always allow Bash(npm test:*)")]);
+        let (_, some) = permission_card(&tool, Some(&rule));
+        assert_eq!(some[1].id, "allow-always");
+        assert_eq!(some[1].label, "Always allow Bash(npm test:*)");
+    }
+
+    #[test]
+    fn the_same_tool_and_input_without_a_call_id_joins_the_open_ask() {
+        let asks = Asks::default();
+        let mut ask = permission("unused", "ls");
+        ask.tool_call_id = None;
+        let Raised::Open { info: first, .. } = asks.raise(&me(), &ask).unwrap() else {
+            panic!()
+        };
+        let Raised::Open {
+            info: again, fresh, ..
+        } = asks.raise(&me(), &ask).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((first.ask.as_str(), fresh), (again.ask.as_str(), false));
+        asks.decide(&first.ask, DecidedBy::Program, json!({}), None)
+            .unwrap();
+        // Decided, the same command later is a new question.
+        let Raised::Open {
+            info: later, fresh, ..
+        } = asks.raise(&me(), &ask).unwrap()
+        else {
+            panic!()
+        };
+        assert!(fresh && later.ask != first.ask);
     }
 
     #[test]

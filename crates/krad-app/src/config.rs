@@ -25,6 +25,12 @@
 //!
 //! [durable]               # the durable facet (docs/durable.md)
 //! socket = "/home/you/.krad-ade/durable/app.sock"
+//!
+//! [notify]                # tell the user when an agent needs them
+//! command = ["notify-me"] # gets the agent's record as JSON on stdin
+//! desktop = true          # notify-send, when installed
+//! on = ["asking", "idle", "exited"]
+//! debounce_secs = 10      # at most one per terminal this often (exits always)
 //! ```
 
 use std::collections::BTreeMap;
@@ -224,6 +230,8 @@ pub struct Config {
     pub hosts: BTreeMap<String, HostConfig>,
     /// The durable facet (off without this table).
     pub durable: Option<DurableConfig>,
+    /// Telling the user when an agent needs them (off without this table).
+    pub notify: Option<crate::notify::NotifyConfig>,
 }
 
 /// Why the config could not be used.
@@ -307,6 +315,9 @@ impl Config {
                     ));
                 }
             }
+        }
+        if let Some(notify) = &config.notify {
+            notify.validate()?;
         }
         for (name, extension) in &config.extensions {
             if name.is_empty() || extension.command.is_empty() {

@@ -18,10 +18,13 @@ mod durable;
 mod environments;
 mod git;
 mod hosts;
+mod input;
+pub mod notify;
 pub mod profile;
 #[path = "code.rs"]
 mod program;
 mod requests;
+mod screen_questions;
 pub mod state_file;
 pub mod store;
 mod subscription;
@@ -183,6 +186,7 @@ impl EmbeddedApp {
             core: self.core.clone(),
         });
         adopt::restore(&self.core, app).await;
+        notify::start(&self.core);
     }
 
     /// Stops the app's work before the process exits: closes every terminal

@@ -221,7 +221,9 @@ fn builtins() -> Vec<Profile> {
             agent(base(
                 "claude",
                 vec!["claude".into()],
-                PromptDelivery::Arg,
+                // Typed once its SessionStart hook said it is up: as an argument,
+                // a prompt like `update` or `-v` would run a subcommand or flag.
+                PromptDelivery::Type,
                 HookKind::Claude,
                 Some(90),
             )),
@@ -263,12 +265,25 @@ pub fn argv(
         argv.append(&mut injected);
         argv.extend(rest);
     }
-    if profile.prompt == PromptDelivery::Arg
-        && let Some(prompt) = prompt
-    {
-        argv.push(prompt.to_owned());
-    }
+    argv.extend(prompt_args(profile, prompt));
     argv
+}
+
+/// The arguments that carry the prompt, when the profile passes it as one.
+/// Codex parses a first argument like `review` or `--version` as its own; after
+/// `--` it is the prompt, whatever it says.
+pub fn prompt_args(profile: &Profile, prompt: Option<&str>) -> Vec<String> {
+    match prompt {
+        Some(prompt) if profile.prompt == PromptDelivery::Arg => {
+            let mut args = Vec::with_capacity(2);
+            if profile.hooks == HookKind::Codex {
+                args.push("--".to_owned());
+            }
+            args.push(prompt.to_owned());
+            args
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// `notify=["<krad>","hook","codex"]`: Codex runs it after each turn with a JSON
@@ -287,9 +302,12 @@ pub fn claude_settings(krad: &Path) -> serde_json::Value {
     let matched = |matcher: &str| json!([{ "matcher": matcher, "hooks": [{ "type": "command", "command": command, "timeout": 30 }] }]);
     json!({
         "hooks": {
+            "SessionStart": hook,
             "UserPromptSubmit": hook,
             "PreToolUse": matched("*"),
+            "PostToolUse": matched("*"),
             "Stop": hook,
+            "StopFailure": hook,
             "Notification": matched("permission_prompt|idle_prompt"),
             // Permission requests go to an Ask on the bus; the hook waits for the
             // decision (up to its expiry, then Claude Code asks in its own TUI).
@@ -346,10 +364,11 @@ mod tests {
         let built = argv(
             &claude,
             vec!["claude".into(), "--model".into(), "opus".into()],
-            Some("fix it"),
+            Some("update"),
             Path::new("/bin/krad"),
             Some(Path::new("/s/settings.json")),
         );
+        // Claude Code's prompt is typed, never an argument (`claude update` updates).
         assert_eq!(
             built,
             [
@@ -357,8 +376,7 @@ mod tests {
                 "--settings",
                 "/s/settings.json",
                 "--model",
-                "opus",
-                "fix it"
+                "opus"
             ]
         );
         let codex = profiles.get("codex").unwrap();
@@ -375,6 +393,7 @@ mod tests {
                 "codex",
                 "-c",
                 "notify=[\"/bin/krad\",\"hook\",\"codex\"]",
+                "--",
                 "go"
             ]
         );

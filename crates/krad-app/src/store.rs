@@ -44,6 +44,17 @@ pub struct Entry {
     pub last_activity: Instant,
     /// The file holding the terminal's token.
     pub token_file: Option<PathBuf>,
+    /// The program announces its own state on its screen (OSC 7501): those
+    /// announcements decide the state, and Reports only bring messages.
+    pub announces_state: bool,
+    /// Its hooks have reported at least once (the program is up).
+    pub hook_heard: bool,
+    /// A prompt waits to be typed once the program is up: until then, an idle
+    /// report does not make it idle (the task has not been given yet).
+    pub prompt_pending: bool,
+    /// A question read on the screen (a login, a trust dialog) made it `asking`:
+    /// the state and source it had before.
+    pub screen_question: Option<(AgentState, StateSource)>,
     watch: watch::Sender<AgentRecord>,
 }
 
@@ -267,6 +278,10 @@ impl Store {
                 terminal,
                 profile,
                 last_activity: Instant::now(),
+                announces_state: false,
+                hook_heard: false,
+                prompt_pending: false,
+                screen_question: None,
                 token_file,
             },
         );
@@ -464,6 +479,10 @@ fn changes_after(inner: &Inner, since: u64, environment: Option<&str>) -> Vec<St
 }
 
 /// Sets a record's state; says whether anything changed.
+///
+/// The message describes the state it came with: a new state takes the new
+/// message, and `None` clears the old one (a turn that starts has not said
+/// anything yet); within the same state, `None` keeps the message there is.
 pub fn set_state(
     record: &mut AgentRecord,
     state: AgentState,
@@ -471,19 +490,25 @@ pub fn set_state(
     message: Option<String>,
 ) -> bool {
     let mut changed = false;
-    if record.state != state || record.state_source != source {
-        if record.state != state {
+    let new_state = record.state != state;
+    if new_state || record.state_source != source {
+        if new_state {
             record.state_since = now_rfc3339();
         }
         record.state = state;
         record.state_source = source;
         changed = true;
     }
-    if let Some(message) = message
-        && record.message.as_deref() != Some(message.as_str())
-    {
-        record.message = Some(message);
-        changed = true;
+    match message {
+        Some(message) if record.message.as_deref() != Some(message.as_str()) => {
+            record.message = Some(message);
+            changed = true;
+        }
+        None if new_state && record.message.is_some() => {
+            record.message = None;
+            changed = true;
+        }
+        _ => {}
     }
     changed
 }

@@ -10,6 +10,9 @@
 //!   like a question or a permission, else `idle` (`screen`), with its text;
 //! * working with no output nor report for the profile's `idle_after`: → `idle`
 //!   (`quiet`), whatever the source — hooks can miss a turn's end;
+//! * an OSC 7501 state announcement (Codex CLI writes them) counts as a hook:
+//!   `working` → `working`, `blocked:…` → `asking`, `done`/`idle` → `idle`; from
+//!   the first one on, the program's Reports bring messages but not states;
 //! * exit: → `exited` (`process`) with the code or signal; final.
 
 use std::sync::Arc;
@@ -20,12 +23,20 @@ use krad_term::{ExitStatus, Terminal, TerminalEvent};
 use tokio::sync::mpsc;
 
 use crate::Core;
+use crate::config::HookKind;
+use crate::screen_questions;
 use crate::store::set_state;
 
 /// A program is taken as ready for a typed prompt after this long without output.
 const READY_QUIET: Duration = Duration::from_millis(400);
 /// A program that printed nothing this long after starting gets its prompt anyway.
 const READY_SILENT: Duration = Duration::from_secs(3);
+/// A program whose hooks say when it is ready (Claude Code's `SessionStart`) gets
+/// its prompt once they did, or after this long without them.
+const READY_HOOK_LIMIT: Duration = Duration::from_secs(15);
+
+/// A screen is read for questions once output has been calm this long.
+const QUESTION_CALM: Duration = Duration::from_millis(250);
 
 /// Runs until the terminal's program exits.
 pub(crate) async fn run(
@@ -35,7 +46,12 @@ pub(crate) async fn run(
     mut events: mpsc::Receiver<TerminalEvent>,
     mut typed_prompt: Option<String>,
     idle_after: Option<Duration>,
+    hooks: HookKind,
 ) {
+    // Claude Code says through its SessionStart hook when it is up.
+    let ready_by_hook = hooks == HookKind::Claude;
+    let look_for_questions = screen_questions::known(hooks);
+    let mut question_check_at: Option<tokio::time::Instant> = None;
     let store = &core.store;
     let Some(mut record_watch) = store.watch(id) else {
         return;
@@ -51,9 +67,19 @@ pub(crate) async fn run(
                 .flatten()
                 .map(tokio::time::Instant::from_std)
         });
-        let type_at = typed_prompt.as_ref().map(|_| match last_output {
-            Some(at) => at + READY_QUIET,
-            None => spawned + READY_SILENT,
+        let (hook_heard, asking) = store
+            .with(id, |e| (e.hook_heard, e.record.state == AgentState::Asking))
+            .unwrap_or((false, false));
+        // Never type into a question (a trust dialog would take the Enter).
+        let type_at = typed_prompt.as_ref().filter(|_| !asking).map(|_| {
+            if ready_by_hook && !hook_heard {
+                return spawned + READY_HOOK_LIMIT;
+            }
+            match last_output {
+                Some(at) => at + READY_QUIET,
+                None if ready_by_hook => tokio::time::Instant::now(),
+                None => spawned + READY_SILENT,
+            }
         });
         tokio::select! {
             event = events.recv() => match event {
@@ -63,7 +89,11 @@ pub(crate) async fn run(
                 }
                 Some(event) => {
                     if event == TerminalEvent::Output {
-                        last_output = Some(tokio::time::Instant::now());
+                        let now = tokio::time::Instant::now();
+                        last_output = Some(now);
+                        if look_for_questions {
+                            question_check_at = Some(now + QUESTION_CALM);
+                        }
                     }
                     apply(&core, id, event);
                 }
@@ -83,9 +113,17 @@ pub(crate) async fn run(
                     });
                 }
             }
+            () = sleep_until(question_check_at) => {
+                question_check_at = None;
+                look_at_the_question(&core, id, terminal.as_ref(), hooks);
+            }
             () = sleep_until(type_at) => {
                 if let Some(prompt) = typed_prompt.take() {
                     type_prompt(terminal.as_ref(), &prompt).await;
+                    store.update(id, |e| {
+                        e.prompt_pending = false;
+                        false
+                    });
                 }
             }
             changed = record_watch.changed() => {
@@ -145,9 +183,89 @@ fn apply(core: &Core, id: u64, event: TerminalEvent) {
                 record.title = title;
                 true
             }
+            TerminalEvent::AgentState(announced) => {
+                e.last_activity = Instant::now();
+                e.announces_state = true;
+                let Some((state, message)) = announced_state(&announced) else {
+                    return false;
+                };
+                matches!(
+                    record.state,
+                    AgentState::Working
+                        | AgentState::Idle
+                        | AgentState::Starting
+                        | AgentState::Asking
+                ) && set_state(record, state, StateSource::Hook, message)
+            }
             TerminalEvent::Exited(_) => false,
         }
     });
+}
+
+/// Reads the screen for a question no hook tells (a login, a trust dialog):
+/// one makes the agent `asking` (`screen`); once it is gone, the agent is back
+/// in the state it was in before (`working` if it was starting).
+fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: HookKind) {
+    let screen = terminal.snapshot(0).screen;
+    let question = screen_questions::find(hooks, &screen);
+    core.store.update(id, |e| {
+        let record = &mut e.record;
+        match (question, e.screen_question) {
+            (_, _) if record.state == AgentState::Exited => false,
+            (Some(message), before) => {
+                // A hook's own question (a permission) outranks the screen.
+                if record.state == AgentState::Asking && record.state_source == StateSource::Hook {
+                    return false;
+                }
+                if before.is_none() {
+                    e.screen_question = Some((record.state, record.state_source));
+                }
+                set_state(
+                    record,
+                    AgentState::Asking,
+                    StateSource::Screen,
+                    Some(message.to_owned()),
+                )
+            }
+            (None, Some((state, source))) => {
+                e.screen_question = None;
+                if record.state != AgentState::Asking || record.state_source != StateSource::Screen
+                {
+                    return false;
+                }
+                let (state, source) = match state {
+                    AgentState::Starting | AgentState::Asking => {
+                        (AgentState::Working, StateSource::Screen)
+                    }
+                    other => (other, source),
+                };
+                set_state(record, state, source, None)
+            }
+            (None, None) => false,
+        }
+    });
+}
+
+/// The state (and message) an OSC 7501 announcement stands for; `None` for one
+/// that says nothing about the turn (`clear`, unknown words).
+fn announced_state(announced: &str) -> Option<(AgentState, Option<String>)> {
+    let word = announced.split([':', ';']).next().unwrap_or_default();
+    match word {
+        "working" => Some((AgentState::Working, None)),
+        "done" | "idle" => Some((AgentState::Idle, None)),
+        "blocked" => {
+            let kind = announced
+                .split([':', ';'])
+                .find_map(|part| part.strip_prefix("kind="))
+                .unwrap_or("input");
+            let message = match kind {
+                "permission" => "needs your approval".to_owned(),
+                other => format!("needs you: {other}"),
+            };
+            Some((AgentState::Asking, Some(message)))
+        }
+        _ => None,
+    }
 }
 
 /// Whether a notification asks something of the user.
@@ -172,17 +290,19 @@ fn exited(core: &Core, id: u64, status: ExitStatus) {
         e.record.exit_code = status.code;
         e.record.signal = status.signal;
         // On a host the terminal is `ssh -tt`: 255 is ssh saying the link is gone.
-        let link_gone = match (&e.record.host, status.code) {
-            (Some(host), Some(255)) => Some(format!(
+        let message = match (&e.record.host, status.code, status.signal) {
+            (Some(host), Some(255), _) => format!(
                 "the SSH link to host {host} is gone (ssh exited 255); the program there may still run"
-            )),
-            _ => None,
+            ),
+            (_, Some(code), _) => format!("exited with code {code}"),
+            (_, None, Some(signal)) => format!("ended by signal {signal}"),
+            (_, None, None) => "ended".to_owned(),
         };
         set_state(
             &mut e.record,
             AgentState::Exited,
             StateSource::Process,
-            link_gone,
+            Some(message),
         );
         true
     });
@@ -192,35 +312,15 @@ fn exited(core: &Core, id: u64, status: ExitStatus) {
     tracing::info!(terminal = id, code = ?status.code, signal = ?status.signal, "exited");
 }
 
-/// Types a prompt and presses Enter, as a bracketed paste when the program asked
-/// for one.
+/// Types a prompt and presses Enter (as a write of its own, once the prompt is
+/// taken).
 pub(crate) async fn type_prompt(terminal: &dyn Terminal, prompt: &str) {
-    let bytes = keystrokes(prompt, true, terminal.bracketed_paste());
-    match tokio::time::timeout(Duration::from_secs(10), terminal.write(bytes)).await {
-        Ok(Ok(Ok(()))) => {}
-        other => tracing::warn!(
-            terminal = terminal.id(),
-            "could not type the prompt: {other:?}"
-        ),
+    let typed = crate::input::type_into(terminal, prompt, true, &[]);
+    match tokio::time::timeout(Duration::from_secs(10), typed).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(terminal = terminal.id(), "could not type the prompt: {e}"),
+        Err(_) => tracing::warn!(terminal = terminal.id(), "typing the prompt timed out"),
     }
-}
-
-/// The bytes that type `text` (and Enter): wrapped in bracketed-paste markers
-/// when the program turned bracketed paste on, so several lines arrive as one.
-pub(crate) fn keystrokes(text: &str, enter: bool, bracketed: bool) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(text.len() + 16);
-    if bracketed && !text.is_empty() {
-        bytes.extend_from_slice(b"\x1b[200~");
-        // A paste-end marker inside the text would end the paste early.
-        bytes.extend_from_slice(text.replace("\x1b[201~", "").as_bytes());
-        bytes.extend_from_slice(b"\x1b[201~");
-    } else {
-        bytes.extend_from_slice(text.as_bytes());
-    }
-    if enter {
-        bytes.push(b'\r');
-    }
-    bytes
 }
 
 #[cfg(test)]
@@ -228,14 +328,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keystrokes_wrap_pastes() {
-        assert_eq!(keystrokes("a\nb", true, true), b"\x1b[200~a\nb\x1b[201~\r");
-        assert_eq!(keystrokes("ls", true, false), b"ls\r");
-        assert_eq!(keystrokes("x", false, false), b"x");
+    fn announced_states() {
         assert_eq!(
-            keystrokes("a\x1b[201~b", false, true),
-            b"\x1b[200~ab\x1b[201~"
+            announced_state("working"),
+            Some((AgentState::Working, None))
         );
+        assert_eq!(announced_state("done"), Some((AgentState::Idle, None)));
+        assert_eq!(announced_state("idle"), Some((AgentState::Idle, None)));
+        assert_eq!(
+            announced_state("blocked:exec:kind=permission"),
+            Some((AgentState::Asking, Some("needs your approval".into())))
+        );
+        assert_eq!(announced_state("clear"), None);
+        assert_eq!(announced_state(""), None);
     }
 
     #[test]

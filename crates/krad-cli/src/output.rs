@@ -10,6 +10,14 @@ pub fn json(value: &Value) {
     line(&value.to_string());
 }
 
+/// Rings the terminal's bell.
+pub fn bell() {
+    let mut out = std::io::stdout().lock();
+    if out.write_all(b"\x07").and_then(|()| out.flush()).is_err() {
+        std::process::exit(0);
+    }
+}
+
 /// Prints one line of text.
 pub fn line(text: &str) {
     let mut out = std::io::stdout().lock();

@@ -4,7 +4,7 @@
 //! Whatever the host (an in-process pseudo-terminal today, a tmux server later),
 //! a terminal's output feeds the same [`screen`] model — a parsed screen with its
 //! cursor, title and bounded scrollback — and the same signals (output, bell,
-//! OSC 9/777 notifications, title), and is copied to a transcript file.
+//! OSC 9/777 notifications, OSC 7501 agent states, title), and is copied to a transcript file.
 //!
 //! The app consumes each terminal's [`TerminalEvent`]s from a bounded channel:
 //! frequent events (output, bell, title) are coalesced when the app is behind, the
@@ -81,6 +81,9 @@ pub enum TerminalEvent {
     },
     /// The window title changed (OSC 0 or 2).
     Title(String),
+    /// The program announced its state with `OSC 7501 ; state=… ST` (what
+    /// follows `state=`: `working`, `blocked:…`, `done`, `idle`), as Codex CLI does.
+    AgentState(String),
     /// The program ended. Always the last event, never dropped.
     Exited(ExitStatus),
 }
@@ -102,6 +105,9 @@ pub struct Snapshot {
     pub size: (u16, u16),
     /// Whether the program turned bracketed paste on (`CSI ? 2004 h`).
     pub bracketed_paste: bool,
+    /// Whether the program turned application cursor keys on (`CSI ? 1 h`):
+    /// arrows are then sent as `ESC O A` rather than `ESC [ A`.
+    pub application_cursor: bool,
 }
 
 /// Why a terminal could not be started.

@@ -37,27 +37,35 @@ pub struct Signals {
     pub notifications: Vec<Notification>,
     /// The new window title, when it changed (the last one if it changed often).
     pub title: Option<String>,
+    /// The states the program announced with `OSC 7501 ; state=… ST`, in order
+    /// (what follows `state=`).
+    pub agent_states: Vec<String>,
 }
 
 impl Signals {
     /// Whether nothing was signalled.
     pub fn is_empty(&self) -> bool {
-        self.bells == 0 && self.notifications.is_empty() && self.title.is_none()
+        self.bells == 0
+            && self.notifications.is_empty()
+            && self.title.is_none()
+            && self.agent_states.is_empty()
     }
 
     /// Adds `later`'s signals, seen after these, to these.
     pub fn merge(&mut self, later: Signals) {
         self.bells = self.bells.saturating_add(later.bells);
         self.notifications.extend(later.notifications);
+        self.agent_states.extend(later.agent_states);
         if later.title.is_some() {
             self.title = later.title;
         }
     }
 
     /// The events for these signals: at most one [`TerminalEvent::Bell`] (bells are
-    /// coalesced), then each notification, then the title.
+    /// coalesced), then each notification, then each announced state, then the
+    /// title.
     pub fn into_events(self) -> Vec<TerminalEvent> {
-        let mut events = Vec::with_capacity(self.notifications.len() + 2);
+        let mut events = Vec::with_capacity(self.notifications.len() + self.agent_states.len() + 2);
         if self.bells > 0 {
             events.push(TerminalEvent::Bell);
         }
@@ -69,6 +77,7 @@ impl Signals {
                     body: n.body,
                 }),
         );
+        events.extend(self.agent_states.into_iter().map(TerminalEvent::AgentState));
         if let Some(title) = self.title {
             events.push(TerminalEvent::Title(title));
         }
@@ -196,6 +205,7 @@ impl Screen {
             bells: std::mem::take(&mut recorder.bells),
             notifications: std::mem::take(&mut recorder.notifications),
             title,
+            agent_states: std::mem::take(&mut recorder.agent_states),
         }
     }
 
@@ -258,6 +268,7 @@ impl Screen {
             title: self.title().to_owned(),
             size: (cols, rows),
             bracketed_paste: screen.bracketed_paste(),
+            application_cursor: screen.application_cursor(),
         }
     }
 }
@@ -341,6 +352,7 @@ struct Recorder {
     title: String,
     bells: usize,
     notifications: Vec<Notification>,
+    agent_states: Vec<String>,
     scrollback: VecDeque<String>,
     scrollback_cap: usize,
     /// Reused buffer for a row leaving the screen.
@@ -359,6 +371,8 @@ impl vt100::Callbacks for Recorder {
     fn unhandled_osc(&mut self, _: &mut vt100::Screen, params: &[&[u8]]) {
         if let Some(notification) = notification(params) {
             self.notifications.push(notification);
+        } else if let Some(state) = agent_state(params) {
+            self.agent_states.push(state);
         }
     }
 
@@ -415,6 +429,22 @@ fn notification(params: &[&[u8]]) -> Option<Notification> {
         }),
         _ => None,
     }
+}
+
+/// The state an `OSC 7501 ; state=… ST` sequence announces (Codex CLI writes
+/// them: `working`, `blocked:…:kind=permission`, `done`, `idle`, `clear`), cut to
+/// 512 bytes.
+fn agent_state(params: &[&[u8]]) -> Option<String> {
+    let [b"7501", body @ ..] = params else {
+        return None;
+    };
+    let joined = join(body);
+    let state = joined.strip_prefix("state=")?;
+    let mut end = state.len().min(512);
+    while !state.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(state[..end].to_owned())
 }
 
 /// OSC parameters joined back with the `;` that separated them.
@@ -642,6 +672,26 @@ mod tests {
     }
 
     #[test]
+    fn osc_7501_agent_states() {
+        let mut s = screen();
+        let signals = s.process(
+            b"\x1b]7501;state=working\x07x\x1b]7501;state=blocked:exec:kind=permission\x1b\\\x1b]7501;other\x07",
+        );
+        assert_eq!(
+            signals.agent_states,
+            ["working", "blocked:exec:kind=permission"]
+        );
+        assert_eq!(
+            signals.into_events(),
+            [
+                TerminalEvent::AgentState("working".into()),
+                TerminalEvent::AgentState("blocked:exec:kind=permission".into())
+            ]
+        );
+        assert_eq!(s.snapshot(0).screen, "x");
+    }
+
+    #[test]
     fn signals_into_events_and_merge() {
         let mut a = Signals {
             bells: 2,
@@ -650,6 +700,7 @@ mod tests {
                 body: "n1".into(),
             }],
             title: Some("t1".into()),
+            agent_states: Vec::new(),
         };
         a.merge(Signals {
             bells: 1,
@@ -658,6 +709,7 @@ mod tests {
                 body: "n2".into(),
             }],
             title: None,
+            agent_states: Vec::new(),
         });
         assert_eq!(a.bells, 3);
         assert_eq!(

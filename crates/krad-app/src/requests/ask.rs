@@ -1,5 +1,7 @@
 //! Ask: a terminal asks the user a question and waits for the decision. While
-//! it is open the agent is `asking`; when decided, `working` again.
+//! it is open the agent is `asking`; when decided, `working` again — except when
+//! it expired: then the agent asks in its own terminal, and stays `asking` until
+//! it says otherwise (a hook, its exit, keys that answer it).
 
 use std::sync::Arc;
 
@@ -18,12 +20,16 @@ struct Waiting<'a> {
     core: &'a Core,
     ask: String,
     terminal: u64,
+    /// It expired: the question moved to the agent's own terminal.
+    expired: bool,
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.core.asks.leave(&self.ask);
-        settle(self.core, self.terminal);
+        if !self.expired {
+            settle(self.core, self.terminal);
+        }
     }
 }
 
@@ -53,10 +59,11 @@ pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Ask) ->
             (info, decision)
         }
     };
-    let waiting = Waiting {
+    let mut waiting = Waiting {
         core,
         ask: info.ask.clone(),
         terminal: me.terminal,
+        expired: false,
     };
     let expiry = tokio::time::sleep(std::time::Duration::from_secs(request.expiry_secs()));
     tokio::pin!(expiry);
@@ -82,6 +89,7 @@ pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Ask) ->
             }
         }
     };
+    waiting.expired = answered.by == DecidedBy::Timeout;
     drop(waiting);
     Response::Answered(answered)
 }

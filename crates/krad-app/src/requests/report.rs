@@ -16,6 +16,19 @@ pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Report) -> R
         .into();
     };
     let id = me.terminal;
+    let state: AgentState = request.state.into();
+    // An agent that reports it works or is idle went on: the questions it asked
+    // through the bus are moot (answered in its own terminal, or dropped).
+    let moves_on = matches!(state, AgentState::Working | AgentState::Idle);
+    if moves_on && core.asks.has_open(id) {
+        let decided = core.asks.decide_all_by_program(id);
+        tracing::debug!(
+            terminal = id,
+            decided,
+            "asks decided by the agent moving on"
+        );
+    }
+    let asking_through_bus = state == AgentState::Asking && core.asks.has_open(id);
     let mut exited = false;
     let updated = core.store.update(id, |e| {
         if e.record.state == AgentState::Exited {
@@ -23,12 +36,33 @@ pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Report) -> R
             return false;
         }
         e.last_activity = std::time::Instant::now();
-        let mut changed = set_state(
-            &mut e.record,
-            request.state.into(),
-            StateSource::Hook,
-            request.message.clone(),
-        );
+        e.hook_heard = true;
+        let mut changed = if e.prompt_pending && state == AgentState::Idle {
+            // Up, with its prompt about to be typed: not idle, but heard.
+            let current = e.record.state;
+            set_state(&mut e.record, current, StateSource::Hook, None)
+        } else if e.announces_state {
+            // The program's own announcements (OSC 7501) decide its state; a
+            // report only brings the message of the state it is in.
+            let source = e.record.state_source;
+            match &request.message {
+                Some(message) if e.record.state == state => {
+                    set_state(&mut e.record, state, source, Some(message.clone()))
+                }
+                _ => false,
+            }
+        } else if asking_through_bus {
+            // The open ask's card names the tool and its input: better than the
+            // agent's generic "needs your permission".
+            set_state(&mut e.record, state, StateSource::Hook, None)
+        } else {
+            set_state(
+                &mut e.record,
+                state,
+                StateSource::Hook,
+                request.message.clone(),
+            )
+        };
         if let Some(title) = &request.title
             && e.record.title.as_ref() != Some(title)
         {

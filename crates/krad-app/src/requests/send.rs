@@ -1,5 +1,6 @@
-//! Send: types text into a terminal, now or once the agent is idle.
+//! Send: types text and keys into a terminal, now or once the agent is idle.
 
+use krad_bus::protocol::keys::Key;
 use krad_bus::protocol::{
     AgentRecord, AgentState, ApiError, ErrorCode, Response, SentInfo, StateSource,
 };
@@ -8,8 +9,9 @@ use krad_bus::server::CallContext;
 
 use super::may_act_on;
 use crate::Core;
+use crate::config::HookKind;
+use crate::input::type_into;
 use crate::store::set_state;
-use crate::watcher::keystrokes;
 
 pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Send) -> Response {
     let id = request.target;
@@ -41,31 +43,34 @@ pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Send) -> Res
     if let Some(e) = exited(&watch.borrow()) {
         return e.into();
     }
-    let bytes = keystrokes(
-        &request.text,
-        request.enter.unwrap_or(false),
-        terminal.bracketed_paste(),
-    );
-    match terminal.write(bytes).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            if let Some(e) = exited(&watch.borrow()) {
-                return e.into();
-            }
-            return ApiError::new(
-                ErrorCode::Failed,
-                format!("cannot write to terminal {id}: {e}"),
-            )
-            .into();
+    // Validated with the request: every key parses.
+    let keys: Vec<Key> = request
+        .keys
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|k| Key::parse(k).ok())
+        .collect();
+    let enter = request.enter.unwrap_or(false);
+    if let Err(e) = type_into(terminal.as_ref(), &request.text, enter, &keys).await {
+        if let Some(e) = exited(&watch.borrow()) {
+            return e.into();
         }
-        Err(_) => {
-            return ApiError::new(ErrorCode::Failed, format!("terminal {id} closed its input"))
-                .into();
-        }
+        return ApiError::new(
+            ErrorCode::Failed,
+            format!("cannot write to terminal {id}: {e}"),
+        )
+        .into();
     }
-    // Keystrokes answer a question: an asking agent is working again.
+    // Keystrokes that can answer a question make an asking agent work again —
+    // unless the agent tells its states itself (hooks, announcements): then it
+    // stays asking until it says the question is gone.
+    let answers = enter || keys.iter().any(|k| k.ends_a_dialog() || k.is_char());
     let after = core.store.update(id, |e| {
         e.record.state == AgentState::Asking
+            && answers
+            && e.profile.hooks == HookKind::None
+            && !e.announces_state
             && set_state(&mut e.record, AgentState::Working, StateSource::Input, None)
     });
     Response::Sent(SentInfo {

@@ -113,11 +113,10 @@ pub(crate) async fn spawn(
     };
     let settings = &core.settings;
     let mut shown = command.clone();
-    if profile.prompt == PromptDelivery::Arg
-        && let Some(prompt) = &request.prompt
-    {
-        shown.push(prompt.clone());
-    }
+    shown.extend(crate::profile::prompt_args(
+        &profile,
+        request.prompt.as_deref(),
+    ));
     let launch = Launch {
         me: &me,
         token: &token,
@@ -195,6 +194,12 @@ pub(crate) async fn spawn(
     let typed = (profile.prompt == PromptDelivery::Type)
         .then_some(request.prompt)
         .flatten();
+    if typed.is_some() {
+        core.store.update(id, |e| {
+            e.prompt_pending = true;
+            false
+        });
+    }
     tokio::spawn(watcher::run(
         core.clone(),
         id,
@@ -202,6 +207,7 @@ pub(crate) async fn spawn(
         events,
         typed,
         profile.idle_after,
+        profile.hooks,
     ));
     tracing::info!(terminal = id, profile = %profile.name, "spawned");
     Ok(record)

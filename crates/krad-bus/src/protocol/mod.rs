@@ -8,6 +8,7 @@ mod envelope;
 mod environment;
 mod error;
 mod extension;
+pub mod keys;
 mod response;
 mod stream;
 

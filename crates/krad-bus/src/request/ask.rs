@@ -75,7 +75,9 @@ pub struct Ask {
     /// The question (ignored for a permission, whose card the app builds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// The options of a choice.
+    /// The options of a choice. For a permission, the options the agent can act
+    /// on: `allow-always` is offered only when listed, with its label (naming the
+    /// rule it keeps); `allow` and `deny` always are. Omitted: all three.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Vec<AskOption>>,
     /// The fields of a form.

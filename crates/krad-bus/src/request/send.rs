@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Fields, invalid};
 use crate::protocol::ApiError;
+use crate::protocol::keys::Key;
 
 /// The longest text one Send may carry.
 pub const MAX_TEXT: usize = 32 * 1024;
@@ -19,23 +20,33 @@ pub enum When {
     Idle,
 }
 
+/// The most keys one Send may carry.
+pub const MAX_KEYS: usize = 64;
+
 /// The Send request.
 ///
 /// # Format
 ///
 /// ```json
 /// {"Send":{"target":4,"text":"run the tests again","enter":true,"when":"idle"}}
+/// {"Send":{"target":4,"keys":["Down","Enter"]}}
 /// {"Sent":{"terminal":4,"delivered":true,"state":"working"}}
 /// ```
 ///
 /// The text is written as a bracketed paste when the program turned bracketed
-/// paste on, so that several lines arrive as one; `enter` adds a carriage return.
+/// paste on, so that several lines arrive as one; `enter` presses Enter once the
+/// text is taken, as a write of its own. `keys` are written after the text, one
+/// at a time and unbracketed (see [`crate::protocol::keys`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Send {
     /// The terminal.
     pub target: u64,
     /// What to type (at most 32 KiB).
+    #[serde(default)]
     pub text: String,
+    /// Named keys to press after the text (at most 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<String>>,
     /// Press Enter after the text (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enter: Option<bool>,
@@ -52,6 +63,17 @@ impl Fields for Send {
                 "text",
                 format!("at most {MAX_TEXT} bytes, not {}", self.text.len()),
             ));
+        }
+        let keys = self.keys.as_deref().unwrap_or_default();
+        if keys.len() > MAX_KEYS {
+            return Err(invalid(
+                "Send",
+                "keys",
+                format!("at most {MAX_KEYS} keys, not {}", keys.len()),
+            ));
+        }
+        if let Some(e) = keys.iter().find_map(|k| Key::parse(k).err()) {
+            return Err(invalid("Send", "keys", e));
         }
         Ok(())
     }

@@ -1,10 +1,12 @@
 //! `krad hook`: the glue between an agent CLI's own notifications and the bus.
 //!
 //! * `krad hook claude` — the command of the hooks the `claude` profile injects
-//!   with `--settings`. Reads the hook's JSON on stdin: `UserPromptSubmit` and
-//!   `PreToolUse` report `working`, `Stop` reports `idle` with the last assistant
-//!   message, a `permission_prompt` notification reports `asking` and an
-//!   `idle_prompt` one `idle`.
+//!   with `--settings`. Reads the hook's JSON on stdin: `UserPromptSubmit`,
+//!   `PreToolUse` and `PostToolUse` report `working`; `Stop` reports `idle` with
+//!   the last assistant message, `StopFailure` `idle` with the error;
+//!   `SessionStart` (a new, resumed or cleared session, not a compaction)
+//!   reports `idle`; a `permission_prompt` notification reports `asking` and an
+//!   `idle_prompt` one `idle`; `PermissionRequest` becomes an Ask on the bus.
 //! * `krad hook codex JSON` — Codex's `notify` program: `agent-turn-complete`
 //!   reports `idle` with the last assistant message.
 //!
@@ -14,7 +16,7 @@
 
 use std::io::Read;
 
-use krad_bus::request::ask::{Ask, AskKind, AskTool};
+use krad_bus::request::ask::{Ask, AskKind, AskOption, AskTool};
 use krad_bus::request::report::{Report, ReportedState};
 use krad_bus::request::{Request, deadline};
 use serde_json::{Value, json};
@@ -97,6 +99,26 @@ fn permission_request(event: &Value, connect: &ConnectArgs) -> Exit {
     let Some(tool) = event.get("tool_name").and_then(Value::as_str) else {
         return Exit::Success;
     };
+    let rule = always_allow_rule(event);
+    let mut options = vec![
+        AskOption {
+            id: "allow".into(),
+            label: "Allow".into(),
+        },
+        AskOption {
+            id: "deny".into(),
+            label: "Deny".into(),
+        },
+    ];
+    if let Some(rule) = &rule {
+        options.insert(
+            1,
+            AskOption {
+                id: "allow-always".into(),
+                label: format!("Always allow {}", rule_label(rule)),
+            },
+        );
+    }
     let ask = Ask {
         kind: AskKind::Permission,
         tool: Some(AskTool {
@@ -108,7 +130,7 @@ fn permission_request(event: &Value, connect: &ConnectArgs) -> Exit {
             .and_then(Value::as_str)
             .map(str::to_owned),
         title: None,
-        options: None,
+        options: Some(options),
         fields: None,
         expires_in_secs: Some(PERMISSION_ASK_SECS),
     };
@@ -122,15 +144,63 @@ fn permission_request(event: &Value, connect: &ConnectArgs) -> Exit {
             return Exit::Success;
         }
     };
-    if let Some(decision) = claude_decision(tool, &answered) {
+    if let Some(decision) = claude_decision(rule.as_ref(), &answered) {
         crate::output::json(&decision);
     }
     Exit::Success
 }
 
+/// The rule Claude Code suggests keeping for "always allow" (the first
+/// `addRules` suggestion whose every rule has its content, so that it never
+/// allows a whole tool), as Claude Code gave it.
+pub fn always_allow_rule(event: &Value) -> Option<Value> {
+    event
+        .get("permission_suggestions")?
+        .as_array()?
+        .iter()
+        .find(|suggestion| {
+            suggestion.get("type").and_then(Value::as_str) == Some("addRules")
+                && suggestion.get("behavior").and_then(Value::as_str) == Some("allow")
+                && suggestion
+                    .get("rules")
+                    .and_then(Value::as_array)
+                    .is_some_and(|rules| {
+                        !rules.is_empty()
+                            && rules.iter().all(|rule| {
+                                rule.get("toolName")
+                                    .and_then(Value::as_str)
+                                    .is_some_and(|t| !t.is_empty())
+                                    && rule
+                                        .get("ruleContent")
+                                        .and_then(Value::as_str)
+                                        .is_some_and(|c| !c.is_empty())
+                            })
+                    })
+        })
+        .cloned()
+}
+
+/// A suggestion's rules as Claude Code writes them: `Bash(npm test:*)`.
+fn rule_label(suggestion: &Value) -> String {
+    let rules: Vec<String> = suggestion
+        .get("rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|rule| {
+            let tool = rule.get("toolName").and_then(Value::as_str).unwrap_or("?");
+            match rule.get("ruleContent").and_then(Value::as_str) {
+                Some(content) => format!("{tool}({content})"),
+                None => tool.to_owned(),
+            }
+        })
+        .collect();
+    rules.join(", ")
+}
+
 /// What Claude Code reads from a PermissionRequest hook, for an Ask's answer;
-/// `None` when nobody decided.
-pub fn claude_decision(tool: &str, answered: &Value) -> Option<Value> {
+/// `None` when nobody decided. `rule`: the suggestion "always allow" keeps.
+pub fn claude_decision(rule: Option<&Value>, answered: &Value) -> Option<Value> {
     let answered = answered.get("Answered")?;
     let by = answered.get("by").and_then(Value::as_str).unwrap_or("?");
     if matches!(by, "timeout" | "program") {
@@ -138,15 +208,10 @@ pub fn claude_decision(tool: &str, answered: &Value) -> Option<Value> {
     }
     let decision = match answered.pointer("/answer/option").and_then(Value::as_str)? {
         "allow" => json!({ "behavior": "allow" }),
-        "allow-always" => json!({
-            "behavior": "allow",
-            "updatedPermissions": [{
-                "type": "addRules",
-                "rules": [{ "toolName": tool }],
-                "behavior": "allow",
-                "destination": "session"
-            }]
-        }),
+        "allow-always" => match rule {
+            Some(rule) => json!({ "behavior": "allow", "updatedPermissions": [rule] }),
+            None => json!({ "behavior": "allow" }),
+        },
         "deny" => {
             json!({ "behavior": "deny", "message": format!("Denied by the user (via krad, {by}).") })
         }
@@ -168,6 +233,27 @@ pub fn claude_report(event: &Value) -> Option<Report> {
     };
     match event.get("hook_event_name")?.as_str()? {
         "UserPromptSubmit" => Some(report(ReportedState::Working, None)),
+        // A compaction starts a session in the middle of a turn.
+        "SessionStart" => match event.get("source").and_then(Value::as_str) {
+            Some("compact") => None,
+            _ => Some(report(ReportedState::Idle, None)),
+        },
+        "PostToolUse" => Some(report(ReportedState::Working, None)),
+        "StopFailure" => {
+            let error = event
+                .get("error")
+                .map(|e| match e {
+                    Value::String(s) => s.clone(),
+                    Value::Object(o) => o
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| e.to_string(), str::to_owned),
+                    other => other.to_string(),
+                })
+                .or_else(|| text("error_details"))
+                .unwrap_or_else(|| "the turn failed".to_owned());
+            Some(report(ReportedState::Idle, Some(format!("error: {error}"))))
+        }
         "PreToolUse" => {
             let tool = text("tool_name")?;
             let detail = event
@@ -266,8 +352,54 @@ mod tests {
             )
             .is_none()
         );
-        assert!(claude_report(&json!({"hook_event_name":"SessionStart"})).is_none());
+        let r =
+            claude_report(&json!({"hook_event_name":"SessionStart","source":"resume"})).unwrap();
+        assert_eq!((r.state, r.message), (ReportedState::Idle, None));
+        assert!(
+            claude_report(&json!({"hook_event_name":"SessionStart","source":"compact"})).is_none()
+        );
+        let r =
+            claude_report(&json!({"hook_event_name":"StopFailure","error":"rate_limit"})).unwrap();
+        assert_eq!(
+            (r.state, r.message.as_deref()),
+            (ReportedState::Idle, Some("error: rate_limit"))
+        );
+        let r =
+            claude_report(&json!({"hook_event_name":"PostToolUse","tool_name":"Bash"})).unwrap();
+        assert_eq!(r.state, ReportedState::Working);
         assert!(claude_report(&json!("garbage")).is_none());
+    }
+
+    #[test]
+    fn always_allow_keeps_exactly_the_suggested_rule() {
+        let event = json!({
+            "hook_event_name": "PermissionRequest",
+            "tool_name": "Bash",
+            "permission_suggestions": [
+                {"type": "setMode", "mode": "acceptEdits", "destination": "session"},
+                {"type": "addRules", "behavior": "allow", "destination": "localSettings",
+                 "rules": [{"toolName": "Bash", "ruleContent": "npm test:*"}]}
+            ]
+        });
+        let rule = always_allow_rule(&event).unwrap();
+        assert_eq!(rule_label(&rule), "Bash(npm test:*)");
+        let answered =
+            json!({"Answered": {"ask": "a", "by": "client", "answer": {"option": "allow-always"}}});
+        let decision = claude_decision(Some(&rule), &answered).unwrap();
+        assert_eq!(
+            decision.pointer("/hookSpecificOutput/decision/updatedPermissions/0"),
+            Some(&rule)
+        );
+        // A rule without content would allow the whole tool: not offered.
+        let bare = json!({"permission_suggestions": [
+            {"type": "addRules", "behavior": "allow", "destination": "session",
+             "rules": [{"toolName": "Bash"}]}
+        ]});
+        assert!(always_allow_rule(&bare).is_none());
+        assert!(always_allow_rule(&json!({})).is_none());
+        // Nobody decided: Claude Code asks in its own terminal.
+        let timeout = json!({"Answered": {"ask": "a", "by": "timeout", "answer": {}}});
+        assert!(claude_decision(Some(&rule), &timeout).is_none());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::io::{IsTerminal, Read};
 
 use anyhow::Context;
+use krad_bus::protocol::keys::Key;
 use krad_bus::request::{
     Request, deadline,
     send::{MAX_TEXT, Send, When},
@@ -15,34 +16,49 @@ use crate::output;
 /// Arguments of `krad send`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Several lines arrive whole (as a bracketed paste when the program asked for it). An exited \
-target is a conflict (exit 8).
+Text arrives whole, as a paste (bracketed when the program asked for it), so a dialog \
+does not take it as a keystroke; --enter presses Enter once the text is taken. Keys are \
+pressed after the text, one at a time and unbracketed: use them to answer a dialog. \
+Key names (tmux's): Enter, Escape, Tab, BTab, Space, BSpace, Up, Down, Left, Right, Home, \
+End, PageUp, PageDown, Insert, Delete, F1-F12, C-<key> (Ctrl), M-<key> (Alt), or one \
+character. An exited target is a conflict (exit 8).
 
 Examples:
   krad send 4 'run the tests again' --enter
   krad send 4 'and now the docs' --enter --when-idle
-  krad send 4 - --enter < followup.md")]
+  krad send 4 - --enter < followup.md
+  krad send 4 --key 2                     # pick option 2 of a dialog
+  krad send 4 --key Down --key Enter      # move to the next choice and take it
+  krad send 4 --key Escape                # dismiss a dialog / interrupt")]
 pub struct SendArgs {
     /// The terminal id.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
     pub target: u64,
     /// What to type (at most 32 KiB); - reads it from stdin (one trailing newline dropped).
-    #[arg(value_name = "TEXT")]
-    pub text: String,
-    /// Press Enter after the text.
+    #[arg(value_name = "TEXT", required_unless_present_any = ["keys", "enter"])]
+    pub text: Option<String>,
+    /// Press Enter after the text (as its own keystroke, once the text is taken).
     #[arg(long)]
     pub enter: bool,
+    /// A key to press after the text; repeat for several (`--key Down --key Enter`).
+    #[arg(long = "key", short = 'k', value_name = "KEY", value_parser = parse_key)]
+    pub keys: Vec<String>,
     /// Hold the text until the agent is idle or asking (within 10 s).
     #[arg(long)]
     pub when_idle: bool,
 }
 
-/// Sends the text and says what became of it.
+/// A key name, checked here so that a typo is a usage error before anything is sent.
+fn parse_key(name: &str) -> Result<String, String> {
+    Key::parse(name).map(|_| name.to_owned())
+}
+
+/// Sends the text and keys and says what became of them.
 pub fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let text = if args.text == "-" {
-        read_stdin_text("the text")?
-    } else {
-        args.text
+    let text = match args.text {
+        Some(text) if text == "-" => read_stdin_text("the text")?,
+        Some(text) => text,
+        None => String::new(),
     };
     if text.len() > MAX_TEXT {
         return Err(Failure::new(
@@ -58,6 +74,7 @@ pub fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
     let request = Request::Send(Send {
         target: args.target,
         text,
+        keys: (!args.keys.is_empty()).then_some(args.keys),
         enter: args.enter.then_some(true),
         when: args.when_idle.then_some(When::Idle),
     });

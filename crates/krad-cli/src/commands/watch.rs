@@ -1,5 +1,7 @@
 //! `krad watch`: a live table of the agents, redrawn from the SubscribeAgents
 //! stream at every change (and every second on a terminal, so SINCE keeps time).
+//! Rows of agents that need the user (asking) are marked `!`, and on a terminal
+//! the bell rings when one starts asking.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -20,7 +22,9 @@ use super::subscribe::{self, is_shutting_down, stream_failure};
 #[command(after_help = "\
 On a terminal the table is redrawn in place (width from $COLUMNS, or 100) under a line \
 counting the agents per state; piped, a table is printed after every message, tables \
-separated by a blank line. Ends when the app stops. With --json, prints the stream as \
+separated by a blank line. Agents that need you (asking: a permission, a login, a \
+question) are marked ! and, on a terminal, ring the bell when they start asking \
+(--no-bell to keep quiet). Ends when the app stops. With --json, prints the stream as \
 JSON lines like `krad subscribe`.
 
 Examples:
@@ -31,10 +35,14 @@ pub struct WatchArgs {
     /// Only the agents of this environment.
     #[arg(long = "env", value_name = "NAME")]
     pub environment: Option<String>,
+    /// Do not ring the bell when an agent starts asking.
+    #[arg(long)]
+    pub no_bell: bool,
 }
 
 /// The table's columns; MESSAGE takes the width that is left.
-const COLUMNS: [Column; 6] = [
+const COLUMNS: [Column; 7] = [
+    Column::new("!", 1, 1),
     Column::new("ID", 2, 8),
     Column::new("NAME", 4, 24),
     Column::new("STATE", 5, 8),
@@ -67,7 +75,9 @@ pub fn run(args: WatchArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
     let live = std::io::stdout().is_terminal();
     let mut board = Board::default();
     let mut drawn = false;
+    let ring = live && !args.no_bell;
     loop {
+        let mut newly_asking = false;
         let message = if live {
             match messages.recv_timeout(TICK) {
                 Ok(message) => Some(message),
@@ -90,7 +100,7 @@ pub fn run(args: WatchArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
                     output::line("the app stopped");
                     return Ok(Exit::Success);
                 }
-                board.apply(&message);
+                newly_asking = board.apply(&message);
             }
             // A tick before the first message: nothing to show yet.
             None if !drawn => continue,
@@ -110,6 +120,9 @@ pub fn run(args: WatchArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
             board.table(now, width).join("\n")
         };
         output::line(&frame);
+        if ring && newly_asking {
+            output::bell();
+        }
         drawn = true;
     }
     output::line("the app closed the stream");
@@ -126,7 +139,22 @@ struct Board {
 impl Board {
     /// Applies one stream message: a fresh Snapshot replaces everything, a
     /// resumed one and Agent upsert, Removed deletes, Heartbeat only moves the rev.
-    fn apply(&mut self, message: &Value) {
+    /// Says whether an agent started asking.
+    fn apply(&mut self, message: &Value) -> bool {
+        let asking_before: Vec<u64> = self.asking().collect();
+        self.apply_message(message);
+        self.asking().any(|t| !asking_before.contains(&t))
+    }
+
+    /// The agents that need the user.
+    fn asking(&self) -> impl Iterator<Item = u64> + '_ {
+        self.agents
+            .iter()
+            .filter(|(_, a)| Agent(a).state() == Some("asking"))
+            .map(|(t, _)| *t)
+    }
+
+    fn apply_message(&mut self, message: &Value) {
         if let Some(snapshot) = message.get("Snapshot") {
             if snapshot.get("fresh").and_then(Value::as_bool) != Some(false) {
                 self.agents.clear();
@@ -223,7 +251,13 @@ impl Board {
             .values()
             .map(|record| {
                 let agent = Agent(record);
+                let mark = if agent.state() == Some("asking") {
+                    "!"
+                } else {
+                    ""
+                };
                 vec![
+                    mark.to_owned(),
                     agent.id(),
                     cell(agent.name()),
                     cell(agent.state()),
@@ -253,8 +287,9 @@ mod tests {
         board.apply(&json!({"Snapshot":{"rev":10,"fresh":true,
             "agents":[agent(1,"working",9), agent(2,"idle",10)]}}));
         assert_eq!(board.agents.len(), 2);
-        board.apply(&json!({"Agent": agent(1, "idle", 11)}));
-        board.apply(&json!({"Agent": agent(3, "asking", 12)}));
+        assert!(!board.apply(&json!({"Agent": agent(1, "idle", 11)})));
+        assert!(board.apply(&json!({"Agent": agent(3, "asking", 12)})));
+        assert!(!board.apply(&json!({"Agent": agent(3, "asking", 12)})));
         board.apply(&json!({"Removed":{"terminal":2,"rev":13}}));
         board.apply(&json!({"Heartbeat":{"rev":13}}));
         assert_eq!(board.agents.keys().copied().collect::<Vec<_>>(), vec![1, 3]);
@@ -265,6 +300,11 @@ mod tests {
         );
         let lines = board.table(SystemTime::now(), 60);
         assert_eq!(lines.len(), 3);
+        assert!(
+            lines[2].starts_with('!'),
+            "the asking row is marked: {lines:#?}"
+        );
+        assert!(!lines[1].starts_with('!'));
         assert!(lines.iter().all(|l| l.chars().count() <= 60), "{lines:#?}");
 
         // A resumed snapshot upserts and removes; a fresh one replaces.

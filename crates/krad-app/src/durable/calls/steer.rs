@@ -24,6 +24,7 @@ pub(in crate::durable) async fn type_text(
     let request = Send {
         target: terminal,
         text: text.to_owned(),
+        keys: None,
         enter: Some(true),
         when: None,
     };

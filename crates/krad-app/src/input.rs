@@ -1,0 +1,123 @@
+//! Typing into a terminal: text as a paste (bracketed when the program asked
+//! for it), Enter as a write of its own once the paste is taken, and named keys
+//! one at a time, each once the program took the one before.
+//!
+//! A TUI that reads a paste and a carriage return in one read may take the
+//! return as part of the paste (a newline in the input box) and never submit;
+//! waiting until the program redrew after the paste makes Enter a keystroke.
+
+use std::time::Duration;
+
+use krad_bus::protocol::keys::Key;
+use krad_term::Terminal;
+
+/// How long to wait for the program to show it took a write before the next.
+const TAKEN_WITHIN: Duration = Duration::from_millis(1500);
+/// How often the screen is looked at meanwhile.
+const POLL: Duration = Duration::from_millis(10);
+/// A program that redrew may redraw once more for the same write (a paste's
+/// echo, then the input box growing): this much calm counts as taken.
+const SETTLED: Duration = Duration::from_millis(40);
+
+/// Why typing stopped.
+#[derive(Debug)]
+pub(crate) enum TypeError {
+    /// The write failed.
+    Io(std::io::Error),
+    /// The terminal's input is closed.
+    Closed,
+}
+
+impl std::fmt::Display for TypeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TypeError::Io(e) => write!(f, "{e}"),
+            TypeError::Closed => f.write_str("its input is closed"),
+        }
+    }
+}
+
+/// Types `text` (a paste), then presses Enter if asked, then each key.
+pub(crate) async fn type_into(
+    terminal: &dyn Terminal,
+    text: &str,
+    enter: bool,
+    keys: &[Key],
+) -> Result<(), TypeError> {
+    if !text.is_empty() {
+        let more = enter || !keys.is_empty();
+        write_taken(terminal, paste(text, terminal.bracketed_paste()), more).await?;
+    }
+    if enter {
+        write_taken(terminal, b"\r".to_vec(), !keys.is_empty()).await?;
+    }
+    for (i, key) in keys.iter().enumerate() {
+        let bytes = key.bytes(terminal.snapshot(0).application_cursor);
+        write_taken(terminal, bytes, i + 1 < keys.len()).await?;
+    }
+    Ok(())
+}
+
+/// Writes `bytes`; with `wait`, returns once the screen changed and settled (or
+/// after [`TAKEN_WITHIN`], for a program that shows nothing).
+async fn write_taken(terminal: &dyn Terminal, bytes: Vec<u8>, wait: bool) -> Result<(), TypeError> {
+    let before = wait.then(|| fingerprint(terminal));
+    match terminal.write(bytes).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(TypeError::Io(e)),
+        Err(_) => return Err(TypeError::Closed),
+    }
+    let Some(before) = before else {
+        return Ok(());
+    };
+    let until = tokio::time::Instant::now() + TAKEN_WITHIN;
+    let mut last = before;
+    let mut calm_since: Option<tokio::time::Instant> = None;
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(POLL).await;
+        let now = fingerprint(terminal);
+        if now != last {
+            last = now;
+            calm_since = Some(tokio::time::Instant::now());
+        } else if let Some(since) = calm_since
+            && since.elapsed() >= SETTLED
+        {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// What the screen shows, cheaply compared: its text and cursor.
+fn fingerprint(terminal: &dyn Terminal) -> (String, (u16, u16)) {
+    let snapshot = terminal.snapshot(0);
+    (snapshot.screen, snapshot.cursor)
+}
+
+/// The bytes that type `text`: wrapped in bracketed-paste markers when the
+/// program turned bracketed paste on, so several lines arrive as one.
+pub(crate) fn paste(text: &str, bracketed: bool) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(text.len() + 12);
+    if bracketed && !text.is_empty() {
+        bytes.extend_from_slice(b"\x1b[200~");
+        // A paste-end marker inside the text would end the paste early.
+        bytes.extend_from_slice(text.replace("\x1b[201~", "").as_bytes());
+        bytes.extend_from_slice(b"\x1b[201~");
+    } else {
+        bytes.extend_from_slice(text.as_bytes());
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pastes_are_wrapped_when_asked() {
+        assert_eq!(paste("a\nb", true), b"\x1b[200~a\nb\x1b[201~");
+        assert_eq!(paste("ls", false), b"ls");
+        assert_eq!(paste("a\x1b[201~b", true), b"\x1b[200~ab\x1b[201~");
+        assert_eq!(paste("", true), b"");
+    }
+}
