@@ -25,4 +25,5 @@ mod rights;
 mod ssh;
 mod tmux;
 mod transport;
+mod truth;
 mod waits;

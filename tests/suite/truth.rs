@@ -1,0 +1,265 @@
+//! States that stay true, with programs of the tests' own: keys that reach a
+//! dialog as keystrokes, a Send that claims no state it did not cause, asks
+//! decided when the agent moves on or kept asking when they expire, questions
+//! read on the screen, OSC 7501 announcements, messages that follow the state,
+//! and `[notify]`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{App, code, exit_code, stderr};
+
+fn asks(app: &App) -> Vec<Value> {
+    app.request(json!("Asks"))["Asks"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Polls `check` until it holds (at most 20 s).
+fn until(what: &str, check: impl Fn() -> bool) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < until, "never: {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Polls the terminal's screen until it shows `text` (at most `limit`).
+fn until_screen_within(app: &App, id: u64, text: &str, limit: Duration) -> String {
+    let until = Instant::now() + limit;
+    loop {
+        let answer = app.request(json!({"Output": {"target": id}}));
+        let screen = answer["Output"]["screen"].as_str().unwrap_or_default();
+        if screen.contains(text) {
+            return screen.to_owned();
+        }
+        assert!(Instant::now() < until, "{text:?} never showed: {answer}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn keys_arrive_as_the_bytes_a_terminal_sends_in_the_cursor_mode_on_screen() {
+    let app = App::start();
+    // Application cursor keys on, raw mode: the bytes that arrive, in hex.
+    let id = app.spawn_sh(
+        "printf '\\033[?1h'; stty raw -echo; echo ready; head -c 7 | od -An -tx1 | tr -d ' \\n' | sed 's/^/got:/'; echo; sleep 30",
+    );
+    app.until_screen(id, "ready");
+    let sent = app.request(json!({"Send": {"target": id, "keys": ["Down", "Up", "2"]}}));
+    assert_eq!(sent["Sent"]["delivered"], true, "{sent}");
+    let screen = app.until_screen(id, "got:");
+    assert!(
+        screen.contains("got:1b4f421b4f4132"),
+        "application cursor mode: ESC O B, ESC O A, then '2': {screen}"
+    );
+    // Without it, arrows are ESC [ B.
+    let id = app.spawn_sh(
+        "stty raw -echo; echo ready; head -c 4 | od -An -tx1 | tr -d ' \\n' | sed 's/^/got:/'; echo; sleep 30",
+    );
+    app.until_screen(id, "ready");
+    app.request(json!({"Send": {"target": id, "keys": ["Down", "C-c"]}}));
+    let screen = app.until_screen(id, "got:");
+    assert!(screen.contains("got:1b5b4203"), "{screen}");
+}
+
+#[test]
+fn a_bad_key_is_invalid_and_nothing_is_sent() {
+    let app = App::start();
+    let id = app.spawn_sh("echo ready; read line; echo got:$line; sleep 30");
+    app.until_screen(id, "ready");
+    let answer = app.request(json!({"Send": {"target": id, "keys": ["Down", "Sideways"]}}));
+    assert_eq!(code(&answer), "invalid", "{answer}");
+    assert!(
+        answer["Error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Sideways"),
+        "{answer}"
+    );
+    let out = app.krad(&["send", &id.to_string(), "--key", "Nope"]);
+    assert_eq!(exit_code(&out), 2, "a usage error: {}", stderr(&out));
+    assert!(stderr(&out).contains("Nope"), "{}", stderr(&out));
+    let out = app.krad(&["send", &id.to_string(), "x", "--key", "Enter"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    app.until_screen(id, "got:x");
+}
+
+#[test]
+fn enter_is_its_own_keystroke_after_the_paste() {
+    let app = App::start();
+    // Bracketed paste on, raw mode: prints what arrives, read by read.
+    let id = app.spawn_sh(
+        "printf '\\033[?2004h'; stty raw -echo opost; echo ready; while :; do dd bs=64 count=1 2>/dev/null | od -An -c | tr -s ' ' | sed 's/^/chunk:/'; done",
+    );
+    app.until_screen(id, "ready");
+    app.request(json!({"Send": {"target": id, "text": "hi", "enter": true}}));
+    let screen = app.until_screen(id, "\\r");
+    let paste_then_enter = screen
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("chunk:"))
+        .collect::<Vec<_>>();
+    let enter_line = paste_then_enter
+        .iter()
+        .position(|l| l.contains("\\r"))
+        .unwrap();
+    assert!(
+        paste_then_enter[enter_line]
+            .trim_start_matches("chunk:")
+            .trim()
+            == "\\r",
+        "the Enter came in a read of its own, not glued to the paste: {screen}"
+    );
+}
+
+#[test]
+fn an_agent_that_reports_working_or_idle_decides_its_open_asks() {
+    let app = App::start();
+    let ask = r#"{"Ask":{"kind":"permission","tool":{"name":"Bash","input":{"command":"make"}}}}"#;
+    let id = app.spawn_sh(&format!(
+        "krad raw '{ask}' > answered.json & echo asked; read go; krad report working; sleep 30"
+    ));
+    until("the ask is open", || !asks(&app).is_empty());
+    let asking = app.until_state(id, "asking");
+    assert_eq!(asking["message"], "Bash: make");
+    // The user answered in the agent's own terminal: the agent goes on.
+    app.request(json!({"Send": {"target": id, "text": "go", "enter": true}}));
+    until("the ask is decided", || asks(&app).is_empty());
+    let answered = app.dir.path().join("repo/answered.json");
+    until("the hook learnt the decision", || {
+        std::fs::read_to_string(&answered).is_ok_and(|t| t.contains("\"by\":\"program\""))
+    });
+    let working = app.until_state(id, "working");
+    assert_eq!(working["state_source"], "hook");
+    assert_eq!(working["message"], Value::Null, "no leftover question");
+}
+
+#[test]
+fn an_expired_ask_leaves_the_agent_asking_in_its_own_terminal() {
+    let app = App::start();
+    let ask = r#"{"Ask":{"kind":"permission","tool":{"name":"Bash","input":{"command":"make"}},"expires_in_secs":1}}"#;
+    let id = app.spawn_sh(&format!(
+        "krad raw '{ask}'; echo expired; read answer; krad report idle --message done; sleep 30"
+    ));
+    app.until_screen(id, "\"by\":\"timeout\"");
+    app.until_screen(id, "expired");
+    let record = app.record(id);
+    assert_eq!(record["state"], "asking", "{record}");
+    assert_eq!(record["message"], "Bash: make");
+    // Keys to an agent whose hooks tell its state claim nothing; here the
+    // exec profile has no hooks: Enter answers and it works again.
+    app.request(json!({"Send": {"target": id, "text": "y", "enter": true}}));
+    let idle = app.until_state(id, "idle");
+    assert_eq!(idle["message"], "done");
+}
+
+#[test]
+fn osc_7501_announcements_decide_and_reports_only_bring_messages() {
+    let app = App::start();
+    let id = app.spawn_sh(
+        "printf '\\033]7501;state=working\\007'; echo one; read a; \
+         printf '\\033]7501;state=blocked:exec:kind=permission\\007'; read b; \
+         krad report idle --message 'not a state'; \
+         printf '\\033]7501;state=working\\007'; read c; \
+         printf '\\033]7501;state=done\\007'; krad report idle --message 'All done.'; sleep 30",
+    );
+    let working = app.until(id, Duration::from_secs(20), |r| {
+        r["state"] == "working" && r["state_source"] == "hook"
+    });
+    assert_eq!(working["message"], Value::Null);
+    app.request(json!({"Send": {"target": id, "text": "a", "enter": true}}));
+    let asking = app.until_state(id, "asking");
+    assert_eq!(asking["state_source"], "hook");
+    assert_eq!(asking["message"], "needs your approval");
+    app.request(json!({"Send": {"target": id, "text": "b", "enter": true}}));
+    let working = app.until(id, Duration::from_secs(20), |r| r["state"] == "working");
+    // The report in between said idle: the announcements outrank it.
+    assert_eq!(working["state_source"], "hook");
+    app.request(json!({"Send": {"target": id, "text": "c", "enter": true}}));
+    let idle = app.until(id, Duration::from_secs(20), |r| {
+        r["state"] == "idle" && r["message"] == "All done."
+    });
+    assert_eq!(idle["state_source"], "hook");
+}
+
+#[test]
+fn a_login_screen_is_asking_until_it_is_gone_and_no_prompt_is_typed_into_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agent.sh");
+    // Takes whatever arguments a claude profile gives; asks to log in first.
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\necho 'Select login method:'; echo ' 1. Claude account'; read choice; \
+         printf '\\033[2J\\033[H'; echo \"logged in with $choice\"; read prompt; echo \"prompt: $prompt\"; sleep 30\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&agent).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&agent, perms).unwrap();
+    let config = format!(
+        "[profiles.login]\ncommand = [{:?}]\nhooks = \"claude\"\nprompt = \"type\"\n",
+        agent.display().to_string()
+    );
+    let app = App::start_config(&config);
+    let id = app.spawn(json!({"profile": "login", "prompt": "the task"}))["terminal"]
+        .as_u64()
+        .unwrap();
+    let asking = app.until_state(id, "asking");
+    assert_eq!(asking["state_source"], "screen");
+    assert_eq!(asking["message"], "needs you: log in");
+    // No hook will say it is up, and the screen asks: the prompt waits.
+    app.request(json!({"Send": {"target": id, "keys": ["1", "Enter"]}}));
+    app.until_screen(id, "logged in with 1");
+    let record = app.until(id, Duration::from_secs(20), |r| r["state"] != "asking");
+    assert_ne!(record["message"], "needs you: log in");
+    // Without a SessionStart hook, the prompt is typed after the fallback wait.
+    let screen = until_screen_within(&app, id, "prompt: the task", Duration::from_secs(40));
+    assert!(!screen.contains("logged in with the task"), "{screen}");
+}
+
+#[test]
+fn the_message_follows_the_state_and_an_exit_says_how_it_ended() {
+    let app = App::start();
+    let id = app.spawn_sh(
+        "krad report idle --message 'first reply'; read a; krad report working; read b; exit 3",
+    );
+    let idle = app.until_state(id, "idle");
+    assert_eq!(idle["message"], "first reply");
+    app.request(json!({"Send": {"target": id, "text": "a", "enter": true}}));
+    let working = app.until_state(id, "working");
+    assert_eq!(working["message"], Value::Null, "a new turn: no leftover");
+    app.request(json!({"Send": {"target": id, "text": "b", "enter": true}}));
+    let exited = app.until_state(id, "exited");
+    assert_eq!(exited["message"], "exited with code 3");
+}
+
+#[test]
+fn notify_runs_the_command_with_the_record_on_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("told.jsonl");
+    let config = format!(
+        "[notify]\ncommand = [\"sh\", \"-c\", \"printf '%s ' \\\"$KRAD_NOTIFY_KIND\\\" >> {log}; cat >> {log}\"]\ndebounce_secs = 0\n",
+        log = log.display()
+    );
+    let app = App::start_config(&config);
+    let id =
+        app.spawn_sh("krad report working; krad report idle --message 'turn over'; read a; exit 0");
+    until("told of the idle", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("turn over"))
+    });
+    app.request(json!({"Send": {"target": id, "text": "a", "enter": true}}));
+    until("told of the exit", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("exited "))
+    });
+    let told = std::fs::read_to_string(&log).unwrap();
+    for line in told.lines() {
+        let (kind, record) = line.split_once(' ').unwrap();
+        let record: Value = serde_json::from_str(record).unwrap();
+        assert_eq!(record["terminal"], id);
+        assert_eq!(record["state"], kind, "{line}");
+    }
+    assert!(!told.contains(app.token()), "never the token");
+}
