@@ -27,3 +27,5 @@ mod tmux;
 mod transport;
 mod truth;
 mod waits;
+
+mod real;

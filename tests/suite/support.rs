@@ -100,6 +100,7 @@ impl App {
             .env_remove("KRAD_ADE_TOKEN_FILE")
             .env_remove("KRAD_ADE_TERMINAL")
             .env_remove("COLLIE_DURABLE_SOCKET")
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(
                 std::fs::OpenOptions::new()
@@ -224,6 +225,9 @@ pub struct Launch<'a> {
     pub config: Option<&'a str>,
     /// Start in the directory (and repository) of a previous app.
     pub reuse: Option<tempfile::TempDir>,
+    /// Extra environment for the app, and so for its terminals (set after the
+    /// suite's own, so `PATH` here replaces the suite's).
+    pub env: Vec<(String, String)>,
 }
 
 /// The directory of the fake agents the tests run (`tests/suite/fake`).
