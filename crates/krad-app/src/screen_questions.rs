@@ -53,6 +53,38 @@ const CODEX: &[Question] = &[
     },
 ];
 
+/// Text on Claude Code's screen while its own permission dialog is up.
+const CLAUDE_DIALOG: &[&str] = &[
+    "Do you want to proceed?",
+    "Do you want to make this edit",
+    "Do you want to create",
+    "Esc to cancel · Tab to amend",
+];
+
+/// Claude Code's line once its dialog was declined (Escape or "No"): the turn
+/// is over, and no hook says so.
+const CLAUDE_INTERRUPTED: &str = "Interrupted · What should Claude do instead?";
+
+/// Whether the agent's own permission dialog is on `screen`.
+pub(crate) fn permission_dialog(hooks: HookKind, screen: &str) -> bool {
+    match hooks {
+        HookKind::Claude => CLAUDE_DIALOG.iter().any(|m| screen.contains(m)),
+        HookKind::Codex => screen.contains("Would you like to run the following command?"),
+        HookKind::None => false,
+    }
+}
+
+/// Whether the screen's last tool call was declined by the user's keys: its
+/// result line (`⎿ …`, the newest on screen) is Claude Code's "Interrupted".
+pub(crate) fn declined(hooks: HookKind, screen: &str) -> bool {
+    hooks == HookKind::Claude
+        && screen
+            .lines()
+            .rev()
+            .find(|line| line.trim_start().starts_with('⎿'))
+            .is_some_and(|line| line.contains(CLAUDE_INTERRUPTED))
+}
+
 /// Whether agents of this kind have screen questions to look for.
 pub(crate) fn known(hooks: HookKind) -> bool {
     !questions(hooks).is_empty()
@@ -95,5 +127,19 @@ mod tests {
         assert_eq!(find(HookKind::Claude, "> fix the bug"), None);
         assert_eq!(find(HookKind::None, trust), None);
         assert!(known(HookKind::Codex) && !known(HookKind::None));
+        assert!(permission_dialog(
+            HookKind::Claude,
+            " Bash command\n   touch made.txt\n Do you want to proceed?\n ❯ 1. Yes"
+        ));
+        assert!(!permission_dialog(HookKind::Claude, "❯ make a file"));
+        assert!(declined(
+            HookKind::Claude,
+            "● Bash(touch other.txt)\n  ⎿  Interrupted · What should Claude do instead?\n❯"
+        ));
+        // An older decline, then a newer call waiting: not declined.
+        assert!(!declined(
+            HookKind::Claude,
+            "  ⎿  Interrupted · What should Claude do instead?\n● Bash(touch x)\n  ⎿  Waiting…"
+        ));
     }
 }

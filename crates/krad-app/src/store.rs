@@ -52,9 +52,17 @@ pub struct Entry {
     /// A prompt waits to be typed once the program is up: until then, an idle
     /// report does not make it idle (the task has not been given yet).
     pub prompt_pending: bool,
+    /// The prompt was given on the command line and its turn has not ended: a
+    /// program announcing `idle` meanwhile is starting up, not done.
+    pub first_turn_pending: bool,
     /// A question read on the screen (a login, a trust dialog) made it `asking`:
     /// the state and source it had before.
     pub screen_question: Option<(AgentState, StateSource)>,
+    /// A report's message that came before the announcement of the state it
+    /// belongs to (Codex's turn-complete notify before its `done`).
+    pub pending_message: Option<String>,
+    /// The agent's own permission dialog was seen on screen while it asked.
+    pub dialog_seen: bool,
     watch: watch::Sender<AgentRecord>,
 }
 
@@ -281,7 +289,10 @@ impl Store {
                 announces_state: false,
                 hook_heard: false,
                 prompt_pending: false,
+                first_turn_pending: false,
                 screen_question: None,
+                pending_message: None,
+                dialog_seen: false,
                 token_file,
             },
         );

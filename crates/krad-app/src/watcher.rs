@@ -35,7 +35,7 @@ const READY_SILENT: Duration = Duration::from_secs(3);
 /// its prompt once they did, or after this long without them.
 const READY_HOOK_LIMIT: Duration = Duration::from_secs(15);
 
-/// A screen is read for questions once output has been calm this long.
+/// A screen is read for questions this long after it changed (at most this often).
 const QUESTION_CALM: Duration = Duration::from_millis(250);
 
 /// Runs until the terminal's program exits.
@@ -91,11 +91,23 @@ pub(crate) async fn run(
                     if event == TerminalEvent::Output {
                         let now = tokio::time::Instant::now();
                         last_output = Some(now);
+                        // At most every QUESTION_CALM, also while output flows
+                        // (a spinner never lets the screen be calm).
                         if look_for_questions {
-                            question_check_at = Some(now + QUESTION_CALM);
+                            question_check_at.get_or_insert(now + QUESTION_CALM);
                         }
                     }
-                    apply(&core, id, event);
+                    // What an announcement leaves unsaid is on the screen (the
+                    // command awaiting approval, the error); read outside the store.
+                    let screen = match &event {
+                        TerminalEvent::AgentState(word)
+                            if word.starts_with("blocked") || word.starts_with("error") =>
+                        {
+                            Some(terminal.snapshot(0).screen)
+                        }
+                        _ => None,
+                    };
+                    apply(&core, id, event, screen.as_deref());
                 }
                 None => {
                     // The host went away without an exit: take what it knows.
@@ -142,7 +154,7 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-fn apply(core: &Core, id: u64, event: TerminalEvent) {
+fn apply(core: &Core, id: u64, event: TerminalEvent, screen: Option<&str>) {
     core.store.update(id, |e| {
         let record = &mut e.record;
         let hooked = record.state_source == StateSource::Hook;
@@ -186,30 +198,69 @@ fn apply(core: &Core, id: u64, event: TerminalEvent) {
             TerminalEvent::AgentState(announced) => {
                 e.last_activity = Instant::now();
                 e.announces_state = true;
-                let Some((state, message)) = announced_state(&announced) else {
+                let Some((state, mut message)) = announced_state(&announced, screen.unwrap_or(""))
+                else {
                     return false;
                 };
-                matches!(
-                    record.state,
-                    AgentState::Working
-                        | AgentState::Idle
-                        | AgentState::Starting
-                        | AgentState::Asking
-                ) && set_state(record, state, StateSource::Hook, message)
+                let turn_over =
+                    matches!(announced.split([':', ';']).next(), Some("done" | "error"));
+                if e.first_turn_pending {
+                    if turn_over || state == AgentState::Asking {
+                        e.first_turn_pending = false;
+                    } else if state == AgentState::Idle {
+                        // Up, and about to take the prompt it was started with.
+                        return false;
+                    }
+                }
+                match state {
+                    // A new turn: what the last one said is no longer news.
+                    AgentState::Working => e.pending_message = None,
+                    // The turn's reply, if its report came before the announcement.
+                    AgentState::Idle if message.is_none() => message = e.pending_message.take(),
+                    _ => {}
+                }
+                record.state != AgentState::Exited
+                    && set_state(record, state, StateSource::Hook, message)
             }
             TerminalEvent::Exited(_) => false,
         }
     });
 }
 
-/// Reads the screen for a question no hook tells (a login, a trust dialog):
-/// one makes the agent `asking` (`screen`); once it is gone, the agent is back
-/// in the state it was in before (`working` if it was starting).
+/// Reads the screen for what no hook tells:
+/// * a question (a login, a trust dialog) makes the agent `asking` (`screen`);
+///   once it is gone, the agent is back in the state it was in before
+///   (`working` if it was starting);
+/// * the agent's own permission dialog, while it asks: once the dialog is gone
+///   the question is over — `idle` if the user declined it (Claude Code says
+///   nothing then), else `working` — and its open asks are decided by `program`.
 fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: HookKind) {
     let screen = terminal.snapshot(0).screen;
     let question = screen_questions::find(hooks, &screen);
+    let dialog = screen_questions::permission_dialog(hooks, &screen);
+    let declined = screen_questions::declined(hooks, &screen);
+    let mut dialog_gone = false;
+    let error = (hooks == HookKind::Codex)
+        .then(|| codex_error(&screen))
+        .flatten();
     core.store.update(id, |e| {
         let record = &mut e.record;
+        if record.state != AgentState::Asking {
+            e.dialog_seen = false;
+        }
+        // The announcement may come before the error is drawn.
+        if record.state == AgentState::Idle
+            && record.message.as_deref() == Some(ERROR)
+            && let Some(error) = error
+        {
+            let source = record.state_source;
+            return set_state(
+                record,
+                AgentState::Idle,
+                source,
+                Some(format!("{ERROR}: {error}")),
+            );
+        }
         match (question, e.screen_question) {
             (_, _) if record.state == AgentState::Exited => false,
             (Some(message), before) => {
@@ -241,31 +292,121 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
                 };
                 set_state(record, state, source, None)
             }
+            (None, None) if record.state == AgentState::Asking => {
+                if dialog {
+                    e.dialog_seen = true;
+                    // The announcement may come before the dialog is drawn.
+                    if record.message.as_deref() == Some(NEEDS_APPROVAL)
+                        && let Some(command) = pending_command(&screen)
+                    {
+                        let message = format!("{NEEDS_APPROVAL} to run: {command}");
+                        return set_state(
+                            record,
+                            AgentState::Asking,
+                            record.state_source,
+                            Some(message),
+                        );
+                    }
+                    return false;
+                }
+                if e.announces_state || (!e.dialog_seen && !declined) {
+                    // Its announcements tell when the dialog is gone; or it is not
+                    // drawn yet, or went before it was seen: the hooks tell.
+                    return false;
+                }
+                e.dialog_seen = false;
+                dialog_gone = true;
+                if declined {
+                    set_state(
+                        record,
+                        AgentState::Idle,
+                        StateSource::Screen,
+                        Some("declined: the turn stopped at the permission dialog".to_owned()),
+                    )
+                } else {
+                    set_state(record, AgentState::Working, StateSource::Screen, None)
+                }
+            }
             (None, None) => false,
         }
     });
+    if dialog_gone {
+        let decided = core.asks.decide_all_by_program(id);
+        tracing::debug!(terminal = id, decided, "the permission dialog is gone");
+    }
 }
 
-/// The state (and message) an OSC 7501 announcement stands for; `None` for one
-/// that says nothing about the turn (`clear`, unknown words).
-fn announced_state(announced: &str) -> Option<(AgentState, Option<String>)> {
+/// The state (and message) an OSC 7501 announcement stands for (Codex writes
+/// `working`, `blocked:app=codex:kind=permission`, `done`, `idle`, `error`);
+/// `None` for one that says nothing about the turn (`clear`, unknown words).
+/// `screen` supplies what the announcement leaves unsaid.
+fn announced_state(announced: &str, screen: &str) -> Option<(AgentState, Option<String>)> {
     let word = announced.split([':', ';']).next().unwrap_or_default();
     match word {
         "working" => Some((AgentState::Working, None)),
         "done" | "idle" => Some((AgentState::Idle, None)),
+        "error" => {
+            let error = codex_error(screen)
+                .map_or_else(|| ERROR.to_owned(), |line| format!("{ERROR}: {line}"));
+            Some((AgentState::Idle, Some(error)))
+        }
         "blocked" => {
             let kind = announced
                 .split([':', ';'])
                 .find_map(|part| part.strip_prefix("kind="))
                 .unwrap_or("input");
             let message = match kind {
-                "permission" => "needs your approval".to_owned(),
+                "permission" => match pending_command(screen) {
+                    Some(command) => format!("{NEEDS_APPROVAL} to run: {command}"),
+                    None => NEEDS_APPROVAL.to_owned(),
+                },
                 other => format!("needs you: {other}"),
             };
             Some((AgentState::Asking, Some(message)))
         }
         _ => None,
     }
+}
+
+/// An error's message until the error is on screen.
+const ERROR: &str = "error";
+
+/// The error of Codex's last turn: a `■ …` line after the turn's prompt (the
+/// `› …` line before it; the last `›` line is the input box).
+fn codex_error(screen: &str) -> Option<&str> {
+    let mut prompts = 0;
+    for line in screen.lines().rev() {
+        let line = line.trim_start();
+        if line.starts_with('›') {
+            prompts += 1;
+            if prompts > 1 {
+                return None;
+            }
+        } else if let Some(error) = line.strip_prefix('■') {
+            return Some(error.trim()).filter(|e| !e.is_empty());
+        }
+    }
+    None
+}
+
+/// An approval's message until the command it is for is on screen.
+const NEEDS_APPROVAL: &str = "needs your approval";
+
+/// The last screen line that starts with `mark` (after blanks), without it.
+fn last_line_starting<'a>(screen: &'a str, mark: &str) -> Option<&'a str> {
+    screen
+        .lines()
+        .rev()
+        .find_map(|line| line.trim_start().strip_prefix(mark))
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+}
+
+/// The command Codex's approval dialog shows (`$ touch made.txt` under "Would
+/// you like to run the following command?").
+fn pending_command(screen: &str) -> Option<&str> {
+    let (_, dialog) = screen.rsplit_once("Would you like to run the following command?")?;
+    last_line_starting(dialog, "$ ")
 }
 
 /// Whether a notification asks something of the user.
@@ -330,17 +471,38 @@ mod tests {
     #[test]
     fn announced_states() {
         assert_eq!(
-            announced_state("working"),
+            announced_state("working:app=codex", ""),
             Some((AgentState::Working, None))
         );
-        assert_eq!(announced_state("done"), Some((AgentState::Idle, None)));
-        assert_eq!(announced_state("idle"), Some((AgentState::Idle, None)));
+        assert_eq!(announced_state("done", ""), Some((AgentState::Idle, None)));
+        assert_eq!(announced_state("idle", ""), Some((AgentState::Idle, None)));
+        let dialog = "› make a file\n• Running touch made.txt\n  Would you like to run the following command?\n  Reason: x\n  $ touch made.txt\n› 1. Yes, proceed (y)";
         assert_eq!(
-            announced_state("blocked:exec:kind=permission"),
+            announced_state("blocked:app=codex:kind=permission", dialog),
+            Some((
+                AgentState::Asking,
+                Some("needs your approval to run: touch made.txt".into())
+            ))
+        );
+        assert_eq!(
+            announced_state("blocked:app=codex:kind=permission", ""),
             Some((AgentState::Asking, Some("needs your approval".into())))
         );
-        assert_eq!(announced_state("clear"), None);
-        assert_eq!(announced_state(""), None);
+        assert_eq!(
+            codex_error("› one\n■ old error\n› two\n• fine\n› Ask Codex"),
+            None,
+            "an older turn's error"
+        );
+        let error = "› fail please\n■ {\"error\":{\"message\":\"bad things\"}}\n› Ask Codex";
+        assert_eq!(
+            announced_state("error:app=codex", error),
+            Some((
+                AgentState::Idle,
+                Some("error: {\"error\":{\"message\":\"bad things\"}}".into())
+            ))
+        );
+        assert_eq!(announced_state("clear", ""), None);
+        assert_eq!(announced_state("", ""), None);
     }
 
     #[test]

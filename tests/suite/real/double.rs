@@ -66,6 +66,8 @@ struct State {
     script: VecDeque<Turn>,
     /// Main-conversation request bodies, in arrival order.
     main: Vec<Value>,
+    /// When each main request arrived and when its answer was written whole.
+    main_times: Vec<(Instant, Option<Instant>)>,
     /// Every request as `(method path, body)`, for diagnostics.
     all: Vec<(String, Value)>,
     closed: bool,
@@ -134,6 +136,27 @@ impl ModelDouble {
     /// The main-conversation request bodies received so far.
     pub fn requests(&self) -> Vec<Value> {
         self.shared.lock().main.clone()
+    }
+
+    /// Waits until the `n`th main request (from 1) was answered whole; returns when
+    /// it arrived and when it was answered.
+    pub fn wait_answered(&self, n: usize, timeout: Duration) -> (Instant, Instant) {
+        let until = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        loop {
+            if let Some((start, Some(end))) = state.main_times.get(n - 1) {
+                return (*start, *end);
+            }
+            let left = until
+                .checked_duration_since(Instant::now())
+                .unwrap_or_else(|| panic!("main request {n} not answered within {timeout:?}"));
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     /// Every request so far as `"METHOD /path"` and its body (side requests too).
@@ -238,7 +261,14 @@ fn serve(shared: &Shared, stream: TcpStream) {
                 serde_json::to_vec_pretty(&request.body).unwrap_or_default(),
             );
         }
-        let keep = answer(shared, &mut stream, &request, id);
+        let (keep, main) = answer(shared, &mut stream, &request, id);
+        if let Some(index) = main {
+            let mut state = shared.lock();
+            if let Some(times) = state.main_times.get_mut(index) {
+                times.1 = Some(Instant::now());
+            }
+            shared.changed.notify_all();
+        }
         if !keep {
             break;
         }
@@ -294,8 +324,26 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Request> {
     Some(Request { method, path, body })
 }
 
-/// Answers one request; returns whether the connection may serve another.
-fn answer(shared: &Shared, stream: &mut TcpStream, request: &Request, id: u64) -> bool {
+/// Answers one request; returns whether the connection may serve another, and the
+/// index of the main request it was.
+fn answer(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    request: &Request,
+    id: u64,
+) -> (bool, Option<usize>) {
+    let mut index = None;
+    let keep = answer_inner(shared, stream, request, id, &mut index);
+    (keep, index)
+}
+
+fn answer_inner(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    request: &Request,
+    id: u64,
+    index: &mut Option<usize>,
+) -> bool {
     let path = request.path.split('?').next().unwrap_or_default();
     let api = if path.ends_with("/messages") || path.contains("/messages/") {
         Api::Anthropic
@@ -311,6 +359,8 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: &Request, id: u64) -
         ));
         let turn = if main && matches!(path, "/v1/messages" | "/v1/responses") {
             state.main.push(request.body.clone());
+            state.main_times.push((Instant::now(), None));
+            *index = Some(state.main.len() - 1);
             state.script.pop_front()
         } else {
             None

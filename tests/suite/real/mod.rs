@@ -3,8 +3,12 @@
 //! whose HOME, config and model API are all the test's own, so that nothing touches
 //! the real HOME, the network or a global install.
 
+mod claude;
+mod codex;
 mod double;
 mod smoke;
+mod timeline;
+mod turns;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::Core;
 use crate::asks::Raised;
+use crate::config::HookKind;
 use crate::store::set_state;
 
 /// Leaves the ask when the request is dropped (client gone, deadline), so that
@@ -20,14 +21,17 @@ struct Waiting<'a> {
     core: &'a Core,
     ask: String,
     terminal: u64,
-    /// It expired: the question moved to the agent's own terminal.
-    expired: bool,
+    /// Whether the agent is taken as working again once the ask is decided:
+    /// yes when a person decided it; not when it expired (the question moved to
+    /// the agent's own terminal), nor when the agent went away from it and tells
+    /// its own state (its hooks or its screen say what it does next).
+    settle: bool,
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.core.asks.leave(&self.ask);
-        if !self.expired {
+        if self.settle {
             settle(self.core, self.terminal);
         }
     }
@@ -59,11 +63,17 @@ pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Ask) ->
             (info, decision)
         }
     };
+    let tells_its_state = core
+        .store
+        .with(me.terminal, |e| {
+            e.profile.hooks != HookKind::None || e.announces_state
+        })
+        .unwrap_or(false);
     let mut waiting = Waiting {
         core,
         ask: info.ask.clone(),
         terminal: me.terminal,
-        expired: false,
+        settle: !tells_its_state,
     };
     let expiry = tokio::time::sleep(std::time::Duration::from_secs(request.expiry_secs()));
     tokio::pin!(expiry);
@@ -89,7 +99,11 @@ pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Ask) ->
             }
         }
     };
-    waiting.expired = answered.by == DecidedBy::Timeout;
+    waiting.settle = match answered.by {
+        DecidedBy::Timeout => false,
+        DecidedBy::Program => !tells_its_state,
+        _ => true,
+    };
     drop(waiting);
     Response::Answered(answered)
 }

@@ -196,9 +196,12 @@ impl BusAttachment for Attacher {
                     }
                 }
                 self.writes.push_back(self.terminal.write(bytes));
-                // Keystrokes answer a question: an asking agent is working again.
+                // Keystrokes answer a question: an asking agent is working again —
+                // unless it tells its state itself (then it says when it is not asking).
                 self.core.store.update(self.id, |e| {
                     e.record.state == AgentState::Asking
+                        && e.profile.hooks == crate::config::HookKind::None
+                        && !e.announces_state
                         && set_state(&mut e.record, AgentState::Working, StateSource::Input, None)
                 });
                 Ok(())

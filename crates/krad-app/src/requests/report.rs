@@ -37,7 +37,20 @@ pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Report) -> R
         }
         e.last_activity = std::time::Instant::now();
         e.hook_heard = true;
-        let mut changed = if e.prompt_pending && state == AgentState::Idle {
+        if state == AgentState::Idle && !e.prompt_pending {
+            // A turn ended: the one the command line started, if any.
+            e.first_turn_pending = false;
+        }
+        let mut changed = if let Some(before) = &mut e.screen_question
+            && state != AgentState::Asking
+        {
+            // A question is on the screen (a trust dialog): it stays the state;
+            // what the hook says is the state once the question is gone.
+            if !(e.prompt_pending && state == AgentState::Idle) {
+                *before = (state, StateSource::Hook);
+            }
+            false
+        } else if e.prompt_pending && state == AgentState::Idle {
             // Up, with its prompt about to be typed: not idle, but heard.
             let current = e.record.state;
             set_state(&mut e.record, current, StateSource::Hook, None)
@@ -49,7 +62,12 @@ pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Report) -> R
                 Some(message) if e.record.state == state => {
                     set_state(&mut e.record, state, source, Some(message.clone()))
                 }
-                _ => false,
+                // Ahead of the announcement: kept for it.
+                Some(message) => {
+                    e.pending_message = Some(message.clone());
+                    false
+                }
+                None => false,
             }
         } else if asking_through_bus {
             // The open ask's card names the tool and its input: better than the

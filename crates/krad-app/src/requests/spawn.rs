@@ -191,12 +191,14 @@ pub(crate) async fn spawn(
     let record = core
         .store
         .insert(record, terminal.clone(), profile.clone(), token_file);
+    let prompt_in_argv = profile.prompt == PromptDelivery::Arg && request.prompt.is_some();
     let typed = (profile.prompt == PromptDelivery::Type)
         .then_some(request.prompt)
         .flatten();
-    if typed.is_some() {
+    if typed.is_some() || prompt_in_argv {
         core.store.update(id, |e| {
-            e.prompt_pending = true;
+            e.prompt_pending = typed.is_some();
+            e.first_turn_pending = prompt_in_argv;
             false
         });
     }

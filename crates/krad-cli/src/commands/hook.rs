@@ -150,38 +150,47 @@ fn permission_request(event: &Value, connect: &ConnectArgs) -> Exit {
     Exit::Success
 }
 
-/// The rule Claude Code suggests keeping for "always allow" (the first
-/// `addRules` suggestion whose every rule has its content, so that it never
-/// allows a whole tool), as Claude Code gave it.
+/// What Claude Code suggests keeping for "always allow", as it gave it: the
+/// first `addRules` suggestion whose every rule has its content (so that it
+/// never allows a whole tool), or else an `addDirectories` one (its TUI's
+/// "always allow access to DIR/"). Mode changes (`setMode`) are never offered.
 pub fn always_allow_rule(event: &Value) -> Option<Value> {
-    event
-        .get("permission_suggestions")?
-        .as_array()?
+    let suggestions = event.get("permission_suggestions")?.as_array()?;
+    let text = |v: &Value| v.as_str().is_some_and(|t| !t.is_empty());
+    let scoped_rules = |suggestion: &&Value| {
+        suggestion.get("type").and_then(Value::as_str) == Some("addRules")
+            && suggestion.get("behavior").and_then(Value::as_str) == Some("allow")
+            && suggestion
+                .get("rules")
+                .and_then(Value::as_array)
+                .is_some_and(|rules| {
+                    !rules.is_empty()
+                        && rules.iter().all(|rule| {
+                            rule.get("toolName").is_some_and(text)
+                                && rule.get("ruleContent").is_some_and(text)
+                        })
+                })
+    };
+    let directories = |suggestion: &&Value| {
+        suggestion.get("type").and_then(Value::as_str) == Some("addDirectories")
+            && suggestion
+                .get("directories")
+                .and_then(Value::as_array)
+                .is_some_and(|dirs| !dirs.is_empty() && dirs.iter().all(text))
+    };
+    suggestions
         .iter()
-        .find(|suggestion| {
-            suggestion.get("type").and_then(Value::as_str) == Some("addRules")
-                && suggestion.get("behavior").and_then(Value::as_str) == Some("allow")
-                && suggestion
-                    .get("rules")
-                    .and_then(Value::as_array)
-                    .is_some_and(|rules| {
-                        !rules.is_empty()
-                            && rules.iter().all(|rule| {
-                                rule.get("toolName")
-                                    .and_then(Value::as_str)
-                                    .is_some_and(|t| !t.is_empty())
-                                    && rule
-                                        .get("ruleContent")
-                                        .and_then(Value::as_str)
-                                        .is_some_and(|c| !c.is_empty())
-                            })
-                    })
-        })
+        .find(scoped_rules)
+        .or_else(|| suggestions.iter().find(directories))
         .cloned()
 }
 
-/// A suggestion's rules as Claude Code writes them: `Bash(npm test:*)`.
+/// A suggestion as a person reads it: `Bash(npm test:*)`, `access to /repo`.
 fn rule_label(suggestion: &Value) -> String {
+    if let Some(dirs) = suggestion.get("directories").and_then(Value::as_array) {
+        let dirs: Vec<&str> = dirs.iter().filter_map(Value::as_str).collect();
+        return format!("access to {}", dirs.join(", "));
+    }
     let rules: Vec<String> = suggestion
         .get("rules")
         .and_then(Value::as_array)
@@ -277,9 +286,21 @@ pub fn claude_report(event: &Value) -> Option<Report> {
     }
 }
 
+/// The first words of the prompt of Codex's hidden title turn: its notify is not
+/// the user's turn (its message is the generated title, its thread not the
+/// conversation's).
+const CODEX_TITLE_PROMPT: &str = "Generate a concise, single-line task title";
+
 /// The report a Codex notify call stands for.
 pub fn codex_report(event: &Value) -> Option<Report> {
     if event.get("type")?.as_str()? != "agent-turn-complete" {
+        return None;
+    }
+    let title_turn = event
+        .pointer("/input-messages/0")
+        .and_then(Value::as_str)
+        .is_some_and(|m| m.trim_start().starts_with(CODEX_TITLE_PROMPT));
+    if title_turn {
         return None;
     }
     Some(Report {
@@ -396,6 +417,18 @@ mod tests {
              "rules": [{"toolName": "Bash"}]}
         ]});
         assert!(always_allow_rule(&bare).is_none());
+        // What the TUI offers for a command in the folder: access to it.
+        let dirs = json!({"permission_suggestions": [
+            {"type": "setMode", "mode": "acceptEdits", "destination": "session"},
+            {"type": "addDirectories", "directories": ["/r/repo"], "destination": "session"}
+        ]});
+        let rule = always_allow_rule(&dirs).unwrap();
+        assert_eq!(rule["type"], "addDirectories");
+        assert_eq!(rule_label(&rule), "access to /r/repo");
+        let only_mode = json!({"permission_suggestions": [
+            {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
+        ]});
+        assert!(always_allow_rule(&only_mode).is_none());
         assert!(always_allow_rule(&json!({})).is_none());
         // Nobody decided: Claude Code asks in its own terminal.
         let timeout = json!({"Answered": {"ask": "a", "by": "timeout", "answer": {}}});
@@ -426,6 +459,10 @@ mod tests {
             (ReportedState::Idle, Some("Fixed."))
         );
         assert!(codex_report(&json!({"type":"other"})).is_none());
+        let title = json!({"type":"agent-turn-complete","thread-id":"t2",
+            "input-messages":["Generate a concise, single-line task title of at most 36 characters…"],
+            "last-assistant-message":"{\"title\":\"Say hello\"}"});
+        assert!(codex_report(&title).is_none(), "the hidden title turn");
     }
 
     #[test]

@@ -1,0 +1,348 @@
+//! The real Claude Code (2.1.197) in krad terminals, against the model double:
+//! the state timeline of every turn, permissions through the bus and in its own
+//! terminal, API errors, a spawn without a prompt, a resume, prompts that look
+//! like subcommands, and sends that always submit.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::timeline::{BOUND, Timeline};
+use super::turns::{asks, expect_turn, send_turn, until_ask, until_no_ask};
+use super::{Cli, LONG, RealApp, Turn};
+
+fn bash(command: &str) -> Turn {
+    Turn::tool("Bash", json!({"command": command, "description": "a step"}))
+}
+
+#[test]
+fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
+    let bed = RealApp::start(Cli::Claude);
+    bed.double.script(vec![Turn::reply("first reply")]);
+    let spawned_at = Instant::now();
+    // `update` as an argument would run `claude update`: it must reach the model.
+    let id = bed.spawn(json!({"profile": "claude", "prompt": "update"}));
+    let timeline = Timeline::follow(&bed.app, id);
+    assert_eq!(bed.app.record(id)["command"], json!(["claude"]));
+    let first = expect_turn(&bed, &timeline, 1, spawned_at, "update");
+    assert_eq!(first.idle.1["message"], "first reply");
+    assert_eq!(first.idle.1["state_source"], "hook");
+    let mut worst = first.latencies();
+    // Twenty sends, each its own turn: submitted, none glued to the next.
+    for n in 2..=21 {
+        let seen = send_turn(
+            &bed,
+            &timeline,
+            id,
+            &format!("prompt number {n}"),
+            Turn::reply(format!("reply number {n}")),
+        );
+        assert_eq!(seen.request, n);
+        assert_eq!(seen.idle.1["message"], format!("reply number {n}"));
+        let (w, i) = seen.latencies();
+        worst = (worst.0.max(w), worst.1.max(i));
+    }
+    eprintln!(
+        "claude: worst latency to working {:?}, to idle {:?}",
+        worst.0, worst.1
+    );
+    // A slow turn is working all along.
+    let slow = send_turn(
+        &bed,
+        &timeline,
+        id,
+        "take your time",
+        Turn::Slow {
+            text: "slowly done".into(),
+            secs: 4,
+        },
+    );
+    assert!(slow.answered.duration_since(slow.started) >= Duration::from_secs(3));
+    assert_eq!(slow.idle.1["message"], "slowly done");
+    // An API error ends the turn: idle, with the error.
+    bed.double
+        .script(vec![Turn::error(400, "the double says no")]);
+    let sent_at = Instant::now();
+    bed.app
+        .request(json!({"Send": {"target": id, "text": "fail now", "enter": true}}));
+    let (_, answered) = bed.double.wait_answered(23, LONG);
+    let (working_at, _) = timeline.first_after(sent_at, LONG, |r| r["state"] == "working");
+    let (at, idle) = timeline.first_after(working_at, LONG, |r| r["state"] == "idle");
+    assert!(
+        at.saturating_duration_since(answered) <= BOUND,
+        "{}",
+        timeline.describe()
+    );
+    assert!(
+        idle["message"].as_str().unwrap().starts_with("error"),
+        "{idle}"
+    );
+    // Exactly the prompts sent, in order: none lost, none glued.
+    let requests = bed.double.requests();
+    let texts: Vec<String> = requests.iter().map(super::last_user_text).collect();
+    assert_eq!(texts.len(), 23, "{texts:#?}");
+    for (i, text) in texts.iter().enumerate().skip(1).take(20) {
+        assert!(text.contains(&format!("prompt number {}", i + 1)), "{text}");
+        assert!(!text.contains("prompt number 1 "), "glued: {text}");
+    }
+}
+
+#[test]
+fn permissions_through_the_bus_allow_deny_and_always_allow() {
+    let bed = RealApp::start(Cli::Claude);
+    bed.double
+        .script(vec![bash("touch allowed.txt"), Turn::reply("made it")]);
+    let id = bed.spawn(json!({"profile": "claude", "prompt": "make a file"}));
+    let timeline = Timeline::follow(&bed.app, id);
+    let ask = until_ask(&bed);
+    let (asked, _) = bed.double.wait_answered(1, LONG);
+    let (at, asking) = timeline.first_after(asked, LONG, |r| r["state"] == "asking");
+    assert!(
+        at.saturating_duration_since(asked) <= BOUND,
+        "{}",
+        timeline.describe()
+    );
+    assert_eq!(asking["message"], "Bash: touch allowed.txt");
+    assert_eq!(ask["title"], "Bash: touch allowed.txt");
+    let out = bed
+        .app
+        .krad(&["answer", ask["ask"].as_str().unwrap(), "allow"]);
+    assert_eq!(out.status.code(), Some(0));
+    let idle = timeline.first_after(at, LONG, |r| r["state"] == "idle").1;
+    assert_eq!(idle["message"], "made it");
+    assert!(bed.repo.join("allowed.txt").exists());
+
+    // Deny: the tool does not run; the model hears why and the turn ends.
+    bed.double
+        .script(vec![bash("touch denied.txt"), Turn::reply("fine, I won't")]);
+    bed.app
+        .request(json!({"Send": {"target": id, "text": "make another", "enter": true}}));
+    let ask = until_ask(&bed);
+    let asking = bed.app.until(id, LONG, |r| r["state"] == "asking");
+    assert_eq!(asking["message"], "Bash: touch denied.txt");
+    let out = bed
+        .app
+        .krad(&["answer", ask["ask"].as_str().unwrap(), "deny"]);
+    assert_eq!(out.status.code(), Some(0));
+    let working = bed.app.until(id, LONG, |r| r["state"] != "asking");
+    assert_ne!(
+        working["message"], "Bash: touch denied.txt",
+        "no leftover question"
+    );
+    let idle = bed.app.until(id, LONG, |r| {
+        r["state"] == "idle" && r["message"] == "fine, I won't"
+    });
+    assert_eq!(idle["state_source"], "hook");
+    assert!(!bed.repo.join("denied.txt").exists());
+    let denied_result = bed.double.requests()[3].to_string();
+    assert!(
+        denied_result.contains("Denied by the user"),
+        "{denied_result}"
+    );
+
+    // Always allow: exactly the rule Claude suggested, named on the card; it
+    // covers that command and no other.
+    bed.double.script(vec![
+        bash("make build"),
+        Turn::reply("built once"),
+        bash("make build again"),
+        Turn::reply("built twice"),
+        bash("make clean"),
+        Turn::reply("cleaned"),
+    ]);
+    bed.app
+        .request(json!({"Send": {"target": id, "text": "build it", "enter": true}}));
+    let ask = until_ask(&bed);
+    let always = ask["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "allow-always")
+        .cloned()
+        .unwrap_or_else(|| panic!("no allow-always on {ask}"));
+    assert_eq!(always["label"], "Always allow Bash(make build *)");
+    bed.app
+        .krad(&["answer", ask["ask"].as_str().unwrap(), "allow-always"]);
+    bed.app.until(id, LONG, |r| r["message"] == "built once");
+    bed.app
+        .request(json!({"Send": {"target": id, "text": "build again", "enter": true}}));
+    bed.app.until(id, LONG, |r| r["message"] == "built twice");
+    assert!(
+        asks(&bed).is_empty(),
+        "the kept rule covered `make build again`"
+    );
+    bed.app
+        .request(json!({"Send": {"target": id, "text": "clean", "enter": true}}));
+    let ask = until_ask(&bed);
+    assert_eq!(
+        ask["title"], "Bash: make clean",
+        "a rule for one command only"
+    );
+}
+
+#[test]
+fn permissions_answered_in_its_own_terminal_with_keys() {
+    let bed = RealApp::start(Cli::Claude);
+    bed.double
+        .script(vec![bash("touch yes.txt"), Turn::reply("done with yes")]);
+    let id = bed.spawn(json!({"profile": "claude", "prompt": "make a file"}));
+    until_ask(&bed);
+    bed.until_screen(id, "Do you want to proceed?");
+    // "1": Yes, in Claude Code's own dialog. The bus ask is moot at once.
+    let out = bed.app.krad(&["send", &id.to_string(), "--key", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    until_no_ask(&bed);
+    let idle = bed.app.until(id, LONG, |r| r["state"] == "idle");
+    assert_eq!(idle["message"], "done with yes");
+    assert!(bed.repo.join("yes.txt").exists());
+
+    // "3": No. Claude Code says nothing then; its screen does.
+    bed.double.script(vec![bash("touch no.txt")]);
+    bed.app
+        .request(json!({"Send": {"target": id, "text": "make another", "enter": true}}));
+    until_ask(&bed);
+    bed.until_screen(id, "Do you want to proceed?");
+    let asking = bed.app.record(id);
+    assert_eq!(asking["state"], "asking");
+    assert_eq!(asking["message"], "Bash: touch no.txt");
+    bed.app.krad(&["send", &id.to_string(), "--key", "3"]);
+    until_no_ask(&bed);
+    let idle = bed.app.until(id, LONG, |r| r["state"] == "idle");
+    assert!(
+        idle["message"].as_str().unwrap().starts_with("declined"),
+        "{idle}"
+    );
+    assert!(!bed.repo.join("no.txt").exists());
+}
+
+#[test]
+fn without_a_prompt_it_is_idle_and_a_resumed_session_too() {
+    let bed = RealApp::start(Cli::Claude);
+    let spawned_at = Instant::now();
+    let id = bed.spawn(json!({"profile": "claude"}));
+    let timeline = Timeline::follow(&bed.app, id);
+    let (_, idle) = timeline.first_after(spawned_at, LONG, |r| r["state"] == "idle");
+    assert_eq!(idle["state_source"], "hook");
+    bed.until_screen(id, "❯");
+    let seen = send_turn(
+        &bed,
+        &timeline,
+        id,
+        "remember this",
+        Turn::reply("remembered"),
+    );
+    assert_eq!(seen.idle.1["message"], "remembered");
+    // Its session, from Claude Code's own files under the test's HOME.
+    let session = session_id(&bed, "remember this");
+    bed.app.request(json!({"Close": {"target": id}}));
+    let resumed_at = Instant::now();
+    let id = bed.spawn(json!({"profile": "claude", "command": ["claude", "--resume", session]}));
+    let timeline = Timeline::follow(&bed.app, id);
+    let (_, idle) = timeline.first_after(resumed_at, LONG, |r| {
+        r["state"] != "starting" && r["state"] != "working"
+    });
+    let screen = bed.app.request(json!({"Output": {"target": id}}));
+    assert_eq!(idle["state"], "idle", "{}\n{screen}", timeline.describe());
+    assert_eq!(idle["state_source"], "hook", "{}", timeline.describe());
+    bed.until_screen(id, "remember this");
+    let seen = send_turn(&bed, &timeline, id, "what was it", Turn::reply("this"));
+    assert_eq!(seen.idle.1["message"], "this");
+}
+
+/// The id of the session Claude Code keeps under the test's HOME with `prompt`
+/// in it (its transcript is `<id>.jsonl`).
+/// (Claude Code writes it a moment after the turn: waited for.)
+fn session_id(bed: &RealApp, prompt: &str) -> String {
+    let projects = bed.home.join(".claude/projects");
+    let until = Instant::now() + LONG;
+    loop {
+        for dir in std::fs::read_dir(&projects).into_iter().flatten().flatten() {
+            for file in std::fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let name = file.file_name().to_string_lossy().into_owned();
+                let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+                if let Some(id) = name.strip_suffix(".jsonl")
+                    && text.contains(prompt)
+                {
+                    return id.to_owned();
+                }
+            }
+        }
+        assert!(
+            Instant::now() < until,
+            "no session with {prompt:?} under {}",
+            projects.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn prompts_that_look_like_subcommands_or_flags_reach_the_model() {
+    let bed = RealApp::start(Cli::Claude);
+    let prompts = ["doctor", "update", "-v", "--help", "review", "resume"];
+    let ids: Vec<u64> = prompts
+        .iter()
+        .map(|p| bed.spawn(json!({"profile": "claude", "prompt": p})))
+        .collect();
+    for prompt in prompts {
+        bed.double
+            .wait_for(LONG, |body| {
+                super::last_user_text(body).trim_end().lines().last() == Some(prompt)
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "the model never got {prompt:?}: {:#?}",
+                    bed.double
+                        .requests()
+                        .iter()
+                        .map(super::last_user_text)
+                        .collect::<Vec<_>>()
+                )
+            });
+    }
+    for id in ids {
+        let record = bed.app.until(id, LONG, |r| r["state"] == "idle");
+        assert_eq!(record["command"], json!(["claude"]));
+        assert_eq!(record["exit_code"], Value::Null, "still running: {record}");
+    }
+}
+
+#[test]
+fn a_folder_not_trusted_yet_is_asking_and_gets_no_prompt_typed_into_the_dialog() {
+    let bed = RealApp::start(Cli::Claude);
+    // Forget the trust the bed gave the repository.
+    let config = bed.home.join(".claude.json");
+    let mut settings: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    settings["projects"] = json!({});
+    std::fs::write(&config, settings.to_string()).unwrap();
+    bed.double.script(vec![Turn::reply("trusted and done")]);
+    let id = bed.spawn(json!({"profile": "claude", "prompt": "do the task"}));
+    let asking = bed.app.until(id, LONG, |r| r["state"] == "asking");
+    assert_eq!(asking["message"], "needs you: trust this folder");
+    assert_eq!(asking["state_source"], "screen");
+    // Still asking a moment later: the prompt was not typed into the dialog.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(bed.app.record(id)["state"], "asking");
+    assert!(bed.double.requests().is_empty());
+    bed.app
+        .request(json!({"Send": {"target": id, "keys": ["Enter"]}}));
+    if bed
+        .double
+        .wait_for(LONG, |b| super::last_user_text(b).contains("do the task"))
+        .is_none()
+    {
+        let screen = bed.app.request(json!({"Output": {"target": id}}));
+        panic!(
+            "the prompt never reached the model: {screen}\n{}",
+            bed.app.record(id)
+        );
+    }
+    let idle = bed.app.until(id, LONG, |r| {
+        r["state"] == "idle" && r["message"] == "trusted and done"
+    });
+    assert_eq!(idle["state_source"], "hook");
+}

@@ -1,0 +1,261 @@
+//! The real Codex CLI (0.171.0) in krad terminals, against the model double: the
+//! state timeline of every turn (from its OSC 7501 announcements), approvals
+//! answered with keys, API errors, a spawn without a prompt, a resume, prompts
+//! that look like subcommands, and sends that always submit.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::timeline::{BOUND, Timeline};
+use super::turns::{answer_dialog, expect_turn, send_turn};
+use super::{Cli, LONG, RealApp, Turn};
+
+/// Codex asks before running a command only in a read-only sandbox that asks.
+const ASKING_CODEX: [&str; 5] = ["codex", "-s", "read-only", "-a", "on-request"];
+
+fn escalated(command: &str) -> Turn {
+    Turn::tool(
+        "exec_command",
+        json!({"cmd": command, "sandbox_permissions": "require_escalated", "justification": "a step"}),
+    )
+}
+
+#[test]
+fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
+    let bed = RealApp::start(Cli::Codex);
+    bed.double.script(vec![Turn::reply("first reply")]);
+    let spawned_at = Instant::now();
+    let id = bed.spawn(json!({"profile": "codex", "prompt": "review"}));
+    let timeline = Timeline::follow(&bed.app, id);
+    let record = bed.app.record(id);
+    let command: Vec<&str> = record["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(command, ["codex", "--", "review"], "the argv run");
+    let first = expect_turn(&bed, &timeline, 1, spawned_at, "review");
+    // The hidden title turn's notify must not be taken for the reply.
+    let idle = bed.app.until(id, LONG, |r| r["message"] == "first reply");
+    assert_eq!(idle["state"], "idle");
+    let mut worst = first.latencies();
+    for n in 2..=21 {
+        let seen = send_turn(
+            &bed,
+            &timeline,
+            id,
+            &format!("prompt number {n}"),
+            Turn::reply(format!("reply number {n}")),
+        );
+        let message = bed
+            .app
+            .until(id, LONG, |r| r["message"] == format!("reply number {n}"));
+        assert_eq!(message["state"], "idle");
+        let (w, i) = seen.latencies();
+        worst = (worst.0.max(w), worst.1.max(i));
+    }
+    eprintln!(
+        "codex: worst latency to working {:?}, to idle {:?}",
+        worst.0, worst.1
+    );
+    let slow = send_turn(
+        &bed,
+        &timeline,
+        id,
+        "take your time",
+        Turn::Slow {
+            text: "slowly done".into(),
+            secs: 4,
+        },
+    );
+    assert!(slow.answered.duration_since(slow.started).as_secs() >= 3);
+    bed.app.until(id, LONG, |r| r["message"] == "slowly done");
+    // An API error ends the turn: idle, with the error.
+    bed.double
+        .script(vec![Turn::error(400, "the double says no")]);
+    let sent_at = Instant::now();
+    bed.app
+        .request(json!({"Send": {"target": id, "text": "fail now", "enter": true}}));
+    let (_, answered) = bed.double.wait_answered(23, LONG);
+    let (working_at, _) = timeline.first_after(sent_at, LONG, |r| r["state"] == "working");
+    let (at, idle) = timeline.first_after(working_at, LONG, |r| r["state"] == "idle");
+    assert!(
+        at.saturating_duration_since(answered) <= BOUND,
+        "{}",
+        timeline.describe()
+    );
+    assert!(
+        idle["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("error"),
+        "{idle}"
+    );
+    // The error's words, once Codex drew them.
+    bed.app.until(id, LONG, |r| {
+        r["state"] == "idle"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("the double says no"))
+    });
+    let texts: Vec<String> = bed
+        .double
+        .requests()
+        .iter()
+        .map(super::last_user_text)
+        .collect();
+    assert_eq!(texts.len(), 23, "{texts:#?}");
+}
+
+#[test]
+fn approvals_are_asking_with_the_command_and_answered_with_keys() {
+    let bed = RealApp::start(Cli::Codex);
+    bed.double
+        .script(vec![escalated("touch once.txt"), Turn::reply("made once")]);
+    let id =
+        bed.spawn(json!({"profile": "codex", "command": ASKING_CODEX, "prompt": "make a file"}));
+    let timeline = Timeline::follow(&bed.app, id);
+    let (asked, _) = bed.double.wait_answered(1, LONG);
+    let (at, _) = timeline.first_after(asked, LONG, |r| r["state"] == "asking");
+    assert!(
+        at.saturating_duration_since(asked) <= BOUND,
+        "{}",
+        timeline.describe()
+    );
+    let asking = bed.app.until(id, LONG, |r| {
+        r["message"] == "needs your approval to run: touch once.txt"
+    });
+    assert_eq!(asking["state_source"], "hook");
+    // "y": yes, this time. The keys claim nothing: Codex says it works again.
+    answer_dialog(&bed, id, &["y"], |r| r["state"] != "asking");
+    let idle = bed.app.until(id, LONG, |r| r["message"] == "made once");
+    assert_eq!(idle["state"], "idle");
+    assert!(bed.repo.join("once.txt").exists());
+
+    // Option 2, by arrow and Enter: don't ask again for this command.
+    bed.double.script(vec![
+        escalated("touch twice.txt"),
+        Turn::reply("made twice"),
+        escalated("touch twice.txt"),
+        Turn::reply("made it again"),
+    ]);
+    bed.app
+        .request(json!({"Send": {"target": id, "text": "again", "enter": true}}));
+    bed.app.until(id, LONG, |r| {
+        r["state"] == "asking" && r["message"] == "needs your approval to run: touch twice.txt"
+    });
+    bed.until_screen(id, "don't ask again");
+    answer_dialog(&bed, id, &["Down", "Enter"], |r| r["state"] != "asking");
+    bed.app.until(id, LONG, |r| r["message"] == "made twice");
+    bed.app
+        .request(json!({"Send": {"target": id, "text": "once more", "enter": true}}));
+    let idle = bed.app.until(id, LONG, |r| r["message"] == "made it again");
+    assert_eq!(idle["state"], "idle");
+
+    // Escape declines: the turn stops, idle.
+    bed.double.script(vec![escalated("touch never.txt")]);
+    bed.app
+        .request(json!({"Send": {"target": id, "text": "one more", "enter": true}}));
+    bed.app.until(id, LONG, |r| {
+        r["message"] == "needs your approval to run: touch never.txt"
+    });
+    answer_dialog(&bed, id, &["Escape"], |r| r["state"] != "asking");
+    let idle = bed.app.until(id, LONG, |r| r["state"] == "idle");
+    assert_ne!(
+        idle["message"],
+        "needs your approval to run: touch never.txt"
+    );
+    assert!(!bed.repo.join("never.txt").exists());
+}
+
+#[test]
+fn without_a_prompt_it_is_idle_and_a_resumed_session_too() {
+    let bed = RealApp::start(Cli::Codex);
+    let spawned_at = Instant::now();
+    let id = bed.spawn(json!({"profile": "codex"}));
+    let timeline = Timeline::follow(&bed.app, id);
+    let (_, idle) = timeline.first_after(spawned_at, LONG, |r| r["state"] == "idle");
+    assert_eq!(idle["state_source"], "hook");
+    bed.until_screen(id, "›");
+    let seen = send_turn(
+        &bed,
+        &timeline,
+        id,
+        "remember this",
+        Turn::reply("remembered"),
+    );
+    assert!(seen.request == 1);
+    bed.app.until(id, LONG, |r| r["message"] == "remembered");
+    let session = thread_id(&bed.home.join(".codex/sessions"), "remember this");
+    bed.app.request(json!({"Close": {"target": id}}));
+    let resumed_at = Instant::now();
+    let id = bed.spawn(json!({"profile": "codex", "command": ["codex", "resume", session]}));
+    let timeline = Timeline::follow(&bed.app, id);
+    let (_, idle) = timeline.first_after(resumed_at, LONG, |r| {
+        r["state"] == "idle" || r["state"] == "exited"
+    });
+    assert_eq!(idle["state"], "idle", "{}", timeline.describe());
+    bed.until_screen(id, "remember this");
+    send_turn(&bed, &timeline, id, "what was it", Turn::reply("this"));
+    bed.app.until(id, LONG, |r| r["message"] == "this");
+}
+
+/// The thread id of the rollout (under `sessions`) whose text has `prompt`.
+fn thread_id(sessions: &Path, prompt: &str) -> String {
+    let mut stack = vec![sessions.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let first: Value = text
+                .lines()
+                .next()
+                .and_then(|l| serde_json::from_str(l).ok())
+                .unwrap_or(Value::Null);
+            if text.contains(prompt)
+                && !text.contains("Generate a concise")
+                && let Some(id) = first.pointer("/payload/id").and_then(Value::as_str)
+            {
+                return id.to_owned();
+            }
+        }
+    }
+    panic!("no rollout with {prompt:?} under {}", sessions.display());
+}
+
+#[test]
+fn prompts_that_look_like_subcommands_or_flags_reach_the_model() {
+    let bed = RealApp::start(Cli::Codex);
+    let prompts = ["doctor", "update", "-v", "--help", "review", "resume"];
+    let ids: Vec<u64> = prompts
+        .iter()
+        .map(|p| bed.spawn(json!({"profile": "codex", "prompt": p})))
+        .collect();
+    for prompt in prompts {
+        bed.double
+            .wait_for(LONG, |body| {
+                super::last_user_text(body).trim_end().lines().last() == Some(prompt)
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "the model never got {prompt:?}: {:#?}",
+                    bed.double
+                        .requests()
+                        .iter()
+                        .map(super::last_user_text)
+                        .collect::<Vec<_>>()
+                )
+            });
+    }
+    for id in ids {
+        let record = bed.app.until(id, LONG, |r| r["state"] == "idle");
+        assert_eq!(record["exit_code"], Value::Null, "still running: {record}");
+    }
+}

@@ -1,0 +1,164 @@
+//! Driving a real CLI through turns and checking the state timeline of each
+//! against the model double's clock: `working` within [`BOUND`] of the model
+//! getting the turn, `idle` within [`BOUND`] of the model's answer being written
+//! whole, with the turn's last message.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::timeline::{BOUND, Timeline};
+use super::{LONG, RealApp, Turn};
+
+/// What one turn showed.
+pub struct TurnSeen {
+    /// The `n`th main request (from 1).
+    pub request: usize,
+    /// When the model got it, and when its answer was written whole.
+    pub started: Instant,
+    pub answered: Instant,
+    /// The first `working` record of the turn, and the first `idle` after the answer.
+    pub working: (Instant, Value),
+    pub idle: (Instant, Value),
+}
+
+impl TurnSeen {
+    /// How late `working` and `idle` showed (a state shown before its moment is 0).
+    pub fn latencies(&self) -> (Duration, Duration) {
+        (
+            self.working.0.saturating_duration_since(self.started),
+            self.idle.0.saturating_duration_since(self.answered),
+        )
+    }
+}
+
+/// Sends `prompt` (paste, then Enter) and plays `reply` as the model: checks that
+/// the model got exactly the prompt, and the turn's states and their latencies.
+pub fn send_turn(
+    bed: &RealApp,
+    timeline: &Timeline,
+    id: u64,
+    prompt: &str,
+    reply: Turn,
+) -> TurnSeen {
+    bed.double.script(vec![reply]);
+    let before = bed.double.requests().len();
+    let sent_at = Instant::now();
+    let sent = bed
+        .app
+        .request(json!({"Send": {"target": id, "text": prompt, "enter": true}}));
+    assert_eq!(sent["Sent"]["delivered"], true, "{sent}");
+    expect_turn(bed, timeline, before + 1, sent_at, prompt)
+}
+
+/// Checks the `n`th main request (from 1) carried `prompt` and the states of its
+/// turn; `since`: when the turn was asked for.
+pub fn expect_turn(
+    bed: &RealApp,
+    timeline: &Timeline,
+    n: usize,
+    since: Instant,
+    prompt: &str,
+) -> TurnSeen {
+    let (started, answered) = bed.double.wait_answered(n, LONG);
+    let body = &bed.double.requests()[n - 1];
+    let text = super::last_user_text(body);
+    assert!(
+        text.contains(prompt),
+        "turn {n}: the model got {text:?}, not {prompt:?} (glued or lost?)"
+    );
+    // The turn's own working: after the last idle before the model got it (a CLI
+    // still starting up may flip working and idle before it takes the prompt).
+    let from = timeline
+        .last_before(started, |r| r["state"] == "idle")
+        .filter(|idle| *idle > since)
+        .unwrap_or(since);
+    let working = timeline.first_after(from, LONG, |r| r["state"] == "working");
+    let idle = timeline.first_after(answered, LONG, |r| r["state"] == "idle");
+    let seen = TurnSeen {
+        request: n,
+        started,
+        answered,
+        working,
+        idle,
+    };
+    let (to_working, to_idle) = seen.latencies();
+    assert!(
+        to_working <= BOUND,
+        "turn {n}: working {to_working:?} after the model got it: {}",
+        timeline.describe()
+    );
+    assert!(
+        to_idle <= BOUND,
+        "turn {n}: idle {to_idle:?} after the model answered: {}",
+        timeline.describe()
+    );
+    // Between the turn's start and its answer, nothing but working (or asking).
+    let during = timeline.between(seen.working.0, answered);
+    assert!(
+        during
+            .iter()
+            .all(|s| s.starts_with("working") || s.starts_with("asking")),
+        "turn {n}: {during:?}"
+    );
+    seen
+}
+
+/// The open asks of the app.
+pub fn asks(bed: &RealApp) -> Vec<Value> {
+    bed.app.request(json!("Asks"))["Asks"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Waits for an open ask; returns it.
+pub fn until_ask(bed: &RealApp) -> Value {
+    let until = Instant::now() + LONG;
+    loop {
+        if let Some(ask) = asks(bed).into_iter().next() {
+            return ask;
+        }
+        assert!(Instant::now() < until, "no ask was raised");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Waits until no ask is open.
+pub fn until_no_ask(bed: &RealApp) {
+    let until = Instant::now() + LONG;
+    while !asks(bed).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "the ask stayed open: {:?}",
+            asks(bed)
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Presses `keys` in a CLI's dialog until `answered` holds for the record: a TUI
+/// may drop keys that come the instant its dialog opens, as a person's would be
+/// (at most 3 presses, each given up to 5 s to show).
+pub fn answer_dialog(
+    bed: &RealApp,
+    id: u64,
+    keys: &[&str],
+    answered: impl Fn(&Value) -> bool,
+) -> Value {
+    for _ in 0..3 {
+        let sent = bed
+            .app
+            .request(json!({"Send": {"target": id, "keys": keys}}));
+        assert_eq!(sent["Sent"]["delivered"], true, "{sent}");
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            let record = bed.app.record(id);
+            if answered(&record) {
+                return record;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    panic!("the dialog never took {keys:?}: {}", bed.app.record(id));
+}
