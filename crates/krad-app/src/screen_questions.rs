@@ -32,23 +32,23 @@ const CLAUDE: &[Question] = &[
         message: "needs you: approve the API key",
     },
     Question {
+        marker: "Not logged in · Run /login",
+        message: "needs you: log in",
+    },
+    Question {
         marker: "Choose the text style",
         message: "needs you: finish Claude Code's setup",
     },
 ];
 
-/// Codex CLI 0.171.
+/// Codex CLI 0.171 (checked against 0.171.0).
 const CODEX: &[Question] = &[
     Question {
         marker: "Sign in with ChatGPT",
         message: "needs you: log in",
     },
     Question {
-        marker: "Do you trust the contents of this directory",
-        message: "needs you: trust this folder",
-    },
-    Question {
-        marker: "allow Codex to work in this folder",
+        marker: "Trust this folder? Codex can",
         message: "needs you: trust this folder",
     },
 ];

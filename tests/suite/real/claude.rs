@@ -28,8 +28,9 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     assert_eq!(first.idle.1["message"], "first reply");
     assert_eq!(first.idle.1["state_source"], "hook");
     let mut worst = first.latencies();
-    // Twenty sends, each its own turn: submitted, none glued to the next.
-    for n in 2..=21 {
+    // Twenty sends (KRAD_REAL_SENDS), each its own turn: submitted, none glued.
+    let sends = super::sends();
+    for n in 2..=sends + 1 {
         let seen = send_turn(
             &bed,
             &timeline,
@@ -65,7 +66,7 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     let sent_at = Instant::now();
     bed.app
         .request(json!({"Send": {"target": id, "text": "fail now", "enter": true}}));
-    let (_, answered) = bed.double.wait_answered(23, LONG);
+    let (_, answered) = bed.double.wait_answered(sends + 3, LONG);
     let (working_at, _) = timeline.first_after(sent_at, LONG, |r| r["state"] == "working");
     let (at, idle) = timeline.first_after(working_at, LONG, |r| r["state"] == "idle");
     assert!(
@@ -80,8 +81,8 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     // Exactly the prompts sent, in order: none lost, none glued.
     let requests = bed.double.requests();
     let texts: Vec<String> = requests.iter().map(super::last_user_text).collect();
-    assert_eq!(texts.len(), 23, "{texts:#?}");
-    for (i, text) in texts.iter().enumerate().skip(1).take(20) {
+    assert_eq!(texts.len(), sends + 3, "{texts:#?}");
+    for (i, text) in texts.iter().enumerate().skip(1).take(sends) {
         assert!(text.contains(&format!("prompt number {}", i + 1)), "{text}");
         assert!(!text.contains("prompt number 1 "), "glued: {text}");
     }

@@ -42,7 +42,8 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     let idle = bed.app.until(id, LONG, |r| r["message"] == "first reply");
     assert_eq!(idle["state"], "idle");
     let mut worst = first.latencies();
-    for n in 2..=21 {
+    let sends = super::sends();
+    for n in 2..=sends + 1 {
         let seen = send_turn(
             &bed,
             &timeline,
@@ -79,7 +80,7 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     let sent_at = Instant::now();
     bed.app
         .request(json!({"Send": {"target": id, "text": "fail now", "enter": true}}));
-    let (_, answered) = bed.double.wait_answered(23, LONG);
+    let (_, answered) = bed.double.wait_answered(sends + 3, LONG);
     let (working_at, _) = timeline.first_after(sent_at, LONG, |r| r["state"] == "working");
     let (at, idle) = timeline.first_after(working_at, LONG, |r| r["state"] == "idle");
     assert!(
@@ -107,7 +108,7 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
         .iter()
         .map(super::last_user_text)
         .collect();
-    assert_eq!(texts.len(), 23, "{texts:#?}");
+    assert_eq!(texts.len(), sends + 3, "{texts:#?}");
 }
 
 #[test]

@@ -6,6 +6,7 @@
 mod claude;
 mod codex;
 mod double;
+mod screens;
 mod smoke;
 mod timeline;
 mod turns;
@@ -30,6 +31,14 @@ pub const CODEX_MODEL: &str = "gpt-5.1-codex";
 
 /// Generous limits: these run real Node and Rust CLIs on a loaded 2-core CI.
 pub const LONG: Duration = Duration::from_secs(90);
+
+/// How many sends the turn tests make: 20, or `KRAD_REAL_SENDS` (to measure 100).
+pub fn sends() -> usize {
+    std::env::var("KRAD_REAL_SENDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(20)
+}
 
 /// Installs the pinned CLIs (once per test process, once per target directory
 /// across processes) with `scripts/agent-clis.sh`; returns their bin directory.
