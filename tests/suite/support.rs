@@ -100,6 +100,7 @@ impl App {
             .env_remove("KRAD_ADE_TOKEN_FILE")
             .env_remove("KRAD_ADE_TERMINAL")
             .env_remove("COLLIE_DURABLE_SOCKET")
+            .envs(private_home(dir.path()))
             .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(
@@ -215,6 +216,29 @@ impl App {
     pub fn signal(&self, signal: nix::sys::signal::Signal) {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), signal).unwrap();
     }
+}
+
+/// A HOME of the app's own under `dir` (with a git identity), so that nothing the
+/// app or its terminals run reads or writes the real HOME (a shell's history, a
+/// user's krad or git config).
+fn private_home(dir: &Path) -> Vec<(String, String)> {
+    let home = dir.join("home");
+    let config = home.join(".config");
+    std::fs::create_dir_all(&config).unwrap();
+    let gitconfig = home.join(".gitconfig");
+    if !gitconfig.exists() {
+        std::fs::write(
+            &gitconfig,
+            "[user]\n\tname = krad test\n\temail = test@krad.invalid\n",
+        )
+        .unwrap();
+    }
+    vec![
+        ("HOME".into(), home.display().to_string()),
+        ("XDG_CONFIG_HOME".into(), config.display().to_string()),
+        ("GIT_CONFIG_GLOBAL".into(), gitconfig.display().to_string()),
+        ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
+    ]
 }
 
 /// How to start an app.

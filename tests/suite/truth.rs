@@ -263,3 +263,52 @@ fn notify_runs_the_command_with_the_record_on_stdin() {
     }
     assert!(!told.contains(app.token()), "never the token");
 }
+
+#[test]
+fn notify_shows_a_desktop_notification_through_notify_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("notify-send.log");
+    // A notify-send of the test's own, first on the app's PATH.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("notify-send");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s|' \"$a\" >> {}; done; echo >> {}\n",
+            log.display(),
+            log.display()
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&fake, perms).unwrap();
+    let path = format!(
+        "{}:{}:{}",
+        bin.display(),
+        crate::support::fake_agents_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let app = App::launch(crate::support::Launch {
+        config: Some("[notify]\ndesktop = true\non = [\"asking\"]\n"),
+        env: vec![("PATH".into(), path)],
+        ..Default::default()
+    });
+    let id = app.spawn(json!({"profile": "exec", "name": "fix-login",
+        "command": ["sh", "-c", "krad report asking --message 'may I run make?'; sleep 30"]}))
+        ["terminal"]
+        .as_u64()
+        .unwrap();
+    until("notify-send ran", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("may I run make?"))
+    });
+    let line = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        line.contains(&format!(
+            "krad: fix-login (terminal {id}) needs you|may I run make?|"
+        )),
+        "{line}"
+    );
+    assert!(line.contains("--urgency|critical|"), "{line}");
+}

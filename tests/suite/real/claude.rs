@@ -305,6 +305,11 @@ fn prompts_that_look_like_subcommands_or_flags_reach_the_model() {
                 )
             });
     }
+    // Several lines arrive whole, as one prompt.
+    let id = bed.spawn(json!({"profile": "claude", "prompt": "first line\nsecond line"}));
+    bed.double
+        .wait_for_user_text("first line\nsecond line", LONG);
+    bed.app.until(id, LONG, |r| r["state"] == "idle");
     for id in ids {
         let record = bed.app.until(id, LONG, |r| r["state"] == "idle");
         assert_eq!(record["command"], json!(["claude"]));
