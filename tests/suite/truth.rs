@@ -312,3 +312,19 @@ fn notify_shows_a_desktop_notification_through_notify_send() {
     );
     assert!(line.contains("--urgency|critical|"), "{line}");
 }
+
+#[test]
+fn osc_7501_announcements_reach_the_app_through_the_tmux_host_too() {
+    let app = App::start_config(crate::tmux::TMUX);
+    let id = app.spawn_sh(
+        "printf '\\033]7501;state=blocked:app=x:kind=permission\\033\\\\'; read a; \
+         printf '\\033]7501;state=done\\033\\\\'; sleep 30",
+    );
+    let _server = crate::tmux::TmuxServer::of(&app, id);
+    let asking = app.until_state(id, "asking");
+    assert_eq!(asking["state_source"], "hook");
+    assert_eq!(asking["message"], "needs your approval");
+    app.request(json!({"Send": {"target": id, "text": "a", "enter": true}}));
+    let idle = app.until_state(id, "idle");
+    assert_eq!(idle["state_source"], "hook");
+}

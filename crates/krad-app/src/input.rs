@@ -11,8 +11,13 @@ use std::time::Duration;
 use krad_bus::protocol::keys::Key;
 use krad_term::Terminal;
 
-/// How long to wait for the program to show it took a write before the next.
-const TAKEN_WITHIN: Duration = Duration::from_millis(1500);
+/// How long to wait for the program to show it took a paste before Enter.
+const PASTE_TAKEN_WITHIN: Duration = Duration::from_millis(1500);
+/// How long to wait for the program to show it took a key before the next.
+const KEY_TAKEN_WITHIN: Duration = Duration::from_millis(300);
+/// All the waiting one call may do (a Send's deadline is 10 s): past it, the
+/// rest is written without waiting.
+const WAITING_BUDGET: Duration = Duration::from_secs(6);
 /// How often the screen is looked at meanwhile.
 const POLL: Duration = Duration::from_millis(10);
 /// A program that redrew may redraw once more for the same write (a paste's
@@ -44,33 +49,44 @@ pub(crate) async fn type_into(
     enter: bool,
     keys: &[Key],
 ) -> Result<(), TypeError> {
+    let budget = tokio::time::Instant::now() + WAITING_BUDGET;
+    // How long the write in hand may wait before the next one, if one follows.
+    let wait = |more: bool, within: Duration| {
+        more.then(|| (tokio::time::Instant::now() + within).min(budget))
+    };
     if !text.is_empty() {
         let more = enter || !keys.is_empty();
-        write_taken(terminal, paste(text, terminal.bracketed_paste()), more).await?;
+        let bytes = paste(text, terminal.bracketed_paste());
+        write_taken(terminal, bytes, wait(more, PASTE_TAKEN_WITHIN)).await?;
     }
     if enter {
-        write_taken(terminal, b"\r".to_vec(), !keys.is_empty()).await?;
+        let more = !keys.is_empty();
+        write_taken(terminal, b"\r".to_vec(), wait(more, KEY_TAKEN_WITHIN)).await?;
     }
     for (i, key) in keys.iter().enumerate() {
         let bytes = key.bytes(terminal.snapshot(0).application_cursor);
-        write_taken(terminal, bytes, i + 1 < keys.len()).await?;
+        let more = i + 1 < keys.len();
+        write_taken(terminal, bytes, wait(more, KEY_TAKEN_WITHIN)).await?;
     }
     Ok(())
 }
 
-/// Writes `bytes`; with `wait`, returns once the screen changed and settled (or
-/// after [`TAKEN_WITHIN`], for a program that shows nothing).
-async fn write_taken(terminal: &dyn Terminal, bytes: Vec<u8>, wait: bool) -> Result<(), TypeError> {
-    let before = wait.then(|| fingerprint(terminal));
+/// Writes `bytes`; with `until`, returns once the screen changed and settled, or
+/// at `until` (a program that shows nothing).
+async fn write_taken(
+    terminal: &dyn Terminal,
+    bytes: Vec<u8>,
+    until: Option<tokio::time::Instant>,
+) -> Result<(), TypeError> {
+    let before = until.map(|_| fingerprint(terminal));
     match terminal.write(bytes).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(TypeError::Io(e)),
         Err(_) => return Err(TypeError::Closed),
     }
-    let Some(before) = before else {
+    let (Some(before), Some(until)) = (before, until) else {
         return Ok(());
     };
-    let until = tokio::time::Instant::now() + TAKEN_WITHIN;
     let mut last = before;
     let mut calm_since: Option<tokio::time::Instant> = None;
     while tokio::time::Instant::now() < until {

@@ -12,6 +12,7 @@
 
 // The Code runner (`code` names the request module here).
 mod adopt;
+mod announced;
 mod asks;
 pub mod config;
 mod durable;

@@ -23,6 +23,7 @@ use krad_term::{ExitStatus, Terminal, TerminalEvent};
 use tokio::sync::mpsc;
 
 use crate::Core;
+use crate::announced;
 use crate::config::HookKind;
 use crate::screen_questions;
 use crate::store::set_state;
@@ -198,12 +199,11 @@ fn apply(core: &Core, id: u64, event: TerminalEvent, screen: Option<&str>) {
             TerminalEvent::AgentState(announced) => {
                 e.last_activity = Instant::now();
                 e.announces_state = true;
-                let Some((state, mut message)) = announced_state(&announced, screen.unwrap_or(""))
+                let Some((state, mut message)) = announced::state(&announced, screen.unwrap_or(""))
                 else {
                     return false;
                 };
-                let turn_over =
-                    matches!(announced.split([':', ';']).next(), Some("done" | "error"));
+                let turn_over = announced::ends_a_turn(&announced);
                 if e.first_turn_pending {
                     if turn_over || state == AgentState::Asking {
                         e.first_turn_pending = false;
@@ -211,6 +211,17 @@ fn apply(core: &Core, id: u64, event: TerminalEvent, screen: Option<&str>) {
                         // Up, and about to take the prompt it was started with.
                         return false;
                     }
+                }
+                if let Some(before) = &mut e.screen_question
+                    && state != AgentState::Asking
+                {
+                    // A question is on the screen: the announced state is the
+                    // state once it is gone.
+                    *before = (state, StateSource::Hook);
+                    if message.is_some() {
+                        e.pending_message = message;
+                    }
+                    return false;
                 }
                 match state {
                     // A new turn: what the last one said is no longer news.
@@ -241,7 +252,7 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
     let declined = screen_questions::declined(hooks, &screen);
     let mut dialog_gone = false;
     let error = (hooks == HookKind::Codex)
-        .then(|| codex_error(&screen))
+        .then(|| announced::codex_error(&screen))
         .flatten();
     core.store.update(id, |e| {
         let record = &mut e.record;
@@ -250,7 +261,7 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
         }
         // The announcement may come before the error is drawn.
         if record.state == AgentState::Idle
-            && record.message.as_deref() == Some(ERROR)
+            && record.message.as_deref() == Some(announced::ERROR)
             && let Some(error) = error
         {
             let source = record.state_source;
@@ -258,7 +269,7 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
                 record,
                 AgentState::Idle,
                 source,
-                Some(format!("{ERROR}: {error}")),
+                Some(format!("{}: {error}", announced::ERROR)),
             );
         }
         match (question, e.screen_question) {
@@ -290,16 +301,19 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
                     }
                     other => (other, source),
                 };
-                set_state(record, state, source, None)
+                // What was said meanwhile belongs to that state (an idle's reply).
+                let pending = e.pending_message.take();
+                let message = pending.filter(|_| state == AgentState::Idle);
+                set_state(record, state, source, message)
             }
             (None, None) if record.state == AgentState::Asking => {
                 if dialog {
                     e.dialog_seen = true;
                     // The announcement may come before the dialog is drawn.
-                    if record.message.as_deref() == Some(NEEDS_APPROVAL)
-                        && let Some(command) = pending_command(&screen)
+                    if record.message.as_deref() == Some(announced::NEEDS_APPROVAL)
+                        && let Some(command) = announced::pending_command(&screen)
                     {
-                        let message = format!("{NEEDS_APPROVAL} to run: {command}");
+                        let message = announced::approval(command);
                         return set_state(
                             record,
                             AgentState::Asking,
@@ -334,79 +348,6 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
         let decided = core.asks.decide_all_by_program(id);
         tracing::debug!(terminal = id, decided, "the permission dialog is gone");
     }
-}
-
-/// The state (and message) an OSC 7501 announcement stands for (Codex writes
-/// `working`, `blocked:app=codex:kind=permission`, `done`, `idle`, `error`);
-/// `None` for one that says nothing about the turn (`clear`, unknown words).
-/// `screen` supplies what the announcement leaves unsaid.
-fn announced_state(announced: &str, screen: &str) -> Option<(AgentState, Option<String>)> {
-    let word = announced.split([':', ';']).next().unwrap_or_default();
-    match word {
-        "working" => Some((AgentState::Working, None)),
-        "done" | "idle" => Some((AgentState::Idle, None)),
-        "error" => {
-            let error = codex_error(screen)
-                .map_or_else(|| ERROR.to_owned(), |line| format!("{ERROR}: {line}"));
-            Some((AgentState::Idle, Some(error)))
-        }
-        "blocked" => {
-            let kind = announced
-                .split([':', ';'])
-                .find_map(|part| part.strip_prefix("kind="))
-                .unwrap_or("input");
-            let message = match kind {
-                "permission" => match pending_command(screen) {
-                    Some(command) => format!("{NEEDS_APPROVAL} to run: {command}"),
-                    None => NEEDS_APPROVAL.to_owned(),
-                },
-                other => format!("needs you: {other}"),
-            };
-            Some((AgentState::Asking, Some(message)))
-        }
-        _ => None,
-    }
-}
-
-/// An error's message until the error is on screen.
-const ERROR: &str = "error";
-
-/// The error of Codex's last turn: a `■ …` line after the turn's prompt (the
-/// `› …` line before it; the last `›` line is the input box).
-fn codex_error(screen: &str) -> Option<&str> {
-    let mut prompts = 0;
-    for line in screen.lines().rev() {
-        let line = line.trim_start();
-        if line.starts_with('›') {
-            prompts += 1;
-            if prompts > 1 {
-                return None;
-            }
-        } else if let Some(error) = line.strip_prefix('■') {
-            return Some(error.trim()).filter(|e| !e.is_empty());
-        }
-    }
-    None
-}
-
-/// An approval's message until the command it is for is on screen.
-const NEEDS_APPROVAL: &str = "needs your approval";
-
-/// The last screen line that starts with `mark` (after blanks), without it.
-fn last_line_starting<'a>(screen: &'a str, mark: &str) -> Option<&'a str> {
-    screen
-        .lines()
-        .rev()
-        .find_map(|line| line.trim_start().strip_prefix(mark))
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-}
-
-/// The command Codex's approval dialog shows (`$ touch made.txt` under "Would
-/// you like to run the following command?").
-fn pending_command(screen: &str) -> Option<&str> {
-    let (_, dialog) = screen.rsplit_once("Would you like to run the following command?")?;
-    last_line_starting(dialog, "$ ")
 }
 
 /// Whether a notification asks something of the user.
@@ -467,43 +408,6 @@ pub(crate) async fn type_prompt(terminal: &dyn Terminal, prompt: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn announced_states() {
-        assert_eq!(
-            announced_state("working:app=codex", ""),
-            Some((AgentState::Working, None))
-        );
-        assert_eq!(announced_state("done", ""), Some((AgentState::Idle, None)));
-        assert_eq!(announced_state("idle", ""), Some((AgentState::Idle, None)));
-        let dialog = "› make a file\n• Running touch made.txt\n  Would you like to run the following command?\n  Reason: x\n  $ touch made.txt\n› 1. Yes, proceed (y)";
-        assert_eq!(
-            announced_state("blocked:app=codex:kind=permission", dialog),
-            Some((
-                AgentState::Asking,
-                Some("needs your approval to run: touch made.txt".into())
-            ))
-        );
-        assert_eq!(
-            announced_state("blocked:app=codex:kind=permission", ""),
-            Some((AgentState::Asking, Some("needs your approval".into())))
-        );
-        assert_eq!(
-            codex_error("› one\n■ old error\n› two\n• fine\n› Ask Codex"),
-            None,
-            "an older turn's error"
-        );
-        let error = "› fail please\n■ {\"error\":{\"message\":\"bad things\"}}\n› Ask Codex";
-        assert_eq!(
-            announced_state("error:app=codex", error),
-            Some((
-                AgentState::Idle,
-                Some("error: {\"error\":{\"message\":\"bad things\"}}".into())
-            ))
-        );
-        assert_eq!(announced_state("clear", ""), None);
-        assert_eq!(announced_state("", ""), None);
-    }
 
     #[test]
     fn questions() {

@@ -67,7 +67,7 @@ pub enum Command {
     Wait(commands::wait::WaitArgs),
     /// Start an agent on a new terminal (Spawn).
     Spawn(commands::spawn::SpawnArgs),
-    /// Type text into an agent's terminal (Send).
+    /// Type text and press keys in an agent's terminal (Send).
     Send(commands::send::SendArgs),
     /// Put this terminal on an agent's terminal, its real TUI, until Ctrl-\ (Attach).
     Attach(commands::attach::AttachArgs),

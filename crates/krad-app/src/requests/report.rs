@@ -49,6 +49,9 @@ pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Report) -> R
             if !(e.prompt_pending && state == AgentState::Idle) {
                 *before = (state, StateSource::Hook);
             }
+            if request.message.is_some() {
+                e.pending_message = request.message.clone();
+            }
             false
         } else if e.prompt_pending && state == AgentState::Idle {
             // Up, with its prompt about to be typed: not idle, but heard.
