@@ -91,7 +91,7 @@ fn reports_set_state_and_message_from_hooks() {
     let app = App::start();
     let id = app.spawn_sh(
         "krad report working -m 'running tests' && krad report asking -m 'Delete it?' && read -r a && \
-         krad report idle -m \"answer: $a\" --title t1 && sleep 60",
+         read -r go && krad report idle -m \"answer: $a\" --title t1 && sleep 60",
     );
     let asking = app.until_state(id, "asking");
     assert_eq!(asking["state_source"], "hook");
@@ -103,6 +103,7 @@ fn reports_set_state_and_message_from_hooks() {
         json!({"terminal": id, "delivered": true, "state": "working"})
     );
     assert_eq!(app.record(id)["state_source"], "input");
+    app.request(json!({"Send": {"target": id, "text": "go", "enter": true}}));
     let idle = app.until_state(id, "idle");
     assert_eq!(idle["state_source"], "hook");
     assert_eq!(idle["message"], "answer: yes");
