@@ -352,3 +352,28 @@ fn a_folder_not_trusted_yet_is_asking_and_gets_no_prompt_typed_into_the_dialog()
     });
     assert_eq!(idle["state_source"], "hook");
 }
+
+#[test]
+fn an_expired_permission_ask_leaves_it_asking_while_its_dialog_is_up() {
+    let bed = RealApp::start(Cli::Claude);
+    bed.double
+        .script(vec![bash("touch late.txt"), Turn::reply("done late")]);
+    let id = bed.spawn(json!({"profile": "claude", "prompt": "make a file",
+        "env": {"KRAD_PERMISSION_ASK_SECS": "2"}}));
+    let ask = until_ask(&bed);
+    bed.until_screen(id, "Do you want to proceed?");
+    // Nobody answered on the bus: decided by timeout, gone from `krad asks`.
+    until_no_ask(&bed);
+    let out = bed
+        .app
+        .krad(&["answer", ask["ask"].as_str().unwrap(), "allow"]);
+    assert_eq!(out.status.code(), Some(8), "already decided: a conflict");
+    // Its dialog is still up: still asking, with the same question.
+    bed.until_screen(id, "Do you want to proceed?");
+    let asking = bed.app.record(id);
+    assert_eq!(asking["state"], "asking", "{asking}");
+    assert_eq!(asking["message"], "Bash: touch late.txt");
+    super::turns::answer_dialog(&bed, id, &["1"], |r| r["state"] != "asking");
+    let idle = bed.app.until(id, LONG, |r| r["state"] == "idle");
+    assert_eq!(idle["message"], "done late");
+}

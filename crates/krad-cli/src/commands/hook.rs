@@ -88,9 +88,22 @@ pub fn run(args: HookArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result
     Ok(Exit::Success)
 }
 
-/// How long a permission request waits for someone to answer before Claude Code
-/// asks in its own TUI.
+/// How long a permission request waits on the bus for someone to answer before
+/// it gives the question back to Claude Code's own dialog (also on screen
+/// meanwhile), unless `KRAD_PERMISSION_ASK_SECS` says otherwise (1–1800).
 pub const PERMISSION_ASK_SECS: u64 = 120;
+
+/// The variable that changes [`PERMISSION_ASK_SECS`] (a profile's `env` sets it).
+pub const PERMISSION_ASK_SECS_ENV: &str = "KRAD_PERMISSION_ASK_SECS";
+
+/// How long this permission request waits on the bus.
+fn permission_ask_secs() -> u64 {
+    std::env::var(PERMISSION_ASK_SECS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|secs| (1..=deadline::MAX_WAIT_SECS).contains(secs))
+        .unwrap_or(PERMISSION_ASK_SECS)
+}
 
 /// A Claude Code PermissionRequest: raised as an Ask on the bus; the decision is
 /// printed the way Claude Code reads it. Nothing is printed when nobody decided
@@ -132,7 +145,7 @@ fn permission_request(event: &Value, connect: &ConnectArgs) -> Exit {
         title: None,
         options: Some(options),
         fields: None,
-        expires_in_secs: Some(PERMISSION_ASK_SECS),
+        expires_in_secs: Some(permission_ask_secs()),
     };
     let request = Request::Ask(ask);
     let wait = request.deadline().unwrap_or(deadline::STANDARD);
