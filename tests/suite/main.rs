@@ -21,6 +21,7 @@ mod environments;
 mod extensions;
 mod hardening;
 mod in_process;
+mod isolation;
 mod rights;
 mod ssh;
 mod tmux;

@@ -335,9 +335,15 @@ impl App {
         std::fs::read_to_string(self.token_dir().join(format!("{id}.token"))).unwrap()
     }
 
-    /// A host terminal's token, from its file on the "host" (this machine).
+    /// A host terminal's token, from its file on the "host" (this machine, where
+    /// an SSH login gets the account's own home, whatever this process's HOME).
     pub fn terminal_token_remote(&self, id: u64) -> String {
-        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+        let home = nix::unistd::User::from_uid(nix::unistd::getuid())
+            .unwrap()
+            .unwrap()
+            .dir
+            .display()
+            .to_string();
         std::fs::read_to_string(format!("{home}/.krad-ade/remote-{}/{id}.token", self.pid)).unwrap()
     }
 

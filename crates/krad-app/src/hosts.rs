@@ -291,7 +291,14 @@ impl Host {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(false);
-        let mut child = master.spawn().map_err(|e| format!("cannot run ssh: {e}"))?;
+        let mut child = master.spawn().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                "cannot run ssh: it is not installed (SSH hosts need the OpenSSH client: \
+                 apt-get install openssh-client)"
+                    .to_owned()
+            }
+            _ => format!("cannot run ssh: {e}"),
+        })?;
         let mut stderr = child.stderr.take();
         let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
         loop {

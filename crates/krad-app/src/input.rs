@@ -12,7 +12,7 @@ use krad_bus::protocol::keys::Key;
 use krad_term::Terminal;
 
 /// How long to wait for the program to show it took a paste before Enter.
-const PASTE_TAKEN_WITHIN: Duration = Duration::from_millis(1500);
+const PASTE_TAKEN_WITHIN: Duration = Duration::from_millis(3000);
 /// How long to wait for the program to show it took a key before the next.
 const KEY_TAKEN_WITHIN: Duration = Duration::from_millis(300);
 /// All the waiting one call may do (a Send's deadline is 10 s): past it, the

@@ -24,7 +24,7 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     let id = bed.spawn(json!({"profile": "claude", "prompt": "update"}));
     let timeline = Timeline::follow(&bed.app, id);
     assert_eq!(bed.app.record(id)["command"], json!(["claude"]));
-    let first = expect_turn(&bed, &timeline, 1, spawned_at, "update");
+    let first = expect_turn(&bed, &timeline, id, 1, spawned_at, "update");
     assert_eq!(first.idle.1["message"], "first reply");
     assert_eq!(first.idle.1["state_source"], "hook");
     let mut worst = first.latencies();
@@ -66,7 +66,7 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     let sent_at = Instant::now();
     bed.app
         .request(json!({"Send": {"target": id, "text": "fail now", "enter": true}}));
-    let (_, answered) = bed.double.wait_answered(sends + 3, LONG);
+    let (_, answered) = bed.answered(id, sends + 3);
     let (working_at, _) = timeline.first_after(sent_at, LONG, |r| r["state"] == "working");
     let (at, idle) = timeline.first_after(working_at, LONG, |r| r["state"] == "idle");
     assert!(

@@ -37,7 +37,7 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
         .map(|a| a.as_str().unwrap())
         .collect();
     assert_eq!(command, ["codex", "--", "review"], "the argv run");
-    let first = expect_turn(&bed, &timeline, 1, spawned_at, "review");
+    let first = expect_turn(&bed, &timeline, id, 1, spawned_at, "review");
     // The hidden title turn's notify must not be taken for the reply.
     let idle = bed.app.until(id, LONG, |r| r["message"] == "first reply");
     assert_eq!(idle["state"], "idle");
@@ -80,7 +80,7 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     let sent_at = Instant::now();
     bed.app
         .request(json!({"Send": {"target": id, "text": "fail now", "enter": true}}));
-    let (_, answered) = bed.double.wait_answered(sends + 3, LONG);
+    let (_, answered) = bed.answered(id, sends + 3);
     let (working_at, _) = timeline.first_after(sent_at, LONG, |r| r["state"] == "working");
     let (at, idle) = timeline.first_after(working_at, LONG, |r| r["state"] == "idle");
     assert!(

@@ -138,6 +138,15 @@ impl ModelDouble {
         self.shared.lock().main.clone()
     }
 
+    /// When the `n`th main request (from 1) came, and when it was answered whole.
+    pub fn times(&self, n: usize) -> Option<(Instant, Option<Instant>)> {
+        self.shared
+            .lock()
+            .main_times
+            .get(n.checked_sub(1)?)
+            .copied()
+    }
+
     /// Waits until the `n`th main request (from 1) was answered whole; returns when
     /// it arrived and when it was answered.
     pub fn wait_answered(&self, n: usize, timeout: Duration) -> (Instant, Instant) {
@@ -149,7 +158,13 @@ impl ModelDouble {
             }
             let left = until
                 .checked_duration_since(Instant::now())
-                .unwrap_or_else(|| panic!("main request {n} not answered within {timeout:?}"));
+                .unwrap_or_else(|| {
+                    let got: Vec<String> = state.main.iter().map(last_user_text).collect();
+                    panic!(
+                        "main request {n} not answered within {timeout:?}; {} came: {got:#?}",
+                        got.len()
+                    )
+                });
             state = self
                 .shared
                 .changed

@@ -216,6 +216,38 @@ impl RealApp {
         self.app.spawn(fields)["terminal"].as_u64().unwrap()
     }
 
+    /// The terminal's screen now.
+    pub fn screen(&self, id: u64) -> String {
+        let answer = self.app.request(json!({"Output": {"target": id}}));
+        answer["Output"]["screen"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Waits until the model answered its `n`th main request (from 1); on a
+    /// timeout, fails with what the terminal shows and what the model got.
+    pub fn answered(&self, id: u64, n: usize) -> (Instant, Instant) {
+        let until = Instant::now() + LONG;
+        loop {
+            if let Some((start, Some(end))) = self.double.times(n) {
+                return (start, end);
+            }
+            assert!(
+                Instant::now() < until,
+                "main request {n} never answered; terminal {id} shows:\n{}\nrecord: {}\nthe model got: {:#?}",
+                self.screen(id),
+                self.app.record(id),
+                self.double
+                    .requests()
+                    .iter()
+                    .map(last_user_text)
+                    .collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
     /// Polls (at most [`LONG`]) until the terminal's screen contains `text`.
     pub fn until_screen(&self, id: u64, text: &str) -> String {
         let until = Instant::now() + LONG;

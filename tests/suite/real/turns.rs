@@ -48,7 +48,7 @@ pub fn send_turn(
         .app
         .request(json!({"Send": {"target": id, "text": prompt, "enter": true}}));
     assert_eq!(sent["Sent"]["delivered"], true, "{sent}");
-    expect_turn(bed, timeline, before + 1, sent_at, prompt)
+    expect_turn(bed, timeline, id, before + 1, sent_at, prompt)
 }
 
 /// Checks the `n`th main request (from 1) carried `prompt` and the states of its
@@ -56,11 +56,12 @@ pub fn send_turn(
 pub fn expect_turn(
     bed: &RealApp,
     timeline: &Timeline,
+    id: u64,
     n: usize,
     since: Instant,
     prompt: &str,
 ) -> TurnSeen {
-    let (started, answered) = bed.double.wait_answered(n, LONG);
+    let (started, answered) = bed.answered(id, n);
     let body = &bed.double.requests()[n - 1];
     let text = super::last_user_text(body);
     assert!(
