@@ -57,26 +57,48 @@ pub(crate) async fn type_into(
     if !text.is_empty() {
         let more = enter || !keys.is_empty();
         let bytes = paste(text, terminal.bracketed_paste());
-        write_taken(terminal, bytes, wait(more, PASTE_TAKEN_WITHIN)).await?;
+        let shown = echo_of(text);
+        write_taken(terminal, bytes, wait(more, PASTE_TAKEN_WITHIN), shown).await?;
     }
     if enter {
         let more = !keys.is_empty();
-        write_taken(terminal, b"\r".to_vec(), wait(more, KEY_TAKEN_WITHIN)).await?;
+        write_taken(terminal, b"\r".to_vec(), wait(more, KEY_TAKEN_WITHIN), None).await?;
     }
     for (i, key) in keys.iter().enumerate() {
         let bytes = key.bytes(terminal.snapshot(0).application_cursor);
         let more = i + 1 < keys.len();
-        write_taken(terminal, bytes, wait(more, KEY_TAKEN_WITHIN)).await?;
+        write_taken(terminal, bytes, wait(more, KEY_TAKEN_WITHIN), None).await?;
     }
     Ok(())
 }
 
-/// Writes `bytes`; with `until`, returns once the screen changed and settled, or
-/// at `until` (a program that shows nothing).
+/// What of a one-line text its echo shows for sure: its last few characters (a
+/// long line may wrap anywhere before them). `None` for text whose echo can look
+/// otherwise (several lines become "[Pasted text]" in some TUIs).
+fn echo_of(text: &str) -> Option<&str> {
+    let text = text.trim_end();
+    if text.is_empty() || text.contains(['\n', '\r']) || text.chars().any(char::is_control) {
+        return None;
+    }
+    let start = text
+        .char_indices()
+        .rev()
+        .nth(ECHO_CHARS - 1)
+        .map_or(0, |(i, _)| i);
+    // A wrapped line loses the blank it wrapped at.
+    Some(text[start..].trim_start())
+}
+
+/// Characters of the text's end looked for in its echo.
+const ECHO_CHARS: usize = 12;
+
+/// Writes `bytes`; with `until`, returns once the screen changed and settled —
+/// and shows `shown`, when given — or at `until` (a program that shows nothing).
 async fn write_taken(
     terminal: &dyn Terminal,
     bytes: Vec<u8>,
     until: Option<tokio::time::Instant>,
+    shown: Option<&str>,
 ) -> Result<(), TypeError> {
     let before = until.map(|_| fingerprint(terminal));
     match terminal.write(bytes).await {
@@ -97,6 +119,7 @@ async fn write_taken(
             calm_since = Some(tokio::time::Instant::now());
         } else if let Some(since) = calm_since
             && since.elapsed() >= SETTLED
+            && shown.is_none_or(|shown| last.0.contains(shown))
         {
             return Ok(());
         }
@@ -128,6 +151,15 @@ pub(crate) fn paste(text: &str, bracketed: bool) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_echo_looked_for_is_the_end_of_one_line() {
+        assert_eq!(echo_of("run the tests again"), Some("tests again"));
+        assert_eq!(echo_of("short"), Some("short"));
+        assert_eq!(echo_of("héllo wörld, ça va"), Some("wörld, ça va"));
+        assert_eq!(echo_of("two\nlines"), None);
+        assert_eq!(echo_of("  "), None);
+    }
 
     #[test]
     fn pastes_are_wrapped_when_asked() {
