@@ -48,9 +48,18 @@ impl Sshd {
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
              AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\n\
-             AllowTcpForwarding yes\nMaxSessions 50\nMaxStartups 50\n",
+             AllowTcpForwarding yes\nMaxSessions 50\nMaxStartups 50\n\
+             SetEnv HOME={d}/home GIT_CONFIG_GLOBAL={d}/gitconfig GIT_CONFIG_NOSYSTEM=1\n",
             d = d.display()
         );
+        // The "host" logs in with a HOME and git identity of its own, not the
+        // account's real ones.
+        std::fs::create_dir_all(d.join("home")).unwrap();
+        std::fs::write(
+            d.join("gitconfig"),
+            "[user]\n\tname = krad host\n\temail = host@krad.invalid\n",
+        )
+        .unwrap();
         std::fs::write(d.join("sshd_config"), config).unwrap();
         let child = Command::new("/usr/sbin/sshd")
             .args(["-D", "-e", "-f"])
@@ -167,7 +176,7 @@ fn a_terminal_on_the_host_reports_and_lists_through_the_forward() {
         "krad ls through the forward: {screen}"
     );
     // The token went to a 0600 file on the host, never into a command line.
-    let token = app.terminal_token_remote(id);
+    let token = app.terminal_token_remote(&sshd.dir.path().join("home"), id);
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", record["pid"])).unwrap();
     assert!(!String::from_utf8_lossy(&cmdline).contains(&token));
     let envs = app.request(json!("Environments"))["Environments"].clone();

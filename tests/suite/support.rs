@@ -335,16 +335,11 @@ impl App {
         std::fs::read_to_string(self.token_dir().join(format!("{id}.token"))).unwrap()
     }
 
-    /// A host terminal's token, from its file on the "host" (this machine, where
-    /// an SSH login gets the account's own home, whatever this process's HOME).
-    pub fn terminal_token_remote(&self, id: u64) -> String {
-        let home = nix::unistd::User::from_uid(nix::unistd::getuid())
+    /// A host terminal's token, from its file on the "host" (this machine, whose
+    /// SSH logins get `home` as their HOME).
+    pub fn terminal_token_remote(&self, home: &Path, id: u64) -> String {
+        std::fs::read_to_string(home.join(format!(".krad-ade/remote-{}/{id}.token", self.pid)))
             .unwrap()
-            .unwrap()
-            .dir
-            .display()
-            .to_string();
-        std::fs::read_to_string(format!("{home}/.krad-ade/remote-{}/{id}.token", self.pid)).unwrap()
     }
 
     /// Sends a request as a terminal with a given token.
