@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::timeline::{BOUND, Timeline};
+use super::turns::SUBCOMMAND_LOOKING;
 use super::turns::{asks, expect_turn, send_turn, until_ask, until_no_ask};
 use super::{Cli, LONG, RealApp, Turn};
 
@@ -284,27 +285,7 @@ fn session_id(bed: &RealApp, prompt: &str) -> String {
 #[test]
 fn prompts_that_look_like_subcommands_or_flags_reach_the_model() {
     let bed = RealApp::start(Cli::Claude);
-    let prompts = ["doctor", "update", "-v", "--help", "review", "resume"];
-    let ids: Vec<u64> = prompts
-        .iter()
-        .map(|p| bed.spawn(json!({"profile": "claude", "prompt": p})))
-        .collect();
-    for prompt in prompts {
-        bed.double
-            .wait_for(LONG, |body| {
-                super::last_user_text(body).trim_end().lines().last() == Some(prompt)
-            })
-            .unwrap_or_else(|| {
-                panic!(
-                    "the model never got {prompt:?}: {:#?}",
-                    bed.double
-                        .requests()
-                        .iter()
-                        .map(super::last_user_text)
-                        .collect::<Vec<_>>()
-                )
-            });
-    }
+    let ids = super::turns::spawn_with_prompts(&bed, "claude", &SUBCOMMAND_LOOKING);
     // Several lines arrive whole, as one prompt.
     let id = bed.spawn(json!({"profile": "claude", "prompt": "first line\nsecond line"}));
     bed.double

@@ -9,6 +9,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::timeline::{BOUND, Timeline};
+use super::turns::SUBCOMMAND_LOOKING;
 use super::turns::{answer_dialog, expect_turn, send_turn};
 use super::{Cli, LONG, RealApp, Turn};
 
@@ -234,27 +235,7 @@ fn thread_id(sessions: &Path, prompt: &str) -> String {
 #[test]
 fn prompts_that_look_like_subcommands_or_flags_reach_the_model() {
     let bed = RealApp::start(Cli::Codex);
-    let prompts = ["doctor", "update", "-v", "--help", "review", "resume"];
-    let ids: Vec<u64> = prompts
-        .iter()
-        .map(|p| bed.spawn(json!({"profile": "codex", "prompt": p})))
-        .collect();
-    for prompt in prompts {
-        bed.double
-            .wait_for(LONG, |body| {
-                super::last_user_text(body).trim_end().lines().last() == Some(prompt)
-            })
-            .unwrap_or_else(|| {
-                panic!(
-                    "the model never got {prompt:?}: {:#?}",
-                    bed.double
-                        .requests()
-                        .iter()
-                        .map(super::last_user_text)
-                        .collect::<Vec<_>>()
-                )
-            });
-    }
+    let ids = super::turns::spawn_with_prompts(&bed, "codex", &SUBCOMMAND_LOOKING);
     for id in ids {
         let record = bed.app.until(id, LONG, |r| r["state"] == "idle");
         assert_eq!(record["exit_code"], Value::Null, "still running: {record}");

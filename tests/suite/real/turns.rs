@@ -163,3 +163,30 @@ pub fn answer_dialog(
     }
     panic!("the dialog never took {keys:?}: {}", bed.app.record(id));
 }
+
+/// Prompts a CLI would take for its own subcommands or flags, were they arguments.
+pub const SUBCOMMAND_LOOKING: [&str; 6] = ["doctor", "update", "-v", "--help", "review", "resume"];
+
+/// Spawns one `profile` agent per prompt and waits until the model got each
+/// prompt as the user's words; returns the terminals.
+pub fn spawn_with_prompts(bed: &RealApp, profile: &str, prompts: &[&str]) -> Vec<u64> {
+    let ids = prompts
+        .iter()
+        .map(|p| bed.spawn(json!({"profile": profile, "prompt": p})))
+        .collect();
+    for prompt in prompts {
+        let got = bed.double.wait_for(LONG, |body| {
+            super::last_user_text(body).trim_end().lines().last() == Some(*prompt)
+        });
+        assert!(
+            got.is_some(),
+            "the model never got {prompt:?}: {:#?}",
+            bed.double
+                .requests()
+                .iter()
+                .map(super::last_user_text)
+                .collect::<Vec<_>>()
+        );
+    }
+    ids
+}
