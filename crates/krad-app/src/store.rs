@@ -66,6 +66,14 @@ pub struct Entry {
     watch: watch::Sender<AgentRecord>,
 }
 
+impl Entry {
+    /// Whether the agent tells its own state (hooks, OSC 7501 announcements):
+    /// then keys sent to it, or an ask it walked away from, claim no state for it.
+    pub fn tells_its_state(&self) -> bool {
+        self.profile.hooks != crate::config::HookKind::None || self.announces_state
+    }
+}
+
 enum Change {
     Agent(u64),
     Removed { terminal: u64, environment: String },

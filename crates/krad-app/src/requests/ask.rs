@@ -12,7 +12,6 @@ use serde_json::json;
 
 use crate::Core;
 use crate::asks::Raised;
-use crate::config::HookKind;
 use crate::store::set_state;
 
 /// Leaves the ask when the request is dropped (client gone, deadline), so that
@@ -65,9 +64,7 @@ pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Ask) ->
     };
     let tells_its_state = core
         .store
-        .with(me.terminal, |e| {
-            e.profile.hooks != HookKind::None || e.announces_state
-        })
+        .with(me.terminal, |e| e.tells_its_state())
         .unwrap_or(false);
     let mut waiting = Waiting {
         core,

@@ -200,8 +200,7 @@ impl BusAttachment for Attacher {
                 // unless it tells its state itself (then it says when it is not asking).
                 self.core.store.update(self.id, |e| {
                     e.record.state == AgentState::Asking
-                        && e.profile.hooks == crate::config::HookKind::None
-                        && !e.announces_state
+                        && !e.tells_its_state()
                         && set_state(&mut e.record, AgentState::Working, StateSource::Input, None)
                 });
                 Ok(())

@@ -9,7 +9,6 @@ use krad_bus::server::CallContext;
 
 use super::may_act_on;
 use crate::Core;
-use crate::config::HookKind;
 use crate::input::type_into;
 use crate::store::set_state;
 
@@ -69,8 +68,7 @@ pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Send) -> Res
     let after = core.store.update(id, |e| {
         e.record.state == AgentState::Asking
             && answers
-            && e.profile.hooks == HookKind::None
-            && !e.announces_state
+            && !e.tells_its_state()
             && set_state(&mut e.record, AgentState::Working, StateSource::Input, None)
     });
     Response::Sent(SentInfo {
