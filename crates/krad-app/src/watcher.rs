@@ -53,6 +53,7 @@ pub(crate) async fn run(
     let ready_by_hook = hooks == HookKind::Claude;
     let look_for_questions = screen_questions::known(hooks);
     let mut question_check_at: Option<tokio::time::Instant> = None;
+    let mut typing: Option<tokio::task::JoinHandle<()>> = None;
     let store = &core.store;
     let Some(mut record_watch) = store.watch(id) else {
         return;
@@ -131,13 +132,21 @@ pub(crate) async fn run(
                 look_at_the_question(&core, id, terminal.as_ref(), hooks);
             }
             () = sleep_until(type_at) => {
+                // Typed on a task of its own: meanwhile this loop keeps taking the
+                // terminal's events (a full queue would drop them).
                 if let Some(prompt) = typed_prompt.take() {
-                    type_prompt(terminal.as_ref(), &prompt).await;
-                    store.update(id, |e| {
-                        e.prompt_pending = false;
-                        false
-                    });
+                    let terminal = terminal.clone();
+                    typing = Some(tokio::spawn(async move {
+                        type_prompt(terminal.as_ref(), &prompt).await;
+                    }));
                 }
+            }
+            _ = until_done(&mut typing) => {
+                typing = None;
+                store.update(id, |e| {
+                    e.prompt_pending = false;
+                    false
+                });
             }
             changed = record_watch.changed() => {
                 if changed.is_err() {
@@ -145,6 +154,16 @@ pub(crate) async fn run(
                 }
             }
         }
+    }
+}
+
+/// Waits for the typing task, if there is one (else never returns).
+async fn until_done(typing: &mut Option<tokio::task::JoinHandle<()>>) {
+    match typing {
+        Some(task) => {
+            let _ = task.await;
+        }
+        None => std::future::pending().await,
     }
 }
 
