@@ -921,3 +921,104 @@ fn malformed_requests_get_errors_and_the_facet_goes_on() {
     assert_eq!(collie.get("/snapshot").status, 200);
     drop(idle);
 }
+
+/// With the socket and TLS on at once, each request is judged by its own
+/// transport: the socket may see and choose `allow-always`, TLS may not, and a
+/// request id never carries an answer from one transport to the other.
+#[test]
+fn allow_always_is_decided_per_request_by_its_transport_with_both_on() {
+    let (app, socket) = start_with("[durable.tls]\nlisten = \"127.0.0.1:0\"\n", &[], None);
+    let tls = &app.serving["Serving"]["durable"]["tls"];
+    let address = tls["address"].as_str().unwrap().parse().unwrap();
+    let cert = PathBuf::from(tls["cert"].as_str().unwrap());
+    let token = std::fs::read_to_string(tls["token_file"].as_str().unwrap())
+        .unwrap()
+        .trim()
+        .to_owned();
+    let bearer = vec![
+        ("Authorization", format!("Bearer {token}")),
+        ("X-Collie-Session", "1".to_owned()),
+    ];
+    let over_tls_post = |path: &str, body: &Value| {
+        over_tls(
+            address,
+            &cert,
+            "POST",
+            &format!("/session/v1{path}"),
+            &bearer,
+            Some(body.to_string().as_bytes()),
+        )
+    };
+    let mut collie = Collie::connect(&socket);
+    // Interleaved: socket, TLS, socket — each hello says its own.
+    assert_eq!(collie.hello["caps"]["allowAlways"], true);
+    let hello = over_tls(address, &cert, "GET", "/session/v1/hello", &bearer, None);
+    assert_eq!(hello.body["caps"]["allowAlways"], false, "{}", hello.text);
+    assert!(!collie.rehello(), "the same epoch");
+    assert_eq!(collie.hello["caps"]["allowAlways"], true);
+
+    let options = |ask: &Value| -> Vec<String> {
+        ask["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let tls_ask = |pane: &str| -> Value {
+        let snapshot = over_tls(address, &cert, "GET", "/session/v1/snapshot", &bearer, None);
+        panes(&snapshot.body)
+            .iter()
+            .find(|p| p["id"] == pane)
+            .and_then(|p| p["asks"].get(0).cloned())
+            .unwrap_or_else(|| panic!("no ask over TLS: {}", snapshot.text))
+    };
+    let (_, pane_a, ask_a) = pane_with_ask(&app, &mut collie, ASK_SCRIPT);
+    let (_, pane_b, ask_b) = pane_with_ask(&app, &mut collie, ASK_SCRIPT);
+    // The same ask, seen at once over both.
+    assert_eq!(options(&ask_a), ["allow", "allow-always", "deny"]);
+    assert_eq!(options(&tls_ask(&pane_a)), ["allow", "deny"]);
+    assert_eq!(
+        options(&collie.asks(&pane_a)[0]),
+        ["allow", "allow-always", "deny"]
+    );
+    let tls_events = over_tls(
+        address,
+        &cert,
+        "GET",
+        &format!("/session/v1/pane/{pane_a}/events"),
+        &bearer,
+        None,
+    );
+    assert!(
+        !tls_events.text.contains("allow-always"),
+        "TLS events never offer allow-always: {}",
+        tls_events.text
+    );
+
+    // A: TLS may not choose it; the socket may, even with the request id and
+    // body TLS used (TLS's refusal is not replayed to the socket).
+    let body_a =
+        json!({"request_id": "same-a", "ask": ask_a["id"], "answer": {"option": "allow-always"}});
+    let path_a = format!("/pane/{pane_a}/answer");
+    let refused = over_tls_post(&path_a, &body_a);
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert!(refused.text.contains("allow-always"), "{}", refused.text);
+    let taken = collie.post(&path_a, &body_a);
+    assert_eq!(taken.status, 200, "{}", taken.text);
+    assert_eq!(taken.body["result"], "taken", "{}", taken.text);
+    assert_eq!(taken.body.get("replayed"), None, "{}", taken.text);
+    assert_eq!(taken.body["outcome"]["option"], "allow-always");
+
+    // B: the socket chooses it first; TLS sending the very same request id and
+    // body is not handed the socket's answer as a replay of its own.
+    let body_b =
+        json!({"request_id": "same-b", "ask": ask_b["id"], "answer": {"option": "allow-always"}});
+    let path_b = format!("/pane/{pane_b}/answer");
+    let taken = collie.post(&path_b, &body_b);
+    assert_eq!(taken.body["result"], "taken", "{}", taken.text);
+    let tls_try = over_tls_post(&path_b, &body_b);
+    assert_ne!(tls_try.body["result"], "taken", "{}", tls_try.text);
+    assert_eq!(tls_try.body.get("replayed"), None, "{}", tls_try.text);
+    assert_eq!(tls_try.status, 409, "decided already: {}", tls_try.text);
+}

@@ -23,6 +23,7 @@ mod hardening;
 mod in_process;
 mod isolation;
 mod rights;
+mod secrets;
 mod ssh;
 mod tmux;
 mod transport;

@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 use crate::support::{App, KRAD, Launch, code, exit_code, git, stderr, stdout};
 
 /// An sshd on 127.0.0.1 with its own host key, and a client key it accepts.
-struct Sshd {
+pub(crate) struct Sshd {
     child: Child,
-    dir: tempfile::TempDir,
+    pub(crate) dir: tempfile::TempDir,
     port: u16,
 }
 
@@ -36,7 +36,7 @@ fn keygen(path: &Path) {
 }
 
 impl Sshd {
-    fn start() -> Sshd {
+    pub(crate) fn start() -> Sshd {
         let _ = std::fs::create_dir_all("/run/sshd");
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
@@ -104,6 +104,11 @@ impl Drop for Sshd {
 
 /// An app whose config names host `far` (this sshd), and the host's repository.
 fn app_with_host(sshd: &Sshd) -> (App, PathBuf) {
+    app_with_host_logged(sshd, "")
+}
+
+/// The same, logging at `rust_log` (empty: the suite's default).
+pub(crate) fn app_with_host_logged(sshd: &Sshd, rust_log: &str) -> (App, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let local = crate::support::git_repo(dir.path());
     std::fs::write(local.join("README.md"), "local\n").unwrap();
@@ -119,6 +124,7 @@ fn app_with_host(sshd: &Sshd) -> (App, PathBuf) {
     let app = App::launch(Launch {
         reuse: Some(dir),
         config: Some(&config),
+        rust_log,
         ..Launch::default()
     });
     (app, remote)

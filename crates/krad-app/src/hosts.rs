@@ -6,6 +6,10 @@
 //! `ExitOnForwardFailure=yes`); everything else — git, setup commands, token
 //! files, and the terminals themselves (`ssh -tt`) — runs through it.
 //!
+//! Secrets never ride on a command line: scripts (setup commands among them)
+//! and file contents (tokens, a terminal's launcher with its environment) go
+//! through ssh's stdin, so neither `ps` here nor `ps` on the host shows them.
+//!
 //! A supervisor notices when the control connection dies and re-opens it, asking
 //! for the same remote port so that terminals already told
 //! `KRAD_ADE_ENDPOINT=127.0.0.1:<port>` reach the bus again. A terminal whose link
@@ -481,7 +485,10 @@ impl Host {
     }
 
     /// Runs a shell script on the host through the control connection (connecting
-    /// first): exit code, stdout, stderr.
+    /// first): exit code, stdout, stderr. Without `stdin`, the script reaches the
+    /// host through ssh's stdin, never on a command line; with `stdin` (the data
+    /// for the script), the script is an argument of `ssh` and must hold no
+    /// secret (paths and git arguments only).
     pub async fn run(
         self: &Arc<Self>,
         script: &str,
@@ -499,24 +506,30 @@ impl Host {
         script: &str,
         stdin: Option<&[u8]>,
     ) -> Result<(Option<i32>, Vec<u8>, Vec<u8>), String> {
+        // Without data for its stdin, the script itself goes through stdin (to
+        // `sh -s` on the host), never on a command line here or there: a setup
+        // command may name what it should not. Its commands read /dev/null.
+        let (remote, input) = match stdin {
+            Some(input) => (script, std::borrow::Cow::Borrowed(input)),
+            None => (
+                "sh -s",
+                std::borrow::Cow::Owned(format!("{{\n{script}\n}} </dev/null\n").into_bytes()),
+            ),
+        };
         let mut command = tokio::process::Command::new("ssh");
         command
             .args(self.ssh_args(false))
             .arg("--")
-            .arg(script)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
+            .arg(remote)
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         let mut child = command
             .spawn()
             .map_err(|e| format!("cannot run ssh: {e}"))?;
-        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            let _ = pipe.write_all(input).await;
+        if let Some(mut pipe) = child.stdin.take() {
+            let _ = pipe.write_all(&input).await;
         }
         let out = child
             .wait_with_output()

@@ -53,4 +53,9 @@ fn init_tracing(serving: bool) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
+    // A terminal's whole argv (a prompt, maybe a secret) only when RUST_LOG names
+    // its target itself (`krad::argv=trace`), never with a bare `trace`.
+    krad_term::log_full_argv(
+        std::env::var("RUST_LOG").is_ok_and(|filter| filter.contains(krad_term::ARGV_TARGET)),
+    );
 }

@@ -21,7 +21,9 @@ use serde_json::{Map, Value, json};
 use crate::limits;
 use crate::request_ids::{Claim, Finished, RequestIds};
 use crate::tls::Token;
-use crate::wire::{Call, Caller, Facet, SERVICE, Target, VERSION, VERSION_HEADER, WireError};
+use crate::wire::{
+    Call, Caller, Facet, SERVICE, Target, Transport, VERSION, VERSION_HEADER, WireError,
+};
 
 /// The path every route starts with.
 const PREFIX: &str = "/session/v1";
@@ -29,7 +31,12 @@ const PREFIX: &str = "/session/v1";
 /// What every connection of the facet shares.
 pub(crate) struct Shared {
     pub facet: Arc<dyn Facet>,
-    pub request_ids: Arc<RequestIds>,
+    /// The request-id log of socket callers.
+    pub socket_ids: Arc<RequestIds>,
+    /// The request-id log of TLS callers: a request id never crosses transports,
+    /// so a TLS caller is never handed (as a replay) what a socket caller was
+    /// allowed to do or see, nor the other way round.
+    pub tls_ids: Arc<RequestIds>,
     /// Collie versions whose telling hello was logged (once per epoch each).
     pub told: Mutex<HashSet<String>>,
     /// The verdicts on socket callers (the app's own agents are refused).
@@ -286,7 +293,11 @@ async fn post_call(
     };
     let call = post_body(route, &body)?;
     let fingerprinted = Value::Object(body.clone());
-    let finished = match shared.request_ids.claim(&request_id, path, &fingerprinted) {
+    let request_ids = match caller.transport {
+        Transport::Socket => &shared.socket_ids,
+        Transport::Tls => &shared.tls_ids,
+    };
+    let finished = match request_ids.claim(&request_id, path, &fingerprinted) {
         Claim::Reused => {
             return Err(WireError::conflict(
                 "request-id-reused",

@@ -4,7 +4,8 @@
 //! * [`wire`] — what a call is once parsed ([`wire::Call`]), the errors the wire
 //!   knows, and the [`Facet`] the app implements.
 //! * [`limits`] — the seed's limit table and the cutting and cleaning of text.
-//! * [`request_ids`] — at-most-once POSTs: the request-id log of one epoch.
+//! * [`request_ids`] — at-most-once POSTs: the request-id log of one epoch (one
+//!   per transport).
 //! * `http` — the routes: hello and the version rules, `ready`, ETags, bodies.
 //! * [`socket`] — the private Unix socket (0600 in 0700, stale files, callers
 //!   that are the app's own descendants refused).

@@ -34,12 +34,14 @@ pub struct DurableServer {
 }
 
 impl DurableServer {
-    /// A server for `facet`, with an empty request-id log (a new epoch).
+    /// A server for `facet`, with empty request-id logs (a new epoch), one per
+    /// transport.
     pub fn new(facet: Arc<dyn Facet>) -> DurableServer {
         DurableServer {
             shared: Arc::new(Shared {
                 facet,
-                request_ids: Arc::new(RequestIds::default()),
+                socket_ids: Arc::new(RequestIds::default()),
+                tls_ids: Arc::new(RequestIds::default()),
                 told: Mutex::new(HashSet::new()),
                 callers: socket::Callers::default(),
             }),

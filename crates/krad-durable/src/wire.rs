@@ -23,7 +23,10 @@ pub enum Transport {
     Tls,
 }
 
-/// Who calls, as far as the facet can tell.
+/// Who calls, as far as the facet can tell. The listener a connection came in
+/// on stamps it, and every request of that connection carries it to the call:
+/// what a request may do (`allow-always` only over the socket) is decided by
+/// its own transport, whichever other transports are on.
 #[derive(Debug, Clone, Copy)]
 pub struct Caller {
     /// The transport it came by.

@@ -16,9 +16,14 @@
 //! slows the terminal. A restart-safe host ([`TerminalHost::restart_safe`], the
 //! [`tmux`] host) keeps terminals running when the app stops, and a restarted app
 //! takes them back with [`TerminalHost::survivors`] and [`TerminalHost::adopt`].
+//!
+//! Logs name a terminal's program and how many arguments it has, never the
+//! arguments (a prompt) nor its environment's values (API keys): see
+//! [`log_started`] and [`ARGV_TARGET`]; a [`SpawnSpec`]'s `Debug` hides both.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -32,8 +37,34 @@ pub use output::ATTACH_BACKLOG;
 pub use pty::PtyHost;
 pub use tmux::TmuxHost;
 
-/// What to start on a new terminal.
-#[derive(Debug, Clone)]
+/// The tracing target a terminal's whole argv is logged on, at trace, and only
+/// once [`log_full_argv`] allowed it (`RUST_LOG=krad::argv=trace`): an argv may
+/// hold a prompt, or whatever secret a user put there.
+pub const ARGV_TARGET: &str = "krad::argv";
+
+static FULL_ARGV: AtomicBool = AtomicBool::new(false);
+
+/// Allows the whole argv on [`ARGV_TARGET`] (the app calls it when `RUST_LOG`
+/// names that target itself; a bare `RUST_LOG=trace` is not enough).
+pub fn log_full_argv(allowed: bool) {
+    FULL_ARGV.store(allowed, Ordering::Relaxed);
+}
+
+/// Logs that a terminal started: its program and the number of its arguments
+/// (debug); its whole argv only on [`ARGV_TARGET`] at trace, when allowed.
+/// Its environment is never logged.
+pub(crate) fn log_started(what: &str, id: u64, pid: Option<u32>, argv: &[String]) {
+    let program = argv.first().map(String::as_str).unwrap_or_default();
+    let args = argv.len().saturating_sub(1);
+    tracing::debug!(terminal = id, ?pid, program, args, "{what} started");
+    if FULL_ARGV.load(Ordering::Relaxed) {
+        tracing::trace!(target: ARGV_TARGET, terminal = id, ?argv, "{what} argv");
+    }
+}
+
+/// What to start on a new terminal. Its `Debug` shows the program, the number
+/// of arguments and the variables' names, never arguments or values.
+#[derive(Clone)]
 pub struct SpawnSpec {
     /// The app's id for the terminal (unique, never reused).
     pub id: u64,
@@ -53,6 +84,24 @@ pub struct SpawnSpec {
     pub transcript: Option<PathBuf>,
     /// Lines of scrollback kept in memory.
     pub scrollback_lines: usize,
+}
+
+impl std::fmt::Debug for SpawnSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env: Vec<&str> = self.env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("SpawnSpec")
+            .field("id", &self.id)
+            .field("program", &self.argv.first())
+            .field("args", &self.argv.len().saturating_sub(1))
+            .field("cwd", &self.cwd)
+            .field("env", &env)
+            .field("env_remove", &self.env_remove)
+            .field("cols", &self.cols)
+            .field("rows", &self.rows)
+            .field("transcript", &self.transcript)
+            .field("scrollback_lines", &self.scrollback_lines)
+            .finish()
+    }
 }
 
 /// How a program ended.

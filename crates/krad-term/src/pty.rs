@@ -195,7 +195,7 @@ impl PtyTerminal {
             Arc::clone(&shared),
             events,
         ));
-        tracing::debug!(terminal = spec.id, ?pid, argv = ?spec.argv, "terminal started");
+        crate::log_started("terminal", spec.id, pid, &spec.argv);
         Ok(Self {
             id: spec.id,
             pid,

@@ -344,7 +344,7 @@ impl TmuxHost {
             .map_err(|e| {
                 SpawnError::Host(format!("cannot start {:?} in tmux: {e}", spec.argv[0]))
             })?;
-        tracing::debug!(terminal = spec.id, pid = ?terminal.pid(), argv = ?spec.argv, "tmux terminal started");
+        crate::log_started("tmux terminal", spec.id, terminal.pid(), &spec.argv);
         Ok(terminal)
     }
 }
@@ -994,7 +994,12 @@ impl Reader {
             if line.last() == Some(&b'\n') {
                 line.pop();
             }
-            tracing::trace!(line = %String::from_utf8_lossy(&line), "from tmux");
+            // A pane's output is the program's (what a user typed, a prompt):
+            // only its size is logged.
+            match output_size(&line) {
+                Some((pane, bytes)) => tracing::trace!(pane, bytes, "from tmux: %output"),
+                None => tracing::trace!(line = %String::from_utf8_lossy(&line), "from tmux"),
+            }
             if let Some((ours, lines)) = &mut block {
                 let end = line.starts_with(b"%end ");
                 if end || line.starts_with(b"%error ") {
@@ -1547,6 +1552,14 @@ fn lossy_lines(lines: &[Vec<u8>]) -> String {
         .join("; ")
 }
 
+/// The pane and payload size of an `%output` line (`%output %3 bytes…`).
+fn output_size(line: &[u8]) -> Option<(&str, usize)> {
+    let rest = line.strip_prefix(b"%output ")?;
+    let space = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+    let pane = std::str::from_utf8(&rest[..space]).ok()?;
+    Some((pane, rest.len().saturating_sub(space + 1)))
+}
+
 fn window_name(id: u64) -> String {
     format!("{WINDOW_PREFIX}{id}")
 }
@@ -1656,6 +1669,13 @@ mod tests {
             "\"\\044HOME \\176 \\043\\173x\\175 \\042\\047\\012\""
         );
         assert_eq!(quote("é".as_bytes()), "\"\\303\\251\"");
+    }
+
+    #[test]
+    fn output_lines_are_logged_by_size_only() {
+        assert_eq!(output_size(b"%output %3 secret\\015"), Some(("%3", 10)));
+        assert_eq!(output_size(b"%output %12"), Some(("%12", 0)));
+        assert_eq!(output_size(b"%begin 1 2 0"), None);
     }
 
     #[test]

@@ -288,14 +288,30 @@ fn local_launch(core: &Core, launch: Launch<'_>, cwd: PathBuf) -> Result<Prepare
 }
 
 /// A terminal on an SSH host: `ssh -tt` through the host's control connection,
-/// the bus reached through the host's reverse forward, the token in a 0600 file
-/// written on the host through ssh's stdin (never on a command line).
+/// the bus reached through the host's reverse forward. Nothing the terminal is
+/// given shows on a command line, here or on the host: the token goes to a 0600
+/// file on the host, and the environment (the profile's `env`, the Spawn's
+/// `env`, which may hold API keys), the working directory and the argv (which
+/// may hold the prompt) to a 0600 launcher script in the same 0700 directory,
+/// both written through ssh's stdin. `ssh -tt` runs `sh <launcher>`, which
+/// removes itself before anything else and then `exec`s the program.
 async fn remote_launch(
     core: &Core,
     host: &Arc<Host>,
     launch: Launch<'_>,
     cwd: &Path,
 ) -> Result<Prepared, ApiError> {
+    let extra = launch.extra_env.into_iter().flatten();
+    for name in launch.profile.env.keys().chain(extra.map(|(k, _)| k)) {
+        if !shell_name(name) {
+            return Err(invalid(
+                "env",
+                format!(
+                    "{name:?} cannot be set on an SSH host: a variable there is named with                      letters, digits and _ (not starting with a digit)"
+                ),
+            ));
+        }
+    }
     let port = host.connect().await?;
     let id = launch.me.terminal;
     let home = host.home().unwrap_or_else(|| "/tmp".to_owned());
@@ -321,34 +337,88 @@ async fn remote_launch(
         Path::new(&krad),
         claude_settings.as_deref(),
     );
-    let mut script = format!("cd {} && exec env", shell_quote(&cwd.display().to_string()));
-    let mut set = |k: &str, v: &str| script.push_str(&format!(" {k}={}", shell_quote(v)));
+    let mut env: Vec<(&str, String)> = Vec::new();
     for (k, v) in &launch.profile.env {
-        set(k, v);
+        env.push((k, v.clone()));
     }
     if let Some(extra) = launch.extra_env {
         for (k, v) in extra {
-            set(k, v);
+            env.push((k, v.clone()));
         }
     }
-    set("TERM", "xterm-256color");
-    set("KRAD_ADE_ENDPOINT", &format!("127.0.0.1:{port}"));
-    set("KRAD_ADE_TOKEN_FILE", &token_file);
-    set("KRAD_ADE_ENVIRONMENT", &launch.me.environment);
-    set("KRAD_ADE_TERMINAL", &id.to_string());
-    if let Some((krad_dir, _)) = krad.rsplit_once('/') {
-        script.push_str(&format!(" PATH={}:\"$PATH\"", shell_quote(krad_dir)));
-    }
-    for word in &argv {
-        script.push(' ');
-        script.push_str(&shell_quote(word));
-    }
+    env.push(("TERM", "xterm-256color".to_owned()));
+    env.push(("KRAD_ADE_ENDPOINT", format!("127.0.0.1:{port}")));
+    env.push(("KRAD_ADE_TOKEN_FILE", token_file.clone()));
+    env.push(("KRAD_ADE_ENVIRONMENT", launch.me.environment.clone()));
+    env.push(("KRAD_ADE_TERMINAL", id.to_string()));
+    let launcher = format!("{dir}/{id}.launch");
+    let script = launcher_script(
+        &launcher,
+        &cwd.display().to_string(),
+        &env,
+        krad.rsplit_once('/').map(|(dir, _)| dir),
+        &argv,
+    );
+    host.write_private(&launcher, script.as_bytes()).await?;
     let mut ssh = vec!["ssh".to_owned()];
     ssh.extend(host.ssh_args(true));
     ssh.push("--".to_owned());
-    ssh.push(script);
+    ssh.push(format!("sh {}", shell_quote(&launcher)));
     let env = vec![("TERM".to_owned(), "xterm-256color".to_owned())];
     Ok((ssh, core.settings.root.clone(), env, None))
+}
+
+/// Whether `name` can be `export`ed by a POSIX shell.
+fn shell_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// The script a remote terminal starts with (`sh <launcher>`): it removes
+/// itself first, so that the values in it live on the host's disk only until the
+/// terminal starts; then it goes to `cwd`, exports `env`, puts `krad_dir` first
+/// on `PATH` and `exec`s `argv`. No value is ever an argument of a process.
+fn launcher_script(
+    launcher: &str,
+    cwd: &str,
+    env: &[(&str, String)],
+    krad_dir: Option<&str>,
+    argv: &[String],
+) -> String {
+    let mut script = format!(
+        "rm -f -- {}
+",
+        shell_quote(launcher)
+    );
+    script.push_str(&format!(
+        "cd -- {} || exit 1
+",
+        shell_quote(cwd)
+    ));
+    for (k, v) in env {
+        script.push_str(&format!(
+            "{k}={}
+export {k}
+",
+            shell_quote(v)
+        ));
+    }
+    if let Some(dir) = krad_dir {
+        script.push_str(&format!(
+            "PATH={}:\"$PATH\"\nexport PATH\n",
+            shell_quote(dir)
+        ));
+    }
+    script.push_str("exec");
+    for word in argv {
+        script.push(' ');
+        script.push_str(&shell_quote(word));
+    }
+    script.push('\n');
+    script
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -380,4 +450,34 @@ fn forbidden(message: String) -> ApiError {
 fn invalid(field: &str, message: String) -> ApiError {
     ApiError::new(ErrorCode::Invalid, format!("Spawn: {message}"))
         .with_detail(serde_json::json!({ "request": "Spawn", "field": field }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_shell_names_can_be_exported_on_a_host() {
+        for good in ["A", "_x", "ANTHROPIC_API_KEY", "a1"] {
+            assert!(shell_name(good), "{good}");
+        }
+        for bad in ["", "1A", "A-B", "A B", "A.B", "É"] {
+            assert!(!shell_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_launcher_removes_itself_and_quotes_every_value() {
+        let env = [("KEY", "it's $secret".to_owned())];
+        let argv = ["codex".to_owned(), "--".to_owned(), "fix `it`".to_owned()];
+        let script = launcher_script("/h/.krad-ade/r/3.launch", "/w d", &env, Some("/bin"), &argv);
+        assert_eq!(
+            script,
+            "rm -f -- /h/.krad-ade/r/3.launch\n\
+             cd -- '/w d' || exit 1\n\
+             KEY='it'\\''s $secret'\nexport KEY\n\
+             PATH=/bin:\"$PATH\"\nexport PATH\n\
+             exec codex -- 'fix `it`'\n"
+        );
+    }
 }
