@@ -307,7 +307,8 @@ async fn remote_launch(
             return Err(invalid(
                 "env",
                 format!(
-                    "{name:?} cannot be set on an SSH host: a variable there is named with                      letters, digits and _ (not starting with a digit)"
+                    "{name:?} cannot be set on an SSH host: a variable there is named with \
+                     letters, digits and _ (not starting with a digit)"
                 ),
             ));
         }
@@ -388,23 +389,10 @@ fn launcher_script(
     krad_dir: Option<&str>,
     argv: &[String],
 ) -> String {
-    let mut script = format!(
-        "rm -f -- {}
-",
-        shell_quote(launcher)
-    );
-    script.push_str(&format!(
-        "cd -- {} || exit 1
-",
-        shell_quote(cwd)
-    ));
+    let mut script = format!("rm -f -- {}\n", shell_quote(launcher));
+    script.push_str(&format!("cd -- {} || exit 1\n", shell_quote(cwd)));
     for (k, v) in env {
-        script.push_str(&format!(
-            "{k}={}
-export {k}
-",
-            shell_quote(v)
-        ));
+        script.push_str(&format!("{k}={}\nexport {k}\n", shell_quote(v)));
     }
     if let Some(dir) = krad_dir {
         script.push_str(&format!(
