@@ -7,9 +7,10 @@
 //! OSC 9/777 notifications, OSC 7501 agent states, title), and is copied to a transcript file.
 //!
 //! The app consumes each terminal's [`TerminalEvent`]s from a bounded channel:
-//! frequent events (output, bell, title) are coalesced when the app is behind, the
-//! final `Exited` is never lost, and a terminal's output never blocks the app or
-//! other terminals.
+//! frequent events (output, bell, title) are coalesced when the app is behind;
+//! notifications, announced states and the final `Exited` are never lost (a
+//! terminal whose app is far behind waits); a terminal's output never blocks the
+//! app or other terminals.
 //!
 //! Attachers ([`Terminal::attach`]) get the screen as escape sequences that
 //! redraw it, then the raw output from there on, from a broadcast that never

@@ -175,10 +175,23 @@ fn run(
             transcript.flush();
         }
         // The screen is up to date: an event dropped because the app is behind is
-        // covered by the snapshot it takes for an earlier one still queued.
+        // covered by the snapshot it takes for an earlier one still queued (output,
+        // bells and titles are coalesced so). A notification or an announced state
+        // says something no snapshot keeps: it waits for room (this thread is not
+        // the runtime's, and holds no lock while it waits).
         let _ = events.try_send(TerminalEvent::Output);
         for event in signals.into_events() {
-            let _ = events.try_send(event);
+            let kept = matches!(
+                event,
+                TerminalEvent::Notification { .. } | TerminalEvent::AgentState(_)
+            );
+            if kept {
+                if events.blocking_send(event).is_err() {
+                    break;
+                }
+            } else {
+                let _ = events.try_send(event);
+            }
         }
     }
     if let Some(transcript) = &mut transcript {

@@ -552,6 +552,38 @@ async fn exited_is_delivered_when_events_pile_up() {
 }
 
 #[tokio::test]
+async fn announced_states_are_never_dropped_when_the_app_is_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    // A channel of one, read slowly: bells may be dropped, announcements may not.
+    let (sender, mut events) = mpsc::channel(1);
+    let _terminal = PtyHost::new()
+        .spawn(
+            sh(
+                "i=0; while [ $i -lt 30 ]; do printf '\\007\\033]7501;state=s%d\\007' $i; i=$((i+1)); done",
+                dir.path(),
+            ),
+            sender,
+        )
+        .unwrap();
+    let mut announced = Vec::new();
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let event = tokio::time::timeout_at(deadline.into(), events.recv())
+            .await
+            .expect("the terminal never exited")
+            .expect("the channel closed before Exited");
+        match event {
+            TerminalEvent::AgentState(state) => announced.push(state),
+            TerminalEvent::Exited(_) => break,
+            _ => {}
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let expected: Vec<String> = (0..30).map(|i| format!("s{i}")).collect();
+    assert_eq!(announced, expected);
+}
+
+#[tokio::test]
 async fn spawn_errors() {
     let dir = tempfile::tempdir().unwrap();
     let host = PtyHost::new();
