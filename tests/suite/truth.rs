@@ -26,20 +26,6 @@ fn until(what: &str, check: impl Fn() -> bool) {
     }
 }
 
-/// Polls the terminal's screen until it shows `text` (at most `limit`).
-fn until_screen_within(app: &App, id: u64, text: &str, limit: Duration) -> String {
-    let until = Instant::now() + limit;
-    loop {
-        let answer = app.request(json!({"Output": {"target": id}}));
-        let screen = answer["Output"]["screen"].as_str().unwrap_or_default();
-        if screen.contains(text) {
-            return screen.to_owned();
-        }
-        assert!(Instant::now() < until, "{text:?} never showed: {answer}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn keys_arrive_as_the_bytes_a_terminal_sends_in_the_cursor_mode_on_screen() {
     let app = App::start();
@@ -189,10 +175,11 @@ fn osc_7501_announcements_decide_and_reports_only_bring_messages() {
 fn a_login_screen_is_asking_until_it_is_gone_and_no_prompt_is_typed_into_it() {
     let dir = tempfile::tempdir().unwrap();
     let agent = dir.path().join("agent.sh");
-    // Takes whatever arguments a claude profile gives; asks to log in first.
+    // Takes whatever arguments a claude profile gives; says it is up (as Claude
+    // Code's SessionStart hook does), then asks to log in first.
     std::fs::write(
         &agent,
-        "#!/bin/sh\necho 'Select login method:'; echo ' 1. Claude account'; read choice; \
+        "#!/bin/sh\nkrad report idle; echo 'Select login method:'; echo ' 1. Claude account'; read choice; \
          printf '\\033[2J\\033[H'; echo \"logged in with $choice\"; read prompt; echo \"prompt: $prompt\"; sleep 30\n",
     )
     .unwrap();
@@ -210,14 +197,34 @@ fn a_login_screen_is_asking_until_it_is_gone_and_no_prompt_is_typed_into_it() {
     let asking = app.until_state(id, "asking");
     assert_eq!(asking["state_source"], "screen");
     assert_eq!(asking["message"], "needs you: log in");
-    // No hook will say it is up, and the screen asks: the prompt waits.
+    // Up and quiet past the app's wait before typing (400 ms): a prompt typed now
+    // would be read as the login choice.
+    until_quiet(&app, id, Duration::from_secs(1));
     app.request(json!({"Send": {"target": id, "keys": ["1", "Enter"]}}));
     app.until_screen(id, "logged in with 1");
     let record = app.until(id, Duration::from_secs(20), |r| r["state"] != "asking");
     assert_ne!(record["message"], "needs you: log in");
-    // Without a SessionStart hook, the prompt is typed after the fallback wait.
-    let screen = until_screen_within(&app, id, "prompt: the task", Duration::from_secs(40));
-    assert!(!screen.contains("logged in with the task"), "{screen}");
+    // The question gone, the prompt is typed.
+    app.until_screen(id, "prompt: the task");
+}
+
+/// Polls until the terminal's screen has not changed for `calm` (at most 20 s).
+fn until_quiet(app: &App, id: u64, calm: Duration) {
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut last = String::new();
+    let mut since = Instant::now();
+    loop {
+        let screen = app.request(json!({"Output": {"target": id}}))["Output"]["screen"].clone();
+        let screen = screen.as_str().unwrap_or_default().to_owned();
+        if screen != last {
+            last = screen;
+            since = Instant::now();
+        } else if since.elapsed() >= calm {
+            return;
+        }
+        assert!(Instant::now() < until, "terminal {id} never went quiet");
+        std::thread::sleep(Duration::from_millis(25));
+    }
 }
 
 #[test]

@@ -77,9 +77,10 @@ pub(crate) async fn run(
             if ready_by_hook && !hook_heard {
                 return spawned + READY_HOOK_LIMIT;
             }
+            // Even once its hook said it is up, a program that has drawn its
+            // screen gets a moment of quiet first (a question may be on it).
             match last_output {
                 Some(at) => at + READY_QUIET,
-                None if ready_by_hook => tokio::time::Instant::now(),
                 None => spawned + READY_SILENT,
             }
         });
