@@ -15,6 +15,7 @@
 //! `KRAD_ADE_ENDPOINT=127.0.0.1:<port>` reach the bus again. A terminal whose link
 //! is gone ends (its `ssh -tt` exits) and is reported `exited`, never left working.
 
+use krad_bus::protocol::{HostStatus, LinkState};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -22,7 +23,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use krad_bus::protocol::{ApiError, ErrorCode};
-use serde::Serialize;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -35,29 +35,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The longest wait between two reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(15);
 
-/// The state of a host's link, as `krad hosts` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct HostStatus {
-    /// The host's name in the config.
-    pub name: String,
-    /// The ssh destination.
-    pub ssh: String,
-    /// The repository on the host.
-    pub root: String,
-    /// `stopped` (not used yet), `connecting`, `up`, `down` (being re-opened) or `failed`.
-    pub state: String,
-    /// The port the host allocated for the bus (stable across reconnections).
-    pub remote_port: Option<u16>,
-    /// ssh's own words, when the link is not up.
-    pub error: Option<String>,
-    /// Since when the state holds.
-    pub since: String,
-    /// How many times the link was re-opened.
-    pub reconnects: u64,
-}
-
 struct Link {
-    state: &'static str,
+    state: LinkState,
     port: Option<u16>,
     error: Option<String>,
     since: String,
@@ -120,7 +99,7 @@ impl Hosts {
                     control: dir.join(format!("{}-{name}", std::process::id())),
                     bus_port,
                     link: Mutex::new(Link {
-                        state: "stopped",
+                        state: LinkState::Stopped,
                         port: None,
                         error: None,
                         since: now_rfc3339(),
@@ -173,7 +152,7 @@ impl Host {
             name: self.name.clone(),
             ssh: self.config.ssh.clone(),
             root: self.config.root.clone(),
-            state: link.state.to_owned(),
+            state: link.state,
             remote_port: link.port,
             error: link.error.clone(),
             since: link.since.clone(),
@@ -181,7 +160,7 @@ impl Host {
         }
     }
 
-    fn set(&self, state: &'static str, error: Option<String>) {
+    fn set(&self, state: LinkState, error: Option<String>) {
         let mut link = self.lock();
         if link.state != state {
             link.since = now_rfc3339();
@@ -224,18 +203,18 @@ impl Host {
         let _serial = self.connecting.lock().await;
         {
             let link = self.lock();
-            if link.state == "up"
+            if link.state == LinkState::Up
                 && let Some(port) = link.port
             {
                 return Ok(port);
             }
         }
         let wanted = self.lock().port.unwrap_or(0);
-        self.set("connecting", None);
+        self.set(LinkState::Connecting, None);
         match self.open(wanted).await {
             Ok(port) => Ok(port),
             Err(reason) => {
-                self.set("failed", Some(reason.clone()));
+                self.set(LinkState::Failed, Some(reason.clone()));
                 Err(ApiError::new(
                     ErrorCode::Unavailable,
                     format!(
@@ -348,7 +327,7 @@ impl Host {
             link.master_pid = child.id();
             link.home = home;
         }
-        self.set("up", None);
+        self.set(LinkState::Up, None);
         tracing::info!(host = %self.name, port, "ssh link up");
         Ok((port, child, stderr))
     }
@@ -429,7 +408,7 @@ impl Host {
                 said => said.to_owned(),
             };
             tracing::warn!(host = %self.name, "ssh link down: {reason}");
-            self.set("down", Some(reason));
+            self.set(LinkState::Down, Some(reason));
             let mut backoff = Duration::from_millis(250);
             loop {
                 if self.stopping.is_set() {
@@ -450,7 +429,7 @@ impl Host {
                         break;
                     }
                     Err(e) => {
-                        self.set("down", Some(e));
+                        self.set(LinkState::Down, Some(e));
                         backoff = (backoff * 2).min(MAX_BACKOFF);
                     }
                 }
@@ -461,7 +440,7 @@ impl Host {
     /// Closes the control connection.
     pub async fn stop(&self) {
         self.stopping.set();
-        if self.lock().state == "stopped" {
+        if self.lock().state == LinkState::Stopped {
             return;
         }
         let _ = self

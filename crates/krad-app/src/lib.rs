@@ -35,13 +35,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use krad_bus::protocol::{ApiError, ErrorCode, Response, TerminalRef};
+use krad_bus::protocol::{ApiError, ErrorCode, TerminalRef};
 use krad_bus::request::attach as attach_request;
-use krad_bus::request::{
-    ask as ask_request, changes, check, close, code as code_request, create_worktree,
-    environments as environments_request, extension_tool, extensions, hosts as hosts_request, list,
-    output, pick_variant, report, run_variants, send, spawn, subscribe_agents, wait,
-};
+use krad_bus::request::subscribe_agents;
 use krad_bus::server::request_log::RequestLog;
 use krad_bus::server::{App, Bus, CallContext};
 use krad_term::{TerminalHost, TmuxHost};
@@ -100,7 +96,8 @@ pub(crate) struct Core {
     pub feed: Arc<durable::feed::Feed>,
 }
 
-/// The app `krad serve` runs.
+/// The app `krad serve` runs. Each request it answers is an
+/// `impl Handle<TheRequest> for EmbeddedApp` in `requests/`.
 pub struct EmbeddedApp {
     core: Arc<Core>,
 }
@@ -111,6 +108,12 @@ pub struct EmbeddedApp {
 pub struct StartError(String);
 
 impl EmbeddedApp {
+    /// The app over its core, for the app's own calls of its handlers (the
+    /// durable facet's).
+    pub(crate) fn over(core: &Arc<Core>) -> EmbeddedApp {
+        EmbeddedApp { core: core.clone() }
+    }
+
     /// Starts the app: reads its state, prepares its directories.
     ///
     /// `host` runs the terminals — unless the config says `[terminals] host =
@@ -264,110 +267,6 @@ impl App for EmbeddedApp {
 
     async fn agent_count(&self) -> u64 {
         self.core.store.count() as u64
-    }
-
-    async fn list(&self, ctx: &CallContext, request: list::List) -> Response {
-        requests::list::handle(&self.core, ctx, request).await
-    }
-
-    async fn check(&self, ctx: &CallContext, request: check::Check) -> Response {
-        requests::check::handle(&self.core, ctx, request).await
-    }
-
-    async fn wait(&self, ctx: &CallContext, request: wait::Wait) -> Response {
-        requests::wait::handle(&self.core, ctx, request).await
-    }
-
-    async fn spawn(&self, ctx: &CallContext, request: spawn::Spawn) -> Response {
-        requests::spawn::handle(&self.core, ctx, request).await
-    }
-
-    async fn send(&self, ctx: &CallContext, request: send::Send) -> Response {
-        requests::send::handle(&self.core, ctx, request).await
-    }
-
-    async fn output(&self, ctx: &CallContext, request: output::Output) -> Response {
-        requests::output::handle(&self.core, ctx, request).await
-    }
-
-    async fn close(&self, ctx: &CallContext, request: close::Close) -> Response {
-        requests::close::handle(&self.core, ctx, request).await
-    }
-
-    async fn report(&self, ctx: &CallContext, request: report::Report) -> Response {
-        requests::report::handle(&self.core, ctx, request).await
-    }
-
-    async fn environments(
-        &self,
-        ctx: &CallContext,
-        request: environments_request::Environments,
-    ) -> Response {
-        requests::environments::handle(&self.core, ctx, request).await
-    }
-
-    async fn create_worktree(
-        &self,
-        ctx: &CallContext,
-        request: create_worktree::CreateWorktree,
-    ) -> Response {
-        requests::create_worktree::handle(&self.core, ctx, request).await
-    }
-
-    async fn changes(&self, ctx: &CallContext, request: changes::Changes) -> Response {
-        requests::changes::handle(&self.core, ctx, request).await
-    }
-
-    async fn run_variants(
-        &self,
-        ctx: &CallContext,
-        request: run_variants::RunVariants,
-    ) -> Response {
-        requests::run_variants::handle(&self.core, ctx, request).await
-    }
-
-    async fn pick_variant(
-        &self,
-        ctx: &CallContext,
-        request: pick_variant::PickVariant,
-    ) -> Response {
-        requests::pick_variant::handle(&self.core, ctx, request).await
-    }
-
-    async fn code(&self, ctx: &CallContext, request: code_request::Code) -> Response {
-        requests::code::handle(&self.core, ctx, request).await
-    }
-
-    async fn extensions(&self, ctx: &CallContext, request: extensions::Extensions) -> Response {
-        requests::extensions::handle(&self.core, ctx, request).await
-    }
-
-    async fn extension_tool(
-        &self,
-        ctx: &CallContext,
-        request: extension_tool::ExtensionTool,
-    ) -> Response {
-        requests::extension_tool::handle(&self.core, ctx, request).await
-    }
-
-    async fn hosts(&self, ctx: &CallContext, request: hosts_request::Hosts) -> Response {
-        requests::hosts::list(&self.core, ctx, request).await
-    }
-
-    async fn check_host(&self, ctx: &CallContext, request: hosts_request::CheckHost) -> Response {
-        requests::hosts::check(&self.core, ctx, request).await
-    }
-
-    async fn ask(&self, ctx: &CallContext, request: ask_request::Ask) -> Response {
-        requests::ask::handle(&self.core, ctx, request).await
-    }
-
-    async fn answer(&self, ctx: &CallContext, request: ask_request::Answer) -> Response {
-        requests::answer::handle(&self.core, ctx, request).await
-    }
-
-    async fn asks(&self, ctx: &CallContext, request: ask_request::Asks) -> Response {
-        requests::asks::handle(&self.core, ctx, request).await
     }
 
     async fn subscribe(

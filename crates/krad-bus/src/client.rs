@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::protocol::{API_VERSION, Caller, MAX_RESPONSE, OutgoingEnvelope, Response, Token};
+use crate::protocol::{
+    API_VERSION, Answer, Caller, MAX_RESPONSE, OutgoingEnvelope, Response, Token,
+};
+use crate::request::{Call, Request};
 
 /// How long connecting may take. On loopback a live app accepts at once and a
 /// dead port refuses at once; this only bounds a listener whose backlog is full.
@@ -38,6 +41,18 @@ pub enum ClientError {
     /// The answer is not JSON, or not a response this client knows.
     #[error("the app's answer could not be read: {0}")]
     BadAnswer(String),
+}
+
+/// What a typed call got back.
+#[derive(Debug, Clone)]
+pub struct Answered<A> {
+    /// The answer as the app wrote it, for printing as is (`--json`).
+    pub raw: Value,
+    /// Whether the app replayed the first answer of this `request_id`.
+    pub replayed: bool,
+    /// The typed answer, or the response that is not one: an `Error`,
+    /// `"TimedOut"`, or (from a confused app) another request's answer.
+    pub answer: Result<A, Response>,
 }
 
 /// Where the bus is and who we are to it.
@@ -100,15 +115,25 @@ impl Client {
         serde_json::from_slice(&line).map_err(|e| ClientError::BadAnswer(e.to_string()))
     }
 
-    /// Sends one request and decodes the answer.
-    pub fn call(
+    /// Sends one request and decodes its typed answer. The client waits for the
+    /// request's deadline plus `margin` (streams: `margin` alone).
+    pub fn call<R: Call>(
         &self,
-        request: &crate::request::Request,
+        request: R,
         request_id: Option<&str>,
-        wait: Duration,
-    ) -> Result<Response, ClientError> {
-        let value = self.call_value(&request.to_value(), request_id, wait)?;
-        serde_json::from_value(value).map_err(|e| ClientError::BadAnswer(e.to_string()))
+        margin: Duration,
+    ) -> Result<Answered<R::Answer>, ClientError> {
+        let wait = request.deadline().unwrap_or_default() + margin;
+        let request: Request = request.into();
+        let raw = self.call_value(&request.to_value(), request_id, wait)?;
+        let decoded = Response::decode(raw.clone()).map_err(|e| {
+            ClientError::BadAnswer(format!("{e} (the answer to {})", request.kind().name()))
+        })?;
+        Ok(Answered {
+            raw,
+            replayed: decoded.replayed,
+            answer: R::Answer::from_response(decoded.response),
+        })
     }
 
     /// Sends a streaming request and returns its messages, one JSON value a line.

@@ -33,13 +33,16 @@ pub enum Principal {
     Lead(TerminalRef),
     /// Any other terminal.
     Terminal(TerminalRef),
+    /// The app's durable facet, on behalf of its (phone) clients: Client's
+    /// rights, never authenticated by a bus token.
+    Durable,
 }
 
 impl Principal {
     /// The terminal behind the caller, if it is one.
     pub fn terminal(&self) -> Option<&TerminalRef> {
         match self {
-            Principal::Client => None,
+            Principal::Client | Principal::Durable => None,
             Principal::Lead(t) | Principal::Terminal(t) => Some(t),
         }
     }

@@ -42,7 +42,8 @@ impl Exit {
             | ErrorCode::Unavailable
             | ErrorCode::RequestIdReused
             | ErrorCode::Busy
-            | ErrorCode::Internal => Exit::Failure,
+            | ErrorCode::Internal
+            | ErrorCode::Other => Exit::Failure,
         }
     }
 }

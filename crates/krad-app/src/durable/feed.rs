@@ -120,7 +120,7 @@ pub(crate) fn wire_state(state: AgentState, asking: bool) -> &'static str {
         _ if asking => "waiting",
         AgentState::Starting => "starting",
         AgentState::Working => "working",
-        AgentState::Idle => "idle",
+        AgentState::Idle | AgentState::Other => "idle",
         AgentState::Asking => "waiting",
     }
 }
@@ -294,7 +294,7 @@ impl Feed {
         let notice = match decided.by {
             DecidedBy::Program => Some("Decided in the durable agent"),
             DecidedBy::Timeout => Some("Timed out before an answer"),
-            DecidedBy::Client | DecidedBy::Phone => None,
+            DecidedBy::Client | DecidedBy::Phone | DecidedBy::Other => None,
         };
         if let Some(notice) = notice {
             self.item(
@@ -650,6 +650,7 @@ pub(crate) fn decided_by(by: DecidedBy) -> &'static str {
         DecidedBy::Client => "client",
         DecidedBy::Program => "program",
         DecidedBy::Timeout => "timeout",
+        DecidedBy::Other => "other",
     }
 }
 

@@ -3,16 +3,14 @@
 //! it expired: then the agent asks in its own terminal, and stays `asking` until
 //! it says otherwise (a hook, its exit, keys that answer it).
 
-use std::sync::Arc;
-
-use krad_bus::protocol::{AgentState, ApiError, DecidedBy, ErrorCode, Response, StateSource};
+use krad_bus::protocol::{AgentState, AnsweredInfo, ApiError, DecidedBy, ErrorCode, StateSource};
 use krad_bus::request::ask::Ask;
-use krad_bus::server::CallContext;
+use krad_bus::server::{CallContext, Handle};
 use serde_json::json;
 
-use crate::Core;
 use crate::asks::Raised;
 use crate::store::set_state;
+use crate::{Core, EmbeddedApp};
 
 /// Leaves the ask when the request is dropped (client gone, deadline), so that
 /// an ask nobody waits for any more is decided by `program`.
@@ -36,73 +34,79 @@ impl Drop for Waiting<'_> {
     }
 }
 
-pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Ask) -> Response {
-    let Some(me) = ctx.principal.terminal() else {
-        return ApiError::new(ErrorCode::Forbidden, "only a terminal asks, about itself").into();
-    };
-    let (info, mut decision) = match core.asks.raise(me, &request) {
-        Err(e) => return e.into(),
-        Ok(Raised::Decided(answered)) => return Response::Answered(answered),
-        Ok(Raised::Open {
-            info,
-            decision,
-            fresh,
-        }) => {
-            if fresh {
-                core.store.update(me.terminal, |e| {
-                    e.record.state != AgentState::Exited
-                        && set_state(
-                            &mut e.record,
-                            AgentState::Asking,
-                            StateSource::Hook,
-                            Some(info.title.clone()),
-                        )
-                });
+impl Handle<Ask> for EmbeddedApp {
+    async fn handle(&self, ctx: &CallContext, request: Ask) -> Result<AnsweredInfo, ApiError> {
+        let core = &self.core;
+        let Some(me) = ctx.principal.terminal() else {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                "only a terminal asks, about itself",
+            ));
+        };
+        let (info, mut decision) = match core.asks.raise(me, &request) {
+            Err(e) => return Err(e),
+            Ok(Raised::Decided(answered)) => return Ok(answered),
+            Ok(Raised::Open {
+                info,
+                decision,
+                fresh,
+            }) => {
+                if fresh {
+                    core.store.update(me.terminal, |e| {
+                        e.record.state != AgentState::Exited
+                            && set_state(
+                                &mut e.record,
+                                AgentState::Asking,
+                                StateSource::Hook,
+                                Some(info.title.clone()),
+                            )
+                    });
+                }
+                (info, decision)
             }
-            (info, decision)
-        }
-    };
-    let tells_its_state = core
-        .store
-        .with(me.terminal, |e| e.tells_its_state())
-        .unwrap_or(false);
-    let mut waiting = Waiting {
-        core,
-        ask: info.ask.clone(),
-        terminal: me.terminal,
-        settle: !tells_its_state,
-    };
-    let expiry = tokio::time::sleep(std::time::Duration::from_secs(request.expiry_secs()));
-    tokio::pin!(expiry);
-    let answered = loop {
-        if let Some(answered) = decision.borrow_and_update().clone() {
-            break answered;
-        }
-        tokio::select! {
-            changed = decision.changed() => {
-                if changed.is_err() {
-                    break core
-                        .asks
-                        .decide(&info.ask, DecidedBy::Program, json!({}), None)
-                        .unwrap_or_else(|_| gone(&info.ask));
+        };
+        let tells_its_state = core
+            .store
+            .with(me.terminal, |e| e.tells_its_state())
+            .unwrap_or(false);
+        let mut waiting = Waiting {
+            core,
+            ask: info.ask.clone(),
+            terminal: me.terminal,
+            settle: !tells_its_state,
+        };
+        let expiry = tokio::time::sleep(std::time::Duration::from_secs(request.expiry_secs()));
+        tokio::pin!(expiry);
+        let answered = loop {
+            if let Some(answered) = decision.borrow_and_update().clone() {
+                break answered;
+            }
+            tokio::select! {
+                changed = decision.changed() => {
+                    if changed.is_err() {
+                        break core
+                            .asks
+                            .decide(&info.ask, DecidedBy::Program, json!({}), None)
+                            .unwrap_or_else(|_| gone(&info.ask));
+                    }
+                }
+                () = &mut expiry => {
+                    // Nobody answered in time; a concurrent answer may have won.
+                    match core.asks.decide(&info.ask, DecidedBy::Timeout, json!({}), None) {
+                        Ok(answered) => break answered,
+                        Err(_) => continue,
+                    }
                 }
             }
-            () = &mut expiry => {
-                // Nobody answered in time; a concurrent answer may have won.
-                match core.asks.decide(&info.ask, DecidedBy::Timeout, json!({}), None) {
-                    Ok(answered) => break answered,
-                    Err(_) => continue,
-                }
-            }
-        }
-    };
-    waiting.settle = match answered.by {
-        DecidedBy::Timeout => false,
-        DecidedBy::Program => !tells_its_state,
-        _ => true,
-    };
-    drop(waiting);
-    Response::Answered(answered)
+        };
+        waiting.settle = match answered.by {
+            DecidedBy::Timeout => false,
+            DecidedBy::Program => !tells_its_state,
+            _ => true,
+        };
+        drop(waiting);
+        Ok(answered)
+    }
 }
 
 fn gone(ask: &str) -> krad_bus::protocol::AnsweredInfo {

@@ -1,13 +1,14 @@
 //! Asks: the open asks, oldest first.
 
-use std::sync::Arc;
-
-use krad_bus::protocol::Response;
+use krad_bus::protocol::{ApiError, AskInfo};
 use krad_bus::request::ask::Asks;
-use krad_bus::server::CallContext;
+use krad_bus::server::{CallContext, Handle};
 
-use crate::Core;
+use crate::EmbeddedApp;
 
-pub(crate) async fn handle(core: &Arc<Core>, _ctx: &CallContext, request: Asks) -> Response {
-    Response::Asks(core.asks.list(request.terminal))
+impl Handle<Asks> for EmbeddedApp {
+    async fn handle(&self, _ctx: &CallContext, request: Asks) -> Result<Vec<AskInfo>, ApiError> {
+        let core = &self.core;
+        Ok(core.asks.list(request.terminal))
+    }
 }

@@ -1,46 +1,48 @@
 //! Close: ends a terminal (SIGHUP, SIGKILL after 5 s), waits for its exit and
 //! removes it; or closes a worktree environment (see [`crate::environments`]).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use krad_bus::protocol::{AgentState, ApiError, ErrorCode, Response};
+use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
 use krad_bus::request::close::Close;
-use krad_bus::server::CallContext;
+use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
 
 use super::may_act_on;
+use crate::EmbeddedApp;
 use crate::{CLOSE_GRACE, Core, environments};
 
-pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Close) -> Response {
-    if let Some(environment) = request.environment {
-        if let Principal::Terminal(me) = &ctx.principal {
-            return ApiError::new(
-                ErrorCode::Forbidden,
-                format!(
-                    "terminal {} is not a lead terminal and cannot close environments",
-                    me.terminal
-                ),
-            )
-            .into();
+impl Handle<Close> for EmbeddedApp {
+    async fn handle(&self, ctx: &CallContext, request: Close) -> Result<(), ApiError> {
+        let core = &self.core;
+        if let Some(environment) = request.environment {
+            if let Principal::Terminal(me) = &ctx.principal {
+                return Err(ApiError::new(
+                    ErrorCode::Forbidden,
+                    format!(
+                        "terminal {} is not a lead terminal and cannot close environments",
+                        me.terminal
+                    ),
+                ));
+            }
+            return match environments::close(core, &environment, request.force.unwrap_or(false))
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            };
         }
-        return match environments::close(core, &environment, request.force.unwrap_or(false)).await {
-            Ok(_) => Response::Ok,
-            Err(e) => e.into(),
+        let Some(id) = request.target else {
+            return Err(ApiError::bad_request("Close: field \"target\" is missing"));
         };
-    }
-    let Some(id) = request.target else {
-        return ApiError::bad_request("Close: field \"target\" is missing").into();
-    };
-    let Some(record) = core.store.record(id) else {
-        return Core::no_terminal(id).into();
-    };
-    if let Err(e) = may_act_on(&ctx.principal, "Close", &record) {
-        return e.into();
-    }
-    match close_terminal(core, id).await {
-        Ok(()) => Response::Ok,
-        Err(e) => e.into(),
+        let Some(record) = core.store.record(id) else {
+            return Err(Core::no_terminal(id));
+        };
+        may_act_on(&ctx.principal, "Close", &record)?;
+        match close_terminal(core, id).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -1,24 +1,26 @@
 //! Environments: main, then every worktree by name.
 
-use std::sync::Arc;
-
-use krad_bus::protocol::Response;
+use krad_bus::protocol::{ApiError, EnvironmentInfo};
 use krad_bus::request::environments::Environments;
-use krad_bus::server::CallContext;
+use krad_bus::server::{CallContext, Handle};
 
-use crate::{Core, environments};
+use crate::EmbeddedApp;
+use crate::environments;
 
-pub(crate) async fn handle(
-    core: &Arc<Core>,
-    _ctx: &CallContext,
-    _request: Environments,
-) -> Response {
-    let mut all = vec![environments::main_info(core).await];
-    all.extend(
-        core.store
-            .environments()
-            .iter()
-            .map(|r| environments::info(core, r)),
-    );
-    Response::Environments(all)
+impl Handle<Environments> for EmbeddedApp {
+    async fn handle(
+        &self,
+        _ctx: &CallContext,
+        _request: Environments,
+    ) -> Result<Vec<EnvironmentInfo>, ApiError> {
+        let core = &self.core;
+        let mut all = vec![environments::main_info(core).await];
+        all.extend(
+            core.store
+                .environments()
+                .iter()
+                .map(|r| environments::info(core, r)),
+        );
+        Ok(all)
+    }
 }

@@ -2,25 +2,26 @@
 //! use. The call is cancelled on the MCP side (`notifications/cancelled`) when
 //! the bus drops this future: the client left or the deadline passed.
 
-use std::sync::Arc;
-
-use krad_bus::protocol::Response;
+use krad_bus::protocol::{ApiError, ToolResultInfo};
 use krad_bus::request::extension_tool::ExtensionTool;
-use krad_bus::server::CallContext;
+use krad_bus::server::{CallContext, Handle};
 
-use crate::Core;
+use crate::EmbeddedApp;
 
-pub(crate) async fn handle(
-    core: &Arc<Core>,
-    _ctx: &CallContext,
-    request: ExtensionTool,
-) -> Response {
-    match core
-        .extensions
-        .call(&request.extension, &request.tool, request.arguments)
-        .await
-    {
-        Ok(result) => Response::ToolResult(result),
-        Err(e) => e.into(),
+impl Handle<ExtensionTool> for EmbeddedApp {
+    async fn handle(
+        &self,
+        _ctx: &CallContext,
+        request: ExtensionTool,
+    ) -> Result<ToolResultInfo, ApiError> {
+        let core = &self.core;
+        match core
+            .extensions
+            .call(&request.extension, &request.tool, request.arguments)
+            .await
+        {
+            Ok(result) => Ok(result),
+            Err(e) => Err(e),
+        }
     }
 }

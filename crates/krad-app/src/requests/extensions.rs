@@ -2,21 +2,22 @@
 //! Listing never starts a server: one not used yet is `stopped`, with no tools.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use krad_bus::protocol::Response;
-use krad_bus::request::extensions;
-use krad_bus::server::CallContext;
+use krad_bus::protocol::{ApiError, ExtensionInfo};
+use krad_bus::request::extensions::Extensions;
+use krad_bus::server::{CallContext, Handle};
 use krad_ext::{ExtensionManager, Limits, ServerSpec};
 
-use crate::{Core, Settings};
+use crate::{EmbeddedApp, Settings};
 
-pub(crate) async fn handle(
-    core: &Arc<Core>,
-    _ctx: &CallContext,
-    _request: extensions::Extensions,
-) -> Response {
-    Response::Extensions(core.extensions.list())
+impl Handle<Extensions> for EmbeddedApp {
+    async fn handle(
+        &self,
+        _ctx: &CallContext,
+        _request: Extensions,
+    ) -> Result<Vec<ExtensionInfo>, ApiError> {
+        Ok(self.core.extensions.list())
+    }
 }
 
 /// The manager for the `[extensions.NAME]` tables of the config; a relative

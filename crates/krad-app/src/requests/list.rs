@@ -1,16 +1,23 @@
 //! List: every agent, by terminal id.
 
-use krad_bus::protocol::Response;
+use krad_bus::protocol::{AgentRecord, ApiError};
 use krad_bus::request::list::List;
-use krad_bus::server::CallContext;
+use krad_bus::server::{CallContext, Handle};
 
-use crate::Core;
+use crate::EmbeddedApp;
 
-pub(crate) async fn handle(core: &Core, _ctx: &CallContext, request: List) -> Response {
-    if let Some(env) = &request.environment
-        && let Err(e) = core.check_environment(env)
-    {
-        return e.into();
+impl Handle<List> for EmbeddedApp {
+    async fn handle(
+        &self,
+        _ctx: &CallContext,
+        request: List,
+    ) -> Result<Vec<AgentRecord>, ApiError> {
+        let core = &self.core;
+        if let Some(env) = &request.environment
+            && let Err(e) = core.check_environment(env)
+        {
+            return Err(e);
+        }
+        Ok(core.store.list(request.environment.as_deref()))
     }
-    Response::Agents(core.store.list(request.environment.as_deref()))
 }

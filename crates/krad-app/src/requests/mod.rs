@@ -41,7 +41,7 @@ pub(crate) fn not_for_plain_terminals(
             ),
         )
         .with_detail(serde_json::json!({ "request": request }))),
-        Principal::Client | Principal::Lead(_) => Ok(()),
+        Principal::Client | Principal::Durable | Principal::Lead(_) => Ok(()),
     }
 }
 

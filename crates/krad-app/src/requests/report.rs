@@ -1,110 +1,112 @@
 //! Report: a terminal says what its agent is doing (hooks call it).
 
-use krad_bus::protocol::{AgentState, ApiError, ErrorCode, Response, StateSource};
+use krad_bus::protocol::{AgentState, ApiError, ErrorCode, StateSource};
 use krad_bus::request::report::Report;
-use krad_bus::server::CallContext;
+use krad_bus::server::{CallContext, Handle};
 
-use crate::Core;
 use crate::store::set_state;
+use crate::{Core, EmbeddedApp};
 
-pub(crate) async fn handle(core: &Core, ctx: &CallContext, request: Report) -> Response {
-    let Some(me) = ctx.principal.terminal() else {
-        return ApiError::new(
-            ErrorCode::Forbidden,
-            "only a terminal reports, about itself",
-        )
-        .into();
-    };
-    let id = me.terminal;
-    let state: AgentState = request.state.into();
-    // An agent that reports it works or is idle went on: the questions it asked
-    // through the bus are moot (answered in its own terminal, or dropped).
-    let moves_on = matches!(state, AgentState::Working | AgentState::Idle);
-    if moves_on && core.asks.has_open(id) {
-        let decided = core.asks.decide_all_by_program(id);
-        tracing::debug!(
-            terminal = id,
-            decided,
-            "asks decided by the agent moving on"
-        );
-    }
-    let asking_through_bus = state == AgentState::Asking && core.asks.has_open(id);
-    let mut exited = false;
-    let updated = core.store.update(id, |e| {
-        if e.record.state == AgentState::Exited {
-            exited = true;
-            return false;
-        }
-        e.last_activity = std::time::Instant::now();
-        e.hook_heard = true;
-        if state == AgentState::Idle && !e.prompt_pending {
-            // A turn ended: the one the command line started, if any.
-            e.first_turn_pending = false;
-        }
-        let mut changed = if let Some(before) = &mut e.screen_question
-            && state != AgentState::Asking
-        {
-            // A question is on the screen (a trust dialog): it stays the state;
-            // what the hook says is the state once the question is gone.
-            if !(e.prompt_pending && state == AgentState::Idle) {
-                *before = (state, StateSource::Hook);
-            }
-            if request.message.is_some() {
-                e.pending_message = request.message.clone();
-            }
-            false
-        } else if e.prompt_pending && state == AgentState::Idle {
-            // Up, with its prompt about to be typed: not idle, but heard.
-            let current = e.record.state;
-            set_state(&mut e.record, current, StateSource::Hook, None)
-        } else if e.announces_state {
-            // The program's own announcements (OSC 7501) decide its state; a
-            // report only brings the message of the state it is in.
-            let source = e.record.state_source;
-            match &request.message {
-                Some(message) if e.record.state == state => {
-                    set_state(&mut e.record, state, source, Some(message.clone()))
-                }
-                // Ahead of the announcement: kept for it.
-                Some(message) => {
-                    e.pending_message = Some(message.clone());
-                    false
-                }
-                None => false,
-            }
-        } else if asking_through_bus {
-            // The open ask's card names the tool and its input: better than the
-            // agent's generic "needs your permission".
-            set_state(&mut e.record, state, StateSource::Hook, None)
-        } else {
-            set_state(
-                &mut e.record,
-                state,
-                StateSource::Hook,
-                request.message.clone(),
-            )
+impl Handle<Report> for EmbeddedApp {
+    async fn handle(&self, ctx: &CallContext, request: Report) -> Result<(), ApiError> {
+        let core = &self.core;
+        let Some(me) = ctx.principal.terminal() else {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                "only a terminal reports, about itself",
+            ));
         };
-        if let Some(title) = &request.title
-            && e.record.title.as_ref() != Some(title)
+        let id = me.terminal;
+        let state: AgentState = request.state.into();
+        // An agent that reports it works or is idle went on: the questions it asked
+        // through the bus are moot (answered in its own terminal, or dropped).
+        let moves_on = matches!(state, AgentState::Working | AgentState::Idle);
+        if moves_on && core.asks.has_open(id) {
+            let decided = core.asks.decide_all_by_program(id);
+            tracing::debug!(
+                terminal = id,
+                decided,
+                "asks decided by the agent moving on"
+            );
+        }
+        let asking_through_bus = state == AgentState::Asking && core.asks.has_open(id);
+        let mut exited = false;
+        let updated = core.store.update(id, |e| {
+            if e.record.state == AgentState::Exited {
+                exited = true;
+                return false;
+            }
+            e.last_activity = std::time::Instant::now();
+            e.hook_heard = true;
+            if state == AgentState::Idle && !e.prompt_pending {
+                // A turn ended: the one the command line started, if any.
+                e.first_turn_pending = false;
+            }
+            let mut changed = if let Some(before) = &mut e.screen_question
+                && state != AgentState::Asking
+            {
+                // A question is on the screen (a trust dialog): it stays the state;
+                // what the hook says is the state once the question is gone.
+                if !(e.prompt_pending && state == AgentState::Idle) {
+                    *before = (state, StateSource::Hook);
+                }
+                if request.message.is_some() {
+                    e.pending_message = request.message.clone();
+                }
+                false
+            } else if e.prompt_pending && state == AgentState::Idle {
+                // Up, with its prompt about to be typed: not idle, but heard.
+                let current = e.record.state;
+                set_state(&mut e.record, current, StateSource::Hook, None)
+            } else if e.announces_state {
+                // The program's own announcements (OSC 7501) decide its state; a
+                // report only brings the message of the state it is in.
+                let source = e.record.state_source;
+                match &request.message {
+                    Some(message) if e.record.state == state => {
+                        set_state(&mut e.record, state, source, Some(message.clone()))
+                    }
+                    // Ahead of the announcement: kept for it.
+                    Some(message) => {
+                        e.pending_message = Some(message.clone());
+                        false
+                    }
+                    None => false,
+                }
+            } else if asking_through_bus {
+                // The open ask's card names the tool and its input: better than the
+                // agent's generic "needs your permission".
+                set_state(&mut e.record, state, StateSource::Hook, None)
+            } else {
+                set_state(
+                    &mut e.record,
+                    state,
+                    StateSource::Hook,
+                    request.message.clone(),
+                )
+            };
+            if let Some(title) = &request.title
+                && e.record.title.as_ref() != Some(title)
+            {
+                e.record.title = Some(title.clone());
+                changed = true;
+            }
+            changed
+        });
+        if updated.is_some()
+            && !exited
+            && let Some(session) = &request.session
         {
-            e.record.title = Some(title.clone());
-            changed = true;
+            core.feed.session(id, session);
         }
-        changed
-    });
-    if updated.is_some()
-        && !exited
-        && let Some(session) = &request.session
-    {
-        core.feed.session(id, session);
-    }
-    match updated {
-        None => Core::no_terminal(id).into(),
-        Some(_) if exited => {
-            ApiError::new(ErrorCode::Conflict, format!("terminal {id} has exited"))
-                .with_detail(serde_json::json!({ "terminal": id }))
-                .into()
+        match updated {
+            None => Err(Core::no_terminal(id)),
+            Some(_) if exited => Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!("terminal {id} has exited"),
+            )
+            .with_detail(serde_json::json!({ "terminal": id }))),
+            Some(_) => Ok(()),
         }
-        Some(_) => Response::Ok,
     }
 }

@@ -4,21 +4,28 @@
 
 use std::sync::Arc;
 
-use krad_bus::protocol::{ApiError, ErrorCode, Response, VariantInfo, VariantsInfo};
+use krad_bus::protocol::{ApiError, ErrorCode, VariantInfo, VariantsInfo};
 use krad_bus::request::run_variants::RunVariants;
 use krad_bus::request::spawn::Spawn;
-use krad_bus::server::CallContext;
+use krad_bus::server::{CallContext, Handle};
 use serde_json::json;
 
 use super::{not_for_plain_terminals, spawn};
-use crate::Core;
 use crate::environments::{self, NewWorktree};
 use crate::state_file::{GroupRecord, VariantRecord};
+use crate::{Core, EmbeddedApp};
 
-pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: RunVariants) -> Response {
-    match run(core, ctx, request).await {
-        Ok(info) => Response::Variants(info),
-        Err(e) => e.into(),
+impl Handle<RunVariants> for EmbeddedApp {
+    async fn handle(
+        &self,
+        ctx: &CallContext,
+        request: RunVariants,
+    ) -> Result<VariantsInfo, ApiError> {
+        let core = &self.core;
+        match run(core, ctx, request).await {
+            Ok(info) => Ok(info),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use krad_bus::protocol::{
-    AgentRecord, AgentState, ApiError, ErrorCode, Response, StateSource, TerminalRef, Token,
+    AgentRecord, AgentState, ApiError, ErrorCode, StateSource, TerminalRef, Token,
 };
 use krad_bus::request::spawn::Spawn;
-use krad_bus::server::CallContext;
+use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
 use krad_term::{SpawnError, SpawnSpec};
 
+use crate::EmbeddedApp;
 use crate::config::{HookKind, PromptDelivery};
 use crate::hosts::Host;
 use crate::profile::shell_quote;
@@ -26,10 +27,13 @@ const ROWS: u16 = 40;
 /// Events a terminal may queue before frequent ones are coalesced.
 const EVENT_QUEUE: usize = 64;
 
-pub(crate) async fn handle(core: &Arc<Core>, ctx: &CallContext, request: Spawn) -> Response {
-    match spawn(core, ctx, request, None).await {
-        Ok(record) => Response::Agent(Box::new(record)),
-        Err(e) => e.into(),
+impl Handle<Spawn> for EmbeddedApp {
+    async fn handle(&self, ctx: &CallContext, request: Spawn) -> Result<AgentRecord, ApiError> {
+        let core = &self.core;
+        match spawn(core, ctx, request, None).await {
+            Ok(record) => Ok(record),
+            Err(e) => Err(e),
+        }
     }
 }
 

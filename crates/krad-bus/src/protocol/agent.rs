@@ -16,6 +16,9 @@ pub enum AgentState {
     Asking,
     /// The process ended; final.
     Exited,
+    /// A value this build does not know, from a newer app: shown, never acted on.
+    #[serde(other)]
+    Other,
 }
 
 impl AgentState {
@@ -27,6 +30,7 @@ impl AgentState {
             AgentState::Idle => "idle",
             AgentState::Asking => "asking",
             AgentState::Exited => "exited",
+            AgentState::Other => "?",
         }
     }
 
@@ -57,6 +61,9 @@ pub enum StateSource {
     Quiet,
     /// Keystrokes were sent to an agent that was asking.
     Input,
+    /// A value this build does not know, from a newer app: shown, never acted on.
+    #[serde(other)]
+    Other,
 }
 
 impl StateSource {
@@ -68,6 +75,7 @@ impl StateSource {
             StateSource::Screen => "screen",
             StateSource::Quiet => "quiet",
             StateSource::Input => "input",
+            StateSource::Other => "?",
         }
     }
 }

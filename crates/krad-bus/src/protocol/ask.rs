@@ -44,6 +44,9 @@ pub enum DecidedBy {
     Program,
     /// Nobody answered before it expired.
     Timeout,
+    /// A value this build does not know, from a newer app: shown, never acted on.
+    #[serde(other)]
+    Other,
 }
 
 /// The answer to Ask.

@@ -13,6 +13,9 @@ pub enum EnvironmentKind {
     Worktree,
     /// A directory on an SSH host.
     Ssh,
+    /// A value this build does not know, from a newer app: shown, never acted on.
+    #[serde(other)]
+    Other,
 }
 
 /// Whether an environment can be used.
@@ -27,6 +30,9 @@ pub enum EnvironmentStatus {
     SetupFailed,
     /// The app's records name it, but its directory is gone.
     Missing,
+    /// A value this build does not know, from a newer app: shown, never acted on.
+    #[serde(other)]
+    Other,
 }
 
 /// The outcome of the config's setup command in a new worktree.
@@ -87,6 +93,9 @@ pub enum FileStatus {
     Deleted,
     /// Moved (maybe changed too).
     Renamed,
+    /// A value this build does not know, from a newer app: shown, never acted on.
+    #[serde(other)]
+    Other,
 }
 
 /// One changed file.

@@ -35,6 +35,9 @@ pub enum ErrorCode {
     Busy,
     /// A bug in the app.
     Internal,
+    /// A value this build does not know, from a newer app: shown, never acted on.
+    #[serde(other)]
+    Other,
 }
 
 impl ErrorCode {
@@ -71,10 +74,12 @@ impl ErrorCode {
             ErrorCode::RequestIdReused => "request_id_reused",
             ErrorCode::Busy => "busy",
             ErrorCode::Internal => "internal",
+            ErrorCode::Other => "other",
         }
     }
 
-    /// Position of the code in [`ErrorCode::ALL`], for per-code counters.
+    /// Position of the code in [`ErrorCode::ALL`], for per-code counters
+    /// ([`ErrorCode::Other`] is past its end).
     pub fn index(self) -> usize {
         self as usize
     }

@@ -30,6 +30,9 @@ pub enum ExtensionState {
     Running,
     /// It would not start or died; it is retried with backoff.
     Failed,
+    /// A value this build does not know, from a newer app: shown, never acted on.
+    #[serde(other)]
+    Other,
 }
 
 /// A tool of an extension.

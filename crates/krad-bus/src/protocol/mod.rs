@@ -2,17 +2,20 @@
 //! the envelope, the callers, the responses, the error codes and the limits.
 
 mod agent;
+mod answer;
 mod ask;
 mod attach;
 mod envelope;
 mod environment;
 mod error;
 mod extension;
+mod host;
 pub mod keys;
 mod response;
 mod stream;
 
 pub use agent::{AgentRecord, AgentState, StateSource};
+pub use answer::{Answer, Streamed, Waited};
 pub use ask::{AnsweredInfo, AskInfo, DecidedBy};
 pub use attach::{
     AttachInput, AttachMessage, DataInfo, ExitedInfo, ResizeInfo, ScreenInfo, TmuxInfo,
@@ -26,7 +29,8 @@ pub use environment::{
 };
 pub use error::{ApiError, ErrorCode};
 pub use extension::{CodeResultInfo, ExtensionInfo, ExtensionState, ToolInfo, ToolResultInfo};
-pub use response::{OutputInfo, Response, SentInfo};
+pub use host::{HostStatus, LinkState};
+pub use response::{Decoded, OutputInfo, Response, SentInfo};
 pub use stream::{HeartbeatInfo, RemovedInfo, SnapshotInfo, StreamMessage};
 
 /// The build of this crate, reported by Hello and in api.json.

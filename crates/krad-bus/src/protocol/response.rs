@@ -50,7 +50,7 @@ pub enum Response {
     /// The answer to Extensions.
     Extensions(Vec<super::ExtensionInfo>),
     /// The answer to Hosts and CheckHost: each host's link.
-    Hosts(Vec<serde_json::Value>),
+    Hosts(Vec<super::HostStatus>),
     /// The answer to Ask: how it was decided.
     Answered(super::AnsweredInfo),
     /// The open asks.
@@ -110,6 +110,50 @@ impl Response {
     }
 }
 
+/// An answer as a client reads it: the response, and whether the app replayed
+/// it (the repeat of a finished `request_id`, section 8).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    /// The response.
+    pub response: Response,
+    /// Whether it was marked `"replayed": true`.
+    pub replayed: bool,
+}
+
+impl Response {
+    /// Decodes an answer's JSON, replays included: a replayed bare string
+    /// comes as `{"Ok":{"replayed":true}}`, a replayed object with
+    /// `"replayed": true` added inside it.
+    pub fn decode(value: serde_json::Value) -> Result<Decoded, serde_json::Error> {
+        use serde_json::Value;
+        let replayed = match &value {
+            Value::Object(outer) => outer
+                .values()
+                .any(|inner| inner.get("replayed").and_then(Value::as_bool) == Some(true)),
+            _ => false,
+        };
+        let value = match value {
+            Value::Object(outer) if replayed && outer.len() == 1 => {
+                let mut outer = outer.into_iter();
+                match outer.next() {
+                    Some((name, Value::Object(inner)))
+                        if inner.len() == 1 && (name == "Ok" || name == "TimedOut") =>
+                    {
+                        Value::String(name)
+                    }
+                    Some((name, inner)) => Value::Object([(name, inner)].into_iter().collect()),
+                    None => Value::Null,
+                }
+            }
+            other => other,
+        };
+        Ok(Decoded {
+            response: serde_json::from_value(value)?,
+            replayed,
+        })
+    }
+}
+
 impl From<ApiError> for Response {
     fn from(error: ApiError) -> Self {
         Response::Error(error)
@@ -129,5 +173,23 @@ mod tests {
             String::from_utf8(err.to_line()).unwrap(),
             "{\"Error\":{\"code\":\"bad_request\",\"message\":\"x\"}}\n"
         );
+    }
+
+    #[test]
+    fn replays_decode() {
+        let ok = Response::decode(serde_json::json!({"Ok":{"replayed":true}})).unwrap();
+        assert_eq!(ok.response, Response::Ok);
+        assert!(ok.replayed);
+        let fresh = Response::decode(serde_json::json!("Ok")).unwrap();
+        assert_eq!((fresh.response, fresh.replayed), (Response::Ok, false));
+        let sent = Response::decode(serde_json::json!(
+            {"Sent":{"terminal":4,"delivered":true,"state":"working","replayed":true}}
+        ))
+        .unwrap();
+        assert!(sent.replayed);
+        assert!(matches!(
+            sent.response,
+            Response::Sent(SentInfo { terminal: 4, .. })
+        ));
     }
 }

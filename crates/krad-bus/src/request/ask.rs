@@ -3,9 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::time::Duration;
 
-use super::{Fields, deadline, invalid};
+use super::{Call, RequestKind, Rights, deadline, invalid};
 use crate::protocol::ApiError;
+use crate::protocol::{AnsweredInfo, AskInfo};
 
 /// How long an ask stays open when it does not say (seconds).
 pub const DEFAULT_EXPIRY_SECS: u64 = 600;
@@ -95,7 +97,20 @@ impl Ask {
     }
 }
 
-impl Fields for Ask {
+impl Call for Ask {
+    const KIND: RequestKind = RequestKind::Ask;
+    const RIGHTS: Rights = Rights::TerminalsAboutThemselves;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = AnsweredInfo;
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::waited(self.expiry_secs()))
+    }
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        true
+    }
+
     fn validate(&self) -> Result<(), ApiError> {
         match self.expires_in_secs {
             Some(0) => return Err(invalid("Ask", "expires_in_secs", "at least 1 second")),
@@ -140,7 +155,12 @@ pub struct Answer {
     pub answer: Value,
 }
 
-impl Fields for Answer {}
+impl Call for Answer {
+    const KIND: RequestKind = RequestKind::Answer;
+    const RIGHTS: Rights = Rights::ClientAndLeads;
+    const AT_MOST_ONCE: bool = true;
+    type Answer = ();
+}
 
 /// The Asks request: the open asks, oldest first.
 ///
@@ -157,4 +177,9 @@ pub struct Asks {
     pub terminal: Option<u64>,
 }
 
-impl Fields for Asks {}
+impl Call for Asks {
+    const KIND: RequestKind = RequestKind::Asks;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = Vec<AskInfo>;
+}

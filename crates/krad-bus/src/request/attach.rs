@@ -2,8 +2,10 @@
 //! and size going back — the second streaming request (section 5).
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-use super::Fields;
+use super::{Call, RequestKind, Rights};
+use crate::protocol::Streamed;
 
 /// The Attach request. Rights as Send: Client and lead terminals on any
 /// terminal, a plain terminal only on the terminals it spawned in its
@@ -28,4 +30,17 @@ pub struct Attach {
     pub target: u64,
 }
 
-impl Fields for Attach {}
+impl Call for Attach {
+    const KIND: RequestKind = RequestKind::Attach;
+    const RIGHTS: Rights = Rights::Scoped;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = Streamed;
+
+    fn deadline(&self) -> Option<Duration> {
+        None
+    }
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        true
+    }
+}

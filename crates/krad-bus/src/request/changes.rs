@@ -1,8 +1,10 @@
 //! `Changes`: what an environment did since the commit it was created from.
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-use super::Fields;
+use super::{Call, RequestKind, Rights, deadline};
+use crate::protocol::ChangesInfo;
 
 /// The Changes request.
 ///
@@ -23,4 +25,13 @@ pub struct Changes {
     pub patch: Option<bool>,
 }
 
-impl Fields for Changes {}
+impl Call for Changes {
+    const KIND: RequestKind = RequestKind::Changes;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = ChangesInfo;
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
+}

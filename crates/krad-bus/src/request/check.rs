@@ -1,8 +1,10 @@
 //! `Check`: one agent's record, now or as soon as it changes.
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-use super::{Fields, deadline, invalid};
+use super::{Call, RequestKind, Rights, deadline, invalid};
+use crate::protocol::AgentRecord;
 use crate::protocol::ApiError;
 
 /// The Check request.
@@ -30,7 +32,27 @@ pub struct Check {
     pub since_rev: Option<u64>,
 }
 
-impl Fields for Check {
+impl Call for Check {
+    const KIND: RequestKind = RequestKind::Check;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = AgentRecord;
+
+    fn deadline(&self) -> Option<Duration> {
+        match self.wait_secs {
+            Some(secs) => Some(deadline::waited(secs)),
+            None => Some(deadline::STANDARD),
+        }
+    }
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        self.wait_secs.is_some()
+    }
+
+    fn is_wait(&self) -> bool {
+        self.wait_secs.is_some()
+    }
+
     fn validate(&self) -> Result<(), ApiError> {
         match self.wait_secs {
             Some(secs) if secs > deadline::MAX_WAIT_SECS => Err(invalid(

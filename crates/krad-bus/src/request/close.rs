@@ -1,8 +1,9 @@
 //! `Close`: ends a terminal (or, later, an environment).
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-use super::{Fields, invalid};
+use super::{Call, RequestKind, Rights, deadline, invalid};
 use crate::protocol::ApiError;
 
 /// The Close request.
@@ -29,7 +30,16 @@ pub struct Close {
     pub force: Option<bool>,
 }
 
-impl Fields for Close {
+impl Call for Close {
+    const KIND: RequestKind = RequestKind::Close;
+    const RIGHTS: Rights = Rights::Scoped;
+    const AT_MOST_ONCE: bool = true;
+    type Answer = ();
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
+
     fn validate(&self) -> Result<(), ApiError> {
         match (&self.target, &self.environment) {
             (Some(_), Some(_)) => Err(invalid(

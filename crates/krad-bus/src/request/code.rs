@@ -1,9 +1,11 @@
 //! `Code`: runs a program to completion in an environment, without a terminal.
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-use super::{Fields, invalid};
+use super::{Call, RequestKind, Rights, deadline, invalid};
 use crate::protocol::ApiError;
+use crate::protocol::CodeResultInfo;
 
 /// The longest a Code run may take, in seconds.
 pub const MAX_TIMEOUT_SECS: u64 = 110;
@@ -37,7 +39,20 @@ impl Code {
     }
 }
 
-impl Fields for Code {
+impl Call for Code {
+    const KIND: RequestKind = RequestKind::Code;
+    const RIGHTS: Rights = Rights::Scoped;
+    const AT_MOST_ONCE: bool = true;
+    type Answer = CodeResultInfo;
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONGEST)
+    }
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        true
+    }
+
     fn validate(&self) -> Result<(), ApiError> {
         if self.command.first().is_none_or(|p| p.is_empty()) {
             return Err(invalid(

@@ -1,9 +1,11 @@
 //! `CreateWorktree`: a new environment — a git worktree on its own branch.
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-use super::{Fields, invalid};
+use super::{Call, RequestKind, Rights, deadline, invalid};
 use crate::protocol::ApiError;
+use crate::protocol::EnvironmentInfo;
 
 /// The CreateWorktree request.
 ///
@@ -50,7 +52,16 @@ pub fn check_name(request: &str, field: &str, name: &str) -> Result<(), ApiError
     }
 }
 
-impl Fields for CreateWorktree {
+impl Call for CreateWorktree {
+    const KIND: RequestKind = RequestKind::CreateWorktree;
+    const RIGHTS: Rights = Rights::Scoped;
+    const AT_MOST_ONCE: bool = true;
+    type Answer = EnvironmentInfo;
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
+
     fn validate(&self) -> Result<(), ApiError> {
         check_name("CreateWorktree", "name", &self.name)?;
         if let Some(branch) = &self.branch

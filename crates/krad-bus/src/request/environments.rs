@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Fields;
+use super::{Call, RequestKind, Rights};
+use crate::protocol::EnvironmentInfo;
 
 /// The Environments request (no fields).
 ///
@@ -15,4 +16,9 @@ use super::Fields;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Environments {}
 
-impl Fields for Environments {}
+impl Call for Environments {
+    const KIND: RequestKind = RequestKind::Environments;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = Vec<EnvironmentInfo>;
+}

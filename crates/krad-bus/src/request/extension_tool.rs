@@ -2,8 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::time::Duration;
 
-use super::Fields;
+use super::{Call, RequestKind, Rights, deadline};
+use crate::protocol::ToolResultInfo;
 
 /// The ExtensionTool request.
 ///
@@ -24,4 +26,17 @@ pub struct ExtensionTool {
     pub arguments: Map<String, Value>,
 }
 
-impl Fields for ExtensionTool {}
+impl Call for ExtensionTool {
+    const KIND: RequestKind = RequestKind::ExtensionTool;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = ToolResultInfo;
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONGEST)
+    }
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        true
+    }
+}

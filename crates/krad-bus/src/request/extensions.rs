@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Fields;
+use super::{Call, RequestKind, Rights};
+use crate::protocol::ExtensionInfo;
 
 /// The Extensions request (no fields).
 ///
@@ -15,4 +16,9 @@ use super::Fields;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Extensions {}
 
-impl Fields for Extensions {}
+impl Call for Extensions {
+    const KIND: RequestKind = RequestKind::Extensions;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = Vec<ExtensionInfo>;
+}

@@ -1,5 +1,6 @@
 //! `Hello`: the handshake. Answered by the bus itself, never queued behind app work.
 
+use super::{Call, RequestKind, Rights};
 use serde::{Deserialize, Serialize};
 
 /// The Hello request (no fields).
@@ -43,4 +44,9 @@ impl HelloInfo {
     }
 }
 
-impl super::Fields for Hello {}
+impl Call for Hello {
+    const KIND: RequestKind = RequestKind::Hello;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = HelloInfo;
+}

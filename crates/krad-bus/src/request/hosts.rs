@@ -2,8 +2,10 @@
 //! (Additions of krad's to the contract, for `krad hosts`.)
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-use super::Fields;
+use super::{Call, RequestKind, Rights, deadline};
+use crate::protocol::HostStatus;
 
 /// The Hosts request (no fields).
 ///
@@ -17,7 +19,12 @@ use super::Fields;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Hosts {}
 
-impl Fields for Hosts {}
+impl Call for Hosts {
+    const KIND: RequestKind = RequestKind::Hosts;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = Vec<HostStatus>;
+}
 
 /// The CheckHost request: connects (if needed) and answers the host's state.
 ///
@@ -33,4 +40,13 @@ pub struct CheckHost {
     pub name: String,
 }
 
-impl Fields for CheckHost {}
+impl Call for CheckHost {
+    const KIND: RequestKind = RequestKind::CheckHost;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = Vec<HostStatus>;
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
+}

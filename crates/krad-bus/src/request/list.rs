@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Fields;
+use super::{Call, RequestKind, Rights};
+use crate::protocol::AgentRecord;
 
 /// The List request.
 ///
@@ -20,4 +21,9 @@ pub struct List {
     pub environment: Option<String>,
 }
 
-impl Fields for List {}
+impl Call for List {
+    const KIND: RequestKind = RequestKind::List;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = Vec<AgentRecord>;
+}

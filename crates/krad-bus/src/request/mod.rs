@@ -1,9 +1,12 @@
-//! The request set: one file per request, and here the table that says, for every
-//! request, its wire name, who may make it, its deadline and whether it mutates.
+//! The request set: one file per request, each declaring everything about its
+//! request in one `impl Call` (its answer, who may make it, its deadline, whether
+//! it is at-most-once, whether it waits), and here the one list of requests from
+//! which the rest is derived: [`RequestKind`], [`Request`] and its parsing, the
+//! names Hello lists, the server's dispatch and the app's handler trait.
 //!
-//! Adding a request means adding a [`RequestKind`], a [`Request`] variant and its
-//! file; every `match` below (and the server's dispatch) refuses to compile until
-//! the new request's rights and deadline are decided.
+//! Adding a request: a file here with its struct and `impl Call`, a `pub mod`
+//! line and a line in [`for_each_request!`]; then the app's handler
+//! (`impl Handle<TheRequest>`). Nothing compiles until the handler exists.
 
 pub mod ask;
 pub mod attach;
@@ -35,14 +38,40 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::protocol::{ApiError, ErrorCode};
+use crate::protocol::{Answer, ApiError, ErrorCode};
 
-/// A request's fields: decoded by serde, then checked for values that are
-/// well-formed but impossible (`invalid`).
-pub trait Fields: DeserializeOwned {
-    /// Checks what serde cannot; the default accepts everything.
+/// One request: its fields (decoded by serde, then checked by [`Call::validate`])
+/// and every fact about it the bus, the app and the clients need.
+pub trait Call: DeserializeOwned + Serialize + Into<Request> + Send + 'static {
+    /// Its name.
+    const KIND: RequestKind;
+    /// Who may make it (section 4).
+    const RIGHTS: Rights;
+    /// Whether a `request_id` makes it at-most-once (section 8).
+    const AT_MOST_ONCE: bool;
+    /// What it answers when it succeeds.
+    type Answer: Answer;
+
+    /// Checks what serde cannot (values well-formed but impossible: `invalid`);
+    /// the default accepts everything.
     fn validate(&self) -> Result<(), ApiError> {
         Ok(())
+    }
+
+    /// How long the app may take before it answers `"TimedOut"`; `None` for streams.
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::STANDARD)
+    }
+
+    /// Whether it waits on something, so that a client closing its connection
+    /// cancels it (section 2).
+    fn cancels_when_client_leaves(&self) -> bool {
+        false
+    }
+
+    /// Whether it counts in Stats' `waits_pending` while it runs.
+    fn is_wait(&self) -> bool {
+        false
     }
 }
 
@@ -69,12 +98,56 @@ pub mod deadline {
     pub const MAX_WAIT_SECS: u64 = 1800;
     /// Added to the time a Wait or Check asked for.
     pub const WAIT_GRACE: Duration = Duration::from_secs(1);
+
+    /// The deadline of a request that asked to wait `secs`.
+    pub fn waited(secs: u64) -> Duration {
+        Duration::from_secs(secs) + WAIT_GRACE
+    }
 }
 
-/// Declares [`RequestKind`], its [`RequestKind::ALL`] list and its wire names
-/// from one list, so that no request can be served yet missing from Hello.
-macro_rules! request_kinds {
-    ($($kind:ident),* $(,)?) => {
+/// The one list of requests, in the order Hello lists them: each request's
+/// name, its module, and who serves it (`bus`: the bus itself; `app`: the app
+/// through [`crate::server::Handle`]; `stream`: a SubscribeAgents stream;
+/// `attach`: an attachment). Everything that must name every request is
+/// generated from it by a macro passed as `$then`.
+macro_rules! for_each_request {
+    ($then:ident) => {
+        $then! {
+            Hello(hello) by bus,
+            List(list) by app,
+            Check(check) by app,
+            Wait(wait) by app,
+            Spawn(spawn) by app,
+            Send(send) by app,
+            Output(output) by app,
+            Close(close) by app,
+            Report(report) by app,
+            SubscribeAgents(subscribe_agents) by stream,
+            Attach(attach) by attach,
+            Environments(environments) by app,
+            CreateWorktree(create_worktree) by app,
+            Changes(changes) by app,
+            RunVariants(run_variants) by app,
+            PickVariant(pick_variant) by app,
+            Code(code) by app,
+            Extensions(extensions) by app,
+            ExtensionTool(extension_tool) by app,
+            Hosts(hosts) by app,
+            CheckHost(hosts) by app,
+            Ask(ask) by app,
+            Answer(ask) by app,
+            Asks(ask) by app,
+            Stats(stats) by bus,
+            Shutdown(shutdown) by bus,
+        }
+    };
+}
+
+pub(crate) use for_each_request;
+
+/// Declares [`RequestKind`], [`Request`] and what is derived from them.
+macro_rules! declare_requests {
+    ($($kind:ident($module:ident) by $served:ident,)*) => {
         /// The name of a request, without its fields.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum RequestKind {
@@ -94,38 +167,86 @@ macro_rules! request_kinds {
                     $(RequestKind::$kind => stringify!($kind),)*
                 }
             }
+
+            /// Who may make this request.
+            pub fn rights(self) -> Rights {
+                match self {
+                    $(RequestKind::$kind => <$module::$kind as Call>::RIGHTS,)*
+                }
+            }
+
+            /// Whether a `request_id` makes this request at-most-once (section 8).
+            pub fn mutates(self) -> bool {
+                match self {
+                    $(RequestKind::$kind => <$module::$kind as Call>::AT_MOST_ONCE,)*
+                }
+            }
+        }
+
+        /// A request whose name and fields have been checked.
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        pub enum Request {
+            $(
+                #[doc = concat!("See [`", stringify!($module), "::", stringify!($kind), "`].")]
+                $kind($module::$kind),
+            )*
+        }
+
+        $(
+            impl From<$module::$kind> for Request {
+                fn from(request: $module::$kind) -> Request {
+                    Request::$kind(request)
+                }
+            }
+        )*
+
+        impl Request {
+            /// Step 4 of the order of checks: the request's name, then its fields.
+            ///
+            /// An unknown name is `unknown_request`; fields of the wrong shape are
+            /// `bad_request` naming the request and the field. Unknown fields are ignored.
+            pub fn parse(name: &str, fields: Option<Value>) -> Result<Request, ApiError> {
+                let Some(kind) = RequestKind::from_name(name) else {
+                    return Err(unknown_request(name));
+                };
+                Ok(match kind {
+                    $(RequestKind::$kind => Request::$kind(fields_of(fields)?),)*
+                })
+            }
+
+            /// The request's name.
+            pub fn kind(&self) -> RequestKind {
+                match self {
+                    $(Request::$kind(_) => RequestKind::$kind,)*
+                }
+            }
+
+            /// How long the app may take before it answers `"TimedOut"`; `None` for streams.
+            pub fn deadline(&self) -> Option<Duration> {
+                match self {
+                    $(Request::$kind(r) => r.deadline(),)*
+                }
+            }
+
+            /// Whether the request waits on something, so that a client closing its
+            /// connection cancels it (section 2).
+            pub fn cancels_when_client_leaves(&self) -> bool {
+                match self {
+                    $(Request::$kind(r) => r.cancels_when_client_leaves(),)*
+                }
+            }
+
+            /// Whether the request counts in Stats' `waits_pending` while it runs.
+            pub fn is_wait(&self) -> bool {
+                match self {
+                    $(Request::$kind(r) => r.is_wait(),)*
+                }
+            }
         }
     };
 }
 
-request_kinds![
-    Hello,
-    List,
-    Check,
-    Wait,
-    Spawn,
-    Send,
-    Output,
-    Close,
-    Report,
-    SubscribeAgents,
-    Attach,
-    Environments,
-    CreateWorktree,
-    Changes,
-    RunVariants,
-    PickVariant,
-    Code,
-    Extensions,
-    ExtensionTool,
-    Hosts,
-    CheckHost,
-    Ask,
-    Answer,
-    Asks,
-    Stats,
-    Shutdown,
-];
+for_each_request!(declare_requests);
 
 /// Who may make a request (the table of section 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,314 +269,30 @@ impl RequestKind {
     pub fn from_name(name: &str) -> Option<RequestKind> {
         Self::ALL.iter().copied().find(|kind| kind.name() == name)
     }
-
-    /// Who may make this request.
-    pub fn rights(self) -> Rights {
-        match self {
-            RequestKind::Hello
-            | RequestKind::List
-            | RequestKind::Check
-            | RequestKind::Wait
-            | RequestKind::Output
-            | RequestKind::SubscribeAgents
-            | RequestKind::Environments
-            | RequestKind::Changes
-            | RequestKind::Extensions
-            | RequestKind::ExtensionTool
-            | RequestKind::Hosts
-            | RequestKind::CheckHost
-            | RequestKind::Asks
-            | RequestKind::Stats => Rights::Anyone,
-            RequestKind::Report | RequestKind::Ask => Rights::TerminalsAboutThemselves,
-            RequestKind::Answer => Rights::ClientAndLeads,
-            RequestKind::Spawn
-            | RequestKind::Send
-            | RequestKind::Attach
-            | RequestKind::Close
-            | RequestKind::CreateWorktree
-            | RequestKind::RunVariants
-            | RequestKind::PickVariant
-            | RequestKind::Code => Rights::Scoped,
-            RequestKind::Shutdown => Rights::ClientOnly,
-        }
-    }
-
-    /// Whether a `request_id` makes this request at-most-once (section 8).
-    pub fn mutates(self) -> bool {
-        match self {
-            RequestKind::Hello
-            | RequestKind::List
-            | RequestKind::Check
-            | RequestKind::Wait
-            | RequestKind::Output
-            | RequestKind::Report
-            | RequestKind::SubscribeAgents
-            | RequestKind::Attach
-            | RequestKind::Environments
-            | RequestKind::Changes
-            | RequestKind::Extensions
-            | RequestKind::ExtensionTool
-            | RequestKind::Hosts
-            | RequestKind::CheckHost
-            | RequestKind::Ask
-            | RequestKind::Asks
-            | RequestKind::Stats => false,
-            RequestKind::Answer => true,
-            RequestKind::Spawn
-            | RequestKind::Send
-            | RequestKind::Close
-            | RequestKind::CreateWorktree
-            | RequestKind::RunVariants
-            | RequestKind::PickVariant
-            | RequestKind::Code
-            | RequestKind::Shutdown => true,
-        }
-    }
-}
-
-/// A request whose name and fields have been checked.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub enum Request {
-    /// See [`hello::Hello`].
-    Hello(hello::Hello),
-    /// See [`list::List`].
-    List(list::List),
-    /// See [`check::Check`].
-    Check(check::Check),
-    /// See [`wait::Wait`].
-    Wait(wait::Wait),
-    /// See [`spawn::Spawn`].
-    Spawn(spawn::Spawn),
-    /// See [`send::Send`].
-    Send(send::Send),
-    /// See [`output::Output`].
-    Output(output::Output),
-    /// See [`close::Close`].
-    Close(close::Close),
-    /// See [`report::Report`].
-    Report(report::Report),
-    /// See [`subscribe_agents::SubscribeAgents`].
-    SubscribeAgents(subscribe_agents::SubscribeAgents),
-    /// See [`attach::Attach`].
-    Attach(attach::Attach),
-    /// See [`environments::Environments`].
-    Environments(environments::Environments),
-    /// See [`create_worktree::CreateWorktree`].
-    CreateWorktree(create_worktree::CreateWorktree),
-    /// See [`changes::Changes`].
-    Changes(changes::Changes),
-    /// See [`run_variants::RunVariants`].
-    RunVariants(run_variants::RunVariants),
-    /// See [`pick_variant::PickVariant`].
-    PickVariant(pick_variant::PickVariant),
-    /// See [`code::Code`].
-    Code(code::Code),
-    /// See [`extensions::Extensions`].
-    Extensions(extensions::Extensions),
-    /// See [`extension_tool::ExtensionTool`].
-    ExtensionTool(extension_tool::ExtensionTool),
-    /// See [`hosts::Hosts`].
-    Hosts(hosts::Hosts),
-    /// See [`hosts::CheckHost`].
-    CheckHost(hosts::CheckHost),
-    /// See [`ask::Ask`].
-    Ask(ask::Ask),
-    /// See [`ask::Answer`].
-    Answer(ask::Answer),
-    /// See [`ask::Asks`].
-    Asks(ask::Asks),
-    /// See [`stats::Stats`].
-    Stats(stats::Stats),
-    /// See [`shutdown::Shutdown`].
-    Shutdown(shutdown::Shutdown),
 }
 
 impl Request {
-    /// Step 4 of the order of checks: the request's name, then its fields.
-    ///
-    /// An unknown name is `unknown_request`; fields of the wrong shape are
-    /// `bad_request` naming the request and the field. Unknown fields are ignored.
-    pub fn parse(name: &str, fields: Option<Value>) -> Result<Request, ApiError> {
-        let Some(kind) = RequestKind::from_name(name) else {
-            return Err(ApiError::new(
-                ErrorCode::UnknownRequest,
-                format!(
-                    "unknown request {name:?}: this app (build {}) does not serve it; \
-                     if a newer krad knows it, update the app",
-                    crate::protocol::BUILD
-                ),
-            )
-            .with_detail(serde_json::json!({ "request": name })));
-        };
-        Ok(match kind {
-            RequestKind::Hello => Request::Hello(fields_of(kind, fields)?),
-            RequestKind::List => Request::List(fields_of(kind, fields)?),
-            RequestKind::Check => Request::Check(fields_of(kind, fields)?),
-            RequestKind::Wait => Request::Wait(fields_of(kind, fields)?),
-            RequestKind::Spawn => Request::Spawn(fields_of(kind, fields)?),
-            RequestKind::Send => Request::Send(fields_of(kind, fields)?),
-            RequestKind::Output => Request::Output(fields_of(kind, fields)?),
-            RequestKind::Close => Request::Close(fields_of(kind, fields)?),
-            RequestKind::Report => Request::Report(fields_of(kind, fields)?),
-            RequestKind::SubscribeAgents => Request::SubscribeAgents(fields_of(kind, fields)?),
-            RequestKind::Attach => Request::Attach(fields_of(kind, fields)?),
-            RequestKind::Environments => Request::Environments(fields_of(kind, fields)?),
-            RequestKind::CreateWorktree => Request::CreateWorktree(fields_of(kind, fields)?),
-            RequestKind::Changes => Request::Changes(fields_of(kind, fields)?),
-            RequestKind::RunVariants => Request::RunVariants(fields_of(kind, fields)?),
-            RequestKind::PickVariant => Request::PickVariant(fields_of(kind, fields)?),
-            RequestKind::Code => Request::Code(fields_of(kind, fields)?),
-            RequestKind::Extensions => Request::Extensions(fields_of(kind, fields)?),
-            RequestKind::ExtensionTool => Request::ExtensionTool(fields_of(kind, fields)?),
-            RequestKind::Hosts => Request::Hosts(fields_of(kind, fields)?),
-            RequestKind::CheckHost => Request::CheckHost(fields_of(kind, fields)?),
-            RequestKind::Ask => Request::Ask(fields_of(kind, fields)?),
-            RequestKind::Answer => Request::Answer(fields_of(kind, fields)?),
-            RequestKind::Asks => Request::Asks(fields_of(kind, fields)?),
-            RequestKind::Stats => Request::Stats(fields_of(kind, fields)?),
-            RequestKind::Shutdown => Request::Shutdown(fields_of(kind, fields)?),
-        })
-    }
-
-    /// The request's name.
-    pub fn kind(&self) -> RequestKind {
-        match self {
-            Request::Hello(_) => RequestKind::Hello,
-            Request::List(_) => RequestKind::List,
-            Request::Check(_) => RequestKind::Check,
-            Request::Wait(_) => RequestKind::Wait,
-            Request::Spawn(_) => RequestKind::Spawn,
-            Request::Send(_) => RequestKind::Send,
-            Request::Output(_) => RequestKind::Output,
-            Request::Close(_) => RequestKind::Close,
-            Request::Report(_) => RequestKind::Report,
-            Request::SubscribeAgents(_) => RequestKind::SubscribeAgents,
-            Request::Attach(_) => RequestKind::Attach,
-            Request::Environments(_) => RequestKind::Environments,
-            Request::CreateWorktree(_) => RequestKind::CreateWorktree,
-            Request::Changes(_) => RequestKind::Changes,
-            Request::RunVariants(_) => RequestKind::RunVariants,
-            Request::PickVariant(_) => RequestKind::PickVariant,
-            Request::Code(_) => RequestKind::Code,
-            Request::Extensions(_) => RequestKind::Extensions,
-            Request::ExtensionTool(_) => RequestKind::ExtensionTool,
-            Request::Hosts(_) => RequestKind::Hosts,
-            Request::CheckHost(_) => RequestKind::CheckHost,
-            Request::Ask(_) => RequestKind::Ask,
-            Request::Answer(_) => RequestKind::Answer,
-            Request::Asks(_) => RequestKind::Asks,
-            Request::Stats(_) => RequestKind::Stats,
-            Request::Shutdown(_) => RequestKind::Shutdown,
-        }
-    }
-
-    /// How long the app may take before it answers `"TimedOut"`; `None` for streams.
-    pub fn deadline(&self) -> Option<Duration> {
-        let waited = |secs: u64| Some(Duration::from_secs(secs) + deadline::WAIT_GRACE);
-        match self {
-            Request::Hello(_)
-            | Request::List(_)
-            | Request::Send(_)
-            | Request::Output(_)
-            | Request::Report(_)
-            | Request::Environments(_)
-            | Request::Extensions(_)
-            | Request::Hosts(_)
-            | Request::Answer(_)
-            | Request::Asks(_)
-            | Request::Stats(_)
-            | Request::Shutdown(_) => Some(deadline::STANDARD),
-            Request::Ask(ask) => waited(ask.expiry_secs()),
-            Request::CheckHost(_) => Some(deadline::LONG),
-            Request::Spawn(_)
-            | Request::Close(_)
-            | Request::CreateWorktree(_)
-            | Request::Changes(_)
-            | Request::RunVariants(_)
-            | Request::PickVariant(_) => Some(deadline::LONG),
-            Request::Code(_) | Request::ExtensionTool(_) => Some(deadline::LONGEST),
-            Request::Check(check) => match check.wait_secs {
-                Some(secs) => waited(secs),
-                None => Some(deadline::STANDARD),
-            },
-            Request::Wait(wait) => waited(wait.timeout_secs()),
-            Request::SubscribeAgents(_) | Request::Attach(_) => None,
-        }
-    }
-
-    /// Whether the request waits on something, so that a client closing its
-    /// connection cancels it (section 2).
-    pub fn cancels_when_client_leaves(&self) -> bool {
-        match self {
-            Request::Check(check) => check.wait_secs.is_some(),
-            Request::Send(send) => send.when == Some(send::When::Idle),
-            Request::Wait(_)
-            | Request::SubscribeAgents(_)
-            | Request::Attach(_)
-            | Request::Code(_)
-            | Request::ExtensionTool(_)
-            | Request::Ask(_) => true,
-            Request::Hello(_)
-            | Request::List(_)
-            | Request::Spawn(_)
-            | Request::Output(_)
-            | Request::Close(_)
-            | Request::Report(_)
-            | Request::Environments(_)
-            | Request::CreateWorktree(_)
-            | Request::Changes(_)
-            | Request::RunVariants(_)
-            | Request::PickVariant(_)
-            | Request::Extensions(_)
-            | Request::Hosts(_)
-            | Request::CheckHost(_)
-            | Request::Answer(_)
-            | Request::Asks(_)
-            | Request::Stats(_)
-            | Request::Shutdown(_) => false,
-        }
-    }
-
-    /// Whether the request counts in Stats' `waits_pending` while it runs.
-    pub fn is_wait(&self) -> bool {
-        match self {
-            Request::Check(check) => check.wait_secs.is_some(),
-            Request::Wait(_) => true,
-            Request::Hello(_)
-            | Request::List(_)
-            | Request::Spawn(_)
-            | Request::Send(_)
-            | Request::Output(_)
-            | Request::Close(_)
-            | Request::Report(_)
-            | Request::SubscribeAgents(_)
-            | Request::Attach(_)
-            | Request::Environments(_)
-            | Request::CreateWorktree(_)
-            | Request::Changes(_)
-            | Request::RunVariants(_)
-            | Request::PickVariant(_)
-            | Request::Code(_)
-            | Request::Extensions(_)
-            | Request::ExtensionTool(_)
-            | Request::Hosts(_)
-            | Request::CheckHost(_)
-            | Request::Ask(_)
-            | Request::Answer(_)
-            | Request::Asks(_)
-            | Request::Stats(_)
-            | Request::Shutdown(_) => false,
-        }
-    }
-
     /// The request as its wire JSON (`{"Name":{…}}`).
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 }
 
+fn unknown_request(name: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::UnknownRequest,
+        format!(
+            "unknown request {name:?}: this app (build {}) does not serve it; \
+             if a newer krad knows it, update the app",
+            crate::protocol::BUILD
+        ),
+    )
+    .with_detail(serde_json::json!({ "request": name }))
+}
+
 /// Decodes a request's fields, naming the field that is wrong.
-fn fields_of<T: Fields>(kind: RequestKind, fields: Option<Value>) -> Result<T, ApiError> {
+fn fields_of<T: Call>(fields: Option<Value>) -> Result<T, ApiError> {
+    let kind = T::KIND;
     let fields = match fields {
         None | Some(Value::Null) => Value::Object(Default::default()),
         Some(object @ Value::Object(_)) => object,

@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Fields, invalid};
+use super::{Call, RequestKind, Rights, invalid};
 use crate::protocol::ApiError;
+use crate::protocol::OutputInfo;
 
 /// The most scrollback lines one Output returns.
 pub const MAX_LINES: u64 = 10_000;
@@ -32,7 +33,12 @@ impl Output {
     }
 }
 
-impl Fields for Output {
+impl Call for Output {
+    const KIND: RequestKind = RequestKind::Output;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = OutputInfo;
+
     fn validate(&self) -> Result<(), ApiError> {
         match self.lines {
             Some(n) if n > MAX_LINES => Err(invalid(

@@ -1,8 +1,10 @@
 //! `PickVariant`: keeps one variant of a group and archives the others.
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-use super::Fields;
+use super::{Call, RequestKind, Rights, deadline};
+use crate::protocol::PickedInfo;
 
 /// How the picked variant's work lands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,4 +44,13 @@ pub struct PickVariant {
     pub close_others: Option<bool>,
 }
 
-impl Fields for PickVariant {}
+impl Call for PickVariant {
+    const KIND: RequestKind = RequestKind::PickVariant;
+    const RIGHTS: Rights = Rights::Scoped;
+    const AT_MOST_ONCE: bool = true;
+    type Answer = PickedInfo;
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
+}

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Fields, invalid};
+use super::{Call, RequestKind, Rights, invalid};
 use crate::protocol::AgentState;
 use crate::protocol::ApiError;
 
@@ -53,7 +53,12 @@ pub struct Report {
     pub session: Option<String>,
 }
 
-impl Fields for Report {
+impl Call for Report {
+    const KIND: RequestKind = RequestKind::Report;
+    const RIGHTS: Rights = Rights::TerminalsAboutThemselves;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = ();
+
     fn validate(&self) -> Result<(), ApiError> {
         match &self.session {
             Some(session)

@@ -1,9 +1,11 @@
 //! `RunVariants`: the same task in N fresh worktrees, one agent each.
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-use super::{Fields, create_worktree::check_name, invalid};
+use super::{Call, RequestKind, Rights, create_worktree::check_name, deadline, invalid};
 use crate::protocol::ApiError;
+use crate::protocol::VariantsInfo;
 
 /// The most variants one group may have.
 pub const MAX_COUNT: u32 = 16;
@@ -39,7 +41,16 @@ pub struct RunVariants {
     pub host: Option<String>,
 }
 
-impl Fields for RunVariants {
+impl Call for RunVariants {
+    const KIND: RequestKind = RequestKind::RunVariants;
+    const RIGHTS: Rights = Rights::Scoped;
+    const AT_MOST_ONCE: bool = true;
+    type Answer = VariantsInfo;
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
+
     fn validate(&self) -> Result<(), ApiError> {
         if !(1..=MAX_COUNT).contains(&self.count) {
             return Err(invalid(

@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Fields, invalid};
+use super::{Call, RequestKind, Rights, invalid};
 use crate::protocol::ApiError;
+use crate::protocol::SentInfo;
 use crate::protocol::keys::Key;
 
 /// The longest text one Send may carry.
@@ -55,7 +56,16 @@ pub struct Send {
     pub when: Option<When>,
 }
 
-impl Fields for Send {
+impl Call for Send {
+    const KIND: RequestKind = RequestKind::Send;
+    const RIGHTS: Rights = Rights::Scoped;
+    const AT_MOST_ONCE: bool = true;
+    type Answer = SentInfo;
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        self.when == Some(When::Idle)
+    }
+
     fn validate(&self) -> Result<(), ApiError> {
         if self.text.len() > MAX_TEXT {
             return Err(invalid(

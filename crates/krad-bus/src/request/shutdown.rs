@@ -1,5 +1,6 @@
 //! `Shutdown`: stops the app cleanly. Only `Client` may ask.
 
+use super::{Call, RequestKind, Rights};
 use serde::{Deserialize, Serialize};
 
 /// The Shutdown request.
@@ -27,4 +28,9 @@ impl Shutdown {
     }
 }
 
-impl super::Fields for Shutdown {}
+impl Call for Shutdown {
+    const KIND: RequestKind = RequestKind::Shutdown;
+    const RIGHTS: Rights = Rights::ClientOnly;
+    const AT_MOST_ONCE: bool = true;
+    type Answer = ();
+}

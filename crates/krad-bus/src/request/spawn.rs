@@ -1,10 +1,12 @@
 //! `Spawn`: starts an agent on a new terminal.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Fields, invalid};
+use super::{Call, RequestKind, Rights, deadline, invalid};
+use crate::protocol::AgentRecord;
 use crate::protocol::ApiError;
 
 /// The largest terminal side accepted, in cells.
@@ -50,7 +52,16 @@ pub struct Spawn {
     pub rows: Option<u16>,
 }
 
-impl Fields for Spawn {
+impl Call for Spawn {
+    const KIND: RequestKind = RequestKind::Spawn;
+    const RIGHTS: Rights = Rights::Scoped;
+    const AT_MOST_ONCE: bool = true;
+    type Answer = AgentRecord;
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
+
     fn validate(&self) -> Result<(), ApiError> {
         if let Some(command) = &self.command
             && command.first().is_none_or(|p| p.is_empty())

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use super::{Call, RequestKind, Rights};
 use serde::{Deserialize, Serialize};
 
 /// The Stats request (no fields).
@@ -35,4 +36,9 @@ pub struct StatsInfo {
     pub uptime_secs: u64,
 }
 
-impl super::Fields for Stats {}
+impl Call for Stats {
+    const KIND: RequestKind = RequestKind::Stats;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = StatsInfo;
+}

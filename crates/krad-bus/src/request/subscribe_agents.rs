@@ -1,8 +1,10 @@
 //! `SubscribeAgents`: a stream of every change to the agents (section 6).
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-use super::Fields;
+use super::{Call, RequestKind, Rights};
+use crate::protocol::Streamed;
 
 /// The SubscribeAgents request.
 ///
@@ -26,4 +28,17 @@ pub struct SubscribeAgents {
     pub since_rev: Option<u64>,
 }
 
-impl Fields for SubscribeAgents {}
+impl Call for SubscribeAgents {
+    const KIND: RequestKind = RequestKind::SubscribeAgents;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = Streamed;
+
+    fn deadline(&self) -> Option<Duration> {
+        None
+    }
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        true
+    }
+}

@@ -1,9 +1,11 @@
 //! `Wait`: until one agent, or all or any of several, stops or exits.
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-use super::{Fields, deadline, invalid};
+use super::{Call, RequestKind, Rights, deadline, invalid};
 use crate::protocol::ApiError;
+use crate::protocol::Waited;
 
 /// With several targets: wait for all of them, or for the first.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,7 +77,24 @@ impl Wait {
     }
 }
 
-impl Fields for Wait {
+impl Call for Wait {
+    const KIND: RequestKind = RequestKind::Wait;
+    const RIGHTS: Rights = Rights::Anyone;
+    const AT_MOST_ONCE: bool = false;
+    type Answer = Waited;
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::waited(self.timeout_secs()))
+    }
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        true
+    }
+
+    fn is_wait(&self) -> bool {
+        true
+    }
+
     fn validate(&self) -> Result<(), ApiError> {
         match (&self.target, &self.targets) {
             (Some(_), Some(_)) => {

@@ -18,8 +18,8 @@ impl Counters {
     /// Counts one answered request, and its error code if it failed.
     pub fn answered(&self, error: Option<ErrorCode>) {
         self.requests_total.fetch_add(1, Ordering::Relaxed);
-        if let Some(code) = error {
-            self.errors[code.index()].fetch_add(1, Ordering::Relaxed);
+        if let Some(counter) = error.and_then(|code| self.errors.get(code.index())) {
+            counter.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -33,7 +33,7 @@ impl Counters {
         ErrorCode::ALL
             .iter()
             .filter_map(|code| {
-                let n = self.errors[code.index()].load(Ordering::Relaxed);
+                let n = self.errors.get(code.index())?.load(Ordering::Relaxed);
                 (n > 0).then(|| (code.as_str().to_owned(), n))
             })
             .collect()

@@ -8,11 +8,13 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::net::TcpStream;
 
+use super::bus_requests::ServedByBus;
 use super::request_log::Begin;
-use super::{App, Bus, CallContext, connection};
-use crate::protocol::{ApiError, Envelope, ErrorCode, Response, unsupported_version_message};
-use crate::request::hello::HelloInfo;
-use crate::request::{Request, Rights};
+use super::{App, Bus, CallContext, Handle, connection};
+use crate::protocol::{
+    Answer, ApiError, Envelope, ErrorCode, Response, unsupported_version_message,
+};
+use crate::request::{Request, Rights, for_each_request};
 use crate::token::Principal;
 
 /// What became of a request.
@@ -27,6 +29,16 @@ pub(crate) enum Reply<S, T> {
     Attach(T),
     /// The client left while its request waited; nothing is written.
     Left,
+}
+
+impl<S, T> Reply<S, T> {
+    /// A handler's typed result, as the response on the wire.
+    fn answered<R: Answer>(result: Result<R, ApiError>) -> Self {
+        Reply::Answer(match result {
+            Ok(answer) => answer.into_response(),
+            Err(e) => e.into(),
+        })
+    }
 }
 
 /// Takes a request line through the order of checks and runs it.
@@ -153,55 +165,48 @@ pub(crate) async fn handle<A: App>(
     run(work, deadline, cancels_on_leave.then_some(stream)).await
 }
 
-/// Every request, each with its handler. No `_` arm: a new request does not
-/// compile until it is handled here. Each handler's future is boxed: awaited
-/// inline, the largest of them would size every request's future (~18 KB, held
-/// by each waiting connection); boxed, a request carries only its own.
-async fn dispatch<A: App>(
-    bus: &Bus,
-    app: &A,
-    ctx: &CallContext,
-    request: Request,
-) -> Reply<A::Subscription, A::Attachment> {
-    let answer = match request {
-        Request::Hello(_) => Response::Hello(HelloInfo::of_this_process()),
-        Request::List(r) => Box::pin(app.list(ctx, r)).await,
-        Request::Check(r) => Box::pin(app.check(ctx, r)).await,
-        Request::Wait(r) => Box::pin(app.wait(ctx, r)).await,
-        Request::Spawn(r) => Box::pin(app.spawn(ctx, r)).await,
-        Request::Send(r) => Box::pin(app.send(ctx, r)).await,
-        Request::Output(r) => Box::pin(app.output(ctx, r)).await,
-        Request::Close(r) => Box::pin(app.close(ctx, r)).await,
-        Request::Report(r) => Box::pin(app.report(ctx, r)).await,
-        Request::SubscribeAgents(r) => match Box::pin(app.subscribe(ctx, r)).await {
-            Ok(subscription) => return Reply::Stream(subscription),
-            Err(e) => e.into(),
-        },
-        Request::Attach(r) => match app.attach(ctx, r).await {
-            Ok(attachment) => return Reply::Attach(attachment),
-            Err(e) => e.into(),
-        },
-        Request::Environments(r) => Box::pin(app.environments(ctx, r)).await,
-        Request::CreateWorktree(r) => Box::pin(app.create_worktree(ctx, r)).await,
-        Request::Changes(r) => Box::pin(app.changes(ctx, r)).await,
-        Request::RunVariants(r) => Box::pin(app.run_variants(ctx, r)).await,
-        Request::PickVariant(r) => Box::pin(app.pick_variant(ctx, r)).await,
-        Request::Code(r) => Box::pin(app.code(ctx, r)).await,
-        Request::Extensions(r) => Box::pin(app.extensions(ctx, r)).await,
-        Request::ExtensionTool(r) => Box::pin(app.extension_tool(ctx, r)).await,
-        Request::Hosts(r) => Box::pin(app.hosts(ctx, r)).await,
-        Request::CheckHost(r) => Box::pin(app.check_host(ctx, r)).await,
-        Request::Ask(r) => Box::pin(app.ask(ctx, r)).await,
-        Request::Answer(r) => Box::pin(app.answer(ctx, r)).await,
-        Request::Asks(r) => Box::pin(app.asks(ctx, r)).await,
-        Request::Stats(_) => Response::Stats(bus.stats(app.agent_count().await)),
-        Request::Shutdown(shutdown) => {
-            bus.request_shutdown(shutdown.closes_terminals());
-            Response::Ok
+/// Declares [`dispatch`] from the request list: every request, each with who
+/// serves it. Each handler's future is boxed: awaited inline, the largest of
+/// them would size every request's future (~18 KB, held by each waiting
+/// connection); boxed, a request carries only its own.
+macro_rules! declare_dispatch {
+    ($($kind:ident($module:ident) by $served:ident,)*) => {
+        async fn dispatch<A: App>(
+            bus: &Bus,
+            app: &A,
+            ctx: &CallContext,
+            request: Request,
+        ) -> Reply<A::Subscription, A::Attachment> {
+            match request {
+                $(Request::$kind(request) => serve_by!($served, bus, app, ctx, request),)*
+            }
         }
     };
-    Reply::Answer(answer)
 }
+
+/// One arm of [`dispatch`], by who serves the request.
+macro_rules! serve_by {
+    (app, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {
+        Reply::answered(Box::pin(Handle::handle($app, $ctx, $request)).await)
+    };
+    (bus, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {
+        Reply::answered(ServedByBus::serve($request, $bus, $app).await)
+    };
+    (stream, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {
+        match Box::pin($app.subscribe($ctx, $request)).await {
+            Ok(subscription) => Reply::Stream(subscription),
+            Err(e) => Reply::Answer(e.into()),
+        }
+    };
+    (attach, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {
+        match $app.attach($ctx, $request).await {
+            Ok(attachment) => Reply::Attach(attachment),
+            Err(e) => Reply::Answer(e.into()),
+        }
+    };
+}
+
+for_each_request!(declare_dispatch);
 
 fn check_rights(request: &Request, principal: &Principal) -> Result<(), ApiError> {
     let kind = request.kind();
@@ -209,7 +214,7 @@ fn check_rights(request: &Request, principal: &Principal) -> Result<(), ApiError
         (Rights::Anyone, _) => true,
         (Rights::ClientOnly, Principal::Client) => true,
         (Rights::ClientOnly, _) => false,
-        (Rights::TerminalsAboutThemselves, Principal::Client) => false,
+        (Rights::TerminalsAboutThemselves, Principal::Client | Principal::Durable) => false,
         (Rights::TerminalsAboutThemselves, _) => true,
         // The bus lets every caller through; the app checks a plain terminal's scope.
         (Rights::Scoped, _) => true,
@@ -221,6 +226,7 @@ fn check_rights(request: &Request, principal: &Principal) -> Result<(), ApiError
     }
     let who = match principal {
         Principal::Client => "Client",
+        Principal::Durable => "the durable facet",
         Principal::Lead(_) => "a lead terminal",
         Principal::Terminal(_) => "a terminal",
     };

@@ -5,6 +5,7 @@
 //! app never delays a handshake.
 
 mod attach;
+mod bus_requests;
 mod connection;
 pub mod counters;
 mod dispatch;
@@ -25,24 +26,22 @@ use crate::protocol::{
     ApiError, ErrorCode, MAX_LINE, RequestId, Response, StreamMessage, TerminalRef,
 };
 use crate::request::stats::StatsInfo;
-use crate::request::{
-    ask, attach as attach_request, changes, check, close, code, create_worktree, environments,
-    extension_tool, extensions, hosts, list, output, pick_variant, report, run_variants, send,
-    spawn, subscribe_agents, wait,
-};
+use crate::request::{Call, attach as attach_request, for_each_request, subscribe_agents};
 use crate::token::{Principal, Secret};
 use connection::LineRead;
 use dispatch::Reply;
 
 pub use attach::Attachment;
 
-/// The app behind the bus: everything but the handshake and the bus's own counters.
+/// The app behind the bus: everything but the requests the bus answers itself
+/// (Hello, Stats, Shutdown).
 ///
-/// One method per request the app answers; the bus has already checked the
+/// Each request the app answers is one [`Handle`] impl (see [`Handlers`]); the
+/// two streaming requests are methods here. The bus has already checked the
 /// envelope, the token, the version, the fields and the caller's rights of
 /// section 4 (what a plain terminal may do inside its environment, and whom
 /// Report is about, are the app's to check).
-pub trait App: Send + Sync + 'static {
+pub trait App: Handlers + 'static {
     /// The stream a SubscribeAgents request reads from.
     type Subscription: Subscription;
 
@@ -60,133 +59,6 @@ pub trait App: Send + Sync + 'static {
     /// How many agents the app knows, for Stats.
     fn agent_count(&self) -> impl Future<Output = u64> + Send;
 
-    /// List.
-    fn list(&self, ctx: &CallContext, request: list::List)
-    -> impl Future<Output = Response> + Send;
-
-    /// Check.
-    fn check(
-        &self,
-        ctx: &CallContext,
-        request: check::Check,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// Wait. (The bus answers `"TimedOut"` if the deadline passes first.)
-    fn wait(&self, ctx: &CallContext, request: wait::Wait)
-    -> impl Future<Output = Response> + Send;
-
-    /// Spawn.
-    fn spawn(
-        &self,
-        ctx: &CallContext,
-        request: spawn::Spawn,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// Send.
-    fn send(&self, ctx: &CallContext, request: send::Send)
-    -> impl Future<Output = Response> + Send;
-
-    /// Output.
-    fn output(
-        &self,
-        ctx: &CallContext,
-        request: output::Output,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// Close.
-    fn close(
-        &self,
-        ctx: &CallContext,
-        request: close::Close,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// Report.
-    fn report(
-        &self,
-        ctx: &CallContext,
-        request: report::Report,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// Environments.
-    fn environments(
-        &self,
-        ctx: &CallContext,
-        request: environments::Environments,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// CreateWorktree.
-    fn create_worktree(
-        &self,
-        ctx: &CallContext,
-        request: create_worktree::CreateWorktree,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// Changes.
-    fn changes(
-        &self,
-        ctx: &CallContext,
-        request: changes::Changes,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// RunVariants.
-    fn run_variants(
-        &self,
-        ctx: &CallContext,
-        request: run_variants::RunVariants,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// PickVariant.
-    fn pick_variant(
-        &self,
-        ctx: &CallContext,
-        request: pick_variant::PickVariant,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// Code.
-    fn code(&self, ctx: &CallContext, request: code::Code)
-    -> impl Future<Output = Response> + Send;
-
-    /// Extensions.
-    fn extensions(
-        &self,
-        ctx: &CallContext,
-        request: extensions::Extensions,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// ExtensionTool.
-    fn extension_tool(
-        &self,
-        ctx: &CallContext,
-        request: extension_tool::ExtensionTool,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// Hosts.
-    fn hosts(
-        &self,
-        ctx: &CallContext,
-        request: hosts::Hosts,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// CheckHost.
-    fn check_host(
-        &self,
-        ctx: &CallContext,
-        request: hosts::CheckHost,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// Ask: blocks until the ask is decided.
-    fn ask(&self, ctx: &CallContext, request: ask::Ask) -> impl Future<Output = Response> + Send;
-
-    /// Answer.
-    fn answer(
-        &self,
-        ctx: &CallContext,
-        request: ask::Answer,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// Asks.
-    fn asks(&self, ctx: &CallContext, request: ask::Asks) -> impl Future<Output = Response> + Send;
-
     /// SubscribeAgents: the stream to serve, or the error to answer instead.
     fn subscribe(
         &self,
@@ -201,6 +73,39 @@ pub trait App: Send + Sync + 'static {
         request: attach_request::Attach,
     ) -> impl Future<Output = Result<Self::Attachment, ApiError>> + Send;
 }
+
+/// How the app answers one request: its typed answer, or the error.
+pub trait Handle<R: Call> {
+    /// Answers `request` for the caller in `ctx`.
+    fn handle(
+        &self,
+        ctx: &CallContext,
+        request: R,
+    ) -> impl Future<Output = Result<R::Answer, ApiError>> + Send;
+}
+
+/// Declares [`Handlers`] from the request list: a [`Handle`] for every request
+/// served `by app`.
+macro_rules! declare_handlers {
+    ($($kind:ident($module:ident) by $served:ident,)*) => {
+        declare_handlers!(@pick [] $($kind($module) by $served,)*);
+    };
+    (@pick [$($bound:tt)*] $kind:ident($module:ident) by app, $($rest:tt)*) => {
+        declare_handlers!(@pick [$($bound)* + Handle<crate::request::$module::$kind>] $($rest)*);
+    };
+    (@pick [$($bound:tt)*] $kind:ident($module:ident) by $other:ident, $($rest:tt)*) => {
+        declare_handlers!(@pick [$($bound)*] $($rest)*);
+    };
+    (@pick [$($bound:tt)*]) => {
+        /// A [`Handle`] for every request the app answers (those of the request
+        /// list served `by app`); implemented for every type that has them all.
+        pub trait Handlers: Send + Sync $($bound)* {}
+
+        impl<T: Send + Sync $($bound)*> Handlers for T {}
+    };
+}
+
+for_each_request!(declare_handlers);
 
 /// A stream of messages for one subscriber, pulled by the bus as fast as the
 /// subscriber reads: a slow reader simply pulls less often.

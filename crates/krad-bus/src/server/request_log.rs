@@ -180,6 +180,7 @@ impl Drop for Ticket {
 fn caller_key(principal: &Principal) -> String {
     match principal {
         Principal::Client => "client".to_owned(),
+        Principal::Durable => "durable".to_owned(),
         Principal::Lead(t) | Principal::Terminal(t) => {
             format!("terminal:{}/{}", t.environment, t.terminal)
         }

@@ -2,15 +2,12 @@
 
 use std::sync::Arc;
 
-use krad_bus::protocol::Response;
 use krad_bus::request::close::Close;
-use krad_bus::server::CallContext;
-use krad_bus::token::Principal;
 use krad_durable::wire::{Answer, Target, WireError};
 use serde_json::json;
 
-use super::{from_api, no_pane, spawn, tab_terminal, workspace_exists};
-use crate::{Core, MAIN, requests};
+use super::{bus_request, no_pane, spawn, tab_terminal, workspace_exists};
+use crate::{Core, MAIN};
 
 pub(super) fn rename(core: &Core, target: Target, title: &str) -> Answer {
     match target {
@@ -72,14 +69,8 @@ pub(super) async fn close(core: &Arc<Core>, target: Target) -> Answer {
             }
         }
     };
-    let ctx = CallContext {
-        principal: Principal::Client,
-        request_id: None,
-    };
-    match requests::close::handle(core, &ctx, request).await {
-        Response::Error(e) => Err(from_api(e)),
-        _ => Ok(json!({"result": "closed"})),
-    }
+    bus_request(core, request).await?;
+    Ok(json!({"result": "closed"}))
 }
 
 pub(super) async fn start(

@@ -1,5 +1,6 @@
 //! What each call of the wire does to the app. Steering goes through the same
-//! handlers as the bus (as the Client), so the phone and `krad` agree.
+//! typed handlers as the bus (as [`Principal::Durable`]), so the phone and
+//! `krad` agree.
 //!
 //! * `pane` — a pane's events, and the phone's answers to its asks.
 //! * `steer` — send, abort, belt buttons.
@@ -13,14 +14,15 @@ mod steer;
 
 use std::sync::Arc;
 
-use krad_bus::protocol::{ApiError, ErrorCode, Response};
+use krad_bus::protocol::{ApiError, ErrorCode};
+use krad_bus::request::Call as BusRequest;
 use krad_bus::request::spawn::Spawn;
-use krad_bus::server::CallContext;
+use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
 use krad_durable::wire::{Answer, Call, Caller, WireError};
 
 use super::AppFacet;
-use crate::{Core, MAIN, requests};
+use crate::{Core, EmbeddedApp, MAIN};
 
 pub(in crate::durable) use steer::type_text;
 
@@ -108,10 +110,6 @@ async fn spawn(
     command: Option<Vec<String>>,
     prompt: Option<String>,
 ) -> Result<u64, WireError> {
-    let ctx = CallContext {
-        principal: Principal::Client,
-        request_id: None,
-    };
     let request = Spawn {
         environment: Some(workspace.to_owned()),
         profile: Some(profile.to_owned()),
@@ -123,15 +121,26 @@ async fn spawn(
         cols: None,
         rows: None,
     };
-    match requests::spawn::handle(core, &ctx, request).await {
-        Response::Agent(record) => {
-            let asking = core.asks.has_open(record.terminal);
-            core.feed.observe(&record, asking);
-            Ok(record.terminal)
-        }
-        Response::Error(e) => Err(from_api(e)),
-        _ => Err(WireError::internal("Spawn gave an unexpected answer")),
-    }
+    let record = bus_request(core, request).await?;
+    let asking = core.asks.has_open(record.terminal);
+    core.feed.observe(&record, asking);
+    Ok(record.terminal)
+}
+
+/// Makes a bus request as the durable facet: through the app's own typed
+/// handler, as [`Principal::Durable`] (Client's rights).
+async fn bus_request<R: BusRequest>(core: &Arc<Core>, request: R) -> Result<R::Answer, WireError>
+where
+    EmbeddedApp: Handle<R>,
+{
+    let ctx = CallContext {
+        principal: Principal::Durable,
+        request_id: None,
+    };
+    EmbeddedApp::over(core)
+        .handle(&ctx, request)
+        .await
+        .map_err(from_api)
 }
 
 /// A bus error as the wire says it.
@@ -146,7 +155,8 @@ fn from_api(error: ApiError) -> WireError {
         ErrorCode::UnknownRequest
         | ErrorCode::UnsupportedApiVersion
         | ErrorCode::RequestIdReused
-        | ErrorCode::Internal => (500, "internal"),
+        | ErrorCode::Internal
+        | ErrorCode::Other => (500, "internal"),
     };
     let mut wire = WireError::new(status, code, error.message);
     if let Some(detail) = error.detail {

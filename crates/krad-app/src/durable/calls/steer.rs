@@ -1,26 +1,21 @@
 //! Steering a pane: text for this turn or the next, stopping the turn, belt buttons.
 
-use krad_bus::protocol::Response;
+use std::sync::Arc;
+
 use krad_bus::request::send::Send;
-use krad_bus::server::CallContext;
-use krad_bus::token::Principal;
 use krad_durable::limits;
 use krad_durable::wire::{Answer, WireError};
 use serde_json::json;
 
-use super::{from_api, live_pane};
-use crate::{Core, requests};
+use super::{bus_request, live_pane};
+use crate::Core;
 
 /// Types a text and Enter, as the bus's Send does; records it as a `user` item.
 pub(in crate::durable) async fn type_text(
-    core: &Core,
+    core: &Arc<Core>,
     terminal: u64,
     text: &str,
 ) -> Result<(), WireError> {
-    let ctx = CallContext {
-        principal: Principal::Client,
-        request_id: None,
-    };
     let request = Send {
         target: terminal,
         text: text.to_owned(),
@@ -28,16 +23,12 @@ pub(in crate::durable) async fn type_text(
         enter: Some(true),
         when: None,
     };
-    match requests::send::handle(core, &ctx, request).await {
-        Response::Error(e) => Err(from_api(e)),
-        _ => {
-            core.feed.item(terminal, "user", text);
-            Ok(())
-        }
-    }
+    bus_request(core, request).await?;
+    core.feed.item(terminal, "user", text);
+    Ok(())
 }
 
-pub(super) async fn send(core: &Core, pane: &str, text: String, turn: Option<u64>) -> Answer {
+pub(super) async fn send(core: &Arc<Core>, pane: &str, text: String, turn: Option<u64>) -> Answer {
     let terminal = live_pane(core, pane)?;
     let (current, state) = core
         .feed
@@ -61,7 +52,7 @@ pub(super) async fn send(core: &Core, pane: &str, text: String, turn: Option<u64
     }
 }
 
-pub(super) async fn abort(core: &Core, pane: &str, turn: u64) -> Answer {
+pub(super) async fn abort(core: &Arc<Core>, pane: &str, turn: u64) -> Answer {
     let terminal = live_pane(core, pane)?;
     let (current, state) = core
         .feed
@@ -88,7 +79,7 @@ pub(super) async fn abort(core: &Core, pane: &str, turn: u64) -> Answer {
     Ok(json!({"result": "aborted", "turn": current, "asksDecided": decided}))
 }
 
-pub(super) async fn belt_action(core: &Core, pane: &str, action: &str) -> Answer {
+pub(super) async fn belt_action(core: &Arc<Core>, pane: &str, action: &str) -> Answer {
     let terminal = live_pane(core, pane)?;
     let keys = core
         .store
