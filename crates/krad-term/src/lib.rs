@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 mod output;
+mod program;
 pub mod pty;
 pub mod screen;
 pub mod tmux;

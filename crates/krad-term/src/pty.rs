@@ -20,13 +20,13 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use tokio::io::{AsyncReadExt as _, AsyncWrite as _};
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::output::{self, SharedScreen};
+use crate::program::{checked_program, ended, group_gone, log_grace_kill, names_term, pgid};
 use crate::screen::Screen;
 use crate::{
     Attachment, ExitStatus, Snapshot, SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost,
@@ -118,39 +118,17 @@ impl PtyTerminal {
         let runtime = Handle::try_current().map_err(|_| {
             SpawnError::Host("terminals must be spawned within a tokio runtime".into())
         })?;
-        let Some(program) = spec.argv.first() else {
-            return Err(SpawnError::Program {
-                program: String::new(),
-                source: io::Error::new(io::ErrorKind::InvalidInput, "no program given"),
-            });
-        };
-        if !spec.cwd.is_dir() {
-            return Err(SpawnError::NoDirectory(spec.cwd));
-        }
+        let program = checked_program(&spec)?;
         let cols = spec.cols.max(1);
         let rows = spec.rows.max(1);
 
         let (pty, pts) = pty_process::open().map_err(host_error)?;
         pty.resize(pty_process::Size::new(rows, cols))
             .map_err(host_error)?;
-        let mut command = pty_process::Command::new(program)
-            .args(&spec.argv[1..])
-            .current_dir(&spec.cwd);
-        let names_term = spec.env_remove.iter().any(|k| k == "TERM")
-            || spec.env.iter().any(|(k, _)| k == "TERM");
-        if !names_term {
-            command = command.env("TERM", DEFAULT_TERM);
-        }
-        for key in &spec.env_remove {
-            command = command.env_remove(key);
-        }
-        for (key, value) in &spec.env {
-            command = command.env(key, value);
-        }
         // `spawn` makes the program a session leader with the terminal as its
         // controlling terminal (so its process group is its pid), and closes our
         // copy of the terminal's program side.
-        let mut child = command
+        let mut child = command(program, &spec)
             .spawn(pts)
             .map_err(|error| spawn_error(program, error))?;
         let pid = child.id();
@@ -269,16 +247,12 @@ impl Terminal for PtyTerminal {
                 .await
                 .is_ok();
             // Over before the grace, with nothing left of the group: done early.
-            if ended && killpg(pgid, None) == Err(Errno::ESRCH) {
+            if ended && group_gone(pgid) {
                 return;
             }
             tokio::time::sleep_until(deadline).await;
             // The program, or what it left in its group (a process ignoring SIGHUP).
-            match killpg(pgid, Signal::SIGKILL) {
-                Ok(()) => tracing::debug!(terminal = id, "still there after the grace: SIGKILL"),
-                Err(Errno::ESRCH) => {}
-                Err(error) => tracing::debug!(terminal = id, %error, "cannot send SIGKILL"),
-            }
+            log_grace_kill(id, killpg(pgid, Signal::SIGKILL));
         });
     }
 
@@ -289,6 +263,24 @@ impl Terminal for PtyTerminal {
     fn attach(&self) -> Option<Attachment> {
         Some(self.shared.screen.attach())
     }
+}
+
+/// The command that runs `program` (`spec.argv[0]`) with its arguments, in its
+/// directory, with `TERM` and the spec's variables.
+fn command(program: &str, spec: &SpawnSpec) -> pty_process::Command {
+    let mut command = pty_process::Command::new(program)
+        .args(&spec.argv[1..])
+        .current_dir(&spec.cwd);
+    if !names_term(spec) {
+        command = command.env("TERM", DEFAULT_TERM);
+    }
+    for key in &spec.env_remove {
+        command = command.env_remove(key);
+    }
+    for (key, value) in &spec.env {
+        command = command.env(key, value);
+    }
+    command
 }
 
 /// Reads the terminal until the program ended and its output is all read, reaps
@@ -421,18 +413,6 @@ async fn write_all(shared: &Shared, mut bytes: &[u8]) -> io::Result<()> {
         bytes = &bytes[written..];
     }
     Ok(())
-}
-
-fn ended() -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "the terminal has ended")
-}
-
-/// The process group of the program with `pid` (it leads its own).
-fn pgid(pid: u32) -> Option<Pid> {
-    i32::try_from(pid)
-        .ok()
-        .filter(|&p| p > 0)
-        .map(Pid::from_raw)
 }
 
 fn into_io(error: pty_process::Error) -> io::Error {

@@ -1,0 +1,259 @@
+//! The tmux host: [`TmuxHost`] runs each terminal in a window of a tmux server of
+//! the app's own (`tmux -L <socket>`, session `krad`), so that terminals outlive
+//! the app: a restarted app finds them again ([`TerminalHost::survivors`]) and
+//! takes them back ([`TerminalHost::adopt`]) with their screens.
+//!
+//! One tmux client in control mode (`tmux -C attach-session -t krad`) carries
+//! everything, read by a thread of its own. (One client for all terminals: tmux
+//! 3.3 crashes when control clients attach while sessions are being made.)
+//!
+//! * a pane's output arrives as `%output` lines (bytes, with control characters
+//!   and backslashes as octal escapes) and feeds that terminal's output pipeline,
+//!   the same as the PTY host's: screen, signals, transcript, attachers;
+//! * input goes in with `send-keys -H` (each byte as hex), and a bracketed paste
+//!   (what Send writes) through a tmux buffer and `paste-buffer -p`, which adds
+//!   the paste markers only when the program asked for them — tmux knows, also
+//!   for a terminal taken back after a restart, when krad could not have seen it;
+//! * `resize-window` resizes; `%layout-change` tells when someone else did (a
+//!   user attached with `tmux attach`), and the screen follows;
+//! * commands are answered in order, one `%begin` … `%end` / `%error` block per
+//!   command; a command that fails ends its command line.
+//!
+//! Starting a terminal: one command line through the control client opens its
+//! window (so the client sees the program's very first byte, and the
+//! environment, which may hold a token, never shows on a command line), sizes it
+//! and tags its pane with the terminal's id. Taking a pane back: one command line
+//! asks for the pane's size, cursor and modes and `capture-pane -p -e`; tmux
+//! queues pane output and command answers in one order, so output before the
+//! answers is in the capture and output after them is new: nothing is lost or
+//! shown twice.
+//!
+//! Exits: the server runs with `remain-on-exit on` and a `pane-died` hook that
+//! renames the window `krad-dead` (through a separate client: commands a hook
+//! runs notify no control client). The client sees `%window-renamed`, reads the
+//! pane's `pane_dead_status` / `pane_dead_signal`, takes the final screen from
+//! tmux (tmux drops the output it had not yet passed to control clients when a
+//! pane dies — a program's last words — but its screen has them), and once every
+//! byte of output was parsed sends `Exited` and closes the window. A pane that
+//! dies while the app is away stays dead, with its status and last screen, until
+//! a restarted app takes it back.
+//!
+//! The one reader waits for each terminal's parser (back-pressure): a terminal
+//! printing faster than it can be parsed delays the others' output (tmux keeps
+//! it meanwhile), never their programs.
+//!
+//! The rooms: this file holds [`TmuxHost`] and its [`TerminalHost`] side;
+//! `server` runs one-off tmux commands (settings, listing panes); `spawn` opens
+//! and takes back windows; `connection` starts the control client, whose command
+//! side is `control` and whose output `reader` reads; `terminal` is a
+//! terminal's handle; `seed` takes a pane's screen from tmux; `exit` ends a
+//! terminal; `watcher` is the watchdog; `codec` holds tmux's encodings.
+
+mod codec;
+mod connection;
+mod control;
+mod exit;
+mod reader;
+mod seed;
+mod server;
+mod spawn;
+mod terminal;
+mod watcher;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::{AdoptSpec, SpawnError, SpawnSpec, Survivor, Terminal, TerminalEvent, TerminalHost};
+
+use self::connection::Connection;
+use self::server::write_private;
+
+/// The session every terminal's window lives in.
+const SESSION: &str = "krad";
+/// Every terminal's window is named this, then its id.
+const WINDOW_PREFIX: &str = "krad-";
+/// The pane option holding the app's id for the terminal.
+const ID_OPTION: &str = "@krad-terminal";
+/// The session's first window, which keeps it alive when no terminal does.
+const PLACEHOLDER: &str = "krad-wait";
+/// The name the `pane-died` hook gives a window whose program ended.
+const DEAD_NAME: &str = "krad-dead";
+/// How long tmux may take to answer a command the host waits for.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs terminals in a tmux server of the app's own.
+///
+/// One server per repository (`tmux -L <socket>`; [`TmuxHost::socket_for`]
+/// derives the name), started on first use with krad's settings; every terminal
+/// is a window of its session `krad`. The programs inherit the tmux server's
+/// environment (the app's, when the app started it), minus `spec.env_remove`,
+/// plus `spec.env`; `TERM` is [`DEFAULT_TERM`](crate::pty::DEFAULT_TERM) unless
+/// the spec sets it.
+///
+/// Methods that talk to tmux block the calling thread for the few milliseconds
+/// tmux takes to answer (they never wait on the async runtime).
+#[derive(Debug)]
+pub struct TmuxHost {
+    socket: String,
+    config: PathBuf,
+    configured: std::sync::Once,
+    /// The control client, once started (a new one if the last ended).
+    connection: Mutex<Option<Arc<Connection>>>,
+}
+
+impl TmuxHost {
+    /// A host for the server `socket` (`tmux -L`), with its settings written to
+    /// `config`. Fails when tmux cannot be run.
+    pub fn new(socket: impl Into<String>, config: impl Into<PathBuf>) -> Result<Self, SpawnError> {
+        let socket = socket.into();
+        let config = config.into();
+        let version = Command::new("tmux")
+            .arg("-V")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| {
+                SpawnError::Host(format!(
+                    "the tmux terminal host needs tmux, which cannot be run ({e}); install it \
+                     (e.g. `apt-get install tmux`) or use the default host"
+                ))
+            })?;
+        if !version.status.success() {
+            return Err(SpawnError::Host("`tmux -V` failed".into()));
+        }
+        write_private(&config, server::config(&socket).as_bytes())
+            .map_err(|e| SpawnError::Host(format!("cannot write {}: {e}", config.display())))?;
+        Ok(Self {
+            socket,
+            config,
+            configured: std::sync::Once::new(),
+            connection: Mutex::new(None),
+        })
+    }
+
+    /// The socket name for the repository at `root`: `krad-<directory name>-<hash
+    /// of the path>`, so each repository's app has its own server.
+    pub fn socket_for(root: &Path) -> String {
+        let name: String = root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(24)
+            .collect();
+        let hash = fnv1a(root.as_os_str().as_encoded_bytes());
+        format!("krad-{name}-{:08x}", hash & 0xffff_ffff)
+    }
+
+    /// The server's socket name (`tmux -L`).
+    pub fn socket(&self) -> &str {
+        &self.socket
+    }
+
+    /// The control client, started (with the server and its session) if need be.
+    fn connection(&self) -> Result<Arc<Connection>, SpawnError> {
+        let mut connection = lock(&self.connection);
+        if let Some(live) = connection.as_ref().filter(|c| !c.ended()) {
+            return Ok(Arc::clone(live));
+        }
+        self.configure();
+        if self
+            .run(&["has-session", "-t", &format!("={SESSION}")])
+            .is_err()
+        {
+            self.run(&["new-session", "-d", "-s", SESSION, "-n", PLACEHOLDER, "cat"])
+                .map_err(|e| SpawnError::Host(format!("tmux new-session: {e}")))?;
+        }
+        let started = Connection::start(self)?;
+        *connection = Some(Arc::clone(&started));
+        Ok(started)
+    }
+}
+
+impl Drop for TmuxHost {
+    fn drop(&mut self) {
+        // Its terminals run on in tmux, unfollowed (a later host takes them back).
+        if let Some(connection) = lock(&self.connection).take() {
+            connection.end();
+        }
+    }
+}
+
+impl TerminalHost for TmuxHost {
+    fn spawn(
+        &self,
+        spec: SpawnSpec,
+        events: mpsc::Sender<TerminalEvent>,
+    ) -> Result<Arc<dyn Terminal>, SpawnError> {
+        Ok(Arc::new(self.spawn_terminal(spec, events)?))
+    }
+
+    fn restart_safe(&self) -> bool {
+        true
+    }
+
+    fn survivors(&self) -> Result<Vec<Survivor>, SpawnError> {
+        Ok(self
+            .panes()?
+            .into_iter()
+            .map(|p| Survivor {
+                id: p.id,
+                alive: !p.dead,
+            })
+            .collect())
+    }
+
+    fn adopt(
+        &self,
+        spec: AdoptSpec,
+        events: mpsc::Sender<TerminalEvent>,
+    ) -> Result<Arc<dyn Terminal>, SpawnError> {
+        Ok(Arc::new(self.adopt_terminal(spec, events)?))
+    }
+
+    fn discard(&self, id: u64) {
+        let _ = self.run(&[
+            "kill-window",
+            "-t",
+            &format!("={SESSION}:={}", window_name(id)),
+        ]);
+    }
+}
+
+fn window_name(id: u64) -> String {
+    format!("{WINDOW_PREFIX}{id}")
+}
+
+/// FNV-1a, 64 bits: a hash that stays the same across builds.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_names_are_stable_and_safe() {
+        let a = TmuxHost::socket_for(Path::new("/home/me/src/my app"));
+        assert_eq!(a, TmuxHost::socket_for(Path::new("/home/me/src/my app")));
+        assert!(a.starts_with("krad-my_app-"), "{a}");
+        assert_ne!(a, TmuxHost::socket_for(Path::new("/other/my app")));
+    }
+}

@@ -1,0 +1,174 @@
+//! Opening a terminal's window (one command line through the control client,
+//! so that it sees the program's first byte and the environment never shows on
+//! a command line), and taking back a pane a previous run left.
+
+use std::io;
+use std::path::Path;
+use std::sync::mpsc as std_mpsc;
+
+use tokio::sync::mpsc;
+
+use crate::program::{checked_program, names_term};
+use crate::pty::DEFAULT_TERM;
+use crate::{AdoptSpec, SpawnError, SpawnSpec, Terminal, TerminalEvent};
+
+use super::codec::quote;
+use super::control::Reply;
+use super::seed::seed_line;
+use super::terminal::TmuxTerminal;
+use super::{ID_OPTION, REPLY_TIMEOUT, SESSION, TmuxHost, window_name};
+
+impl TmuxHost {
+    /// Starts `spec.argv` in a new window.
+    pub(super) fn spawn_terminal(
+        &self,
+        spec: SpawnSpec,
+        events: mpsc::Sender<TerminalEvent>,
+    ) -> Result<TmuxTerminal, SpawnError> {
+        let program = checked_program(&spec)?;
+        find_program(program, &spec.cwd, &spec.env)?;
+        let connection = self.connection()?;
+        let (cols, rows) = (spec.cols.max(1), spec.rows.max(1));
+        let terminal = TmuxTerminal::new(&connection, spec.id, (cols, rows), spec.scrollback_lines);
+        let pipeline = terminal.pipeline(spec.transcript.clone(), events)?;
+        let window = window_name(spec.id);
+        // A window of this id can only be an orphan of a run that died while
+        // starting it (ids are never reused).
+        let _ = self.run(&["kill-window", "-t", &format!("={SESSION}:={window}")]);
+        let (created, created_rx) = std_mpsc::channel();
+        let created = Reply::Created(Box::new(pipeline), created);
+        let (line, replies) = open_window_line(&spec, &window, (cols, rows), created);
+        connection
+            .control
+            .send(vec![(line, replies)])
+            .map_err(|e| SpawnError::Host(format!("cannot talk to tmux: {e}")))?;
+        created_rx
+            .recv_timeout(REPLY_TIMEOUT)
+            .unwrap_or_else(|_| Err("tmux did not answer in time".to_owned()))
+            .map_err(|e| SpawnError::Host(format!("cannot start {program:?} in tmux: {e}")))?;
+        crate::log_started("tmux terminal", spec.id, terminal.pid(), &spec.argv);
+        Ok(terminal)
+    }
+
+    /// Takes back the pane of terminal `spec.id`: its screen as tmux has it,
+    /// then its output.
+    pub(super) fn adopt_terminal(
+        &self,
+        spec: AdoptSpec,
+        events: mpsc::Sender<TerminalEvent>,
+    ) -> Result<TmuxTerminal, SpawnError> {
+        let Some(info) = self.panes()?.into_iter().find(|p| p.id == spec.id) else {
+            return Err(SpawnError::Host(format!(
+                "terminal {} is no longer in tmux",
+                spec.id
+            )));
+        };
+        let connection = self.connection()?;
+        let terminal = TmuxTerminal::new(&connection, spec.id, (80, 24), spec.scrollback_lines);
+        let _ = terminal.shared.pane.set(info.pane.clone());
+        let _ = terminal.shared.window.set(info.window.clone());
+        let mut pipeline = terminal.pipeline(spec.transcript, events)?;
+        let (seeded, seeded_rx) = std_mpsc::channel();
+        pipeline.seeded = Some(seeded);
+        let (line, mut replies) = seed_line(&info.pane, spec.scrollback_lines);
+        // The pipeline joins the reader with the first answer: what the pane
+        // printed before it is in the capture.
+        replies[0] = Reply::Adopt(Box::new(pipeline));
+        connection
+            .control
+            .send(vec![(line, replies)])
+            .map_err(|e| SpawnError::Host(format!("cannot talk to tmux: {e}")))?;
+        seeded_rx
+            .recv_timeout(REPLY_TIMEOUT)
+            .unwrap_or_else(|_| Err("tmux did not show the pane in time".into()))
+            .map_err(|e| SpawnError::Host(format!("cannot take terminal {} back: {e}", spec.id)))?;
+        tracing::debug!(terminal = spec.id, pid = ?terminal.pid(), dead = info.dead, "tmux terminal taken back");
+        Ok(terminal)
+    }
+}
+
+/// The command line that opens a terminal's window, and the replies its
+/// commands are owed (`created` for `new-window`). New windows take the
+/// session's default size, so the program sees its own from its first instant;
+/// the window is sized by hand too, so that tmux leaves it that size, and its
+/// pane tagged with the terminal's id.
+fn open_window_line(
+    spec: &SpawnSpec,
+    window: &str,
+    (cols, rows): (u16, u16),
+    created: Reply,
+) -> (String, Vec<Reply>) {
+    let target = format!(":={window}");
+    let mut replies = vec![Reply::Ignore];
+    let mut line = format!("set-option default-size {cols}x{rows} ; ");
+    for key in &spec.env_remove {
+        line.push_str(&format!("set-environment -r {} ; ", quote(key.as_bytes())));
+        replies.push(Reply::Ignore);
+    }
+    line.push_str(&new_window(spec, window));
+    replies.push(created);
+    line.push_str(&format!(
+        " ; resize-window -t {target} -x {cols} -y {rows} ; set-option -p -t {target} {ID_OPTION} {}",
+        spec.id
+    ));
+    replies.push(Reply::Ignore);
+    replies.push(Reply::Ignore);
+    (line, replies)
+}
+
+/// The `new-window` command running `spec.argv` in its directory, with `TERM`
+/// and the spec's variables, printing `pane window pid`.
+fn new_window(spec: &SpawnSpec, window: &str) -> String {
+    let cwd = spec.cwd.to_string_lossy().replace('#', "##");
+    let mut line = format!(
+        "new-window -d -n {window} -c {} -P -F {}",
+        quote(cwd.as_bytes()),
+        quote(b"#{pane_id}\t#{window_id}\t#{pane_pid}"),
+    );
+    if !names_term(spec) {
+        line.push_str(&format!(" -e TERM={DEFAULT_TERM}"));
+    }
+    for (key, value) in &spec.env {
+        line.push_str(" -e ");
+        line.push_str(&quote(format!("{key}={value}").as_bytes()));
+    }
+    line.push_str(" --");
+    // One argument would go through the shell; `env` runs it as it is.
+    if spec.argv.len() == 1 {
+        line.push_str(" env --");
+    }
+    for arg in &spec.argv {
+        line.push(' ');
+        line.push_str(&quote(arg.as_bytes()));
+    }
+    line
+}
+
+/// Checks that `program` can be run, as the PTY host finds out by running it:
+/// tmux would only show a dead pane.
+fn find_program(program: &str, cwd: &Path, env: &[(String, String)]) -> Result<(), SpawnError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let runnable = |path: &Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if program.contains('/') {
+        runnable(&cwd.join(program))
+    } else {
+        let path = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| std::ffi::OsString::from(v))
+            .or_else(|| std::env::var_os("PATH"))
+            .unwrap_or_default();
+        std::env::split_paths(&path).any(|dir| runnable(&cwd.join(dir).join(program)))
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(SpawnError::Program {
+            program: program.to_owned(),
+            source: io::Error::new(io::ErrorKind::NotFound, "no such program"),
+        })
+    }
+}

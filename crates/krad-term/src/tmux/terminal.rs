@@ -1,0 +1,312 @@
+//! A terminal of the tmux host: its handle, what the handle shares with the
+//! reader, and input, resizes and closing as tmux commands and signals.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::output::{self, SharedScreen};
+use crate::program::{ended, group_gone, log_grace_kill, pgid};
+use crate::screen::Screen;
+use crate::{Attachment, ExitStatus, NativeAttach, Snapshot, SpawnError, Terminal, TerminalEvent};
+
+use super::SESSION;
+use super::codec::quote;
+use super::connection::Connection;
+use super::control::{Reply, WriteState};
+use super::reader::Pipeline;
+
+/// Bytes per `send-keys -H` command.
+const KEYS_PER_COMMAND: usize = 256;
+/// Bytes per `set-buffer` command.
+const PASTE_PER_COMMAND: usize = 2048;
+
+/// A terminal of a [`TmuxHost`](super::TmuxHost).
+#[derive(Debug)]
+pub(super) struct TmuxTerminal {
+    id: u64,
+    connection: Arc<Connection>,
+    pub(super) shared: Arc<Shared>,
+}
+
+/// What a terminal's handle and the reader share.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) id: u64,
+    pub(super) screen: Arc<SharedScreen>,
+    pub(super) scrollback_lines: usize,
+    /// The program's pane (`%N`) and window (`@N`), once known.
+    pub(super) pane: OnceLock<String>,
+    pub(super) window: OnceLock<String>,
+    pub(super) exit: OnceLock<ExitStatus>,
+    pub(super) pid: OnceLock<u32>,
+    /// The handle let go of a live terminal: the reader forgets it, its program
+    /// runs on.
+    pub(super) detached: AtomicBool,
+}
+
+impl Shared {
+    pub(super) fn pane(&self) -> &str {
+        self.pane.get().map_or("", String::as_str)
+    }
+
+    pub(super) fn window(&self) -> &str {
+        self.window.get().map_or("", String::as_str)
+    }
+}
+
+impl TmuxTerminal {
+    pub(super) fn new(
+        connection: &Arc<Connection>,
+        id: u64,
+        (cols, rows): (u16, u16),
+        scrollback_lines: usize,
+    ) -> Self {
+        Self {
+            id,
+            connection: Arc::clone(connection),
+            shared: Arc::new(Shared {
+                id,
+                screen: Arc::new(SharedScreen::new(Screen::new(cols, rows, scrollback_lines))),
+                scrollback_lines,
+                pane: OnceLock::new(),
+                window: OnceLock::new(),
+                exit: OnceLock::new(),
+                pid: OnceLock::new(),
+                detached: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The terminal's output pipeline, for the reader to feed once it knows the
+    /// pane.
+    pub(super) fn pipeline(
+        &self,
+        transcript: Option<PathBuf>,
+        events: mpsc::Sender<TerminalEvent>,
+    ) -> Result<Pipeline, SpawnError> {
+        let output = output::start(
+            self.id,
+            Arc::clone(&self.shared.screen),
+            transcript,
+            events.clone(),
+        )
+        .map_err(|e| SpawnError::Host(format!("cannot start the output thread: {e}")))?;
+        Ok(Pipeline {
+            shared: Arc::clone(&self.shared),
+            chunks: Some(output.chunks),
+            parsed: Some(output.parsed),
+            events,
+            skip_output: false,
+            seed: None,
+            seeded: None,
+            exit_queries: 0,
+            final_status: None,
+        })
+    }
+
+    fn ended(&self) -> bool {
+        self.shared.exit.get().is_some()
+    }
+
+    /// The commands that type `bytes` into the pane: a bracketed paste through
+    /// a tmux buffer and `paste-buffer -p`, the other bytes with `send-keys -H`.
+    fn input_lines(&self, bytes: &[u8]) -> Vec<String> {
+        let pane = self.shared.pane();
+        let mut lines = Vec::new();
+        let (paste, keys) = split_paste(bytes);
+        if let Some(paste) = paste.filter(|p| !p.is_empty()) {
+            let buffer = format!("krad-{}", self.id);
+            for (i, part) in paste.chunks(PASTE_PER_COMMAND).enumerate() {
+                let append = if i == 0 { "" } else { " -a" };
+                lines.push(format!("set-buffer{append} -b {buffer} {}", quote(part)));
+            }
+            lines.push(format!("paste-buffer -p -r -d -b {buffer} -t {pane}"));
+        }
+        for part in keys.chunks(KEYS_PER_COMMAND) {
+            let mut line = format!("send-keys -t {pane} -H");
+            for byte in part {
+                line.push_str(&format!(" {byte:02x}"));
+            }
+            lines.push(line);
+        }
+        lines
+    }
+}
+
+impl Drop for TmuxTerminal {
+    fn drop(&mut self) {
+        // The handle is gone (the app let go of the terminal, or is stopping):
+        // the reader forgets it, the program runs on in tmux.
+        self.shared.detached.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Terminal for TmuxTerminal {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.shared.pid.get().copied()
+    }
+
+    fn write(&self, bytes: Vec<u8>) -> oneshot::Receiver<io::Result<()>> {
+        let (reply, receiver) = oneshot::channel();
+        if self.ended() {
+            let _ = reply.send(Err(ended()));
+            return receiver;
+        }
+        let lines = self.input_lines(&bytes);
+        if lines.is_empty() {
+            let _ = reply.send(Ok(()));
+            return receiver;
+        }
+        let state = Arc::new(WriteState {
+            reply: Mutex::new(Some(reply)),
+        });
+        let count = lines.len();
+        let commands = lines
+            .into_iter()
+            .enumerate()
+            .map(|(i, line)| {
+                let reply = Reply::Write {
+                    state: Arc::clone(&state),
+                    last: i + 1 == count,
+                };
+                (line, vec![reply])
+            })
+            .collect();
+        // A failure already answered the receiver.
+        let _ = self.connection.control.send(commands);
+        receiver
+    }
+
+    fn resize(&self, cols: u16, rows: u16) -> io::Result<()> {
+        let (cols, rows) = (cols.max(1), rows.max(1));
+        if self.ended() {
+            return Err(ended());
+        }
+        // The screen first, as on the PTY host: the program's redraw for the new
+        // size must land on a screen of that size.
+        self.shared.screen.with(|screen| screen.resize(cols, rows));
+        self.connection.control.send(vec![(
+            format!(
+                "resize-window -t {} -x {cols} -y {rows}",
+                self.shared.window()
+            ),
+            vec![Reply::Ignore],
+        )])
+    }
+
+    fn snapshot(&self, scrollback_lines: usize) -> Snapshot {
+        self.shared
+            .screen
+            .with(|screen| screen.snapshot(scrollback_lines))
+    }
+
+    /// Always true: a paste is handed to tmux (`paste-buffer -p`), which brackets
+    /// it only if the program asked for bracketed paste.
+    fn bracketed_paste(&self) -> bool {
+        true
+    }
+
+    fn close(&self, grace: Duration) {
+        if self.ended() {
+            return;
+        }
+        let Some(pid) = self.pid().and_then(pgid) else {
+            return;
+        };
+        let id = self.id;
+        tracing::debug!(terminal = id, "closing the tmux terminal: SIGHUP");
+        if let Err(error) = signal_group(pid, Signal::SIGHUP) {
+            tracing::debug!(terminal = id, %error, "cannot send SIGHUP");
+        }
+        let shared = Arc::clone(&self.shared);
+        let spawned = std::thread::Builder::new()
+            .name(format!("krad-tmux-close-{id}"))
+            .spawn(move || kill_after_grace(&shared, pid, grace));
+        if let Err(error) = spawned {
+            tracing::warn!(terminal = id, %error, "cannot wait for the grace; SIGKILL now");
+            let _ = signal_group(pid, Signal::SIGKILL);
+        }
+    }
+
+    fn exit_status(&self) -> Option<ExitStatus> {
+        self.shared.exit.get().copied()
+    }
+
+    fn attach(&self) -> Option<Attachment> {
+        Some(self.shared.screen.attach())
+    }
+
+    fn native_attach(&self) -> Option<NativeAttach> {
+        Some(NativeAttach::Tmux {
+            socket: self.connection.socket.clone(),
+            session: SESSION.to_owned(),
+            window: self.shared.window().to_owned(),
+        })
+    }
+}
+
+/// After `grace`, SIGKILL to what is left of the program's group — unless the
+/// program ended before and nothing is left of its group.
+fn kill_after_grace(shared: &Shared, pid: Pid, grace: Duration) {
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if shared.exit.get().is_some() && group_gone(pid) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    log_grace_kill(shared.id, signal_group(pid, Signal::SIGKILL));
+}
+
+/// Splits what a write carries into a bracketed paste (its text, without the
+/// markers) and the keys around it (before it nothing is expected; after it, the
+/// Enter that Send may add).
+fn split_paste(bytes: &[u8]) -> (Option<&[u8]>, Vec<u8>) {
+    const START: &[u8] = b"\x1b[200~";
+    const END: &[u8] = b"\x1b[201~";
+    if let Some(rest) = bytes.strip_prefix(START)
+        && let Some(end) = rest.windows(END.len()).position(|w| w == END)
+    {
+        return (Some(&rest[..end]), rest[end + END.len()..].to_vec());
+    }
+    (None, bytes.to_vec())
+}
+
+/// Signals the program's process group — or the program alone, when it has no
+/// group yet (tmux's child between `fork` and `setsid`; the signal waits for it).
+fn signal_group(pid: Pid, signal: Signal) -> nix::Result<()> {
+    match killpg(pid, signal) {
+        Err(Errno::ESRCH) => nix::sys::signal::kill(pid, signal),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pastes_are_split_from_keys() {
+        let (paste, keys) = split_paste(b"\x1b[200~a\nb\x1b[201~\r");
+        assert_eq!(paste, Some(&b"a\nb"[..]));
+        assert_eq!(keys, b"\r");
+        let (paste, keys) = split_paste(b"ls\r");
+        assert_eq!(paste, None);
+        assert_eq!(keys, b"ls\r");
+        let (paste, keys) = split_paste(b"\x1b[200~unterminated");
+        assert_eq!(paste, None);
+        assert_eq!(keys, b"\x1b[200~unterminated");
+    }
+}
