@@ -22,6 +22,7 @@ mod extensions;
 mod hardening;
 mod in_process;
 mod isolation;
+mod rename;
 mod rights;
 mod secrets;
 mod ssh;

@@ -392,8 +392,11 @@ impl Feed {
                 .workspaces
                 .insert(workspace.to_owned(), title.to_owned());
         }
-        if let Some(tab) = tab {
-            inner.titles.tabs.insert(tab, title.to_owned());
+        match tab {
+            // An empty title gives the tab back its own (the agent's name or title).
+            Some(tab) if title.is_empty() => drop(inner.titles.tabs.remove(&tab)),
+            Some(tab) => drop(inner.titles.tabs.insert(tab, title.to_owned())),
+            None => {}
         }
         if let Some(dir) = self.dir.get()
             && let Ok(bytes) = serde_json::to_vec(&inner.titles)

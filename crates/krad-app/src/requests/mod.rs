@@ -16,6 +16,7 @@ pub mod hosts;
 pub mod list;
 pub mod output;
 pub mod pick_variant;
+pub mod rename;
 pub mod report;
 pub mod run_variants;
 pub mod send;

@@ -23,6 +23,7 @@ pub mod hosts;
 pub mod list;
 pub mod output;
 pub mod pick_variant;
+pub mod rename;
 pub mod report;
 pub mod run_variants;
 pub mod send;
@@ -121,6 +122,7 @@ macro_rules! for_each_request {
             Send(send) by app,
             Output(output) by app,
             Close(close) by app,
+            Rename(rename) by app,
             Report(report) by app,
             SubscribeAgents(subscribe_agents) by stream,
             Attach(attach) by attach,

@@ -1,0 +1,64 @@
+//! `Rename`: gives a terminal a new name (or takes its name away). An addition
+//! of krad's to the contract, for `krad rename`.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Call, RequestKind, Rights, invalid};
+use crate::protocol::{AgentRecord, ApiError};
+
+/// The longest name, in characters.
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// The Rename request.
+///
+/// # Format
+///
+/// ```json
+/// {"Rename":{"target":4,"name":"fix-login"}}
+/// {"Rename":{"target":4,"name":null}}
+/// {"Agent":{"terminal":4,…,"name":"fix-login","rev":61}}
+/// ```
+///
+/// The agent's record changes (its `rev` goes up), so subscribers and waiters
+/// see the new name; the durable facet shows it as the pane's title. Client
+/// and lead terminals may rename any terminal; a plain terminal itself and the
+/// terminals it spawned.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rename {
+    /// The terminal.
+    pub target: u64,
+    /// The new name; `null` (or absent) takes the name away.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+impl Call for Rename {
+    const KIND: RequestKind = RequestKind::Rename;
+    const RIGHTS: Rights = Rights::Scoped;
+    const AT_MOST_ONCE: bool = true;
+    type Answer = AgentRecord;
+
+    fn validate(&self) -> Result<(), ApiError> {
+        let Some(name) = &self.name else {
+            return Ok(());
+        };
+        if name.trim().is_empty() {
+            return Err(invalid(
+                "Rename",
+                "name",
+                "a name cannot be blank (null takes the name away)",
+            ));
+        }
+        if name.chars().count() > MAX_NAME_CHARS {
+            return Err(invalid(
+                "Rename",
+                "name",
+                format!("at most {MAX_NAME_CHARS} characters"),
+            ));
+        }
+        if name.chars().any(char::is_control) {
+            return Err(invalid("Rename", "name", "no control characters"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,123 @@
+//! Rename (an addition of krad's): a terminal's name in its record, who may
+//! change it, what is refused, at-most-once, and the phone's pane title.
+
+use serde_json::json;
+
+use crate::collie::{Collie, panes};
+use crate::support::{App, Launch, code};
+
+#[test]
+fn a_rename_changes_the_record_and_its_rev_and_is_listed_in_hello() {
+    let app = App::start();
+    let hello = app.request(json!("Hello"));
+    assert!(
+        hello["Hello"]["requests"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("Rename")),
+        "{hello}"
+    );
+    let id = app.spawn_sh("sleep 60");
+    let before = app.record(id);
+    let renamed = app.request(json!({"Rename": {"target": id, "name": "fix-login"}}));
+    assert_eq!(renamed["Agent"]["name"], "fix-login", "{renamed}");
+    assert!(renamed["Agent"]["rev"].as_u64() > before["rev"].as_u64());
+    assert_eq!(app.record(id)["name"], "fix-login");
+    // The same name again changes nothing.
+    let again = app.request(json!({"Rename": {"target": id, "name": "fix-login"}}));
+    assert_eq!(again["Agent"]["rev"], renamed["Agent"]["rev"]);
+    // null takes it away.
+    let cleared = app.request(json!({"Rename": {"target": id, "name": null}}));
+    assert!(cleared["Agent"]["name"].is_null(), "{cleared}");
+}
+
+#[test]
+fn bad_names_and_unknown_terminals_are_refused() {
+    let app = App::start();
+    let id = app.spawn_sh("sleep 60");
+    for name in [
+        json!(""),
+        json!("   "),
+        json!("a\u{1b}[31m"),
+        json!("x".repeat(101)),
+    ] {
+        let answer = app.request(json!({"Rename": {"target": id, "name": name}}));
+        assert_eq!(code(&answer), "invalid", "{answer}");
+        assert_eq!(answer["Error"]["detail"]["field"], "name");
+    }
+    let answer = app.request(json!({"Rename": {"target": id, "name": 7}}));
+    assert_eq!(code(&answer), "bad_request", "{answer}");
+    let answer = app.request(json!({"Rename": {"name": "x"}}));
+    assert_eq!(code(&answer), "bad_request", "{answer}");
+    let answer = app.request(json!({"Rename": {"target": 999, "name": "x"}}));
+    assert_eq!(code(&answer), "not_found", "{answer}");
+    assert_eq!(app.record(id)["name"], json!(null));
+}
+
+#[test]
+fn a_plain_terminal_renames_itself_and_its_children_only() {
+    let app = App::start();
+    let stranger = app.spawn_sh("sleep 60");
+    let parent = app.spawn_sh("sleep 60");
+    let token = app.terminal_token(parent);
+    let child = app.call_as(
+        parent,
+        &token,
+        json!({"Spawn": {"profile": "exec", "command": ["sleep", "60"]}}),
+    );
+    let child = child["Agent"]["terminal"].as_u64().unwrap();
+    let rename = |target: u64, name: &str| {
+        app.call_as(
+            parent,
+            &token,
+            json!({"Rename": {"target": target, "name": name}}),
+        )
+    };
+    assert_eq!(rename(parent, "me")["Agent"]["name"], "me");
+    assert_eq!(rename(child, "kid")["Agent"]["name"], "kid");
+    let refused = rename(stranger, "nope");
+    assert_eq!(code(&refused), "forbidden", "{refused}");
+    assert_eq!(app.record(stranger)["name"], json!(null));
+}
+
+#[test]
+fn a_rename_with_a_request_id_runs_once() {
+    let app = App::start();
+    let id = app.spawn_sh("sleep 60");
+    let mut envelope = app.envelope(json!({"Rename": {"target": id, "name": "first"}}));
+    envelope["request_id"] = json!("rename-1");
+    let first = app.call(&envelope);
+    assert_eq!(first["Agent"]["name"], "first");
+    app.request(json!({"Rename": {"target": id, "name": "second"}}));
+    let replay = app.call(&envelope);
+    assert_eq!(replay["Agent"]["name"], "first", "{replay}");
+    assert_eq!(replay["Agent"]["replayed"], true);
+    assert_eq!(app.record(id)["name"], "second", "a replay changes nothing");
+}
+
+#[test]
+fn the_phone_sees_the_new_name_as_the_pane_title_and_the_old_one_back_after_a_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collie").join("durable.sock");
+    let config = format!("[durable]\nsocket = \"{}\"\n", socket.display());
+    let app = App::launch(Launch {
+        config: Some(&config),
+        reuse: Some(dir),
+        ..Launch::default()
+    });
+    let mut collie = Collie::connect(&socket);
+    let id = app.spawn_sh("sleep 60");
+    let title = |collie: &mut Collie| {
+        let snapshot = collie.poll_snapshot().expect("the snapshot changed");
+        panes(&snapshot)
+            .into_iter()
+            .find(|p| p["id"] == format!("p{id}"))
+            .unwrap()["title"]
+            .clone()
+    };
+    let original = title(&mut collie);
+    app.request(json!({"Rename": {"target": id, "name": "deploy watcher"}}));
+    assert_eq!(title(&mut collie), "deploy watcher");
+    app.request(json!({"Rename": {"target": id, "name": null}}));
+    assert_eq!(title(&mut collie), original);
+}
