@@ -27,7 +27,7 @@ use crate::config::{HookKind, PromptDelivery};
 use crate::profile::Profile;
 use crate::state_file::TerminalEntry;
 use crate::store::set_state;
-use crate::{Core, EmbeddedApp, watcher};
+use crate::{Core, EmbeddedApp, terminal_token, watcher};
 
 /// Events a terminal may queue before frequent ones are coalesced (as Spawn).
 const EVENT_QUEUE: usize = 64;
@@ -98,12 +98,7 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
             environment: record.environment.clone(),
             terminal: id,
         };
-        let secret = core.bus.secret();
-        let token = if record.lead {
-            secret.lead_token(&me)
-        } else {
-            secret.bus_token(&me)
-        };
+        let token = terminal_token::mint(core, &me, record.lead);
         write_token(path, token.expose().as_bytes())
             .map_err(|e| format!("cannot write its token file {}: {e}", path.display()))?;
     }
@@ -229,21 +224,14 @@ async fn listen_on_old_endpoints(
 
 /// Writes a token file: 0600, in a 0700 directory (made again if it went).
 fn write_token(path: &Path, token: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    use std::os::unix::fs::DirBuilderExt as _;
     if let Some(dir) = path.parent() {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)?;
     }
-    let _ = std::fs::remove_file(path);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(token)
+    terminal_token::write_private(path, token)
 }
 
 /// A terminal that was gone when the app started again: its record stays, with

@@ -14,6 +14,7 @@
 mod adopt;
 mod announced;
 mod asks;
+mod closing;
 pub mod config;
 mod durable;
 mod environments;
@@ -29,6 +30,7 @@ mod screen_questions;
 pub mod state_file;
 pub mod store;
 mod subscription;
+mod terminal_token;
 mod watcher;
 
 use std::path::{Path, PathBuf};

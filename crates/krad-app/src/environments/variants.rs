@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::{close, commit_all, conflict, env_git, not_found_environment};
 use crate::git::Git;
+use crate::state_file::{EnvironmentRecord, GroupRecord};
 use crate::{Core, MAIN};
 
 /// git in a target environment, and its checked-out branch. `main` of a group on
@@ -51,6 +52,55 @@ async fn target(core: &Core, name: &str, host: Option<&str>) -> Result<(Git, Str
 
 /// PickVariant.
 pub(crate) async fn pick(core: &Arc<Core>, request: PickVariant) -> Result<PickedInfo, ApiError> {
+    let (group, record) = find_variant(core, &request)?;
+    let how = request.how.unwrap_or_default();
+    let into = request
+        .into
+        .clone()
+        .unwrap_or_else(|| group.base_environment.clone());
+    if into == record.name {
+        return Err(ApiError::new(
+            ErrorCode::Invalid,
+            "a variant cannot be merged into itself",
+        ));
+    }
+    let label = format!("variant {} of {}", request.variant, group.name);
+    let variant_git = env_git(core, &record)?;
+    let (into_name, commit) = if how == How::Branch {
+        let tip = commit_all(&variant_git, &format!("krad: the work of {label}")).await?;
+        (None, tip)
+    } else {
+        let target = Target {
+            name: &into,
+            host: group.host.as_deref(),
+        };
+        let commit = merge_into(core, target, &variant_git, &record.branch, how, &label).await?;
+        (Some(into.clone()), commit)
+    };
+    core.store
+        .update_group(&group.name, |g| {
+            if let Some(g) = g {
+                g.picked = Some(request.variant);
+            }
+        })
+        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the pick: {e}")))?;
+    if request.close_others.unwrap_or(true) {
+        close_others(core, &group, request.variant).await;
+    }
+    Ok(PickedInfo {
+        group: group.name,
+        variant: request.variant,
+        branch: record.branch,
+        into: into_name,
+        commit,
+    })
+}
+
+/// The group and the environment of the variant a PickVariant names.
+fn find_variant(
+    core: &Core,
+    request: &PickVariant,
+) -> Result<(GroupRecord, EnvironmentRecord), ApiError> {
     let group = core.store.group(&request.group).ok_or_else(|| {
         ApiError::new(
             ErrorCode::NotFound,
@@ -72,77 +122,68 @@ pub(crate) async fn pick(core: &Arc<Core>, request: PickVariant) -> Result<Picke
         .store
         .environment(&variant.environment)
         .ok_or_else(|| not_found_environment(&variant.environment))?;
-    let how = request.how.unwrap_or_default();
-    let into = request
-        .into
-        .clone()
-        .unwrap_or_else(|| group.base_environment.clone());
-    if into == record.name {
-        return Err(ApiError::new(
-            ErrorCode::Invalid,
-            "a variant cannot be merged into itself",
+    Ok((group, record))
+}
+
+/// The environment a variant is merged into, and the host of its group.
+struct Target<'a> {
+    name: &'a str,
+    host: Option<&'a str>,
+}
+
+/// Merges or squashes a variant's work (committed first) into the target;
+/// refuses a dirty target, and a conflict before anything is touched. Returns
+/// the target's new tip.
+async fn merge_into(
+    core: &Core,
+    into: Target<'_>,
+    variant_git: &Git,
+    variant_branch: &str,
+    how: How,
+    label: &str,
+) -> Result<String, ApiError> {
+    let (target_git, target_branch) = target(core, into.name, into.host).await?;
+    let into = into.name;
+    let dirty = target_git.dirty_files(false).await?;
+    if !dirty.is_empty() {
+        return Err(conflict(
+            format!(
+                "environment {into:?} has uncommitted changes; commit or stash them, then pick again"
+            ),
+            json!({ "environment": into, "files": dirty }),
         ));
     }
-    let label = format!("variant {} of {}", request.variant, group.name);
-    let variant_git = env_git(core, &record)?;
-    let (into_name, commit) = if how == How::Branch {
-        let tip = commit_all(&variant_git, &format!("krad: the work of {label}")).await?;
-        (None, tip)
-    } else {
-        let (target_git, target_branch) = target(core, &into, group.host.as_deref()).await?;
-        let dirty = target_git.dirty_files(false).await?;
-        if !dirty.is_empty() {
-            return Err(conflict(
+    let tip = commit_all(variant_git, &format!("krad: the work of {label}")).await?;
+    let conflicted = merge_conflicts(&target_git, &target_branch, &tip).await?;
+    if !conflicted.is_empty() {
+        return Err(conflict(
+            format!("{label} conflicts with {into:?}; nothing was changed"),
+            json!({ "environment": into, "files": conflicted }),
+        ));
+    }
+    merge(&target_git, variant_branch, how, label)
+        .await
+        .map_err(|files| {
+            conflict(
                 format!(
-                    "environment {into:?} has uncommitted changes; commit or stash them, then pick again"
+                    "merging {label} into {into:?} failed and was aborted; nothing was changed"
                 ),
-                json!({ "environment": into, "files": dirty }),
-            ));
-        }
-        let tip = commit_all(&variant_git, &format!("krad: the work of {label}")).await?;
-        let conflicted = merge_conflicts(&target_git, &target_branch, &tip).await?;
-        if !conflicted.is_empty() {
-            return Err(conflict(
-                format!("{label} conflicts with {into:?}; nothing was changed"),
-                json!({ "environment": into, "files": conflicted }),
-            ));
-        }
-        let commit = merge(&target_git, &record.branch, how, &label)
-            .await
-            .map_err(|files| {
-                conflict(
-                    format!(
-                        "merging {label} into {into:?} failed and was aborted; nothing was changed"
-                    ),
-                    json!({ "environment": into, "files": files }),
-                )
-            })?;
-        (Some(into.clone()), commit)
-    };
-    core.store
-        .update_group(&group.name, |g| {
-            if let Some(g) = g {
-                g.picked = Some(request.variant);
-            }
+                json!({ "environment": into, "files": files }),
+            )
         })
-        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the pick: {e}")))?;
-    if request.close_others.unwrap_or(true) {
-        for (number, other) in &group.variants {
-            if *number == request.variant || core.store.environment(&other.environment).is_none() {
-                continue;
-            }
-            if let Err(e) = close(core, &other.environment, true).await {
-                tracing::warn!(environment = %other.environment, "could not close a losing variant: {e}");
-            }
+}
+
+/// Closes (forced, archived first) the variants of a group other than the
+/// picked one; a failure is logged, not returned.
+async fn close_others(core: &Arc<Core>, group: &GroupRecord, picked: u32) {
+    for (number, other) in &group.variants {
+        if *number == picked || core.store.environment(&other.environment).is_none() {
+            continue;
+        }
+        if let Err(e) = close(core, &other.environment, true).await {
+            tracing::warn!(environment = %other.environment, "could not close a losing variant: {e}");
         }
     }
-    Ok(PickedInfo {
-        group: group.name,
-        variant: request.variant,
-        branch: record.branch,
-        into: into_name,
-        commit,
-    })
 }
 
 /// The files a merge of `tip` into `branch` would conflict on, found without

@@ -1,0 +1,53 @@
+//! Closing terminals: ending a terminal's program (SIGHUP, SIGKILL after
+//! [`CLOSE_GRACE`]), waiting for its exit and removing it from the records.
+//! Shared by Close of a terminal and Close of an environment (which closes the
+//! environment's terminals first); it depends on neither.
+
+use std::time::Duration;
+
+use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
+
+use crate::{CLOSE_GRACE, Core};
+
+/// Ends a terminal's program and removes the terminal from the records.
+pub(crate) async fn close_terminal(core: &Core, id: u64) -> Result<(), ApiError> {
+    let Some(mut watch) = core.store.watch(id) else {
+        return Err(Core::no_terminal(id));
+    };
+    if watch.borrow_and_update().state != AgentState::Exited {
+        if let Some(terminal) = core.store.with(id, |e| e.terminal.clone()) {
+            terminal.close(CLOSE_GRACE);
+        }
+        let exited = async {
+            while watch.borrow_and_update().state != AgentState::Exited {
+                if watch.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        if tokio::time::timeout(CLOSE_GRACE + Duration::from_secs(5), exited)
+            .await
+            .is_err()
+        {
+            return Err(ApiError::new(
+                ErrorCode::Failed,
+                format!("terminal {id} did not exit after SIGKILL; it is left in the records"),
+            ));
+        }
+    }
+    if let Some(entry) = core.store.remove(id)
+        && let Some(path) = entry.token_file
+    {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// Closes every terminal of an environment, one after the other; stops at the
+/// first that does not exit.
+pub(crate) async fn close_terminals_of(core: &Core, environment: &str) -> Result<(), ApiError> {
+    for terminal in core.store.terminals_of(environment) {
+        close_terminal(core, terminal).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! Listing: what Environments (and CreateWorktree) shows of `main` and of each
+//! worktree — where it is, its branch and base, its terminals and its status.
+
+use krad_bus::protocol::{EnvironmentInfo, EnvironmentKind, EnvironmentStatus};
+
+use super::directory_gone;
+use crate::git::Git;
+use crate::state_file::{EnvironmentRecord, Phase};
+use crate::{Core, MAIN};
+
+/// What Environments shows of `main`.
+pub(crate) async fn main_info(core: &Core) -> EnvironmentInfo {
+    let branch = Git::new(&core.settings.root)
+        .text(&["symbolic-ref", "--short", "-q", "HEAD"])
+        .await
+        .ok()
+        .filter(|b| !b.is_empty());
+    EnvironmentInfo {
+        name: MAIN.to_owned(),
+        path: core.settings.root.display().to_string(),
+        branch,
+        base: None,
+        host: None,
+        kind: EnvironmentKind::Main,
+        group: None,
+        variant: None,
+        terminals: core.store.terminals_of(MAIN),
+        status: EnvironmentStatus::Ready,
+        setup: None,
+    }
+}
+
+/// What Environments shows of a worktree.
+pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
+    let status = if directory_gone(record) {
+        EnvironmentStatus::Missing
+    } else {
+        match record.phase {
+            Phase::Creating | Phase::SettingUp => EnvironmentStatus::SettingUp,
+            Phase::Ready => EnvironmentStatus::Ready,
+            Phase::SetupFailed => EnvironmentStatus::SetupFailed,
+        }
+    };
+    EnvironmentInfo {
+        name: record.name.clone(),
+        path: record.path.display().to_string(),
+        branch: Some(record.branch.clone()),
+        base: Some(record.base.clone()),
+        host: record.host.clone(),
+        kind: if record.host.is_some() {
+            EnvironmentKind::Ssh
+        } else {
+            EnvironmentKind::Worktree
+        },
+        group: record.group.clone(),
+        variant: record.variant,
+        terminals: core.store.terminals_of(&record.name),
+        status,
+        setup: record.setup.clone(),
+    }
+}

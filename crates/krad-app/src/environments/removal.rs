@@ -1,0 +1,173 @@
+//! Removal: Close of a worktree environment. Work that exists nowhere else
+//! (uncommitted files, commits no other branch has) is refused unless forced;
+//! the environment's terminals are closed (see [`crate::closing`]), its tip is
+//! always recorded under `refs/krad/archive/<name>` first, then its worktree and
+//! branch are removed.
+
+use std::sync::Arc;
+
+use krad_bus::protocol::{ApiError, ErrorCode};
+use serde_json::json;
+
+use super::{conflict, env_git, host, not_found_environment, root_git};
+use crate::git::Git;
+use crate::state_file::EnvironmentRecord;
+use crate::{Core, MAIN, closing};
+
+/// Closes a worktree environment: its terminals, then — after recording its tip
+/// under `refs/krad/archive/` — its worktree and branch. Work that exists
+/// nowhere else is refused with `conflict` unless `force`. Returns the archive
+/// ref (empty when there was no tip to keep).
+pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<String, ApiError> {
+    if name == MAIN {
+        return Err(
+            ApiError::new(ErrorCode::Invalid, "the main environment cannot be closed")
+                .with_detail(json!({ "environment": MAIN })),
+        );
+    }
+    let record = core
+        .store
+        .environment(name)
+        .ok_or_else(|| not_found_environment(name))?;
+    let host = host(core, record.host.as_deref())?;
+    let root = root_git(core, host.as_ref());
+    let worktree = env_git(core, &record)?;
+    let present = worktree.dir_exists().await;
+    if present && !force {
+        refuse_unique_work(&root, &worktree, &record).await?;
+    }
+    closing::close_terminals_of(core, name).await?;
+    let archive = archive(&root, &worktree, &record, present).await?;
+    remove_worktree(&root, &record, present).await?;
+    core.store
+        .remove_environment(name)
+        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the closing: {e}")))?;
+    core.environments_changed.send_modify(|n| *n += 1);
+    tracing::info!(environment = name, archive = %archive, "environment closed");
+    Ok(archive)
+}
+
+/// `conflict` when an environment has uncommitted files or unmerged commits.
+async fn refuse_unique_work(
+    root: &Git,
+    worktree: &Git,
+    record: &EnvironmentRecord,
+) -> Result<(), ApiError> {
+    let name = &record.name;
+    let dirty = worktree.dirty_files(true).await?;
+    let unmerged = unmerged_commits(root, &record.branch).await?;
+    if !dirty.is_empty() || unmerged > 0 {
+        return Err(conflict(
+            format!(
+                "environment {name:?} has work that exists nowhere else ({} uncommitted file(s), {unmerged} unmerged commit(s)); \
+                 merge it, or close with force (it is archived under refs/krad/archive/ first)",
+                dirty.len()
+            ),
+            json!({ "environment": name, "files": dirty, "commits": unmerged }),
+        ));
+    }
+    Ok(())
+}
+
+/// Removes an environment's worktree (or prunes it when its directory is gone)
+/// and its branch.
+async fn remove_worktree(
+    root: &Git,
+    record: &EnvironmentRecord,
+    present: bool,
+) -> Result<(), ApiError> {
+    if present {
+        let path = record.path.display().to_string();
+        root.bytes(&["worktree", "remove", "--force", path.as_str()])
+            .await?;
+    } else {
+        let _ = root.bytes(&["worktree", "prune"]).await;
+    }
+    let reference = format!("refs/heads/{}", record.branch);
+    if root
+        .succeeds(&["show-ref", "--verify", "--quiet", reference.as_str()])
+        .await?
+    {
+        root.bytes(&["branch", "-D", record.branch.as_str()])
+            .await?;
+    }
+    Ok(())
+}
+
+/// Commits on `branch` that no other branch has.
+async fn unmerged_commits(root: &Git, branch: &str) -> Result<u64, ApiError> {
+    let exclude = format!("--exclude={branch}");
+    let tip = format!("refs/heads/{branch}");
+    if !root
+        .succeeds(&["show-ref", "--verify", "--quiet", tip.as_str()])
+        .await?
+    {
+        return Ok(0);
+    }
+    let count = root
+        .text(&[
+            "rev-list",
+            "--count",
+            tip.as_str(),
+            "--not",
+            exclude.as_str(),
+            "--branches",
+        ])
+        .await?;
+    Ok(count.trim().parse().unwrap_or(0))
+}
+
+/// Commits whatever is uncommitted in an environment (so nothing is lost), and
+/// returns its tip.
+pub(crate) async fn commit_all(git: &Git, message: &str) -> Result<String, ApiError> {
+    if !git.dirty_files(true).await?.is_empty() {
+        git.bytes(&["add", "-A"]).await?;
+        let mut args = git.identity_args().await;
+        args.extend([
+            "commit".into(),
+            "--quiet".into(),
+            "--no-verify".into(),
+            "-m".into(),
+            message.to_owned(),
+        ]);
+        git.bytes(&args).await?;
+    }
+    Ok(git.text(&["rev-parse", "HEAD"]).await?)
+}
+
+/// Records an environment's tip (uncommitted work committed first) under
+/// `refs/krad/archive/<name>` (or `<name>-2`, … when taken). Returns the ref.
+async fn archive(
+    root: &Git,
+    worktree: &Git,
+    record: &EnvironmentRecord,
+    present: bool,
+) -> Result<String, ApiError> {
+    let tip = if present {
+        commit_all(
+            worktree,
+            &format!("krad: archive the uncommitted work of {}", record.name),
+        )
+        .await?
+    } else {
+        match root
+            .commit_of(&format!("refs/heads/{}", record.branch))
+            .await?
+        {
+            Some(tip) => tip,
+            None => return Ok(String::new()),
+        }
+    };
+    let mut reference = format!("refs/krad/archive/{}", record.name);
+    let mut n = 2;
+    while root
+        .succeeds(&["show-ref", "--verify", "--quiet", reference.as_str()])
+        .await?
+    {
+        reference = format!("refs/krad/archive/{}-{n}", record.name);
+        n += 1;
+    }
+    root.bytes(&["update-ref", reference.as_str(), tip.as_str()])
+        .await?;
+    Ok(reference)
+}

@@ -1,0 +1,173 @@
+//! Setup: the config's `[worktrees] setup` command, run in a new worktree (here
+//! or on its host) before any agent starts there, with its outcome recorded; and
+//! [`ready`], where a Spawn waits for it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use krad_bus::protocol::{ApiError, SetupInfo};
+use serde_json::json;
+
+use super::{conflict, directory_gone, host, not_found_environment, save};
+use crate::hosts::Host;
+use crate::profile::shell_quote;
+use crate::state_file::{EnvironmentRecord, Phase};
+use crate::{Core, MAIN};
+
+/// How much of the setup command's output is kept.
+const SETUP_OUTPUT_TAIL: usize = 4096;
+/// The setup command's default time limit.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Runs the config's setup command in a new worktree, recording its outcome.
+pub(super) async fn run_setup(
+    core: &Arc<Core>,
+    mut record: EnvironmentRecord,
+) -> Result<EnvironmentRecord, ApiError> {
+    let Some(command) = core.settings.config.worktrees.setup.clone() else {
+        record.phase = Phase::Ready;
+        save(core, record.clone())?;
+        return Ok(record);
+    };
+    record.phase = Phase::SettingUp;
+    record.setup = Some(SetupInfo {
+        command: command.clone(),
+        exit_code: None,
+        output: String::new(),
+    });
+    save(core, record.clone())?;
+    let limit = core
+        .settings
+        .config
+        .worktrees
+        .setup_timeout_secs
+        .map_or(SETUP_TIMEOUT, Duration::from_secs);
+    let host = host(core, record.host.as_deref())?;
+    let (exit_code, output) = match &host {
+        Some(host) => run_remote_setup(host, &record, &command, limit).await,
+        None => run_local_setup(&record, &command, limit).await,
+    };
+    record.phase = if exit_code == Some(0) {
+        Phase::Ready
+    } else {
+        Phase::SetupFailed
+    };
+    record.setup = Some(SetupInfo {
+        command,
+        exit_code,
+        output: tail(&output, SETUP_OUTPUT_TAIL),
+    });
+    save(core, record.clone())?;
+    Ok(record)
+}
+
+/// The setup command on the worktree's SSH host: its exit code and output.
+async fn run_remote_setup(
+    host: &Arc<Host>,
+    record: &EnvironmentRecord,
+    command: &str,
+    limit: Duration,
+) -> (Option<i32>, String) {
+    let script = format!(
+        "cd {} && KRAD_ADE_ENVIRONMENT={} sh -c {} 2>&1",
+        shell_quote(&record.path.display().to_string()),
+        shell_quote(&record.name),
+        shell_quote(command)
+    );
+    match tokio::time::timeout(limit, host.run(&script, None)).await {
+        Ok(Ok((code, out, _))) => (code, String::from_utf8_lossy(&out).into_owned()),
+        Ok(Err(e)) => (None, e.message),
+        Err(_) => (None, timed_out(limit)),
+    }
+}
+
+/// The setup command on this machine: its exit code and output.
+async fn run_local_setup(
+    record: &EnvironmentRecord,
+    command: &str,
+    limit: Duration,
+) -> (Option<i32>, String) {
+    let child = tokio::process::Command::new("sh")
+        .args(["-c", command])
+        .current_dir(&record.path)
+        .env("KRAD_ADE_ENVIRONMENT", &record.name)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn();
+    match child {
+        Err(e) => (None, format!("cannot run the setup command: {e}")),
+        Ok(child) => match tokio::time::timeout(limit, child.wait_with_output()).await {
+            Ok(Ok(out)) => {
+                let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+                text.push_str(&String::from_utf8_lossy(&out.stderr));
+                (out.status.code(), text)
+            }
+            Ok(Err(e)) => (None, format!("the setup command failed to run: {e}")),
+            Err(_) => (None, timed_out(limit)),
+        },
+    }
+}
+
+fn timed_out(limit: Duration) -> String {
+    format!(
+        "the setup command did not finish within {} s",
+        limit.as_secs()
+    )
+}
+
+fn tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &text[start..])
+}
+
+/// An environment for an agent: its directory and host. Waits while its setup
+/// runs; refuses one whose setup failed or whose directory is gone.
+pub(crate) async fn ready(core: &Core, name: &str) -> Result<(PathBuf, Option<String>), ApiError> {
+    if name == MAIN {
+        return Ok((core.settings.root.clone(), None));
+    }
+    let mut changes = core.environments_changed.subscribe();
+    loop {
+        changes.borrow_and_update();
+        let record = core
+            .store
+            .environment(name)
+            .ok_or_else(|| not_found_environment(name))?;
+        if directory_gone(&record) {
+            return Err(conflict(
+                format!(
+                    "the directory of environment {name:?} is gone ({})",
+                    record.path.display()
+                ),
+                json!({ "environment": name }),
+            ));
+        }
+        match record.phase {
+            Phase::Ready => return Ok((record.path, record.host)),
+            Phase::SetupFailed => {
+                let output = record.setup.map(|s| s.output).unwrap_or_default();
+                return Err(conflict(
+                    format!(
+                        "the setup command failed in environment {name:?}: {}",
+                        output.trim()
+                    ),
+                    json!({ "environment": name }),
+                ));
+            }
+            Phase::Creating | Phase::SettingUp => {
+                if changes.changed().await.is_err() {
+                    return Err(not_found_environment(name));
+                }
+            }
+        }
+    }
+}

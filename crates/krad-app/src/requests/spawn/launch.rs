@@ -1,0 +1,252 @@
+//! Launching: what a new terminal's program is started with — argv, working
+//! directory, environment and token file — on this machine, or on an SSH host
+//! through a launcher script that keeps every value off command lines.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use krad_bus::protocol::{ApiError, ErrorCode, TerminalRef, Token};
+
+use super::invalid;
+use crate::config::HookKind;
+use crate::hosts::Host;
+use crate::profile::{self, Profile, shell_quote};
+use crate::{Core, terminal_token};
+
+/// What a terminal is started with, wherever it runs.
+pub(super) struct Launch<'a> {
+    pub me: &'a TerminalRef,
+    pub token: &'a Token,
+    pub command: Vec<String>,
+    pub prompt: Option<&'a str>,
+    pub profile: &'a Profile,
+    pub extra_env: Option<&'a std::collections::BTreeMap<String, String>>,
+}
+
+/// argv, working directory, environment and local token file of a terminal.
+pub(super) type Prepared = (Vec<String>, PathBuf, Vec<(String, String)>, Option<PathBuf>);
+
+/// A terminal on this machine: its token in a 0600 file here, `krad` first on
+/// PATH, the `KRAD_ADE_*` variables.
+pub(super) fn local_launch(
+    core: &Core,
+    launch: Launch<'_>,
+    cwd: PathBuf,
+) -> Result<Prepared, ApiError> {
+    let settings = &core.settings;
+    let id = launch.me.terminal;
+    let token_file = settings.token_dir.join(format!("{id}.token"));
+    terminal_token::write_private(&token_file, launch.token.expose().as_bytes()).map_err(|e| {
+        ApiError::new(
+            ErrorCode::Failed,
+            format!("cannot write the terminal's token file: {e}"),
+        )
+    })?;
+    let claude_settings = match launch.profile.hooks {
+        HookKind::Claude => Some(
+            write_claude_settings(&settings.state_dir, id, &settings.krad).map_err(|e| {
+                let _ = std::fs::remove_file(&token_file);
+                ApiError::new(
+                    ErrorCode::Failed,
+                    format!("cannot write the hook settings: {e}"),
+                )
+            })?,
+        ),
+        HookKind::Codex | HookKind::None => None,
+    };
+    let argv = profile::argv(
+        launch.profile,
+        launch.command,
+        launch.prompt,
+        &settings.krad,
+        claude_settings.as_deref(),
+    );
+    let mut env: Vec<(String, String)> = launch.profile.env.clone().into_iter().collect();
+    if let Some(extra) = launch.extra_env {
+        env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    let krad_dir = settings
+        .krad
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let path = match std::env::var_os("PATH") {
+        Some(path) => format!("{}:{}", krad_dir.display(), path.to_string_lossy()),
+        None => krad_dir.display().to_string(),
+    };
+    env.push(("PATH".into(), path));
+    env.push(("TERM".into(), "xterm-256color".into()));
+    env.push(("KRAD_ADE_ENDPOINT".into(), settings.endpoint.clone()));
+    env.push((
+        "KRAD_ADE_TOKEN_FILE".into(),
+        token_file.display().to_string(),
+    ));
+    env.push(("KRAD_ADE_ENVIRONMENT".into(), launch.me.environment.clone()));
+    env.push(("KRAD_ADE_TERMINAL".into(), id.to_string()));
+    if launch.profile.expose_token {
+        env.push(("KRAD_ADE_TOKEN".into(), launch.token.expose().to_owned()));
+    }
+    Ok((argv, cwd, env, Some(token_file)))
+}
+
+/// A terminal on an SSH host: `ssh -tt` through the host's control connection,
+/// the bus reached through the host's reverse forward. Nothing the terminal is
+/// given shows on a command line, here or on the host: the token goes to a 0600
+/// file on the host, and the environment (the profile's `env`, the Spawn's
+/// `env`, which may hold API keys), the working directory and the argv (which
+/// may hold the prompt) to a 0600 launcher script in the same 0700 directory,
+/// both written through ssh's stdin. `ssh -tt` runs `sh <launcher>`, which
+/// removes itself before anything else and then `exec`s the program.
+pub(super) async fn remote_launch(
+    core: &Core,
+    host: &Arc<Host>,
+    launch: Launch<'_>,
+    cwd: &Path,
+) -> Result<Prepared, ApiError> {
+    let extra = launch.extra_env.into_iter().flatten();
+    for name in launch.profile.env.keys().chain(extra.map(|(k, _)| k)) {
+        if !shell_name(name) {
+            return Err(invalid(
+                "env",
+                format!(
+                    "{name:?} cannot be set on an SSH host: a variable there is named with \
+                     letters, digits and _ (not starting with a digit)"
+                ),
+            ));
+        }
+    }
+    let port = host.connect().await?;
+    let id = launch.me.terminal;
+    let home = host.home().unwrap_or_else(|| "/tmp".to_owned());
+    let dir = format!("{home}/.krad-ade/remote-{}", std::process::id());
+    let token_file = format!("{dir}/{id}.token");
+    host.write_private(&token_file, launch.token.expose().as_bytes())
+        .await?;
+    let krad = host.krad();
+    let claude_settings = match launch.profile.hooks {
+        HookKind::Claude => {
+            let path = format!("{dir}/{id}-claude-settings.json");
+            let text = serde_json::to_vec_pretty(&profile::claude_settings(Path::new(&krad)))
+                .unwrap_or_default();
+            host.write_private(&path, &text).await?;
+            Some(PathBuf::from(path))
+        }
+        HookKind::Codex | HookKind::None => None,
+    };
+    let argv = profile::argv(
+        launch.profile,
+        launch.command,
+        launch.prompt,
+        Path::new(&krad),
+        claude_settings.as_deref(),
+    );
+    let mut env: Vec<(&str, String)> = Vec::new();
+    for (k, v) in &launch.profile.env {
+        env.push((k, v.clone()));
+    }
+    if let Some(extra) = launch.extra_env {
+        for (k, v) in extra {
+            env.push((k, v.clone()));
+        }
+    }
+    env.push(("TERM", "xterm-256color".to_owned()));
+    env.push(("KRAD_ADE_ENDPOINT", format!("127.0.0.1:{port}")));
+    env.push(("KRAD_ADE_TOKEN_FILE", token_file.clone()));
+    env.push(("KRAD_ADE_ENVIRONMENT", launch.me.environment.clone()));
+    env.push(("KRAD_ADE_TERMINAL", id.to_string()));
+    let launcher = format!("{dir}/{id}.launch");
+    let script = launcher_script(
+        &launcher,
+        &cwd.display().to_string(),
+        &env,
+        krad.rsplit_once('/').map(|(dir, _)| dir),
+        &argv,
+    );
+    host.write_private(&launcher, script.as_bytes()).await?;
+    let mut ssh = vec!["ssh".to_owned()];
+    ssh.extend(host.ssh_args(true));
+    ssh.push("--".to_owned());
+    ssh.push(format!("sh {}", shell_quote(&launcher)));
+    let env = vec![("TERM".to_owned(), "xterm-256color".to_owned())];
+    Ok((ssh, core.settings.root.clone(), env, None))
+}
+
+/// Whether `name` can be `export`ed by a POSIX shell.
+fn shell_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// The script a remote terminal starts with (`sh <launcher>`): it removes
+/// itself first, so that the values in it live on the host's disk only until the
+/// terminal starts; then it goes to `cwd`, exports `env`, puts `krad_dir` first
+/// on `PATH` and `exec`s `argv`. No value is ever an argument of a process.
+fn launcher_script(
+    launcher: &str,
+    cwd: &str,
+    env: &[(&str, String)],
+    krad_dir: Option<&str>,
+    argv: &[String],
+) -> String {
+    let mut script = format!("rm -f -- {}\n", shell_quote(launcher));
+    script.push_str(&format!("cd -- {} || exit 1\n", shell_quote(cwd)));
+    for (k, v) in env {
+        script.push_str(&format!("{k}={}\nexport {k}\n", shell_quote(v)));
+    }
+    if let Some(dir) = krad_dir {
+        script.push_str(&format!(
+            "PATH={}:\"$PATH\"\nexport PATH\n",
+            shell_quote(dir)
+        ));
+    }
+    script.push_str("exec");
+    for word in argv {
+        script.push(' ');
+        script.push_str(&shell_quote(word));
+    }
+    script.push('\n');
+    script
+}
+
+fn write_claude_settings(state_dir: &Path, id: u64, krad: &Path) -> std::io::Result<PathBuf> {
+    let dir = state_dir.join("hooks").join(id.to_string());
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("claude-settings.json");
+    let text = serde_json::to_vec_pretty(&profile::claude_settings(krad))
+        .map_err(std::io::Error::other)?;
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_shell_names_can_be_exported_on_a_host() {
+        for good in ["A", "_x", "ANTHROPIC_API_KEY", "a1"] {
+            assert!(shell_name(good), "{good}");
+        }
+        for bad in ["", "1A", "A-B", "A B", "A.B", "É"] {
+            assert!(!shell_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_launcher_removes_itself_and_quotes_every_value() {
+        let env = [("KEY", "it's $secret".to_owned())];
+        let argv = ["codex".to_owned(), "--".to_owned(), "fix `it`".to_owned()];
+        let script = launcher_script("/h/.krad-ade/r/3.launch", "/w d", &env, Some("/bin"), &argv);
+        assert_eq!(
+            script,
+            "rm -f -- /h/.krad-ade/r/3.launch\n\
+             cd -- '/w d' || exit 1\n\
+             KEY='it'\\''s $secret'\nexport KEY\n\
+             PATH=/bin:\"$PATH\"\nexport PATH\n\
+             exec codex -- 'fix `it`'\n"
+        );
+    }
+}
