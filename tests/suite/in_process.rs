@@ -94,7 +94,7 @@ fn serve() -> Served {
         .build()
         .unwrap();
     let bus = Arc::new(Bus::new(
-        Secret::generate().unwrap(),
+        Arc::new(Secret::generate().unwrap()),
         ServerConfig::default(),
     ));
     let app = Arc::new(StuckApp {

@@ -11,11 +11,13 @@
 //! * ends what the host has but no record names (a terminal whose spawn the
 //!   previous app did not live to record);
 //! * writes each taken-back terminal's token file again with the token of this
-//!   run's secret (the program reads the file each time `krad` runs), and listens
-//!   on the bus endpoint the terminals were given too, when it differs from this
-//!   run's and is free — so that their `krad` calls reach this app.
+//!   run's secret (the program reads the file each time `krad` runs), and names
+//!   the bus endpoints the terminals were given when they differ from this run's,
+//!   for `krad serve` to listen on as well — so that their `krad` calls reach
+//!   this app.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -27,26 +29,27 @@ use crate::config::{HookKind, PromptDelivery};
 use crate::profile::Profile;
 use crate::state_file::TerminalEntry;
 use crate::store::set_state;
-use crate::{Core, EmbeddedApp, terminal_token, watcher};
+use crate::{Core, terminal_token, watcher};
 
 /// Events a terminal may queue before frequent ones are coalesced (as Spawn).
 const EVENT_QUEUE: usize = 64;
 
 /// Takes back the terminals of the previous run; see the module's doc.
-pub(crate) async fn restore(core: &Arc<Core>, app: Arc<EmbeddedApp>) {
+/// Returns the other bus endpoints the terminals taken back were given.
+pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
     if !core.host.restart_safe() {
-        return;
+        return Vec::new();
     }
     let host = core.host.clone();
     let survivors = match tokio::task::spawn_blocking(move || host.survivors()).await {
         Ok(Ok(survivors)) => survivors,
         Ok(Err(error)) => {
             tracing::warn!(%error, "cannot list the terminals the host kept; they stay on record for the next start");
-            return;
+            return Vec::new();
         }
         Err(error) => {
             tracing::warn!(%error, "cannot list the terminals the host kept");
-            return;
+            return Vec::new();
         }
     };
     let survivors: BTreeMap<u64, Survivor> = survivors.into_iter().map(|s| (s.id, s)).collect();
@@ -82,7 +85,16 @@ pub(crate) async fn restore(core: &Arc<Core>, app: Arc<EmbeddedApp>) {
     if adopted + gone > 0 {
         tracing::info!(adopted, gone, "took back the terminals of the previous run");
     }
-    listen_on_old_endpoints(core, app, endpoints).await;
+    endpoints
+        .iter()
+        .filter_map(|endpoint| match endpoint.parse::<SocketAddr>() {
+            Ok(address) => Some(address).filter(|a| *a != core.settings.endpoint),
+            Err(_) => {
+                tracing::warn!(%endpoint, "a kept terminal's bus endpoint is not an address; ignored");
+                None
+            }
+        })
+        .collect()
 }
 
 /// Takes one terminal back and watches it again.
@@ -186,40 +198,6 @@ fn profile_of(core: &Core, name: &str) -> Arc<Profile> {
                 resume: Vec::new(),
             })
         })
-}
-
-/// Serves the bus on the endpoints taken-back terminals were given as well.
-async fn listen_on_old_endpoints(
-    core: &Arc<Core>,
-    app: Arc<EmbeddedApp>,
-    endpoints: BTreeSet<String>,
-) {
-    for endpoint in endpoints {
-        if endpoint == core.settings.endpoint {
-            continue;
-        }
-        let Some(port) = endpoint
-            .rsplit_once(':')
-            .and_then(|(_, port)| port.parse::<u16>().ok())
-        else {
-            continue;
-        };
-        match krad_bus::server::bind(port).await {
-            Ok(listener) => {
-                tracing::info!(%endpoint, "also serving the bus where earlier terminals look for it");
-                tokio::spawn(krad_bus::server::serve(
-                    listener,
-                    core.bus.clone(),
-                    app.clone(),
-                ));
-            }
-            Err(error) => tracing::warn!(
-                %endpoint, %error,
-                "terminals taken back look for the bus at an endpoint this app cannot listen on; \
-                 their `krad` calls fail until they are restarted (`krad serve --port` keeps one endpoint)"
-            ),
-        }
-    }
 }
 
 /// Writes a token file: 0600, in a 0700 directory (made again if it went).

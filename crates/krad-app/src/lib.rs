@@ -33,6 +33,7 @@ mod subscription;
 mod terminal_token;
 mod watcher;
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +42,8 @@ use krad_bus::protocol::{ApiError, ErrorCode, TerminalRef};
 use krad_bus::request::attach as attach_request;
 use krad_bus::request::subscribe_agents;
 use krad_bus::server::request_log::RequestLog;
-use krad_bus::server::{App, Bus, CallContext};
+use krad_bus::server::{App, CallContext};
+use krad_bus::token::Secret;
 use krad_term::{TerminalHost, TmuxHost};
 
 pub use durable::{Durable, Readiness, SOCKET_ENV as DURABLE_SOCKET_ENV, TlsListening};
@@ -69,8 +71,8 @@ pub struct Settings {
     pub token_dir: PathBuf,
     /// The `krad` executable terminals and hooks call.
     pub krad: PathBuf,
-    /// The bus endpoint terminals are given.
-    pub endpoint: String,
+    /// The bus endpoint terminals are given (127.0.0.1:PORT).
+    pub endpoint: SocketAddr,
     /// The config file's contents.
     pub config: Config,
 }
@@ -81,7 +83,8 @@ pub(crate) struct Core {
     pub profiles: Profiles,
     pub store: Arc<Store>,
     pub host: Arc<dyn TerminalHost>,
-    pub bus: Arc<Bus>,
+    /// The bus's secret, to mint the terminals' tokens.
+    pub secret: Arc<Secret>,
     /// The extensions (MCP servers) the config names.
     pub extensions: krad_ext::ExtensionManager,
     /// Serializes the git work that creates and removes worktrees.
@@ -124,7 +127,7 @@ impl EmbeddedApp {
     pub fn new(
         settings: Settings,
         host: Arc<dyn TerminalHost>,
-        bus: Arc<Bus>,
+        secret: Arc<Secret>,
     ) -> Result<EmbeddedApp, StartError> {
         let profiles = Profiles::from_config(&settings.config)
             .map_err(|e| StartError(format!("the config is not usable: {e}")))?;
@@ -142,25 +145,21 @@ impl EmbeddedApp {
         };
         let store = Store::open(StatePath::in_dir(&settings.state_dir)).map_err(StartError)?;
         if host.restart_safe() {
-            store.keep_terminals(&settings.endpoint);
+            store.keep_terminals(&settings.endpoint.to_string());
         }
         let extensions = requests::extensions::manager(&settings);
         let asks = asks::Asks::default();
         asks.keep_decided_in(settings.state_dir.join("asks-decided.jsonl"));
         let settings_state_dir = settings.state_dir.clone();
         let settings_hosts = settings.config.hosts.clone();
-        let bus_port = settings
-            .endpoint
-            .rsplit_once(':')
-            .and_then(|(_, port)| port.parse().ok())
-            .unwrap_or(0);
+        let bus_port = settings.endpoint.port();
         Ok(EmbeddedApp {
             core: Arc::new(Core {
                 settings,
                 profiles,
                 store: Arc::new(store),
                 host,
-                bus,
+                secret,
                 extensions,
                 environments_lock: tokio::sync::Mutex::new(()),
                 hosts: hosts::Hosts::new(&settings_hosts, bus_port),
@@ -185,14 +184,15 @@ impl EmbeddedApp {
     }
 
     /// Brings the app's records and the worktrees on disk back in line after a
-    /// start (or a crash); call once before serving.
-    pub async fn restore(&self) {
+    /// start (or a crash); call once before serving. Returns the other bus
+    /// endpoints that terminals taken back were given (by an earlier run on
+    /// another port): serve the bus there too, so that their `krad` calls reach
+    /// this app.
+    pub async fn restore(&self) -> Vec<SocketAddr> {
         environments::restore(&self.core).await;
-        let app = Arc::new(EmbeddedApp {
-            core: self.core.clone(),
-        });
-        adopt::restore(&self.core, app).await;
+        let endpoints = adopt::restore(&self.core).await;
         notify::start(&self.core);
+        endpoints
     }
 
     /// Stops the app's work before the process exits: closes every terminal

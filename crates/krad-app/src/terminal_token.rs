@@ -10,7 +10,7 @@ use crate::Core;
 
 /// The token a terminal is given: a lead token for a lead terminal.
 pub(crate) fn mint(core: &Core, me: &TerminalRef, lead: bool) -> Token {
-    let secret = core.bus.secret();
+    let secret = &core.secret;
     if lead {
         secret.lead_token(me)
     } else {

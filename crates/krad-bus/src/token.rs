@@ -48,7 +48,8 @@ impl Principal {
     }
 }
 
-/// The app's secret. Not `Clone`, not `Debug`: it stays where it was drawn.
+/// The app's secret. Not `Clone`, not `Debug`: it stays where it was drawn (the
+/// bus and the app share it behind an `Arc`).
 pub struct Secret {
     key: [u8; 32],
     client_token: String,

@@ -150,7 +150,7 @@ const MAX_BUSY_RESPONDERS: usize = 256;
 
 /// The bus's shared state: its secret, limits, counters and shutdown signal.
 pub struct Bus {
-    secret: Secret,
+    secret: Arc<Secret>,
     config: ServerConfig,
     counters: counters::Counters,
     started: Instant,
@@ -161,8 +161,9 @@ pub struct Bus {
 }
 
 impl Bus {
-    /// A bus with a fresh secret.
-    pub fn new(secret: Secret, config: ServerConfig) -> Bus {
+    /// A bus that authenticates callers with `secret` (the app holds it too, to
+    /// give terminals their tokens).
+    pub fn new(secret: Arc<Secret>, config: ServerConfig) -> Bus {
         Bus {
             secret,
             connections: Arc::new(Semaphore::new(config.max_connections)),

@@ -1,6 +1,7 @@
 //! `krad serve`: starts the embedded app in a git repository and serves the bus
 //! on 127.0.0.1 until `krad stop`, SIGTERM or Ctrl-C.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -74,7 +75,8 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
                 format!("cannot listen on 127.0.0.1:{}: {e}", args.port),
             )
         })?;
-        let endpoint = listener.local_addr()?.to_string();
+        let address = listener.local_addr()?;
+        let endpoint = address.to_string();
         let limits = ServerConfig {
             max_connections: args.max_connections as usize,
             line_timeout: Duration::from_millis(args.line_timeout_ms.max(1)),
@@ -82,18 +84,19 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
         };
         // Signals are caught from before api.json exists, so that no stop leaves it behind.
         let signals = Signals::install()?;
-        let bus = Arc::new(Bus::new(Secret::generate()?, limits));
+        let secret = Arc::new(Secret::generate()?);
+        let bus = Arc::new(Bus::new(secret.clone(), limits));
         let settings = Settings {
             root: root.clone(),
             state_dir,
             token_dir,
             krad: exe.clone(),
-            endpoint: endpoint.clone(),
+            endpoint: address,
             config,
         };
         let host = Arc::new(krad_term::pty::PtyHost::new());
         let app = Arc::new(
-            EmbeddedApp::new(settings, host, bus.clone())
+            EmbeddedApp::new(settings, host, secret)
                 .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?,
         );
         // The facet answers `503 starting` until the app has laid its panes out.
@@ -103,7 +106,9 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
                 format!("the durable facet cannot start: {e}"),
             )
         })?;
-        app.restore().await;
+        for earlier in app.restore().await {
+            serve_also(earlier, &bus, &app).await;
+        }
         if let Some(durable) = &durable {
             match args.durable_ready_delay_ms {
                 0 => durable.set_ready(),
@@ -161,6 +166,22 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
         tracing::info!("stopped");
         Ok(Exit::Success)
     })
+}
+
+/// Serves the bus on an endpoint that terminals taken back from an earlier run
+/// were given, when this run listens elsewhere.
+async fn serve_also(endpoint: SocketAddr, bus: &Arc<Bus>, app: &Arc<EmbeddedApp>) {
+    match server::bind(endpoint.port()).await {
+        Ok(listener) => {
+            tracing::info!(%endpoint, "also serving the bus where earlier terminals look for it");
+            tokio::spawn(server::serve(listener, bus.clone(), app.clone()));
+        }
+        Err(error) => tracing::warn!(
+            %endpoint, %error,
+            "terminals taken back look for the bus at an endpoint this app cannot listen on; \
+             their `krad` calls fail until they are restarted (`krad serve --port` keeps one endpoint)"
+        ),
+    }
 }
 
 fn announce(

@@ -76,7 +76,7 @@ pub(super) fn local_launch(
     };
     env.push(("PATH".into(), path));
     env.push(("TERM".into(), "xterm-256color".into()));
-    env.push(("KRAD_ADE_ENDPOINT".into(), settings.endpoint.clone()));
+    env.push(("KRAD_ADE_ENDPOINT".into(), settings.endpoint.to_string()));
     env.push((
         "KRAD_ADE_TOKEN_FILE".into(),
         token_file.display().to_string(),
