@@ -540,6 +540,12 @@ mod tests {
         let plain_pid = i32::try_from(plain.id()).unwrap();
         let agent_pid = i32::try_from(agent.id()).unwrap();
         assert!(start_time(plain_pid).is_some());
+        // A child's environment shows in /proc once its exec has laid it out,
+        // which may be a moment after spawn returns.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !runs_in_a_terminal(agent_pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert!(runs_in_a_terminal(agent_pid));
         assert!(!runs_in_a_terminal(plain_pid));
         // Both are this test's children: descendants, hence "own".
