@@ -3,7 +3,7 @@
 //!
 //! The seed's rules, checked with `lstat` on every segment from `/` down:
 //!
-//! * the path is absolute and at most [`MAX_PATH`](crate::socket::MAX_PATH)
+//! * the path is absolute and at most [`MAX_PATH`](crate::socket_path::MAX_PATH)
 //!   bytes (else `bad-path`);
 //! * no segment is a symbolic link;
 //! * no parent folder is writable by its group or others, unless it has the
@@ -17,6 +17,7 @@
 //! path where every rule holds but a segment does not exist is
 //! `socket-missing`: the app is not serving there.
 
+use std::fmt;
 use std::fs;
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -24,14 +25,37 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::socket;
+use crate::socket_path;
 
-/// The code of a path whose walk found a segment breaking a rule.
-pub const NOT_PRIVATE: &str = "socket-not-private";
-/// The code of a path whose walk found nothing wrong but a missing segment.
-pub const MISSING: &str = "socket-missing";
-/// The code of a path that is not absolute, too long or not plain.
-pub const BAD_PATH: &str = "bad-path";
+/// Why Collie would refuse a socket path: a [`Report`]'s `code`, printed and
+/// serialized as `socket-not-private`, `socket-missing` or `bad-path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DoctorCode {
+    /// `socket-not-private`: a segment of the path breaks a rule.
+    SocketNotPrivate,
+    /// `socket-missing`: every rule holds but a segment does not exist.
+    SocketMissing,
+    /// `bad-path`: the path is not absolute, too long or not plain.
+    BadPath,
+}
+
+impl DoctorCode {
+    /// The code as `--json` and the text verdict show it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DoctorCode::SocketNotPrivate => "socket-not-private",
+            DoctorCode::SocketMissing => "socket-missing",
+            DoctorCode::BadPath => "bad-path",
+        }
+    }
+}
+
+impl fmt::Display for DoctorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
 
 /// What the walk saw at one segment of the path.
 #[derive(Debug, Clone, Serialize)]
@@ -56,14 +80,79 @@ pub struct Report {
     pub path: PathBuf,
     /// Whether Collie would connect.
     pub ok: bool,
-    /// `socket-not-private`, `socket-missing` or `bad-path` when not ok.
-    pub code: Option<&'static str>,
+    /// Why not, when not ok.
+    pub code: Option<DoctorCode>,
     /// The first failing segment.
     pub segment: Option<PathBuf>,
     /// What is wrong with it, in plain words.
     pub problem: Option<String>,
     /// Every segment from `/` down to the socket (none for `bad-path`).
     pub segments: Vec<Segment>,
+}
+
+impl Report {
+    /// A walk that found `code` at `segment`.
+    fn refused(
+        path: &Path,
+        code: DoctorCode,
+        segment: Option<PathBuf>,
+        problem: String,
+        segments: Vec<Segment>,
+    ) -> Report {
+        Report {
+            path: path.to_path_buf(),
+            ok: false,
+            code: Some(code),
+            segment,
+            problem: Some(problem),
+            segments,
+        }
+    }
+}
+
+/// What `lstat` found at a segment ([`Segment::kind`] is its name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    Socket,
+    Symlink,
+    File,
+    Missing,
+    /// Another kind, or an `lstat` that failed.
+    Other,
+}
+
+impl Kind {
+    fn of(file_type: fs::FileType) -> Kind {
+        if file_type.is_symlink() {
+            Kind::Symlink
+        } else if file_type.is_dir() {
+            Kind::Dir
+        } else if file_type.is_socket() {
+            Kind::Socket
+        } else if file_type.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        }
+    }
+
+    const fn as_str(self) -> &'static str {
+        match self {
+            Kind::Dir => "dir",
+            Kind::Socket => "socket",
+            Kind::Symlink => "symlink",
+            Kind::File => "file",
+            Kind::Missing => "missing",
+            Kind::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 /// The role of a segment in the path, which decides its rules.
@@ -77,17 +166,23 @@ enum Role {
     Socket,
 }
 
+impl Role {
+    /// The role of the segment at `index` of a path whose socket is at `last`.
+    fn at(index: usize, last: usize) -> Role {
+        if index == last {
+            Role::Socket
+        } else if index + 1 == last {
+            Role::Folder
+        } else {
+            Role::Parent
+        }
+    }
+}
+
 /// Walks `path` as Collie does before connecting.
 pub fn walk(path: &Path) -> Report {
-    if let Err(e) = socket::check_path(path) {
-        return Report {
-            path: path.to_path_buf(),
-            ok: false,
-            code: Some(BAD_PATH),
-            segment: None,
-            problem: Some(e.0),
-            segments: Vec::new(),
-        };
+    if let Err(e) = socket_path::check_path(path) {
+        return Report::refused(path, DoctorCode::BadPath, None, e.0, Vec::new());
     }
     let me = nix::unistd::geteuid().as_raw();
     let prefixes: Vec<&Path> = {
@@ -97,36 +192,21 @@ pub fn walk(path: &Path) -> Report {
     };
     let last = prefixes.len().saturating_sub(1);
     let mut segments = Vec::with_capacity(prefixes.len());
-    let mut first: Option<(&'static str, PathBuf, String)> = None;
+    let mut first: Option<(DoctorCode, PathBuf, String)> = None;
     let mut gone = false;
     for (index, prefix) in prefixes.iter().enumerate() {
-        let role = if index == last {
-            Role::Socket
-        } else if index + 1 == last {
-            Role::Folder
-        } else {
-            Role::Parent
-        };
-        let segment = if gone {
+        let (kind, segment) = if gone {
             // Below a missing segment nothing exists; only the first says so.
-            Segment {
-                path: prefix.to_path_buf(),
-                kind: "missing",
-                mode: None,
-                owner: None,
-                problem: None,
-            }
+            (Kind::Missing, segment(prefix, Kind::Missing, None, None))
         } else {
-            inspect(prefix, role, me)
+            inspect(prefix, Role::at(index, last), me)
         };
-        if segment.kind == "missing" && !gone {
-            gone = true;
-        }
+        gone |= kind == Kind::Missing;
         if let (None, Some(problem)) = (&first, &segment.problem) {
-            let code = if segment.kind == "missing" {
-                MISSING
+            let code = if kind == Kind::Missing {
+                DoctorCode::SocketMissing
             } else {
-                NOT_PRIVATE
+                DoctorCode::SocketNotPrivate
             };
             first = Some((code, segment.path.clone(), problem.clone()));
         }
@@ -141,19 +221,25 @@ pub fn walk(path: &Path) -> Report {
             problem: None,
             segments,
         },
-        Some((code, segment, problem)) => Report {
-            path: path.to_path_buf(),
-            ok: false,
-            code: Some(code),
-            segment: Some(segment),
-            problem: Some(problem),
-            segments,
-        },
+        Some((code, segment, problem)) => {
+            Report::refused(path, code, Some(segment), problem, segments)
+        }
+    }
+}
+
+/// A segment of `kind` with what `lstat` told of it (no problem yet).
+fn segment(path: &Path, kind: Kind, mode: Option<u32>, owner: Option<u32>) -> Segment {
+    Segment {
+        path: path.to_path_buf(),
+        kind: kind.as_str(),
+        mode,
+        owner,
+        problem: None,
     }
 }
 
 /// `lstat`s one segment and checks the rules of its role.
-fn inspect(path: &Path, role: Role, me: u32) -> Segment {
+fn inspect(path: &Path, role: Role, me: u32) -> (Kind, Segment) {
     let shown = path.display();
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
@@ -172,43 +258,28 @@ fn inspect(path: &Path, role: Role, me: u32) -> Segment {
             } else {
                 format!("{shown} cannot be examined: {e}")
             };
-            return Segment {
-                path: path.to_path_buf(),
-                kind: if missing { "missing" } else { "other" },
-                mode: None,
-                owner: None,
+            let kind = if missing { Kind::Missing } else { Kind::Other };
+            let segment = Segment {
                 problem: Some(problem),
+                ..segment(path, kind, None, None)
             };
+            return (kind, segment);
         }
     };
-    let file_type = meta.file_type();
-    let kind = if file_type.is_symlink() {
-        "symlink"
-    } else if file_type.is_dir() {
-        "dir"
-    } else if file_type.is_socket() {
-        "socket"
-    } else if file_type.is_file() {
-        "file"
-    } else {
-        "other"
-    };
+    let kind = Kind::of(meta.file_type());
     let mode = meta.mode() & 0o7777;
     let owner = meta.uid();
-    let problem = problem(path, role, kind, mode, owner, me);
-    Segment {
-        path: path.to_path_buf(),
-        kind,
-        mode: Some(mode),
-        owner: Some(owner),
-        problem,
-    }
+    let segment = Segment {
+        problem: problem(path, role, kind, mode, owner, me),
+        ..segment(path, kind, Some(mode), Some(owner))
+    };
+    (kind, segment)
 }
 
 /// The rule a segment of this kind, mode and owner breaks in its role, if any.
-fn problem(path: &Path, role: Role, kind: &str, mode: u32, owner: u32, me: u32) -> Option<String> {
+fn problem(path: &Path, role: Role, kind: Kind, mode: u32, owner: u32, me: u32) -> Option<String> {
     let shown = path.display();
-    if kind == "symlink" {
+    if kind == Kind::Symlink {
         let target = fs::read_link(path)
             .map(|t| format!(" (to {})", t.display()))
             .unwrap_or_default();
@@ -219,7 +290,7 @@ fn problem(path: &Path, role: Role, kind: &str, mode: u32, owner: u32, me: u32) 
     }
     match role {
         Role::Parent => {
-            if kind != "dir" {
+            if kind != Kind::Dir {
                 return Some(format!("{shown} is not a folder (it is a {kind})"));
             }
             let writable = match (mode & 0o020 != 0, mode & 0o002 != 0) {
@@ -237,7 +308,7 @@ fn problem(path: &Path, role: Role, kind: &str, mode: u32, owner: u32, me: u32) 
             }
         }
         Role::Folder => {
-            if kind != "dir" {
+            if kind != Kind::Dir {
                 return Some(format!(
                     "{shown} (the socket's folder) is not a folder (it is a {kind})"
                 ));
@@ -255,7 +326,7 @@ fn problem(path: &Path, role: Role, kind: &str, mode: u32, owner: u32, me: u32) 
             None
         }
         Role::Socket => {
-            if kind != "socket" {
+            if kind != Kind::Socket {
                 return Some(format!("{shown} is not a socket (it is a {kind})"));
             }
             if owner != me {
@@ -338,7 +409,7 @@ mod tests {
         let folder = fx.folder("shared/priv", 0o700);
         let (_l, path) = socket_in(&folder, 0o600);
         let report = walk(&path);
-        assert_eq!(report.code, Some(NOT_PRIVATE));
+        assert_eq!(report.code, Some(DoctorCode::SocketNotPrivate));
         assert_eq!(report.segment.as_deref(), Some(parent.as_path()));
         let problem = report.problem.unwrap();
         assert!(
@@ -366,7 +437,7 @@ mod tests {
         let link = fx.base.join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
         let report = walk(&link.join("krad.sock"));
-        assert_eq!(report.code, Some(NOT_PRIVATE));
+        assert_eq!(report.code, Some(DoctorCode::SocketNotPrivate));
         assert_eq!(report.segment.as_deref(), Some(link.as_path()));
         let problem = report.problem.unwrap();
         assert!(problem.contains("symbolic link"), "{problem}");
@@ -385,12 +456,12 @@ mod tests {
         let folder = fx.folder("open", 0o755);
         let (_l, path) = socket_in(&folder, 0o600);
         let report = walk(&path);
-        assert_eq!(report.code, Some(NOT_PRIVATE));
+        assert_eq!(report.code, Some(DoctorCode::SocketNotPrivate));
         assert_eq!(report.segment.as_deref(), Some(folder.as_path()));
         assert!(report.problem.unwrap().contains("mode 0755, not 0700"));
 
         chmod(&folder, 0o750);
-        assert_eq!(walk(&path).code, Some(NOT_PRIVATE));
+        assert_eq!(walk(&path).code, Some(DoctorCode::SocketNotPrivate));
         chmod(&folder, 0o700);
         assert!(walk(&path).ok);
     }
@@ -401,7 +472,7 @@ mod tests {
         let folder = fx.folder("priv", 0o700);
         let (_l, path) = socket_in(&folder, 0o660);
         let report = walk(&path);
-        assert_eq!(report.code, Some(NOT_PRIVATE));
+        assert_eq!(report.code, Some(DoctorCode::SocketNotPrivate));
         assert_eq!(report.segment.as_deref(), Some(path.as_path()));
         assert!(report.problem.unwrap().contains("mode 0660"));
 
@@ -409,7 +480,7 @@ mod tests {
         fs::write(&file, b"").unwrap();
         chmod(&file, 0o600);
         let report = walk(&file);
-        assert_eq!(report.code, Some(NOT_PRIVATE));
+        assert_eq!(report.code, Some(DoctorCode::SocketNotPrivate));
         assert_eq!(report.segments.last().unwrap().kind, "file");
         assert!(report.problem.unwrap().contains("not a socket"));
     }
@@ -419,11 +490,11 @@ mod tests {
         let fx = Fixture::new();
         let folder = fx.folder("priv", 0o700);
         let report = walk(&folder.join("krad.sock"));
-        assert_eq!(report.code, Some(MISSING));
+        assert_eq!(report.code, Some(DoctorCode::SocketMissing));
         assert_eq!(report.segments.last().unwrap().kind, "missing");
 
         let report = walk(&fx.base.join("nothing/here/krad.sock"));
-        assert_eq!(report.code, Some(MISSING));
+        assert_eq!(report.code, Some(DoctorCode::SocketMissing));
         assert_eq!(
             report.segment.as_deref(),
             Some(fx.base.join("nothing").as_path())
@@ -439,18 +510,21 @@ mod tests {
 
         // A broken rule above a missing socket is what is reported.
         chmod(&folder, 0o755);
-        assert_eq!(walk(&folder.join("krad.sock")).code, Some(NOT_PRIVATE));
+        assert_eq!(
+            walk(&folder.join("krad.sock")).code,
+            Some(DoctorCode::SocketNotPrivate)
+        );
     }
 
     #[test]
     fn bad_paths() {
         for path in ["relative.sock", "", "/a/../b.sock"] {
             let report = walk(Path::new(path));
-            assert_eq!(report.code, Some(BAD_PATH), "{path}");
+            assert_eq!(report.code, Some(DoctorCode::BadPath), "{path}");
             assert!(report.segments.is_empty());
         }
         let long = format!("/tmp/{}", "x".repeat(200));
-        assert_eq!(walk(Path::new(&long)).code, Some(BAD_PATH));
+        assert_eq!(walk(Path::new(&long)).code, Some(DoctorCode::BadPath));
     }
 
     #[test]
@@ -461,5 +535,18 @@ mod tests {
         assert_eq!(json["code"], "bad-path");
         assert!(json["segment"].is_null());
         assert!(json["segments"].as_array().unwrap().is_empty());
+    }
+
+    #[test]
+    fn codes_keep_their_names() {
+        for (code, name) in [
+            (DoctorCode::SocketNotPrivate, "socket-not-private"),
+            (DoctorCode::SocketMissing, "socket-missing"),
+            (DoctorCode::BadPath, "bad-path"),
+        ] {
+            assert_eq!(serde_json::to_value(code).unwrap(), name);
+            assert_eq!(code.to_string(), name);
+            assert_eq!(code.as_str(), name);
+        }
     }
 }

@@ -7,6 +7,8 @@
 //! * [`request_ids`] — at-most-once POSTs: the request-id log of one epoch (one
 //!   per transport).
 //! * `http` — the routes: hello and the version rules, `ready`, ETags, bodies.
+//! * [`socket_path`] — the seed's rules for a socket path, which [`socket`]
+//!   and [`doctor`] both check.
 //! * [`socket`] — the private Unix socket (0600 in 0700, stale files, callers
 //!   that are the app's own descendants refused).
 //! * [`tls`] — the TLS listener: certificate (configured or self-signed) and
@@ -20,6 +22,7 @@ pub mod limits;
 pub mod request_ids;
 pub mod server;
 pub mod socket;
+pub mod socket_path;
 pub mod tls;
 pub mod wire;
 

@@ -1,5 +1,6 @@
-//! The private Unix socket of the durable facet: the seed's rules for its path
-//! and modes, and the one check the app makes on a caller.
+//! The private Unix socket of the durable facet: the seed's rules for its
+//! folder and modes, and the one check the app makes on a caller. The path rules
+//! are [`crate::socket_path`]'s, re-exported here.
 //!
 //! | rule | where |
 //! |---|---|
@@ -18,15 +19,13 @@
 
 use std::fs;
 use std::io::ErrorKind;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// The longest socket path, in bytes, the seed allows (the smallest `sun_path`
-/// of the supported systems, 104 on macOS, less its NUL).
-pub const MAX_PATH: usize = 103;
+use crate::doctor::{self, DoctorCode};
+pub use crate::socket_path::{MAX_PATH, SocketError, check_path};
 
 /// How long [`bind_private`] waits for a connection to an existing socket file
 /// before deciding something holds it.
@@ -35,56 +34,6 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How many parents [`is_own_descendant`] follows at most (a guard against a
 /// `/proc` that changes under the walk and loops).
 const MAX_ANCESTRY: usize = 4096;
-
-/// Why the socket path cannot be used or bound. Its message names the path
-/// and says what to do next.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct SocketError(pub String);
-
-/// Checks the path rules of the seed: absolute, at most [`MAX_PATH`] bytes, no
-/// NUL, and a plain path to a file (no `.` or `..` segment, no trailing `/`), so
-/// that Collie's walk of its segments means what it says.
-pub fn check_path(path: &Path) -> Result<(), SocketError> {
-    let bytes = path.as_os_str().as_bytes();
-    let shown = path.display();
-    if bytes.is_empty() {
-        return Err(SocketError(
-            "the socket path is empty: give an absolute path such as /run/user/1000/krad/durable.sock"
-                .to_owned(),
-        ));
-    }
-    if !path.is_absolute() {
-        return Err(SocketError(format!(
-            "the socket path {shown} is relative: give an absolute path (it starts with /)"
-        )));
-    }
-    if bytes.len() > MAX_PATH {
-        return Err(SocketError(format!(
-            "the socket path {shown} is {} bytes long, at most {MAX_PATH} are allowed: pick a shorter path",
-            bytes.len()
-        )));
-    }
-    if bytes.contains(&0) {
-        return Err(SocketError(
-            "the socket path contains a NUL byte: give a plain absolute path".to_owned(),
-        ));
-    }
-    if bytes.ends_with(b"/") {
-        return Err(SocketError(format!(
-            "the socket path {shown} ends with /: it must name the socket file, not a folder"
-        )));
-    }
-    let dotted = bytes
-        .split(|&b| b == b'/')
-        .any(|segment| segment == b"." || segment == b"..");
-    if dotted {
-        return Err(SocketError(format!(
-            "the socket path {shown} has a . or .. segment: give it without them"
-        )));
-    }
-    Ok(())
-}
 
 /// The socket file [`bind_private_tracked`] made, as it was right after binding,
 /// so that shutdown removes that file and never one another process bound at the
@@ -184,12 +133,12 @@ pub fn bind_private_tracked(
         )));
     }
     let bound = BoundSocket::record(path)?;
-    let report = crate::doctor::walk(path);
+    let report = doctor::walk(path);
     if !report.ok {
         tracing::warn!(
             path = %path.display(),
             "Collie will refuse this socket path ({}): {}; see `krad durable doctor`",
-            report.code.unwrap_or("socket-not-private"),
+            report.code.unwrap_or(DoctorCode::SocketNotPrivate),
             report.problem.as_deref().unwrap_or("the walk failed"),
         );
     }
@@ -460,24 +409,6 @@ mod tests {
         fs::symlink_metadata(path).unwrap().mode() & 0o7777
     }
 
-    #[test]
-    fn paths_must_be_absolute_short_and_plain() {
-        assert!(check_path(Path::new("/run/user/1000/krad/durable.sock")).is_ok());
-        assert!(check_path(Path::new("krad.sock")).is_err());
-        assert!(check_path(Path::new("./krad.sock")).is_err());
-        assert!(check_path(Path::new("")).is_err());
-        assert!(check_path(Path::new("/a/../b.sock")).is_err());
-        assert!(check_path(Path::new("/a/./b.sock")).is_err());
-        assert!(check_path(Path::new("/a/b/")).is_err());
-        let exactly = format!("/{}", "x".repeat(MAX_PATH - 1));
-        assert!(check_path(Path::new(&exactly)).is_ok());
-        let over = format!("/{}", "x".repeat(MAX_PATH));
-        let error = check_path(Path::new(&over)).unwrap_err().to_string();
-        assert!(error.contains("104 bytes"), "{error}");
-        let nul = std::ffi::OsStr::from_bytes(b"/a/b\0c");
-        assert!(check_path(Path::new(nul)).is_err());
-    }
-
     #[tokio::test]
     async fn binds_in_a_new_private_folder() {
         let dir = tempfile::tempdir().unwrap();
@@ -609,6 +540,12 @@ mod tests {
         let plain_pid = i32::try_from(plain.id()).unwrap();
         let agent_pid = i32::try_from(agent.id()).unwrap();
         assert!(start_time(plain_pid).is_some());
+        // A child's environment shows in /proc once its exec has laid it out,
+        // which may be a moment after spawn returns.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !runs_in_a_terminal(agent_pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert!(runs_in_a_terminal(agent_pid));
         assert!(!runs_in_a_terminal(plain_pid));
         // Both are this test's children: descendants, hence "own".

@@ -1,100 +1,27 @@
-//! The durable facet's record of each pane: its events with their cursors, its
-//! turns, its queued sends, and its conversation's items — kept on disk (one
-//! meta file and one JSON-lines file per conversation, 0600) so the history
-//! outlives the terminal and the app.
+//! The durable facet's record of every pane: the [`Feed`] the app tells of
+//! agents and asks, and the phone's readers read.
 //!
 //! The feed learns of agents from the store (see `follow` in the module above)
-//! and of asks from [`crate::asks::Asks`]. Events live in memory: a reader from
-//! another epoch, or too far behind, gets the pane's whole current view.
+//! and of asks from [`crate::asks::Asks`]. Each pane's record is a `Pane` of
+//! `pane_log`; what outlives the app is kept by `disk`. Events live in memory:
+//! a reader from another epoch, or too far behind, gets the pane's whole
+//! current view.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use krad_bus::protocol::{AgentRecord, AgentState, AnsweredInfo, AskInfo, DecidedBy};
-use krad_bus::request::ask::AskKind;
+use krad_bus::protocol::{AgentRecord, AnsweredInfo, AskInfo, DecidedBy};
 use krad_durable::limits;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-/// Events kept per pane; a reader further behind gets the whole view.
-const KEPT_EVENTS: usize = 4000;
-/// What a whole view's items may weigh, under the events answer's 8 MiB.
-const VIEW_BYTES: usize = 7 * 1024 * 1024;
+use super::ask_wire::wire_ask;
+use super::disk::{Disk, Meta, Titles};
+use super::events::{Event, Item, ItemKind, PaneState, view};
+use super::pane_log::{Observed, Page, Pane};
 
-/// One entry of a conversation.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Item {
-    /// `i<n>`, in the conversation's order.
-    pub id: String,
-    /// user, reply, thinking, notice, markdown, code or link.
-    pub kind: String,
-    /// The text (cut to the kind's limit, cleaned).
-    pub text: String,
-    /// When (RFC 3339 UTC).
-    pub at: String,
-    /// A link's address (`https://` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-}
-
-/// What a conversation is, besides its items.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Meta {
-    /// `c<terminal>`.
-    pub conversation: String,
-    /// The terminal.
-    pub terminal: u64,
-    /// Its environment.
-    pub workspace: String,
-    /// Its profile.
-    pub profile: String,
-    /// What the phone shows.
-    pub title: String,
-    /// When it started.
-    pub started_at: String,
-    /// When its terminal was closed.
-    pub ended_at: Option<String>,
-    /// Its last turn.
-    pub turn: u64,
-    /// Items so far.
-    pub items: u64,
-    /// The agent's own session id, when it reported one (to resume it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-}
-
-/// What taking in a record came to.
-#[derive(Debug, Default)]
-pub(crate) struct Observed {
-    /// Texts queued for the next turn: the agent just went idle, type them.
-    pub queued: Vec<String>,
-    /// A turn just ended.
-    pub turn_ended: bool,
-    /// The agent's message was recorded as its reply.
-    pub replied: bool,
-}
-
-struct Pane {
-    meta: Meta,
-    /// The last event's cursor.
-    cursor: u64,
-    events: VecDeque<(u64, Value)>,
-    /// The newest items (≤ the whole view's count).
-    items: VecDeque<Item>,
-    state: &'static str,
-    message: Option<String>,
-    /// Texts waiting for the next turn.
-    queued: Vec<String>,
-}
-
-#[derive(Default, Serialize, Deserialize)]
-struct Titles {
-    workspaces: BTreeMap<String, String>,
-    tabs: BTreeMap<u64, String>,
-}
+// The names the calls of the wire (`calls/`) reach through the feed.
 
 #[derive(Default)]
 struct Inner {
@@ -108,26 +35,18 @@ struct Inner {
 #[derive(Default)]
 pub(crate) struct Feed {
     enabled: AtomicBool,
-    dir: OnceLock<PathBuf>,
+    disk: OnceLock<Disk>,
     rev: AtomicU64,
     inner: Mutex<Inner>,
 }
 
-/// A pane's state on the wire.
-pub(crate) fn wire_state(state: AgentState, asking: bool) -> &'static str {
-    match state {
-        AgentState::Exited => "exited",
-        _ if asking => "waiting",
-        AgentState::Starting => "starting",
-        AgentState::Working => "working",
-        AgentState::Idle | AgentState::Other => "idle",
-        AgentState::Asking => "waiting",
-    }
-}
-
-/// `c<terminal>` → the terminal.
-pub(crate) fn conversation_terminal(id: &str) -> Option<u64> {
-    id.strip_prefix('c')?.parse().ok()
+/// A pane's turn and state (a pane the feed does not know: turn 0, starting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct PaneStatus {
+    /// Its current (or last) turn.
+    pub turn: u64,
+    /// Its state.
+    pub state: PaneState,
 }
 
 impl Feed {
@@ -137,17 +56,9 @@ impl Feed {
 
     /// Starts recording, with the conversations under `dir` (made 0700).
     pub fn enable(&self, dir: &Path) -> std::io::Result<()> {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir.join("conversations"))?;
-        let titles = std::fs::read(dir.join("titles.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-        self.lock().titles = titles;
-        let _ = self.dir.set(dir.to_path_buf());
+        let disk = Disk::open(dir)?;
+        self.lock().titles = disk.titles();
+        let _ = self.disk.set(disk);
         self.enabled.store(true, Ordering::SeqCst);
         Ok(())
     }
@@ -165,65 +76,18 @@ impl Feed {
         self.rev.fetch_add(1, Ordering::SeqCst);
     }
 
-    fn conversations_dir(&self) -> Option<PathBuf> {
-        self.dir.get().map(|d| d.join("conversations"))
-    }
-
     /// Takes in an agent's record after a change.
     pub fn observe(&self, record: &AgentRecord, asking: bool) -> Observed {
         if !self.on() {
             return Observed::default();
         }
-        let state = wire_state(record.state, asking);
+        let disk = self.disk.get();
         let mut inner = self.lock();
-        let dir = self.conversations_dir();
         let pane = inner
             .panes
             .entry(record.terminal)
-            .or_insert_with(|| Pane::open(dir.as_deref(), record));
-        let mut observed = Observed::default();
-        let mut changed = false;
-        if pane.state != state {
-            // A turn starts when the agent goes to work (or asks) from rest.
-            let active = |s: &str| matches!(s, "working" | "waiting");
-            observed.turn_ended = active(pane.state) && !active(state);
-            if active(state) && !active(pane.state) {
-                pane.meta.turn += 1;
-                let turn = pane.meta.turn;
-                pane.push(json!({"type": "turn", "turn": turn}));
-                pane.save_meta(dir.as_deref());
-            }
-            pane.state = state;
-            pane.push(json!({"type": "state", "state": state}));
-            if state == "idle" {
-                observed.queued = std::mem::take(&mut pane.queued);
-            }
-            if state == "exited" {
-                let how = match (record.exit_code, record.signal) {
-                    (Some(code), _) => format!("The program exited with code {code}."),
-                    (_, Some(signal)) => format!("The program was killed by signal {signal}."),
-                    _ => "The program ended.".to_owned(),
-                };
-                pane.add_item(dir.as_deref(), "notice", &how, None);
-            }
-            changed = true;
-        }
-        let message = record.message.clone().filter(|m| !m.trim().is_empty());
-        if message != pane.message {
-            if let Some(text) = &message
-                && state != "waiting"
-            {
-                let kind = if matches!(state, "idle" | "exited") {
-                    "reply"
-                } else {
-                    "notice"
-                };
-                pane.add_item(dir.as_deref(), kind, text, None);
-                observed.replied = kind == "reply";
-                changed = true;
-            }
-            pane.message = message;
-        }
+            .or_insert_with(|| Pane::open(disk, record));
+        let (observed, changed) = pane.observe(disk, record, asking);
         drop(inner);
         if changed {
             self.bump();
@@ -236,10 +100,9 @@ impl Feed {
         if !self.on() {
             return;
         }
-        let dir = self.conversations_dir();
         if let Some(mut pane) = self.lock().panes.remove(&terminal) {
             pane.meta.ended_at = Some(crate::store::now_rfc3339());
-            pane.save_meta(dir.as_deref());
+            pane.save_meta(self.disk.get());
         }
         self.bump();
     }
@@ -249,47 +112,48 @@ impl Feed {
         if !self.on() {
             return;
         }
-        let dir = self.conversations_dir();
         if let Some(pane) = self.lock().panes.get_mut(&terminal)
             && pane.meta.session.as_deref() != Some(session)
         {
             pane.meta.session = Some(session.to_owned());
-            pane.save_meta(dir.as_deref());
+            pane.save_meta(self.disk.get());
         }
     }
 
     /// Records an item in a pane's conversation (a text sent, a notice).
-    pub fn item(&self, terminal: u64, kind: &str, text: &str) {
+    pub fn item(&self, terminal: u64, kind: ItemKind, text: &str) {
         if !self.on() {
             return;
         }
-        let dir = self.conversations_dir();
         if let Some(pane) = self.lock().panes.get_mut(&terminal) {
-            pane.add_item(dir.as_deref(), kind, text, None);
+            pane.add_item(self.disk.get(), kind, text, None);
         }
         self.bump();
     }
 
     /// An ask opened.
     pub fn ask_opened(&self, info: &AskInfo) {
-        self.ask_event(info.terminal, json!({"type": "ask", "ask": wire_ask(info)}));
+        let ask = wire_ask(info);
+        self.ask_event(info.terminal, Event::Ask { ask });
     }
 
     /// An ask changed in place (its revision moved).
     pub fn ask_changed(&self, info: &AskInfo) {
-        self.ask_event(
-            info.terminal,
-            json!({"type": "ask-changed", "ask": wire_ask(info)}),
-        );
+        let ask = wire_ask(info);
+        self.ask_event(info.terminal, Event::AskChanged { ask });
     }
 
     /// An ask was decided.
     pub fn ask_closed(&self, info: &AskInfo, decided: &AnsweredInfo) {
-        let by = decided_by(decided.by);
         self.ask_event(
             info.terminal,
-            json!({"type": "ask-closed", "ask": info.ask, "title": info.title,
-                   "decidedBy": by, "by": by, "outcome": decided.answer}),
+            Event::AskClosed {
+                ask: info.ask.clone(),
+                title: info.title.clone(),
+                decided_by: decided.by,
+                by: decided.by,
+                outcome: decided.answer.clone(),
+            },
         );
         let notice = match decided.by {
             DecidedBy::Program => Some("Decided in the durable agent"),
@@ -299,13 +163,13 @@ impl Feed {
         if let Some(notice) = notice {
             self.item(
                 info.terminal,
-                "notice",
+                ItemKind::Notice,
                 &format!("{notice}: {}", info.title),
             );
         }
     }
 
-    fn ask_event(&self, terminal: u64, event: Value) {
+    fn ask_event(&self, terminal: u64, event: Event) {
         if !self.on() {
             return;
         }
@@ -316,11 +180,11 @@ impl Feed {
     }
 
     /// A pane's turn and state, when the feed knows the pane.
-    pub fn turn_and_state(&self, terminal: u64) -> Option<(u64, &'static str)> {
-        self.lock()
-            .panes
-            .get(&terminal)
-            .map(|p| (p.meta.turn, p.state))
+    pub fn status(&self, terminal: u64) -> Option<PaneStatus> {
+        self.lock().panes.get(&terminal).map(|p| PaneStatus {
+            turn: p.meta.turn,
+            state: p.state,
+        })
     }
 
     /// Holds a text for the pane's next turn.
@@ -344,33 +208,15 @@ impl Feed {
         open_asks: Vec<Value>,
     ) -> Option<(u64, bool, Vec<Value>)> {
         let inner = self.lock();
-        let pane = inner.panes.get(&terminal)?;
-        let oldest = pane
-            .events
-            .front()
-            .map_or(pane.cursor, |(c, _)| c.saturating_sub(1));
-        match after {
-            Some(after) if same_epoch && after <= pane.cursor && after >= oldest => {
-                let events = pane
-                    .events
-                    .iter()
-                    .filter(|(c, _)| *c > after)
-                    .take(limits::EVENTS)
-                    .map(|(c, e)| with_cursor(e, *c))
-                    .collect::<Vec<_>>();
-                let cursor = events
-                    .last()
-                    .and_then(|e| e.get("cursor"))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(after);
-                Some((cursor, false, events))
-            }
-            _ => {
-                let items: Vec<Item> = pane.items.iter().cloned().collect();
-                let view = view(pane.state, pane.meta.turn, open_asks, &items);
-                Some((pane.cursor, true, view))
-            }
-        }
+        let Page {
+            cursor,
+            reset,
+            events,
+        } = inner
+            .panes
+            .get(&terminal)?
+            .page(after, same_epoch, open_asks);
+        Some((cursor, reset, events))
     }
 
     /// The whole view of a closed conversation shown again (read-only).
@@ -380,7 +226,7 @@ impl Feed {
         }
         let meta = self.meta(terminal)?;
         let items = self.read_items(terminal, 0, limits::VIEW_ITEMS, true);
-        Some(view("exited", meta.turn, Vec::new(), &items))
+        Some(view(PaneState::Exited, meta.turn, Vec::new(), &items))
     }
 
     /// Renames a workspace or a tab.
@@ -398,11 +244,8 @@ impl Feed {
             Some(tab) => drop(inner.titles.tabs.insert(tab, title.to_owned())),
             None => {}
         }
-        if let Some(dir) = self.dir.get()
-            && let Ok(bytes) = serde_json::to_vec(&inner.titles)
-            && let Err(e) = write_private(&dir.join("titles.json"), &bytes)
-        {
-            tracing::warn!("cannot keep the durable titles: {e}");
+        if let Some(disk) = self.disk.get() {
+            disk.save_titles(&inner.titles);
         }
         drop(inner);
         self.bump();
@@ -442,304 +285,40 @@ impl Feed {
         if let Some(pane) = self.lock().panes.get(&terminal) {
             return Some(pane.meta.clone());
         }
-        let dir = self.conversations_dir()?;
-        let bytes = std::fs::read(dir.join(format!("{terminal}.json"))).ok()?;
-        serde_json::from_slice(&bytes).ok()
+        self.disk.get()?.meta(terminal)
     }
 
     /// Every conversation, newest first.
     pub fn conversations(&self) -> Vec<Meta> {
-        let Some(dir) = self.conversations_dir() else {
+        let Some(disk) = self.disk.get() else {
             return Vec::new();
         };
-        let mut terminals: Vec<u64> = std::fs::read_dir(&dir)
-            .map(|entries| {
-                entries
-                    .filter_map(Result::ok)
-                    .filter_map(|e| {
-                        e.file_name()
-                            .to_str()?
-                            .strip_suffix(".json")?
-                            .parse::<u64>()
-                            .ok()
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        terminals.sort_unstable_by(|a, b| b.cmp(a));
-        terminals.into_iter().filter_map(|t| self.meta(t)).collect()
+        disk.terminals()
+            .into_iter()
+            .filter_map(|t| self.meta(t))
+            .collect()
     }
 
     /// Items of a conversation from index `from`, at most `limit`; with
     /// `newest`, the last `limit` instead.
     pub fn read_items(&self, terminal: u64, from: usize, limit: usize, newest: bool) -> Vec<Item> {
-        let Some(dir) = self.conversations_dir() else {
-            return Vec::new();
-        };
-        let Ok(file) = std::fs::File::open(dir.join(format!("{terminal}.jsonl"))) else {
-            return Vec::new();
-        };
-        let lines = std::io::BufReader::new(file)
-            .lines()
-            .map_while(Result::ok)
-            .filter_map(|line| serde_json::from_str::<Item>(&line).ok());
-        if newest {
-            let mut last: VecDeque<Item> = VecDeque::new();
-            for item in lines {
-                last.push_back(item);
-                if last.len() > limit {
-                    last.pop_front();
-                }
-            }
-            last.into()
-        } else {
-            lines.skip(from).take(limit).collect()
+        match self.disk.get() {
+            Some(disk) => disk.items(terminal, from, limit, newest),
+            None => Vec::new(),
         }
     }
-}
-
-impl Pane {
-    fn open(dir: Option<&Path>, record: &AgentRecord) -> Pane {
-        let on_disk: Option<Meta> = dir
-            .and_then(|d| std::fs::read(d.join(format!("{}.json", record.terminal))).ok())
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        let fresh = on_disk.is_none();
-        let meta = on_disk.unwrap_or_else(|| Meta {
-            conversation: format!("c{}", record.terminal),
-            terminal: record.terminal,
-            workspace: record.environment.clone(),
-            profile: record.profile.clone(),
-            title: pane_title(record),
-            started_at: record.started_at.clone(),
-            ended_at: None,
-            turn: 0,
-            items: 0,
-            session: None,
-        });
-        let mut pane = Pane {
-            meta,
-            cursor: 0,
-            events: VecDeque::new(),
-            items: VecDeque::new(),
-            state: "starting",
-            message: None,
-            queued: Vec::new(),
-        };
-        if let Some(dir) = dir {
-            if fresh {
-                pane.save_meta(Some(dir));
-            } else if let Ok(file) =
-                std::fs::File::open(dir.join(format!("{}.jsonl", record.terminal)))
-            {
-                for item in std::io::BufReader::new(file)
-                    .lines()
-                    .map_while(Result::ok)
-                    .filter_map(|l| serde_json::from_str::<Item>(&l).ok())
-                {
-                    pane.items.push_back(item);
-                    if pane.items.len() > limits::VIEW_ITEMS {
-                        pane.items.pop_front();
-                    }
-                }
-            }
-        }
-        pane
-    }
-
-    fn push(&mut self, event: Value) {
-        self.cursor += 1;
-        self.events.push_back((self.cursor, event));
-        while self.events.len() > KEPT_EVENTS {
-            self.events.pop_front();
-        }
-    }
-
-    fn add_item(&mut self, dir: Option<&Path>, kind: &str, text: &str, url: Option<String>) {
-        let max = if matches!(kind, "markdown" | "code") {
-            limits::CODE_ITEM
-        } else {
-            limits::TEXT_ITEM
-        };
-        self.meta.items += 1;
-        let item = Item {
-            id: format!("i{}", self.meta.items),
-            kind: kind.to_owned(),
-            text: limits::cut(text, max),
-            at: crate::store::now_rfc3339(),
-            url,
-        };
-        if let Some(dir) = dir {
-            let path = dir.join(format!("{}.jsonl", self.meta.terminal));
-            if let Err(e) = append_private(&path, &item) {
-                tracing::warn!(
-                    terminal = self.meta.terminal,
-                    "cannot keep a conversation item: {e}"
-                );
-            }
-            self.save_meta(Some(dir));
-        }
-        self.push(json!({"type": "item", "item": item}));
-        self.items.push_back(item);
-        if self.items.len() > limits::VIEW_ITEMS {
-            self.items.pop_front();
-        }
-    }
-
-    fn save_meta(&self, dir: Option<&Path>) {
-        let Some(dir) = dir else { return };
-        let path = dir.join(format!("{}.json", self.meta.terminal));
-        match serde_json::to_vec(&self.meta) {
-            Ok(bytes) => {
-                if let Err(e) = write_private(&path, &bytes) {
-                    tracing::warn!(
-                        terminal = self.meta.terminal,
-                        "cannot keep a conversation: {e}"
-                    );
-                }
-            }
-            Err(e) => tracing::warn!("cannot encode a conversation: {e}"),
-        }
-    }
-}
-
-/// A pane's title: its name, else its terminal title, else its profile.
-pub(crate) fn pane_title(record: &AgentRecord) -> String {
-    let title = record
-        .name
-        .clone()
-        .or_else(|| record.title.clone().filter(|t| !t.trim().is_empty()))
-        .unwrap_or_else(|| format!("{} {}", record.profile, record.terminal));
-    limits::cut(&title, limits::TITLE)
-}
-
-/// The whole view: state, turn, open asks, then the newest items that fit.
-fn view(state: &str, turn: u64, open_asks: Vec<Value>, items: &[Item]) -> Vec<Value> {
-    let mut events = vec![
-        json!({"type": "state", "state": state}),
-        json!({"type": "turn", "turn": turn}),
-    ];
-    events.extend(
-        open_asks
-            .into_iter()
-            .map(|ask| json!({"type": "ask", "ask": ask})),
-    );
-    let mut budget = VIEW_BYTES;
-    let mut kept = Vec::new();
-    for item in items.iter().rev().take(limits::VIEW_ITEMS) {
-        let size = item.text.len() + 128;
-        if size > budget {
-            break;
-        }
-        budget -= size;
-        kept.push(json!({"type": "item", "item": item}));
-    }
-    kept.reverse();
-    events.extend(kept);
-    events
-}
-
-fn with_cursor(event: &Value, cursor: u64) -> Value {
-    let mut event = event.clone();
-    if let Value::Object(map) = &mut event {
-        map.insert("cursor".into(), json!(cursor));
-    }
-    event
-}
-
-/// `decidedBy` on the wire.
-pub(crate) fn decided_by(by: DecidedBy) -> &'static str {
-    match by {
-        DecidedBy::Phone => "phone",
-        DecidedBy::Client => "client",
-        DecidedBy::Program => "program",
-        DecidedBy::Timeout => "timeout",
-        DecidedBy::Other => "other",
-    }
-}
-
-/// An ask as the wire shows it, within the seed's limits.
-pub(crate) fn wire_ask(info: &AskInfo) -> Value {
-    let (kind, max_options) = match info.kind {
-        AskKind::Permission => ("permission", limits::PERMISSION_OPTIONS),
-        AskKind::Choice => ("choice", limits::CHOICE_OPTIONS),
-        AskKind::Text => ("text", 0),
-        AskKind::Form => ("form", 0),
-    };
-    let options: Vec<Value> = info
-        .options
-        .iter()
-        .filter(|o| limits::valid_id(&o.id))
-        .take(max_options)
-        .map(|o| json!({"id": o.id, "label": limits::cut(&o.label, limits::TITLE)}))
-        .collect();
-    let fields: Vec<Value> = info
-        .fields
-        .iter()
-        .filter(|f| limits::valid_id(&f.id))
-        .take(limits::FORM_FIELDS)
-        .map(|f| json!({"id": f.id, "label": limits::cut(&f.label, limits::TITLE)}))
-        .collect();
-    let mut ask = json!({
-        "id": info.ask,
-        "kind": kind,
-        "title": limits::cut(&info.title, limits::TEXT_ITEM),
-        "revision": info.revision,
-        "createdAt": info.created_at,
-        "expiresAt": info.expires_at,
-        "options": options,
-        "fields": fields,
-    });
-    if let Some(tool) = &info.tool {
-        ask["tool"] = json!({"name": limits::cut(&tool.name, limits::TITLE)});
-    }
-    ask
-}
-
-/// Takes `allow-always` off the asks of a list of events (TLS callers).
-pub(crate) fn without_allow_always(events: &mut [Value]) {
-    for event in events {
-        if let Some(ask) = event.get_mut("ask") {
-            strip_allow_always(ask);
-        }
-    }
-}
-
-/// Takes `allow-always` off one wire ask.
-pub(crate) fn strip_allow_always(ask: &mut Value) {
-    if let Some(Value::Array(options)) = ask.get_mut("options") {
-        options.retain(|o| o.get("id").and_then(Value::as_str) != Some("allow-always"));
-    }
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    drop(file);
-    std::fs::rename(&tmp, path)
-}
-
-fn append_private(path: &Path, item: &Item) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut line = serde_json::to_vec(item).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(&line)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
+    use super::super::pane_log::KEPT_EVENTS;
     use super::*;
+
+    fn status(turn: u64, state: PaneState) -> Option<PaneStatus> {
+        Some(PaneStatus { turn, state })
+    }
 
     fn record(terminal: u64, state: &str, message: Option<&str>) -> AgentRecord {
         serde_json::from_value(json!({
@@ -764,15 +343,17 @@ mod tests {
         let (feed, _dir) = feed();
         feed.observe(&record(1, "starting", None), false);
         feed.observe(&record(1, "working", None), false);
-        assert_eq!(feed.turn_and_state(1), Some((1, "working")));
+        assert_eq!(feed.status(1), status(1, PaneState::Working));
         // Asking and back to work is the same turn.
         feed.observe(&record(1, "asking", None), true);
+        assert_eq!(feed.status(1), status(1, PaneState::Waiting));
+        assert_eq!(feed.status(1), status(1, PaneState::Waiting));
         feed.observe(&record(1, "working", None), false);
-        assert_eq!(feed.turn_and_state(1), Some((1, "working")));
+        assert_eq!(feed.status(1), status(1, PaneState::Working));
         let ended = feed.observe(&record(1, "idle", Some("all done")), false);
         assert!(ended.turn_ended && ended.replied);
         feed.observe(&record(1, "working", None), false);
-        assert_eq!(feed.turn_and_state(1), Some((2, "working")));
+        assert_eq!(feed.status(1), status(2, PaneState::Working));
         // The queued text comes back when the agent is idle again.
         assert!(feed.queue(1, "next".into()));
         assert_eq!(
@@ -785,11 +366,11 @@ mod tests {
     fn readers_get_events_after_their_cursor_or_the_whole_view() {
         let (feed, _dir) = feed();
         feed.observe(&record(2, "working", None), false);
-        feed.item(2, "user", "hello");
+        feed.item(2, ItemKind::User, "hello");
         let (cursor, reset, view) = feed.events(2, None, true, vec![]).unwrap();
         assert!(reset);
         assert!(view.iter().any(|e| e["item"]["text"] == "hello"));
-        feed.item(2, "notice", "more");
+        feed.item(2, ItemKind::Notice, "more");
         let (next, reset, events) = feed.events(2, Some(cursor), true, vec![]).unwrap();
         assert!(!reset);
         assert_eq!(events.len(), 1);
@@ -798,7 +379,7 @@ mod tests {
         assert!(feed.events(2, Some(cursor), false, vec![]).unwrap().1);
         assert!(feed.events(2, Some(next + 10), true, vec![]).unwrap().1);
         for i in 0..(KEPT_EVENTS + 5) {
-            feed.item(2, "notice", &i.to_string());
+            feed.item(2, ItemKind::Notice, &i.to_string());
         }
         assert!(feed.events(2, Some(next), true, vec![]).unwrap().1);
         let (_, _, view) = feed.events(2, Some(0), false, vec![]).unwrap();
@@ -814,15 +395,17 @@ mod tests {
     fn conversations_outlive_the_pane_on_disk() {
         let (feed, dir) = feed();
         feed.observe(&record(7, "working", None), false);
-        feed.item(7, "user", "a\u{1b}b");
+        feed.item(7, ItemKind::User, "a\u{1b}b");
         feed.removed(7);
-        assert!(feed.turn_and_state(7).is_none());
+        assert!(feed.status(7).is_none());
         let again = Feed::default();
         again.enable(dir.path()).unwrap();
         let meta = again.meta(7).unwrap();
         assert!(meta.ended_at.is_some());
         let items = again.read_items(7, 0, 10, false);
         assert_eq!(items[0].text, "ab", "control characters removed");
+        assert_eq!(items[0].kind, ItemKind::User);
+        assert_eq!(items.len(), 1);
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir.path().join("conversations/7.jsonl"))
             .unwrap()

@@ -2,13 +2,21 @@
 //! polls (see docs/durable.md).
 //!
 //! * [`feed`] — each pane's events, turns, queued sends and conversation.
+//! * `pane_log` — one pane's record in the feed, and how an agent's record moves it.
+//! * `events` — the feed's wire vocabulary: pane states, item kinds, events.
+//! * `disk` — what the feed keeps on disk: conversations and titles.
+//! * `ask_wire` — an ask as the wire shows it.
 //! * `snapshot` — the layout: workspaces, tabs, panes, starters.
 //! * `calls` — what each call of the wire does to the app.
 //! * this module — the [`Facet`] the `krad-durable` server calls, starting
 //!   the listeners, and following the store into the feed.
 
+pub(crate) mod ask_wire;
 mod calls;
+pub(crate) mod disk;
+pub(crate) mod events;
 pub(crate) mod feed;
+mod pane_log;
 mod snapshot;
 
 use std::path::PathBuf;
@@ -22,6 +30,7 @@ use krad_durable::{DurableServer, socket};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+use self::events::ItemKind;
 use crate::Core;
 use crate::config::DurableConfig;
 
@@ -275,7 +284,7 @@ async fn observe(core: &Arc<Core>, record: &krad_bus::protocol::AgentRecord) {
                 .map_or(0, |i| i + 1);
             let text = lines[end.saturating_sub(SCREEN_LINES)..end].join("\n");
             if !text.trim().is_empty() {
-                core.feed.item(record.terminal, "code", &text);
+                core.feed.item(record.terminal, ItemKind::Code, &text);
             }
         }
     }

@@ -8,7 +8,10 @@ use krad_durable::limits;
 use krad_durable::wire::{Caller, Transport};
 use serde_json::{Value, json};
 
-use super::feed::{self, wire_ask, wire_state};
+use super::ask_wire::{strip_allow_always, wire_ask};
+use super::events::PaneState;
+use super::feed::PaneStatus;
+use super::pane_log::pane_title;
 use crate::{Core, MAIN};
 
 /// The layout as the phone reads it.
@@ -56,7 +59,7 @@ pub(super) fn build(core: &Core, epoch: &str, caller: &Caller) -> Value {
             "panes": [{
                 "id": format!("p{}", meta.terminal),
                 "title": title,
-                "state": "exited",
+                "state": PaneState::Exited,
                 "turn": meta.turn,
                 "profile": meta.profile,
                 "conversation": meta.conversation,
@@ -99,7 +102,7 @@ fn tab(core: &Core, record: &AgentRecord, caller: &Caller, budget: &mut usize) -
     {
         let mut ask = wire_ask(info);
         if caller.transport == Transport::Tls {
-            feed::strip_allow_always(&mut ask);
+            strip_allow_always(&mut ask);
         }
         let size = ask.to_string().len();
         if size > *budget {
@@ -108,14 +111,17 @@ fn tab(core: &Core, record: &AgentRecord, caller: &Caller, budget: &mut usize) -
         *budget -= size;
         asks.push(ask);
     }
-    let (turn, state) = core
-        .feed
-        .turn_and_state(record.terminal)
-        .unwrap_or((0, wire_state(record.state, !asks.is_empty())));
-    let state = if asks.is_empty() || state == "exited" {
+    let PaneStatus { turn, state } =
+        core.feed
+            .status(record.terminal)
+            .unwrap_or_else(|| PaneStatus {
+                turn: 0,
+                state: PaneState::of(record.state, !asks.is_empty()),
+            });
+    let state = if asks.is_empty() || state == PaneState::Exited {
         state
     } else {
-        "waiting"
+        PaneState::Waiting
     };
     let belt: Vec<Value> = core
         .store
@@ -129,7 +135,7 @@ fn tab(core: &Core, record: &AgentRecord, caller: &Caller, budget: &mut usize) -
     let title = core
         .feed
         .tab_title(record.terminal)
-        .unwrap_or_else(|| feed::pane_title(record));
+        .unwrap_or_else(|| pane_title(record));
     json!({
         "id": format!("t{}", record.terminal),
         "title": title,

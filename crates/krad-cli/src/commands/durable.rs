@@ -131,7 +131,7 @@ fn print_text(report: &Report) {
             report.path.display()
         ),
         (Some(code), Some(problem)) => format!("{code}: {problem}"),
-        (Some(code), None) => code.to_owned(),
+        (Some(code), None) => code.to_string(),
     };
     output::line(&verdict);
 }

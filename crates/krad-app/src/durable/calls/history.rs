@@ -6,12 +6,13 @@ use krad_durable::limits;
 use krad_durable::wire::{Answer, WireError};
 use serde_json::{Value, json};
 
-use super::super::feed::{self, conversation_terminal};
 use super::{spawn, workspace_exists};
+use crate::durable::disk::{Meta, conversation_terminal};
+use crate::durable::events::ItemKind;
 use crate::{Core, MAIN};
 
 /// A conversation's terminal and meta, or `404 no-such-conversation`.
-fn conversation(core: &Core, conversation: &str) -> Result<(u64, feed::Meta), WireError> {
+fn conversation(core: &Core, conversation: &str) -> Result<(u64, Meta), WireError> {
     let missing = || {
         WireError::missing(
             "no-such-conversation",
@@ -108,7 +109,7 @@ pub(super) async fn reopen(core: &Arc<Core>, id: &str) -> Answer {
         let resumed = spawn(core, &workspace, &profile.name, Some(command), None).await?;
         core.feed.item(
             resumed,
-            "notice",
+            ItemKind::Notice,
             &format!("Resumed from conversation {id}."),
         );
         return Ok(json!({

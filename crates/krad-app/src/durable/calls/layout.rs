@@ -7,6 +7,7 @@ use krad_durable::wire::{Answer, Target, WireError};
 use serde_json::json;
 
 use super::{bus_request, no_pane, spawn, tab_terminal, workspace_exists};
+use crate::durable::events::ItemKind;
 use crate::{Core, MAIN};
 
 pub(super) fn rename(core: &Core, target: Target, title: &str) -> Answer {
@@ -94,7 +95,7 @@ pub(super) async fn start(
     let prompt = prompt.filter(|p| !p.trim().is_empty());
     let terminal = spawn(core, &workspace, &profile.name, None, prompt.clone()).await?;
     if let Some(prompt) = prompt {
-        core.feed.item(terminal, "user", &prompt);
+        core.feed.item(terminal, ItemKind::User, &prompt);
     }
     Ok(json!({
         "workspace": workspace,

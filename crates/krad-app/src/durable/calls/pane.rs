@@ -5,10 +5,10 @@ use krad_durable::wire::{Answer, Caller, Transport, WireError};
 use serde_json::{Value, json};
 
 use super::super::AppFacet;
-use super::super::feed::{self, decided_by, wire_ask};
 use super::{from_api, no_pane, pane_terminal};
 use crate::Core;
 use crate::asks::PhoneAnswer;
+use crate::durable::ask_wire::{decided_by, strip_allow_always, wire_ask, without_allow_always};
 
 pub(super) fn events(
     facet: &AppFacet,
@@ -38,7 +38,7 @@ pub(super) fn events(
         },
     };
     if caller.transport == Transport::Tls {
-        feed::without_allow_always(&mut events);
+        without_allow_always(&mut events);
     }
     Ok(json!({"epoch": facet.epoch, "cursor": cursor, "reset": reset, "events": events}))
 }
@@ -64,7 +64,7 @@ pub(super) fn answer_ask(
         PhoneAnswer::Stale(current) => {
             let mut current = wire_ask(&current);
             if !allow_always {
-                feed::strip_allow_always(&mut current);
+                strip_allow_always(&mut current);
             }
             Err(WireError::conflict(
                 "stale",

@@ -9,6 +9,8 @@ use serde_json::json;
 
 use super::{bus_request, live_pane};
 use crate::Core;
+use crate::durable::events::{ItemKind, PaneState};
+use crate::durable::feed::PaneStatus;
 
 /// Types a text and Enter, as the bus's Send does; records it as a `user` item.
 pub(in crate::durable) async fn type_text(
@@ -24,17 +26,17 @@ pub(in crate::durable) async fn type_text(
         when: None,
     };
     bus_request(core, request).await?;
-    core.feed.item(terminal, "user", text);
+    core.feed.item(terminal, ItemKind::User, text);
     Ok(())
 }
 
 pub(super) async fn send(core: &Arc<Core>, pane: &str, text: String, turn: Option<u64>) -> Answer {
     let terminal = live_pane(core, pane)?;
-    let (current, state) = core
-        .feed
-        .turn_and_state(terminal)
-        .unwrap_or((0, "starting"));
-    if state == "exited" {
+    let PaneStatus {
+        turn: current,
+        state,
+    } = core.feed.status(terminal).unwrap_or_default();
+    if state == PaneState::Exited {
         return Err(WireError::conflict(
             "exited",
             "the agent has exited; nothing was sent",
@@ -42,7 +44,7 @@ pub(super) async fn send(core: &Arc<Core>, pane: &str, text: String, turn: Optio
     }
     // Now when the phone saw this turn (it steers it) or the agent is at rest;
     // otherwise the text waits for the agent's next rest.
-    let now = turn == Some(current) || state == "idle";
+    let now = turn == Some(current) || state == PaneState::Idle;
     if now {
         type_text(core, terminal, &text).await?;
         Ok(json!({"result": "sent", "turn": current}))
@@ -54,10 +56,10 @@ pub(super) async fn send(core: &Arc<Core>, pane: &str, text: String, turn: Optio
 
 pub(super) async fn abort(core: &Arc<Core>, pane: &str, turn: u64) -> Answer {
     let terminal = live_pane(core, pane)?;
-    let (current, state) = core
-        .feed
-        .turn_and_state(terminal)
-        .unwrap_or((0, "starting"));
+    let PaneStatus {
+        turn: current,
+        state,
+    } = core.feed.status(terminal).unwrap_or_default();
     if turn != current {
         return Err(WireError::conflict(
             "turn-moved",
@@ -65,7 +67,7 @@ pub(super) async fn abort(core: &Arc<Core>, pane: &str, turn: u64) -> Answer {
         )
         .with("turn", json!(current)));
     }
-    if matches!(state, "idle" | "exited") {
+    if matches!(state, PaneState::Idle | PaneState::Exited) {
         return Ok(json!({"result": "already-over", "turn": current}));
     }
     let decided = core.asks.decide_all_by_program(terminal);
@@ -75,7 +77,7 @@ pub(super) async fn abort(core: &Arc<Core>, pane: &str, turn: u64) -> Answer {
         .unwrap_or_default();
     write_keys(core, terminal, &keys).await?;
     core.feed
-        .item(terminal, "notice", "Stopped from the phone.");
+        .item(terminal, ItemKind::Notice, "Stopped from the phone.");
     Ok(json!({"result": "aborted", "turn": current, "asksDecided": decided}))
 }
 
