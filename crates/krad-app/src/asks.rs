@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use krad_bus::protocol::{AnsweredInfo, ApiError, AskInfo, DecidedBy, ErrorCode, TerminalRef};
+use krad_bus::protocol::{
+    AnsweredInfo, ApiError, AskAnswer, AskInfo, DecidedBy, ErrorCode, TerminalRef,
+};
 use krad_bus::request::ask::{Ask, AskKind, AskOption, AskTool};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -281,7 +283,7 @@ impl Asks {
         &self,
         id: &str,
         by: DecidedBy,
-        answer: Value,
+        answer: AskAnswer,
         from: Option<u64>,
     ) -> Result<AnsweredInfo, ApiError> {
         let mut inner = self.lock();
@@ -347,7 +349,7 @@ impl Asks {
         id: &str,
         terminal: u64,
         revision: Option<u64>,
-        answer: Value,
+        answer: AskAnswer,
         allow_always: bool,
     ) -> Result<PhoneAnswer, ApiError> {
         {
@@ -357,9 +359,7 @@ impl Asks {
                     if revision.is_some_and(|r| r != open.info.revision) {
                         return Ok(PhoneAnswer::Stale(Box::new(open.info.clone())));
                     }
-                    if !allow_always
-                        && answer.get("option").and_then(Value::as_str) == Some("allow-always")
-                    {
+                    if !allow_always && answer.option() == Some("allow-always") {
                         return Err(ApiError::new(
                             ErrorCode::Invalid,
                             "allow-always is not offered over TLS: the token is the only lock",
@@ -405,7 +405,10 @@ impl Asks {
             .map(|a| a.ask)
             .collect();
         ids.iter()
-            .filter(|id| self.decide(id, DecidedBy::Program, json!({}), None).is_ok())
+            .filter(|id| {
+                self.decide(id, DecidedBy::Program, AskAnswer::Nothing, None)
+                    .is_ok()
+            })
             .count()
     }
 
@@ -423,7 +426,7 @@ impl Asks {
             }
         };
         if last {
-            let _ = self.decide(id, DecidedBy::Program, json!({}), None);
+            let _ = self.decide(id, DecidedBy::Program, AskAnswer::Nothing, None);
         }
     }
 
@@ -564,39 +567,27 @@ fn clean(text: &str, max: usize) -> (String, bool) {
 }
 
 /// Checks an answer against the ask's kind and options.
-fn check_answer(info: &AskInfo, answer: &Value) -> Result<(), ApiError> {
+fn check_answer(info: &AskInfo, answer: &AskAnswer) -> Result<(), ApiError> {
     let bad = |why: String| {
         ApiError::new(ErrorCode::Invalid, format!("Answer: {why}"))
             .with_detail(json!({ "request": "Answer", "field": "answer" }))
     };
-    match info.kind {
-        AskKind::Permission | AskKind::Choice => {
-            let option = answer
-                .get("option")
-                .and_then(Value::as_str)
-                .ok_or_else(|| bad("give {\"option\": …}".into()))?;
-            if !info.options.iter().any(|o| o.id == option) {
+    match (info.kind, answer) {
+        (AskKind::Permission | AskKind::Choice, AskAnswer::Option(option)) => {
+            if !info.options.iter().any(|o| &o.id == option) {
                 let ids: Vec<&str> = info.options.iter().map(|o| o.id.as_str()).collect();
                 return Err(bad(format!(
                     "{option:?} is not an option of this ask ({})",
                     ids.join(", ")
                 )));
             }
+            Ok(())
         }
-        AskKind::Text => {
-            answer
-                .get("text")
-                .and_then(Value::as_str)
-                .ok_or_else(|| bad("give {\"text\": …}".into()))?;
-        }
-        AskKind::Form => {
-            answer
-                .get("fields")
-                .and_then(Value::as_object)
-                .ok_or_else(|| bad("give {\"fields\": {…}}".into()))?;
-        }
+        (AskKind::Permission | AskKind::Choice, _) => Err(bad("give {\"option\": …}".into())),
+        (AskKind::Text, AskAnswer::Text(_)) | (AskKind::Form, AskAnswer::Fields(_)) => Ok(()),
+        (AskKind::Text, _) => Err(bad("give {\"text\": …}".into())),
+        (AskKind::Form, _) => Err(bad("give {\"fields\": {…}}".into())),
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -645,7 +636,7 @@ mod tests {
             asks.decide(
                 &info.ask,
                 DecidedBy::Client,
-                json!({"option": "nope"}),
+                AskAnswer::Option("nope".into()),
                 None
             )
             .unwrap_err()
@@ -656,7 +647,7 @@ mod tests {
             asks.decide(
                 &info.ask,
                 DecidedBy::Client,
-                json!({"option": "deny"}),
+                AskAnswer::Option("deny".into()),
                 Some(3)
             )
             .unwrap_err()
@@ -666,7 +657,7 @@ mod tests {
         asks.decide(
             &info.ask,
             DecidedBy::Client,
-            json!({"option": "deny"}),
+            AskAnswer::Option("deny".into()),
             None,
         )
         .unwrap();
@@ -674,7 +665,7 @@ mod tests {
             .decide(
                 &info.ask,
                 DecidedBy::Client,
-                json!({"option": "allow"}),
+                AskAnswer::Option("allow".into()),
                 None,
             )
             .unwrap_err();
@@ -745,7 +736,7 @@ mod tests {
             panic!()
         };
         assert_eq!((first.ask.as_str(), fresh), (again.ask.as_str(), false));
-        asks.decide(&first.ask, DecidedBy::Program, json!({}), None)
+        asks.decide(&first.ask, DecidedBy::Program, AskAnswer::Nothing, None)
             .unwrap();
         // Decided, the same command later is a new question.
         let Raised::Open {
@@ -766,17 +757,19 @@ mod tests {
         let Raised::Open { info, .. } = asks.raise(&me(), &permission("c9", "ls")).unwrap() else {
             panic!()
         };
-        asks.decide(&info.ask, DecidedBy::Phone, json!({"option": "deny"}), None)
-            .unwrap();
+        asks.decide(
+            &info.ask,
+            DecidedBy::Phone,
+            AskAnswer::Option("deny".into()),
+            None,
+        )
+        .unwrap();
         let again = Asks::default();
         again.keep_decided_in(path);
         let Raised::Decided(d) = again.raise(&me(), &permission("c9", "ls")).unwrap() else {
             panic!("the decision was forgotten")
         };
-        assert_eq!(
-            (d.by, d.answer["option"].as_str()),
-            (DecidedBy::Phone, Some("deny"))
-        );
+        assert_eq!((d.by, d.answer.option()), (DecidedBy::Phone, Some("deny")));
     }
 
     #[test]

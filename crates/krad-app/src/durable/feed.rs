@@ -152,7 +152,7 @@ impl Feed {
                 title: info.title.clone(),
                 decided_by: decided.by,
                 by: decided.by,
-                outcome: decided.answer.clone(),
+                outcome: decided.answer.to_value(),
             },
         );
         let notice = match decided.by {

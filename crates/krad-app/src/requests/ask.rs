@@ -3,10 +3,11 @@
 //! it expired: then the agent asks in its own terminal, and stays `asking` until
 //! it says otherwise (a hook, its exit, keys that answer it).
 
-use krad_bus::protocol::{AgentState, AnsweredInfo, ApiError, DecidedBy, ErrorCode, StateSource};
+use krad_bus::protocol::{
+    AgentState, AnsweredInfo, ApiError, AskAnswer, DecidedBy, ErrorCode, StateSource,
+};
 use krad_bus::request::ask::Ask;
 use krad_bus::server::{CallContext, Handle};
-use serde_json::json;
 
 use crate::asks::Raised;
 use crate::store::set_state;
@@ -86,13 +87,13 @@ impl Handle<Ask> for EmbeddedApp {
                     if changed.is_err() {
                         break core
                             .asks
-                            .decide(&info.ask, DecidedBy::Program, json!({}), None)
+                            .decide(&info.ask, DecidedBy::Program, AskAnswer::Nothing, None)
                             .unwrap_or_else(|_| gone(&info.ask));
                     }
                 }
                 () = &mut expiry => {
                     // Nobody answered in time; a concurrent answer may have won.
-                    match core.asks.decide(&info.ask, DecidedBy::Timeout, json!({}), None) {
+                    match core.asks.decide(&info.ask, DecidedBy::Timeout, AskAnswer::Nothing, None) {
                         Ok(answered) => break answered,
                         Err(_) => continue,
                     }
@@ -113,7 +114,7 @@ fn gone(ask: &str) -> krad_bus::protocol::AnsweredInfo {
     krad_bus::protocol::AnsweredInfo {
         ask: ask.to_owned(),
         by: DecidedBy::Program,
-        answer: json!({}),
+        answer: AskAnswer::Nothing,
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::{Call, RequestKind, Rights, deadline, invalid};
 use crate::protocol::ApiError;
+use crate::protocol::AskAnswer;
 use crate::protocol::{AnsweredInfo, AskInfo};
 
 /// How long an ask stays open when it does not say (seconds).
@@ -152,7 +153,7 @@ pub struct Answer {
     /// The ask's id.
     pub ask: String,
     /// `{"option": id}` for a permission or choice, `{"text": …}`, or `{"fields": {…}}`.
-    pub answer: Value,
+    pub answer: AskAnswer,
 }
 
 impl Call for Answer {

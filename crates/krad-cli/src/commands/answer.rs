@@ -1,5 +1,6 @@
 //! `krad answer`: decides an agent's open ask.
 
+use krad_bus::protocol::AskAnswer;
 use krad_bus::request::ask::Answer;
 use krad_bus::request::{Request, deadline};
 use serde_json::{Value, json};
@@ -48,7 +49,7 @@ pub fn run(args: AnswerArgs, connect: &ConnectArgs, json_out: bool) -> anyhow::R
     let bus = Bus::find(connect)?;
     let request = Request::Answer(Answer {
         ask: args.ask.clone(),
-        answer,
+        answer: AskAnswer::from_value(answer),
     });
     let reply = bus.call(&request.to_value(), None, deadline::STANDARD)?;
     if json_out {

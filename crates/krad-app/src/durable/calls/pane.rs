@@ -9,6 +9,7 @@ use super::{from_api, no_pane, pane_terminal};
 use crate::Core;
 use crate::asks::PhoneAnswer;
 use crate::durable::ask_wire::{decided_by, strip_allow_always, wire_ask, without_allow_always};
+use krad_bus::protocol::AskAnswer;
 
 pub(super) fn events(
     facet: &AppFacet,
@@ -55,7 +56,13 @@ pub(super) fn answer_ask(
     let allow_always = caller.transport == Transport::Socket;
     match core
         .asks
-        .answer_from_phone(ask, terminal, revision, answer, allow_always)
+        .answer_from_phone(
+            ask,
+            terminal,
+            revision,
+            AskAnswer::from_value(answer),
+            allow_always,
+        )
         .map_err(from_api)?
     {
         PhoneAnswer::Taken(decided) => {
@@ -82,7 +89,7 @@ pub(super) fn answer_ask(
             Err(WireError::conflict("decided", message)
                 .with("decidedBy", json!(by))
                 .with("by", json!(by))
-                .with("outcome", first.answer))
+                .with("outcome", first.answer.to_value()))
         }
         PhoneAnswer::Unknown => Ok(json!({
             "result": "too-late",
