@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use krad_bus::api_json::{self, ApiJsonError};
-use krad_bus::client::{Client, ClientError};
-use krad_bus::protocol::{ApiError, Caller, TerminalRef, Token};
+use krad_bus::client::{Answered, Client, ClientError};
+use krad_bus::protocol::{Caller, Response, TerminalRef, Token};
+use krad_bus::request::Call;
 use serde_json::Value;
 
 use crate::exit::{Exit, Failure};
@@ -84,52 +85,72 @@ impl Bus {
         &self.client
     }
 
-    /// Sends a request and returns the raw answer, whatever it is.
-    pub fn call_raw(
+    /// Sends a request and waits for its answer as long as the request's own
+    /// deadline allows, plus a margin. An `Error` or `"TimedOut"` answer, or the
+    /// answer of another request, is a [`Failure`].
+    pub fn send<R: Call>(
         &self,
-        request: &Value,
+        request: R,
         request_id: Option<&str>,
-        deadline: Duration,
-    ) -> Result<Value, Failure> {
-        self.client
-            .call_value(request, request_id, deadline + ANSWER_MARGIN)
-            .map_err(client_failure)
-    }
-
-    /// Sends a request; an `Error` or `"TimedOut"` answer becomes a [`Failure`].
-    pub fn call(
-        &self,
-        request: &Value,
-        request_id: Option<&str>,
-        deadline: Duration,
-    ) -> Result<Value, Failure> {
-        let answer = self.call_raw(request, request_id, deadline)?;
-        match answer_failure(&answer) {
-            Some(failure) => Err(failure),
-            None => Ok(answer),
+    ) -> Result<Reply<R::Answer>, Failure> {
+        let Answered { raw, answer, .. } = self
+            .client
+            .call(request, request_id, ANSWER_MARGIN)
+            .map_err(client_failure)?;
+        match answer {
+            Ok(answer) => Ok(Reply { raw, answer }),
+            Err(other) => Err(response_failure(&other).unwrap_or_else(|| {
+                Failure::new(
+                    Exit::Failure,
+                    format!("unexpected answer to {}: {raw}", R::KIND.name()),
+                )
+            })),
         }
     }
 }
 
-/// The failure an answer stands for, if it is an error or `"TimedOut"`.
+/// A request's answer: as the app wrote it (what `--json` prints) and typed.
+#[derive(Debug, Clone)]
+pub struct Reply<A> {
+    /// The answer line as JSON.
+    pub raw: Value,
+    /// The typed answer.
+    pub answer: A,
+}
+
+/// The failure an answer's JSON stands for, if it is an error or `"TimedOut"`
+/// (replayed or not); for the lines of `krad raw` and of streams.
 pub fn answer_failure(answer: &Value) -> Option<Failure> {
-    if answer == "TimedOut" {
-        return Some(Failure::new(
-            Exit::TimedOut,
-            "the app did not finish within the request's deadline (TimedOut)",
-        ));
-    }
-    let error = answer.get("Error")?;
-    match serde_json::from_value::<ApiError>(error.clone()) {
-        Ok(error) => Some(Failure::new(Exit::for_error(error.code), error.to_string())),
-        Err(_) => Some(Failure::new(
-            Exit::Failure,
-            format!("the app answered an error: {error}"),
-        )),
+    match Response::decode(answer.clone()) {
+        Ok(decoded) => response_failure(&decoded.response),
+        // An error this client cannot read is an error all the same.
+        Err(_) => answer.as_object()?.get("Error").map(|error| {
+            Failure::new(Exit::Failure, format!("the app answered an error: {error}"))
+        }),
     }
 }
 
-fn client_failure(error: ClientError) -> Failure {
+/// The failure a response stands for, if it is an error or `"TimedOut"`.
+pub fn response_failure(response: &Response) -> Option<Failure> {
+    match response {
+        Response::TimedOut => Some(timed_out()),
+        Response::Error(error) => {
+            Some(Failure::new(Exit::for_error(error.code), error.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// `"TimedOut"`: the app did not finish within the request's deadline.
+pub fn timed_out() -> Failure {
+    Failure::new(
+        Exit::TimedOut,
+        "the app did not finish within the request's deadline (TimedOut)",
+    )
+}
+
+/// The failure a request (or a stream) that got no usable answer stands for.
+pub fn client_failure(error: ClientError) -> Failure {
     match error {
         ClientError::Unreachable { endpoint, source } => Failure::new(
             Exit::Unreachable,
@@ -226,4 +247,44 @@ fn caller_from_env() -> Result<Caller, Failure> {
 
 fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_error_code_from_a_newer_app_is_a_plain_failure() {
+        let newer = json!({"Error":{"code":"overheated","message":"too hot","retry_in":3}});
+        let failure = answer_failure(&newer).unwrap();
+        assert_eq!(failure.exit, Exit::Failure);
+        assert!(failure.message.contains("too hot"), "{}", failure.message);
+        let decoded = Response::decode(newer).unwrap();
+        assert_eq!(
+            response_failure(&decoded.response).unwrap().exit,
+            Exit::Failure
+        );
+    }
+
+    #[test]
+    fn errors_and_timeouts_keep_their_exit_codes() {
+        let not_found = json!({"Error":{"code":"not_found","message":"no terminal 9"}});
+        assert_eq!(answer_failure(&not_found).unwrap().exit, Exit::NotFound);
+        assert_eq!(
+            answer_failure(&json!("TimedOut")).unwrap().exit,
+            Exit::TimedOut
+        );
+        let replayed = json!({"Error":{"code":"conflict","message":"x","replayed":true}});
+        assert_eq!(answer_failure(&replayed).unwrap().exit, Exit::Conflict);
+        let unreadable = json!({"Error":{"code":"conflict"}});
+        assert_eq!(answer_failure(&unreadable).unwrap().exit, Exit::Failure);
+        for fine in [
+            json!("Ok"),
+            json!("ShuttingDown"),
+            json!({"Heartbeat":{"rev":1}}),
+        ] {
+            assert!(answer_failure(&fine).is_none(), "{fine}");
+        }
+    }
 }

@@ -5,6 +5,18 @@ use std::io::Write;
 
 use serde_json::Value;
 
+use crate::connect::Reply;
+
+/// Prints an answer: with `--json` the app's JSON as it came, otherwise what
+/// `human` prints of the typed answer.
+pub fn emit<A>(json: bool, reply: &Reply<A>, human: impl FnOnce(&A)) {
+    if json {
+        self::json(&reply.raw);
+    } else {
+        human(&reply.answer);
+    }
+}
+
 /// Prints one JSON value on its own line.
 pub fn json(value: &Value) {
     line(&value.to_string());
@@ -15,6 +27,13 @@ pub fn bell() {
     let mut out = std::io::stdout().lock();
     if out.write_all(b"\x07").and_then(|()| out.flush()).is_err() {
         std::process::exit(0);
+    }
+}
+
+/// Prints lines of text.
+pub fn lines<S: AsRef<str>>(lines: impl IntoIterator<Item = S>) {
+    for text in lines {
+        line(text.as_ref());
     }
 }
 

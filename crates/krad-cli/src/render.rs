@@ -1,10 +1,10 @@
-//! Human formatting shared by the agent commands: reading an agent record
-//! leniently (an odd answer prints what is there, never panics), relative times,
-//! one-line text cut to a width, and tables fitted to the terminal.
+//! Human formatting shared by the commands: agent records (an unknown state
+//! prints `?`), relative times, one-line text cut to a width, and tables fitted
+//! to the terminal.
 
 use std::time::{Duration, SystemTime};
 
-use serde_json::Value;
+use krad_bus::protocol::AgentRecord;
 
 /// The width used when `$COLUMNS` does not say.
 pub const DEFAULT_WIDTH: usize = 100;
@@ -18,113 +18,58 @@ pub fn terminal_width() -> usize {
         .unwrap_or(DEFAULT_WIDTH)
 }
 
-/// An agent record as the app sent it, read field by field: a missing or
-/// ill-typed field reads as `None`.
+/// An agent record as the commands print it. States and sources from a newer
+/// app than this CLI knows print as `?`.
 #[derive(Debug, Clone, Copy)]
-pub struct Agent<'a>(pub &'a Value);
+pub struct Agent<'a>(pub &'a AgentRecord);
 
 impl<'a> Agent<'a> {
-    fn str(&self, key: &str) -> Option<&'a str> {
-        self.0.get(key).and_then(Value::as_str)
-    }
-
-    /// The terminal id.
-    pub fn terminal(&self) -> Option<u64> {
-        self.0.get("terminal").and_then(Value::as_u64)
-    }
-
-    /// The terminal id as text (`?` when missing).
+    /// The terminal id as text.
     pub fn id(&self) -> String {
-        self.terminal()
-            .map_or_else(|| "?".to_owned(), |t| t.to_string())
+        self.0.terminal.to_string()
     }
 
     /// The name given at spawn.
     pub fn name(&self) -> Option<&'a str> {
-        self.str("name").filter(|n| !n.is_empty())
-    }
-
-    /// The environment.
-    pub fn environment(&self) -> Option<&'a str> {
-        self.str("environment")
+        self.0.name.as_deref().filter(|n| !n.is_empty())
     }
 
     /// The environment, with `@host` for an agent on an SSH host.
-    pub fn place(&self) -> Option<String> {
-        let environment = self.environment()?;
-        Some(match self.str("host") {
-            Some(host) => format!("{environment}@{host}"),
-            None => environment.to_owned(),
-        })
+    pub fn place(&self) -> String {
+        match &self.0.host {
+            Some(host) => format!("{}@{host}", self.0.environment),
+            None => self.0.environment.clone(),
+        }
     }
 
-    /// The profile.
-    pub fn profile(&self) -> Option<&'a str> {
-        self.str("profile")
+    /// The state (`working`, `idle`, …; `?` for one this CLI does not know).
+    pub fn state(&self) -> &'static str {
+        self.0.state.as_str()
     }
 
-    /// The state (`working`, `idle`, …).
-    pub fn state(&self) -> Option<&'a str> {
-        self.str("state")
-    }
-
-    /// Where the state came from (`hook`, `quiet`, …).
-    pub fn source(&self) -> Option<&'a str> {
-        self.str("state_source")
+    /// Where the state came from (`hook`, `quiet`, …; `?` for one this CLI does not know).
+    pub fn source(&self) -> &'static str {
+        self.0.state_source.as_str()
     }
 
     /// The last message, if any.
     pub fn message(&self) -> Option<&'a str> {
-        self.str("message").filter(|m| !m.trim().is_empty())
+        self.0.message.as_deref().filter(|m| !m.trim().is_empty())
     }
 
     /// The title, if any.
     pub fn title(&self) -> Option<&'a str> {
-        self.str("title").filter(|t| !t.trim().is_empty())
+        self.0.title.as_deref().filter(|t| !t.trim().is_empty())
     }
 
-    /// The exit code, once exited normally.
-    pub fn exit_code(&self) -> Option<i64> {
-        self.0.get("exit_code").and_then(Value::as_i64)
-    }
-
-    /// The signal that killed it.
-    pub fn signal(&self) -> Option<i64> {
-        self.0.get("signal").and_then(Value::as_i64)
-    }
-
-    /// The process id.
-    pub fn pid(&self) -> Option<u64> {
-        self.0.get("pid").and_then(Value::as_u64)
-    }
-
-    /// The record's rev.
-    pub fn rev(&self) -> Option<u64> {
-        self.0.get("rev").and_then(Value::as_u64)
-    }
-
-    /// When the state last changed (RFC 3339).
+    /// When the state last changed (RFC 3339), if the app said.
     pub fn state_since(&self) -> Option<&'a str> {
-        self.str("state_since")
+        Some(self.0.state_since.as_str()).filter(|s| !s.trim().is_empty())
     }
 
-    /// The argv.
-    pub fn command(&self) -> Vec<&'a str> {
-        self.0
-            .get("command")
-            .and_then(Value::as_array)
-            .map(|argv| argv.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default()
-    }
-
-    /// `idle (hook)`, `working`, `?`.
+    /// `idle (hook)`, `? (quiet)`.
     pub fn state_label(&self) -> String {
-        match (self.state(), self.source()) {
-            (Some(state), Some(source)) => format!("{state} ({source})"),
-            (Some(state), None) => state.to_owned(),
-            (None, Some(source)) => format!("? ({source})"),
-            (None, None) => "?".to_owned(),
-        }
+        format!("{} ({})", self.state(), self.source())
     }
 
     /// How long the agent has been in its state, relative to `now` (`12s`, `3m`).
@@ -137,18 +82,16 @@ impl<'a> Agent<'a> {
     /// How the process ended, when that was not a clean exit: `exited with code 3`,
     /// `was killed by signal 9`.
     pub fn failure(&self) -> Option<String> {
-        if let Some(signal) = self.signal() {
-            return Some(format!("was killed by signal {signal}"));
-        }
-        match self.exit_code() {
-            Some(code) if code != 0 => Some(format!("exited with code {code}")),
+        match (self.0.exit_code, self.0.signal) {
+            (_, Some(signal)) => Some(format!("was killed by signal {signal}")),
+            (Some(code), None) if code != 0 => Some(format!("exited with code {code}")),
             _ => None,
         }
     }
 
     /// How the process ended, if it did: `code 0`, `signal 9`.
     pub fn ending(&self) -> Option<String> {
-        match (self.exit_code(), self.signal()) {
+        match (self.0.exit_code, self.0.signal) {
             (_, Some(signal)) => Some(format!("signal {signal}")),
             (Some(code), None) => Some(format!("code {code}")),
             (None, None) => None,
@@ -163,6 +106,26 @@ impl<'a> Agent<'a> {
             Some(ending) => format!("{ending} — {message}"),
             None => message,
         }
+    }
+
+    /// The cells of a row of `krad ls` (`with_place`: ENV and PROFILE too) and
+    /// `krad watch`: ID, NAME, [ENV, PROFILE,] STATE, SOURCE, SINCE, MESSAGE.
+    pub fn row(&self, now: SystemTime, with_place: bool) -> Vec<String> {
+        let mut row = vec![
+            self.id(),
+            self.name().map_or_else(|| "-".to_owned(), one_line),
+        ];
+        if with_place {
+            row.push(one_line(&self.place()));
+            row.push(one_line(&self.0.profile));
+        }
+        row.extend([
+            self.state().to_owned(),
+            self.source().to_owned(),
+            self.since(now),
+            self.message_cell(),
+        ]);
+        row
     }
 
     /// `4 fix-login idle (hook) — <message>`.
@@ -185,16 +148,13 @@ impl<'a> Agent<'a> {
     }
 }
 
-/// The records of an answer: `{"Agent":…}` gives one, `{"Agents":[…]}` many;
-/// `None` when the answer is neither.
-pub fn records(answer: &Value) -> Option<Vec<&Value>> {
-    if let Some(agent) = answer.get("Agent") {
-        return Some(vec![agent]);
+/// The wire name of a protocol enum's value (`setting_up`), or `?` for a value
+/// from a newer app than this CLI knows (each such enum's `Other`).
+pub fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) if name != "other" => name,
+        _ => "?".to_owned(),
     }
-    answer
-        .get("Agents")
-        .and_then(Value::as_array)
-        .map(|agents| agents.iter().collect())
 }
 
 /// The time from an RFC 3339 timestamp to `now`; zero for one in the future.
@@ -330,6 +290,20 @@ pub fn table(columns: &[Column], rows: &[Vec<String>], width: usize) -> Vec<Stri
     lines
 }
 
+/// A whole record as the app sends it, with `fields` put over a plain one.
+#[cfg(test)]
+pub(crate) fn test_record(fields: serde_json::Value) -> AgentRecord {
+    let mut record = serde_json::json!({"terminal":1,"environment":"main","name":null,
+        "profile":"shell","command":[],"lead":false,"parent":null,"group":null,"variant":null,
+        "state":"working","state_source":"process","message":null,"exit_code":null,
+        "signal":null,"pid":null,"title":null,"started_at":"2025-01-01T00:00:00Z",
+        "state_since":"2025-01-01T00:00:00Z","rev":1});
+    if let (Some(record), Some(fields)) = (record.as_object_mut(), fields.as_object()) {
+        record.extend(fields.clone());
+    }
+    serde_json::from_value(record).expect("a whole record")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,18 +374,19 @@ mod tests {
     }
 
     #[test]
-    fn odd_records_print_what_is_there() {
-        let empty = json!({});
-        let agent = Agent(&empty);
-        assert_eq!(agent.summary_line(), "? ?");
-        assert_eq!(agent.since(SystemTime::now()), "?");
-        assert_eq!(agent.failure(), None);
-        let odd = json!({"terminal": "four", "state": 3, "exit_code": 2, "signal": null});
-        let agent = Agent(&odd);
-        assert_eq!(agent.id(), "?");
-        assert_eq!(agent.failure().as_deref(), Some("exited with code 2"));
-        let killed = json!({"terminal": 4, "name": "x", "state": "exited",
-            "state_source": "process", "exit_code": null, "signal": 9, "message": "bye"});
+    fn records_print_what_is_there() {
+        let quiet = test_record(json!({"terminal":4}));
+        assert_eq!(Agent(&quiet).summary_line(), "4 working (process)");
+        assert_eq!(Agent(&quiet).failure(), None);
+        let undated = test_record(json!({"state_since":""}));
+        assert_eq!(Agent(&undated).since(SystemTime::now()), "?");
+        let failed = test_record(json!({"exit_code":2,"state":"exited"}));
+        assert_eq!(
+            Agent(&failed).failure().as_deref(),
+            Some("exited with code 2")
+        );
+        let killed = test_record(json!({"terminal": 4, "name": "x", "state": "exited",
+            "state_source": "process", "exit_code": null, "signal": 9, "message": "bye"}));
         assert_eq!(
             Agent(&killed).summary_line(),
             "4 x exited (process), signal 9 — bye"
@@ -420,15 +395,21 @@ mod tests {
             Agent(&killed).failure().as_deref(),
             Some("was killed by signal 9")
         );
+        let remote = test_record(json!({"environment":"feat","host":"gpu"}));
+        assert_eq!(Agent(&remote).place(), "feat@gpu");
     }
 
     #[test]
-    fn records_of_either_answer() {
+    fn a_newer_apps_states_print_as_question_marks() {
+        let newer = test_record(json!({"state":"sleeping","state_source":"telepathy"}));
+        assert_eq!(Agent(&newer).state_label(), "? (?)");
         assert_eq!(
-            records(&json!({"Agent": {"terminal": 1}})).map(|r| r.len()),
-            Some(1)
+            wire_name(&krad_bus::protocol::EnvironmentStatus::SettingUp),
+            "setting_up"
         );
-        assert_eq!(records(&json!({"Agents": []})).map(|r| r.len()), Some(0));
-        assert!(records(&json!("Ok")).is_none());
+        assert_eq!(
+            wire_name(&krad_bus::protocol::EnvironmentStatus::Other),
+            "?"
+        );
     }
 }

@@ -2,7 +2,6 @@
 
 use krad_bus::protocol::AskAnswer;
 use krad_bus::request::ask::Answer;
-use krad_bus::request::{Request, deadline};
 use serde_json::{Value, json};
 
 use crate::connect::{Bus, ConnectArgs};
@@ -46,16 +45,13 @@ pub fn run(args: AnswerArgs, connect: &ConnectArgs, json_out: bool) -> anyhow::R
             );
         }
     };
-    let bus = Bus::find(connect)?;
-    let request = Request::Answer(Answer {
+    let request = Answer {
         ask: args.ask.clone(),
         answer: AskAnswer::from_value(answer),
-    });
-    let reply = bus.call(&request.to_value(), None, deadline::STANDARD)?;
-    if json_out {
-        output::json(&reply);
-    } else {
+    };
+    let reply = Bus::find(connect)?.send(request, None)?;
+    output::emit(json_out, &reply, |()| {
         output::line(&format!("answered {}", args.ask));
-    }
+    });
     Ok(Exit::Success)
 }

@@ -1,11 +1,12 @@
 //! `krad asks`: the questions agents are waiting on, oldest first.
 
-use krad_bus::request::ask::Asks;
-use krad_bus::request::{Request, deadline};
+use krad_bus::protocol::AskInfo;
+use krad_bus::request::ask::{AskKind, Asks};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
 use crate::output;
+use crate::render;
 
 /// Arguments of `krad asks`.
 #[derive(Debug, clap::Args)]
@@ -20,57 +21,68 @@ pub struct AsksArgs {
 
 /// Lists the open asks.
 pub fn run(args: AsksArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
-    let request = Request::Asks(Asks {
+    let request = Asks {
         terminal: args.terminal,
-    });
-    let answer = bus.call(&request.to_value(), None, deadline::STANDARD)?;
-    if json {
-        output::json(&answer);
-        return Ok(Exit::Success);
-    }
-    let empty = Vec::new();
-    let asks = answer["Asks"].as_array().unwrap_or(&empty);
+    };
+    let reply = Bus::find(connect)?.send(request, None)?;
+    output::emit(json, &reply, |asks| output::lines(asks_lines(asks)));
+    Ok(Exit::Success)
+}
+
+/// Each ask on a line, with its options or fields below it.
+fn asks_lines(asks: &[AskInfo]) -> Vec<String> {
     if asks.is_empty() {
-        output::line("no open asks");
+        return vec!["no open asks".to_owned()];
     }
+    let mut lines = Vec::new();
     for ask in asks {
-        let text = |key: &str| ask[key].as_str().unwrap_or("").to_owned();
-        output::line(&format!(
+        lines.push(format!(
             "{}  terminal {} ({})  {}  — expires {}",
-            text("ask"),
-            ask["terminal"],
-            text("kind"),
-            text("title"),
-            text("expires_at")
+            ask.ask,
+            ask.terminal,
+            render::wire_name(&ask.kind),
+            ask.title,
+            ask.expires_at
         ));
-        let options: Vec<String> = ask["options"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|o| {
-                format!(
-                    "{} ({})",
-                    o["id"].as_str().unwrap_or("?"),
-                    o["label"].as_str().unwrap_or("")
-                )
-            })
+        let options: Vec<String> = ask
+            .options
+            .iter()
+            .map(|o| format!("{} ({})", o.id, o.label))
             .collect();
         if !options.is_empty() {
-            output::line(&format!("    options: {}", options.join(", ")));
+            lines.push(format!("    options: {}", options.join(", ")));
         }
-        let fields: Vec<&str> = ask["fields"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|f| f["id"].as_str())
-            .collect();
+        let fields: Vec<&str> = ask.fields.iter().map(|f| f.id.as_str()).collect();
         if !fields.is_empty() {
-            output::line(&format!("    fields: {}", fields.join(", ")));
+            lines.push(format!("    fields: {}", fields.join(", ")));
         }
-        if ask["kind"] == "text" {
-            output::line("    answer with --text");
+        if ask.kind == AskKind::Text {
+            lines.push("    answer with --text".to_owned());
         }
     }
-    Ok(Exit::Success)
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_ask_with_its_options() {
+        let ask = json!({"ask":"a-1","terminal":4,"environment":"main","kind":"permission",
+            "title":"Bash: rm -rf build","options":[{"id":"allow","label":"Allow"},
+            {"id":"deny","label":"Deny"}],"fields":[],"tool":null,"revision":1,
+            "created_at":"2025-01-01T00:00:00Z","expires_at":"2025-01-01T00:10:00Z",
+            "priority":"high"});
+        let lines = asks_lines(&[serde_json::from_value(ask).unwrap()]);
+        assert_eq!(
+            lines,
+            [
+                "a-1  terminal 4 (permission)  Bash: rm -rf build  — expires 2025-01-01T00:10:00Z",
+                "    options: allow (Allow), deny (Deny)"
+            ]
+        );
+        assert_eq!(asks_lines(&[]), ["no open asks"]);
+    }
 }

@@ -19,13 +19,14 @@ use std::time::Duration;
 use anyhow::Context;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use krad_bus::protocol::{AttachInput, DataInfo, ResizeInfo};
-use krad_bus::request::{Request, attach::Attach, check::Check, deadline};
+use krad_bus::protocol::{
+    AttachInput, AttachMessage, DataInfo, ExitedInfo, ResizeInfo, ScreenInfo, TmuxInfo,
+};
+use krad_bus::request::{Request, attach::Attach, check::Check};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::subscribe::stream_failure;
-use crate::connect::{Bus, ConnectArgs, answer_failure};
+use crate::connect::{Bus, ConnectArgs, answer_failure, client_failure};
 use crate::exit::{Exit, Failure};
 use crate::output;
 use crate::render::Agent;
@@ -66,7 +67,7 @@ enum Ending {
     /// The user pressed the detach key (or stdin ended).
     Detached,
     /// The program ended.
-    Exited(Value),
+    Exited(ExitedInfo),
     /// The app said it is stopping.
     AppStopping,
     /// The connection to the app broke.
@@ -91,37 +92,35 @@ pub fn run(args: AttachArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resul
     let stream = bus
         .client()
         .connect(&request.to_value())
-        .map_err(stream_failure)?;
+        .map_err(client_failure)?;
     let (first, early) = first_message(&stream)?;
     if let Some(failure) = answer_failure(&first) {
         return Err(failure.into());
     }
-    let Some(screen) = first.get("Screen") else {
+    let Ok(AttachMessage::Screen(ScreenInfo { data, tmux, .. })) =
+        serde_json::from_value(first.clone())
+    else {
         return Err(Failure::new(
             Exit::Failure,
             format!("unexpected first message of Attach: {first}"),
         )
         .into());
     };
-    let tmux = screen.get("tmux").and_then(|t| {
-        Some((
-            t["socket"].as_str()?,
-            t["session"].as_str()?,
-            t["window"].as_str()?,
-        ))
-    });
     let inside_tmux = std::env::var_os("TMUX").is_some_and(|v| !v.is_empty());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let ending = match tmux {
-        Some((socket, session, window)) if !args.stream && !inside_tmux => {
+        Some(TmuxInfo {
+            socket,
+            session,
+            window,
+        }) if !args.stream && !inside_tmux => {
             drop(stream);
-            runtime.block_on(native_tmux(socket, session, window, args.detach_key))?
+            runtime.block_on(native_tmux(&socket, &session, &window, args.detach_key))?
         }
         _ => {
-            let data = screen["data"].as_str().unwrap_or_default();
             let screen = BASE64
                 .decode(data)
                 .map_err(|e| Failure::new(Exit::Failure, format!("a bad Screen message: {e}")))?;
@@ -215,22 +214,21 @@ async fn stream_attach(
                     Ok(0) | Err(_) => break Ending::AppGone,
                     Ok(_) => {}
                 }
-                let message: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
+                let message = serde_json::from_slice::<AttachMessage>(&line);
                 line.clear();
-                if let Some(data) = message
-                    .get("Output")
-                    .or_else(|| message.get("Screen"))
-                    .and_then(|m| m["data"].as_str())
-                {
-                    if let Ok(bytes) = BASE64.decode(data) {
-                        write_out(&bytes);
+                match message {
+                    Ok(AttachMessage::Output(DataInfo { data }))
+                    | Ok(AttachMessage::Screen(ScreenInfo { data, .. })) => {
+                        if let Ok(bytes) = BASE64.decode(data) {
+                            write_out(&bytes);
+                        }
                     }
-                } else if let Some(exited) = message.get("Exited") {
-                    break Ending::Exited(exited.clone());
-                } else if message == "ShuttingDown" {
-                    break Ending::AppStopping;
+                    Ok(AttachMessage::Exited(exited)) => break Ending::Exited(exited),
+                    Ok(AttachMessage::ShuttingDown) => break Ending::AppStopping,
+                    // An `Error` answers a line of ours: nothing to show in raw
+                    // mode; a line this CLI does not know, nothing to do.
+                    Ok(AttachMessage::Error(_)) | Err(_) => {}
                 }
-                // An `Error` answers a line of ours; nothing to show in raw mode.
             }
             _ = winch.recv() => {
                 if !send(&mut writer, &resize_message()).await {
@@ -375,14 +373,12 @@ fn report(bus: &Bus, target: u64, ending: Ending, json: bool) -> anyhow::Result<
     let record = match &ending {
         Ending::AppGone | Ending::AppStopping => None,
         _ => {
-            let request = Request::Check(Check {
+            let request = Check {
                 target,
                 wait_secs: None,
                 since_rev: None,
-            });
-            bus.call(&request.to_value(), None, deadline::STANDARD)
-                .ok()
-                .and_then(|answer| answer.get("Agent").cloned())
+            };
+            bus.send(request, None).ok().map(|reply| reply.answer)
         }
     };
     let (ended, exit) = match &ending {
@@ -396,8 +392,8 @@ fn report(bus: &Bus, target: u64, ending: Ending, json: bool) -> anyhow::Result<
         output::json(&json!({"Attach": {
             "terminal": target,
             "ended": ended,
-            "exited": match &ending { Ending::Exited(info) => info.clone(), _ => Value::Null },
-            "agent": record.clone().unwrap_or(Value::Null),
+            "exited": match &ending { Ending::Exited(info) => Some(info), _ => None },
+            "agent": record,
         }}));
         return Ok(exit);
     }
@@ -411,7 +407,7 @@ fn report(bus: &Bus, target: u64, ending: Ending, json: bool) -> anyhow::Result<
             format!("krad: detached from terminal {target} ({name}){where_now}")
         }
         Ending::Exited(info) => {
-            let how = match (info["exit_code"].as_i64(), info["signal"].as_i64()) {
+            let how = match (info.exit_code, info.signal) {
                 (_, Some(signal)) => format!("was killed by signal {signal}"),
                 (Some(code), None) => format!("exited with code {code}"),
                 (None, None) => "ended".to_owned(),

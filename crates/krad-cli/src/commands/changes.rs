@@ -3,12 +3,13 @@
 
 use std::io::IsTerminal;
 
-use krad_bus::request::{Request, changes::Changes, deadline};
-use serde_json::Value;
+use krad_bus::protocol::{ChangesInfo, FileStatus};
+use krad_bus::request::changes::Changes;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
 use crate::output;
+use crate::render;
 
 /// Arguments of `krad changes`.
 #[derive(Debug, clap::Args)]
@@ -41,75 +42,71 @@ pub enum ColorWhen {
 
 /// Prints the changes.
 pub fn run(args: ChangesArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
-    let request = Request::Changes(Changes {
+    let request = Changes {
         environment: args.environment,
         patch: Some(args.patch),
+    };
+    let reply = Bus::find(connect)?.send(request, None)?;
+    output::emit(json, &reply, |changes| {
+        if args.patch {
+            print_patch(changes, args.color);
+        } else {
+            output::lines(diffstat(changes));
+        }
     });
-    let answer = bus.call(&request.to_value(), None, deadline::LONG)?;
-    if json {
-        output::json(&answer);
-        return Ok(Exit::Success);
-    }
-    let changes = &answer["Changes"];
-    if args.patch {
-        let colour = match args.color {
-            ColorWhen::Always => true,
-            ColorWhen::Never => false,
-            ColorWhen::Auto => {
-                std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
-            }
-        };
-        for line in changes["patch"].as_str().unwrap_or("").lines() {
-            output::line(&if colour { paint(line) } else { line.to_owned() });
-        }
-        if changes["truncated"] == true {
-            eprintln!("krad: the patch was cut at the answer's size limit");
-        }
-        return Ok(Exit::Success);
-    }
-    diffstat(changes);
     Ok(Exit::Success)
 }
 
-fn diffstat(changes: &Value) {
-    let empty = Vec::new();
-    let files = changes["files"].as_array().unwrap_or(&empty);
+/// The patch, coloured when `color` says so.
+fn print_patch(changes: &ChangesInfo, color: ColorWhen) {
+    let colour = match color {
+        ColorWhen::Always => true,
+        ColorWhen::Never => false,
+        ColorWhen::Auto => {
+            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+        }
+    };
+    for line in changes.patch.as_deref().unwrap_or_default().lines() {
+        output::line(&if colour { paint(line) } else { line.to_owned() });
+    }
+    if changes.truncated {
+        eprintln!("krad: the patch was cut at the answer's size limit");
+    }
+}
+
+/// A line per file, then the totals; `no changes` when there are none.
+fn diffstat(changes: &ChangesInfo) -> Vec<String> {
+    let files = &changes.files;
     if files.is_empty() {
-        output::line("no changes");
-        return;
+        return vec!["no changes".to_owned()];
     }
     let width = files
         .iter()
-        .filter_map(|f| f["path"].as_str())
-        .map(|p| p.chars().count())
+        .map(|f| f.path.chars().count())
         .max()
         .unwrap_or(0);
     let (mut added, mut removed) = (0, 0);
+    let mut lines = Vec::with_capacity(files.len() + 1);
     for file in files {
-        let path = file["path"].as_str().unwrap_or("?");
-        let (a, r) = (
-            file["added"].as_u64().unwrap_or(0),
-            file["removed"].as_u64().unwrap_or(0),
-        );
+        let (path, a, r) = (&file.path, file.added, file.removed);
         added += a;
         removed += r;
-        let detail = if file["binary"] == true {
+        let detail = if file.binary {
             "binary".to_owned()
         } else {
             format!("+{a} -{r}")
         };
-        let status = match (file["status"].as_str(), file["from"].as_str()) {
-            (Some("renamed"), Some(from)) => format!("renamed from {from}"),
-            (Some(status), _) => status.to_owned(),
-            (None, _) => String::new(),
+        let status = match (file.status, &file.from) {
+            (FileStatus::Renamed, Some(from)) => format!("renamed from {from}"),
+            (status, _) => render::wire_name(&status),
         };
-        output::line(&format!(" {path:<width$}  {detail:>12}  {status}"));
+        lines.push(format!(" {path:<width$}  {detail:>12}  {status}"));
     }
-    output::line(&format!(
+    lines.push(format!(
         " {} file(s) changed, {added} insertion(s)(+), {removed} deletion(s)(-)",
         files.len()
     ));
+    lines
 }
 
 fn paint(line: &str) -> String {
@@ -125,4 +122,28 @@ fn paint(line: &str) -> String {
         return line.to_owned();
     };
     format!("\x1b[{code}m{line}\x1b[0m")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_diffstat_line_per_file() {
+        let changes = json!({"environment":"feat","base":"a1","head":"b2","truncated":false,
+            "files":[{"path":"src/lib.rs","status":"modified","added":3,"removed":1},
+                {"path":"new.rs","from":"old.rs","status":"renamed","added":0,"removed":0},
+                {"path":"logo.png","status":"added","added":0,"removed":0,"binary":true}]});
+        let lines = diffstat(&serde_json::from_value(changes).unwrap());
+        assert_eq!(
+            lines,
+            [
+                " src/lib.rs         +3 -1  modified",
+                " new.rs             +0 -0  renamed from old.rs",
+                " logo.png          binary  added",
+                " 3 file(s) changed, 3 insertion(s)(+), 1 deletion(s)(-)",
+            ]
+        );
+    }
 }

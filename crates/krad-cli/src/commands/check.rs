@@ -2,11 +2,11 @@
 
 use std::time::SystemTime;
 
-use krad_bus::request::{Request, check::Check, deadline};
-use serde_json::Value;
+use krad_bus::protocol::AgentRecord;
+use krad_bus::request::check::Check;
 
 use crate::connect::{Bus, ConnectArgs};
-use crate::exit::{Exit, Failure};
+use crate::exit::Exit;
 use crate::output;
 use crate::render::{self, Agent};
 
@@ -33,56 +33,42 @@ pub struct CheckArgs {
 
 /// Sends Check and prints the record.
 pub fn run(args: CheckArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
-    let request = Request::Check(Check {
+    let request = Check {
         target: args.target,
         wait_secs: args.wait_secs,
         since_rev: args.since_rev,
-    });
-    let deadline = request.deadline().unwrap_or(deadline::STANDARD);
-    let answer = bus.call(&request.to_value(), None, deadline)?;
-    if json {
-        output::json(&answer);
-        return Ok(Exit::Success);
-    }
-    let Some(record) = answer.get("Agent") else {
-        return Err(Failure::new(
-            Exit::Failure,
-            format!("unexpected answer to Check: {answer}"),
-        )
-        .into());
     };
-    for line in summary(record, SystemTime::now()) {
-        output::line(&line);
-    }
+    let reply = Bus::find(connect)?.send(request, None)?;
+    output::emit(json, &reply, |record| {
+        output::lines(summary(record, SystemTime::now()));
+    });
     Ok(Exit::Success)
 }
 
 /// A few `key  value` lines about one record; fields that are missing are left out.
-fn summary(record: &Value, now: SystemTime) -> Vec<String> {
+fn summary(record: &AgentRecord, now: SystemTime) -> Vec<String> {
     let agent = Agent(record);
     let mut lines = Vec::new();
     let mut row = |key: &str, value: String| lines.push(format!("{key:<9} {value}"));
 
-    let mut terminal = agent.id();
-    if let Some(environment) = agent.environment() {
-        terminal.push_str(&format!(" in {}", render::one_line(environment)));
-    }
-    if let Some(pid) = agent.pid() {
+    let mut terminal = format!(
+        "{} in {}",
+        agent.id(),
+        render::one_line(&record.environment)
+    );
+    if let Some(pid) = record.pid {
         terminal.push_str(&format!(", pid {pid}"));
     }
     row("terminal", terminal);
     if let Some(name) = agent.name() {
         row("name", render::one_line(name));
     }
-    if let Some(profile) = agent.profile() {
-        let command = agent.command();
-        if command.is_empty() {
-            row("profile", render::one_line(profile));
-        } else {
-            let argv = render::truncate(&render::one_line(&command.join(" ")), 60);
-            row("profile", format!("{} ({argv})", render::one_line(profile)));
-        }
+    let profile = render::one_line(&record.profile);
+    if record.command.is_empty() {
+        row("profile", profile);
+    } else {
+        let argv = render::truncate(&render::one_line(&record.command.join(" ")), 60);
+        row("profile", format!("{profile} ({argv})"));
     }
     let mut state = agent.state_label();
     if agent.state_since().is_some() {
@@ -101,24 +87,23 @@ fn summary(record: &Value, now: SystemTime) -> Vec<String> {
     if let Some(ending) = agent.ending() {
         row("exit", ending);
     }
-    if let Some(rev) = agent.rev() {
-        row("rev", rev.to_string());
-    }
+    row("rev", record.rev.to_string());
     lines
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use krad_bus::protocol::{Answer, Response};
     use serde_json::json;
 
     #[test]
-    fn summary_of_a_full_and_an_odd_record() {
+    fn summary_of_a_full_and_a_bare_record() {
         let now = humantime::parse_rfc3339("2025-01-01T00:00:12Z").unwrap();
-        let record = json!({"terminal":4,"environment":"main","name":"fix-login","profile":"claude",
-            "command":["claude","fix the login bug"],"state":"exited","state_source":"process",
-            "message":"bye","exit_code":3,"signal":null,"pid":12,"state_since":"2025-01-01T00:00:00Z",
-            "rev":58});
+        let record = render::test_record(json!({"terminal":4,"environment":"main",
+            "name":"fix-login","profile":"claude","command":["claude","fix the login bug"],
+            "state":"exited","state_source":"process","message":"bye","exit_code":3,
+            "signal":null,"pid":12,"state_since":"2025-01-01T00:00:00Z","rev":58}));
         let lines = summary(&record, now);
         assert_eq!(lines[0], "terminal  4 in main, pid 12");
         assert!(
@@ -127,9 +112,34 @@ mod tests {
         );
         assert!(lines.contains(&"exit      code 3".to_owned()), "{lines:#?}");
         assert!(lines.contains(&"rev       58".to_owned()), "{lines:#?}");
+        let bare = render::test_record(json!({"terminal":5,"state_since":""}));
         assert_eq!(
-            summary(&json!(null), now),
-            vec!["terminal  ?", "state     ?"]
+            summary(&bare, now),
+            vec![
+                "terminal  5 in main",
+                "profile   shell",
+                "state     working (process)",
+                "rev       1"
+            ]
         );
+    }
+
+    #[test]
+    fn a_newer_apps_record_prints_question_marks() {
+        let answer = json!({"Agent":{"terminal":7,"environment":"main","name":"dreamer",
+            "profile":"claude","command":["claude"],"lead":false,"parent":null,"group":null,
+            "variant":null,"state":"sleeping","state_source":"telepathy","message":"zzz",
+            "exit_code":null,"signal":null,"pid":42,"title":null,
+            "started_at":"2025-01-01T00:00:00Z","state_since":"2025-01-01T00:00:00Z",
+            "rev":3,"mood":{"calm":true}}});
+        let decoded = Response::decode(answer).unwrap();
+        let record = AgentRecord::from_response(decoded.response).unwrap();
+        let now = humantime::parse_rfc3339("2025-01-01T00:00:12Z").unwrap();
+        let lines = summary(&record, now);
+        assert!(
+            lines.contains(&"state     ? (?) for 12s".to_owned()),
+            "{lines:#?}"
+        );
+        assert_eq!(lines[0], "terminal  7 in main, pid 42");
     }
 }

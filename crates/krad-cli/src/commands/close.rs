@@ -1,7 +1,7 @@
 //! `krad close`: ends a terminal, or removes an environment (Close).
 
 use clap::ArgGroup;
-use krad_bus::request::{Request, close::Close, deadline};
+use krad_bus::request::close::Close;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
@@ -35,23 +35,17 @@ pub struct CloseArgs {
 
 /// Sends Close and says what was closed.
 pub fn run(args: CloseArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
     let what = match (&args.target, &args.environment) {
         (Some(target), _) => format!("terminal {target}"),
         (None, Some(environment)) => format!("environment {environment}"),
         (None, None) => "nothing".to_owned(),
     };
-    let request = Request::Close(Close {
+    let request = Close {
         target: args.target,
         environment: args.environment,
         force: args.force.then_some(true),
-    });
-    let deadline = request.deadline().unwrap_or(deadline::LONG);
-    let answer = bus.call(&request.to_value(), None, deadline)?;
-    if json {
-        output::json(&answer);
-    } else {
-        output::line(&format!("closed {what}"));
-    }
+    };
+    let reply = Bus::find(connect)?.send(request, None)?;
+    output::emit(json, &reply, |()| output::line(&format!("closed {what}")));
     Ok(Exit::Success)
 }

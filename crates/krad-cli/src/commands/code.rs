@@ -5,12 +5,8 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use krad_bus::request::{
-    Request,
-    code::{Code, MAX_TIMEOUT_SECS},
-    deadline,
-};
-use serde_json::Value;
+use krad_bus::protocol::CodeResultInfo;
+use krad_bus::request::code::{Code, MAX_TIMEOUT_SECS};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::{Exit, Failure};
@@ -68,48 +64,36 @@ pub fn run(args: CodeArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
                 .filter(|e| !e.is_empty())
         })
         .unwrap_or_else(|| "main".to_owned());
-    let bus = Bus::find(connect)?;
-    let request = Request::Code(Code {
+    let request = Code {
         environment,
         command: args.argv,
         stdin,
         timeout_secs: args.timeout,
-    });
-    let deadline = request.deadline().unwrap_or(deadline::LONGEST);
-    let answer = bus.call(&request.to_value(), None, deadline)?;
-    let Some(result) = answer.get("CodeResult") else {
-        return Err(Failure::new(
-            Exit::Failure,
-            format!("unexpected answer to Code: {answer}"),
-        )
-        .into());
     };
-    if json {
-        output::json(&answer);
-    } else {
-        pass_through(result);
-    }
-    Ok(outcome(result))
+    let reply = Bus::find(connect)?.send(request, None)?;
+    output::emit(json, &reply, pass_through);
+    Ok(outcome(&reply.answer))
 }
 
 /// Writes the program's stdout and stderr where it would have.
-fn pass_through(result: &Value) {
-    let text = |key: &str| result[key].as_str().unwrap_or_default().as_bytes().to_vec();
+fn pass_through(result: &CodeResultInfo) {
     // A reader that went away (a pipe to head) is not a failure of the program.
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(&text("stdout")).and_then(|()| out.flush());
+    let _ = out
+        .write_all(result.stdout.as_bytes())
+        .and_then(|()| out.flush());
     let mut err = std::io::stderr().lock();
-    let _ = err.write_all(&text("stderr")).and_then(|()| err.flush());
-    if result["truncated"].as_bool() == Some(true) {
+    let _ = err
+        .write_all(result.stderr.as_bytes())
+        .and_then(|()| err.flush());
+    if result.truncated {
         eprintln!("krad: the output was cut (1 MiB each for stdout and stderr)");
     }
 }
 
 /// 0 when the program exited 0, 9 (with a line on stderr) otherwise.
-fn outcome(result: &Value) -> Exit {
-    let exit_code = result["exit_code"].as_i64();
-    let signal = result["signal"].as_i64();
-    match (exit_code, signal) {
+fn outcome(result: &CodeResultInfo) -> Exit {
+    match (result.exit_code, result.signal) {
         (Some(0), _) => Exit::Success,
         (Some(code), _) => {
             eprintln!("krad: the program exited with code {code}");
@@ -189,7 +173,6 @@ fn parse_timeout(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn timeouts_take_seconds_or_durations_up_to_110() {
@@ -203,17 +186,16 @@ mod tests {
 
     #[test]
     fn only_a_clean_exit_is_success() {
-        assert_eq!(
-            outcome(&json!({"exit_code":0,"signal":null})),
-            Exit::Success
-        );
-        assert_eq!(
-            outcome(&json!({"exit_code":3,"signal":null})),
-            Exit::ProgramFailed
-        );
-        assert_eq!(
-            outcome(&json!({"exit_code":null,"signal":9})),
-            Exit::ProgramFailed
-        );
+        let result = |exit_code, signal| CodeResultInfo {
+            exit_code,
+            signal,
+            stdout: String::new(),
+            stderr: String::new(),
+            duration_ms: 1,
+            truncated: false,
+        };
+        assert_eq!(outcome(&result(Some(0), None)), Exit::Success);
+        assert_eq!(outcome(&result(Some(3), None)), Exit::ProgramFailed);
+        assert_eq!(outcome(&result(None, Some(9))), Exit::ProgramFailed);
     }
 }

@@ -1,7 +1,7 @@
 //! `krad envs`: the environments — main and the worktrees — with their state.
 
-use krad_bus::request::{Request, deadline, environments::Environments};
-use serde_json::Value;
+use krad_bus::protocol::EnvironmentInfo;
+use krad_bus::request::environments::Environments;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
@@ -15,38 +15,31 @@ pub struct EnvsArgs {}
 
 /// Lists the environments.
 pub fn run(_args: EnvsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
-    let answer = bus.call(
-        &Request::Environments(Environments {}).to_value(),
-        None,
-        deadline::STANDARD,
-    )?;
-    if json {
-        output::json(&answer);
-        return Ok(Exit::Success);
-    }
-    let empty = Vec::new();
-    let envs = answer["Environments"].as_array().unwrap_or(&empty);
-    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+    let reply = Bus::find(connect)?.send(Environments {}, None)?;
+    output::emit(json, &reply, |envs| {
+        output::lines(envs_table(envs, render::terminal_width()));
+    });
+    Ok(Exit::Success)
+}
+
+/// The table of `krad envs`, fitted to `width`.
+fn envs_table(envs: &[EnvironmentInfo], width: usize) -> Vec<String> {
     let rows: Vec<Vec<String>> = envs
         .iter()
         .map(|env| {
-            let terminals: Vec<String> = env["terminals"]
-                .as_array()
-                .map(|ts| ts.iter().map(|t| t.to_string()).collect())
-                .unwrap_or_default();
-            let group = match (env["group"].as_str(), env["variant"].as_u64()) {
+            let terminals: Vec<String> = env.terminals.iter().map(u64::to_string).collect();
+            let group = match (&env.group, env.variant) {
                 (Some(g), Some(v)) => format!("{g} #{v}"),
                 _ => String::new(),
             };
             vec![
-                text(env, "name"),
-                text(env, "kind"),
-                text(env, "status").replace('_', " "),
-                text(env, "branch"),
+                env.name.clone(),
+                render::wire_name(&env.kind),
+                render::wire_name(&env.status).replace('_', " "),
+                env.branch.clone().unwrap_or_default(),
                 group,
                 terminals.join(","),
-                text(env, "path"),
+                env.path.clone(),
             ]
         })
         .collect();
@@ -59,8 +52,5 @@ pub fn run(_args: EnvsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         Column::new("TERMINALS", 9, 16),
         Column::new("PATH", 4, 200),
     ];
-    for line in render::table(&columns, &rows, render::terminal_width()) {
-        output::line(&line);
-    }
-    Ok(Exit::Success)
+    render::table(&columns, &rows, width)
 }

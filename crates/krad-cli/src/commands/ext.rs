@@ -2,7 +2,8 @@
 //! servers the config names, and their tools.
 
 use anyhow::Context;
-use krad_bus::request::{Request, deadline, extension_tool::ExtensionTool, extensions::Extensions};
+use krad_bus::protocol::ExtensionInfo;
+use krad_bus::request::{extension_tool::ExtensionTool, extensions::Extensions};
 use serde_json::{Map, Value};
 
 use crate::connect::{Bus, ConnectArgs};
@@ -92,111 +93,84 @@ const COLUMNS: [Column; 4] = [
 ];
 
 fn ls(args: ExtLsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
-    let request = Request::Extensions(Extensions {});
-    let deadline = request.deadline().unwrap_or(deadline::STANDARD);
-    let answer = bus.call(&request.to_value(), None, deadline)?;
-    if json {
-        output::json(&answer);
-        return Ok(Exit::Success);
-    }
-    let Some(extensions) = answer.get("Extensions").and_then(Value::as_array) else {
-        return Err(Failure::new(
-            Exit::Failure,
-            format!("unexpected answer to Extensions: {answer}"),
-        )
-        .into());
-    };
-    if extensions.is_empty() {
-        output::line("no extensions (the config names none: add [extensions.NAME] tables)");
-        return Ok(Exit::Success);
-    }
-    for line in extensions_table(extensions, render::terminal_width()) {
-        output::line(&line);
-    }
-    if args.tools {
-        for extension in extensions {
-            let name = extension["name"].as_str().unwrap_or("?");
-            for tool in extension["tools"].as_array().into_iter().flatten() {
-                let description = tool["description"]
-                    .as_str()
-                    .map(render::one_line)
-                    .unwrap_or_default();
-                output::line(&render::truncate(
-                    &format!(
-                        "{name}.{}  {description}",
-                        tool["name"].as_str().unwrap_or("?")
-                    ),
-                    render::terminal_width(),
-                ));
-            }
-        }
-    }
+    let reply = Bus::find(connect)?.send(Extensions {}, None)?;
+    output::emit(json, &reply, |extensions| {
+        output::lines(extensions_lines(
+            extensions,
+            args.tools,
+            render::terminal_width(),
+        ));
+    });
     Ok(Exit::Success)
 }
 
-/// The table of `krad ext ls`, fitted to `width`.
-fn extensions_table(extensions: &[Value], width: usize) -> Vec<String> {
+/// The table of `krad ext ls` fitted to `width`, then (`tools`) a line per tool;
+/// a hint when there are no extensions.
+fn extensions_lines(extensions: &[ExtensionInfo], tools: bool, width: usize) -> Vec<String> {
+    if extensions.is_empty() {
+        return vec![
+            "no extensions (the config names none: add [extensions.NAME] tables)".to_owned(),
+        ];
+    }
     let rows: Vec<Vec<String>> = extensions
         .iter()
         .map(|extension| {
-            let tools: Vec<&str> = extension["tools"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|t| t["name"].as_str())
-                .collect();
-            let tools = match (extension["error"].as_str(), tools.is_empty()) {
+            let names: Vec<&str> = extension.tools.iter().map(|t| t.name.as_str()).collect();
+            let tools = match (&extension.error, names.is_empty()) {
                 (Some(error), true) => render::one_line(error),
                 (Some(error), false) => {
-                    format!("{} ({})", tools.join(", "), render::one_line(error))
+                    format!("{} ({})", names.join(", "), render::one_line(error))
                 }
                 (None, true) => "-".to_owned(),
-                (None, false) => tools.join(", "),
+                (None, false) => names.join(", "),
             };
             vec![
-                extension["name"].as_str().unwrap_or("?").to_owned(),
-                extension["state"].as_str().unwrap_or("?").to_owned(),
-                extension["restarts"].as_u64().unwrap_or(0).to_string(),
+                extension.name.clone(),
+                render::wire_name(&extension.state),
+                extension.restarts.to_string(),
                 tools,
             ]
         })
         .collect();
-    render::table(&COLUMNS, &rows, width)
+    let mut lines = render::table(&COLUMNS, &rows, width);
+    if tools {
+        for extension in extensions {
+            for tool in &extension.tools {
+                let description = tool
+                    .description
+                    .as_deref()
+                    .map(render::one_line)
+                    .unwrap_or_default();
+                lines.push(render::truncate(
+                    &format!("{}.{}  {description}", extension.name, tool.name),
+                    width,
+                ));
+            }
+        }
+    }
+    lines
 }
 
 fn call(args: ExtCallArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let arguments = arguments(args.args_json.as_deref(), args.args)?;
-    let bus = Bus::find(connect)?;
-    let request = Request::ExtensionTool(ExtensionTool {
+    let request = ExtensionTool {
         extension: args.extension.clone(),
         tool: args.tool.clone(),
         arguments,
-    });
-    let deadline = request.deadline().unwrap_or(deadline::LONGEST);
-    let answer = bus.call(&request.to_value(), None, deadline)?;
-    let Some(result) = answer.get("ToolResult") else {
-        return Err(Failure::new(
-            Exit::Failure,
-            format!("unexpected answer to ExtensionTool: {answer}"),
-        )
-        .into());
     };
-    let is_error = result["is_error"].as_bool().unwrap_or(false);
-    if json {
-        output::json(&answer);
-    } else {
-        for item in result["content"].as_array().into_iter().flatten() {
+    let reply = Bus::find(connect)?.send(request, None)?;
+    output::emit(json, &reply, |result| {
+        for item in &result.content {
             match (item["type"].as_str(), item["text"].as_str()) {
                 (Some("text"), Some(text)) => output::line(text.strip_suffix('\n').unwrap_or(text)),
                 _ => output::json(item),
             }
         }
-        if result["truncated"].as_bool() == Some(true) {
+        if result.truncated {
             eprintln!("krad: the content was cut at the 8 MiB response limit");
         }
-    }
-    if is_error {
+    });
+    if reply.answer.is_error {
         eprintln!(
             "krad: tool {:?} of extension {:?} reported an error",
             args.tool, args.extension
@@ -283,18 +257,27 @@ mod tests {
 
     #[test]
     fn a_row_per_extension() {
-        let list = vec![
-            json!({"name":"github","state":"running","restarts":1,
-                   "tools":[{"name":"search"},{"name":"get_me"}]}),
-            json!({"name":"db","state":"failed","restarts":0,"tools":[],
-                   "error":"it exited (exit code 3) before it answered"}),
-            json!({"name":"idle","state":"stopped","tools":[]}),
-        ];
-        let lines = extensions_table(&list, 100);
-        assert_eq!(lines.len(), 4);
+        let list = json!([
+            {"name":"github","state":"running","restarts":1,
+             "tools":[{"name":"search","description":"Search\nissues","input_schema":{}},
+                      {"name":"get_me","description":null,"input_schema":{}}]},
+            {"name":"db","state":"failed","restarts":0,"tools":[],
+             "error":"it exited (exit code 3) before it answered"},
+            {"name":"idle","state":"stopped","tools":[]},
+            {"name":"new","state":"hibernating","tools":[],"cost":3},
+        ]);
+        let list: Vec<ExtensionInfo> = serde_json::from_value(list).unwrap();
+        let lines = extensions_lines(&list, false, 100);
+        assert_eq!(lines.len(), 5);
         assert!(lines[0].starts_with("NAME"), "{lines:#?}");
         assert!(lines[1].contains("running") && lines[1].contains("search, get_me"));
         assert!(lines[2].contains("failed") && lines[2].contains("exit code 3"));
         assert!(lines[3].contains("stopped") && lines[3].ends_with('-'));
+        assert!(lines[4].starts_with("new     ?"), "{lines:#?}");
+        let lines = extensions_lines(&list, true, 100);
+        assert_eq!(
+            lines[5..],
+            ["github.search  Search issues", "github.get_me  "]
+        );
     }
 }

@@ -16,9 +16,10 @@
 
 use std::io::Read;
 
+use krad_bus::protocol::{AnsweredInfo, DecidedBy};
 use krad_bus::request::ask::{Ask, AskKind, AskOption, AskTool};
+use krad_bus::request::deadline;
 use krad_bus::request::report::{Report, ReportedState};
-use krad_bus::request::{Request, deadline};
 use serde_json::{Value, json};
 
 use crate::connect::{Bus, ConnectArgs};
@@ -75,13 +76,7 @@ pub fn run(args: HookArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result
         tracing::debug!("hook event ignored");
         return Ok(Exit::Success);
     };
-    let sent = Bus::find(connect).and_then(|bus| {
-        bus.call(
-            &Request::Report(report).to_value(),
-            None,
-            deadline::STANDARD,
-        )
-    });
+    let sent = Bus::find(connect).and_then(|bus| bus.send(report, None));
     if let Err(e) = sent {
         tracing::debug!("hook could not report: {e}");
     }
@@ -147,11 +142,8 @@ fn permission_request(event: &Value, connect: &ConnectArgs) -> Exit {
         fields: None,
         expires_in_secs: Some(permission_ask_secs()),
     };
-    let request = Request::Ask(ask);
-    let wait = request.deadline().unwrap_or(deadline::STANDARD);
-    let answered = Bus::find(connect).and_then(|bus| bus.call(&request.to_value(), None, wait));
-    let answered = match answered {
-        Ok(answer) => answer,
+    let answered = match Bus::find(connect).and_then(|bus| bus.send(ask, None)) {
+        Ok(reply) => reply.answer,
         Err(e) => {
             tracing::debug!("permission request not routed: {e}");
             return Exit::Success;
@@ -222,13 +214,14 @@ fn rule_label(suggestion: &Value) -> String {
 
 /// What Claude Code reads from a PermissionRequest hook, for an Ask's answer;
 /// `None` when nobody decided. `rule`: the suggestion "always allow" keeps.
-pub fn claude_decision(rule: Option<&Value>, answered: &Value) -> Option<Value> {
-    let answered = answered.get("Answered")?;
-    let by = answered.get("by").and_then(Value::as_str).unwrap_or("?");
-    if matches!(by, "timeout" | "program") {
-        return None;
-    }
-    let decision = match answered.pointer("/answer/option").and_then(Value::as_str)? {
+pub fn claude_decision(rule: Option<&Value>, answered: &AnsweredInfo) -> Option<Value> {
+    let by = match answered.by {
+        DecidedBy::Timeout | DecidedBy::Program => return None,
+        DecidedBy::Phone => "phone",
+        DecidedBy::Client => "client",
+        DecidedBy::Other => "?",
+    };
+    let decision = match answered.answer.option()? {
         "allow" => json!({ "behavior": "allow" }),
         "allow-always" => match rule {
             Some(rule) => json!({ "behavior": "allow", "updatedPermissions": [rule] }),
@@ -417,8 +410,10 @@ mod tests {
         });
         let rule = always_allow_rule(&event).unwrap();
         assert_eq!(rule_label(&rule), "Bash(npm test:*)");
-        let answered =
-            json!({"Answered": {"ask": "a", "by": "client", "answer": {"option": "allow-always"}}});
+        let answered = serde_json::from_value(
+            json!({"ask": "a", "by": "client", "answer": {"option": "allow-always"}}),
+        )
+        .unwrap();
         let decision = claude_decision(Some(&rule), &answered).unwrap();
         assert_eq!(
             decision.pointer("/hookSpecificOutput/decision/updatedPermissions/0"),
@@ -444,8 +439,17 @@ mod tests {
         assert!(always_allow_rule(&only_mode).is_none());
         assert!(always_allow_rule(&json!({})).is_none());
         // Nobody decided: Claude Code asks in its own terminal.
-        let timeout = json!({"Answered": {"ask": "a", "by": "timeout", "answer": {}}});
+        let timeout =
+            serde_json::from_value(json!({"ask": "a", "by": "timeout", "answer": {}})).unwrap();
         assert!(claude_decision(Some(&rule), &timeout).is_none());
+        let denied = serde_json::from_value(
+            json!({"ask": "a", "by": "phone", "answer": {"option": "deny"}, "note": "newer"}),
+        )
+        .unwrap();
+        assert_eq!(
+            claude_decision(None, &denied).unwrap()["hookSpecificOutput"]["decision"]["message"],
+            "Denied by the user (via krad, phone)."
+        );
     }
 
     #[test]

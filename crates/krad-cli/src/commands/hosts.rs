@@ -1,9 +1,8 @@
 //! `krad hosts`: the SSH hosts of the config and the state of their links;
 //! `krad hosts check NAME` connects and says whether the host answers.
 
+use krad_bus::protocol::HostStatus;
 use krad_bus::request::hosts::{CheckHost, Hosts};
-use krad_bus::request::{Request, deadline};
-use serde_json::Value;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
@@ -34,38 +33,31 @@ pub enum HostsCommand {
 /// Lists or checks hosts.
 pub fn run(args: HostsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let bus = Bus::find(connect)?;
-    let (request, wait) = match args.command {
-        None => (Request::Hosts(Hosts {}), deadline::STANDARD),
-        Some(HostsCommand::Check { name }) => {
-            (Request::CheckHost(CheckHost { name }), deadline::LONG)
-        }
+    let reply = match args.command {
+        None => bus.send(Hosts {}, None)?,
+        Some(HostsCommand::Check { name }) => bus.send(CheckHost { name }, None)?,
     };
-    let answer = bus.call(&request.to_value(), None, wait)?;
-    if json {
-        output::json(&answer);
-        return Ok(Exit::Success);
-    }
-    let empty = Vec::new();
-    let hosts = answer["Hosts"].as_array().unwrap_or(&empty);
+    output::emit(json, &reply, |hosts| {
+        output::lines(hosts_table(hosts, render::terminal_width()));
+    });
+    Ok(Exit::Success)
+}
+
+/// The table of `krad hosts`, fitted to `width`; a hint when there are none.
+fn hosts_table(hosts: &[HostStatus], width: usize) -> Vec<String> {
     if hosts.is_empty() {
-        output::line("no hosts (add [hosts.NAME] to the config file)");
-        return Ok(Exit::Success);
+        return vec!["no hosts (add [hosts.NAME] to the config file)".to_owned()];
     }
-    let text = |v: &Value, key: &str| match &v[key] {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
     let rows: Vec<Vec<String>> = hosts
         .iter()
         .map(|h| {
             vec![
-                text(h, "name"),
-                text(h, "ssh"),
-                text(h, "state"),
-                text(h, "remote_port"),
-                text(h, "reconnects"),
-                render::one_line(&text(h, "error")),
+                h.name.clone(),
+                h.ssh.clone(),
+                h.state.to_string(),
+                h.remote_port.map(|p| p.to_string()).unwrap_or_default(),
+                h.reconnects.to_string(),
+                render::one_line(h.error.as_deref().unwrap_or_default()),
             ]
         })
         .collect();
@@ -77,8 +69,5 @@ pub fn run(args: HostsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         Column::new("RECONNECTS", 10, 10),
         Column::new("ERROR", 5, 200),
     ];
-    for line in render::table(&columns, &rows, render::terminal_width()) {
-        output::line(&line);
-    }
-    Ok(Exit::Success)
+    render::table(&columns, &rows, width)
 }

@@ -2,11 +2,11 @@
 
 use std::time::SystemTime;
 
-use krad_bus::request::{Request, deadline, list::List};
-use serde_json::Value;
+use krad_bus::protocol::AgentRecord;
+use krad_bus::request::list::List;
 
 use crate::connect::{Bus, ConnectArgs};
-use crate::exit::{Exit, Failure};
+use crate::exit::Exit;
 use crate::output;
 use crate::render::{self, Agent, Column};
 
@@ -37,52 +37,28 @@ const COLUMNS: [Column; 8] = [
 
 /// Sends List and prints the agents.
 pub fn run(args: LsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
-    let request = Request::List(List {
+    let request = List {
         environment: args.environment,
-    });
-    let deadline = request.deadline().unwrap_or(deadline::STANDARD);
-    let answer = bus.call(&request.to_value(), None, deadline)?;
-    if json {
-        output::json(&answer);
-        return Ok(Exit::Success);
-    }
-    let Some(agents) = render::records(&answer) else {
-        return Err(Failure::new(
-            Exit::Failure,
-            format!("unexpected answer to List: {answer}"),
-        )
-        .into());
     };
-    if agents.is_empty() {
-        output::line("no agents");
-        return Ok(Exit::Success);
-    }
-    for line in agents_table(&agents, render::terminal_width()) {
-        output::line(&line);
-    }
+    let reply = Bus::find(connect)?.send(request, None)?;
+    output::emit(json, &reply, |agents| {
+        output::lines(agents_table(
+            agents,
+            SystemTime::now(),
+            render::terminal_width(),
+        ));
+    });
     Ok(Exit::Success)
 }
 
-/// The table of `krad ls`, fitted to `width`.
-fn agents_table(agents: &[&Value], width: usize) -> Vec<String> {
-    let now = SystemTime::now();
-    let cell = |text: Option<&str>| text.map_or_else(|| "-".to_owned(), render::one_line);
+/// The table of `krad ls`, fitted to `width`; `no agents` when there are none.
+fn agents_table(agents: &[AgentRecord], now: SystemTime, width: usize) -> Vec<String> {
+    if agents.is_empty() {
+        return vec!["no agents".to_owned()];
+    }
     let rows: Vec<Vec<String>> = agents
         .iter()
-        .map(|record| {
-            let agent = Agent(record);
-            vec![
-                agent.id(),
-                cell(agent.name()),
-                cell(agent.place().as_deref()),
-                cell(agent.profile()),
-                cell(agent.state()),
-                cell(agent.source()),
-                agent.since(now),
-                agent.message_cell(),
-            ]
-        })
+        .map(|record| Agent(record).row(now, true))
         .collect();
     render::table(&COLUMNS, &rows, width)
 }
@@ -90,19 +66,41 @@ fn agents_table(agents: &[&Value], width: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use krad_bus::protocol::{Answer, Response};
     use serde_json::json;
 
     #[test]
     fn a_row_per_agent_with_what_is_there() {
-        let full = json!({"terminal":4,"environment":"main","name":"fix-login","profile":"claude",
-            "state":"idle","state_source":"hook","message":"All 48 tests pass.\nDone.",
-            "state_since":"2020-01-01T00:00:00Z","rev":57});
-        let odd = json!({"terminal":5});
-        let lines = agents_table(&[&full, &odd], 100);
+        let full = render::test_record(json!({"terminal":4,"environment":"main",
+            "name":"fix-login","profile":"claude","state":"idle","state_source":"hook",
+            "message":"All 48 tests pass.\nDone.","state_since":"2020-01-01T00:00:00Z","rev":57}));
+        let bare = render::test_record(json!({"terminal":5}));
+        let lines = agents_table(&[full, bare], SystemTime::now(), 100);
         assert_eq!(lines.len(), 3);
         assert!(lines[0].starts_with("ID  NAME"), "{lines:#?}");
         assert!(lines[1].contains("fix-login") && lines[1].contains("All 48 tests pass. Done."));
         assert!(lines[2].starts_with("5   -"), "{lines:#?}");
         assert!(lines.iter().all(|l| l.chars().count() <= 100));
+        assert_eq!(agents_table(&[], SystemTime::now(), 100), vec!["no agents"]);
+    }
+
+    #[test]
+    fn a_newer_apps_record_prints_question_marks() {
+        let answer = json!({"Agents":[{"terminal":7,"environment":"main","name":"dreamer",
+            "profile":"claude","command":["claude"],"lead":false,"parent":null,"group":null,
+            "variant":null,"state":"sleeping","state_source":"telepathy","message":"zzz",
+            "exit_code":null,"signal":null,"pid":42,"title":null,
+            "started_at":"2025-01-01T00:00:00Z","state_since":"2025-01-01T00:00:00Z",
+            "rev":3,"mood":{"calm":true}}]});
+        let decoded = Response::decode(answer).unwrap();
+        let agents = Vec::<AgentRecord>::from_response(decoded.response).unwrap();
+        let now = humantime::parse_rfc3339("2025-01-01T00:00:12Z").unwrap();
+        let lines = agents_table(&agents, now, 100);
+        let cells: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(
+            cells,
+            ["7", "dreamer", "main", "claude", "?", "?", "12s", "zzz"],
+            "{lines:#?}"
+        );
     }
 }

@@ -1,14 +1,11 @@
 //! `krad output`: what an agent's terminal shows — the last lines of scrollback,
 //! then the screen (Output).
 
-use krad_bus::request::{
-    Request, deadline,
-    output::{MAX_LINES, Output},
-};
-use serde_json::Value;
+use krad_bus::protocol::OutputInfo;
+use krad_bus::request::output::{MAX_LINES, Output};
 
 use crate::connect::{Bus, ConnectArgs};
-use crate::exit::{Exit, Failure};
+use crate::exit::Exit;
 use crate::output;
 
 /// Arguments of `krad output`.
@@ -32,51 +29,30 @@ pub struct OutputArgs {
 
 /// Sends Output and prints the text.
 pub fn run(args: OutputArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
-    let request = Request::Output(Output {
+    let request = Output {
         target: args.target,
         lines: args.lines,
-    });
-    let deadline = request.deadline().unwrap_or(deadline::STANDARD);
-    let answer = bus.call(&request.to_value(), None, deadline)?;
-    if json {
-        output::json(&answer);
-        return Ok(Exit::Success);
-    }
-    let Some(info) = answer.get("Output") else {
-        return Err(Failure::new(
-            Exit::Failure,
-            format!("unexpected answer to Output: {answer}"),
-        )
-        .into());
     };
-    for line in text_lines(info) {
-        output::line(&line);
-    }
-    if info.get("truncated").and_then(Value::as_bool) == Some(true) {
-        eprintln!("krad: there is more scrollback than shown (--lines, at most {MAX_LINES})");
-    }
+    let reply = Bus::find(connect)?.send(request, None)?;
+    output::emit(json, &reply, |info| {
+        output::lines(text_lines(info));
+        if info.truncated {
+            eprintln!("krad: there is more scrollback than shown (--lines, at most {MAX_LINES})");
+        }
+    });
     Ok(Exit::Success)
 }
 
 /// The scrollback, then the screen; trailing blanks trimmed from each line and
 /// blank rows from the screen's end.
-fn text_lines(info: &Value) -> Vec<String> {
+fn text_lines(info: &OutputInfo) -> Vec<String> {
     let mut lines: Vec<String> = info
-        .get("scrollback")
-        .and_then(Value::as_array)
-        .map(|lines| {
-            lines
-                .iter()
-                .filter_map(Value::as_str)
-                .map(|l| l.trim_end().to_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+        .scrollback
+        .iter()
+        .map(|l| l.trim_end().to_owned())
+        .collect();
     let mut screen: Vec<String> = info
-        .get("screen")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+        .screen
         .split('\n')
         .map(|l| l.trim_end().to_owned())
         .collect();
@@ -96,7 +72,10 @@ mod tests {
     fn scrollback_then_screen() {
         let info = json!({"terminal":4,"screen":"$ make   \nok\n\n\n","cursor":[1,2],
             "scrollback":["old 1","old 2  "],"truncated":false});
+        let info: OutputInfo = serde_json::from_value(info).unwrap();
         assert_eq!(text_lines(&info), vec!["old 1", "old 2", "$ make", "ok"]);
-        assert!(text_lines(&json!({})).is_empty());
+        let blank = json!({"terminal":4,"screen":"","cursor":[0,0],"scrollback":[],
+            "truncated":false});
+        assert!(text_lines(&serde_json::from_value(blank).unwrap()).is_empty());
     }
 }

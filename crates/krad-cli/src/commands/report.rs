@@ -2,7 +2,6 @@
 //! agents inside krad terminals call it; it finds the bus through `KRAD_ADE_*`.
 
 use krad_bus::request::report::{Report, ReportedState};
-use krad_bus::request::{Request, deadline};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
@@ -50,16 +49,13 @@ impl From<StateArg> for ReportedState {
 
 /// Sends the report.
 pub fn run(args: ReportArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
-    let report = Request::Report(Report {
+    let report = Report {
         state: args.state.into(),
         message: args.message,
         title: args.title,
         session: None,
-    });
-    let answer = bus.call(&report.to_value(), None, deadline::STANDARD)?;
-    if json {
-        output::json(&answer);
-    }
+    };
+    let reply = Bus::find(connect)?.send(report, None)?;
+    output::emit(json, &reply, |()| {});
     Ok(Exit::Success)
 }

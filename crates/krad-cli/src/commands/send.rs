@@ -4,10 +4,7 @@ use std::io::{IsTerminal, Read};
 
 use anyhow::Context;
 use krad_bus::protocol::keys::Key;
-use krad_bus::request::{
-    Request, deadline,
-    send::{MAX_TEXT, Send, When},
-};
+use krad_bus::request::send::{MAX_TEXT, Send, When};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::{Exit, Failure};
@@ -70,42 +67,25 @@ pub fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
         )
         .into());
     }
-    let bus = Bus::find(connect)?;
-    let request = Request::Send(Send {
+    let request = Send {
         target: args.target,
         text,
         keys: (!args.keys.is_empty()).then_some(args.keys),
         enter: args.enter.then_some(true),
         when: args.when_idle.then_some(When::Idle),
+    };
+    let reply = Bus::find(connect)?.send(request, None)?;
+    output::emit(json, &reply, |sent| {
+        let delivered = if sent.delivered {
+            "delivered"
+        } else {
+            "not delivered"
+        };
+        output::line(&format!(
+            "sent to terminal {} ({delivered}; now {})",
+            sent.terminal, sent.state
+        ));
     });
-    let deadline = request.deadline().unwrap_or(deadline::STANDARD);
-    let answer = bus.call(&request.to_value(), None, deadline)?;
-    if json {
-        output::json(&answer);
-        return Ok(Exit::Success);
-    }
-    let Some(sent) = answer.get("Sent") else {
-        return Err(Failure::new(
-            Exit::Failure,
-            format!("unexpected answer to Send: {answer}"),
-        )
-        .into());
-    };
-    let terminal = sent
-        .get("terminal")
-        .and_then(|t| t.as_u64())
-        .unwrap_or(args.target);
-    let delivered = match sent.get("delivered").and_then(|d| d.as_bool()) {
-        Some(true) => "delivered",
-        Some(false) => "not delivered",
-        None => "delivery unknown",
-    };
-    let state = sent
-        .get("state")
-        .and_then(|s| s.as_str())
-        .map(|s| format!("; now {s}"))
-        .unwrap_or_default();
-    output::line(&format!("sent to terminal {terminal} ({delivered}{state})"));
     Ok(Exit::Success)
 }
 

@@ -2,10 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use krad_bus::request::{Request, deadline, spawn::MAX_SIDE, spawn::Spawn};
+use krad_bus::protocol::AgentRecord;
+use krad_bus::request::spawn::{MAX_SIDE, Spawn};
 
 use crate::connect::{Bus, ConnectArgs};
-use crate::exit::{Exit, Failure};
+use crate::exit::Exit;
 use crate::output;
 use crate::render::{self, Agent};
 
@@ -57,8 +58,7 @@ pub fn run(args: SpawnArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         Some("-") => Some(read_stdin_text("the prompt")?),
         other => other.map(str::to_owned),
     };
-    let bus = Bus::find(connect)?;
-    let request = Request::Spawn(Spawn {
+    let request = Spawn {
         environment: args.environment,
         profile: args.profile,
         command: (!args.command.is_empty()).then_some(args.command),
@@ -68,37 +68,24 @@ pub fn run(args: SpawnArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         env: (!args.vars.is_empty()).then(|| args.vars.into_iter().collect::<BTreeMap<_, _>>()),
         cols: args.cols,
         rows: args.rows,
-    });
-    let deadline = request.deadline().unwrap_or(deadline::LONG);
-    let answer = bus.call(&request.to_value(), None, deadline)?;
-    if json {
-        output::json(&answer);
-        return Ok(Exit::Success);
-    }
-    let Some(record) = answer.get("Agent") else {
-        return Err(Failure::new(
-            Exit::Failure,
-            format!("unexpected answer to Spawn: {answer}"),
-        )
-        .into());
     };
-    output::line(&spawned_line(Agent(record)));
+    let reply = Bus::find(connect)?.send(request, None)?;
+    output::emit(json, &reply, |record| output::line(&spawned_line(record)));
     Ok(Exit::Success)
 }
 
 /// `spawned terminal 5 (profile claude) in main, pid 1234`.
-fn spawned_line(agent: Agent<'_>) -> String {
-    let mut line = format!("spawned terminal {}", agent.id());
-    if let Some(profile) = agent.profile() {
-        line.push_str(&format!(" (profile {})", render::one_line(profile)));
-    }
-    if let Some(environment) = agent.environment() {
-        line.push_str(&format!(" in {}", render::one_line(environment)));
-    }
-    if let Some(pid) = agent.pid() {
+fn spawned_line(record: &AgentRecord) -> String {
+    let mut line = format!(
+        "spawned terminal {} (profile {}) in {}",
+        record.terminal,
+        render::one_line(&record.profile),
+        render::one_line(&record.environment)
+    );
+    if let Some(pid) = record.pid {
         line.push_str(&format!(", pid {pid}"));
     }
-    if let Some(name) = agent.name() {
+    if let Some(name) = Agent(record).name() {
         line.push_str(&format!(", named {:?}", render::one_line(name)));
     }
     line
@@ -137,11 +124,17 @@ mod tests {
 
     #[test]
     fn the_spawned_line() {
-        let record = json!({"terminal":5,"profile":"claude","environment":"main","pid":1234});
+        let record = render::test_record(
+            json!({"terminal":5,"profile":"claude","environment":"main","pid":1234}),
+        );
         assert_eq!(
-            spawned_line(Agent(&record)),
+            spawned_line(&record),
             "spawned terminal 5 (profile claude) in main, pid 1234"
         );
-        assert_eq!(spawned_line(Agent(&json!({}))), "spawned terminal ?");
+        let named = render::test_record(json!({"terminal":6,"name":"fix-login"}));
+        assert_eq!(
+            spawned_line(&named),
+            "spawned terminal 6 (profile shell) in main, named \"fix-login\""
+        );
     }
 }

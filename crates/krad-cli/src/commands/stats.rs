@@ -1,6 +1,6 @@
 //! `krad stats`: the bus's counters.
 
-use krad_bus::request::{Request, deadline, stats::Stats};
+use krad_bus::request::stats::{Stats, StatsInfo};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
@@ -13,37 +13,47 @@ pub struct StatsArgs {}
 
 /// Prints the counters.
 pub fn run(_args: StatsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
-    let answer = bus.call(
-        &Request::Stats(Stats {}).to_value(),
-        None,
-        deadline::STANDARD,
-    )?;
-    if json {
-        output::json(&answer);
-        return Ok(Exit::Success);
-    }
-    let stats = &answer["Stats"];
-    for key in [
-        "connections_open",
-        "requests_total",
-        "waits_pending",
-        "subscribers",
-        "agents",
-        "uptime_secs",
-    ] {
-        output::line(&format!("{key:<17} {}", stats[key]));
-    }
-    let errors = stats["errors_by_code"]
-        .as_object()
-        .filter(|e| !e.is_empty());
-    match errors {
-        None => output::line("errors            none"),
-        Some(errors) => {
-            for (code, n) in errors {
-                output::line(&format!("errors.{code:<10} {n}"));
-            }
-        }
-    }
+    let reply = Bus::find(connect)?.send(Stats {}, None)?;
+    output::emit(json, &reply, |stats| output::lines(stats_lines(stats)));
     Ok(Exit::Success)
+}
+
+/// `key  value` lines, then the errors by code.
+fn stats_lines(stats: &StatsInfo) -> Vec<String> {
+    let mut lines: Vec<String> = [
+        ("connections_open", stats.connections_open),
+        ("requests_total", stats.requests_total),
+        ("waits_pending", stats.waits_pending),
+        ("subscribers", stats.subscribers),
+        ("agents", stats.agents),
+        ("uptime_secs", stats.uptime_secs),
+    ]
+    .iter()
+    .map(|(key, value)| format!("{key:<17} {value}"))
+    .collect();
+    if stats.errors_by_code.is_empty() {
+        lines.push("errors            none".to_owned());
+    }
+    for (code, n) in &stats.errors_by_code {
+        lines.push(format!("errors.{code:<10} {n}"));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_then_errors() {
+        let mut stats = StatsInfo {
+            requests_total: 12,
+            ..StatsInfo::default()
+        };
+        let lines = stats_lines(&stats);
+        assert_eq!(lines[1], "requests_total    12");
+        assert_eq!(lines.last().unwrap(), "errors            none");
+        stats.errors_by_code.insert("not_found".into(), 2);
+        assert_eq!(stats_lines(&stats).last().unwrap(), "errors.not_found  2");
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use krad_bus::request::{Request, deadline, shutdown::Shutdown};
+use krad_bus::request::shutdown::Shutdown;
 use serde_json::json;
 
 use crate::connect::{Bus, ConnectArgs};
@@ -24,10 +24,10 @@ pub struct StopArgs {
 /// Sends Shutdown and waits for the process to exit.
 pub fn run(args: StopArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let bus = Bus::find(connect)?;
-    let request = Request::Shutdown(Shutdown {
+    let request = Shutdown {
         close_terminals: Some(!args.keep_terminals),
-    });
-    bus.call(&request.to_value(), None, deadline::STANDARD)?;
+    };
+    bus.send(request, None)?;
     if let Some(pid) = bus.pid {
         let until = Instant::now() + Duration::from_secs(args.wait);
         while krad_bus::api_json::pid_alive(pid) {

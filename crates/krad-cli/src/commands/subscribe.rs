@@ -2,10 +2,11 @@
 //! flushed as each arrives — for scripts and other programs to follow the agents.
 
 use krad_bus::client::{ClientError, MessageStream};
+use krad_bus::protocol::StreamMessage;
 use krad_bus::request::{Request, subscribe_agents::SubscribeAgents};
 use serde_json::Value;
 
-use crate::connect::{Bus, ConnectArgs, answer_failure};
+use crate::connect::{Bus, ConnectArgs, answer_failure, client_failure};
 use crate::exit::{Exit, Failure};
 use crate::output;
 
@@ -47,7 +48,28 @@ pub(crate) fn open(
     });
     bus.client()
         .stream(&request.to_value(), None)
-        .map_err(stream_failure)
+        .map_err(client_failure)
+}
+
+/// One line of a SubscribeAgents stream: its JSON as the app wrote it, and the
+/// message it is (`None` for one this CLI does not know).
+#[derive(Debug)]
+pub(crate) struct Line {
+    /// The line as JSON.
+    pub raw: Value,
+    /// The message, typed.
+    pub message: Option<StreamMessage>,
+}
+
+/// Reads a line of the stream; a broken stream, or an `Error` instead of the
+/// stream (the request refused), is a [`Failure`].
+pub(crate) fn read(line: Result<Value, ClientError>) -> Result<Line, Failure> {
+    let raw = line.map_err(client_failure)?;
+    if let Some(failure) = answer_failure(&raw) {
+        return Err(failure);
+    }
+    let message = serde_json::from_value(raw.clone()).ok();
+    Ok(Line { raw, message })
 }
 
 /// Prints every message of a SubscribeAgents stream as one JSON line. Ends with
@@ -58,35 +80,12 @@ pub(crate) fn print_stream(
     environment: Option<String>,
     since_rev: Option<u64>,
 ) -> anyhow::Result<Exit> {
-    for message in open(bus, environment, since_rev)? {
-        let message = message.map_err(stream_failure)?;
-        if let Some(failure) = answer_failure(&message) {
-            return Err(failure.into());
-        }
-        output::json(&message);
-        if is_shutting_down(&message) {
+    for line in open(bus, environment, since_rev)? {
+        let line = read(line)?;
+        output::json(&line.raw);
+        if matches!(line.message, Some(StreamMessage::ShuttingDown)) {
             break;
         }
     }
     Ok(Exit::Success)
-}
-
-/// Whether the message is the app's last: `"ShuttingDown"`.
-pub(crate) fn is_shutting_down(message: &Value) -> bool {
-    message == "ShuttingDown"
-}
-
-/// The failure a broken stream stands for.
-pub(crate) fn stream_failure(error: ClientError) -> Failure {
-    match error {
-        ClientError::Unreachable { endpoint, source } => Failure::new(
-            Exit::Unreachable,
-            format!(
-                "the app is not running: nothing answers at {endpoint} ({source}); \
-                 start it with `krad serve` in your repository"
-            ),
-        ),
-        ClientError::BadEndpoint(_) => Failure::new(Exit::Usage, error.to_string()),
-        other => Failure::new(Exit::Failure, other.to_string()),
-    }
 }

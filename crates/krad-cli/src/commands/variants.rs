@@ -5,10 +5,9 @@ use std::io::Read;
 use anyhow::Context;
 use krad_bus::request::pick_variant::{How, PickVariant};
 use krad_bus::request::run_variants::RunVariants;
-use krad_bus::request::{Request, deadline};
 
 use crate::connect::{Bus, ConnectArgs};
-use crate::exit::{Exit, Failure};
+use crate::exit::Exit;
 use crate::output;
 
 /// Arguments of `krad variants`.
@@ -110,7 +109,7 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
             } else {
                 prompt
             };
-            let request = Request::RunVariants(RunVariants {
+            let request = RunVariants {
                 count,
                 prompt,
                 profile,
@@ -118,25 +117,17 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
                 base,
                 name,
                 host,
+            };
+            let reply = bus.send(request, request_id.as_deref())?;
+            output::emit(json, &reply, |variants| {
+                output::line(&format!("group {}", variants.group));
+                for v in &variants.variants {
+                    output::line(&format!(
+                        "  variant {}: environment {}, terminal {}",
+                        v.variant, v.environment, v.terminal
+                    ));
+                }
             });
-            let answer = bus.call(&request.to_value(), request_id.as_deref(), deadline::LONG)?;
-            if json {
-                output::json(&answer);
-                return Ok(Exit::Success);
-            }
-            let variants = &answer["Variants"];
-            output::line(&format!(
-                "group {}",
-                variants["group"].as_str().unwrap_or("?")
-            ));
-            for v in variants["variants"].as_array().into_iter().flatten() {
-                output::line(&format!(
-                    "  variant {}: environment {}, terminal {}",
-                    v["variant"],
-                    v["environment"].as_str().unwrap_or("?"),
-                    v["terminal"]
-                ));
-            }
         }
         VariantsCommand::Pick {
             group,
@@ -151,36 +142,23 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
                 HowArg::Squash => How::Squash,
                 HowArg::Branch => How::Branch,
             };
-            let request = Request::PickVariant(PickVariant {
+            let request = PickVariant {
                 group,
                 variant,
                 into,
                 how: Some(how),
                 close_others: Some(!keep_others),
-            });
-            let answer = bus.call(&request.to_value(), request_id.as_deref(), deadline::LONG)?;
-            if json {
-                output::json(&answer);
-                return Ok(Exit::Success);
-            }
-            let picked = &answer["Picked"];
-            let Some(branch) = picked["branch"].as_str() else {
-                return Err(
-                    Failure::new(Exit::Failure, format!("unexpected answer: {answer}")).into(),
-                );
             };
-            match picked["into"].as_str() {
-                Some(into) => output::line(&format!(
-                    "picked variant {} ({branch}) into {into}, now at {}",
-                    picked["variant"],
-                    picked["commit"].as_str().unwrap_or("?")
-                )),
-                None => output::line(&format!(
-                    "kept variant {} as branch {branch} at {}",
-                    picked["variant"],
-                    picked["commit"].as_str().unwrap_or("?")
-                )),
-            }
+            let reply = bus.send(request, request_id.as_deref())?;
+            output::emit(json, &reply, |picked| {
+                let (variant, branch, commit) = (picked.variant, &picked.branch, &picked.commit);
+                output::line(&match &picked.into {
+                    Some(into) => {
+                        format!("picked variant {variant} ({branch}) into {into}, now at {commit}")
+                    }
+                    None => format!("kept variant {variant} as branch {branch} at {commit}"),
+                });
+            });
         }
     }
     Ok(Exit::Success)

@@ -2,15 +2,16 @@
 //! Exits 9 when a waited agent exited non-zero or was killed, so scripts can
 //! chain `krad wait 4 --exit && …`.
 
+use krad_bus::protocol::Waited;
 use krad_bus::request::{
-    Request, deadline,
+    deadline,
     wait::{Until, Wait, WaitFor},
 };
 
-use crate::connect::{Bus, ConnectArgs};
-use crate::exit::{Exit, Failure};
+use crate::connect::{Bus, ConnectArgs, Reply, timed_out};
+use crate::exit::Exit;
 use crate::output;
-use crate::render::{self, Agent};
+use crate::render::Agent;
 
 /// Arguments of `krad wait`.
 #[derive(Debug, clap::Args)]
@@ -41,22 +42,17 @@ pub struct WaitArgs {
 
 /// Sends Wait and prints the records it answers.
 pub fn run(args: WaitArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
-    let request = Request::Wait(wait_request(&args));
-    let deadline = request.deadline().unwrap_or(deadline::STANDARD);
-    let answer = bus.call(&request.to_value(), None, deadline)?;
-    if json {
-        output::json(&answer);
-    }
-    let Some(records) = render::records(&answer) else {
-        return Err(Failure::new(
-            Exit::Failure,
-            format!("unexpected answer to Wait: {answer}"),
-        )
-        .into());
+    let Reply { raw, answer } = Bus::find(connect)?.send(wait_request(&args), None)?;
+    let records = match answer {
+        Waited::Agent(record) => vec![*record],
+        Waited::Agents(records) => records,
+        Waited::TimedOut => return Err(timed_out().into()),
     };
+    if json {
+        output::json(&raw);
+    }
     let mut exit = Exit::Success;
-    for record in records {
+    for record in &records {
         let agent = Agent(record);
         if !json {
             output::line(&agent.summary_line());
@@ -105,6 +101,7 @@ pub(crate) fn parse_wait_secs(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use krad_bus::request::Request;
     use serde_json::json;
 
     fn args(targets: &[u64], any: bool, exit: bool) -> WaitArgs {

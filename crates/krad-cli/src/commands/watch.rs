@@ -8,14 +8,14 @@ use std::io::IsTerminal;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, SystemTime};
 
-use serde_json::Value;
+use krad_bus::protocol::{AgentRecord, AgentState, StreamMessage};
 
-use crate::connect::{Bus, ConnectArgs, answer_failure};
+use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
 use crate::output;
 use crate::render::{self, Agent, Column};
 
-use super::subscribe::{self, is_shutting_down, stream_failure};
+use super::subscribe;
 
 /// Arguments of `krad watch`.
 #[derive(Debug, clap::Args)]
@@ -91,17 +91,15 @@ pub fn run(args: WatchArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
             }
         };
         match message {
-            Some(message) => {
-                let message = message.map_err(stream_failure)?;
-                if let Some(failure) = answer_failure(&message) {
-                    return Err(failure.into());
-                }
-                if is_shutting_down(&message) {
+            Some(line) => match subscribe::read(line)?.message {
+                Some(StreamMessage::ShuttingDown) => {
                     output::line("the app stopped");
                     return Ok(Exit::Success);
                 }
-                newly_asking = board.apply(&message);
-            }
+                Some(message) => newly_asking = board.apply(message),
+                // A message this CLI does not know changes nothing.
+                None => {}
+            },
             // A tick before the first message: nothing to show yet.
             None if !drawn => continue,
             None => {}
@@ -132,7 +130,7 @@ pub fn run(args: WatchArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
 /// What the stream has said so far: the agents by terminal, and the latest rev.
 #[derive(Debug, Default)]
 struct Board {
-    agents: BTreeMap<u64, Value>,
+    agents: BTreeMap<u64, AgentRecord>,
     rev: Option<u64>,
 }
 
@@ -140,7 +138,7 @@ impl Board {
     /// Applies one stream message: a fresh Snapshot replaces everything, a
     /// resumed one and Agent upsert, Removed deletes, Heartbeat only moves the rev.
     /// Says whether an agent started asking.
-    fn apply(&mut self, message: &Value) -> bool {
+    fn apply(&mut self, message: StreamMessage) -> bool {
         let asking_before: Vec<u64> = self.asking().collect();
         self.apply_message(message);
         self.asking().any(|t| !asking_before.contains(&t))
@@ -150,68 +148,50 @@ impl Board {
     fn asking(&self) -> impl Iterator<Item = u64> + '_ {
         self.agents
             .iter()
-            .filter(|(_, a)| Agent(a).state() == Some("asking"))
+            .filter(|(_, a)| a.state == AgentState::Asking)
             .map(|(t, _)| *t)
     }
 
-    fn apply_message(&mut self, message: &Value) {
-        if let Some(snapshot) = message.get("Snapshot") {
-            if snapshot.get("fresh").and_then(Value::as_bool) != Some(false) {
-                self.agents.clear();
+    fn apply_message(&mut self, message: StreamMessage) {
+        match message {
+            StreamMessage::Snapshot(snapshot) => {
+                if snapshot.fresh {
+                    self.agents.clear();
+                }
+                for agent in snapshot.agents {
+                    self.upsert(agent);
+                }
+                for removed in snapshot.removed {
+                    self.remove(removed.terminal, removed.rev);
+                }
+                self.saw_rev(snapshot.rev);
             }
-            for agent in snapshot
-                .get("agents")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                self.upsert(agent);
-            }
-            for removed in snapshot
-                .get("removed")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                self.remove(removed);
-            }
-            self.saw_rev(snapshot);
-        } else if let Some(agent) = message.get("Agent") {
-            self.upsert(agent);
-        } else if let Some(removed) = message.get("Removed") {
-            self.remove(removed);
-        } else if let Some(heartbeat) = message.get("Heartbeat") {
-            self.saw_rev(heartbeat);
+            StreamMessage::Agent(agent) => self.upsert(*agent),
+            StreamMessage::Removed(removed) => self.remove(removed.terminal, removed.rev),
+            StreamMessage::Heartbeat(heartbeat) => self.saw_rev(heartbeat.rev),
+            StreamMessage::ShuttingDown => {}
         }
     }
 
-    fn upsert(&mut self, agent: &Value) {
-        if let Some(terminal) = Agent(agent).terminal() {
-            self.agents.insert(terminal, agent.clone());
-        }
-        self.saw_rev(agent);
+    fn upsert(&mut self, agent: AgentRecord) {
+        self.saw_rev(agent.rev);
+        self.agents.insert(agent.terminal, agent);
     }
 
-    fn remove(&mut self, removed: &Value) {
-        if let Some(terminal) = removed.get("terminal").and_then(Value::as_u64) {
-            self.agents.remove(&terminal);
-        }
-        self.saw_rev(removed);
+    fn remove(&mut self, terminal: u64, rev: u64) {
+        self.agents.remove(&terminal);
+        self.saw_rev(rev);
     }
 
-    fn saw_rev(&mut self, value: &Value) {
-        if let Some(rev) = value.get("rev").and_then(Value::as_u64) {
-            self.rev = Some(self.rev.map_or(rev, |seen| seen.max(rev)));
-        }
+    fn saw_rev(&mut self, rev: u64) {
+        self.rev = Some(self.rev.map_or(rev, |seen| seen.max(rev)));
     }
 
     /// `krad watch: 3 agents — 1 working, 2 idle (rev 57) — Ctrl-C to quit`.
     fn header(&self, environment: Option<&str>) -> String {
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for agent in self.agents.values() {
-            *counts
-                .entry(Agent(agent).state().unwrap_or("?"))
-                .or_default() += 1;
+            *counts.entry(Agent(agent).state()).or_default() += 1;
         }
         let mut parts: Vec<String> = STATES
             .iter()
@@ -245,26 +225,18 @@ impl Board {
         if self.agents.is_empty() {
             return vec!["no agents".to_owned()];
         }
-        let cell = |text: Option<&str>| text.map_or_else(|| "-".to_owned(), render::one_line);
         let rows: Vec<Vec<String>> = self
             .agents
             .values()
             .map(|record| {
-                let agent = Agent(record);
-                let mark = if agent.state() == Some("asking") {
+                let mark = if record.state == AgentState::Asking {
                     "!"
                 } else {
                     ""
                 };
-                vec![
-                    mark.to_owned(),
-                    agent.id(),
-                    cell(agent.name()),
-                    cell(agent.state()),
-                    cell(agent.source()),
-                    agent.since(now),
-                    agent.message_cell(),
-                ]
+                let mut row = vec![mark.to_owned()];
+                row.extend(Agent(record).row(now, false));
+                row
             })
             .collect();
         render::table(&COLUMNS, &rows, width)
@@ -274,24 +246,35 @@ impl Board {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn agent(terminal: u64, state: &str, rev: u64) -> Value {
-        json!({"terminal":terminal,"name":format!("a{terminal}"),"state":state,
-            "state_source":"hook","state_since":"2020-01-01T00:00:00Z","rev":rev})
+        let record = render::test_record(json!({"terminal":terminal,
+            "name":format!("a{terminal}"),"state":state,"state_source":"hook",
+            "state_since":"2020-01-01T00:00:00Z","rev":rev}));
+        serde_json::to_value(record).unwrap()
+    }
+
+    /// Reads a line as `krad watch` does, and applies it if it is a message.
+    fn apply(board: &mut Board, line: Value) -> bool {
+        let line = subscribe::read(Ok(line)).unwrap();
+        line.message.is_some_and(|message| board.apply(message))
     }
 
     #[test]
     fn the_board_follows_the_stream() {
         let mut board = Board::default();
-        board.apply(&json!({"Snapshot":{"rev":10,"fresh":true,
-            "agents":[agent(1,"working",9), agent(2,"idle",10)]}}));
+        apply(
+            &mut board,
+            json!({"Snapshot":{"rev":10,"fresh":true,
+            "agents":[agent(1,"working",9), agent(2,"idle",10)]}}),
+        );
         assert_eq!(board.agents.len(), 2);
-        assert!(!board.apply(&json!({"Agent": agent(1, "idle", 11)})));
-        assert!(board.apply(&json!({"Agent": agent(3, "asking", 12)})));
-        assert!(!board.apply(&json!({"Agent": agent(3, "asking", 12)})));
-        board.apply(&json!({"Removed":{"terminal":2,"rev":13}}));
-        board.apply(&json!({"Heartbeat":{"rev":13}}));
+        assert!(!apply(&mut board, json!({"Agent": agent(1, "idle", 11)})));
+        assert!(apply(&mut board, json!({"Agent": agent(3, "asking", 12)})));
+        assert!(!apply(&mut board, json!({"Agent": agent(3, "asking", 12)})));
+        apply(&mut board, json!({"Removed":{"terminal":2,"rev":13}}));
+        apply(&mut board, json!({"Heartbeat":{"rev":13}}));
         assert_eq!(board.agents.keys().copied().collect::<Vec<_>>(), vec![1, 3]);
         assert_eq!(board.rev, Some(13));
         assert_eq!(
@@ -308,10 +291,16 @@ mod tests {
         assert!(lines.iter().all(|l| l.chars().count() <= 60), "{lines:#?}");
 
         // A resumed snapshot upserts and removes; a fresh one replaces.
-        board.apply(&json!({"Snapshot":{"rev":20,"fresh":false,
-            "agents":[agent(4,"working",19)],"removed":[{"terminal":1,"rev":20}]}}));
+        apply(
+            &mut board,
+            json!({"Snapshot":{"rev":20,"fresh":false,
+            "agents":[agent(4,"working",19)],"removed":[{"terminal":1,"rev":20}]}}),
+        );
         assert_eq!(board.agents.keys().copied().collect::<Vec<_>>(), vec![3, 4]);
-        board.apply(&json!({"Snapshot":{"rev":21,"fresh":true,"agents":[]}}));
+        apply(
+            &mut board,
+            json!({"Snapshot":{"rev":21,"fresh":true,"agents":[]}}),
+        );
         assert!(board.agents.is_empty());
         assert_eq!(board.table(SystemTime::now(), 60), vec!["no agents"]);
     }
@@ -325,12 +314,35 @@ mod tests {
             json!({"Agent":{}}),
             json!({"Snapshot":3}),
         ] {
-            board.apply(&message);
+            apply(&mut board, message);
         }
         assert!(board.agents.is_empty());
         assert_eq!(
             board.header(Some("x")),
             "krad watch x: 0 agents — Ctrl-C to quit"
         );
+    }
+
+    #[test]
+    fn a_newer_apps_state_counts_as_a_question_mark() {
+        let mut board = Board::default();
+        let mut newer = agent(7, "sleeping", 3);
+        newer["state_source"] = json!("telepathy");
+        newer["mood"] = json!("calm");
+        apply(&mut board, json!({ "Agent": newer }));
+        assert_eq!(
+            board.header(None),
+            "krad watch: 1 agent — 1 ? (rev 3) — Ctrl-C to quit"
+        );
+        let lines = board.table(SystemTime::now(), 80);
+        let cells: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(cells[..4], ["7", "a7", "?", "?"], "{lines:#?}");
+    }
+
+    #[test]
+    fn an_error_instead_of_the_stream_is_a_failure() {
+        let refused = json!({"Error":{"code":"forbidden","message":"not yours"}});
+        let failure = subscribe::read(Ok(refused)).unwrap_err();
+        assert_eq!(failure.exit, Exit::Denied);
     }
 }

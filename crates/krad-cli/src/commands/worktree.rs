@@ -1,10 +1,12 @@
 //! `krad worktree create`: a new environment on its own branch.
 
-use krad_bus::request::{Request, create_worktree::CreateWorktree, deadline};
+use krad_bus::protocol::EnvironmentInfo;
+use krad_bus::request::create_worktree::CreateWorktree;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
 use crate::output;
+use crate::render;
 
 /// Arguments of `krad worktree`.
 #[derive(Debug, clap::Args)]
@@ -47,31 +49,28 @@ pub fn run(args: WorktreeArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
         host,
         request_id,
     } = args.command;
-    let bus = Bus::find(connect)?;
-    let request = Request::CreateWorktree(CreateWorktree {
+    let request = CreateWorktree {
         name,
         base,
         branch,
         host,
-    });
-    let answer = bus.call(&request.to_value(), request_id.as_deref(), deadline::LONG)?;
-    if json {
-        output::json(&answer);
-        return Ok(Exit::Success);
-    }
-    let env = &answer["Environment"];
-    output::line(&format!(
-        "created environment {} on branch {} at {}",
-        env["name"].as_str().unwrap_or("?"),
-        env["branch"].as_str().unwrap_or("?"),
-        env["path"].as_str().unwrap_or("?"),
-    ));
-    if let Some(setup) = env.get("setup").filter(|s| s.is_object()) {
-        let status = env["status"].as_str().unwrap_or("?").replace('_', " ");
-        output::line(&format!(
-            "setup `{}`: {status}",
-            setup["command"].as_str().unwrap_or("")
-        ));
-    }
+    };
+    let reply = Bus::find(connect)?.send(request, request_id.as_deref())?;
+    output::emit(json, &reply, |env| output::lines(created_lines(env)));
     Ok(Exit::Success)
+}
+
+/// What was created, and how its setup went.
+fn created_lines(env: &EnvironmentInfo) -> Vec<String> {
+    let mut lines = vec![format!(
+        "created environment {} on branch {} at {}",
+        env.name,
+        env.branch.as_deref().unwrap_or("?"),
+        env.path,
+    )];
+    if let Some(setup) = &env.setup {
+        let status = render::wire_name(&env.status).replace('_', " ");
+        lines.push(format!("setup `{}`: {status}", setup.command));
+    }
+    lines
 }
