@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::collie::{Collie, panes};
-use crate::support::{App, Launch, code};
+use crate::support::{App, Launch, code, exit_code, stderr, stdout};
 
 #[test]
 fn a_rename_changes_the_record_and_its_rev_and_is_listed_in_hello() {
@@ -120,4 +120,22 @@ fn the_phone_sees_the_new_name_as_the_pane_title_and_the_old_one_back_after_a_cl
     assert_eq!(title(&mut collie), "deploy watcher");
     app.request(json!({"Rename": {"target": id, "name": null}}));
     assert_eq!(title(&mut collie), original);
+}
+
+#[test]
+fn krad_rename_names_and_clears_and_says_so() {
+    let app = App::start();
+    let id = app.spawn_sh("sleep 60").to_string();
+    let out = app.krad(&["rename", &id, "fix-login"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), format!("terminal {id} is now fix-login"));
+    let out = app.krad(&["rename", &id, "--clear", "--json"]);
+    let answer: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert!(answer["Agent"]["name"].is_null(), "{answer}");
+    // Nothing to rename to is a usage error; a blank name is the app's `invalid`.
+    assert_eq!(exit_code(&app.krad(&["rename", &id])), 2);
+    let blank = app.krad(&["rename", &id, " "]);
+    assert_eq!(exit_code(&blank), 2, "{}", stderr(&blank));
+    assert!(stderr(&blank).contains("blank"), "{}", stderr(&blank));
+    assert_eq!(exit_code(&app.krad(&["rename", "999", "x"])), 3);
 }

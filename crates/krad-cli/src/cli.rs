@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 
 use crate::commands;
 use crate::connect::ConnectArgs;
-use crate::exit::exit_codes_help;
+use crate::exit::{Exit, exit_codes_help};
 
 /// krad — run many coding agents side by side.
 ///
@@ -52,6 +52,49 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Runs the subcommand the command line named.
+    pub fn run(self) -> anyhow::Result<Exit> {
+        use commands::*;
+        let Cli {
+            json,
+            connect,
+            command,
+        } = self;
+        match command {
+            Command::Serve(args) => serve::run(args, json),
+            Command::Api(args) => api::run(args, &connect, json),
+            Command::Ls(args) => ls::run(args, &connect, json),
+            Command::Check(args) => check::run(args, &connect, json),
+            Command::Wait(args) => wait::run(args, &connect, json),
+            Command::Spawn(args) => spawn::run(args, &connect, json),
+            Command::Send(args) => send::run(args, &connect, json),
+            Command::Attach(args) => attach::run(args, &connect, json),
+            Command::Output(args) => output::run(args, &connect, json),
+            Command::Close(args) => close::run(args, &connect, json),
+            Command::Rename(args) => rename::run(args, &connect, json),
+            Command::Subscribe(args) => subscribe::run(args, &connect, json),
+            Command::Watch(args) => watch::run(args, &connect, json),
+            Command::Envs(args) => envs::run(args, &connect, json),
+            Command::Worktree(args) => worktree::run(args, &connect, json),
+            Command::Changes(args) => changes::run(args, &connect, json),
+            Command::Variants(args) => variants::run(args, &connect, json),
+            Command::Hosts(args) => hosts::run(args, &connect, json),
+            Command::Asks(args) => asks::run(args, &connect, json),
+            Command::Answer(args) => answer::run(args, &connect, json),
+            Command::Durable(args) => durable::run(args, json),
+            Command::Report(args) => report::run(args, &connect, json),
+            Command::Hook(args) => hook::run(args, &connect, json),
+            Command::Code(args) => code::run(args, &connect, json),
+            Command::Ext(args) => ext::run(args, &connect, json),
+            Command::Raw(args) => raw::run(args, &connect, json),
+            Command::Stats(args) => stats::run(args, &connect, json),
+            Command::Stop(args) => stop::run(args, &connect, json),
+            Command::Completions(args) => completions::run(args),
+        }
+    }
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -75,6 +118,8 @@ pub enum Command {
     Output(commands::output::OutputArgs),
     /// Close a terminal, or remove an environment (Close).
     Close(commands::close::CloseArgs),
+    /// Give a terminal a new name, or take its name away (Rename).
+    Rename(commands::rename::RenameArgs),
     /// Print every change to the agents as JSON lines (SubscribeAgents).
     Subscribe(commands::subscribe::SubscribeArgs),
     /// Show a live table of the agents (SubscribeAgents).

@@ -27,7 +27,7 @@ fn main() -> ExitCode {
         }
     };
     init_tracing(matches!(cli.command, cli::Command::Serve(_)));
-    match commands::run(cli) {
+    match cli.run() {
         Ok(exit) => exit.into(),
         Err(error) => {
             let (exit, message) = match error.downcast::<Failure>() {

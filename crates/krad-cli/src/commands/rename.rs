@@ -1,0 +1,52 @@
+//! `krad rename`: gives a terminal a new name, or takes its name away (Rename).
+
+use clap::ArgGroup;
+use krad_bus::request::rename::Rename;
+
+use crate::connect::{Bus, ConnectArgs};
+use crate::exit::Exit;
+use crate::output;
+use crate::render;
+
+/// Arguments of `krad rename`.
+#[derive(Debug, clap::Args)]
+#[command(
+    group(ArgGroup::new("new").required(true).args(["name", "clear"])),
+    after_help = "\
+The name shows in `krad ls`, `krad watch` and as the pane's title on the phone. A plain \
+terminal may rename itself and the terminals it spawned.
+
+Examples:
+  krad rename 4 fix-login
+  krad rename 4 --clear
+  krad rename 4 \"review: auth\" --json | jq .Agent.rev"
+)]
+pub struct RenameArgs {
+    /// The terminal id.
+    #[arg(value_name = "TARGET", value_parser = super::parse_target)]
+    pub target: u64,
+    /// The new name (at most 100 characters).
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// Take the name away instead.
+    #[arg(long)]
+    pub clear: bool,
+}
+
+/// Sends Rename and says what the terminal is called now.
+pub fn run(args: RenameArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let request = Rename {
+        target: args.target,
+        name: args.name,
+    };
+    let reply = Bus::find(connect)?.send(request, None)?;
+    output::emit(json, &reply, |record| match &record.name {
+        Some(name) => output::line(&format!(
+            "terminal {} is now {}",
+            record.terminal,
+            render::one_line(name)
+        )),
+        None => output::line(&format!("terminal {} has no name", record.terminal)),
+    });
+    Ok(Exit::Success)
+}
