@@ -1,5 +1,5 @@
 //! Extensions and ExtensionTool against a real MCP server over stdio: the
-//! `krad-mcp-fixture` binary (crates/krad-mcp-fixture), built by
+//! `krad-mcp-fixture` binary (krad-mcp-fixture/), built by
 //! `cargo test --workspace` next to this suite's executable.
 
 use std::io::Write;

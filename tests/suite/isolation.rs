@@ -40,7 +40,7 @@ fn apps_and_their_terminals_get_a_home_and_git_identity_of_their_own() {
 
 #[test]
 fn no_test_names_a_fixed_port() {
-    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/suite");
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/suite");
     let mut stack = vec![suite];
     let mut found = Vec::new();
     while let Some(dir) = stack.pop() {

@@ -256,7 +256,7 @@ pub struct Launch<'a> {
 
 /// The directory of the fake agents the tests run (`tests/suite/fake`).
 pub fn fake_agents_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/suite/fake")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/suite/fake")
 }
 
 impl App {

@@ -176,7 +176,7 @@ fn main() -> ExitCode {
 }
 
 fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn find_krad(flag: Option<PathBuf>, build: bool) -> anyhow::Result<PathBuf> {
