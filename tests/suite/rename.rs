@@ -128,7 +128,10 @@ fn krad_rename_names_and_clears_and_says_so() {
     let id = app.spawn_sh("sleep 60").to_string();
     let out = app.krad(&["rename", &id, "fix-login"]);
     assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
-    assert_eq!(stdout(&out).trim(), format!("terminal {id} is now fix-login"));
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("terminal {id} is now fix-login")
+    );
     let out = app.krad(&["rename", &id, "--clear", "--json"]);
     let answer: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert!(answer["Agent"]["name"].is_null(), "{answer}");

@@ -9,7 +9,10 @@ use serde_json::json;
 use tokio::net::TcpStream;
 
 use super::bus_requests::ServedByBus;
-use super::request_log::Begin;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::request_log::{Begin, Ticket};
 use super::{App, Bus, CallContext, Handle, connection};
 use crate::protocol::{
     Answer, ApiError, Envelope, ErrorCode, Response, unsupported_version_message,
@@ -48,108 +51,24 @@ pub(crate) async fn handle<A: App>(
     line: &[u8],
     stream: &mut TcpStream,
 ) -> Reply<A::Subscription, A::Attachment> {
-    // 1. The line.
-    let envelope = match Envelope::parse(line) {
-        Ok(envelope) => envelope,
+    let (ctx, request) = match checked(bus, &**app, line) {
+        Ok(checked) => checked,
         Err(e) => return Reply::Answer(e.into()),
     };
-    // 2. The token.
-    let principal = bus
-        .secret
-        .authenticate(&envelope.from, &envelope.token)
-        .filter(|p| p.terminal().is_none_or(|t| app.knows_terminal(t)));
-    let Some(principal) = principal else {
-        return Reply::Answer(
-            ApiError::new(
-                ErrorCode::Unauthorized,
-                "the token is not valid for the caller named in \"from\"",
-            )
-            .into(),
-        );
-    };
-    // 3. The version, before the request's name is even read.
-    if !envelope.speaks_v1() {
-        return Reply::Answer(
-            ApiError::new(
-                ErrorCode::UnsupportedApiVersion,
-                unsupported_version_message(&envelope.api_version),
-            )
-            .into(),
-        );
-    }
-    // 4. The request, then the caller's right to make it.
-    let request = match Request::parse(&envelope.request.name, envelope.request.fields) {
-        Ok(request) => request,
-        Err(e) => return Reply::Answer(e.into()),
-    };
-    if let Err(e) = check_rights(&request, &principal) {
-        return Reply::Answer(e.into());
-    }
-    tracing::debug!(request = request.kind().name(), caller = ?principal, "request");
-    let ctx = CallContext {
-        principal,
-        request_id: envelope.request_id,
-    };
+    tracing::debug!(request = request.kind().name(), caller = ?ctx.principal, "request");
     let deadline = request.deadline();
     let cancels_on_leave = request.cancels_when_client_leaves();
     let _waiting = request.is_wait().then(|| bus.counters.wait_guard());
     let mutates = request.kind().mutates();
 
-    // Section 8: a mutating request with an id runs at most once.
-    let mut ticket = None;
-    if let (true, Some(id), Some(log)) = (mutates, &ctx.request_id, app.request_log()) {
-        match log.begin(&ctx.principal, id.as_str(), &request.to_value()) {
-            Begin::Fresh(t) => ticket = Some(t),
-            Begin::Replay(answer) => return Reply::Recorded(answer),
-            Begin::Reused => {
-                return Reply::Answer(
-                    ApiError::new(
-                        ErrorCode::RequestIdReused,
-                        format!("request_id {:?} was used for another request", id.as_str()),
-                    )
-                    .with_detail(json!({ "request_id": id.as_str() }))
-                    .into(),
-                );
-            }
-            Begin::Running(mut first) => {
-                let replay = async move {
-                    loop {
-                        if let Some(answer) = first.borrow_and_update().clone() {
-                            return Reply::Recorded(answer);
-                        }
-                        if first.changed().await.is_err() {
-                            return Reply::Answer(
-                                ApiError::new(
-                                    ErrorCode::Unavailable,
-                                    "the first request with this request_id was cancelled; send it again",
-                                )
-                                .into(),
-                            );
-                        }
-                    }
-                };
-                return run(replay, deadline, Some(stream)).await;
-            }
-        }
-    }
-
-    let work = {
-        let (bus, app) = (bus.clone(), app.clone());
-        async move {
-            let reply = dispatch(&bus, &*app, &ctx, request).await;
-            if let (Some(ticket), Some(log)) = (ticket, app.request_log()) {
-                let answer = match &reply {
-                    Reply::Answer(response) => serde_json::to_value(response).ok(),
-                    Reply::Recorded(value) => Some(value.clone()),
-                    Reply::Stream(_) | Reply::Attach(_) | Reply::Left => None,
-                };
-                if let Some(answer) = answer {
-                    log.finish(ticket, answer);
-                }
-            }
-            reply
+    let ticket = match begin_at_most_once(&**app, mutates, &ctx, &request) {
+        Once::Run(ticket) => ticket,
+        Once::Answer(reply) => return reply,
+        Once::AwaitFirst(first) => {
+            return run(first_answer(first), deadline, Some(stream)).await;
         }
     };
+    let work = run_and_keep(bus.clone(), app.clone(), ctx, request, ticket);
     if mutates && !cancels_on_leave {
         // A mutation runs to completion whatever becomes of its connection; its
         // record (and its request_id's answer) tells what it did.
@@ -163,6 +82,111 @@ pub(crate) async fn handle<A: App>(
         return run(joined, deadline, None).await;
     }
     run(work, deadline, cancels_on_leave.then_some(stream)).await
+}
+
+/// Steps 1 to 4 of the order of checks: the line, the token, the version, then
+/// the request and the caller's right to make it.
+fn checked<A: App>(bus: &Bus, app: &A, line: &[u8]) -> Result<(CallContext, Request), ApiError> {
+    let envelope = Envelope::parse(line)?;
+    let principal = bus
+        .secret
+        .authenticate(&envelope.from, &envelope.token)
+        .filter(|p| p.terminal().is_none_or(|t| app.knows_terminal(t)))
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Unauthorized,
+                "the token is not valid for the caller named in \"from\"",
+            )
+        })?;
+    // The version, before the request's name is even read.
+    if !envelope.speaks_v1() {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedApiVersion,
+            unsupported_version_message(&envelope.api_version),
+        ));
+    }
+    let request = Request::parse(&envelope.request.name, envelope.request.fields)?;
+    check_rights(&request, &principal)?;
+    let ctx = CallContext {
+        principal,
+        request_id: envelope.request_id,
+    };
+    Ok((ctx, request))
+}
+
+/// What section 8 says to do with a request.
+enum Once<S, T> {
+    /// Run it (and keep its answer, when it has a ticket).
+    Run(Option<Ticket>),
+    /// Answer this instead (a replay, or `request_id_reused`).
+    Answer(Reply<S, T>),
+    /// The first request with this id still runs: answer what it answers.
+    AwaitFirst(watch::Receiver<Option<Value>>),
+}
+
+/// Section 8: a mutating request with an id runs at most once.
+fn begin_at_most_once<A: App>(
+    app: &A,
+    mutates: bool,
+    ctx: &CallContext,
+    request: &Request,
+) -> Once<A::Subscription, A::Attachment> {
+    let (true, Some(id), Some(log)) = (mutates, &ctx.request_id, app.request_log()) else {
+        return Once::Run(None);
+    };
+    match log.begin(&ctx.principal, id.as_str(), &request.to_value()) {
+        Begin::Fresh(ticket) => Once::Run(Some(ticket)),
+        Begin::Replay(answer) => Once::Answer(Reply::Recorded(answer)),
+        Begin::Reused => Once::Answer(Reply::Answer(
+            ApiError::new(
+                ErrorCode::RequestIdReused,
+                format!("request_id {:?} was used for another request", id.as_str()),
+            )
+            .with_detail(json!({ "request_id": id.as_str() }))
+            .into(),
+        )),
+        Begin::Running(first) => Once::AwaitFirst(first),
+    }
+}
+
+/// The answer of the first request with the same id, once it has one.
+async fn first_answer<S, T>(mut first: watch::Receiver<Option<Value>>) -> Reply<S, T> {
+    loop {
+        if let Some(answer) = first.borrow_and_update().clone() {
+            return Reply::Recorded(answer);
+        }
+        if first.changed().await.is_err() {
+            return Reply::Answer(
+                ApiError::new(
+                    ErrorCode::Unavailable,
+                    "the first request with this request_id was cancelled; send it again",
+                )
+                .into(),
+            );
+        }
+    }
+}
+
+/// Runs the request and keeps its answer under its request id.
+async fn run_and_keep<A: App>(
+    bus: Arc<Bus>,
+    app: Arc<A>,
+    ctx: CallContext,
+    request: Request,
+    ticket: Option<Ticket>,
+) -> Reply<A::Subscription, A::Attachment> {
+    let reply = dispatch(&bus, &*app, &ctx, request).await;
+    if let (Some(ticket), Some(log)) = (ticket, app.request_log()) {
+        let answer = match &reply {
+            Reply::Answer(response) => serde_json::to_value(response).ok(),
+            Reply::Recorded(value) => Some(value.clone()),
+            Reply::Stream(_) | Reply::Attach(_) | Reply::Left => None,
+        };
+        if let Some(answer) = answer {
+            log.finish(ticket, answer);
+        }
+    }
+    reply
 }
 
 /// Declares [`dispatch`] from the request list: every request, each with who

@@ -49,123 +49,174 @@ pub struct ServeArgs {
     pub durable_ready_delay_ms: u64,
 }
 
+/// Where the app lives, found before anything starts.
+struct Place {
+    root: PathBuf,
+    exe: PathBuf,
+    api_json: PathBuf,
+    config: Config,
+    config_path: Option<PathBuf>,
+    state_dir: PathBuf,
+    token_dir: PathBuf,
+}
+
 /// Runs the app in the foreground.
 pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
-    let root = repository_root(args.root.as_deref())?;
-    let exe = std::env::current_exe().context("cannot find the krad executable")?;
-    let api_json_path = api_json::default_path()?;
-    refuse_if_another_app_serves(&api_json_path)?;
-    let (config, config_path) = Config::load(args.config.as_deref(), &root)
-        .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
-    let state_dir = git_common_dir(&root)?.join("krad");
-    let token_dir = api_json_path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
-        .join(format!("terminals-{}", std::process::id()));
-
+    let place = find_place(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
-        let listener = server::bind(args.port).await.map_err(|e| {
-            Failure::new(
-                Exit::Failure,
-                format!("cannot listen on 127.0.0.1:{}: {e}", args.port),
-            )
-        })?;
-        let address = listener.local_addr()?;
-        let endpoint = address.to_string();
-        let limits = ServerConfig {
-            max_connections: args.max_connections as usize,
-            line_timeout: Duration::from_millis(args.line_timeout_ms.max(1)),
-            ..ServerConfig::default()
-        };
-        // Signals are caught from before api.json exists, so that no stop leaves it behind.
-        let signals = Signals::install()?;
-        let secret = Arc::new(Secret::generate()?);
-        let bus = Arc::new(Bus::new(secret.clone(), limits));
-        let settings = Settings {
-            root: root.clone(),
-            state_dir,
-            token_dir,
-            krad: exe.clone(),
-            endpoint: address,
-            config,
-        };
-        let host = Arc::new(krad_term::pty::PtyHost::new());
-        let app = Arc::new(
-            EmbeddedApp::new(settings, host, secret)
-                .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?,
-        );
-        // The facet answers `503 starting` until the app has laid its panes out.
-        let durable = app.start_durable().await.map_err(|e| {
-            Failure::new(
-                Exit::Failure,
-                format!("the durable facet cannot start: {e}"),
-            )
-        })?;
-        for earlier in app.restore().await {
-            serve_also(earlier, &bus, &app).await;
-        }
-        if let Some(durable) = &durable {
-            match args.durable_ready_delay_ms {
-                0 => durable.set_ready(),
-                delay => {
-                    let ready = durable.readiness();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(Duration::from_millis(delay)).await;
-                        ready.set();
-                    });
-                }
-            }
-        }
-        api_json::write(
-            &api_json_path,
-            &ApiJson {
-                api_version: API_VERSION,
-                endpoint: endpoint.clone(),
-                token: bus.secret().client_token(),
-                pid: std::process::id(),
-                build: BUILD.to_owned(),
-                started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-                root: root.clone(),
-            },
-        )?;
-        announce(
-            &root,
-            &endpoint,
-            &api_json_path,
-            &exe,
-            durable.as_ref(),
-            json,
-        );
-        match &config_path {
-            Some(path) => tracing::info!("config: {}", path.display()),
-            None => tracing::info!("no config file; built-in profiles"),
-        }
-        tracing::info!(%endpoint, root = %root.display(), "serving");
+    runtime.block_on(serve(args, place, json))
+}
 
-        let stop_on_signal = {
-            let bus = bus.clone();
-            async move {
-                signals.recv().await;
-                tracing::info!("signal received; stopping");
-                bus.request_shutdown(true);
-            }
-        };
-        let signals = tokio::spawn(stop_on_signal);
-        server::serve(listener, bus.clone(), app.clone()).await;
-        signals.abort();
-        if let Some(durable) = durable {
-            durable.stop();
-        }
-        app.shutdown(bus.closes_terminals_on_shutdown()).await;
-        api_json::remove_if_ours(&api_json_path);
-        tracing::info!("stopped");
-        Ok(Exit::Success)
+/// The repository, the config and the app's directories; refuses to start
+/// beside another live app of the same api.json.
+fn find_place(args: &ServeArgs) -> anyhow::Result<Place> {
+    let root = repository_root(args.root.as_deref())?;
+    let exe = std::env::current_exe().context("cannot find the krad executable")?;
+    let api_json = api_json::default_path()?;
+    refuse_if_another_app_serves(&api_json)?;
+    let (config, config_path) = Config::load(args.config.as_deref(), &root)
+        .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
+    let state_dir = git_common_dir(&root)?.join("krad");
+    let token_dir = api_json
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+        .join(format!("terminals-{}", std::process::id()));
+    Ok(Place {
+        root,
+        exe,
+        api_json,
+        config,
+        config_path,
+        state_dir,
+        token_dir,
     })
+}
+
+/// Starts the app, publishes api.json, serves until stopped, then cleans up.
+async fn serve(args: ServeArgs, place: Place, json: bool) -> anyhow::Result<Exit> {
+    let listener = server::bind(args.port).await.map_err(|e| {
+        Failure::new(
+            Exit::Failure,
+            format!("cannot listen on 127.0.0.1:{}: {e}", args.port),
+        )
+    })?;
+    let address = listener.local_addr()?;
+    let limits = ServerConfig {
+        max_connections: args.max_connections as usize,
+        line_timeout: Duration::from_millis(args.line_timeout_ms.max(1)),
+        ..ServerConfig::default()
+    };
+    // Signals are caught from before api.json exists, so that no stop leaves it behind.
+    let signals = Signals::install()?;
+    let secret = Arc::new(Secret::generate()?);
+    let bus = Arc::new(Bus::new(secret.clone(), limits));
+    let settings = Settings {
+        root: place.root.clone(),
+        state_dir: place.state_dir.clone(),
+        token_dir: place.token_dir.clone(),
+        krad: place.exe.clone(),
+        endpoint: address,
+        config: place.config.clone(),
+    };
+    let host = Arc::new(krad_term::pty::PtyHost::new());
+    let app = Arc::new(
+        EmbeddedApp::new(settings, host, secret)
+            .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?,
+    );
+    let durable = start(&app, &bus, args.durable_ready_delay_ms).await?;
+    publish(&place, address, &bus, durable.as_ref(), json)?;
+
+    let stop_on_signal = {
+        let bus = bus.clone();
+        async move {
+            signals.recv().await;
+            tracing::info!("signal received; stopping");
+            bus.request_shutdown(true);
+        }
+    };
+    let signals = tokio::spawn(stop_on_signal);
+    server::serve(listener, bus.clone(), app.clone()).await;
+    signals.abort();
+    if let Some(durable) = durable {
+        durable.stop();
+    }
+    app.shutdown(bus.closes_terminals_on_shutdown()).await;
+    api_json::remove_if_ours(&place.api_json);
+    tracing::info!("stopped");
+    Ok(Exit::Success)
+}
+
+/// Starts the durable facet (answering `503 starting`), restores the app's
+/// records and terminals, then lets the facet say it is ready.
+async fn start(
+    app: &Arc<EmbeddedApp>,
+    bus: &Arc<Bus>,
+    ready_delay_ms: u64,
+) -> anyhow::Result<Option<Durable>> {
+    let durable = app.start_durable().await.map_err(|e| {
+        Failure::new(
+            Exit::Failure,
+            format!("the durable facet cannot start: {e}"),
+        )
+    })?;
+    for earlier in app.restore().await {
+        serve_also(earlier, bus, app).await;
+    }
+    if let Some(durable) = &durable {
+        match ready_delay_ms {
+            0 => durable.set_ready(),
+            delay => {
+                let ready = durable.readiness();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    ready.set();
+                });
+            }
+        }
+    }
+    Ok(durable)
+}
+
+/// Writes api.json (the endpoint and the Client token, 0600) and says where
+/// the app serves.
+fn publish(
+    place: &Place,
+    address: SocketAddr,
+    bus: &Bus,
+    durable: Option<&Durable>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let endpoint = address.to_string();
+    api_json::write(
+        &place.api_json,
+        &ApiJson {
+            api_version: API_VERSION,
+            endpoint: endpoint.clone(),
+            token: bus.secret().client_token(),
+            pid: std::process::id(),
+            build: BUILD.to_owned(),
+            started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            root: place.root.clone(),
+        },
+    )?;
+    announce(
+        &place.root,
+        &endpoint,
+        &place.api_json,
+        &place.exe,
+        durable,
+        json,
+    );
+    match &place.config_path {
+        Some(path) => tracing::info!("config: {}", path.display()),
+        None => tracing::info!("no config file; built-in profiles"),
+    }
+    tracing::info!(%endpoint, root = %place.root.display(), "serving");
+    Ok(())
 }
 
 /// Serves the bus on an endpoint that terminals taken back from an earlier run
