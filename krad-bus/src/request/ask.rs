@@ -107,10 +107,7 @@ impl Call for Ask {
     fn deadline(&self) -> Option<Duration> {
         Some(deadline::waited(self.expiry_secs()))
     }
-
-    fn cancels_when_client_leaves(&self) -> bool {
-        true
-    }
+    const CANCELS_ON_LEAVE: bool = true;
 
     fn validate(&self) -> Result<(), ApiError> {
         match self.expires_in_secs {

@@ -35,12 +35,6 @@ impl Call for Attach {
     const RIGHTS: Rights = Rights::Scoped;
     const AT_MOST_ONCE: bool = false;
     type Answer = Streamed;
-
-    fn deadline(&self) -> Option<Duration> {
-        None
-    }
-
-    fn cancels_when_client_leaves(&self) -> bool {
-        true
-    }
+    const DEADLINE: Option<Duration> = None;
+    const CANCELS_ON_LEAVE: bool = true;
 }

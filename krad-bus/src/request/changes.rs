@@ -30,8 +30,5 @@ impl Call for Changes {
     const RIGHTS: Rights = Rights::Anyone;
     const AT_MOST_ONCE: bool = false;
     type Answer = ChangesInfo;
-
-    fn deadline(&self) -> Option<Duration> {
-        Some(deadline::LONG)
-    }
+    const DEADLINE: Option<Duration> = Some(deadline::LONG);
 }

@@ -35,10 +35,7 @@ impl Call for Close {
     const RIGHTS: Rights = Rights::Scoped;
     const AT_MOST_ONCE: bool = true;
     type Answer = ();
-
-    fn deadline(&self) -> Option<Duration> {
-        Some(deadline::LONG)
-    }
+    const DEADLINE: Option<Duration> = Some(deadline::LONG);
 
     fn validate(&self) -> Result<(), ApiError> {
         match (&self.target, &self.environment) {

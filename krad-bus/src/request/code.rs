@@ -44,14 +44,8 @@ impl Call for Code {
     const RIGHTS: Rights = Rights::Scoped;
     const AT_MOST_ONCE: bool = true;
     type Answer = CodeResultInfo;
-
-    fn deadline(&self) -> Option<Duration> {
-        Some(deadline::LONGEST)
-    }
-
-    fn cancels_when_client_leaves(&self) -> bool {
-        true
-    }
+    const DEADLINE: Option<Duration> = Some(deadline::LONGEST);
+    const CANCELS_ON_LEAVE: bool = true;
 
     fn validate(&self) -> Result<(), ApiError> {
         if self.command.first().is_none_or(|p| p.is_empty()) {

@@ -57,10 +57,7 @@ impl Call for CreateWorktree {
     const RIGHTS: Rights = Rights::Scoped;
     const AT_MOST_ONCE: bool = true;
     type Answer = EnvironmentInfo;
-
-    fn deadline(&self) -> Option<Duration> {
-        Some(deadline::LONG)
-    }
+    const DEADLINE: Option<Duration> = Some(deadline::LONG);
 
     fn validate(&self) -> Result<(), ApiError> {
         check_name("CreateWorktree", "name", &self.name)?;

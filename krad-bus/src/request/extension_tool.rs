@@ -31,12 +31,6 @@ impl Call for ExtensionTool {
     const RIGHTS: Rights = Rights::Anyone;
     const AT_MOST_ONCE: bool = false;
     type Answer = ToolResultInfo;
-
-    fn deadline(&self) -> Option<Duration> {
-        Some(deadline::LONGEST)
-    }
-
-    fn cancels_when_client_leaves(&self) -> bool {
-        true
-    }
+    const DEADLINE: Option<Duration> = Some(deadline::LONGEST);
+    const CANCELS_ON_LEAVE: bool = true;
 }

@@ -45,8 +45,5 @@ impl Call for CheckHost {
     const RIGHTS: Rights = Rights::Anyone;
     const AT_MOST_ONCE: bool = false;
     type Answer = Vec<HostStatus>;
-
-    fn deadline(&self) -> Option<Duration> {
-        Some(deadline::LONG)
-    }
+    const DEADLINE: Option<Duration> = Some(deadline::LONG);
 }

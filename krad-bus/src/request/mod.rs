@@ -59,15 +59,23 @@ pub trait Call: DeserializeOwned + Serialize + Into<Request> + Send + 'static {
         Ok(())
     }
 
+    /// How long the app may take before it answers `"TimedOut"` when that does
+    /// not depend on the fields; `None` for streams.
+    const DEADLINE: Option<Duration> = Some(deadline::STANDARD);
+
+    /// Whether a client closing its connection cancels it, when that does not
+    /// depend on the fields.
+    const CANCELS_ON_LEAVE: bool = false;
+
     /// How long the app may take before it answers `"TimedOut"`; `None` for streams.
     fn deadline(&self) -> Option<Duration> {
-        Some(deadline::STANDARD)
+        Self::DEADLINE
     }
 
     /// Whether it waits on something, so that a client closing its connection
     /// cancels it (section 2).
     fn cancels_when_client_leaves(&self) -> bool {
-        false
+        Self::CANCELS_ON_LEAVE
     }
 
     /// Whether it counts in Stats' `waits_pending` while it runs.

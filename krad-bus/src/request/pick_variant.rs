@@ -49,8 +49,5 @@ impl Call for PickVariant {
     const RIGHTS: Rights = Rights::Scoped;
     const AT_MOST_ONCE: bool = true;
     type Answer = PickedInfo;
-
-    fn deadline(&self) -> Option<Duration> {
-        Some(deadline::LONG)
-    }
+    const DEADLINE: Option<Duration> = Some(deadline::LONG);
 }

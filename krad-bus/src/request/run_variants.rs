@@ -46,10 +46,7 @@ impl Call for RunVariants {
     const RIGHTS: Rights = Rights::Scoped;
     const AT_MOST_ONCE: bool = true;
     type Answer = VariantsInfo;
-
-    fn deadline(&self) -> Option<Duration> {
-        Some(deadline::LONG)
-    }
+    const DEADLINE: Option<Duration> = Some(deadline::LONG);
 
     fn validate(&self) -> Result<(), ApiError> {
         if !(1..=MAX_COUNT).contains(&self.count) {

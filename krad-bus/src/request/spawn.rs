@@ -57,10 +57,7 @@ impl Call for Spawn {
     const RIGHTS: Rights = Rights::Scoped;
     const AT_MOST_ONCE: bool = true;
     type Answer = AgentRecord;
-
-    fn deadline(&self) -> Option<Duration> {
-        Some(deadline::LONG)
-    }
+    const DEADLINE: Option<Duration> = Some(deadline::LONG);
 
     fn validate(&self) -> Result<(), ApiError> {
         if let Some(command) = &self.command

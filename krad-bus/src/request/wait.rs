@@ -86,10 +86,7 @@ impl Call for Wait {
     fn deadline(&self) -> Option<Duration> {
         Some(deadline::waited(self.timeout_secs()))
     }
-
-    fn cancels_when_client_leaves(&self) -> bool {
-        true
-    }
+    const CANCELS_ON_LEAVE: bool = true;
 
     fn is_wait(&self) -> bool {
         true
