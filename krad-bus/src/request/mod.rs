@@ -315,14 +315,23 @@ fn fields_of<T: Call>(fields: Option<Value>) -> Result<T, ApiError> {
     };
     let decoded: T = serde_path_to_error::deserialize(fields).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner();
-        let message = if path == "." {
-            format!("{}: {inner}", kind.name())
-        } else {
-            format!("{}: field \"{path}\": {inner}", kind.name())
+        let inner = e.into_inner().to_string();
+        // serde says a missing field at the path of the object that lacks it.
+        let missing = inner
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.split('`').next());
+        let (field, message) = match (path.as_str(), missing) {
+            (".", Some(name)) => (name.to_owned(), format!("field \"{name}\" is missing")),
+            (_, Some(name)) => {
+                let field = format!("{path}.{name}");
+                let message = format!("field \"{field}\" is missing");
+                (field, message)
+            }
+            (".", None) => (path.clone(), inner),
+            (_, None) => (path.clone(), format!("field \"{path}\": {inner}")),
         };
-        ApiError::bad_request(message)
-            .with_detail(serde_json::json!({ "request": kind.name(), "field": path }))
+        ApiError::bad_request(format!("{}: {message}", kind.name()))
+            .with_detail(serde_json::json!({ "request": kind.name(), "field": field }))
     })?;
     decoded.validate()?;
     Ok(decoded)
@@ -369,6 +378,17 @@ mod tests {
         );
         let e = Request::parse("Shutdown", Some(json!([1]))).unwrap_err();
         assert_eq!(e.code, ErrorCode::BadRequest);
+    }
+
+    #[test]
+    fn a_missing_field_is_named_in_the_detail() {
+        let e = Request::parse("Check", Some(json!({}))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadRequest);
+        assert_eq!(e.message, "Check: field \"target\" is missing");
+        assert_eq!(e.detail.unwrap()["field"], "target");
+        let e = Request::parse("Ask", Some(json!({"kind": "permission", "tool": {}})))
+            .unwrap_err();
+        assert_eq!(e.detail.unwrap()["field"], "tool.name", "{}", e.message);
     }
 
     #[test]
