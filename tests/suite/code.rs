@@ -282,3 +282,18 @@ fn krad_code_reads_its_own_stdin_with_a_dash() {
     assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
     assert_eq!(stdout(&output), "PIPED IN\n");
 }
+
+#[test]
+fn krad_code_help_names_every_exit_code_it_can_end_with() {
+    let app = App::start();
+    let help = stdout(&app.krad(&["code", "--help"]));
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for code in [
+        "0 when", "9 when", "1 when", "2 for", "3 when", "4 when", "5 when", "7 when",
+    ] {
+        assert!(help.contains(code), "{code:?} missing from:\n{help}");
+    }
+    // What the help says of 3 holds.
+    let out = app.krad(&["code", "--env", "no-such-env", "--", "true"]);
+    assert_eq!(exit_code(&out), 3, "{}", stderr(&out));
+}

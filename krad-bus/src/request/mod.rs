@@ -386,8 +386,7 @@ mod tests {
         assert_eq!(e.code, ErrorCode::BadRequest);
         assert_eq!(e.message, "Check: field \"target\" is missing");
         assert_eq!(e.detail.unwrap()["field"], "target");
-        let e = Request::parse("Ask", Some(json!({"kind": "permission", "tool": {}})))
-            .unwrap_err();
+        let e = Request::parse("Ask", Some(json!({"kind": "permission", "tool": {}}))).unwrap_err();
         assert_eq!(e.detail.unwrap()["field"], "tool.name", "{}", e.message);
     }
 

@@ -26,7 +26,9 @@ the whole process group is killed.
 
 Exit codes: 0 when the program exited 0; 9 when it exited non-zero or was killed by a signal \
 (the code or signal is printed on stderr; signal 9 after its timeout); 1 when it could not be \
-started; 4 when a terminal asks for another environment than its own.
+started; 2 for a bad argument; 3 when the environment does not exist; 4 when a terminal asks \
+for another environment than its own; 5 when the app gave up at its deadline; 7 when the app \
+is not running.
 
 Examples:
   krad code -- cargo test -q
