@@ -6,15 +6,30 @@ use std::time::{Duration, SystemTime};
 
 use krad_bus::protocol::AgentRecord;
 
-/// The width used when `$COLUMNS` does not say.
+/// The width used on a terminal whose size cannot be read.
 pub const DEFAULT_WIDTH: usize = 100;
 
-/// The width to fit tables to: `$COLUMNS`, or [`DEFAULT_WIDTH`].
+/// The width of output that goes to a pipe or a file: nothing is cut.
+pub const UNLIMITED: usize = usize::MAX / 4;
+
+/// The width to fit tables to: `$COLUMNS`; else the terminal's width; else
+/// (stdout is a pipe or a file) [`UNLIMITED`], so that scripts and logs get
+/// whole cells.
 pub fn terminal_width() -> usize {
-    std::env::var("COLUMNS")
+    let columns = std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<usize>().ok())
-        .filter(|&c| c > 0)
+        .filter(|&c| c > 0);
+    if let Some(columns) = columns {
+        return columns;
+    }
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return UNLIMITED;
+    }
+    crossterm::terminal::size()
+        .ok()
+        .map(|(cols, _)| usize::from(cols))
+        .filter(|&cols| cols > 0)
         .unwrap_or(DEFAULT_WIDTH)
 }
 

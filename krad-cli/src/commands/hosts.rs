@@ -67,7 +67,32 @@ fn hosts_table(hosts: &[HostStatus], width: usize) -> Vec<String> {
         Column::new("STATE", 5, 10),
         Column::new("PORT", 4, 6),
         Column::new("RECONNECTS", 10, 10),
-        Column::new("ERROR", 5, 200),
+        Column::new("ERROR", 5, 4096),
     ];
     render::table(&columns, &rows, width)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use krad_bus::protocol::LinkState;
+
+    #[test]
+    fn a_long_error_is_whole_without_a_terminal_and_cut_on_one() {
+        let error = "ssh: connect to host gpu-box port 22: Connection timed out ".repeat(4);
+        let hosts = [HostStatus {
+            name: "gpu".into(),
+            ssh: "me@gpu-box".into(),
+            root: "/srv/repo".into(),
+            state: LinkState::Failed,
+            remote_port: None,
+            error: Some(error.clone()),
+            since: "2026-01-01T00:00:00Z".into(),
+            reconnects: 2,
+        }];
+        let piped = hosts_table(&hosts, render::UNLIMITED);
+        assert!(piped[1].ends_with(error.trim_end()), "{piped:#?}");
+        let narrow = hosts_table(&hosts, 80);
+        assert!(narrow[1].ends_with('…') && narrow[1].chars().count() <= 80, "{narrow:#?}");
+    }
 }
