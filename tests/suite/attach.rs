@@ -373,3 +373,38 @@ fn krad_attach_wants_a_terminal() {
     let out = app.krad(&["attach", &id.to_string()]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
+
+#[test]
+fn an_attacher_that_fell_behind_as_the_program_ended_gets_its_last_screen() {
+    let app = App::start();
+    let id = app.spawn_sh("read -r go; seq 1 3000000; echo the-end");
+    let (mut attached, first) = Attached::open(&app, id);
+    assert!(first["Screen"].is_object(), "{first}");
+    // The attacher reads nothing while the program prints millions of lines and ends.
+    app.request(json!({"Send": {"target": id, "text": "go", "enter": true}}));
+    let waited = app.request(json!({"Wait": {"target": id, "for": "exit", "timeout_secs": 120}}));
+    assert_eq!(waited["Agent"]["exit_code"], 0, "{waited}");
+    let mut last_screen = None;
+    let mut after_screen = Vec::new();
+    let mut exited = None;
+    while let Some(message) = attached.next() {
+        if message["Screen"].is_object() {
+            last_screen = Some(message);
+            after_screen.clear();
+        } else if let Some(data) = message["Output"]["data"].as_str() {
+            after_screen.extend(BASE64.decode(data).unwrap());
+        } else if message["Exited"].is_object() {
+            exited = Some(message);
+            break;
+        }
+    }
+    let screen = last_screen.expect("a fresh screen instead of the output it missed");
+    let mut parser = redraw(&screen["Screen"]);
+    parser.process(&after_screen);
+    let shown = parser.screen().contents();
+    assert!(
+        shown.contains("3000000") && shown.contains("the-end"),
+        "{shown}"
+    );
+    assert_eq!(exited.expect("Exited")["Exited"]["exit_code"], 0);
+}

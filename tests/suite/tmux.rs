@@ -156,3 +156,33 @@ fn a_killed_app_starts_again_and_takes_its_terminals_back() {
     let next = app.spawn_sh("true");
     assert!(next > doomed, "{next}");
 }
+
+#[test]
+fn attaching_to_an_exited_terminal_gives_its_last_screen_and_exit_not_its_gone_window() {
+    let app = App::start_config(TMUX);
+    let id = app.spawn_sh("read -r x; echo last words; exit 3");
+    let _server = TmuxServer::of(&app, id);
+    app.request(json!({"Send": {"target": id, "text": "go", "enter": true}}));
+    let waited = app.request(json!({"Wait": {"target": id, "for": "exit", "timeout_secs": 20}}));
+    assert_eq!(waited["Agent"]["exit_code"], 3, "{waited}");
+    let mut stream = app.connect();
+    let envelope = app.envelope(json!({"Attach": {"target": id}}));
+    stream
+        .write_all(format!("{envelope}\n").as_bytes())
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stream));
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert!(first["Screen"].is_object(), "{first}");
+    assert!(
+        first["Screen"].get("tmux").is_none(),
+        "no window to attach to: {first}"
+    );
+    let screen = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        first["Screen"]["data"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert!(String::from_utf8_lossy(&screen).contains("last words"));
+    let next: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(next["Exited"]["exit_code"], 3, "{next}");
+}

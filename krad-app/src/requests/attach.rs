@@ -52,7 +52,8 @@ pub(crate) fn handle(
         )
         .with_detail(serde_json::json!({ "terminal": id }))
     })?;
-    let screen = screen_message(id, terminal.as_ref(), &attachment);
+    let exited = record.borrow().state == AgentState::Exited;
+    let screen = screen_message(id, terminal.as_ref(), &attachment, exited);
     tracing::debug!(terminal = id, caller = ?ctx.principal, "attached");
     Ok(Attacher {
         core: core.clone(),
@@ -66,15 +67,26 @@ pub(crate) fn handle(
     })
 }
 
-/// The `Screen` message of an attachment.
-fn screen_message(id: u64, terminal: &dyn Terminal, attachment: &Attachment) -> AttachMessage {
+/// The `Screen` message of an attachment. An exited terminal offers no native
+/// attach: its window is gone, the screen and `Exited` are all there is.
+fn screen_message(
+    id: u64,
+    terminal: &dyn Terminal,
+    attachment: &Attachment,
+    exited: bool,
+) -> AttachMessage {
     let (cols, rows) = attachment.size;
+    let native = if exited {
+        None
+    } else {
+        terminal.native_attach()
+    };
     AttachMessage::Screen(ScreenInfo {
         terminal: id,
         cols,
         rows,
         data: BASE64.encode(&attachment.screen),
-        tmux: terminal.native_attach().map(|native| match native {
+        tmux: native.map(|native| match native {
             NativeAttach::Tmux {
                 socket,
                 session,
@@ -125,7 +137,8 @@ impl Attacher {
             "an attacher fell behind; sending the screen again"
         );
         let attachment = self.terminal.attach()?;
-        let screen = screen_message(self.id, self.terminal.as_ref(), &attachment);
+        let exited = self.record.borrow().state == AgentState::Exited;
+        let screen = screen_message(self.id, self.terminal.as_ref(), &attachment, exited);
         self.output = attachment.output;
         Some(screen)
     }
@@ -156,7 +169,12 @@ impl BusAttachment for Attacher {
             if ended {
                 return match self.output.try_recv() {
                     Ok(chunk) => Some(self.output_message(chunk)),
-                    Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
+                    // Fell behind while the program ended: the final screen, as
+                    // on the running path, then what followed it and `Exited`.
+                    Err(broadcast::error::TryRecvError::Lagged(_)) => match self.resync() {
+                        Some(screen) => Some(screen),
+                        None => continue,
+                    },
                     Err(_) => Some(self.exited()),
                 };
             }

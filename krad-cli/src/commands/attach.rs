@@ -352,7 +352,32 @@ async fn native_tmux(
         }
         let _ = child.wait().await;
     }
+    if let Some(key) = tmux_key(detach_key) {
+        unbind_after_the_last_view(socket, session, &view, &key).await;
+    }
     Ok(ending)
+}
+
+/// The detach key is bound for the whole tmux server: once no other `krad
+/// attach` views it, the binding goes, so that the key reaches programs again.
+async fn unbind_after_the_last_view(socket: &str, session: &str, mine: &str, key: &str) {
+    let listed = tokio::process::Command::new("tmux")
+        .args(["-L", socket, "list-sessions", "-F", "#{session_name}"])
+        .env_remove("TMUX")
+        .output()
+        .await;
+    let Ok(listed) = listed else { return };
+    let views = format!("{session}-view-");
+    let others = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .any(|name| name.starts_with(&views) && name != mine);
+    if !others {
+        let _ = tokio::process::Command::new("tmux")
+            .args(["-L", socket, "unbind-key", "-n", key])
+            .env_remove("TMUX")
+            .output()
+            .await;
+    }
 }
 
 /// tmux's name for a control key.

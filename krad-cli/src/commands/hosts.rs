@@ -93,6 +93,9 @@ mod tests {
         let piped = hosts_table(&hosts, render::UNLIMITED);
         assert!(piped[1].ends_with(error.trim_end()), "{piped:#?}");
         let narrow = hosts_table(&hosts, 80);
-        assert!(narrow[1].ends_with('…') && narrow[1].chars().count() <= 80, "{narrow:#?}");
+        assert!(
+            narrow[1].ends_with('…') && narrow[1].chars().count() <= 80,
+            "{narrow:#?}"
+        );
     }
 }
