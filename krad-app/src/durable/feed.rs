@@ -392,6 +392,30 @@ mod tests {
     }
 
     #[test]
+    fn events_from_a_cursor_fit_in_the_answer_and_the_rest_comes_next() {
+        let (feed, _dir) = feed();
+        feed.observe(&record(3, "working", None), false);
+        let (start, _, _) = feed.events(3, None, true, vec![]).unwrap();
+        let text = "x".repeat(32 * 1024);
+        for _ in 0..280 {
+            feed.item(3, ItemKind::User, &text);
+        }
+        let (mut cursor, mut seen) = (start, 0);
+        loop {
+            let (next, reset, page) = feed.events(3, Some(cursor), true, vec![]).unwrap();
+            assert!(!reset);
+            let bytes: usize = page.iter().map(|e| e.to_string().len() + 1).sum();
+            assert!(bytes <= super::super::pane_log::EVENTS_BYTES, "{bytes}");
+            if page.is_empty() {
+                break;
+            }
+            seen += page.len();
+            cursor = next;
+        }
+        assert_eq!(seen, 280, "every event, over several answers");
+    }
+
+    #[test]
     fn conversations_outlive_the_pane_on_disk() {
         let (feed, dir) = feed();
         feed.observe(&record(7, "working", None), false);

@@ -14,6 +14,10 @@ use super::events::{Event, Item, ItemKind, PaneState, view};
 /// Events kept per pane; a reader further behind gets the whole view.
 pub(super) const KEPT_EVENTS: usize = 4000;
 
+/// The most JSON one events answer carries: the seed's 8 MiB, less room for
+/// the answer around the events.
+pub(super) const EVENTS_BYTES: usize = limits::response::EVENTS - 64 * 1024;
+
 /// What taking in a record came to.
 #[derive(Debug, Default)]
 pub(crate) struct Observed {
@@ -205,17 +209,7 @@ impl Pane {
             .map_or(self.cursor, |(c, _)| c.saturating_sub(1));
         match after {
             Some(after) if same_epoch && after <= self.cursor && after >= oldest => {
-                let kept: Vec<&(u64, Event)> = self
-                    .events
-                    .iter()
-                    .filter(|(c, _)| *c > after)
-                    .take(limits::EVENTS)
-                    .collect();
-                Page {
-                    cursor: kept.last().map_or(after, |(c, _)| *c),
-                    reset: false,
-                    events: kept.iter().map(|(c, e)| e.to_wire(Some(*c))).collect(),
-                }
+                self.page_after(after)
             }
             _ => {
                 let items: Vec<Item> = self.items.iter().cloned().collect();
@@ -225,6 +219,37 @@ impl Pane {
                     events: view(self.state, self.meta.turn, open_asks, &items),
                 }
             }
+        }
+    }
+}
+
+impl Pane {
+    /// The events after `after`: at most [`limits::EVENTS`] of them and
+    /// [`EVENTS_BYTES`] of JSON (Collie drops a longer answer), so that a
+    /// client asking again from the cursor gets the rest.
+    fn page_after(&self, after: u64) -> Page {
+        let mut budget = EVENTS_BYTES;
+        let mut cursor = after;
+        let mut events = Vec::new();
+        for (c, event) in self
+            .events
+            .iter()
+            .filter(|(c, _)| *c > after)
+            .take(limits::EVENTS)
+        {
+            let wire = event.to_wire(Some(*c));
+            let size = serde_json::to_vec(&wire).map_or(usize::MAX, |bytes| bytes.len() + 1);
+            if size > budget && !events.is_empty() {
+                break;
+            }
+            budget = budget.saturating_sub(size);
+            cursor = *c;
+            events.push(wire);
+        }
+        Page {
+            cursor,
+            reset: false,
+            events,
         }
     }
 }
