@@ -18,7 +18,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 
 use krad_bus::protocol::{AgentState, StateSource, TerminalRef};
@@ -29,7 +28,7 @@ use crate::config::{HookKind, PromptDelivery};
 use crate::profile::Profile;
 use crate::state_file::TerminalEntry;
 use crate::store::set_state;
-use crate::{Core, terminal_token, watcher};
+use crate::{Core, private_file, terminal_token, watcher};
 
 /// Events a terminal may queue before frequent ones are coalesced (as Spawn).
 const EVENT_QUEUE: usize = 64;
@@ -111,7 +110,7 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
             terminal: id,
         };
         let token = terminal_token::mint(core, &me, record.lead);
-        write_token(path, token.expose().as_bytes())
+        private_file::write(path, token.expose().as_bytes())
             .map_err(|e| format!("cannot write its token file {}: {e}", path.display()))?;
     }
     let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
@@ -198,18 +197,6 @@ fn profile_of(core: &Core, name: &str) -> Arc<Profile> {
                 resume: Vec::new(),
             })
         })
-}
-
-/// Writes a token file: 0600, in a 0700 directory (made again if it went).
-fn write_token(path: &Path, token: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
-    terminal_token::write_private(path, token)
 }
 
 /// A terminal that was gone when the app started again: its record stays, with

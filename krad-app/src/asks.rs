@@ -12,20 +12,20 @@
 //!   answer after a restart still learns who decided first.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use krad_bus::protocol::{
     AnsweredInfo, ApiError, AskAnswer, AskInfo, DecidedBy, ErrorCode, TerminalRef,
 };
-use krad_bus::request::ask::{Ask, AskKind, AskOption, AskTool};
+use krad_bus::request::ask::{Ask, AskField, AskKind, AskOption, AskTool};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::durable::feed::Feed;
+use crate::private_file;
 
 /// Decided asks kept per terminal.
 const KEPT_DECIDED: usize = 500;
@@ -140,7 +140,7 @@ impl Asks {
                     }
                 }
             }
-            if let Err(e) = rewrite_private(&path, compact.as_bytes()) {
+            if let Err(e) = private_file::write(&path, compact.as_bytes()) {
                 tracing::warn!("cannot compact {}: {e}", path.display());
             }
         }
@@ -155,9 +155,31 @@ impl Asks {
     /// Opens (or joins, or recalls) the ask a terminal raises. The same ask
     /// raised again with other words changes in place: its revision moves.
     pub fn raise(&self, terminal: &TerminalRef, request: &Ask) -> Result<Raised, ApiError> {
-        // Without a tool-call id (Claude Code's PermissionRequest has none), the
-        // same tool with the same input, asked again while open, is the same ask.
-        let joined = match (&request.tool_call_id, request.kind, &request.tool) {
+        let id = self
+            .open_permission_like(terminal, request)
+            .unwrap_or_else(|| ask_id(terminal, request.tool_call_id.as_deref()));
+        let card = Card::of(request);
+        let mut inner = self.lock();
+        if let Some(decided) = inner
+            .decided
+            .get(&terminal.terminal)
+            .and_then(|d| d.iter().find(|a| a.ask == id))
+        {
+            return Ok(Raised::Decided(decided.clone()));
+        }
+        if let Some(open) = inner.open.get_mut(&id) {
+            return Ok(self.join(open, card, request));
+        }
+        room_for_another(&inner, terminal.terminal)?;
+        let info = card.into_info(id, terminal, request);
+        Ok(self.open(&mut inner, info))
+    }
+
+    /// The id of the open permission ask `request` repeats, if any. Without a
+    /// tool-call id (Claude Code's PermissionRequest has none), the same tool
+    /// with the same input, asked again while open, is the same ask.
+    fn open_permission_like(&self, terminal: &TerminalRef, request: &Ask) -> Option<String> {
+        match (&request.tool_call_id, request.kind, &request.tool) {
             (None, AskKind::Permission, Some(tool)) => self
                 .lock()
                 .open
@@ -169,92 +191,35 @@ impl Asks {
                 })
                 .map(|o| o.info.ask.clone()),
             _ => None,
-        };
-        let id = joined.unwrap_or_else(|| ask_id(terminal, request.tool_call_id.as_deref()));
-        let (title, options) = match (request.kind, &request.tool) {
-            (AskKind::Permission, Some(tool)) => permission_card(tool, request.options.as_deref()),
-            _ => (
-                clean(
-                    request.title.as_deref().unwrap_or("The agent asks"),
-                    MAX_TITLE,
-                )
-                .0,
-                request
-                    .options
-                    .clone()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .take(MAX_OPTIONS)
-                    .collect(),
-            ),
-        };
-        let fields: Vec<_> = request
-            .fields
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .take(MAX_FIELDS)
-            .collect();
-        let mut inner = self.lock();
-        if let Some(decided) = inner
-            .decided
-            .get(&terminal.terminal)
-            .and_then(|d| d.iter().find(|a| a.ask == id))
+        }
+    }
+
+    /// Joins an open ask raised again: one more waiter, and when its words
+    /// changed, the new ones at the next revision.
+    fn join(&self, open: &mut Open, card: Card, request: &Ask) -> Raised {
+        open.waiters += 1;
+        if open.info.title != card.title
+            || open.info.options != card.options
+            || open.info.fields != card.fields
         {
-            return Ok(Raised::Decided(decided.clone()));
-        }
-        if let Some(open) = inner.open.get_mut(&id) {
-            open.waiters += 1;
-            if open.info.title != title
-                || open.info.options != options
-                || open.info.fields != fields
-            {
-                open.info.title = title;
-                open.info.options = options;
-                open.info.fields = fields;
-                open.info.tool = request.tool.clone();
-                open.info.revision += 1;
-                if let Some(feed) = self.feed.get() {
-                    feed.ask_changed(&open.info);
-                }
+            open.info.title = card.title;
+            open.info.options = card.options;
+            open.info.fields = card.fields;
+            open.info.tool = request.tool.clone();
+            open.info.revision += 1;
+            if let Some(feed) = self.feed.get() {
+                feed.ask_changed(&open.info);
             }
-            return Ok(Raised::Open {
-                info: Box::new(open.info.clone()),
-                decision: open.done.subscribe(),
-                fresh: false,
-            });
         }
-        let open_here = inner
-            .open
-            .values()
-            .filter(|o| o.info.terminal == terminal.terminal)
-            .count();
-        if open_here >= MAX_OPEN_PER_TERMINAL {
-            return Err(ApiError::new(
-                ErrorCode::Conflict,
-                format!(
-                    "terminal {} already has {MAX_OPEN_PER_TERMINAL} open asks",
-                    terminal.terminal
-                ),
-            ));
+        Raised::Open {
+            info: Box::new(open.info.clone()),
+            decision: open.done.subscribe(),
+            fresh: false,
         }
-        let now = SystemTime::now();
-        let info = AskInfo {
-            ask: id.clone(),
-            terminal: terminal.terminal,
-            environment: terminal.environment.clone(),
-            kind: request.kind,
-            title,
-            options,
-            fields,
-            tool: request.tool.clone(),
-            revision: 1,
-            created_at: humantime::format_rfc3339_millis(now).to_string(),
-            expires_at: humantime::format_rfc3339_seconds(
-                now + Duration::from_secs(request.expiry_secs()),
-            )
-            .to_string(),
-        };
+    }
+
+    /// Opens a new ask and tells the feed.
+    fn open(&self, inner: &mut Inner, info: AskInfo) -> Raised {
         inner.seq += 1;
         let seq = inner.seq;
         let (done, decision) = watch::channel(None);
@@ -262,7 +227,7 @@ impl Asks {
             feed.ask_opened(&info);
         }
         inner.open.insert(
-            id,
+            info.ask.clone(),
             Open {
                 info: info.clone(),
                 seq,
@@ -270,11 +235,11 @@ impl Asks {
                 done,
             },
         );
-        Ok(Raised::Open {
+        Raised::Open {
             info: Box::new(info),
             decision,
             fresh: true,
-        })
+        }
     }
 
     /// Decides an open ask; the first decision wins. `from` is the deciding
@@ -331,7 +296,7 @@ impl Asks {
                 terminal: open.info.terminal,
                 decided: decided.clone(),
             };
-            if let Err(e) = append_private(path, &line) {
+            if let Err(e) = private_file::append_json_line(path, &line) {
                 tracing::warn!("cannot keep a decided ask in {}: {e}", path.display());
             }
         }
@@ -456,29 +421,84 @@ impl Asks {
     }
 }
 
-fn append_private(path: &Path, kept: &KeptDecision) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut line = serde_json::to_vec(kept).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)?
-        .write_all(&line)
+/// What an ask shows: its title, options and fields, cut to their limits.
+struct Card {
+    title: String,
+    options: Vec<AskOption>,
+    fields: Vec<AskField>,
 }
 
-fn rewrite_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?
-        .write_all(bytes)?;
-    std::fs::rename(&tmp, path)
+impl Card {
+    /// A permission ask's card comes from its tool's name and input only; any
+    /// other ask shows its own (cleaned) title and options.
+    fn of(request: &Ask) -> Card {
+        let (title, options) = match (request.kind, &request.tool) {
+            (AskKind::Permission, Some(tool)) => permission_card(tool, request.options.as_deref()),
+            _ => (
+                clean(
+                    request.title.as_deref().unwrap_or("The agent asks"),
+                    MAX_TITLE,
+                )
+                .0,
+                request
+                    .options
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .take(MAX_OPTIONS)
+                    .collect(),
+            ),
+        };
+        let fields = request
+            .fields
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .take(MAX_FIELDS)
+            .collect();
+        Card {
+            title,
+            options,
+            fields,
+        }
+    }
+
+    /// The new ask `id` of `terminal`, at its first revision, created now.
+    fn into_info(self, id: String, terminal: &TerminalRef, request: &Ask) -> AskInfo {
+        let now = SystemTime::now();
+        AskInfo {
+            ask: id,
+            terminal: terminal.terminal,
+            environment: terminal.environment.clone(),
+            kind: request.kind,
+            title: self.title,
+            options: self.options,
+            fields: self.fields,
+            tool: request.tool.clone(),
+            revision: 1,
+            created_at: humantime::format_rfc3339_millis(now).to_string(),
+            expires_at: humantime::format_rfc3339_seconds(
+                now + Duration::from_secs(request.expiry_secs()),
+            )
+            .to_string(),
+        }
+    }
+}
+
+/// A conflict when `terminal` already has as many open asks as allowed.
+fn room_for_another(inner: &Inner, terminal: u64) -> Result<(), ApiError> {
+    let open_here = inner
+        .open
+        .values()
+        .filter(|o| o.info.terminal == terminal)
+        .count();
+    if open_here >= MAX_OPEN_PER_TERMINAL {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("terminal {terminal} already has {MAX_OPEN_PER_TERMINAL} open asks"),
+        ));
+    }
+    Ok(())
 }
 
 /// `a-` and 16 hex characters of SHA-256(environment, terminal, tool-call id);

@@ -248,6 +248,22 @@ impl Host {
         String,
     > {
         let _ = std::fs::remove_file(&self.control);
+        let mut child = self.spawn_master()?;
+        let mut stderr = child.stderr.take();
+        self.wait_for_control(&mut child, &mut stderr).await?;
+        let port = match self.forward(wanted_port).await {
+            Ok(port) => port,
+            Err(e) => {
+                let _ = child.start_kill();
+                return Err(e);
+            }
+        };
+        self.link_up(port, child.id()).await;
+        Ok((port, child, stderr))
+    }
+
+    /// Runs `ssh -M -N` on the control socket, its stderr piped.
+    fn spawn_master(&self) -> Result<tokio::process::Child, String> {
         let mut master = tokio::process::Command::new("ssh");
         master
             .args(["-M", "-N", "-S"])
@@ -274,15 +290,24 @@ impl Host {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(false);
-        let mut child = master.spawn().map_err(|e| match e.kind() {
+        master.spawn().map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
                 "cannot run ssh: it is not installed (SSH hosts need the OpenSSH client: \
                  apt-get install openssh-client)"
                     .to_owned()
             }
             _ => format!("cannot run ssh: {e}"),
-        })?;
-        let mut stderr = child.stderr.take();
+        })
+    }
+
+    /// Waits until the master answers on its control socket: an error with
+    /// what ssh said if it exits first, or when `CONNECT_TIMEOUT` passes (the
+    /// master killed then).
+    async fn wait_for_control(
+        &self,
+        child: &mut tokio::process::Child,
+        stderr: &mut Option<tokio::process::ChildStderr>,
+    ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
         loop {
             if let Ok(Some(status)) = child.try_wait() {
@@ -298,7 +323,7 @@ impl Host {
                 });
             }
             if self.control_check().await {
-                break;
+                return Ok(());
             }
             if tokio::time::Instant::now() > deadline {
                 let _ = child.start_kill();
@@ -309,13 +334,10 @@ impl Host {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let port = match self.forward(wanted_port).await {
-            Ok(port) => port,
-            Err(e) => {
-                let _ = child.start_kill();
-                return Err(e);
-            }
-        };
+    }
+
+    /// Keeps the link's port, master and the host's home; the link is up.
+    async fn link_up(&self, port: u16, master_pid: Option<u32>) {
         let home = self
             .run_raw("printf %s \"$HOME\"", None)
             .await
@@ -324,12 +346,11 @@ impl Host {
         {
             let mut link = self.lock();
             link.port = Some(port);
-            link.master_pid = child.id();
+            link.master_pid = master_pid;
             link.home = home;
         }
         self.set(LinkState::Up, None);
         tracing::info!(host = %self.name, port, "ssh link up");
-        Ok((port, child, stderr))
     }
 
     /// Asks the control connection for the reverse forward; the host's port.

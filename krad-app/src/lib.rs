@@ -22,6 +22,7 @@ mod git;
 mod hosts;
 mod input;
 pub mod notify;
+mod private_file;
 pub mod profile;
 #[path = "code.rs"]
 mod program;

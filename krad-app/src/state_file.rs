@@ -149,12 +149,10 @@ impl StatePath {
         }
     }
 
-    /// Writes the state atomically (temp file, then rename).
+    /// Writes the state atomically and durably, 0600 (see [`crate::private_file`]).
     pub fn save(&self, state: &StateFile) -> std::io::Result<()> {
-        let temp = self.path.with_extension("json.tmp");
         let bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
-        std::fs::write(&temp, bytes)?;
-        std::fs::rename(&temp, &self.path)
+        crate::private_file::write(&self.path, &bytes)
     }
 }
 

@@ -15,10 +15,11 @@
 //!   the first one on, the program's Reports bring messages but not states;
 //! * exit: → `exited` (`process`) with the code or signal; final.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use krad_bus::protocol::{AgentState, StateSource};
+use krad_bus::protocol::{AgentRecord, AgentState, StateSource};
 use krad_term::{ExitStatus, Terminal, TerminalEvent};
 use tokio::sync::mpsc;
 
@@ -26,7 +27,7 @@ use crate::Core;
 use crate::announced;
 use crate::config::HookKind;
 use crate::screen_questions;
-use crate::store::set_state;
+use crate::store::{Entry, set_state};
 
 /// A program is taken as ready for a typed prompt after this long without output.
 const READY_QUIET: Duration = Duration::from_millis(400);
@@ -45,116 +46,188 @@ pub(crate) async fn run(
     id: u64,
     terminal: Arc<dyn Terminal>,
     mut events: mpsc::Receiver<TerminalEvent>,
-    mut typed_prompt: Option<String>,
+    typed_prompt: Option<String>,
     idle_after: Option<Duration>,
     hooks: HookKind,
 ) {
-    // Claude Code says through its SessionStart hook when it is up.
-    let ready_by_hook = hooks == HookKind::Claude;
-    let look_for_questions = screen_questions::known(hooks);
-    let mut question_check_at: Option<tokio::time::Instant> = None;
-    let mut typing: Option<tokio::task::JoinHandle<()>> = None;
-    let store = &core.store;
-    let Some(mut record_watch) = store.watch(id) else {
+    let Some(mut record_watch) = core.store.watch(id) else {
         return;
     };
-    let spawned = tokio::time::Instant::now();
-    let mut last_output: Option<tokio::time::Instant> = None;
+    let mut watch = Watch {
+        // Claude Code says through its SessionStart hook when it is up.
+        ready_by_hook: hooks == HookKind::Claude,
+        look_for_questions: screen_questions::known(hooks),
+        question_check_at: None,
+        typing: None,
+        spawned: tokio::time::Instant::now(),
+        last_output: None,
+        core,
+        id,
+        terminal,
+        typed_prompt,
+        idle_after,
+        hooks,
+    };
     loop {
-        let quiet_at = idle_after.and_then(|quiet| {
-            store
-                .with(id, |e| {
-                    (e.record.state == AgentState::Working).then_some(e.last_activity + quiet)
-                })
-                .flatten()
-                .map(tokio::time::Instant::from_std)
-        });
-        let (hook_heard, asking) = store
-            .with(id, |e| (e.hook_heard, e.record.state == AgentState::Asking))
-            .unwrap_or((false, false));
-        // Never type into a question (a trust dialog would take the Enter).
-        let type_at = typed_prompt.as_ref().filter(|_| !asking).map(|_| {
-            if ready_by_hook && !hook_heard {
-                return spawned + READY_HOOK_LIMIT;
-            }
-            // Even once its hook said it is up, a program that has drawn its
-            // screen gets a moment of quiet first (a question may be on it).
-            match last_output {
-                Some(at) => at + READY_QUIET,
-                None => spawned + READY_SILENT,
-            }
-        });
+        let quiet_at = watch.quiet_at();
+        let type_at = watch.type_at();
         tokio::select! {
-            event = events.recv() => match event {
-                Some(TerminalEvent::Exited(status)) => {
-                    exited(&core, id, status);
+            event = events.recv() => {
+                if watch.take(event).is_break() {
                     return;
                 }
-                Some(event) => {
-                    if event == TerminalEvent::Output {
-                        let now = tokio::time::Instant::now();
-                        last_output = Some(now);
-                        // At most every QUESTION_CALM, also while output flows
-                        // (a spinner never lets the screen be calm).
-                        if look_for_questions {
-                            question_check_at.get_or_insert(now + QUESTION_CALM);
-                        }
-                    }
-                    // What an announcement leaves unsaid is on the screen (the
-                    // command awaiting approval, the error); read outside the store.
-                    let screen = match &event {
-                        TerminalEvent::AgentState(word)
-                            if word.starts_with("blocked") || word.starts_with("error") =>
-                        {
-                            Some(terminal.snapshot(0).screen)
-                        }
-                        _ => None,
-                    };
-                    apply(&core, id, event, screen.as_deref());
-                }
-                None => {
-                    // The host went away without an exit: take what it knows.
-                    let status = terminal.exit_status().unwrap_or(ExitStatus { code: None, signal: None });
-                    exited(&core, id, status);
-                    return;
-                }
-            },
-            () = sleep_until(quiet_at) => {
-                if let Some(quiet) = idle_after {
-                    store.update(id, |e| {
-                        e.record.state == AgentState::Working
-                            && e.last_activity.elapsed() >= quiet
-                            && set_state(&mut e.record, AgentState::Idle, StateSource::Quiet, None)
-                    });
-                }
             }
-            () = sleep_until(question_check_at) => {
-                question_check_at = None;
-                look_at_the_question(&core, id, terminal.as_ref(), hooks);
-            }
-            () = sleep_until(type_at) => {
-                // Typed on a task of its own: meanwhile this loop keeps taking the
-                // terminal's events (a full queue would drop them).
-                if let Some(prompt) = typed_prompt.take() {
-                    let terminal = terminal.clone();
-                    typing = Some(tokio::spawn(async move {
-                        type_prompt(terminal.as_ref(), &prompt).await;
-                    }));
-                }
-            }
-            _ = until_done(&mut typing) => {
-                typing = None;
-                store.update(id, |e| {
-                    e.prompt_pending = false;
-                    false
-                });
-            }
+            () = sleep_until(quiet_at) => watch.idle_if_still_quiet(),
+            () = sleep_until(watch.question_check_at) => watch.read_the_screen(),
+            () = sleep_until(type_at) => watch.start_typing(),
+            _ = until_done(&mut watch.typing) => watch.typing_done(),
             changed = record_watch.changed() => {
                 if changed.is_err() {
                     return;
                 }
             }
         }
+    }
+}
+
+/// What the task of one terminal keeps from one event to the next.
+struct Watch {
+    core: Arc<Core>,
+    id: u64,
+    terminal: Arc<dyn Terminal>,
+    hooks: HookKind,
+    /// The profile's quiet time.
+    idle_after: Option<Duration>,
+    /// The prompt to type once the program is ready (taken when typed).
+    typed_prompt: Option<String>,
+    /// The program's hooks say when it is up.
+    ready_by_hook: bool,
+    /// Its screen has questions worth reading.
+    look_for_questions: bool,
+    /// When to read the screen for questions next.
+    question_check_at: Option<tokio::time::Instant>,
+    /// The task typing the prompt, while it types.
+    typing: Option<tokio::task::JoinHandle<()>>,
+    spawned: tokio::time::Instant,
+    last_output: Option<tokio::time::Instant>,
+}
+
+impl Watch {
+    /// When a working agent has been quiet for the profile's quiet time.
+    fn quiet_at(&self) -> Option<tokio::time::Instant> {
+        self.idle_after.and_then(|quiet| {
+            self.core
+                .store
+                .with(self.id, |e| {
+                    (e.record.state == AgentState::Working).then_some(e.last_activity + quiet)
+                })
+                .flatten()
+                .map(tokio::time::Instant::from_std)
+        })
+    }
+
+    /// When to type the prompt, if one waits.
+    fn type_at(&self) -> Option<tokio::time::Instant> {
+        let (hook_heard, asking) = self
+            .core
+            .store
+            .with(self.id, |e| {
+                (e.hook_heard, e.record.state == AgentState::Asking)
+            })
+            .unwrap_or((false, false));
+        // Never type into a question (a trust dialog would take the Enter).
+        self.typed_prompt.as_ref().filter(|_| !asking).map(|_| {
+            if self.ready_by_hook && !hook_heard {
+                return self.spawned + READY_HOOK_LIMIT;
+            }
+            // Even once its hook said it is up, a program that has drawn its
+            // screen gets a moment of quiet first (a question may be on it).
+            match self.last_output {
+                Some(at) => at + READY_QUIET,
+                None => self.spawned + READY_SILENT,
+            }
+        })
+    }
+
+    /// Takes what the terminal noticed; breaks once its program is gone.
+    fn take(&mut self, event: Option<TerminalEvent>) -> ControlFlow<()> {
+        match event {
+            Some(TerminalEvent::Exited(status)) => {
+                exited(&self.core, self.id, status);
+                ControlFlow::Break(())
+            }
+            Some(event) => {
+                if event == TerminalEvent::Output {
+                    self.output_seen();
+                }
+                // What an announcement leaves unsaid is on the screen (the
+                // command awaiting approval, the error); read outside the store.
+                let screen = match &event {
+                    TerminalEvent::AgentState(word)
+                        if word.starts_with("blocked") || word.starts_with("error") =>
+                    {
+                        Some(self.terminal.snapshot(0).screen)
+                    }
+                    _ => None,
+                };
+                apply(&self.core, self.id, event, screen.as_deref());
+                ControlFlow::Continue(())
+            }
+            None => {
+                // The host went away without an exit: take what it knows.
+                let status = self.terminal.exit_status().unwrap_or(ExitStatus {
+                    code: None,
+                    signal: None,
+                });
+                exited(&self.core, self.id, status);
+                ControlFlow::Break(())
+            }
+        }
+    }
+
+    fn output_seen(&mut self) {
+        let now = tokio::time::Instant::now();
+        self.last_output = Some(now);
+        // At most every QUESTION_CALM, also while output flows
+        // (a spinner never lets the screen be calm).
+        if self.look_for_questions {
+            self.question_check_at.get_or_insert(now + QUESTION_CALM);
+        }
+    }
+
+    /// A working agent quiet for the profile's quiet time is idle.
+    fn idle_if_still_quiet(&self) {
+        if let Some(quiet) = self.idle_after {
+            self.core.store.update(self.id, |e| {
+                e.record.state == AgentState::Working
+                    && e.last_activity.elapsed() >= quiet
+                    && set_state(&mut e.record, AgentState::Idle, StateSource::Quiet, None)
+            });
+        }
+    }
+
+    fn read_the_screen(&mut self) {
+        self.question_check_at = None;
+        look_at_the_question(&self.core, self.id, self.terminal.as_ref(), self.hooks);
+    }
+
+    fn start_typing(&mut self) {
+        // Typed on a task of its own: meanwhile the loop keeps taking the
+        // terminal's events (a full queue would drop them).
+        if let Some(prompt) = self.typed_prompt.take() {
+            let terminal = self.terminal.clone();
+            self.typing = Some(tokio::spawn(async move {
+                type_prompt(terminal.as_ref(), &prompt).await;
+            }));
+        }
+    }
+
+    fn typing_done(&mut self) {
+        self.typing = None;
+        self.core.store.update(self.id, |e| {
+            e.prompt_pending = false;
+            false
+        });
     }
 }
 
@@ -176,86 +249,95 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 }
 
 fn apply(core: &Core, id: u64, event: TerminalEvent, screen: Option<&str>) {
-    core.store.update(id, |e| {
-        let record = &mut e.record;
-        let hooked = record.state_source == StateSource::Hook;
-        match event {
-            TerminalEvent::Output => {
-                e.last_activity = Instant::now();
-                let guessing = record.state == AgentState::Starting
-                    || (record.state == AgentState::Idle
-                        && record.state_source == StateSource::Quiet);
-                guessing && set_state(record, AgentState::Working, StateSource::Screen, None)
-            }
-            TerminalEvent::Bell => {
-                record.state == AgentState::Working
-                    && !hooked
-                    && set_state(record, AgentState::Idle, StateSource::Screen, None)
-            }
-            TerminalEvent::Notification { title, body } => {
-                let text = match title {
-                    Some(title) if !title.is_empty() => format!("{title}: {body}"),
-                    _ => body,
-                };
-                let state = if looks_like_a_question(&text) {
-                    AgentState::Asking
-                } else {
-                    AgentState::Idle
-                };
-                matches!(
-                    record.state,
-                    AgentState::Working | AgentState::Idle | AgentState::Starting
-                ) && !hooked
-                    && set_state(record, state, StateSource::Screen, Some(text))
-            }
-            TerminalEvent::Title(title) => {
-                let title = (!title.is_empty()).then_some(title);
-                if record.title == title {
-                    return false;
-                }
-                record.title = title;
-                true
-            }
-            TerminalEvent::AgentState(announced) => {
-                e.last_activity = Instant::now();
-                e.announces_state = true;
-                let Some((state, mut message)) = announced::state(&announced, screen.unwrap_or(""))
-                else {
-                    return false;
-                };
-                let turn_over = announced::ends_a_turn(&announced);
-                if e.first_turn_pending {
-                    if turn_over || state == AgentState::Asking {
-                        e.first_turn_pending = false;
-                    } else if state == AgentState::Idle {
-                        // Up, and about to take the prompt it was started with.
-                        return false;
-                    }
-                }
-                if let Some(before) = &mut e.screen_question
-                    && state != AgentState::Asking
-                {
-                    // A question is on the screen: the announced state is the
-                    // state once it is gone.
-                    *before = (state, StateSource::Hook);
-                    if message.is_some() {
-                        e.pending_message = message;
-                    }
-                    return false;
-                }
-                match state {
-                    // A new turn: what the last one said is no longer news.
-                    AgentState::Working => e.pending_message = None,
-                    // The turn's reply, if its report came before the announcement.
-                    AgentState::Idle if message.is_none() => message = e.pending_message.take(),
-                    _ => {}
-                }
-                record.state != AgentState::Exited
-                    && set_state(record, state, StateSource::Hook, message)
-            }
-            TerminalEvent::Exited(_) => false,
-        }
+    core.store.update(id, |e| match event {
+        TerminalEvent::Output => output(e),
+        TerminalEvent::Bell => bell(&mut e.record),
+        TerminalEvent::Notification { title, body } => notification(&mut e.record, title, body),
+        TerminalEvent::Title(title) => retitle(&mut e.record, title),
+        TerminalEvent::AgentState(announced) => announcement(e, &announced, screen),
+        TerminalEvent::Exited(_) => false,
     });
+}
+
+/// Output ends a guess: `starting` or a quiet `idle` → `working`.
+fn output(e: &mut Entry) -> bool {
+    e.last_activity = Instant::now();
+    let record = &mut e.record;
+    let guessing = record.state == AgentState::Starting
+        || (record.state == AgentState::Idle && record.state_source == StateSource::Quiet);
+    guessing && set_state(record, AgentState::Working, StateSource::Screen, None)
+}
+
+/// A bell while working, unless a hook said so: → `idle`.
+fn bell(record: &mut AgentRecord) -> bool {
+    record.state == AgentState::Working
+        && record.state_source != StateSource::Hook
+        && set_state(record, AgentState::Idle, StateSource::Screen, None)
+}
+
+/// A notification, unless a hook said so: → `asking` or `idle`, with its text.
+fn notification(record: &mut AgentRecord, title: Option<String>, body: String) -> bool {
+    let text = match title {
+        Some(title) if !title.is_empty() => format!("{title}: {body}"),
+        _ => body,
+    };
+    let state = if looks_like_a_question(&text) {
+        AgentState::Asking
+    } else {
+        AgentState::Idle
+    };
+    matches!(
+        record.state,
+        AgentState::Working | AgentState::Idle | AgentState::Starting
+    ) && record.state_source != StateSource::Hook
+        && set_state(record, state, StateSource::Screen, Some(text))
+}
+
+fn retitle(record: &mut AgentRecord, title: String) -> bool {
+    let title = (!title.is_empty()).then_some(title);
+    if record.title == title {
+        return false;
+    }
+    record.title = title;
+    true
+}
+
+/// An OSC 7501 state announcement: counts as a hook.
+fn announcement(e: &mut Entry, announced: &str, screen: Option<&str>) -> bool {
+    e.last_activity = Instant::now();
+    e.announces_state = true;
+    let Some((state, mut message)) = announced::state(announced, screen.unwrap_or("")) else {
+        return false;
+    };
+    let turn_over = announced::ends_a_turn(announced);
+    if e.first_turn_pending {
+        if turn_over || state == AgentState::Asking {
+            e.first_turn_pending = false;
+        } else if state == AgentState::Idle {
+            // Up, and about to take the prompt it was started with.
+            return false;
+        }
+    }
+    if let Some(before) = &mut e.screen_question
+        && state != AgentState::Asking
+    {
+        // A question is on the screen: the announced state is the
+        // state once it is gone.
+        *before = (state, StateSource::Hook);
+        if message.is_some() {
+            e.pending_message = message;
+        }
+        return false;
+    }
+    match state {
+        // A new turn: what the last one said is no longer news.
+        AgentState::Working => e.pending_message = None,
+        // The turn's reply, if its report came before the announcement.
+        AgentState::Idle if message.is_none() => message = e.pending_message.take(),
+        _ => {}
+    }
+    e.record.state != AgentState::Exited
+        && set_state(&mut e.record, state, StateSource::Hook, message)
 }
 
 /// Reads the screen for what no hook tells:
@@ -275,73 +357,25 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
         .then(|| announced::codex_error(&screen))
         .flatten();
     core.store.update(id, |e| {
-        let record = &mut e.record;
-        if record.state != AgentState::Asking {
+        if e.record.state != AgentState::Asking {
             e.dialog_seen = false;
         }
         // The announcement may come before the error is drawn.
-        if record.state == AgentState::Idle
-            && record.message.as_deref() == Some(announced::ERROR)
+        if e.record.state == AgentState::Idle
+            && e.record.message.as_deref() == Some(announced::ERROR)
             && let Some(error) = error
         {
-            let source = record.state_source;
-            return set_state(
-                record,
-                AgentState::Idle,
-                source,
-                Some(format!("{}: {error}", announced::ERROR)),
-            );
+            let source = e.record.state_source;
+            let message = format!("{}: {error}", announced::ERROR);
+            return set_state(&mut e.record, AgentState::Idle, source, Some(message));
         }
         match (question, e.screen_question) {
-            (_, _) if record.state == AgentState::Exited => false,
-            (Some(message), before) => {
-                // A hook's own question (a permission) outranks the screen.
-                if record.state == AgentState::Asking && record.state_source == StateSource::Hook {
-                    return false;
-                }
-                if before.is_none() {
-                    e.screen_question = Some((record.state, record.state_source));
-                }
-                set_state(
-                    record,
-                    AgentState::Asking,
-                    StateSource::Screen,
-                    Some(message.to_owned()),
-                )
-            }
-            (None, Some((state, source))) => {
-                e.screen_question = None;
-                if record.state != AgentState::Asking || record.state_source != StateSource::Screen
-                {
-                    return false;
-                }
-                let (state, source) = match state {
-                    AgentState::Starting | AgentState::Asking => {
-                        (AgentState::Working, StateSource::Screen)
-                    }
-                    other => (other, source),
-                };
-                // What was said meanwhile belongs to that state (an idle's reply).
-                let pending = e.pending_message.take();
-                let message = pending.filter(|_| state == AgentState::Idle);
-                set_state(record, state, source, message)
-            }
-            (None, None) if record.state == AgentState::Asking => {
+            (_, _) if e.record.state == AgentState::Exited => false,
+            (Some(message), before) => question_shown(e, message, before.is_none()),
+            (None, Some(before)) => question_gone(e, before),
+            (None, None) if e.record.state == AgentState::Asking => {
                 if dialog {
-                    e.dialog_seen = true;
-                    // The announcement may come before the dialog is drawn.
-                    if record.message.as_deref() == Some(announced::NEEDS_APPROVAL)
-                        && let Some(command) = announced::pending_command(&screen)
-                    {
-                        let message = announced::approval(command);
-                        return set_state(
-                            record,
-                            AgentState::Asking,
-                            record.state_source,
-                            Some(message),
-                        );
-                    }
-                    return false;
+                    return dialog_shown(e, &screen);
                 }
                 if e.announces_state || (!e.dialog_seen && !declined) {
                     // Its announcements tell when the dialog is gone; or it is not
@@ -350,16 +384,7 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
                 }
                 e.dialog_seen = false;
                 dialog_gone = true;
-                if declined {
-                    set_state(
-                        record,
-                        AgentState::Idle,
-                        StateSource::Screen,
-                        Some("declined: the turn stopped at the permission dialog".to_owned()),
-                    )
-                } else {
-                    set_state(record, AgentState::Working, StateSource::Screen, None)
-                }
+                dialog_went(&mut e.record, declined)
             }
             (None, None) => false,
         }
@@ -367,6 +392,70 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
     if dialog_gone {
         let decided = core.asks.decide_all_by_program(id);
         tracing::debug!(terminal = id, decided, "the permission dialog is gone");
+    }
+}
+
+/// A question on the screen: `asking`, the state before kept (when `first`).
+fn question_shown(e: &mut Entry, message: &str, first: bool) -> bool {
+    let record = &mut e.record;
+    // A hook's own question (a permission) outranks the screen.
+    if record.state == AgentState::Asking && record.state_source == StateSource::Hook {
+        return false;
+    }
+    if first {
+        e.screen_question = Some((record.state, record.state_source));
+    }
+    set_state(
+        record,
+        AgentState::Asking,
+        StateSource::Screen,
+        Some(message.to_owned()),
+    )
+}
+
+/// The screen's question is gone: back to the state before it.
+fn question_gone(e: &mut Entry, (state, source): (AgentState, StateSource)) -> bool {
+    e.screen_question = None;
+    let record = &mut e.record;
+    if record.state != AgentState::Asking || record.state_source != StateSource::Screen {
+        return false;
+    }
+    let (state, source) = match state {
+        AgentState::Starting | AgentState::Asking => (AgentState::Working, StateSource::Screen),
+        other => (other, source),
+    };
+    // What was said meanwhile belongs to that state (an idle's reply).
+    let pending = e.pending_message.take();
+    let message = pending.filter(|_| state == AgentState::Idle);
+    set_state(record, state, source, message)
+}
+
+/// The agent's permission dialog is on the screen while it asks.
+fn dialog_shown(e: &mut Entry, screen: &str) -> bool {
+    e.dialog_seen = true;
+    let record = &mut e.record;
+    // The announcement may come before the dialog is drawn.
+    if record.message.as_deref() == Some(announced::NEEDS_APPROVAL)
+        && let Some(command) = announced::pending_command(screen)
+    {
+        let message = announced::approval(command);
+        let source = record.state_source;
+        return set_state(record, AgentState::Asking, source, Some(message));
+    }
+    false
+}
+
+/// The permission dialog seen is gone: `idle` if declined, else `working`.
+fn dialog_went(record: &mut AgentRecord, declined: bool) -> bool {
+    if declined {
+        set_state(
+            record,
+            AgentState::Idle,
+            StateSource::Screen,
+            Some("declined: the turn stopped at the permission dialog".to_owned()),
+        )
+    } else {
+        set_state(record, AgentState::Working, StateSource::Screen, None)
     }
 }
 

@@ -4,12 +4,13 @@
 //! JSON-lines file of items (`<terminal>.jsonl`) per conversation, 0600 each.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::events::Item;
+use crate::private_file;
 
 /// What a conversation is, besides its items.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -79,7 +80,7 @@ impl Disk {
     /// Keeps the titles.
     pub fn save_titles(&self, titles: &Titles) {
         if let Ok(bytes) = serde_json::to_vec(titles)
-            && let Err(e) = write_private(&self.dir.join("titles.json"), &bytes)
+            && let Err(e) = private_file::write(&self.dir.join("titles.json"), &bytes)
         {
             tracing::warn!("cannot keep the durable titles: {e}");
         }
@@ -102,7 +103,7 @@ impl Disk {
         let path = self.conversation(meta.terminal, "json");
         match serde_json::to_vec(meta) {
             Ok(bytes) => {
-                if let Err(e) = write_private(&path, &bytes) {
+                if let Err(e) = private_file::write(&path, &bytes) {
                     tracing::warn!(terminal = meta.terminal, "cannot keep a conversation: {e}");
                 }
             }
@@ -112,7 +113,8 @@ impl Disk {
 
     /// Adds an item to a conversation's file.
     pub fn append_item(&self, terminal: u64, item: &Item) {
-        if let Err(e) = append_private(&self.conversation(terminal, "jsonl"), item) {
+        if let Err(e) = private_file::append_json_line(&self.conversation(terminal, "jsonl"), item)
+        {
             tracing::warn!(terminal, "cannot keep a conversation item: {e}");
         }
     }
@@ -160,32 +162,4 @@ impl Disk {
         terminals.sort_unstable_by(|a, b| b.cmp(a));
         terminals
     }
-}
-
-/// Writes a whole file, 0600, through a temporary one.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    drop(file);
-    std::fs::rename(&tmp, path)
-}
-
-/// Adds one JSON line to a file made 0600.
-fn append_private(path: &Path, item: &Item) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut line = serde_json::to_vec(item).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(&line)
 }

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::{not_for_plain_terminals, spawn};
 use crate::environments::{self, NewWorktree};
+use crate::hosts::Host;
 use crate::state_file::{GroupRecord, VariantRecord};
 use crate::{Core, EmbeddedApp};
 
@@ -35,6 +36,47 @@ async fn run(
     request: RunVariants,
 ) -> Result<VariantsInfo, ApiError> {
     not_for_plain_terminals(&ctx.principal, "RunVariants")?;
+    let profile = known_profile(core, &request)?;
+    let group = match &request.name {
+        Some(name) => name.clone(),
+        None => free_group_name(core),
+    };
+    names_are_free(core, &group, request.count)?;
+    let host = environments::host(core, request.host.as_deref())?;
+    let (base_commit, base_environment) =
+        environments::resolve_base(core, request.base.as_deref(), host.as_ref()).await?;
+    let plan = Plan {
+        group,
+        profile,
+        base_commit,
+        base_environment,
+        host,
+        request: &request,
+    };
+    record_group(core, &plan)?;
+    let mut variants = Vec::new();
+    for n in 1..=request.count {
+        variants.push(start_variant(core, ctx, &plan, n).await?);
+    }
+    tracing::info!(group = %plan.group, count = request.count, "variants started");
+    Ok(VariantsInfo {
+        group: plan.group,
+        variants,
+    })
+}
+
+/// What every variant of a new group shares.
+struct Plan<'a> {
+    group: String,
+    profile: String,
+    base_commit: String,
+    base_environment: String,
+    host: Option<Arc<Host>>,
+    request: &'a RunVariants,
+}
+
+/// The profile asked for (or the default one), if the app knows it.
+fn known_profile(core: &Core, request: &RunVariants) -> Result<String, ApiError> {
     let profile = request
         .profile
         .clone()
@@ -46,17 +88,18 @@ async fn run(
         )
         .with_detail(json!({ "request": "RunVariants", "field": "profile" })));
     }
-    let group = match &request.name {
-        Some(name) => name.clone(),
-        None => free_group_name(core),
-    };
-    if core.store.has_group(&group) {
+    Ok(profile)
+}
+
+/// A conflict if the group or any of its `count` environments exists.
+fn names_are_free(core: &Core, group: &str, count: u32) -> Result<(), ApiError> {
+    if core.store.has_group(group) {
         return Err(environments::conflict(
             format!("variant group {group:?} exists"),
             json!({ "group": group }),
         ));
     }
-    for n in 1..=request.count {
+    for n in 1..=count {
         let name = format!("{group}-{n}");
         if core.check_environment(&name).is_ok() {
             return Err(environments::conflict(
@@ -65,57 +108,63 @@ async fn run(
             ));
         }
     }
-    let host = environments::host(core, request.host.as_deref())?;
-    let (base_commit, base_environment) =
-        environments::resolve_base(core, request.base.as_deref(), host.as_ref()).await?;
+    Ok(())
+}
+
+/// Records the group, before any of its worktrees is created.
+fn record_group(core: &Core, plan: &Plan<'_>) -> Result<(), ApiError> {
     core.store
-        .update_group(&group, |g| {
+        .update_group(&plan.group, |g| {
             *g = Some(GroupRecord {
-                name: group.clone(),
-                base: base_commit.clone(),
-                base_environment: base_environment.clone(),
-                host: host.as_ref().map(|h| h.name.clone()),
-                count: request.count,
+                name: plan.group.clone(),
+                base: plan.base_commit.clone(),
+                base_environment: plan.base_environment.clone(),
+                host: plan.host.as_ref().map(|h| h.name.clone()),
+                count: plan.request.count,
                 variants: Default::default(),
                 picked: None,
             })
         })
-        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the group: {e}")))?;
+        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the group: {e}")))
+}
 
-    let mut variants = Vec::new();
-    for n in 1..=request.count {
-        let environment = format!("{group}-{n}");
-        environments::create(
-            core,
-            NewWorktree {
-                name: &environment,
-                branch: None,
-                base_commit: base_commit.clone(),
-                base_environment: base_environment.clone(),
-                group: Some((group.clone(), n)),
-                host: host.clone(),
-            },
-        )
-        .await?;
-        record_variant(core, &group, n, &environment, None)?;
-        let spawn_request = Spawn {
-            environment: Some(environment.clone()),
-            profile: Some(profile.clone()),
-            command: request.command.clone(),
-            prompt: Some(request.prompt.clone()),
-            name: Some(format!("{group} #{n}")),
-            ..Spawn::default()
-        };
-        let agent = spawn::spawn(core, ctx, spawn_request, Some((group.clone(), n))).await?;
-        record_variant(core, &group, n, &environment, Some(agent.terminal))?;
-        variants.push(VariantInfo {
-            variant: n,
-            environment,
-            terminal: agent.terminal,
-        });
-    }
-    tracing::info!(group = %group, count = request.count, "variants started");
-    Ok(VariantsInfo { group, variants })
+/// Variant `n`: its worktree, then its agent, each recorded as it starts.
+async fn start_variant(
+    core: &Arc<Core>,
+    ctx: &CallContext,
+    plan: &Plan<'_>,
+    n: u32,
+) -> Result<VariantInfo, ApiError> {
+    let group = &plan.group;
+    let environment = format!("{group}-{n}");
+    environments::create(
+        core,
+        NewWorktree {
+            name: &environment,
+            branch: None,
+            base_commit: plan.base_commit.clone(),
+            base_environment: plan.base_environment.clone(),
+            group: Some((group.clone(), n)),
+            host: plan.host.clone(),
+        },
+    )
+    .await?;
+    record_variant(core, group, n, &environment, None)?;
+    let spawn_request = Spawn {
+        environment: Some(environment.clone()),
+        profile: Some(plan.profile.clone()),
+        command: plan.request.command.clone(),
+        prompt: Some(plan.request.prompt.clone()),
+        name: Some(format!("{group} #{n}")),
+        ..Spawn::default()
+    };
+    let agent = spawn::spawn(core, ctx, spawn_request, Some((group.clone(), n))).await?;
+    record_variant(core, group, n, &environment, Some(agent.terminal))?;
+    Ok(VariantInfo {
+        variant: n,
+        environment,
+        terminal: agent.terminal,
+    })
 }
 
 fn record_variant(

@@ -11,7 +11,7 @@ use super::invalid;
 use crate::config::HookKind;
 use crate::hosts::Host;
 use crate::profile::{self, Profile, shell_quote};
-use crate::{Core, terminal_token};
+use crate::{Core, private_file};
 
 /// What a terminal is started with, wherever it runs.
 pub(super) struct Launch<'a> {
@@ -36,7 +36,7 @@ pub(super) fn local_launch(
     let settings = &core.settings;
     let id = launch.me.terminal;
     let token_file = settings.token_dir.join(format!("{id}.token"));
-    terminal_token::write_private(&token_file, launch.token.expose().as_bytes()).map_err(|e| {
+    private_file::write(&token_file, launch.token.expose().as_bytes()).map_err(|e| {
         ApiError::new(
             ErrorCode::Failed,
             format!("cannot write the terminal's token file: {e}"),

@@ -1,0 +1,145 @@
+//! Private files: every file the app writes that only its user may read (token
+//! files, `state.json`, the decided asks, the durable feed's conversations) is
+//! written here, 0600 in a directory made 0700 when missing.
+//!
+//! * [`write`] replaces a file atomically and durably: a new 0600 temp file
+//!   beside it, synced, renamed over it, then the directory synced. A reader
+//!   sees the old contents or the new, never a part; a symlink at the path is
+//!   replaced, never followed.
+//! * [`append`] and [`append_json_line`] add to a file (created 0600) and sync
+//!   it, for the JSON-lines files.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+/// Replaces the file at `path` with `bytes`, atomically and durably.
+pub(crate) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = parent_dir(path)?;
+    let temp = temp_beside(&dir, path);
+    let written = write_new(&temp, bytes).and_then(|()| std::fs::rename(&temp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(e);
+    }
+    sync_dir(&dir)
+}
+
+/// Adds `bytes` at the end of the file at `path` (created 0600 when missing).
+pub(crate) fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    parent_dir(path)?;
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_data()
+}
+
+/// Adds `value` as one JSON line, in a single write.
+pub(crate) fn append_json_line(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    append(path, &line)
+}
+
+/// The directory of `path`, made 0700 when missing.
+fn parent_dir(path: &Path) -> std::io::Result<PathBuf> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+    Ok(dir)
+}
+
+/// A temp file name in `dir` no other writer uses: `.<name>.<pid>.<n>.tmp`.
+fn temp_beside(dir: &Path, path: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()))
+}
+
+/// Writes a new 0600 file (never an existing one) and syncs it.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Syncs a directory, so that a rename in it lasts. A file system that cannot
+/// sync directories (EINVAL) has nothing more to do.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    match File::open(dir)?.sync_all() {
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Ok(()),
+        done => done,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn writes_0600_in_a_new_0700_dir_and_leaves_no_temp() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("a").join("b");
+        let path = dir.join("f.json");
+        write(&path, b"one").unwrap();
+        write(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir), 0o700);
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("f.json")]);
+    }
+
+    #[test]
+    fn replaces_a_symlink_instead_of_following_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "kept").unwrap();
+        let path = dir.path().join("token");
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        write(&path, b"secret").unwrap();
+        assert_eq!(std::fs::read(&elsewhere).unwrap(), b"kept");
+        assert_eq!(std::fs::read(&path).unwrap(), b"secret");
+        assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
+    }
+
+    #[test]
+    fn appends_json_lines_to_a_0600_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new").join("log.jsonl");
+        append_json_line(&path, &serde_json::json!({"a": 1})).unwrap();
+        append_json_line(&path, &serde_json::json!({"a": 2})).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"a\":1}\n{\"a\":2}\n"
+        );
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+    }
+}
