@@ -296,7 +296,7 @@ impl Asks {
                 terminal: open.info.terminal,
                 decided: decided.clone(),
             };
-            if let Err(e) = private_file::append_json_line(path, &line) {
+            if let Err(e) = private_file::append_json_line_synced(path, &line) {
                 tracing::warn!("cannot keep a decided ask in {}: {e}", path.display());
             }
         }

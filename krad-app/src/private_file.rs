@@ -29,8 +29,9 @@ pub(crate) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     sync_dir(&dir)
 }
 
-/// Adds `bytes` at the end of the file at `path` (created 0600 when missing).
-pub(crate) fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Adds `bytes` at the end of the file at `path` (created 0600 when missing),
+/// in one write; `synced` waits until the bytes are on disk.
+fn append(path: &Path, bytes: &[u8], synced: bool) -> std::io::Result<()> {
     parent_dir(path)?;
     let mut file = OpenOptions::new()
         .append(true)
@@ -38,14 +39,26 @@ pub(crate) fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .mode(0o600)
         .open(path)?;
     file.write_all(bytes)?;
-    file.sync_data()
+    if synced { file.sync_data() } else { Ok(()) }
 }
 
-/// Adds `value` as one JSON line, in a single write.
+/// Adds `value` as one JSON line to a log (a conversation): a crash may lose
+/// its last lines, never the earlier ones; no fsync, so a busy pane does not
+/// wait on the disk.
 pub(crate) fn append_json_line(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
+    append(path, &json_line(value)?, false)
+}
+
+/// Adds `value` as one JSON line to a record that must survive a crash (a
+/// decided ask), and waits until it is on disk.
+pub(crate) fn append_json_line_synced(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
+    append(path, &json_line(value)?, true)
+}
+
+fn json_line(value: &impl Serialize) -> std::io::Result<Vec<u8>> {
     let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
     line.push(b'\n');
-    append(path, &line)
+    Ok(line)
 }
 
 /// The directory of `path`, made 0700 when missing.
