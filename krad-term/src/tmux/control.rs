@@ -5,73 +5,12 @@
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::process::ChildStdin;
-use std::sync::mpsc as std_mpsc;
-use std::sync::{Arc, Mutex};
-
-use tokio::sync::oneshot;
+use std::sync::Mutex;
 
 use crate::program::ended;
 
-use super::lock;
-use super::reader::Pipeline;
-
-/// What becomes of the answer to a command sent to the control client.
-#[derive(Debug)]
-pub(super) enum Reply {
-    /// Nothing.
-    Ignore,
-    /// A program's window opened (`pane window pid`): its pipeline joins the
-    /// reader, then the spawning thread is told.
-    Created(Box<Pipeline>, std_mpsc::Sender<Result<(), String>>),
-    /// A pane being taken back: its pipeline joins the reader, with this answer
-    /// (its size, cursor and modes; [`Reply::Seed`] follows).
-    Adopt(Box<Pipeline>),
-    /// One command of a write: an error answers the write; the last one's
-    /// success does.
-    Write { state: Arc<WriteState>, last: bool },
-    /// A pane's exit status, asked once its window was renamed `krad-dead`.
-    Dead(String),
-    /// A pane's size, cursor and modes, once its program ended.
-    SeedInfo(String),
-    /// A pane's screen (`capture-pane`), after [`Reply::SeedInfo`] or
-    /// [`Reply::Adopt`].
-    Seed(String),
-}
-
-impl Reply {
-    /// The command failed, was skipped, or the client ended.
-    pub(super) fn fail(self, why: &str) {
-        match self {
-            Reply::Created(_, sender) => {
-                let _ = sender.send(Err(why.to_owned()));
-            }
-            Reply::Adopt(pipeline) => {
-                if let Some(seeded) = &pipeline.seeded {
-                    let _ = seeded.send(Err(why.to_owned()));
-                }
-            }
-            Reply::Write { state, .. } => state.answer(Err(io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                why.to_owned(),
-            ))),
-            Reply::Ignore | Reply::Dead(_) | Reply::SeedInfo(_) | Reply::Seed(_) => {}
-        }
-    }
-}
-
-/// The pending answer of one write.
-#[derive(Debug)]
-pub(super) struct WriteState {
-    pub(super) reply: Mutex<Option<oneshot::Sender<io::Result<()>>>>,
-}
-
-impl WriteState {
-    pub(super) fn answer(&self, result: io::Result<()>) {
-        if let Some(reply) = lock(&self.reply).take() {
-            let _ = reply.send(result);
-        }
-    }
-}
+use super::common::lock;
+use super::reply::Reply;
 
 /// The control client's input, and the answers its commands are owed: per
 /// command line, one per command, in order.
@@ -177,8 +116,12 @@ impl Control {
 #[cfg(test)]
 mod tests {
     use std::process::{Command, Stdio};
+    use std::sync::Arc;
+
+    use tokio::sync::oneshot;
 
     use super::*;
+    use crate::tmux::reply::WriteState;
 
     #[test]
     fn a_failed_command_skips_the_rest_of_its_line() {

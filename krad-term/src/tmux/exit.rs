@@ -1,6 +1,9 @@
 //! How a tmux terminal ends: its exit status asked of tmux once the window was
-//! renamed `krad-dead`, its final screen taken from tmux, then `Exited`.
+//! renamed `krad-dead` (or the watchdog found its program gone), its final
+//! screen asked for, then — once its output is parsed — `Exited`. The reader
+//! reads the answers; this holds the commands and the end.
 
+use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -8,64 +11,54 @@ use std::time::Duration;
 use crate::{ExitStatus, TerminalEvent};
 
 use super::codec::quote;
+use super::common::lock;
 use super::connection::Connection;
-use super::control::Reply;
-use super::lock;
-use super::reader::{Pipeline, Reader};
-use super::seed::{replace_screen, seed_line};
+use super::reply::Reply;
+use super::seed::seed_line;
+use super::state::Pipeline;
 
 /// Times a pane's exit status is asked for again while tmux does not know it yet.
 const EXIT_QUERIES: u32 = 40;
 
-impl Reader {
-    /// A pane's exit status came (`pane_dead`, `pane_dead_status`,
-    /// `pane_dead_signal`): the final screen is asked for next.
-    pub(super) fn dead(&mut self, pane: &str, ok: bool, lines: &[Vec<u8>]) {
-        let text = lines
-            .first()
-            .map(|l| String::from_utf8_lossy(l).into_owned());
-        let Some(text) = text.filter(|_| ok) else {
-            return;
-        };
-        let Some(pipeline) = self.terminals.get_mut(pane) else {
-            return;
-        };
-        let mut fields = text.split('\t');
-        if fields.next() != Some("1") || pipeline.final_status.is_some() {
-            return;
-        }
-        let status = ExitStatus {
-            code: fields.next().and_then(|c| c.parse().ok()),
-            signal: fields.next().and_then(|s| s.parse().ok()),
-        };
-        // tmux may see the end of the output before the process's status: ask
-        // again, shortly.
-        if status.code.is_none() && status.signal.is_none() && pipeline.exit_queries < EXIT_QUERIES
-        {
-            pipeline.exit_queries += 1;
-            if ask_exit_soon(&self.connection, pane) {
-                return;
-            }
-        }
-        // tmux drops the output it had not yet passed to control clients when a
-        // pane dies, but its screen has it: the final screen comes from there.
-        pipeline.final_status = Some(status);
-        let (line, _) = seed_line(pane, pipeline.shared.scrollback_lines);
-        let replies = vec![
-            Reply::SeedInfo(pane.to_owned()),
-            Reply::Seed(pane.to_owned()),
-        ];
-        if self.connection.control.send(vec![(line, replies)]).is_err()
-            && let Some(pipeline) = self.terminals.remove(pane)
-        {
-            finish(&self.connection, pipeline, status, None);
-        }
+/// The exit status in the first line of a [`Reply::Dead`] answer
+/// (`pane_dead`, `pane_dead_status`, `pane_dead_signal`), if the pane is dead.
+pub(super) fn dead_status(lines: &[Vec<u8>]) -> Option<ExitStatus> {
+    let text = String::from_utf8_lossy(lines.first()?).into_owned();
+    let mut fields = text.split('\t');
+    if fields.next() != Some("1") {
+        return None;
     }
+    Some(ExitStatus {
+        code: fields.next().and_then(|c| c.parse().ok()),
+        signal: fields.next().and_then(|s| s.parse().ok()),
+    })
+}
+
+/// Whether a dead pane's status is worth asking for again (tmux may see the end
+/// of the output before the process's status), after `queries` asks.
+pub(super) fn ask_again(status: ExitStatus, queries: u32) -> bool {
+    status.code.is_none() && status.signal.is_none() && queries < EXIT_QUERIES
+}
+
+/// Asks for a dead pane's final screen: tmux drops the output it had not yet
+/// passed to control clients when a pane dies, but its screen has it.
+pub(super) fn ask_final_screen(
+    connection: &Connection,
+    pane: &str,
+    scrollback_lines: usize,
+) -> io::Result<()> {
+    let replies = vec![
+        Reply::SeedInfo(pane.to_owned()),
+        Reply::Seed(pane.to_owned()),
+    ];
+    connection
+        .control
+        .send(vec![(seed_line(pane, scrollback_lines), replies)])
 }
 
 /// Asks for a pane's exit status, shortly, from another thread (the reader
 /// reads for everyone); false if no thread could be started.
-fn ask_exit_soon(connection: &Arc<Connection>, pane: &str) -> bool {
+pub(super) fn ask_exit_soon(connection: &Arc<Connection>, pane: &str) -> bool {
     let connection = Arc::clone(connection);
     let pane = pane.to_owned();
     std::thread::Builder::new()
@@ -105,7 +98,7 @@ pub(super) fn finish(
         }
         let shared = &pipeline.shared;
         if let Some((size, bytes)) = screen {
-            replace_screen(shared, size, &bytes);
+            shared.replace_screen(size, &bytes);
         }
         // tmux may forget the pane now (before the exit is known: an app that
         // stops as soon as it is leaves no dead pane behind).
@@ -127,5 +120,23 @@ pub(super) fn finish(
         .spawn(work)
     {
         tracing::error!(%error, "cannot finish a tmux terminal");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dead_panes_tell_their_status() {
+        assert_eq!(
+            dead_status(&[b"1\t3\t".to_vec()]),
+            Some(ExitStatus {
+                code: Some(3),
+                signal: None
+            })
+        );
+        assert_eq!(dead_status(&[b"0\t\t".to_vec()]), None);
+        assert_eq!(dead_status(&[]), None);
     }
 }

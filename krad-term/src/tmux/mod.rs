@@ -3,6 +3,18 @@
 //! the app: a restarted app finds them again ([`TerminalHost::survivors`]) and
 //! takes them back ([`TerminalHost::adopt`]) with their screens.
 //!
+//! Layers: each module imports only modules of the lines above its own, and
+//! none imports this file (a call back up is a closure passed down).
+//! 1. `common` (names, timeout, lock), `codec` (tmux's encodings): none;
+//! 2. `seed` (a pane's captured screen) → codec; `server` (one-off commands) → common;
+//! 3. `state` (a terminal's shared state, the reader's `Pipeline`) → seed;
+//! 4. `reply` (what answers are owed) → state; then `control` (command side) → reply;
+//! 5. `connection` (the client's handle, shared by its threads) → control;
+//! 6. `exit` (how a terminal ends), `terminal` (its handle) → connection, reply, state, seed;
+//! 7. `reader` (the client's output) → exit, …; `watcher` (the watchdog) → exit, connection;
+//! 8. `client` (starts client, reader, watchdog), `spawn` (opens, takes back) → any below;
+//! 9. this file, [`TmuxHost`] → common, server, connection, client, spawn.
+//!
 //! One tmux client in control mode (`tmux -C attach-session -t krad`) carries
 //! everything, read by a thread of its own. (One client for all terminals: tmux
 //! 3.3 crashes when control clients attach while sessions are being made.)
@@ -41,49 +53,36 @@
 //! The one reader waits for each terminal's parser (back-pressure): a terminal
 //! printing faster than it can be parsed delays the others' output (tmux keeps
 //! it meanwhile), never their programs.
-//!
-//! The rooms: this file holds [`TmuxHost`] and its [`TerminalHost`] side;
-//! `server` runs one-off tmux commands (settings, listing panes); `spawn` opens
-//! and takes back windows; `connection` starts the control client, whose command
-//! side is `control` and whose output `reader` reads; `terminal` is a
-//! terminal's handle; `seed` takes a pane's screen from tmux; `exit` ends a
-//! terminal; `watcher` is the watchdog; `codec` holds tmux's encodings.
 
+mod client;
 mod codec;
+mod common;
 mod connection;
 mod control;
 mod exit;
 mod reader;
+mod reply;
 mod seed;
 mod server;
 mod spawn;
+mod state;
 mod terminal;
 mod watcher;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
 use crate::{AdoptSpec, SpawnError, SpawnSpec, Survivor, Terminal, TerminalEvent, TerminalHost};
 
+use self::common::{SESSION, lock, window_name};
 use self::connection::Connection;
-use self::server::write_private;
+use self::server::{Server, write_private};
 
-/// The session every terminal's window lives in.
-const SESSION: &str = "krad";
-/// Every terminal's window is named this, then its id.
-const WINDOW_PREFIX: &str = "krad-";
-/// The pane option holding the app's id for the terminal.
-const ID_OPTION: &str = "@krad-terminal";
 /// The session's first window, which keeps it alive when no terminal does.
 const PLACEHOLDER: &str = "krad-wait";
-/// The name the `pane-died` hook gives a window whose program ended.
-const DEAD_NAME: &str = "krad-dead";
-/// How long tmux may take to answer a command the host waits for.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs terminals in a tmux server of the app's own.
 ///
@@ -98,9 +97,7 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 /// tmux takes to answer (they never wait on the async runtime).
 #[derive(Debug)]
 pub struct TmuxHost {
-    socket: String,
-    config: PathBuf,
-    configured: std::sync::Once,
+    server: Server,
     /// The control client, once started (a new one if the last ended).
     connection: Mutex<Option<Arc<Connection>>>,
 }
@@ -127,9 +124,7 @@ impl TmuxHost {
         write_private(&config, server::config(&socket).as_bytes())
             .map_err(|e| SpawnError::Host(format!("cannot write {}: {e}", config.display())))?;
         Ok(Self {
-            socket,
-            config,
-            configured: std::sync::Once::new(),
+            server: Server::new(socket, config),
             connection: Mutex::new(None),
         })
     }
@@ -157,7 +152,7 @@ impl TmuxHost {
 
     /// The server's socket name (`tmux -L`).
     pub fn socket(&self) -> &str {
-        &self.socket
+        self.server.socket()
     }
 
     /// The control client, started (with the server and its session) if need be.
@@ -166,15 +161,17 @@ impl TmuxHost {
         if let Some(live) = connection.as_ref().filter(|c| !c.ended()) {
             return Ok(Arc::clone(live));
         }
-        self.configure();
-        if self
+        let server = &self.server;
+        server.configure();
+        if server
             .run(&["has-session", "-t", &format!("={SESSION}")])
             .is_err()
         {
-            self.run(&["new-session", "-d", "-s", SESSION, "-n", PLACEHOLDER, "cat"])
+            server
+                .run(&["new-session", "-d", "-s", SESSION, "-n", PLACEHOLDER, "cat"])
                 .map_err(|e| SpawnError::Host(format!("tmux new-session: {e}")))?;
         }
-        let started = Connection::start(self)?;
+        let started = client::start(server)?;
         *connection = Some(Arc::clone(&started));
         Ok(started)
     }
@@ -195,7 +192,8 @@ impl TerminalHost for TmuxHost {
         spec: SpawnSpec,
         events: mpsc::Sender<TerminalEvent>,
     ) -> Result<Arc<dyn Terminal>, SpawnError> {
-        Ok(Arc::new(self.spawn_terminal(spec, events)?))
+        let terminal = spawn::spawn_terminal(&self.server, || self.connection(), spec, events)?;
+        Ok(Arc::new(terminal))
     }
 
     fn restart_safe(&self) -> bool {
@@ -204,6 +202,7 @@ impl TerminalHost for TmuxHost {
 
     fn survivors(&self) -> Result<Vec<Survivor>, SpawnError> {
         Ok(self
+            .server
             .panes()?
             .into_iter()
             .map(|p| Survivor {
@@ -218,11 +217,12 @@ impl TerminalHost for TmuxHost {
         spec: AdoptSpec,
         events: mpsc::Sender<TerminalEvent>,
     ) -> Result<Arc<dyn Terminal>, SpawnError> {
-        Ok(Arc::new(self.adopt_terminal(spec, events)?))
+        let terminal = spawn::adopt_terminal(&self.server, || self.connection(), spec, events)?;
+        Ok(Arc::new(terminal))
     }
 
     fn discard(&self, id: u64) {
-        let _ = self.run(&[
+        let _ = self.server.run(&[
             "kill-window",
             "-t",
             &format!("={SESSION}:={}", window_name(id)),
@@ -230,19 +230,11 @@ impl TerminalHost for TmuxHost {
     }
 }
 
-fn window_name(id: u64) -> String {
-    format!("{WINDOW_PREFIX}{id}")
-}
-
 /// FNV-1a, 64 bits: a hash that stays the same across builds.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
         (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

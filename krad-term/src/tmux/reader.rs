@@ -10,46 +10,24 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc as std_mpsc;
 
-use tokio::sync::{mpsc, oneshot};
-
-use crate::{ExitStatus, TerminalEvent};
+use crate::ExitStatus;
 
 use super::codec::{lossy_lines, output_size, unescape};
+use super::common::{DEAD_NAME, lock};
 use super::connection::Connection;
-use super::control::{Reply, WriteState};
-use super::exit::{ask_exit, finish};
-use super::seed::{SeedInfo, parse_seed_info};
-use super::terminal::Shared;
-use super::{DEAD_NAME, lock};
-
-/// What the reader keeps of one terminal.
-#[derive(Debug)]
-pub(super) struct Pipeline {
-    pub(super) shared: Arc<Shared>,
-    /// To the output pipeline; dropped once the program ended.
-    pub(super) chunks: Option<mpsc::Sender<Vec<u8>>>,
-    /// Resolves once every chunk sent was parsed.
-    pub(super) parsed: Option<oneshot::Receiver<()>>,
-    pub(super) events: mpsc::Sender<TerminalEvent>,
-    /// Being taken back: its output so far is in the capture to come.
-    pub(super) skip_output: bool,
-    pub(super) seed: Option<SeedInfo>,
-    /// Told once a taken-back pane's screen is in place.
-    pub(super) seeded: Option<std_mpsc::Sender<Result<(), String>>>,
-    /// How many times the exit status was asked for.
-    pub(super) exit_queries: u32,
-    /// The program ended with this; its final screen is on its way.
-    pub(super) final_status: Option<ExitStatus>,
-}
+use super::exit::{ask_again, ask_exit, ask_exit_soon, ask_final_screen, dead_status, finish};
+use super::reply::{Reply, WriteState};
+use super::seed::parse_seed_info;
+use super::state::Pipeline;
 
 /// The lines of the answer being read, and whether it answers us.
 type Block = Option<(bool, Vec<Vec<u8>>)>;
 
 /// The reader thread of the control client.
 pub(super) struct Reader {
-    pub(super) connection: Arc<Connection>,
+    connection: Arc<Connection>,
     /// The terminals it feeds, by pane.
-    pub(super) terminals: HashMap<String, Pipeline>,
+    terminals: HashMap<String, Pipeline>,
     /// Told once the client is attached.
     attached: Option<std_mpsc::Sender<()>>,
 }
@@ -286,6 +264,74 @@ impl Reader {
         }
         self.terminals.insert(pane.to_owned(), pipeline);
         Ok(())
+    }
+
+    /// A pane's exit status came: the final screen is asked for next.
+    fn dead(&mut self, pane: &str, ok: bool, lines: &[Vec<u8>]) {
+        let Some(status) = ok.then(|| dead_status(lines)).flatten() else {
+            return;
+        };
+        let Some(pipeline) = self.terminals.get_mut(pane) else {
+            return;
+        };
+        if pipeline.final_status.is_some() {
+            return;
+        }
+        // tmux may see the end of the output before the process's status: ask
+        // again, shortly.
+        if ask_again(status, pipeline.exit_queries) {
+            pipeline.exit_queries += 1;
+            if ask_exit_soon(&self.connection, pane) {
+                return;
+            }
+        }
+        pipeline.final_status = Some(status);
+        let scrollback_lines = pipeline.shared.scrollback_lines;
+        if ask_final_screen(&self.connection, pane, scrollback_lines).is_err()
+            && let Some(pipeline) = self.terminals.remove(pane)
+        {
+            finish(&self.connection, pipeline, status, None);
+        }
+    }
+
+    /// A pane's screen, as tmux has it: in place of the one taken back (then its
+    /// output follows), or as the final one once its program ended.
+    fn seed(&mut self, pane: &str, lines: Option<&[Vec<u8>]>) {
+        let Some(pipeline) = self.terminals.get_mut(pane) else {
+            return;
+        };
+        let info = pipeline.seed.take();
+        let scrollback_lines = pipeline.shared.scrollback_lines;
+        let screen = info
+            .as_ref()
+            .zip(lines)
+            .map(|(info, lines)| info.screen(lines, scrollback_lines));
+        if let Some(pid) = info.as_ref().and_then(|i| i.pid) {
+            let _ = pipeline.shared.pid.set(pid);
+        }
+        if let Some(seeded) = pipeline.seeded.take() {
+            // Taking the pane back.
+            let Some((size, bytes)) = screen else {
+                let _ = seeded.send(Err("tmux could not capture the pane".into()));
+                self.terminals.remove(pane);
+                return;
+            };
+            pipeline.shared.replace_screen(size, &bytes);
+            pipeline.skip_output = false;
+            if let Some(pid) = pipeline.shared.pid.get() {
+                lock(&self.connection.followed).insert(pane.to_owned(), *pid);
+            }
+            let _ = seeded.send(Ok(()));
+            if let Some(status) = info.and_then(|i| i.dead)
+                && let Some(pipeline) = self.terminals.remove(pane)
+            {
+                finish(&self.connection, pipeline, status, None);
+            }
+        } else if let Some(status) = pipeline.final_status.take()
+            && let Some(pipeline) = self.terminals.remove(pane)
+        {
+            finish(&self.connection, pipeline, status, screen);
+        }
     }
 }
 

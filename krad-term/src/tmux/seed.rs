@@ -1,16 +1,12 @@
-//! A pane's screen taken from tmux (`display-message` for its size, cursor and
-//! modes, `capture-pane -e` for its cells): in place of the screen of a pane
-//! taken back after a restart, or as the final screen of a program that ended.
+//! Taking a pane's screen from tmux (`display-message` for its size, cursor and
+//! modes, `capture-pane -e` for its cells): the command line that asks, the
+//! [`SeedInfo`] its first answer gives, and the bytes that redraw the capture on
+//! a fresh screen. The reader puts the screen in place: for a pane taken back
+//! after a restart, or as the final screen of a program that ended.
 
 use crate::ExitStatus;
-use crate::screen::Screen;
 
 use super::codec::quote;
-use super::control::Reply;
-use super::exit::finish;
-use super::lock;
-use super::reader::Reader;
-use super::terminal::Shared;
 
 /// Lines of tmux history a taken-back terminal's scrollback is rebuilt from, at most.
 const HISTORY_LINES: usize = 10_000;
@@ -18,73 +14,27 @@ const HISTORY_LINES: usize = 10_000;
 /// A pane's state when its screen is taken from tmux.
 #[derive(Debug, Default)]
 pub(super) struct SeedInfo {
-    size: (u16, u16),
+    pub(super) size: (u16, u16),
     cursor: (u16, u16),
-    pid: Option<u32>,
-    dead: Option<ExitStatus>,
+    /// The pane's program.
+    pub(super) pid: Option<u32>,
+    /// How its program ended, if it did.
+    pub(super) dead: Option<ExitStatus>,
     alternate: bool,
     application_cursor: bool,
     application_keypad: bool,
     cursor_visible: bool,
 }
 
-impl Reader {
-    /// A pane's screen, as tmux has it: in place of the one taken back (then its
-    /// output follows), or as the final one once its program ended.
-    pub(super) fn seed(&mut self, pane: &str, lines: Option<&[Vec<u8>]>) {
-        let Some(pipeline) = self.terminals.get_mut(pane) else {
-            return;
-        };
-        let info = pipeline.seed.take();
-        let screen = match (info.as_ref(), lines) {
-            (Some(info), Some(lines)) => Some((
-                info.size,
-                seed_bytes(info, lines, pipeline.shared.scrollback_lines),
-            )),
-            _ => None,
-        };
-        if let Some(info) = &info
-            && let Some(pid) = info.pid
-        {
-            let _ = pipeline.shared.pid.set(pid);
-        }
-        if let Some(seeded) = pipeline.seeded.take() {
-            // Taking the pane back.
-            let Some((size, bytes)) = screen else {
-                let _ = seeded.send(Err("tmux could not capture the pane".into()));
-                self.terminals.remove(pane);
-                return;
-            };
-            replace_screen(&pipeline.shared, size, &bytes);
-            pipeline.skip_output = false;
-            if let Some(pid) = pipeline.shared.pid.get() {
-                lock(&self.connection.followed).insert(pane.to_owned(), *pid);
-            }
-            let _ = seeded.send(Ok(()));
-            if let Some(status) = info.and_then(|i| i.dead)
-                && let Some(pipeline) = self.terminals.remove(pane)
-            {
-                finish(&self.connection, pipeline, status, None);
-            }
-        } else if let Some(status) = pipeline.final_status.take()
-            && let Some(pipeline) = self.terminals.remove(pane)
-        {
-            finish(&self.connection, pipeline, status, screen);
-        }
+impl SeedInfo {
+    /// The screen a capture shows: its size, and the bytes that draw it.
+    pub(super) fn screen(
+        &self,
+        lines: &[Vec<u8>],
+        scrollback_lines: usize,
+    ) -> ((u16, u16), Vec<u8>) {
+        (self.size, seed_bytes(self, lines, scrollback_lines))
     }
-}
-
-/// Replaces a screen with one of `size` showing `bytes` (the title stays).
-pub(super) fn replace_screen(shared: &Shared, (cols, rows): (u16, u16), bytes: &[u8]) {
-    let scrollback = shared.scrollback_lines;
-    shared.screen.with(|screen| {
-        let title = screen.title().to_owned();
-        *screen = Screen::new(cols, rows, scrollback);
-        screen.process(bytes);
-        if !title.is_empty() {
-            screen.process(format!("\x1b]2;{title}\x07").as_bytes());
-        }
-    });
 }
 
 /// What redraws a captured pane on a fresh screen: history lines first (they
@@ -118,8 +68,9 @@ fn seed_bytes(info: &SeedInfo, lines: &[Vec<u8>], scrollback_lines: usize) -> Ve
 }
 
 /// Asks for a pane's state and screen in one command line, so that nothing the
-/// program prints can fall between them: answered twice, state then screen.
-pub(super) fn seed_line(pane: &str, scrollback_lines: usize) -> (String, Vec<Reply>) {
+/// program prints can fall between them: answered twice, state (see
+/// [`parse_seed_info`]) then screen.
+pub(super) fn seed_line(pane: &str, scrollback_lines: usize) -> String {
     let format = [
         "#{pane_width}",
         "#{pane_height}",
@@ -136,16 +87,9 @@ pub(super) fn seed_line(pane: &str, scrollback_lines: usize) -> (String, Vec<Rep
     ]
     .join("\t");
     let history = scrollback_lines.min(HISTORY_LINES);
-    let line = format!(
+    format!(
         "display-message -p -t {pane} {format} ; capture-pane -p -e -t {pane} -S -{history}",
         format = quote(format.as_bytes()),
-    );
-    (
-        line,
-        vec![
-            Reply::SeedInfo(pane.to_owned()),
-            Reply::Seed(pane.to_owned()),
-        ],
     )
 }
 

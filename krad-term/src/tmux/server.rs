@@ -1,15 +1,16 @@
-//! One-off tmux commands to the app's server, besides the control client: its
-//! settings (written to a file, applied to a server already running), and the
-//! panes that hold krad terminals.
+//! The app's tmux server, as [`Server`]: one-off tmux commands to it, besides
+//! the control client; its settings (written to a file, applied to a server
+//! already running); and the panes that hold krad terminals.
 
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Once;
 use std::time::Duration;
 
 use crate::SpawnError;
 
-use super::{DEAD_NAME, ID_OPTION, TmuxHost};
+use super::common::{DEAD_NAME, ID_OPTION};
 
 /// The settings of the app's own tmux server (it never reads the user's
 /// `~/.tmux.conf`): panes stay after their program ends, so that the app (or a
@@ -24,7 +25,29 @@ set -g history-limit 10000
 set -s escape-time 10
 ";
 
-impl TmuxHost {
+/// The app's tmux server: `tmux -L <socket> -f <config>`.
+#[derive(Debug)]
+pub(super) struct Server {
+    socket: String,
+    config: PathBuf,
+    configured: Once,
+}
+
+impl Server {
+    /// The server `socket` (`tmux -L`), whose settings are in `config`.
+    pub(super) fn new(socket: String, config: PathBuf) -> Self {
+        Self {
+            socket,
+            config,
+            configured: Once::new(),
+        }
+    }
+
+    /// The server's socket name (`tmux -L`).
+    pub(super) fn socket(&self) -> &str {
+        &self.socket
+    }
+
     /// A `tmux` command for this server.
     pub(super) fn command(&self) -> Command {
         let mut command = Command::new("tmux");

@@ -1,9 +1,12 @@
 //! Opening a terminal's window (one command line through the control client,
 //! so that it sees the program's first byte and the environment never shows on
-//! a command line), and taking back a pane a previous run left.
+//! a command line), and taking back a pane a previous run left. The host passes
+//! in its server and how to get its control client (`connect`, called once the
+//! spec was checked).
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 
 use tokio::sync::mpsc;
@@ -13,78 +16,84 @@ use crate::pty::DEFAULT_TERM;
 use crate::{AdoptSpec, SpawnError, SpawnSpec, Terminal, TerminalEvent};
 
 use super::codec::quote;
-use super::control::Reply;
+use super::common::{ID_OPTION, REPLY_TIMEOUT, SESSION, window_name};
+use super::connection::Connection;
+use super::reply::Reply;
 use super::seed::seed_line;
+use super::server::Server;
 use super::terminal::TmuxTerminal;
-use super::{ID_OPTION, REPLY_TIMEOUT, SESSION, TmuxHost, window_name};
 
-impl TmuxHost {
-    /// Starts `spec.argv` in a new window.
-    pub(super) fn spawn_terminal(
-        &self,
-        spec: SpawnSpec,
-        events: mpsc::Sender<TerminalEvent>,
-    ) -> Result<TmuxTerminal, SpawnError> {
-        let program = checked_program(&spec)?;
-        find_program(program, &spec.cwd, &spec.env)?;
-        let connection = self.connection()?;
-        let (cols, rows) = (spec.cols.max(1), spec.rows.max(1));
-        let terminal = TmuxTerminal::new(&connection, spec.id, (cols, rows), spec.scrollback_lines);
-        let pipeline = terminal.pipeline(spec.transcript.clone(), events)?;
-        let window = window_name(spec.id);
-        // A window of this id can only be an orphan of a run that died while
-        // starting it (ids are never reused).
-        let _ = self.run(&["kill-window", "-t", &format!("={SESSION}:={window}")]);
-        let (created, created_rx) = std_mpsc::channel();
-        let created = Reply::Created(Box::new(pipeline), created);
-        let (line, replies) = open_window_line(&spec, &window, (cols, rows), created);
-        connection
-            .control
-            .send(vec![(line, replies)])
-            .map_err(|e| SpawnError::Host(format!("cannot talk to tmux: {e}")))?;
-        created_rx
-            .recv_timeout(REPLY_TIMEOUT)
-            .unwrap_or_else(|_| Err("tmux did not answer in time".to_owned()))
-            .map_err(|e| SpawnError::Host(format!("cannot start {program:?} in tmux: {e}")))?;
-        crate::log_started("tmux terminal", spec.id, terminal.pid(), &spec.argv);
-        Ok(terminal)
-    }
+/// Starts `spec.argv` in a new window of `server`, through the control client
+/// `connect` gives.
+pub(super) fn spawn_terminal(
+    server: &Server,
+    connect: impl FnOnce() -> Result<Arc<Connection>, SpawnError>,
+    spec: SpawnSpec,
+    events: mpsc::Sender<TerminalEvent>,
+) -> Result<TmuxTerminal, SpawnError> {
+    let program = checked_program(&spec)?;
+    find_program(program, &spec.cwd, &spec.env)?;
+    let connection = connect()?;
+    let (cols, rows) = (spec.cols.max(1), spec.rows.max(1));
+    let terminal = TmuxTerminal::new(&connection, spec.id, (cols, rows), spec.scrollback_lines);
+    let pipeline = terminal.pipeline(spec.transcript.clone(), events)?;
+    let window = window_name(spec.id);
+    // A window of this id can only be an orphan of a run that died while
+    // starting it (ids are never reused).
+    let _ = server.run(&["kill-window", "-t", &format!("={SESSION}:={window}")]);
+    let (created, created_rx) = std_mpsc::channel();
+    let created = Reply::Created(Box::new(pipeline), created);
+    let (line, replies) = open_window_line(&spec, &window, (cols, rows), created);
+    connection
+        .control
+        .send(vec![(line, replies)])
+        .map_err(|e| SpawnError::Host(format!("cannot talk to tmux: {e}")))?;
+    created_rx
+        .recv_timeout(REPLY_TIMEOUT)
+        .unwrap_or_else(|_| Err("tmux did not answer in time".to_owned()))
+        .map_err(|e| SpawnError::Host(format!("cannot start {program:?} in tmux: {e}")))?;
+    crate::log_started("tmux terminal", spec.id, terminal.pid(), &spec.argv);
+    Ok(terminal)
+}
 
-    /// Takes back the pane of terminal `spec.id`: its screen as tmux has it,
-    /// then its output.
-    pub(super) fn adopt_terminal(
-        &self,
-        spec: AdoptSpec,
-        events: mpsc::Sender<TerminalEvent>,
-    ) -> Result<TmuxTerminal, SpawnError> {
-        let Some(info) = self.panes()?.into_iter().find(|p| p.id == spec.id) else {
-            return Err(SpawnError::Host(format!(
-                "terminal {} is no longer in tmux",
-                spec.id
-            )));
-        };
-        let connection = self.connection()?;
-        let terminal = TmuxTerminal::new(&connection, spec.id, (80, 24), spec.scrollback_lines);
-        let _ = terminal.shared.pane.set(info.pane.clone());
-        let _ = terminal.shared.window.set(info.window.clone());
-        let mut pipeline = terminal.pipeline(spec.transcript, events)?;
-        let (seeded, seeded_rx) = std_mpsc::channel();
-        pipeline.seeded = Some(seeded);
-        let (line, mut replies) = seed_line(&info.pane, spec.scrollback_lines);
-        // The pipeline joins the reader with the first answer: what the pane
-        // printed before it is in the capture.
-        replies[0] = Reply::Adopt(Box::new(pipeline));
-        connection
-            .control
-            .send(vec![(line, replies)])
-            .map_err(|e| SpawnError::Host(format!("cannot talk to tmux: {e}")))?;
-        seeded_rx
-            .recv_timeout(REPLY_TIMEOUT)
-            .unwrap_or_else(|_| Err("tmux did not show the pane in time".into()))
-            .map_err(|e| SpawnError::Host(format!("cannot take terminal {} back: {e}", spec.id)))?;
-        tracing::debug!(terminal = spec.id, pid = ?terminal.pid(), dead = info.dead, "tmux terminal taken back");
-        Ok(terminal)
-    }
+/// Takes back the pane of terminal `spec.id` from `server`, through the control
+/// client `connect` gives: its screen as tmux has it, then its output.
+pub(super) fn adopt_terminal(
+    server: &Server,
+    connect: impl FnOnce() -> Result<Arc<Connection>, SpawnError>,
+    spec: AdoptSpec,
+    events: mpsc::Sender<TerminalEvent>,
+) -> Result<TmuxTerminal, SpawnError> {
+    let Some(info) = server.panes()?.into_iter().find(|p| p.id == spec.id) else {
+        return Err(SpawnError::Host(format!(
+            "terminal {} is no longer in tmux",
+            spec.id
+        )));
+    };
+    let connection = connect()?;
+    let terminal = TmuxTerminal::new(&connection, spec.id, (80, 24), spec.scrollback_lines);
+    let _ = terminal.shared.pane.set(info.pane.clone());
+    let _ = terminal.shared.window.set(info.window.clone());
+    let mut pipeline = terminal.pipeline(spec.transcript, events)?;
+    let (seeded, seeded_rx) = std_mpsc::channel();
+    pipeline.seeded = Some(seeded);
+    let line = seed_line(&info.pane, spec.scrollback_lines);
+    // The pipeline joins the reader with the first answer: what the pane
+    // printed before it is in the capture.
+    let replies = vec![
+        Reply::Adopt(Box::new(pipeline)),
+        Reply::Seed(info.pane.clone()),
+    ];
+    connection
+        .control
+        .send(vec![(line, replies)])
+        .map_err(|e| SpawnError::Host(format!("cannot talk to tmux: {e}")))?;
+    seeded_rx
+        .recv_timeout(REPLY_TIMEOUT)
+        .unwrap_or_else(|_| Err("tmux did not show the pane in time".into()))
+        .map_err(|e| SpawnError::Host(format!("cannot take terminal {} back: {e}", spec.id)))?;
+    tracing::debug!(terminal = spec.id, pid = ?terminal.pid(), dead = info.dead, "tmux terminal taken back");
+    Ok(terminal)
 }
 
 /// The command line that opens a terminal's window, and the replies its

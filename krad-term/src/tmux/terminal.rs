@@ -1,10 +1,10 @@
-//! A terminal of the tmux host: its handle, what the handle shares with the
-//! reader, and input, resizes and closing as tmux commands and signals.
+//! A terminal of the tmux host: its handle ([`TmuxTerminal`]), and input,
+//! resizes and closing as tmux commands and signals.
 
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -12,16 +12,15 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::output::{self, SharedScreen};
+use crate::output;
 use crate::program::{ended, group_gone, log_grace_kill, pgid};
-use crate::screen::Screen;
 use crate::{Attachment, ExitStatus, NativeAttach, Snapshot, SpawnError, Terminal, TerminalEvent};
 
-use super::SESSION;
 use super::codec::quote;
+use super::common::SESSION;
 use super::connection::Connection;
-use super::control::{Reply, WriteState};
-use super::reader::Pipeline;
+use super::reply::{Reply, WriteState};
+use super::state::{Pipeline, Shared};
 
 /// Bytes per `send-keys -H` command.
 const KEYS_PER_COMMAND: usize = 256;
@@ -36,52 +35,17 @@ pub(super) struct TmuxTerminal {
     pub(super) shared: Arc<Shared>,
 }
 
-/// What a terminal's handle and the reader share.
-#[derive(Debug)]
-pub(super) struct Shared {
-    pub(super) id: u64,
-    pub(super) screen: Arc<SharedScreen>,
-    pub(super) scrollback_lines: usize,
-    /// The program's pane (`%N`) and window (`@N`), once known.
-    pub(super) pane: OnceLock<String>,
-    pub(super) window: OnceLock<String>,
-    pub(super) exit: OnceLock<ExitStatus>,
-    pub(super) pid: OnceLock<u32>,
-    /// The handle let go of a live terminal: the reader forgets it, its program
-    /// runs on.
-    pub(super) detached: AtomicBool,
-}
-
-impl Shared {
-    pub(super) fn pane(&self) -> &str {
-        self.pane.get().map_or("", String::as_str)
-    }
-
-    pub(super) fn window(&self) -> &str {
-        self.window.get().map_or("", String::as_str)
-    }
-}
-
 impl TmuxTerminal {
     pub(super) fn new(
         connection: &Arc<Connection>,
         id: u64,
-        (cols, rows): (u16, u16),
+        size: (u16, u16),
         scrollback_lines: usize,
     ) -> Self {
         Self {
             id,
             connection: Arc::clone(connection),
-            shared: Arc::new(Shared {
-                id,
-                screen: Arc::new(SharedScreen::new(Screen::new(cols, rows, scrollback_lines))),
-                scrollback_lines,
-                pane: OnceLock::new(),
-                window: OnceLock::new(),
-                exit: OnceLock::new(),
-                pid: OnceLock::new(),
-                detached: AtomicBool::new(false),
-            }),
+            shared: Arc::new(Shared::new(id, size, scrollback_lines)),
         }
     }
 

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
+use super::common::lock;
 use super::connection::Connection;
 use super::exit::ask_exit;
-use super::lock;
 
 /// How often the watchdog looks at the followed programs.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
