@@ -63,6 +63,9 @@ pub struct Entry {
     pub pending_message: Option<String>,
     /// The agent's own permission dialog was seen on screen while it asked.
     pub dialog_seen: bool,
+    /// How many Reports it made: a Send that began before a Report does not
+    /// overwrite the state that Report set.
+    pub reports: u64,
     watch: watch::Sender<AgentRecord>,
 }
 
@@ -301,6 +304,7 @@ impl Store {
                 screen_question: None,
                 pending_message: None,
                 dialog_seen: false,
+                reports: 0,
                 token_file,
             },
         );

@@ -335,3 +335,23 @@ fn osc_7501_announcements_reach_the_app_through_the_tmux_host_too() {
     let idle = app.until_state(id, "idle");
     assert_eq!(idle["state_source"], "hook");
 }
+
+#[test]
+fn a_report_made_while_a_send_is_written_wins_over_the_send() {
+    let app = App::start();
+    // The program takes each byte as it comes, shows nothing (so Send waits for
+    // an echo before its Enter), and raises a new question at the first byte.
+    let id = app.spawn_sh(
+        "stty -echo -icanon min 1 time 0; krad report asking -m start; \
+         c=$(dd bs=1 count=1 2>/dev/null); krad report asking -m \"got-$c\"; sleep 60",
+    );
+    app.until(id, Duration::from_secs(20), |r| r["message"] == "start");
+    let sent = app.request(json!({"Send": {"target": id, "text": "x", "enter": true}}));
+    assert_eq!(sent["Sent"]["delivered"], true, "{sent}");
+    // The Report came while the Send waited to press Enter: it is newer, and
+    // the Send's answering keys do not turn it into "working".
+    let record = app.record(id);
+    assert_eq!(record["message"], "got-x", "{record}");
+    assert_eq!(record["state"], "asking", "{record}");
+    assert_eq!(sent["Sent"]["state"], "asking", "{sent}");
+}

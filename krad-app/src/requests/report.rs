@@ -69,6 +69,7 @@ fn take_report(
 ) -> bool {
     e.last_activity = std::time::Instant::now();
     e.hook_heard = true;
+    e.reports += 1;
     if state == AgentState::Idle && !e.prompt_pending {
         // A turn ended: the one the command line started, if any.
         e.first_turn_pending = false;

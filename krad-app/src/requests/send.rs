@@ -49,6 +49,9 @@ impl Handle<Send> for EmbeddedApp {
             .filter_map(|k| Key::parse(k).ok())
             .collect();
         let enter = request.enter.unwrap_or(false);
+        // A Report made while the text is written (the program may answer the
+        // moment it reads it) is newer than this Send: it keeps its state.
+        let reports_before = core.store.with(id, |e| e.reports).unwrap_or_default();
         if let Err(e) = type_into(terminal.as_ref(), &request.text, enter, &keys).await {
             if let Some(e) = exited(&watch.borrow()) {
                 return Err(e);
@@ -64,6 +67,7 @@ impl Handle<Send> for EmbeddedApp {
         let answers = enter || keys.iter().any(|k| k.ends_a_dialog() || k.is_char());
         let after = core.store.update(id, |e| {
             e.record.state == AgentState::Asking
+                && e.reports == reports_before
                 && answers
                 && !e.tells_its_state()
                 && set_state(&mut e.record, AgentState::Working, StateSource::Input, None)
