@@ -495,107 +495,15 @@ pub fn durable(ctx: &Ctx) -> anyhow::Result<()> {
     let started = Instant::now();
     let dir = tempfile::Builder::new().prefix("kb").tempdir()?;
     let app = start_app(ctx, dir.path())?;
-    let poll = get("/snapshot", true, &[("If-None-Match", &app.etag)]);
-    let full = get("/snapshot", true, &[]);
-    let events = get(&app.events_path(), true, &[]);
-    let not_modified = exchange(&app.socket, &poll)?;
-    anyhow::ensure!(
-        not_modified.status == 304,
-        "the poll answered {}",
-        String::from_utf8_lossy(&not_modified.raw)
-    );
-    let full_len = exchange(&app.socket, &full)?.raw.len();
-    let events_len = exchange(&app.socket, &events)?.raw.len();
+    let requests = AppRequests::of(&app)?;
     let reply_file = dir.path().join("304.http");
-    std::fs::write(&reply_file, &not_modified.raw)?;
+    std::fs::write(&reply_file, &requests.not_modified)?;
     let raw = HttpBaseline::start(HttpKind::Raw, dir.path(), &app.etag, &reply_file)?;
     let hyper = HttpBaseline::start(HttpKind::Hyper, dir.path(), &app.etag, &reply_file)?;
-    let hyper_len = exchange(&hyper.socket, &poll)?.raw.len();
-    let pid = app.krad.pid;
-    let targets = [
-        Target {
-            label: "baseline-raw, fixed 304",
-            socket: raw.socket.clone(),
-            request: poll.clone(),
-            expect: b"HTTP/1.1 304 ",
-            pid: raw.pid,
-            answer_bytes: not_modified.raw.len(),
-        },
-        Target {
-            label: "baseline-hyper, fixed 304",
-            socket: hyper.socket.clone(),
-            request: poll.clone(),
-            expect: b"HTTP/1.1 304 ",
-            pid: hyper.pid,
-            answer_bytes: hyper_len,
-        },
-        Target {
-            label: "krad, snapshot poll (304)",
-            socket: app.socket.clone(),
-            request: poll,
-            expect: b"HTTP/1.1 304 ",
-            pid,
-            answer_bytes: not_modified.raw.len(),
-        },
-        Target {
-            label: "krad, full snapshot (200)",
-            socket: app.socket.clone(),
-            request: full,
-            expect: b"HTTP/1.1 200 ",
-            pid,
-            answer_bytes: full_len,
-        },
-        Target {
-            label: "krad, events, nothing new (200)",
-            socket: app.socket.clone(),
-            request: events,
-            expect: b"HTTP/1.1 200 ",
-            pid,
-            answer_bytes: events_len,
-        },
-    ];
+    let targets = targets(&app, &raw, &hyper, requests)?;
     let run = ctx.durable_run();
-    ctx.out(&format!(
-        "### Durable facet\n\nThe app serves `[durable]` on its Unix socket with {} agents (`sleep 3600`, exec \
-         profile); one exchange per connection (`Connection: close`), as Collie polls. The poll sends the \
-         snapshot's ETag in `If-None-Match`; the events read is pane p{}'s `after=<cursor>&epoch=<epoch>` \
-         with nothing new. {} s per run, {} repeats per point, the five back to back in each repeat. \
-         The harness is {} processes deep below pid 1 (the app walks that many `/proc/PID/stat` \
-         once per caller process to tell that it is not one of its own agents, then remembers the \
-         verdict).\n\n{HEADER}",
-        ctx.panes,
-        app.pane,
-        run.as_secs_f64(),
-        ctx.repeats,
-        caller_depth()
-    ));
-    let mut notes = Vec::new();
-    for clients in CLIENTS {
-        for target in &targets {
-            measure(target, clients, WARM_UP);
-        }
-        let mut runs: [Vec<Measured>; 5] = Default::default();
-        for _ in 0..ctx.repeats {
-            for (target, runs) in targets.iter().zip(runs.iter_mut()) {
-                runs.push(measure(target, clients, run));
-            }
-        }
-        for (target, runs) in targets.iter().zip(&runs) {
-            ctx.out(&row(clients, target, runs));
-        }
-        let [r, h, p, f, e] = &runs;
-        notes.push(format!(
-            "* {clients} client{}: poll / baseline-hyper {}, poll / baseline-raw {}; \
-             full snapshot / poll {} (server CPU per request {}); events / poll {} (server CPU {})",
-            if clients == 1 { "" } else { "s" },
-            ratios(p, h, throughput).show(2),
-            ratios(p, r, throughput).show(2),
-            ratios(f, p, throughput).show(2),
-            ratios(f, p, server_cpu).show(1),
-            ratios(e, p, throughput).show(2),
-            ratios(e, p, server_cpu).show(1),
-        ));
-    }
+    ctx.out(&intro(ctx, &app, run));
+    let notes = measure_all(ctx, &targets, run);
     app.check_quiet()?;
     ctx.out(
         "\nThroughput ratios per back-to-back repeat (and the server's CPU time per request):\n",
@@ -608,4 +516,152 @@ pub fn durable(ctx: &Ctx) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     ));
     Ok(())
+}
+
+/// The app's three requests, and the whole answer (or its length) of each.
+struct AppRequests {
+    /// The snapshot with the settled ETag in `If-None-Match`.
+    poll: Vec<u8>,
+    /// The poll's answer, a 304.
+    not_modified: Vec<u8>,
+    full: Vec<u8>,
+    full_len: usize,
+    events: Vec<u8>,
+    events_len: usize,
+}
+
+impl AppRequests {
+    /// Makes the requests and sends each once; the poll must answer 304.
+    fn of(app: &App) -> anyhow::Result<AppRequests> {
+        let poll = get("/snapshot", true, &[("If-None-Match", &app.etag)]);
+        let full = get("/snapshot", true, &[]);
+        let events = get(&app.events_path(), true, &[]);
+        let not_modified = exchange(&app.socket, &poll)?;
+        anyhow::ensure!(
+            not_modified.status == 304,
+            "the poll answered {}",
+            String::from_utf8_lossy(&not_modified.raw)
+        );
+        let full_len = exchange(&app.socket, &full)?.raw.len();
+        let events_len = exchange(&app.socket, &events)?.raw.len();
+        Ok(AppRequests {
+            poll,
+            not_modified: not_modified.raw,
+            full,
+            full_len,
+            events,
+            events_len,
+        })
+    }
+}
+
+/// The five things measured: the baselines' fixed 304s, then the app's poll,
+/// full snapshot and events read.
+fn targets(
+    app: &App,
+    raw: &HttpBaseline,
+    hyper: &HttpBaseline,
+    requests: AppRequests,
+) -> anyhow::Result<[Target; 5]> {
+    let hyper_len = exchange(&hyper.socket, &requests.poll)?.raw.len();
+    let pid = app.krad.pid;
+    Ok([
+        Target {
+            label: "baseline-raw, fixed 304",
+            socket: raw.socket.clone(),
+            request: requests.poll.clone(),
+            expect: b"HTTP/1.1 304 ",
+            pid: raw.pid,
+            answer_bytes: requests.not_modified.len(),
+        },
+        Target {
+            label: "baseline-hyper, fixed 304",
+            socket: hyper.socket.clone(),
+            request: requests.poll.clone(),
+            expect: b"HTTP/1.1 304 ",
+            pid: hyper.pid,
+            answer_bytes: hyper_len,
+        },
+        Target {
+            label: "krad, snapshot poll (304)",
+            socket: app.socket.clone(),
+            request: requests.poll,
+            expect: b"HTTP/1.1 304 ",
+            pid,
+            answer_bytes: requests.not_modified.len(),
+        },
+        Target {
+            label: "krad, full snapshot (200)",
+            socket: app.socket.clone(),
+            request: requests.full,
+            expect: b"HTTP/1.1 200 ",
+            pid,
+            answer_bytes: requests.full_len,
+        },
+        Target {
+            label: "krad, events, nothing new (200)",
+            socket: app.socket.clone(),
+            request: requests.events,
+            expect: b"HTTP/1.1 200 ",
+            pid,
+            answer_bytes: requests.events_len,
+        },
+    ])
+}
+
+/// The report's heading: how the facet is driven, then the table's header.
+fn intro(ctx: &Ctx, app: &App, run: Duration) -> String {
+    format!(
+        "### Durable facet\n\nThe app serves `[durable]` on its Unix socket with {} agents (`sleep 3600`, exec \
+         profile); one exchange per connection (`Connection: close`), as Collie polls. The poll sends the \
+         snapshot's ETag in `If-None-Match`; the events read is pane p{}'s `after=<cursor>&epoch=<epoch>` \
+         with nothing new. {} s per run, {} repeats per point, the five back to back in each repeat. \
+         The harness is {} processes deep below pid 1 (the app walks that many `/proc/PID/stat` \
+         once per caller process to tell that it is not one of its own agents, then remembers the \
+         verdict).\n\n{HEADER}",
+        ctx.panes,
+        app.pane,
+        run.as_secs_f64(),
+        ctx.repeats,
+        caller_depth()
+    )
+}
+
+/// Measures the targets at each client count: a warm-up, then `ctx.repeats`
+/// repeats of the five back to back. Prints a row per target and client count;
+/// returns a note of ratios per client count.
+fn measure_all(ctx: &Ctx, targets: &[Target; 5], run: Duration) -> Vec<String> {
+    let mut notes = Vec::new();
+    for clients in CLIENTS {
+        for target in targets {
+            measure(target, clients, WARM_UP);
+        }
+        let mut runs: [Vec<Measured>; 5] = Default::default();
+        for _ in 0..ctx.repeats {
+            for (target, runs) in targets.iter().zip(runs.iter_mut()) {
+                runs.push(measure(target, clients, run));
+            }
+        }
+        for (target, runs) in targets.iter().zip(&runs) {
+            ctx.out(&row(clients, target, runs));
+        }
+        notes.push(ratio_note(clients, &runs));
+    }
+    notes
+}
+
+/// The ratios of one client count's runs (of the targets in [`targets`]'s order).
+fn ratio_note(clients: usize, runs: &[Vec<Measured>; 5]) -> String {
+    let [r, h, p, f, e] = runs;
+    format!(
+        "* {clients} client{}: poll / baseline-hyper {}, poll / baseline-raw {}; \
+         full snapshot / poll {} (server CPU per request {}); events / poll {} (server CPU {})",
+        if clients == 1 { "" } else { "s" },
+        ratios(p, h, throughput).show(2),
+        ratios(p, r, throughput).show(2),
+        ratios(f, p, throughput).show(2),
+        ratios(f, p, server_cpu).show(1),
+        ratios(e, p, throughput).show(2),
+        ratios(e, p, server_cpu).show(1),
+    )
 }

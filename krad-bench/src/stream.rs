@@ -79,12 +79,7 @@ async fn subscriber(endpoint: SocketAddr, line: Arc<[u8]>, epoch: Instant) -> (u
 
 /// Sends `total` changes at `rate` per second from 4 threads; `request(i, now_us)`
 /// makes the i-th. Returns how long sending took.
-fn generate(
-    rate: u64,
-    total: u64,
-    epoch: Instant,
-    request: Arc<dyn Fn(u64, u64) + Send + Sync>,
-) -> f64 {
+fn generate(rate: u64, total: u64, epoch: Instant, request: Changes) -> f64 {
     const THREADS: u64 = 16;
     let started = Instant::now();
     let workers: Vec<_> = (0..THREADS)
@@ -117,7 +112,7 @@ fn round(
     pid: u32,
     sub_line: Arc<[u8]>,
     ready: &dyn Fn() -> anyhow::Result<bool>,
-    request: Arc<dyn Fn(u64, u64) + Send + Sync>,
+    request: Changes,
     epoch: Instant,
     end_streams: &dyn Fn(),
 ) -> anyhow::Result<Round> {
@@ -171,13 +166,18 @@ fn round(
     })
 }
 
+/// The agents of each krad round.
+const AGENTS: u64 = 10;
+
+/// A change sender: makes the i-th change, stamped `now` (µs since the epoch).
+type Changes = Arc<dyn Fn(u64, u64) + Send + Sync>;
+
 /// The SubscribeAgents benchmark.
 pub fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let agents = 10u64;
     let epoch = Instant::now();
     let repeats = ctx.repeats.div_ceil(2).max(2);
     let (mut b, mut k) = (Vec::new(), Vec::new());
@@ -185,90 +185,118 @@ pub fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
     for _ in 0..repeats {
         // krad: 10 agents, each told by Report (as itself) what it is doing.
         let krad = Arc::new(Krad::start(&ctx.krad, &["--max-connections", "20000"])?);
-        let mut ids = Vec::new();
-        for _ in 0..agents {
-            let id = krad.spawn_exec(&["sleep", "3600"])?;
-            ids.push((id, krad.terminal_token(id)?));
-        }
-        let ids = Arc::new(ids);
+        let ids = Arc::new(start_agents(&krad)?);
         let record = krad.call(json!({"Check": {"target": ids[0].0}}))?;
         record_len = serde_json::to_vec(&record)?.len();
-        // The baseline publishes a record of about the same size.
-        let baseline = Baseline::start(Mode::Fanout, 64)?;
-        let pad = "x".repeat(record_len.saturating_sub(60));
-        let bend = baseline.endpoint;
-        let publish: Arc<dyn Fn(u64, u64) + Send + Sync> = Arc::new(move |i, now| {
-            let state = if (i / agents).is_multiple_of(2) {
-                "working"
-            } else {
-                "idle"
-            };
-            let line = format!(
-                "PUB {{\"Agent\":{{\"terminal\":{},\"state\":\"{state}\",\"message\":\"m:{now}\",\"pad\":\"{pad}\"}}}}\n",
-                i % agents
-            );
-            let _ = call_raw(bend, line.as_bytes());
-        });
-        let ready = || -> anyhow::Result<bool> {
-            let n = call_raw(baseline.endpoint, b"COUNT\n")?;
-            Ok(String::from_utf8_lossy(&n).trim() == ctx.subscribers.to_string())
-        };
-        b.push(round(
-            ctx,
-            &rt,
-            baseline.endpoint,
-            baseline.pid,
-            b"SUB\n".as_slice().into(),
-            &ready,
-            publish,
-            epoch,
-            &|| {
-                let _ = std::process::Command::new("kill")
-                    .arg(baseline.pid.to_string())
-                    .status();
-            },
-        )?);
-        drop(baseline);
-
-        let report = {
-            let (krad, ids) = (krad.clone(), ids.clone());
-            let report: Arc<dyn Fn(u64, u64) + Send + Sync> = Arc::new(move |i, now| {
-                let (id, token) = &ids[(i % agents) as usize];
-                let state = if (i / agents).is_multiple_of(2) {
-                    "working"
-                } else {
-                    "idle"
-                };
-                let line = krad.line_as(
-                    *id,
-                    token,
-                    json!({"Report": {"state": state, "message": format!("m:{now}")}}),
-                );
-                let _ = call_raw(krad.endpoint, &line);
-            });
-            report
-        };
-        let ready = || -> anyhow::Result<bool> {
-            let stats = krad.call(json!("Stats"))?;
-            Ok(stats["Stats"]["subscribers"].as_u64() == Some(ctx.subscribers as u64))
-        };
-        k.push(
-            round(
-                ctx,
-                &rt,
-                krad.endpoint,
-                krad.pid,
-                krad.line(json!({"SubscribeAgents": {}})).into(),
-                &ready,
-                report,
-                epoch,
-                &|| {
-                    let _ = krad.call(json!("Shutdown"));
-                },
-            )
-            .context("krad round")?,
-        );
+        b.push(baseline_round(ctx, &rt, record_len, epoch)?);
+        k.push(krad_round(ctx, &rt, &krad, &ids, epoch).context("krad round")?);
     }
+    ctx.out(&report(ctx, repeats, record_len, &b, &k));
+    Ok(())
+}
+
+/// Starts [`AGENTS`] agents (`sleep 3600`); returns their ids and tokens.
+fn start_agents(krad: &Krad) -> anyhow::Result<Vec<(u64, String)>> {
+    let mut ids = Vec::new();
+    for _ in 0..AGENTS {
+        let id = krad.spawn_exec(&["sleep", "3600"])?;
+        ids.push((id, krad.terminal_token(id)?));
+    }
+    Ok(ids)
+}
+
+/// The state the i-th change gives its agent.
+fn state_of(i: u64) -> &'static str {
+    if (i / AGENTS).is_multiple_of(2) {
+        "working"
+    } else {
+        "idle"
+    }
+}
+
+/// A round of the fan-out baseline, publishing records of about `record_len`
+/// bytes (the size of krad's).
+fn baseline_round(
+    ctx: &Ctx,
+    rt: &tokio::runtime::Runtime,
+    record_len: usize,
+    epoch: Instant,
+) -> anyhow::Result<Round> {
+    let baseline = Baseline::start(Mode::Fanout, 64)?;
+    let pad = "x".repeat(record_len.saturating_sub(60));
+    let bend = baseline.endpoint;
+    let publish: Changes = Arc::new(move |i, now| {
+        let line = format!(
+            "PUB {{\"Agent\":{{\"terminal\":{},\"state\":\"{}\",\"message\":\"m:{now}\",\"pad\":\"{pad}\"}}}}\n",
+            i % AGENTS,
+            state_of(i)
+        );
+        let _ = call_raw(bend, line.as_bytes());
+    });
+    let ready = || -> anyhow::Result<bool> {
+        let n = call_raw(baseline.endpoint, b"COUNT\n")?;
+        Ok(String::from_utf8_lossy(&n).trim() == ctx.subscribers.to_string())
+    };
+    round(
+        ctx,
+        rt,
+        baseline.endpoint,
+        baseline.pid,
+        b"SUB\n".as_slice().into(),
+        &ready,
+        publish,
+        epoch,
+        &|| {
+            let _ = std::process::Command::new("kill")
+                .arg(baseline.pid.to_string())
+                .status();
+        },
+    )
+}
+
+/// A round of krad: each change is a Report by the agent's own terminal; the
+/// round ends with a Shutdown.
+fn krad_round(
+    ctx: &Ctx,
+    rt: &tokio::runtime::Runtime,
+    krad: &Arc<Krad>,
+    ids: &Arc<Vec<(u64, String)>>,
+    epoch: Instant,
+) -> anyhow::Result<Round> {
+    let report: Changes = {
+        let (krad, ids) = (krad.clone(), ids.clone());
+        Arc::new(move |i, now| {
+            let (id, token) = &ids[(i % AGENTS) as usize];
+            let line = krad.line_as(
+                *id,
+                token,
+                json!({"Report": {"state": state_of(i), "message": format!("m:{now}")}}),
+            );
+            let _ = call_raw(krad.endpoint, &line);
+        })
+    };
+    let ready = || -> anyhow::Result<bool> {
+        let stats = krad.call(json!("Stats"))?;
+        Ok(stats["Stats"]["subscribers"].as_u64() == Some(ctx.subscribers as u64))
+    };
+    round(
+        ctx,
+        rt,
+        krad.endpoint,
+        krad.pid,
+        krad.line(json!({"SubscribeAgents": {}})).into(),
+        &ready,
+        report,
+        epoch,
+        &|| {
+            let _ = krad.call(json!("Shutdown"));
+        },
+    )
+}
+
+/// The report: what was measured, and a row each for the baseline's rounds `b`
+/// and krad's `k`.
+fn report(ctx: &Ctx, repeats: usize, record_len: usize, b: &[Round], k: &[Round]) -> String {
     let subs = ctx.subscribers as f64;
     let show = |name: &str, rounds: &[Round]| {
         let s = |f: &dyn Fn(&Round) -> f64| Summary::of(&rounds.iter().map(f).collect::<Vec<_>>());
@@ -283,8 +311,8 @@ pub fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
             s(&|r| r.cpu_pct).show(0),
         )
     };
-    ctx.out(&format!(
-        "### SubscribeAgents: {} subscribers, {agents} agents changing {} times a second\n\n\
+    format!(
+        "### SubscribeAgents: {} subscribers, {AGENTS} agents changing {} times a second\n\n\
          {repeats} rounds of each, alternated, fresh processes; 5 s of changes per round. Each change \
          is a Report made by the agent's own terminal (one connection each, paced from 16 threads); the \
          baseline gets a `PUB` line of the same size ({record_len} bytes) instead. Latency is from \
@@ -295,8 +323,7 @@ pub fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
          |---|---:|---:|---:|---:|---:|---:|---:|\n{}\n{}\n",
         ctx.subscribers,
         ctx.rate,
-        show("baseline", &b),
-        show("krad", &k)
-    ));
-    Ok(())
+        show("baseline", b),
+        show("krad", k)
+    )
 }

@@ -157,38 +157,53 @@ impl Extension {
         arguments: JsonObject,
     ) -> Result<ToolResultInfo, ApiError> {
         let session = self.session().await?;
-        if !self.knows_tool(tool) {
-            // The server may have more tools than it listed at start.
-            if let Ok(tools) = session.peer.list_all_tools().await {
-                self.state().tools = tools.iter().map(tool_info).collect();
-            }
-            if !self.knows_tool(tool) {
-                let tools: Vec<String> =
-                    self.state().tools.iter().map(|t| t.name.clone()).collect();
-                return Err(ApiError::new(
-                    ErrorCode::NotFound,
-                    format!(
-                        "extension {:?} has no tool {tool:?}; its tools: {}",
-                        self.name,
-                        if tools.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            tools.join(", ")
-                        }
-                    ),
-                )
-                .with_detail(json!({ "extension": self.name, "tool": tool })));
-            }
-        }
+        self.ensure_tool(&session, tool).await?;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         match session.peer.call_tool(params).await {
             Ok(result) => {
                 self.state().failures = 0;
                 Ok(tool_result(result, self.limits.max_content))
             }
-            Err(ServiceError::McpError(e)) => {
+            Err(error) => Err(self.call_failed(&session, tool, error)),
+        }
+    }
+
+    /// Checks that the server has `tool`, asking it for its tools again when
+    /// the ones it listed lack it; else the error naming the tools it has.
+    async fn ensure_tool(&self, session: &Session, tool: &str) -> Result<(), ApiError> {
+        if self.knows_tool(tool) {
+            return Ok(());
+        }
+        // The server may have more tools than it listed at start.
+        if let Ok(tools) = session.peer.list_all_tools().await {
+            self.state().tools = tools.iter().map(tool_info).collect();
+        }
+        if self.knows_tool(tool) {
+            return Ok(());
+        }
+        let tools: Vec<String> = self.state().tools.iter().map(|t| t.name.clone()).collect();
+        Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!(
+                "extension {:?} has no tool {tool:?}; its tools: {}",
+                self.name,
+                if tools.is_empty() {
+                    "none".to_owned()
+                } else {
+                    tools.join(", ")
+                }
+            ),
+        )
+        .with_detail(json!({ "extension": self.name, "tool": tool })))
+    }
+
+    /// The error a call to `tool` that failed with `error` answers; a closed
+    /// connection is recorded as the server's death.
+    fn call_failed(&self, session: &Session, tool: &str, error: ServiceError) -> ApiError {
+        match error {
+            ServiceError::McpError(e) => {
                 self.state().failures = 0;
-                Err(ApiError::new(
+                ApiError::new(
                     ErrorCode::Failed,
                     format!(
                         "extension {:?} refused the call to {tool:?}: {} (MCP error {})",
@@ -200,41 +215,47 @@ impl Extension {
                     "tool": tool,
                     "mcp_code": e.code.0,
                     "mcp_data": e.data,
-                })))
+                }))
             }
-            Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
-                let mut state = self.state();
-                self.died(
-                    &mut state,
-                    session.generation,
-                    format!("the server's connection closed during a call to {tool:?}"),
-                );
-                drop(state);
-                tracing::warn!(extension = %self.name, tool, "call failed: {e}");
-                if self.closed.is_cancelled() {
-                    return Err(unavailable(
-                        &self.name,
-                        format!("extension {:?}: the app is stopping", self.name),
-                    ));
-                }
-                Err(unavailable(
-                    &self.name,
-                    format!(
-                        "extension {:?}: the server exited or closed its connection during the call to {tool:?}; \
-                         it is started again on the next call",
-                        self.name
-                    ),
-                ))
+            e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+                self.closed_during_call(session.generation, tool, &e)
             }
-            Err(e) => Err(ApiError::new(
+            e => ApiError::new(
                 ErrorCode::Failed,
                 format!(
                     "extension {:?}: the call to {tool:?} failed: {e}",
                     self.name
                 ),
             )
-            .with_detail(json!({ "extension": self.name, "tool": tool }))),
+            .with_detail(json!({ "extension": self.name, "tool": tool })),
         }
+    }
+
+    /// The server's connection closed during a call to `tool`: records its
+    /// death and answers that it is started again on the next call.
+    fn closed_during_call(&self, generation: u64, tool: &str, error: &ServiceError) -> ApiError {
+        let mut state = self.state();
+        self.died(
+            &mut state,
+            generation,
+            format!("the server's connection closed during a call to {tool:?}"),
+        );
+        drop(state);
+        tracing::warn!(extension = %self.name, tool, "call failed: {error}");
+        if self.closed.is_cancelled() {
+            return unavailable(
+                &self.name,
+                format!("extension {:?}: the app is stopping", self.name),
+            );
+        }
+        unavailable(
+            &self.name,
+            format!(
+                "extension {:?}: the server exited or closed its connection during the call to {tool:?}; \
+                 it is started again on the next call",
+                self.name
+            ),
+        )
     }
 
     fn knows_tool(&self, tool: &str) -> bool {
@@ -370,6 +391,28 @@ impl Extension {
         self: &Arc<Self>,
         generation: u64,
     ) -> Result<(Arc<Session>, Vec<ToolInfo>), String> {
+        let (mut child, group) = self.spawn_server()?;
+        let (running, tools) = self.handshake(&mut child).await?;
+        let session = Arc::new(Session {
+            generation,
+            peer: running.peer().clone(),
+            stop: CancellationToken::new(),
+        });
+        let tools = tools.iter().map(tool_info).collect();
+        self.tasks.spawn(supervise(
+            self.clone(),
+            generation,
+            child,
+            running,
+            group,
+            session.stop.clone(),
+        ));
+        Ok((session, tools))
+    }
+
+    /// Spawns the server in its own process group, its stderr copied into the
+    /// log; returns it and its group.
+    fn spawn_server(&self) -> Result<(Child, Group), String> {
         let spec = &self.spec;
         let mut command = Command::new(&spec.command);
         command
@@ -398,6 +441,15 @@ impl Extension {
         if let Some(stderr) = child.stderr.take() {
             self.tasks.spawn(log_stderr(self.name.clone(), stderr));
         }
+        Ok((child, group))
+    }
+
+    /// Runs the MCP handshake on the server's stdio and lists its tools, within
+    /// the start timeout; fails early, saying how, if the server exits.
+    async fn handshake(
+        &self,
+        child: &mut Child,
+    ) -> Result<(RunningService<RoleClient, ClientConfig>, Vec<Tool>), String> {
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err("its stdio could not be connected".into());
         };
@@ -423,38 +475,21 @@ impl Extension {
                 return Err(format!("it exited ({}) before it answered", describe(status)));
             }
         };
-        let (running, tools) = match outcome {
-            Ok(Ok(done)) => done,
+        match outcome {
+            Ok(Ok(done)) => Ok(done),
             Ok(Err(error)) => {
                 // It probably exited: say how, if it says soon.
                 let status = tokio::time::timeout(Duration::from_millis(500), child.wait()).await;
-                return Err(match status {
+                Err(match status {
                     Ok(status) => format!("it exited ({}) before it answered", describe(status)),
                     Err(_) => error,
-                });
+                })
             }
-            Err(_) => {
-                return Err(format!(
-                    "it did not answer the MCP handshake within {} s",
-                    timeout.as_secs()
-                ));
-            }
-        };
-        let session = Arc::new(Session {
-            generation,
-            peer: running.peer().clone(),
-            stop: CancellationToken::new(),
-        });
-        let tools = tools.iter().map(tool_info).collect();
-        self.tasks.spawn(supervise(
-            self.clone(),
-            generation,
-            child,
-            running,
-            group,
-            session.stop.clone(),
-        ));
-        Ok((session, tools))
+            Err(_) => Err(format!(
+                "it did not answer the MCP handshake within {} s",
+                timeout.as_secs()
+            )),
+        }
     }
 }
 

@@ -122,6 +122,14 @@ impl Screen {
     /// Feeds bytes the program printed; returns what they signalled.
     pub fn process(&mut self, bytes: &[u8]) -> Signals {
         let title_before = self.parser.callbacks().title.clone();
+        self.scan_and_feed(bytes);
+        self.take_signals(&title_before)
+    }
+
+    /// Feeds `bytes` to the parser, following the escape sequences on the way
+    /// (see [`Scan`]) to erase the scrollback at a `CSI 3 J` and to bound OSC
+    /// sequences to [`MAX_OSC_BYTES`].
+    fn scan_and_feed(&mut self, bytes: &[u8]) {
         // `fed`: the bytes before it were fed to the parser or dropped.
         let mut fed = 0;
         let mut i = 0;
@@ -137,68 +145,63 @@ impl Screen {
                 Scan::Escape { intermediate } => {
                     let b = bytes[i];
                     i += 1;
-                    self.scan = match b {
-                        ESC => Scan::escape(),
-                        CAN | SUB => Scan::Ground,
-                        0x20..=0x2f => Scan::Escape { intermediate: true },
-                        b'[' if !*intermediate => Scan::Csi(CsiScan::default()),
-                        b']' if !*intermediate => Scan::Osc { len: 0 },
-                        // Other controls are executed without leaving the sequence.
-                        0x00..=0x1f | 0x7f => continue,
-                        _ => Scan::Ground,
-                    };
+                    if let Some(next) = after_escape_byte(b, *intermediate) {
+                        self.scan = next;
+                    }
                 }
                 Scan::Csi(csi) => {
                     let b = bytes[i];
                     i += 1;
-                    match b {
-                        ESC => self.scan = Scan::escape(),
-                        CAN | SUB => self.scan = Scan::Ground,
-                        0x00..=0x1f | 0x7f => {}
-                        0x30..=0x3f => csi.param_byte(b),
-                        0x20..=0x2f => csi.intermediate = true,
-                        0x40..=0x7e => {
-                            if b == b'J' && csi.erases_scrollback() {
-                                // Erase the scrollback exactly here: lines that
-                                // scrolled off before go, later ones stay.
-                                self.parser.process(&bytes[fed..i]);
-                                fed = i;
-                                self.parser.callbacks_mut().scrollback.clear();
-                            }
-                            self.scan = Scan::Ground;
+                    if let Some(next) = csi.byte(b) {
+                        if b == b'J' && csi.erases_scrollback() {
+                            // Erase the scrollback exactly here: lines that
+                            // scrolled off before go, later ones stay.
+                            self.parser.process(&bytes[fed..i]);
+                            fed = i;
+                            self.parser.callbacks_mut().scrollback.clear();
                         }
-                        _ => {}
+                        self.scan = next;
                     }
                 }
                 Scan::Osc { len } => {
-                    let end = bytes[i..]
-                        .iter()
-                        .position(|&b| matches!(b, BEL | CAN | SUB | ESC))
-                        .map_or(bytes.len(), |p| i + p);
-                    let run = end - i;
-                    let room = MAX_OSC_BYTES.saturating_sub(*len);
-                    if run > room {
-                        // Keep the first bytes up to the limit, drop the rest.
-                        self.parser.process(&bytes[fed..i + room]);
-                        fed = end;
-                    }
-                    *len = len.saturating_add(run);
-                    i = end;
-                    if let Some(&b) = bytes.get(end) {
-                        i += 1;
-                        self.scan = if b == ESC {
-                            Scan::escape()
-                        } else {
-                            Scan::Ground
-                        };
-                    }
+                    let len = *len;
+                    i = self.scan_osc(bytes, i, len, &mut fed);
                 }
             }
         }
         if fed < bytes.len() {
             self.parser.process(&bytes[fed..]);
         }
+    }
 
+    /// Reads an OSC sequence's body from `bytes[i..]`, `len` bytes of it already
+    /// read, up to its end or the end of `bytes`; returns where it stopped.
+    #[inline]
+    fn scan_osc(&mut self, bytes: &[u8], i: usize, len: usize, fed: &mut usize) -> usize {
+        let end = bytes[i..]
+            .iter()
+            .position(|&b| matches!(b, BEL | CAN | SUB | ESC))
+            .map_or(bytes.len(), |p| i + p);
+        let run = end - i;
+        let room = MAX_OSC_BYTES.saturating_sub(len);
+        if run > room {
+            // Keep the first bytes up to the limit, drop the rest.
+            self.parser.process(&bytes[*fed..i + room]);
+            *fed = end;
+        }
+        self.scan = match bytes.get(end) {
+            None => Scan::Osc {
+                len: len.saturating_add(run),
+            },
+            Some(&ESC) => Scan::escape(),
+            Some(_) => Scan::Ground,
+        };
+        end + usize::from(end < bytes.len())
+    }
+
+    /// What the parser recorded since the last call: bells, notifications,
+    /// announced states, and the title if it is no longer `title_before`.
+    fn take_signals(&mut self, title_before: &str) -> Signals {
         let recorder = self.parser.callbacks_mut();
         let title = (recorder.title != title_before).then(|| recorder.title.clone());
         Signals {
@@ -301,6 +304,22 @@ impl Scan {
     }
 }
 
+/// The state after byte `b` of an escape sequence (`intermediate`: whether one
+/// was seen), or `None` when it stays the same.
+#[inline]
+fn after_escape_byte(b: u8, intermediate: bool) -> Option<Scan> {
+    Some(match b {
+        ESC => Scan::escape(),
+        CAN | SUB => Scan::Ground,
+        0x20..=0x2f => Scan::Escape { intermediate: true },
+        b'[' if !intermediate => Scan::Csi(CsiScan::default()),
+        b']' if !intermediate => Scan::Osc { len: 0 },
+        // Other controls are executed without leaving the sequence.
+        0x00..=0x1f | 0x7f => return None,
+        _ => Scan::Ground,
+    })
+}
+
 /// A CSI sequence being read: enough to tell `CSI 3 J` / `CSI ? 3 J` apart.
 #[derive(Debug, Clone, Copy, Default)]
 struct CsiScan {
@@ -319,6 +338,22 @@ struct CsiScan {
 }
 
 impl CsiScan {
+    /// Reads byte `b` of the sequence; returns the state after it when the
+    /// sequence ended (final byte) or was cut off (ESC, CAN, SUB).
+    #[inline]
+    fn byte(&mut self, b: u8) -> Option<Scan> {
+        match b {
+            ESC => return Some(Scan::escape()),
+            CAN | SUB => return Some(Scan::Ground),
+            0x00..=0x1f | 0x7f => {}
+            0x30..=0x3f => self.param_byte(b),
+            0x20..=0x2f => self.intermediate = true,
+            0x40..=0x7e => return Some(Scan::Ground),
+            _ => {}
+        }
+        None
+    }
+
     fn param_byte(&mut self, b: u8) {
         if self.intermediate {
             self.invalid = true;
