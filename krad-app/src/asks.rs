@@ -26,6 +26,7 @@ use tokio::sync::watch;
 
 mod card;
 
+pub(crate) use card::time_left;
 use card::{Card, check_answer};
 
 use crate::durable::feed::Feed;
@@ -264,11 +265,7 @@ impl Asks {
                 .find(|a| a.ask == id)
                 .cloned();
             return Err(match first {
-                Some(first) => ApiError::new(
-                    ErrorCode::Conflict,
-                    format!("ask {id} was already decided by {:?}", first.by).to_lowercase(),
-                )
-                .with_detail(json!({ "ask": id, "decided": first })),
+                Some(first) => already_decided(id, &first),
                 None => ApiError::new(ErrorCode::NotFound, format!("no ask {id}"))
                     .with_detail(json!({ "ask": id })),
             });
@@ -279,7 +276,15 @@ impl Asks {
                 "an agent may not answer its own ask",
             ));
         }
-        if matches!(by, DecidedBy::Client | DecidedBy::Phone) {
+        let by_a_person = matches!(by, DecidedBy::Client | DecidedBy::Phone);
+        if by_a_person && time_left(&open.info, SystemTime::now()).is_zero() {
+            // Past the expiry it published: the timeout decided it, whatever
+            // the timer says; the late answer learns so.
+            drop(inner);
+            let timed_out = self.decide(id, DecidedBy::Timeout, AskAnswer::Nothing, None)?;
+            return Err(already_decided(id, &timed_out));
+        }
+        if by_a_person {
             check_answer(&open.info, &answer)?;
         }
         let Some(open) = inner.open.remove(id) else {
@@ -467,6 +472,15 @@ fn ask_id(terminal: &TerminalRef, tool_call_id: Option<&str>) -> String {
     format!("a-{}", &hex::encode(hash.finalize())[..16])
 }
 
+/// `conflict`: the ask was decided first by someone else, as `first` says.
+fn already_decided(id: &str, first: &AnsweredInfo) -> ApiError {
+    ApiError::new(
+        ErrorCode::Conflict,
+        format!("ask {id} was already decided by {:?}", first.by).to_lowercase(),
+    )
+    .with_detail(json!({ "ask": id, "decided": first }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -493,6 +507,32 @@ mod tests {
             fields: None,
             expires_in_secs: None,
         }
+    }
+
+    #[test]
+    fn an_answer_after_the_published_expiry_is_the_timeout_s_even_by_a_millisecond() {
+        let asks = Asks::default();
+        let Raised::Open { info, .. } = asks.raise(&me(), &permission("c9", "ls")).unwrap() else {
+            panic!()
+        };
+        // Published to the millisecond.
+        assert!(info.expires_at.contains('.'), "{}", info.expires_at);
+        assert!(!time_left(&info, SystemTime::now()).is_zero());
+        // Its expiry passes (a millisecond ago) before any timer fires.
+        let past = SystemTime::now() - std::time::Duration::from_millis(1);
+        asks.lock().open.get_mut(&info.ask).unwrap().info.expires_at =
+            humantime::format_rfc3339_millis(past).to_string();
+        let late = asks
+            .decide(
+                &info.ask,
+                DecidedBy::Phone,
+                AskAnswer::Option("allow".into()),
+                None,
+            )
+            .unwrap_err();
+        assert_eq!(late.code, ErrorCode::Conflict);
+        assert_eq!(late.detail.unwrap()["decided"]["by"], "timeout");
+        assert_eq!(asks.decided(&info.ask).unwrap().by, DecidedBy::Timeout);
     }
 
     #[test]

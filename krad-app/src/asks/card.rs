@@ -66,7 +66,8 @@ impl Card {
             tool: request.tool.clone(),
             revision: 1,
             created_at: humantime::format_rfc3339_millis(now).to_string(),
-            expires_at: humantime::format_rfc3339_seconds(
+            // To the millisecond: the expiry a phone sees is the one enforced.
+            expires_at: humantime::format_rfc3339_millis(
                 now + Duration::from_secs(request.expiry_secs()),
             )
             .to_string(),
@@ -158,4 +159,13 @@ pub(super) fn check_answer(info: &AskInfo, answer: &AskAnswer) -> Result<(), Api
         (AskKind::Text, _) => Err(bad("give {\"text\": …}".into())),
         (AskKind::Form, _) => Err(bad("give {\"fields\": {…}}".into())),
     }
+}
+
+/// How long until the ask expires (zero once it has); an unreadable expiry
+/// counts as expired.
+pub(crate) fn time_left(info: &AskInfo, now: SystemTime) -> Duration {
+    humantime::parse_rfc3339(&info.expires_at)
+        .ok()
+        .and_then(|expires| expires.duration_since(now).ok())
+        .unwrap_or_default()
 }

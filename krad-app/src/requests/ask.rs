@@ -76,7 +76,9 @@ impl Handle<Ask> for EmbeddedApp {
             terminal: me.terminal,
             settle: !tells_its_state,
         };
-        let expiry = tokio::time::sleep(std::time::Duration::from_secs(request.expiry_secs()));
+        // The ask's own expiry (a joined ask keeps the first call's).
+        let expiry =
+            tokio::time::sleep(crate::asks::time_left(&info, std::time::SystemTime::now()));
         tokio::pin!(expiry);
         let answered = loop {
             if let Some(answered) = decision.borrow_and_update().clone() {
