@@ -357,6 +357,8 @@ impl Extension {
         let generation = {
             let mut state = self.state();
             state.next_generation += 1;
+            // Every launch counts, the ones that fail too.
+            state.starts += 1;
             state.next_generation
         };
         match self.start(generation).await {
@@ -365,7 +367,6 @@ impl Extension {
                 state.session = Some(session.clone());
                 state.failed = None;
                 state.tools = tools;
-                state.starts += 1;
                 Ok(session)
             }
             Err(error) => {

@@ -89,6 +89,8 @@ async fn a_server_that_exits_at_once_says_how_and_backs_off() {
     assert!(e.message.contains("tried again in"), "{e}");
     assert!(e.detail.unwrap()["retry_after_ms"].as_u64().unwrap() <= 1000);
     assert_eq!(m.list()[0].state, ExtensionState::Failed);
+    // Launched twice (the refused call launched nothing): one restart.
+    assert_eq!(m.list()[0].restarts, 1);
 }
 
 #[tokio::test]
