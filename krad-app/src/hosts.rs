@@ -315,11 +315,11 @@ impl Host {
                 if let Some(err) = stderr.as_mut() {
                     let _ = err.read_to_string(&mut said).await;
                 }
-                let said = said.trim();
+                let said = ssh_reason(&said);
                 return Err(if said.is_empty() {
                     format!("ssh exited ({status})")
                 } else {
-                    said.to_owned()
+                    said
                 });
             }
             if self.control_check().await {
@@ -364,7 +364,7 @@ impl Host {
         if !out.status.success() {
             return Err(format!(
                 "the reverse forward to the bus failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
+                ssh_reason(&String::from_utf8_lossy(&out.stderr))
             ));
         }
         if wanted != 0 {
@@ -421,12 +421,12 @@ impl Host {
             if self.stopping.is_set() {
                 return;
             }
-            let reason = match said.trim() {
-                "" => format!(
+            let reason = match ssh_reason(&said) {
+                said if said.is_empty() => format!(
                     "the ssh control connection ended ({})",
                     status.map(|s| s.to_string()).unwrap_or_default()
                 ),
-                said => said.to_owned(),
+                said => said,
             };
             tracing::warn!(host = %self.name, "ssh link down: {reason}");
             self.set(LinkState::Down, Some(reason));
@@ -538,7 +538,7 @@ impl Host {
         if out.status.code() == Some(255) {
             return Err(format!(
                 "the ssh link failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
+                ssh_reason(&String::from_utf8_lossy(&out.stderr))
             ));
         }
         Ok((out.status.code(), out.stdout, out.stderr))
@@ -569,5 +569,64 @@ impl Host {
             ));
         }
         Ok(())
+    }
+}
+/// What ssh said, as one line a person reads: without its CRs, the control
+/// master's internals (`mux_client_…`, `ControlSocket …`) and debug lines —
+/// its last line that is left, where ssh puts the cause. The whole text goes
+/// to the log.
+fn ssh_reason(said: &str) -> String {
+    let internal = |line: &str| {
+        [
+            "mux_client",
+            "muxclient",
+            "mux_master",
+            "control_persist",
+            "ControlSocket",
+            "debug1:",
+        ]
+        .iter()
+        .any(|marker| line.contains(marker))
+    };
+    let lines: Vec<&str> = said
+        .lines()
+        .map(|line| line.trim_matches(|c: char| c == '\r' || c.is_whitespace()))
+        .filter(|line| !line.is_empty())
+        .collect();
+    if lines.len() > 1 || said.contains('\r') {
+        tracing::debug!("ssh said: {said:?}");
+    }
+    let chosen = lines
+        .iter()
+        .rev()
+        .find(|line| !internal(line))
+        .or(lines.last())
+        .copied()
+        .unwrap_or_default();
+    chosen.chars().filter(|c| !c.is_control()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ssh_reason;
+
+    #[test]
+    fn ssh_reasons_are_one_clean_line() {
+        let frozen = "mux_client_request_session: read from master failed: Broken pipe\r\n\
+                      ssh: connect to host 127.0.0.1 port 2222: Connection refused\r\n";
+        assert_eq!(
+            ssh_reason(frozen),
+            "ssh: connect to host 127.0.0.1 port 2222: Connection refused"
+        );
+        assert_eq!(
+            ssh_reason("Control socket connect(/tmp/x): No such file\r\n"),
+            "Control socket connect(/tmp/x): No such file"
+        );
+        assert_eq!(
+            ssh_reason("mux_client_hello_exchange: write packet: Broken pipe"),
+            "mux_client_hello_exchange: write packet: Broken pipe",
+            "only internals: the last one"
+        );
+        assert_eq!(ssh_reason("  \r\n"), "");
     }
 }
