@@ -83,9 +83,7 @@ pub struct Hosts {
 impl Hosts {
     /// The hosts of the config; nothing connects until first use.
     pub fn new(config: &BTreeMap<String, HostConfig>, bus_port: u16) -> Hosts {
-        let uid = nix::unistd::geteuid().as_raw();
-        // Control sockets need a short path (sun_path is ~104 bytes).
-        let dir = std::env::temp_dir().join(format!("krad-ssh-{uid}"));
+        let dir = control_dir();
         if std::fs::create_dir_all(&dir).is_ok() {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
@@ -96,7 +94,7 @@ impl Hosts {
                 let host = Host {
                     name: name.clone(),
                     config: host.clone(),
-                    control: dir.join(format!("{}-{name}", std::process::id())),
+                    control: dir.join(control_name(std::process::id(), name)),
                     bus_port,
                     link: Mutex::new(Link {
                         state: LinkState::Stopped,
@@ -351,6 +349,38 @@ impl Host {
         }
         self.set(LinkState::Up, None);
         tracing::info!(host = %self.name, port, "ssh link up");
+        self.remove_dead_apps_files().await;
+    }
+
+    /// Removes the token folders (`~/.krad-ade/remote-<pid>`) that apps of this
+    /// machine which are gone left on the host: their terminals ended with them.
+    async fn remove_dead_apps_files(&self) {
+        let Ok((_, listed, _)) = self
+            .run_raw("ls -1 \"$HOME/.krad-ade\" 2>/dev/null", None)
+            .await
+        else {
+            return;
+        };
+        let dead: Vec<String> = String::from_utf8_lossy(&listed)
+            .lines()
+            .filter_map(|name| {
+                let pid: u32 = name.strip_prefix("remote-")?.parse().ok()?;
+                let gone = pid != std::process::id() && !krad_bus::api_json::pid_alive(pid);
+                gone.then(|| format!("\"$HOME/.krad-ade/remote-{pid}\""))
+            })
+            .collect();
+        if dead.is_empty() {
+            return;
+        }
+        let script = format!("rm -rf -- {}", dead.join(" "));
+        match self.run_raw(&script, None).await {
+            Ok(_) => tracing::info!(
+                host = %self.name,
+                folders = dead.len(),
+                "removed the token folders of apps that are gone"
+            ),
+            Err(e) => tracing::warn!(host = %self.name, "cannot remove old token folders: {e}"),
+        }
     }
 
     /// Asks the control connection for the reverse forward; the host's port.
@@ -571,6 +601,23 @@ impl Host {
         Ok(())
     }
 }
+/// Where the control sockets live: short paths (sun_path is ~104 bytes), one
+/// directory per user.
+pub(crate) fn control_dir() -> PathBuf {
+    let uid = nix::unistd::geteuid().as_raw();
+    std::env::temp_dir().join(format!("krad-ssh-{uid}"))
+}
+
+/// A control socket's name: the app's pid, then the host's name.
+fn control_name(pid: u32, host: &str) -> String {
+    format!("{pid}-{host}")
+}
+
+/// The pid of the app a control socket belongs to.
+pub(crate) fn control_owner(name: &str) -> Option<u32> {
+    name.split_once('-')?.0.parse().ok()
+}
+
 /// What ssh said, as one line a person reads: without its CRs, the control
 /// master's internals (`mux_client_…`, `ControlSocket …`) and debug lines —
 /// its last line that is left, where ssh puts the cause. The whole text goes

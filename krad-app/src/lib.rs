@@ -21,6 +21,7 @@ mod environments;
 mod git;
 mod hosts;
 mod input;
+mod leftovers;
 pub mod notify;
 mod private_file;
 pub mod profile;
@@ -192,6 +193,7 @@ impl EmbeddedApp {
     pub async fn restore(&self) -> Vec<SocketAddr> {
         environments::restore(&self.core).await;
         let endpoints = adopt::restore(&self.core).await;
+        leftovers::clean(&self.core).await;
         notify::start(&self.core);
         endpoints
     }

@@ -391,6 +391,15 @@ impl Store {
             .collect()
     }
 
+    /// The token files of the hosted terminals.
+    pub fn token_files(&self) -> Vec<PathBuf> {
+        self.lock()
+            .agents
+            .values()
+            .filter_map(|e| e.token_file.clone())
+            .collect()
+    }
+
     /// Every entry's terminal, for shutdown.
     pub fn terminals(&self) -> Vec<Arc<dyn Terminal>> {
         self.lock()

@@ -486,3 +486,39 @@ fn subscribers_vanishing_mid_stream_cost_nothing_and_lose_nothing() {
     assert_eq!(app.request(json!("Stats"))["Stats"]["subscribers"], 1);
     drop(reader);
 }
+
+#[test]
+fn a_killed_app_s_token_folder_is_removed_by_the_next_app() {
+    let mut app = App::start();
+    let id = app.spawn_sh("sleep 60");
+    let pid = app.pid;
+    let folder = app
+        .api_json
+        .parent()
+        .unwrap()
+        .join(format!("terminals-{pid}"));
+    assert!(
+        folder.join(format!("{id}.token")).exists(),
+        "{}",
+        folder.display()
+    );
+    app.signal(nix::sys::signal::Signal::SIGKILL);
+    app.wait_exit(Duration::from_secs(10));
+    assert!(folder.exists(), "a killed app cannot clean up");
+    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
+    drop(app);
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        ..Launch::default()
+    });
+    assert!(
+        !folder.exists(),
+        "the next app removes what the dead one left"
+    );
+    let own = app
+        .api_json
+        .parent()
+        .unwrap()
+        .join(format!("terminals-{}", app.pid));
+    assert!(own.is_dir(), "its own stays");
+}

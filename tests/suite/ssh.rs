@@ -344,3 +344,64 @@ fn an_unreachable_host_is_unavailable_with_ssh_s_reason() {
     );
     let _ = Stdio::null();
 }
+
+#[test]
+fn a_killed_app_s_control_master_and_host_token_folder_are_cleaned_by_the_next_app() {
+    let sshd = Sshd::start();
+    let (mut app, remote) = app_with_host(&sshd);
+    app.request(json!({"CreateWorktree": {"name": "far-k", "host": "far"}}));
+    let id = app.spawn(json!({"profile": "exec", "environment": "far-k", "command": ["sh", "-c", "krad report idle -m up; sleep 600"]}))
+        ["terminal"]
+        .as_u64()
+        .unwrap();
+    app.until(id, Duration::from_secs(30), |r| r["message"] == "up");
+    let old = app.pid;
+    let master = format!("-M -N -S .*krad-ssh-.*/{old}-far");
+    let host_folder = sshd
+        .dir
+        .path()
+        .join("home/.krad-ade")
+        .join(format!("remote-{old}"));
+    assert!(host_folder.is_dir(), "{}", host_folder.display());
+    app.signal(nix::sys::signal::Signal::SIGKILL);
+    app.wait_exit(Duration::from_secs(10));
+    let alive = |pattern: &str| {
+        Command::new("pgrep")
+            .args(["-f", "--", pattern])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(
+        alive(&master),
+        "the dead app's master lives on (what is cleaned)"
+    );
+    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
+    drop(app);
+    let config = sshd.host_config("far", &remote, sshd.port);
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        config: Some(&config),
+        ..Launch::default()
+    });
+    // Cleaned while the app started: the old master asked to exit, its socket gone.
+    let until = Instant::now() + Duration::from_secs(10);
+    while alive(&master) {
+        assert!(
+            Instant::now() < until,
+            "the dead app's ssh master still runs"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let socket = std::env::temp_dir()
+        .join(format!("krad-ssh-{}", nix::unistd::geteuid()))
+        .join(format!("{old}-far"));
+    assert!(!socket.exists(), "{}", socket.display());
+    // The host's token folder goes once the new app's link is up.
+    assert_eq!(
+        app.request(json!({"CheckHost": {"name": "far"}}))["Hosts"][0]["state"],
+        "up"
+    );
+    assert!(!host_folder.exists(), "{}", host_folder.display());
+}

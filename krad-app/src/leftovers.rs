@@ -1,0 +1,101 @@
+//! What an app that died (SIGKILL, a crash) left behind on this machine, cleaned
+//! by the next app once it has taken its terminals back:
+//!
+//! * the token folders of its terminals (`terminals-<pid>` beside api.json) —
+//!   except those that terminals taken back still read their token from;
+//! * its SSH control masters, asked to exit (each still holds the old reverse
+//!   forward on its host), and their control sockets.
+//!
+//! Only what names a process that is gone, never this app's or a live one's.
+//! (Token folders on SSH hosts go when the link comes up: [`crate::hosts`].)
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use krad_bus::api_json::pid_alive;
+
+use crate::Core;
+use crate::hosts::{control_dir, control_owner};
+
+/// How long a dead app's control master has to exit when asked.
+const MASTER_EXIT: Duration = Duration::from_secs(3);
+
+/// Cleans what dead apps left; call after the terminals were taken back.
+pub(crate) async fn clean(core: &Core) {
+    token_folders(core);
+    control_masters(&control_dir()).await;
+}
+
+/// The pid in `prefix<pid>`, when it names a process that is gone (not us).
+fn dead_owner(name: &str, prefix: &str) -> Option<u32> {
+    let pid: u32 = name.strip_prefix(prefix)?.parse().ok()?;
+    (pid != std::process::id() && !pid_alive(pid)).then_some(pid)
+}
+
+fn token_folders(core: &Core) {
+    let Some(parent) = core.settings.token_dir.parent() else {
+        return;
+    };
+    // Terminals taken back keep the token file they were started with.
+    let in_use: BTreeSet<PathBuf> = core
+        .store
+        .token_files()
+        .iter()
+        .filter_map(|file| file.parent().map(Path::to_path_buf))
+        .collect();
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| dead_owner(n, "terminals-")) else {
+            continue;
+        };
+        if in_use.contains(&path) {
+            continue;
+        }
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => tracing::info!(pid, "removed the token folder of an app that is gone"),
+            Err(e) => tracing::warn!(pid, "cannot remove {}: {e}", path.display()),
+        }
+    }
+}
+
+async fn control_masters(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let socket = entry.path();
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(control_owner) else {
+            continue;
+        };
+        if pid == std::process::id() || pid_alive(pid) {
+            continue;
+        }
+        // The destination is a placeholder: with -S, ssh talks to the master only.
+        let asked = tokio::process::Command::new("ssh")
+            .arg("-S")
+            .arg(&socket)
+            .args(["-O", "exit", "krad-leftover"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .status();
+        let exited = matches!(
+            tokio::time::timeout(MASTER_EXIT, asked).await,
+            Ok(Ok(status)) if status.success()
+        );
+        let _ = std::fs::remove_file(&socket);
+        tracing::info!(
+            pid,
+            master_exited = exited,
+            "cleaned the ssh control connection of an app that is gone"
+        );
+    }
+}
