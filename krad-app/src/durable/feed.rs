@@ -40,6 +40,10 @@ pub(crate) struct Feed {
     inner: Mutex<Inner>,
 }
 
+/// Texts a pane holds for its next turn, at most (each ≤ 32 KiB): past it, the
+/// phone is told `busy` and sends again once the agent took them.
+pub(crate) const MAX_QUEUED: usize = 32;
+
 /// A pane's turn and state (a pane the feed does not know: turn 0, starting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct PaneStatus {
@@ -188,13 +192,17 @@ impl Feed {
     }
 
     /// Holds a text for the pane's next turn.
-    pub fn queue(&self, terminal: u64, text: String) -> bool {
+    /// `Err(n)`: the pane already holds `n` texts ([`MAX_QUEUED`]), or is gone (0).
+    pub fn queue(&self, terminal: u64, text: String) -> Result<(), usize> {
         let mut inner = self.lock();
         let Some(pane) = inner.panes.get_mut(&terminal) else {
-            return false;
+            return Err(0);
         };
+        if pane.queued.len() >= MAX_QUEUED {
+            return Err(pane.queued.len());
+        }
         pane.queued.push(text);
-        true
+        Ok(())
     }
 
     /// The events after `after`, or the whole view (`reset`) for a reader from
@@ -355,11 +363,21 @@ mod tests {
         feed.observe(&record(1, "working", None), false);
         assert_eq!(feed.status(1), status(2, PaneState::Working));
         // The queued text comes back when the agent is idle again.
-        assert!(feed.queue(1, "next".into()));
+        assert_eq!(feed.queue(1, "next".into()), Ok(()));
         assert_eq!(
             feed.observe(&record(1, "idle", None), false).queued,
             ["next"]
         );
+        // At most MAX_QUEUED wait; an unknown pane holds none.
+        feed.observe(&record(1, "working", None), false);
+        for i in 0..MAX_QUEUED {
+            assert_eq!(feed.queue(1, i.to_string()), Ok(()));
+        }
+        assert_eq!(feed.queue(1, "one too many".into()), Err(MAX_QUEUED));
+        assert_eq!(feed.queue(9, "nobody".into()), Err(0));
+        let taken = feed.observe(&record(1, "idle", None), false).queued;
+        assert_eq!(taken.len(), MAX_QUEUED);
+        assert_eq!(feed.queue(1, "room again".into()), Ok(()));
     }
 
     #[test]

@@ -49,8 +49,18 @@ pub(super) async fn send(core: &Arc<Core>, pane: &str, text: String, turn: Optio
         type_text(core, terminal, &text).await?;
         Ok(json!({"result": "sent", "turn": current}))
     } else {
-        core.feed.queue(terminal, text);
-        Ok(json!({"result": "queued", "turn": current}))
+        match core.feed.queue(terminal, text) {
+            Ok(()) => Ok(json!({"result": "queued", "turn": current})),
+            Err(0) => Err(WireError::missing("no-such-pane", format!("no pane {pane}"))),
+            Err(held) => Err(WireError::new(
+                503,
+                "busy",
+                format!(
+                    "the agent already holds {held} texts for its next turn; send again once it took them"
+                ),
+            )
+            .with("retryable", json!(true))),
+        }
     }
 }
 
