@@ -44,6 +44,10 @@ pub use tmux::TmuxHost;
 /// hold a prompt, or whatever secret a user put there.
 pub const ARGV_TARGET: &str = "krad::argv";
 
+/// Input bytes a terminal holds for a program that has not read them yet, at
+/// most; a write past it is refused at once (`WouldBlock`), whole.
+pub const MAX_QUEUED_INPUT: usize = 1024 * 1024;
+
 static FULL_ARGV: AtomicBool = AtomicBool::new(false);
 
 /// Allows the whole argv on [`ARGV_TARGET`] (the app calls it when `RUST_LOG`

@@ -14,6 +14,7 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
@@ -93,6 +94,8 @@ struct Shared {
     exit: OnceLock<ExitStatus>,
     /// Whether the terminal is over: program reaped, output parsed, terminal closed.
     over: watch::Sender<bool>,
+    /// Input bytes queued and not yet taken by the program.
+    queued_input: AtomicUsize,
 }
 
 impl Shared {
@@ -162,6 +165,7 @@ impl PtyTerminal {
             pty: Mutex::new(Some(writer)),
             exit: OnceLock::new(),
             over: watch::Sender::new(false),
+            queued_input: AtomicUsize::new(0),
         });
         let (writes, requests) = mpsc::unbounded_channel();
         runtime.spawn(write_loop(Arc::clone(&shared), requests));
@@ -195,7 +199,20 @@ impl Terminal for PtyTerminal {
 
     fn write(&self, bytes: Vec<u8>) -> oneshot::Receiver<io::Result<()>> {
         let (reply, receiver) = oneshot::channel();
-        if let Err(mpsc::error::SendError((_, reply))) = self.writes.send((bytes, reply)) {
+        // A program that does not read its input holds its writers up to a
+        // bound, not the app's memory: past it, writes are refused at once.
+        let queued = self.shared.queued_input.load(Ordering::Acquire);
+        if queued.saturating_add(bytes.len()) > crate::MAX_QUEUED_INPUT && queued > 0 {
+            let _ = reply.send(Err(input_full(queued)));
+            return receiver;
+        }
+        self.shared
+            .queued_input
+            .fetch_add(bytes.len(), Ordering::AcqRel);
+        if let Err(mpsc::error::SendError((bytes, reply))) = self.writes.send((bytes, reply)) {
+            self.shared
+                .queued_input
+                .fetch_sub(bytes.len(), Ordering::AcqRel);
             let _ = reply.send(Err(ended()));
         }
         receiver
@@ -395,6 +412,7 @@ async fn write_loop(shared: Arc<Shared>, mut requests: mpsc::UnboundedReceiver<W
             result = write_all(&shared, &bytes) => result,
             _ = over.wait_for(|over| *over) => Err(ended()),
         };
+        shared.queued_input.fetch_sub(bytes.len(), Ordering::AcqRel);
         let _ = reply.send(result);
     }
 }
@@ -413,6 +431,18 @@ async fn write_all(shared: &Shared, mut bytes: &[u8]) -> io::Result<()> {
         bytes = &bytes[written..];
     }
     Ok(())
+}
+
+/// The error of a write refused because the program has not read its input.
+fn input_full(queued: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::WouldBlock,
+        format!(
+            "the program has not read the {queued} bytes of input already sent to it \
+             (the limit is {} bytes); send again once it reads",
+            crate::MAX_QUEUED_INPUT
+        ),
+    )
 }
 
 fn into_io(error: pty_process::Error) -> io::Error {

@@ -705,3 +705,26 @@ async fn a_flood_of_output_blocks_nothing() {
         assert!(status.signal.is_some() || status.code.is_some());
     }
 }
+
+#[tokio::test]
+async fn input_a_program_never_reads_is_bounded_and_the_next_write_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // No echo and no line editing: the kernel's input buffer fills, then krad's queue.
+    let (terminal, _events) = start(sh("stty -echo raw; sleep 60", dir.path()));
+    until_screen(terminal.as_ref(), |_| true).await;
+    let chunk = vec![b'x'; 256 * 1024];
+    // Queued whole, never answered while the program does not read.
+    let mut pending = Vec::new();
+    for _ in 0..4 {
+        pending.push(terminal.write(chunk.clone()));
+    }
+    let refused = tokio::time::timeout(Duration::from_secs(5), terminal.write(chunk.clone()))
+        .await
+        .expect("a refusal comes at once")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::WouldBlock, "{refused}");
+    assert!(refused.to_string().contains("not read"), "{refused}");
+    terminal.close(Duration::from_millis(100));
+    drop(pending);
+}

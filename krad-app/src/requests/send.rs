@@ -6,7 +6,7 @@ use krad_bus::request::send::{Send, When};
 use krad_bus::server::{CallContext, Handle};
 
 use super::may_act_on;
-use crate::input::type_into;
+use crate::input::{TypeError, type_into};
 use crate::store::set_state;
 use crate::{Core, EmbeddedApp};
 
@@ -56,10 +56,15 @@ impl Handle<Send> for EmbeddedApp {
             if let Some(e) = exited(&watch.borrow()) {
                 return Err(e);
             }
-            return Err(ApiError::new(
-                ErrorCode::Failed,
-                format!("cannot write to terminal {id}: {e}"),
-            ));
+            // A program that does not read its input: retryable, once it reads.
+            let code = match &e {
+                TypeError::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => ErrorCode::Busy,
+                _ => ErrorCode::Failed,
+            };
+            return Err(
+                ApiError::new(code, format!("cannot write to terminal {id}: {e}"))
+                    .with_detail(serde_json::json!({ "terminal": id })),
+            );
         }
         // Keystrokes that can answer a question make an asking agent work again —
         // unless the agent tells its states itself (hooks, announcements): then it
