@@ -35,10 +35,15 @@ pub(crate) async fn close_terminal(core: &Core, id: u64) -> Result<(), ApiError>
             ));
         }
     }
-    if let Some(entry) = core.store.remove(id)
-        && let Some(path) = entry.token_file
-    {
-        let _ = std::fs::remove_file(path);
+    if let Some(entry) = core.store.remove(id) {
+        let me = krad_bus::protocol::TerminalRef {
+            environment: entry.record.environment.clone(),
+            terminal: id,
+        };
+        core.request_log.forget_terminal(&me);
+        if let Some(path) = entry.token_file {
+            let _ = std::fs::remove_file(path);
+        }
     }
     Ok(())
 }

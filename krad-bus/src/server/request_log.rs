@@ -152,6 +152,17 @@ impl RequestLog {
         ticket.done.send_replace(Some(replayed(answer)));
     }
 
+    /// Forgets what a closed terminal's requests answered: its token no longer
+    /// works, so no repeat can come, and the log stays bounded by the
+    /// terminals that live (× [`KEPT_PER_CALLER`]).
+    pub fn forget_terminal(&self, terminal: &crate::protocol::TerminalRef) {
+        let key = caller_key(&Principal::Terminal(terminal.clone()));
+        let mut inner = self.lock();
+        if inner.0.callers.remove(&key).is_some() {
+            self.save(&inner.0);
+        }
+    }
+
     fn save(&self, kept: &Kept) {
         let Some(path) = &self.path else { return };
         let temp = path.with_extension("json.tmp");
@@ -233,6 +244,26 @@ fn bounded(value: Value) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_closed_terminal_s_answers_are_forgotten() {
+        let log = RequestLog::open(None);
+        let me = crate::protocol::TerminalRef {
+            environment: "main".into(),
+            terminal: 4,
+        };
+        let req = json!({"Send":{"target":5,"text":"x"}});
+        let Begin::Fresh(ticket) = log.begin(&Principal::Terminal(me.clone()), "s1", &req) else {
+            panic!()
+        };
+        log.finish(ticket, json!("Ok"));
+        assert!(matches!(
+            log.begin(&Principal::Terminal(me.clone()), "s1", &req),
+            Begin::Replay(_)
+        ));
+        log.forget_terminal(&me);
+        assert!(log.lock().0.callers.is_empty());
+    }
 
     #[test]
     fn replays_finished_ids_and_refuses_reuse() {
