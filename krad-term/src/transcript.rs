@@ -4,6 +4,10 @@
 //! Writes are buffered and blocking: call them from a thread that may block, never
 //! from an async task. A failing transcript is logged once and abandoned; the
 //! terminal goes on without it.
+//!
+//! A transcript is bounded: past [`MAX_TRANSCRIPT`] bytes it moves to
+//! `<name>.1` (replacing an older one) and a new file starts, so a terminal
+//! keeps at most twice that on disk — its newest output.
 
 use std::fs::{DirBuilder, File, OpenOptions, Permissions};
 use std::io::{BufWriter, Write};
@@ -12,35 +16,76 @@ use std::path::{Path, PathBuf};
 
 const BUFFER_BYTES: usize = 64 * 1024;
 
+/// The most one transcript file holds before it moves aside (`<name>.1`).
+pub const MAX_TRANSCRIPT: u64 = 64 * 1024 * 1024;
+
 /// A transcript being written, or abandoned after an error.
 #[derive(Debug)]
 pub(crate) struct Transcript {
     path: PathBuf,
     file: Option<BufWriter<File>>,
+    /// Bytes in the current file.
+    size: u64,
+    limit: u64,
 }
 
 impl Transcript {
     /// Opens (creates, appends to) the transcript at `path`. An error is logged and
     /// gives a transcript that writes nothing.
     pub(crate) fn open(path: &Path, terminal: u64) -> Self {
-        let file = match open_file(path) {
-            Ok(file) => Some(BufWriter::with_capacity(BUFFER_BYTES, file)),
+        Self::open_with_limit(path, terminal, MAX_TRANSCRIPT)
+    }
+
+    fn open_with_limit(path: &Path, terminal: u64, limit: u64) -> Self {
+        let (file, size) = match open_file(path) {
+            Ok(file) => {
+                let size = file.metadata().map_or(0, |m| m.len());
+                (Some(BufWriter::with_capacity(BUFFER_BYTES, file)), size)
+            }
             Err(error) => {
                 tracing::warn!(terminal, path = %path.display(), %error, "cannot open the transcript; the terminal goes on without it");
-                None
+                (None, 0)
             }
         };
         Self {
             path: path.to_owned(),
             file,
+            size,
+            limit: limit.max(1),
         }
     }
 
-    /// Appends `bytes` (buffered).
+    /// Appends `bytes` (buffered); moves the file aside first when they would
+    /// take it past its limit.
     pub(crate) fn write(&mut self, bytes: &[u8]) {
+        if self.file.is_some() && self.size > 0 && self.size + bytes.len() as u64 > self.limit {
+            self.rotate();
+        }
         if let Some(file) = &mut self.file {
             let result = file.write_all(bytes);
+            self.size += bytes.len() as u64;
             self.check(result, "write");
+        }
+    }
+
+    /// Moves the full file to `<name>.1` and starts a new one.
+    fn rotate(&mut self) {
+        self.flush();
+        let Some(file) = self.file.take() else {
+            return;
+        };
+        drop(file.into_parts());
+        let mut aside = self.path.clone().into_os_string();
+        aside.push(".1");
+        let result = std::fs::rename(&self.path, &aside).and_then(|()| open_file(&self.path));
+        match result {
+            Ok(file) => {
+                self.file = Some(BufWriter::with_capacity(BUFFER_BYTES, file));
+                self.size = 0;
+            }
+            Err(error) => {
+                tracing::warn!(path = %self.path.display(), %error, "cannot move the full transcript aside; no more is written to it");
+            }
         }
     }
 
@@ -115,6 +160,30 @@ mod tests {
     }
 
     #[test]
+    fn a_full_transcript_moves_aside_and_the_newest_output_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.log");
+        let aside = dir.path().join("t.log.1");
+        let mut t = Transcript::open_with_limit(&path, 1, 10);
+        t.write(b"0123456789");
+        t.write(b"abcdef");
+        t.write(b"ghij");
+        t.write(b"KLMNOP");
+        t.flush();
+        assert_eq!(std::fs::read(&aside).unwrap(), b"abcdefghij");
+        assert_eq!(std::fs::read(&path).unwrap(), b"KLMNOP");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // Reopened, it counts what is there.
+        drop(t);
+        let mut again = Transcript::open_with_limit(&path, 1, 10);
+        again.write(b"qrstu");
+        again.flush();
+        assert_eq!(std::fs::read(&aside).unwrap(), b"KLMNOP");
+        assert_eq!(std::fs::read(&path).unwrap(), b"qrstu");
+    }
+
+    #[test]
     fn an_unopenable_transcript_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("file");
@@ -138,6 +207,8 @@ mod tests {
                 16,
                 OpenOptions::new().append(true).open(path).unwrap(),
             )),
+            size: 0,
+            limit: MAX_TRANSCRIPT,
         };
         t.write(&[b'x'; 64]);
         assert!(t.file.is_none());
