@@ -6,8 +6,10 @@
 //!   beside it, synced, renamed over it, then the directory synced. A reader
 //!   sees the old contents or the new, never a part; a symlink at the path is
 //!   replaced, never followed.
-//! * [`append`] and [`append_json_line`] add to a file (created 0600) and sync
-//!   it, for the JSON-lines files.
+//! * [`append_json_line`] adds a line to a log (a conversation) without a sync:
+//!   a crash may lose its last lines, never the earlier ones;
+//!   [`append_json_line_synced`] waits until the line is on disk, for records
+//!   that must survive a crash (the decided asks).
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write as _;
