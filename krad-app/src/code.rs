@@ -18,8 +18,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use krad_bus::protocol::{CodeResultInfo, MAX_RESPONSE};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use krad_ext::ProcessGroup;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::watch;
@@ -45,23 +44,6 @@ pub(crate) struct Program {
     pub stdin: Option<String>,
     /// Killed after this long.
     pub timeout: Duration,
-}
-
-/// SIGKILL to a process group when dropped, and on demand.
-struct Group(Option<Pid>);
-
-impl Group {
-    fn kill(&self) {
-        if let Some(pgid) = self.0 {
-            let _ = killpg(pgid, Signal::SIGKILL);
-        }
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 /// What was kept of one output stream.
@@ -100,12 +82,7 @@ pub(crate) async fn run(program: Program) -> std::io::Result<CodeResultInfo> {
     }
     let started = Instant::now();
     let mut child = command.spawn()?;
-    let group = Group(
-        child
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .map(Pid::from_raw),
-    );
+    let group = ProcessGroup::of(child.id());
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();

@@ -16,7 +16,10 @@
 //! deadline passed) sends the MCP `notifications/cancelled` for its request.
 
 mod content;
+mod process_group;
 mod server;
+
+pub use process_group::ProcessGroup;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -8,8 +8,6 @@ use std::time::{Duration, Instant};
 use krad_bus::protocol::{
     ApiError, BUILD, ErrorCode, ExtensionInfo, ExtensionState, ToolInfo, ToolResultInfo,
 };
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject, Tool,
 };
@@ -22,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::content::{tool_info, tool_result};
+use crate::process_group::ProcessGroup;
 use crate::{Limits, ServerSpec, unavailable};
 
 /// The longest stderr line logged whole; longer ones are cut.
@@ -73,23 +72,6 @@ pub(crate) struct Session {
 impl Session {
     fn alive(&self) -> bool {
         !self.stop.is_cancelled() && !self.peer.is_transport_closed()
-    }
-}
-
-/// Kills a process group (SIGKILL) when dropped: whatever a server left behind.
-struct Group(Option<Pid>);
-
-impl Group {
-    fn kill(&self) {
-        if let Some(pgid) = self.0 {
-            let _ = killpg(pgid, Signal::SIGKILL);
-        }
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -413,7 +395,7 @@ impl Extension {
 
     /// Spawns the server in its own process group, its stderr copied into the
     /// log; returns it and its group.
-    fn spawn_server(&self) -> Result<(Child, Group), String> {
+    fn spawn_server(&self) -> Result<(Child, ProcessGroup), String> {
         let spec = &self.spec;
         let mut command = Command::new(&spec.command);
         command
@@ -432,12 +414,7 @@ impl Extension {
                 spec.cwd.display()
             )
         })?;
-        let group = Group(
-            child
-                .id()
-                .and_then(|pid| i32::try_from(pid).ok())
-                .map(Pid::from_raw),
-        );
+        let group = ProcessGroup::of(child.id());
         tracing::info!(extension = %self.name, pid = child.id(), "server started");
         if let Some(stderr) = child.stderr.take() {
             self.tasks.spawn(log_stderr(self.name.clone(), stderr));
@@ -500,7 +477,7 @@ async fn supervise(
     generation: u64,
     mut child: Child,
     mut running: RunningService<RoleClient, ClientConfig>,
-    group: Group,
+    group: ProcessGroup,
     stop: CancellationToken,
 ) {
     let name = ext.name.clone();
