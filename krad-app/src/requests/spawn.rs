@@ -76,8 +76,7 @@ pub(crate) async fn spawn(
         Some(host) => remote_launch(core, host, launch, &cwd).await?,
     };
     let (events_tx, events) = tokio::sync::mpsc::channel(EVENT_QUEUE);
-    let (terminal, token_file) =
-        start_terminal(core, &newcomer, &request, prepared, events_tx).await?;
+    let (terminal, token_file) = start_terminal(core, &newcomer, &request, prepared, events_tx)?;
     let record = agent_record(&newcomer, &request, &profile, shown, terminal.pid());
     let record = core
         .store
@@ -182,7 +181,7 @@ struct Newcomer {
 
 /// Starts the prepared program on a new terminal of the app's terminal host.
 /// On failure the local token file is removed again.
-async fn start_terminal(
+fn start_terminal(
     core: &Core,
     newcomer: &Newcomer,
     request: &Spawn,
@@ -212,13 +211,7 @@ async fn start_terminal(
         ),
         scrollback_lines: settings.config.terminals.scrollback,
     };
-    // A host may block while it starts the program (the tmux host waits for
-    // tmux): on a blocking thread, never on the runtime's workers.
-    let host = core.host.clone();
-    let spawned = tokio::task::spawn_blocking(move || host.spawn(spec, events))
-        .await
-        .unwrap_or_else(|e| Err(SpawnError::Host(format!("the spawn failed: {e}"))));
-    match spawned {
+    match core.host.spawn(spec, events) {
         Ok(terminal) => Ok((terminal, token_file)),
         Err(e) => {
             if let Some(file) = &token_file {
