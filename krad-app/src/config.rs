@@ -205,6 +205,24 @@ pub struct HostConfig {
     /// Extra `ssh` options, before the destination (`["-p", "2222", "-i", "~/.ssh/gpu"]`).
     #[serde(default)]
     pub options: Vec<String>,
+    /// Seconds between the link's keepalives (ssh's `ServerAliveInterval`; default 1).
+    pub alive_interval_secs: Option<u32>,
+    /// Keepalives missed in a row before the link counts as down
+    /// (`ServerAliveCountMax`; default 3): a frozen host is `down` within
+    /// interval × count seconds.
+    pub alive_count_max: Option<u32>,
+}
+
+impl HostConfig {
+    /// Seconds between keepalives.
+    pub fn alive_interval(&self) -> u32 {
+        self.alive_interval_secs.unwrap_or(1).max(1)
+    }
+
+    /// Keepalives missed before the link is down.
+    pub fn alive_count(&self) -> u32 {
+        self.alive_count_max.unwrap_or(3).max(1)
+    }
 }
 
 /// The whole config file.

@@ -206,6 +206,20 @@ impl Host {
             {
                 return Ok(port);
             }
+            // Lost, and being re-opened in the background: say so at once
+            // rather than make every request wait on ssh.
+            if link.state == LinkState::Down {
+                return Err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!(
+                        "host {:?} is down since {}: {}; krad re-opens the link by itself",
+                        self.name,
+                        link.since,
+                        link.error.as_deref().unwrap_or("the link was lost")
+                    ),
+                )
+                .with_detail(json!({ "host": self.name })));
+            }
         }
         let wanted = self.lock().port.unwrap_or(0);
         self.set(LinkState::Connecting, None);
@@ -275,12 +289,12 @@ impl Host {
                 "BatchMode=yes",
             ])
             .args([
-                "-o",
-                "ServerAliveInterval=5",
-                "-o",
-                "ServerAliveCountMax=3",
-                "-o",
-                "LogLevel=ERROR",
+                "-o".to_owned(),
+                format!("ServerAliveInterval={}", self.config.alive_interval()),
+                "-o".to_owned(),
+                format!("ServerAliveCountMax={}", self.config.alive_count()),
+                "-o".to_owned(),
+                "LogLevel=ERROR".to_owned(),
             ])
             .args(&self.config.options)
             .arg(&self.config.ssh)

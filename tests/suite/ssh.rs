@@ -13,7 +13,7 @@ use crate::support::{App, KRAD, Launch, code, exit_code, git, stderr, stdout};
 
 /// An sshd on 127.0.0.1 with its own host key, and a client key it accepts.
 pub(crate) struct Sshd {
-    child: Child,
+    pub(crate) child: Child,
     pub(crate) dir: tempfile::TempDir,
     port: u16,
 }
@@ -404,4 +404,72 @@ fn a_killed_app_s_control_master_and_host_token_folder_are_cleaned_by_the_next_a
         "up"
     );
     assert!(!host_folder.exists(), "{}", host_folder.display());
+}
+
+/// `pid` and every process below it.
+fn process_tree(pid: u32) -> Vec<i32> {
+    let mut all = vec![pid as i32];
+    let mut i = 0;
+    while i < all.len() {
+        let out = Command::new("pgrep")
+            .args(["-P", &all[i].to_string()])
+            .output()
+            .unwrap();
+        all.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| l.trim().parse::<i32>().ok()),
+        );
+        i += 1;
+    }
+    all
+}
+
+fn signal_all(pids: &[i32], signal: nix::sys::signal::Signal) {
+    for pid in pids {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), signal);
+    }
+}
+
+#[test]
+fn a_frozen_host_is_down_within_seconds_and_requests_say_so_at_once() {
+    let sshd = Sshd::start();
+    let (app, _remote) = app_with_host(&sshd);
+    let up = app.request(json!({"CheckHost": {"name": "far"}}));
+    assert_eq!(up["Hosts"][0]["state"], "up", "{up}");
+    // Freeze the host: sshd and every session it forked stop answering.
+    let frozen = process_tree(sshd.child.id());
+    signal_all(&frozen, nix::sys::signal::Signal::SIGSTOP);
+    let since = Instant::now();
+    let down = loop {
+        let status = host_status(&app);
+        if status["state"] == "down" {
+            break status;
+        }
+        // 1 s keepalives, 3 missed: about 4 s (ssh's defaults before were 15 s and more).
+        assert!(
+            since.elapsed() < Duration::from_secs(12),
+            "still {status} after {:?}",
+            since.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let error = down["error"].as_str().unwrap_or_default();
+    assert!(!error.contains('\r') && !error.contains('\n'), "{down}");
+    // A request that needs the host is refused at once, saying why in one line.
+    let refused = app.request(json!({"CreateWorktree": {"name": "frozen-x", "host": "far"}}));
+    assert_eq!(code(&refused), "unavailable", "{refused}");
+    let message = refused["Error"]["message"].as_str().unwrap();
+    assert!(message.contains("is down since"), "{message}");
+    assert!(
+        !message.contains('\r') && !message.contains('\n'),
+        "{message}"
+    );
+    // Thawed, the link comes back by itself.
+    signal_all(&frozen, nix::sys::signal::Signal::SIGCONT);
+    let until = Instant::now() + Duration::from_secs(60);
+    while host_status(&app)["state"] != "up" {
+        assert!(Instant::now() < until, "{}", host_status(&app));
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
