@@ -12,7 +12,7 @@
 //!   answer after a restart still learns who decided first.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
@@ -30,7 +30,7 @@ pub(crate) use card::time_left;
 use card::{Card, check_answer};
 
 use crate::durable::feed::Feed;
-use crate::private_file;
+use krad_store::{Db, Kind};
 
 /// Decided asks kept per terminal.
 const KEPT_DECIDED: usize = 500;
@@ -94,14 +94,51 @@ pub struct Asks {
     /// Told of every ask opened, changed and closed (the durable facet).
     feed: OnceLock<Arc<Feed>>,
     /// Where decisions are kept across restarts.
-    decided_file: OnceLock<PathBuf>,
+    decided_store: OnceLock<Arc<Db>>,
 }
 
-/// One line of the decided-asks file.
+/// A decided ask as the store keeps it (and as a line of the file an earlier
+/// krad kept them in).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct KeptDecision {
     terminal: u64,
     decided: AnsweredInfo,
+}
+
+/// A decided ask's key in the store: by terminal, then ask.
+fn decided_key(terminal: u64, ask: &str) -> String {
+    format!("{terminal:020}/{ask}")
+}
+
+/// Imports the decided asks an earlier krad kept in `legacy` (one JSON line
+/// each), then renames the file `*.imported`.
+fn import_decided(db: &Db, legacy: &Path) {
+    let Ok(text) = std::fs::read_to_string(legacy) else {
+        return;
+    };
+    let imported = db.write(|tx| {
+        for kept in text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<KeptDecision>(l).ok())
+        {
+            tx.put(
+                Kind::DecidedAsk,
+                &decided_key(kept.terminal, &kept.decided.ask),
+                &kept,
+            )?;
+        }
+        Ok(())
+    });
+    match imported {
+        Ok(()) => {
+            let mut done = legacy.as_os_str().to_owned();
+            done.push(".imported");
+            if let Err(e) = std::fs::rename(legacy, done) {
+                tracing::warn!("imported {} but cannot rename it: {e}", legacy.display());
+            }
+        }
+        Err(e) => tracing::warn!("cannot import {}: {e}", legacy.display()),
+    }
 }
 
 impl Asks {
@@ -109,47 +146,49 @@ impl Asks {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Keeps decisions in `path` from now on, after reading the ones kept there
-    /// (the file is rewritten with at most the last 500 per terminal).
-    pub fn keep_decided_in(&self, path: PathBuf) {
-        if let Ok(text) = std::fs::read_to_string(&path) {
+    /// Keeps decisions in the store from now on, after reading the ones kept
+    /// there — and, once, those an earlier krad kept in the file `legacy`
+    /// (renamed `*.imported` after). At most the last 500 per terminal of the
+    /// newest 256 terminals are kept.
+    pub fn keep_decided_in(&self, db: Arc<Db>, legacy: &Path) {
+        import_decided(&db, legacy);
+        let kept = match db.read(|tx| tx.all::<KeptDecision>(Kind::DecidedAsk)) {
+            Ok(kept) => kept,
+            Err(e) => {
+                tracing::error!("cannot read the decided asks: {e}");
+                Vec::new()
+            }
+        };
+        let mut dropped = Vec::new();
+        {
             let mut inner = self.lock();
-            for kept in text
-                .lines()
-                .filter_map(|l| serde_json::from_str::<KeptDecision>(l).ok())
-            {
+            for (_, kept) in kept {
                 let list = inner.decided.entry(kept.terminal).or_default();
                 list.push_back(kept.decided);
                 while list.len() > KEPT_DECIDED {
-                    list.pop_front();
+                    dropped.extend(list.pop_front().map(|d| decided_key(kept.terminal, &d.ask)));
                 }
             }
             // Decisions of the newest terminals only: ids are never reused, and
             // old terminals' asks cannot be answered any more.
             while inner.decided.len() > KEPT_TERMINALS {
-                let Some(oldest) = inner.decided.keys().next().copied() else {
+                let Some((oldest, list)) = inner.decided.pop_first() else {
                     break;
                 };
-                inner.decided.remove(&oldest);
-            }
-            let mut compact = String::new();
-            for (terminal, list) in &inner.decided {
-                for decided in list {
-                    let line = KeptDecision {
-                        terminal: *terminal,
-                        decided: decided.clone(),
-                    };
-                    if let Ok(line) = serde_json::to_string(&line) {
-                        compact.push_str(&line);
-                        compact.push('\n');
-                    }
-                }
-            }
-            if let Err(e) = private_file::write(&path, compact.as_bytes()) {
-                tracing::warn!("cannot compact {}: {e}", path.display());
+                dropped.extend(list.iter().map(|d| decided_key(oldest, &d.ask)));
             }
         }
-        let _ = self.decided_file.set(path);
+        if !dropped.is_empty()
+            && let Err(e) = db.write(|tx| {
+                for key in &dropped {
+                    tx.remove(Kind::DecidedAsk, key)?;
+                }
+                Ok(())
+            })
+        {
+            tracing::warn!("cannot forget old decided asks: {e}");
+        }
+        let _ = self.decided_store.set(db);
     }
 
     /// Tells `feed` of every ask from now on.
@@ -295,18 +334,27 @@ impl Asks {
             by,
             answer,
         };
-        let kept = inner.decided.entry(open.info.terminal).or_default();
+        let terminal = open.info.terminal;
+        let kept = inner.decided.entry(terminal).or_default();
         kept.push_back(decided.clone());
+        let mut forgotten = None;
         while kept.len() > KEPT_DECIDED {
-            kept.pop_front();
+            forgotten = kept.pop_front().map(|d| decided_key(terminal, &d.ask));
         }
-        if let Some(path) = self.decided_file.get() {
+        if let Some(db) = self.decided_store.get() {
             let line = KeptDecision {
-                terminal: open.info.terminal,
+                terminal,
                 decided: decided.clone(),
             };
-            if let Err(e) = private_file::append_json_line_synced(path, &line) {
-                tracing::warn!("cannot keep a decided ask in {}: {e}", path.display());
+            let kept = db.write(|tx| {
+                tx.put(Kind::DecidedAsk, &decided_key(terminal, id), &line)?;
+                if let Some(key) = &forgotten {
+                    tx.remove(Kind::DecidedAsk, key)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = kept {
+                tracing::warn!("cannot keep a decided ask: {e}");
             }
         }
         open.done.send_replace(Some(decided.clone()));
@@ -671,8 +719,9 @@ mod tests {
     fn decisions_are_read_back_after_a_restart() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("asks-decided.jsonl");
+        let db = Arc::new(Db::open(&dir.path().join("state.db")).unwrap());
         let asks = Asks::default();
-        asks.keep_decided_in(path.clone());
+        asks.keep_decided_in(db.clone(), &path);
         let Raised::Open { info, .. } = asks.raise(&me(), &permission("c9", "ls")).unwrap() else {
             panic!()
         };
@@ -683,8 +732,10 @@ mod tests {
             None,
         )
         .unwrap();
+        drop(asks);
+        let db = Arc::new(Db::open(&dir.path().join("state.db")).unwrap());
         let again = Asks::default();
-        again.keep_decided_in(path);
+        again.keep_decided_in(db, &path);
         let Raised::Decided(d) = again.raise(&me(), &permission("c9", "ls")).unwrap() else {
             panic!("the decision was forgotten")
         };

@@ -5,6 +5,12 @@
 //! are killed if the request that started them is dropped. On an SSH host they
 //! run through the host's control connection, the same way; a host that cannot
 //! be reached is `unavailable`, not `failed`.
+//!
+//! A local git does not die with the app: it runs in its own process group (a
+//! Ctrl-C meant for the app does not reach it) and writes its output to
+//! in-memory files, not pipes (a pipe whose reader died would kill it with
+//! SIGPIPE mid-merge). An app that dies while git writes leaves git to finish;
+//! the next start finds the result (see [`crate::intents`]).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -43,6 +49,30 @@ impl From<GitError> for ApiError {
 impl std::fmt::Display for GitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "`{}` failed: {}", self.command, self.stderr.trim())
+    }
+}
+
+/// Where a local git writes stdout or stderr: an in-memory file (see the
+/// module's doc), read once git has exited.
+struct OutputFile(std::fs::File);
+
+impl OutputFile {
+    fn new() -> std::io::Result<OutputFile> {
+        use nix::sys::memfd::{MFdFlags, memfd_create};
+        let fd = memfd_create(c"krad-git", MFdFlags::MFD_CLOEXEC).map_err(std::io::Error::from)?;
+        Ok(OutputFile(std::fs::File::from(fd)))
+    }
+
+    fn for_child(&self) -> std::io::Result<Stdio> {
+        Ok(Stdio::from(self.0.try_clone()?))
+    }
+
+    fn read(mut self) -> std::io::Result<Vec<u8>> {
+        use std::io::{Read, Seek, SeekFrom};
+        self.0.seek(SeekFrom::Start(0))?;
+        let mut bytes = Vec::new();
+        self.0.read_to_end(&mut bytes)?;
+        Ok(bytes)
     }
 }
 
@@ -165,6 +195,9 @@ impl Git {
                 error
             });
         }
+        let cannot_run = |e: std::io::Error| self.error(args, format!("cannot run git: {e}"), None);
+        let stdout = OutputFile::new().map_err(cannot_run)?;
+        let stderr = OutputFile::new().map_err(cannot_run)?;
         let mut command = tokio::process::Command::new("git");
         command
             .args(args)
@@ -179,23 +212,28 @@ impl Git {
             } else {
                 Stdio::null()
             })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(stdout.for_child().map_err(cannot_run)?)
+            .stderr(stderr.for_child().map_err(cannot_run)?)
+            .process_group(0)
             .kill_on_drop(true);
         for (k, v) in &self.env {
             command.env(k, v);
         }
-        let mut child = command
-            .spawn()
-            .map_err(|e| self.error(args, format!("cannot run git: {e}"), None))?;
+        let mut child = command.spawn().map_err(cannot_run)?;
         if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
             let _ = pipe.write_all(input).await;
         }
-        let out = child
-            .wait_with_output()
+        let status = child
+            .wait()
             .await
             .map_err(|e| self.error(args, format!("git did not finish: {e}"), None))?;
-        Ok((out.status.code(), out.stdout, out.stderr))
+        let not_read =
+            |e: std::io::Error| self.error(args, format!("cannot read git's output: {e}"), None);
+        Ok((
+            status.code(),
+            stdout.read().map_err(not_read)?,
+            stderr.read().map_err(not_read)?,
+        ))
     }
 
     fn error<S: AsRef<OsStr>>(&self, args: &[S], stderr: String, code: Option<i32>) -> GitError {

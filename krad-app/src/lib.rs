@@ -21,6 +21,7 @@ mod environments;
 mod git;
 mod hosts;
 mod input;
+mod intents;
 mod leftovers;
 pub mod notify;
 mod private_file;
@@ -29,6 +30,7 @@ pub mod profile;
 mod program;
 mod requests;
 mod screen_questions;
+pub mod state_db;
 pub mod state_file;
 pub mod store;
 mod subscription;
@@ -53,7 +55,6 @@ pub use subscription::AgentStream;
 
 use crate::config::{Config, TerminalHostKind};
 use crate::profile::Profiles;
-use crate::state_file::StatePath;
 use crate::store::Store;
 
 /// The environment every app has: the repository it was started in.
@@ -145,14 +146,15 @@ impl EmbeddedApp {
                 .map_err(|e| StartError(e.to_string()))?,
             ),
         };
-        let store = Store::open(StatePath::in_dir(&settings.state_dir)).map_err(StartError)?;
+        let db = state_db::open(&settings.state_dir).map_err(StartError)?;
+        let store = Store::open(db.clone()).map_err(StartError)?;
+        let request_log = state_db::request_log(&db).map_err(StartError)?;
         if host.restart_safe() {
             store.keep_terminals(&settings.endpoint.to_string());
         }
         let extensions = requests::extensions::manager(&settings);
         let asks = asks::Asks::default();
-        asks.keep_decided_in(settings.state_dir.join("asks-decided.jsonl"));
-        let settings_state_dir = settings.state_dir.clone();
+        asks.keep_decided_in(db.clone(), &settings.state_dir.join("asks-decided.jsonl"));
         let settings_hosts = settings.config.hosts.clone();
         let bus_port = settings.endpoint.port();
         Ok(EmbeddedApp {
@@ -167,7 +169,7 @@ impl EmbeddedApp {
                 hosts: hosts::Hosts::new(&settings_hosts, bus_port),
                 asks,
                 feed: Arc::default(),
-                request_log: RequestLog::open(Some(&settings_state_dir.join("request-ids.json"))),
+                request_log,
                 environments_changed: tokio::sync::watch::channel(0).0,
             }),
         })
@@ -193,6 +195,7 @@ impl EmbeddedApp {
     pub async fn restore(&self) -> Vec<SocketAddr> {
         environments::restore(&self.core).await;
         let endpoints = adopt::restore(&self.core).await;
+        intents::recover(&self.core).await;
         leftovers::clean(&self.core).await;
         notify::start(&self.core);
         endpoints

@@ -1,15 +1,14 @@
 //! Private files: every file the app writes that only its user may read (token
-//! files, `state.json`, the decided asks, the durable feed's conversations) is
-//! written here, 0600 in a directory made 0700 when missing.
+//! files, the durable feed's conversations, settings handed to agents) is
+//! written here, 0600 in a directory made 0700 when missing. (The app's state
+//! is in its store, `state.db`: see [`crate::state_db`].)
 //!
 //! * [`write`] replaces a file atomically and durably: a new 0600 temp file
 //!   beside it, synced, renamed over it, then the directory synced. A reader
 //!   sees the old contents or the new, never a part; a symlink at the path is
 //!   replaced, never followed.
 //! * [`append_json_line`] adds a line to a log (a conversation) without a sync:
-//!   a crash may lose its last lines, never the earlier ones;
-//!   [`append_json_line_synced`] waits until the line is on disk, for records
-//!   that must survive a crash (the decided asks).
+//!   a crash may lose its last lines, never the earlier ones.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write as _;
@@ -32,29 +31,22 @@ pub(crate) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Adds `bytes` at the end of the file at `path` (created 0600 when missing),
-/// in one write; `synced` waits until the bytes are on disk.
-fn append(path: &Path, bytes: &[u8], synced: bool) -> std::io::Result<()> {
+/// in one write.
+fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     parent_dir(path)?;
     let mut file = OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
         .open(path)?;
-    file.write_all(bytes)?;
-    if synced { file.sync_data() } else { Ok(()) }
+    file.write_all(bytes)
 }
 
 /// Adds `value` as one JSON line to a log (a conversation): a crash may lose
 /// its last lines, never the earlier ones; no fsync, so a busy pane does not
 /// wait on the disk.
 pub(crate) fn append_json_line(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
-    append(path, &json_line(value)?, false)
-}
-
-/// Adds `value` as one JSON line to a record that must survive a crash (a
-/// decided ask), and waits until it is on disk.
-pub(crate) fn append_json_line_synced(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
-    append(path, &json_line(value)?, true)
+    append(path, &json_line(value)?)
 }
 
 fn json_line(value: &impl Serialize) -> std::io::Result<Vec<u8>> {

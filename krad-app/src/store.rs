@@ -1,8 +1,13 @@
 //! The app's one state store: every agent record, the global `rev`, and the
 //! index of changes that Wait, Check and SubscribeAgents read.
 //!
-//! * Each change bumps the global rev (persisted by reservation, see
-//!   [`crate::state_file`]) and the agent's record carries it.
+//! * What must survive a restart (counters, environments, groups, kept
+//!   terminals) is written through to the transactional store ([`Db`], see
+//!   [`crate::state_db`]) before the change is visible; the maps here are its
+//!   in-memory copy for reads.
+//! * Each change bumps the global rev (persisted by reservation: the store
+//!   holds a rev above the current one, rewritten each time the rev reaches it)
+//!   and the agent's record carries it.
 //! * `changes` maps each agent's latest rev to the agent (and each removal's rev
 //!   to a tombstone). A subscriber remembers the last rev it sent and reads the
 //!   range after it: it gets every agent that changed, once, with its current
@@ -20,12 +25,14 @@ use std::time::{Instant, SystemTime};
 use krad_bus::protocol::{
     AgentRecord, AgentState, RemovedInfo, SnapshotInfo, StateSource, StreamMessage, TerminalRef,
 };
+use krad_store::{Db, Kind, StoreError, Tx};
 use krad_term::Terminal;
 use tokio::sync::watch;
 
 use crate::profile::Profile;
+use crate::state_db::{NEXT_TERMINAL, REV_RESERVED};
 use crate::state_file::{
-    EnvironmentRecord, GroupRecord, REV_RESERVATION, StateFile, StatePath, TerminalEntry,
+    EnvironmentRecord, GroupRecord, REV_RESERVATION, StateFile, TerminalEntry,
 };
 
 /// Tombstones of removed terminals kept for resuming subscribers; past this the
@@ -99,7 +106,11 @@ struct Inner {
 pub struct Store {
     inner: Mutex<Inner>,
     revs: watch::Sender<u64>,
-    state_path: StatePath,
+    db: Arc<Db>,
+}
+
+fn io(e: StoreError) -> std::io::Error {
+    std::io::Error::other(e)
 }
 
 /// RFC 3339 UTC, milliseconds.
@@ -108,19 +119,35 @@ pub fn now_rfc3339() -> String {
 }
 
 impl Store {
-    /// Opens the store, starting the rev above anything a previous run used.
-    pub fn open(state_path: StatePath) -> Result<Store, String> {
-        let mut persisted = state_path.load()?;
-        persisted.next_terminal = persisted.next_terminal.max(1);
+    /// Opens the store over `db`, starting the rev above anything a previous
+    /// run used.
+    pub fn open(db: Arc<Db>) -> Result<Store, String> {
+        let persisted = db
+            .write(|tx| {
+                let start_rev = tx.counter(REV_RESERVED)?.unwrap_or(0);
+                tx.set_counter(REV_RESERVED, start_rev + REV_RESERVATION)?;
+                let terminals = tx
+                    .all::<TerminalEntry>(Kind::Terminal)?
+                    .into_iter()
+                    .map(|(_, entry)| (entry.record.terminal, entry))
+                    .collect();
+                Ok(StateFile {
+                    rev_reserved: start_rev,
+                    next_terminal: tx.counter(NEXT_TERMINAL)?.unwrap_or(1).max(1),
+                    environments: tx.all(Kind::Environment)?.into_iter().collect(),
+                    groups: tx.all(Kind::Group)?.into_iter().collect(),
+                    terminals,
+                })
+            })
+            .map_err(|e| e.to_string())?;
         let start_rev = persisted.rev_reserved;
-        persisted.rev_reserved = start_rev + REV_RESERVATION;
-        state_path
-            .save(&persisted)
-            .map_err(|e| format!("cannot write the app's state: {e}"))?;
         Ok(Store {
             inner: Mutex::new(Inner {
                 rev: start_rev,
-                persisted,
+                persisted: StateFile {
+                    rev_reserved: start_rev + REV_RESERVATION,
+                    ..persisted
+                },
                 start_rev,
                 resume_floor: 0,
                 agents: BTreeMap::new(),
@@ -129,8 +156,14 @@ impl Store {
                 keep_terminals: None,
             }),
             revs: watch::channel(start_rev).0,
-            state_path,
+            db,
         })
+    }
+
+    /// The transactional store underneath, for changes that must land together
+    /// with one of the store's (see [`crate::intents`]).
+    pub fn db(&self) -> &Arc<Db> {
+        &self.db
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -158,20 +191,36 @@ impl Store {
 
     /// Adds or replaces a worktree environment, persisted before returning.
     pub fn put_environment(&self, record: EnvironmentRecord) -> std::io::Result<()> {
+        self.put_environment_with(record, |_| Ok(()))
+    }
+
+    /// The same, with more changes in the same transaction.
+    pub fn put_environment_with(
+        &self,
+        record: EnvironmentRecord,
+        also: impl FnOnce(&Tx<'_>) -> Result<(), StoreError>,
+    ) -> std::io::Result<()> {
         let mut inner = self.lock();
+        self.db
+            .write(|tx| {
+                tx.put(Kind::Environment, &record.name, &record)?;
+                also(tx)
+            })
+            .map_err(io)?;
         inner
             .persisted
             .environments
             .insert(record.name.clone(), record);
-        self.state_path.save(&inner.persisted)
+        Ok(())
     }
 
     /// Forgets a worktree environment, persisted before returning.
     pub fn remove_environment(&self, name: &str) -> std::io::Result<Option<EnvironmentRecord>> {
         let mut inner = self.lock();
-        let removed = inner.persisted.environments.remove(name);
-        self.state_path.save(&inner.persisted)?;
-        Ok(removed)
+        self.db
+            .write(|tx| tx.remove(Kind::Environment, name))
+            .map_err(io)?;
+        Ok(inner.persisted.environments.remove(name))
     }
 
     /// One variant group.
@@ -184,19 +233,41 @@ impl Store {
         self.lock().persisted.groups.contains_key(name)
     }
 
-    /// Changes (or adds) a group, persisted before returning.
+    /// Changes (or adds, or removes) a group, persisted before returning.
     pub fn update_group(
         &self,
         name: &str,
         change: impl FnOnce(&mut Option<GroupRecord>),
     ) -> std::io::Result<()> {
+        self.update_group_with(name, change, |_| Ok(()))
+    }
+
+    /// The same, with more changes in the same transaction.
+    pub fn update_group_with(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut Option<GroupRecord>),
+        also: impl FnOnce(&Tx<'_>) -> Result<(), StoreError>,
+    ) -> std::io::Result<()> {
         let mut inner = self.lock();
-        let mut group = inner.persisted.groups.remove(name);
+        let mut group = inner.persisted.groups.get(name).cloned();
         change(&mut group);
-        if let Some(group) = group {
-            inner.persisted.groups.insert(name.to_owned(), group);
-        }
-        self.state_path.save(&inner.persisted)
+        self.db
+            .write(|tx| {
+                match &group {
+                    Some(group) => tx.put(Kind::Group, name, group)?,
+                    None => {
+                        tx.remove(Kind::Group, name)?;
+                    }
+                }
+                also(tx)
+            })
+            .map_err(io)?;
+        match group {
+            Some(group) => inner.persisted.groups.insert(name.to_owned(), group),
+            None => inner.persisted.groups.remove(name),
+        };
+        Ok(())
     }
 
     /// The terminals of an environment.
@@ -209,21 +280,31 @@ impl Store {
             .collect()
     }
 
-    /// Gives out the next terminal id, persisted before it is used.
-    pub fn allocate_terminal_id(&self) -> std::io::Result<u64> {
+    /// Gives out the next terminal id, persisted before it is used, with more
+    /// changes (given the id) in the same transaction.
+    pub fn allocate_terminal_id_with(
+        &self,
+        also: impl FnOnce(&Tx<'_>, u64) -> Result<(), StoreError>,
+    ) -> std::io::Result<u64> {
         let mut inner = self.lock();
         let id = inner.persisted.next_terminal;
-        inner.persisted.next_terminal += 1;
-        self.state_path.save(&inner.persisted)?;
+        self.db
+            .write(|tx| {
+                tx.set_counter(NEXT_TERMINAL, id + 1)?;
+                also(tx, id)
+            })
+            .map_err(io)?;
+        inner.persisted.next_terminal = id + 1;
         Ok(id)
     }
 
     fn bump(&self, inner: &mut Inner) -> u64 {
         inner.rev += 1;
         if inner.rev >= inner.persisted.rev_reserved {
-            inner.persisted.rev_reserved = inner.rev + REV_RESERVATION;
-            if let Err(e) = self.state_path.save(&inner.persisted) {
-                tracing::error!("cannot persist the rev reservation: {e}");
+            let reserved = inner.rev + REV_RESERVATION;
+            match self.db.write(|tx| tx.set_counter(REV_RESERVED, reserved)) {
+                Ok(()) => inner.persisted.rev_reserved = reserved,
+                Err(e) => tracing::error!("cannot persist the rev reservation: {e}"),
             }
         }
         inner.rev
@@ -270,7 +351,12 @@ impl Store {
                 true
             }
         };
-        if worth_a_write && let Err(e) = self.state_path.save(&inner.persisted) {
+        if worth_a_write
+            && let Some(kept) = inner.persisted.terminals.get(&id)
+            && let Err(e) = self
+                .db
+                .write(|tx| tx.put(Kind::Terminal, &id.to_string(), kept))
+        {
             tracing::error!(terminal = id, "cannot keep the terminal's record: {e}");
         }
     }
@@ -341,7 +427,9 @@ impl Store {
         let mut inner = self.lock();
         let entry = inner.agents.remove(&id)?;
         if inner.persisted.terminals.remove(&id).is_some()
-            && let Err(e) = self.state_path.save(&inner.persisted)
+            && let Err(e) = self
+                .db
+                .write(|tx| tx.remove(Kind::Terminal, &id.to_string()))
         {
             tracing::error!(terminal = id, "cannot forget the terminal's record: {e}");
         }

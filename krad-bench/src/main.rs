@@ -15,6 +15,7 @@ mod bus;
 mod durable;
 mod krad;
 mod load;
+mod store;
 mod stream;
 mod term;
 mod util;
@@ -97,6 +98,9 @@ enum Bench {
     /// The durable facet on its Unix socket: the 304 snapshot poll against HTTP
     /// baselines, the full snapshot and an events read (~1 min).
     Durable,
+    /// The app's store: a change and its request id's answer committed in
+    /// state.db, against rewriting the JSON files of earlier versions.
+    Store,
     /// (internal) A baseline server; prints its address, then serves until killed.
     #[command(hide = true)]
     BaselineServer {
@@ -217,8 +221,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         return durable::serve_baseline(*kind, socket, etag, reply_file);
     }
     let nofile = util::raise_nofile();
+    let krad = if matches!(cli.bench, Bench::Store) {
+        // Measures the store alone: no app to find.
+        PathBuf::from("krad")
+    } else {
+        find_krad(cli.krad, cli.build).context("finding krad")?
+    };
     let ctx = Ctx {
-        krad: find_krad(cli.krad, cli.build).context("finding krad")?,
+        krad,
         repeats: cli.repeats.max(1),
         secs: cli.secs.unwrap_or(2.0),
         clients: cli.clients,
@@ -263,6 +273,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     if all || matches!(cli.bench, Bench::Durable) {
         durable::durable(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::Store) {
+        store::store(&ctx)?;
     }
     Ok(())
 }

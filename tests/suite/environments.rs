@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{App, Launch, code, exit_code, git, stderr, stdout};
+use crate::support::{App, Launch, code, exit_code, git, stderr, stdout, wait_until};
 
 fn write(dir: &Path, file: &str, text: &str) {
     let path = dir.join(file);
@@ -545,63 +545,131 @@ fn plain_terminals_cannot_make_environments() {
 }
 
 #[test]
-fn environments_and_groups_survive_a_sigkill_during_run_variants() {
+fn a_run_variants_killed_midway_is_undone_and_its_retry_runs_afresh() {
     let mut app = app_with_commit(Some("[worktrees]\nsetup = \"sleep 0.7\"\n"));
     let endpoint = app.endpoint;
-    let envelope = app.envelope(json!({"RunVariants": {"count": 4, "name": "crash", "profile": "exec", "command": ["sleep", "60"], "prompt": "x"}}));
+    let mut envelope = app.envelope(json!({"RunVariants": {"count": 4, "name": "crash", "profile": "exec", "command": ["sleep", "60"], "prompt": "x"}}));
+    envelope["request_id"] = json!("rv-crash");
+    let first = envelope.clone();
     let runner = std::thread::spawn(move || {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect(endpoint).unwrap();
-        stream
-            .write_all(format!("{envelope}\n").as_bytes())
-            .unwrap();
+        stream.write_all(format!("{first}\n").as_bytes()).unwrap();
         let mut answer = String::new();
         let _ = stream.read_to_string(&mut answer);
     });
-    std::thread::sleep(Duration::from_millis(1500));
-    let rev_before = app.request(json!("List"));
-    let _ = rev_before;
+    // Killed once the first variant's worktree exists (its setup takes 0.7 s
+    // each, so the group is not complete).
+    let repo_path = repo(&app);
+    wait_until(Duration::from_secs(20), || {
+        git(&repo_path, &["worktree", "list"]).contains("crash-1")
+    });
     app.child.kill().unwrap();
     app.wait_exit(Duration::from_secs(10));
     runner.join().unwrap();
-    let repo_path = repo(&app);
     let dir = app.stop_keep_dir();
     let app = App::launch(Launch {
         reuse: Some(dir),
         ..Launch::default()
     });
+    // Undone: no environment of the group, no worktree left, the work archived.
     let envs = app.request(json!("Environments"))["Environments"].clone();
-    let envs = envs.as_array().unwrap();
-    // Every worktree git knows under our directory is an environment the app reports.
+    assert_eq!(envs.as_array().unwrap().len(), 1, "{envs}");
     let listed = git(&repo_path, &["worktree", "list", "--porcelain"]);
-    for line in listed.lines().filter_map(|l| l.strip_prefix("worktree ")) {
-        if line.contains("/.krad/worktrees/") {
-            assert!(
-                envs.iter().any(|e| e["path"] == line),
-                "orphaned worktree {line}: {envs:?}"
-            );
-        }
-    }
-    // None is left half-set-up: interrupted setups are reported as failed.
-    for env in &envs[1..] {
-        assert!(
-            ["ready", "setup_failed"].contains(&env["status"].as_str().unwrap()),
-            "{env}"
-        );
-        assert_eq!(env["group"], "crash");
-    }
-    assert!(
-        envs.len() >= 2,
-        "the first variant was created before the kill: {envs:?}"
+    assert!(!listed.contains("/.krad/worktrees/"), "{listed}");
+    let archived = git(&repo_path, &["for-each-ref", "refs/krad/archive/"]);
+    assert!(archived.contains("crash-1"), "{archived}");
+    // The retry with the same id runs afresh and makes the whole group, once.
+    envelope["token"] = app.envelope(json!("List"))["token"].clone();
+    let again = app.call(&envelope);
+    assert_eq!(
+        again["Variants"]["variants"].as_array().map(Vec::len),
+        Some(4),
+        "{again}"
     );
-    // Ids keep growing, and the group can be picked from.
+    let replay = app.call(&envelope);
+    assert_eq!(replay["Variants"]["replayed"], true, "{replay}");
+    assert_eq!(replay["Variants"]["group"], "crash");
     let id = app.spawn_sh("sleep 60");
-    assert!(id > 1);
-    let first = &envs[1];
-    let variant = first["variant"].as_u64().unwrap();
-    let picked = app
-        .request(json!({"PickVariant": {"group": "crash", "variant": variant, "how": "branch"}}));
-    assert!(picked["Picked"].is_object(), "{picked}");
+    assert!(id > 4, "terminal ids are never reused: {id}");
+}
+
+#[test]
+fn a_pick_killed_mid_merge_is_finished_or_undone_and_its_retry_gets_the_pick() {
+    let mut app = app_with_commit(None);
+    run_three(&app, "mid");
+    let repo_path = repo(&app);
+    // main moves on, so the pick is a real merge (not a fast-forward).
+    write(&repo_path, "other.txt", "o\n");
+    git(&repo_path, &["add", "other.txt"]);
+    git(&repo_path, &["commit", "-q", "-m", "other"]);
+    // git stops inside the merge (its tree merged into the index, MERGE_HEAD
+    // written, the commit not made) until the test lets it go on.
+    let gate = repo_path.join("gate");
+    let hooks = repo_path.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let hook = hooks.join("pre-merge-commit");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ntouch {0}.inside\nwhile [ -e {0} ]; do sleep 0.02; done\n",
+            gate.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(&gate, "").unwrap();
+    let before = git(&repo_path, &["rev-parse", "HEAD"]);
+    let mut envelope =
+        app.envelope(json!({"PickVariant": {"group": "mid", "variant": 2, "how": "merge"}}));
+    envelope["request_id"] = json!("pick-mid");
+    let first = envelope.clone();
+    let endpoint = app.endpoint;
+    let runner = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(endpoint).unwrap();
+        stream.write_all(format!("{first}\n").as_bytes()).unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+    });
+    wait_until(Duration::from_secs(20), || {
+        repo_path.join("gate.inside").exists()
+    });
+    // Mid-merge: the variant's work is in main's files, not yet committed.
+    assert!(repo_path.join("result-mid-2.txt").exists());
+    assert_eq!(git(&repo_path, &["rev-parse", "HEAD"]), before);
+    app.child.kill().unwrap();
+    app.wait_exit(Duration::from_secs(10));
+    runner.join().unwrap();
+    // git outlives the app that started it, and finishes once let go.
+    std::fs::remove_file(&gate).unwrap();
+    let dir = app.stop_keep_dir();
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        ..Launch::default()
+    });
+    envelope["token"] = app.envelope(json!("List"))["token"].clone();
+    let picked = app.call(&envelope);
+    assert_eq!(picked["Picked"]["variant"], 2, "{picked}");
+    let head = git(&repo_path, &["rev-parse", "HEAD"]);
+    assert_eq!(picked["Picked"]["commit"], head.as_str());
+    assert_eq!(git(&repo_path, &["rev-parse", "HEAD^1"]), before);
+    assert_eq!(
+        git(&repo_path, &["rev-parse", "HEAD^2"]),
+        git(&repo_path, &["rev-parse", "krad/mid-2"])
+    );
+    assert!(!repo_path.join(".git/MERGE_HEAD").exists());
+    assert_eq!(
+        git(
+            &repo_path,
+            &["status", "--porcelain", "--untracked-files=no"]
+        ),
+        ""
+    );
+    assert!(repo_path.join("result-mid-2.txt").exists());
+    let again = app.call(&envelope);
+    assert_eq!(again["Picked"]["commit"], head.as_str(), "{again}");
+    assert_eq!(again["Picked"]["replayed"], true);
 }
 
 #[test]

@@ -522,3 +522,57 @@ fn a_killed_app_s_token_folder_is_removed_by_the_next_app() {
         .join(format!("terminals-{}", app.pid));
     assert!(own.is_dir(), "its own stays");
 }
+
+/// The app's store (`state.db`): a damaged one stops the start with what to
+/// do, and is left as it was; the JSON state of an earlier krad is imported.
+#[test]
+fn a_damaged_store_is_refused_and_an_old_json_state_is_imported() {
+    let app = App::launch(Launch::default());
+    let id = app.spawn_sh("sleep 60");
+    let dir = app.stop_keep_dir();
+    let state_dir = dir.path().join("repo/.git/krad");
+    let db = state_dir.join("state.db");
+    assert!(db.exists());
+    let serve = |dir: &std::path::Path| {
+        Command::new(KRAD)
+            .args(["serve", "--json"])
+            .current_dir(dir.join("repo"))
+            .env("KRAD_ADE_API_JSON", dir.join("run/api.json"))
+            .envs(crate::support::private_home(dir))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    for leftover in ["state.db-wal", "state.db-shm"] {
+        let _ = std::fs::remove_file(state_dir.join(leftover));
+    }
+    std::fs::write(&db, b"not a database at all, and not to be lost").unwrap();
+    let out = serve(dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("state.db is damaged"), "{stderr}");
+    assert!(stderr.contains("Move it aside"), "{stderr}");
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        b"not a database at all, and not to be lost"
+    );
+    // Moved aside, with an earlier krad's JSON state beside it: imported.
+    std::fs::rename(&db, state_dir.join("state.db.damaged")).unwrap();
+    std::fs::write(
+        state_dir.join("state.json"),
+        r#"{"rev_reserved": 90000, "next_terminal": 500}"#,
+    )
+    .unwrap();
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        ..Launch::default()
+    });
+    let next = app.spawn_sh("true");
+    assert!(
+        next >= 500 && next > id,
+        "ids continue from the import: {next}"
+    );
+    let rev = app.record(next)["rev"].as_u64().unwrap();
+    assert!(rev > 90_000, "revs continue from the import: {rev}");
+    assert!(state_dir.join("state.json.imported").exists());
+}

@@ -221,7 +221,7 @@ impl App {
 /// A HOME of the app's own under `dir` (with a git identity), so that nothing the
 /// app or its terminals run reads or writes the real HOME (a shell's history, a
 /// user's krad or git config).
-fn private_home(dir: &Path) -> Vec<(String, String)> {
+pub fn private_home(dir: &Path) -> Vec<(String, String)> {
     let home = dir.join("home");
     let config = home.join(".config");
     std::fs::create_dir_all(&config).unwrap();
@@ -438,4 +438,13 @@ pub fn stdout(output: &Output) -> String {
 /// stderr of a CLI run as text.
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Waits until `check` holds, polling; panics after `limit`.
+pub fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) {
+    let until = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < until, "not true within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

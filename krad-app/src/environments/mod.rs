@@ -37,6 +37,7 @@ pub(crate) use naming::resolve_base;
 pub(crate) use recovery::restore;
 pub(crate) use removal::{close, commit_all};
 pub(crate) use setup::ready;
+pub(crate) use variants::recover_pick;
 
 use crate::Core;
 use crate::git::Git;

@@ -4,16 +4,24 @@
 //!
 //! Picking never leaves a half merge behind: a dirty target is refused before
 //! anything runs, conflicts are found with `git merge-tree` before the target is
-//! touched, and a merge that fails anyway is aborted.
+//! touched, and a merge that fails anyway is aborted. The pick is an intent
+//! ([`crate::intents`]): the target's tip is recorded before git touches it, so
+//! that after a crash [`recover_pick`] finds whether it landed and finishes it,
+//! or puts the target back as it was.
 
 use std::sync::Arc;
 
+use std::path::PathBuf;
+use std::time::Duration;
+
 use krad_bus::protocol::{ApiError, ErrorCode, PickedInfo};
 use krad_bus::request::pick_variant::{How, PickVariant};
+use krad_bus::server::CallContext;
 use serde_json::json;
 
 use super::{close, commit_all, conflict, env_git, not_found_environment};
 use crate::git::Git;
+use crate::intents::{Merging, PickPlan, Plan, Underway};
 use crate::state_file::{EnvironmentRecord, GroupRecord};
 use crate::{Core, MAIN};
 
@@ -51,7 +59,11 @@ async fn target(core: &Core, name: &str, host: Option<&str>) -> Result<(Git, Str
 }
 
 /// PickVariant.
-pub(crate) async fn pick(core: &Arc<Core>, request: PickVariant) -> Result<PickedInfo, ApiError> {
+pub(crate) async fn pick(
+    core: &Arc<Core>,
+    ctx: &CallContext,
+    request: PickVariant,
+) -> Result<PickedInfo, ApiError> {
     let (group, record) = find_variant(core, &request)?;
     let how = request.how.unwrap_or_default();
     let into = request
@@ -64,36 +76,190 @@ pub(crate) async fn pick(core: &Arc<Core>, request: PickVariant) -> Result<Picke
             "a variant cannot be merged into itself",
         ));
     }
+    let mut underway = Underway::begin(
+        core.store.db(),
+        ctx,
+        Plan::PickVariant(PickPlan {
+            group: group.name.clone(),
+            variant: request.variant,
+            how,
+            into: (how != How::Branch).then(|| into.clone()),
+            close_others: request.close_others.unwrap_or(true),
+            merging: None,
+            landed: None,
+        }),
+    )?;
     let label = format!("variant {} of {}", request.variant, group.name);
     let variant_git = env_git(core, &record)?;
-    let (into_name, commit) = if how == How::Branch {
-        let tip = commit_all(&variant_git, &format!("krad: the work of {label}")).await?;
-        (None, tip)
+    let commit = if how == How::Branch {
+        commit_all(&variant_git, &format!("krad: the work of {label}")).await?
     } else {
         let target = Target {
             name: &into,
             host: group.host.as_deref(),
         };
-        let commit = merge_into(core, target, &variant_git, &record.branch, how, &label).await?;
-        (Some(into.clone()), commit)
+        let merge = Merge {
+            variant_git: &variant_git,
+            variant_branch: &record.branch,
+            how,
+            label: &label,
+        };
+        merge_into(core, target, merge, &mut underway).await?
+    };
+    let picked = PickedInfo {
+        group: group.name.clone(),
+        variant: request.variant,
+        branch: record.branch,
+        into: (how != How::Branch).then_some(into),
+        commit,
+    };
+    landed(core, &group.name, &picked, &mut underway)?;
+    if request.close_others.unwrap_or(true) {
+        close_others(core, &group, request.variant).await;
+    }
+    Ok(picked)
+}
+
+/// Records the pick: the group's `picked` and the intent's `landed`, together.
+fn landed(
+    core: &Core,
+    group: &str,
+    picked: &PickedInfo,
+    underway: &mut Underway,
+) -> Result<(), ApiError> {
+    if let Plan::PickVariant(plan) = underway.plan_mut() {
+        plan.landed = Some(picked.commit.clone());
+    }
+    core.store
+        .update_group_with(
+            group,
+            |g| {
+                if let Some(g) = g {
+                    g.picked = Some(picked.variant);
+                }
+            },
+            |tx| underway.write(tx),
+        )
+        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the pick: {e}")))
+}
+
+/// After a crash: whether an interrupted pick landed. `Some` when it did (and
+/// is now finished: recorded, the others closed); `None` when it did not (the
+/// target is put back to its tip before the pick); an error when the target
+/// cannot be checked now or moved some other way (left as it is).
+pub(crate) async fn recover_pick(
+    core: &Arc<Core>,
+    plan: &PickPlan,
+) -> Result<Option<PickedInfo>, String> {
+    let Some(group) = core.store.group(&plan.group) else {
+        return Ok(None);
+    };
+    let branch = group
+        .variants
+        .get(&plan.variant)
+        .and_then(|v| core.store.environment(&v.environment))
+        .map(|e| e.branch)
+        .unwrap_or_default();
+    let commit = match (&plan.landed, &plan.merging, &plan.into) {
+        (Some(commit), _, _) => commit.clone(),
+        (None, None, _) | (None, _, None) => return Ok(None),
+        (None, Some(merging), Some(into)) => {
+            let (git, _) = target(core, into, group.host.as_deref())
+                .await
+                .map_err(|e| e.message)?;
+            match merge_outcome(&git, plan.how, merging).await? {
+                Some(commit) => commit,
+                None => return Ok(None),
+            }
+        }
+    };
+    let picked = PickedInfo {
+        group: group.name.clone(),
+        variant: plan.variant,
+        branch,
+        into: plan.into.clone(),
+        commit,
     };
     core.store
         .update_group(&group.name, |g| {
             if let Some(g) = g {
-                g.picked = Some(request.variant);
+                g.picked = Some(plan.variant);
             }
         })
-        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the pick: {e}")))?;
-    if request.close_others.unwrap_or(true) {
-        close_others(core, &group, request.variant).await;
+        .map_err(|e| format!("cannot record the pick: {e}"))?;
+    if plan.close_others {
+        close_others(core, &group, plan.variant).await;
     }
-    Ok(PickedInfo {
-        group: group.name,
-        variant: request.variant,
-        branch: record.branch,
-        into: into_name,
-        commit,
-    })
+    Ok(Some(picked))
+}
+
+/// Whether an interrupted merge into the target landed: its commit if so (the
+/// merge state git may have left is cleared); `None` after putting the target
+/// back to its tip before the merge.
+async fn merge_outcome(git: &Git, how: How, merging: &Merging) -> Result<Option<String>, String> {
+    wait_for_index_lock(git).await;
+    let rev = |spec: &'static str| async move {
+        git.text(&["rev-parse", "--verify", "-q", spec]).await.ok()
+    };
+    let head = rev("HEAD").await.ok_or("the target has no HEAD")?;
+    if head == merging.before {
+        let _ = git.output(&["reset", "--quiet", "--merge"], None).await;
+        clear_merge_state(git).await;
+        return Ok(None);
+    }
+    let parent_is_before = rev("HEAD^1").await.as_deref() == Some(merging.before.as_str());
+    let landed = match how {
+        // A fast-forward, or a merge commit of the two.
+        How::Merge | How::Branch => {
+            head == merging.tip
+                || (parent_is_before
+                    && rev("HEAD^2").await.as_deref() == Some(merging.tip.as_str()))
+        }
+        How::Squash => {
+            parent_is_before
+                && git
+                    .text(&["log", "-1", "--format=%B"])
+                    .await
+                    .is_ok_and(|m| m.trim() == merging.message.trim())
+        }
+    };
+    if !landed {
+        return Err(format!(
+            "the target moved since the pick began (now at {head}); it is left as it is"
+        ));
+    }
+    clear_merge_state(git).await;
+    Ok(Some(head))
+}
+
+/// Waits (up to 10 s) for a git still running in the target — a child of the
+/// app that died, finishing its write — to release the index.
+async fn wait_for_index_lock(git: &Git) {
+    if git.host().is_some() {
+        return;
+    }
+    let Ok(lock) = git.text(&["rev-parse", "--git-path", "index.lock"]).await else {
+        return;
+    };
+    let lock = git.dir().join(PathBuf::from(lock));
+    for _ in 0..200 {
+        if !lock.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tracing::warn!(lock = %lock.display(), "the target's index is still locked");
+}
+
+/// Removes the files of a merge or squash in progress (after it landed, or
+/// after the target was reset): `MERGE_HEAD`, `MERGE_MSG`, `MERGE_MODE`,
+/// `SQUASH_MSG`.
+async fn clear_merge_state(git: &Git) {
+    for name in ["MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "SQUASH_MSG"] {
+        if let Ok(path) = git.text(&["rev-parse", "--git-path", name]).await {
+            git.remove_file(&git.dir().join(path)).await;
+        }
+    }
 }
 
 /// The group and the environment of the variant a PickVariant names.
@@ -131,19 +297,27 @@ struct Target<'a> {
     host: Option<&'a str>,
 }
 
+/// The variant's side of a merge.
+struct Merge<'a> {
+    variant_git: &'a Git,
+    variant_branch: &'a str,
+    how: How,
+    label: &'a str,
+}
+
 /// Merges or squashes a variant's work (committed first) into the target;
 /// refuses a dirty target, and a conflict before anything is touched. Returns
-/// the target's new tip.
+/// the target's new tip. The target's tip before is recorded in the intent
+/// before git touches it.
 async fn merge_into(
     core: &Core,
     into: Target<'_>,
-    variant_git: &Git,
-    variant_branch: &str,
-    how: How,
-    label: &str,
+    merge: Merge<'_>,
+    underway: &mut Underway,
 ) -> Result<String, ApiError> {
     let (target_git, target_branch) = target(core, into.name, into.host).await?;
     let into = into.name;
+    let label = merge.label;
     let dirty = target_git.dirty_files(false).await?;
     if !dirty.is_empty() {
         return Err(conflict(
@@ -153,7 +327,7 @@ async fn merge_into(
             json!({ "environment": into, "files": dirty }),
         ));
     }
-    let tip = commit_all(variant_git, &format!("krad: the work of {label}")).await?;
+    let tip = commit_all(merge.variant_git, &format!("krad: the work of {label}")).await?;
     let conflicted = merge_conflicts(&target_git, &target_branch, &tip).await?;
     if !conflicted.is_empty() {
         return Err(conflict(
@@ -161,7 +335,17 @@ async fn merge_into(
             json!({ "environment": into, "files": conflicted }),
         ));
     }
-    merge(&target_git, variant_branch, how, label)
+    let before = target_git.text(&["rev-parse", "HEAD"]).await?;
+    let message = merge_message(merge.how, label, merge.variant_branch);
+    if let Plan::PickVariant(plan) = underway.plan_mut() {
+        plan.merging = Some(Merging {
+            before,
+            tip,
+            message: message.clone(),
+        });
+    }
+    underway.save()?;
+    run_merge(&target_git, merge.variant_branch, merge.how, &message)
         .await
         .map_err(|files| {
             conflict(
@@ -171,6 +355,14 @@ async fn merge_into(
                 json!({ "environment": into, "files": files }),
             )
         })
+}
+
+/// The commit message of a merge or squash of `branch`.
+fn merge_message(how: How, label: &str, branch: &str) -> String {
+    match how {
+        How::Squash => format!("krad: {label} (squashed from {branch})"),
+        How::Merge | How::Branch => format!("krad: merge {label} ({branch})"),
+    }
 }
 
 /// Closes (forced, archived first) the variants of a group other than the
@@ -222,12 +414,13 @@ async fn merge_conflicts(git: &Git, branch: &str, tip: &str) -> Result<Vec<Strin
 
 /// Merges or squashes `branch` into the target's checked-out branch. On failure
 /// the target is put back exactly as it was and the conflicting files returned.
-async fn merge(git: &Git, branch: &str, how: How, label: &str) -> Result<String, Vec<String>> {
+async fn run_merge(
+    git: &Git,
+    branch: &str,
+    how: How,
+    message: &str,
+) -> Result<String, Vec<String>> {
     let identity = git.identity_args().await;
-    let message = match how {
-        How::Squash => format!("krad: {label} (squashed from {branch})"),
-        How::Merge | How::Branch => format!("krad: merge {label} ({branch})"),
-    };
     let mut args = identity.clone();
     match how {
         How::Squash => args.extend(["merge".into(), "--squash".into(), branch.to_owned()]),
@@ -235,7 +428,7 @@ async fn merge(git: &Git, branch: &str, how: How, label: &str) -> Result<String,
             "merge".into(),
             "--no-edit".into(),
             "-m".into(),
-            message.clone(),
+            message.to_owned(),
             branch.to_owned(),
         ]),
     }
@@ -248,6 +441,7 @@ async fn merge(git: &Git, branch: &str, how: How, label: &str) -> Result<String,
             .unwrap_or_default();
         let _ = git.output(&["merge", "--abort"], None).await;
         let _ = git.output(&["reset", "--merge"], None).await;
+        clear_merge_state(git).await;
         return Err(files);
     }
     if how == How::Squash {
@@ -262,13 +456,16 @@ async fn merge(git: &Git, branch: &str, how: How, label: &str) -> Result<String,
                 "--quiet".into(),
                 "--no-verify".into(),
                 "-m".into(),
-                message,
+                message.to_owned(),
             ]);
             if git.bytes(&commit).await.is_err() {
                 let _ = git.output(&["reset", "--merge"], None).await;
+                clear_merge_state(git).await;
                 return Err(Vec::new());
             }
         }
+        // Nothing to commit (the work is already there): git left its message.
+        clear_merge_state(git).await;
     }
     git.text(&["rev-parse", "HEAD"])
         .await

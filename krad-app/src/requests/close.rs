@@ -10,6 +10,7 @@ use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
 
 use super::may_act_on;
+use crate::intents::{Plan, Underway};
 use crate::{Core, EmbeddedApp, closing, environments};
 
 impl Handle<Close> for EmbeddedApp {
@@ -49,6 +50,15 @@ async fn close_environment(
             ),
         ));
     }
+    core.check_environment(environment)?;
+    let _underway = Underway::begin(
+        core.store.db(),
+        ctx,
+        Plan::CloseEnvironment {
+            name: environment.to_owned(),
+            force,
+        },
+    )?;
     environments::close(core, environment, force).await?;
     Ok(())
 }

@@ -7,6 +7,7 @@ use krad_bus::server::{CallContext, Handle};
 use super::not_for_plain_terminals;
 use crate::EmbeddedApp;
 use crate::environments::{self, NewWorktree};
+use crate::intents::{Plan, Underway};
 
 impl Handle<CreateWorktree> for EmbeddedApp {
     async fn handle(
@@ -16,6 +17,13 @@ impl Handle<CreateWorktree> for EmbeddedApp {
     ) -> Result<EnvironmentInfo, ApiError> {
         let core = &self.core;
         not_for_plain_terminals(&ctx.principal, "CreateWorktree")?;
+        let _underway = Underway::begin(
+            core.store.db(),
+            ctx,
+            Plan::CreateWorktree {
+                name: request.name.clone(),
+            },
+        )?;
         let created = async {
             let host = environments::host(core, request.host.as_deref())?;
             let (base_commit, base_environment) =
@@ -33,9 +41,7 @@ impl Handle<CreateWorktree> for EmbeddedApp {
             )
             .await
         };
-        match created.await {
-            Ok(record) => Ok(environments::info(core, &record)),
-            Err(e) => Err(e),
-        }
+        let record = created.await?;
+        Ok(environments::info(core, &record))
     }
 }

@@ -16,9 +16,6 @@ impl Handle<PickVariant> for EmbeddedApp {
     ) -> Result<PickedInfo, ApiError> {
         let core = &self.core;
         not_for_plain_terminals(&ctx.principal, "PickVariant")?;
-        match variants::pick(core, request).await {
-            Ok(picked) => Ok(picked),
-            Err(e) => Err(e),
-        }
+        variants::pick(core, ctx, request).await
     }
 }

@@ -13,6 +13,7 @@ use serde_json::json;
 use super::{not_for_plain_terminals, spawn};
 use crate::environments::{self, NewWorktree};
 use crate::hosts::Host;
+use crate::intents::{self, Underway};
 use crate::state_file::{GroupRecord, VariantRecord};
 use crate::{Core, EmbeddedApp};
 
@@ -22,11 +23,7 @@ impl Handle<RunVariants> for EmbeddedApp {
         ctx: &CallContext,
         request: RunVariants,
     ) -> Result<VariantsInfo, ApiError> {
-        let core = &self.core;
-        match run(core, ctx, request).await {
-            Ok(info) => Ok(info),
-            Err(e) => Err(e),
-        }
+        run(&self.core, ctx, request).await
     }
 }
 
@@ -53,10 +50,13 @@ async fn run(
         host,
         request: &request,
     };
-    record_group(core, &plan)?;
+    let _underway = record_group(core, ctx, &plan)?;
+    // The variants' own Spawns are part of this request, not requests of
+    // their own: their intents are not keyed by its request id.
+    let inner = intents::inner(ctx);
     let mut variants = Vec::new();
     for n in 1..=request.count {
-        variants.push(start_variant(core, ctx, &plan, n).await?);
+        variants.push(start_variant(core, &inner, &plan, n).await?);
     }
     tracing::info!(group = %plan.group, count = request.count, "variants started");
     Ok(VariantsInfo {
@@ -111,21 +111,34 @@ fn names_are_free(core: &Core, group: &str, count: u32) -> Result<(), ApiError> 
     Ok(())
 }
 
-/// Records the group, before any of its worktrees is created.
-fn record_group(core: &Core, plan: &Plan<'_>) -> Result<(), ApiError> {
+/// Records the group, before any of its worktrees is created, with the
+/// request's intent in the same transaction (see [`crate::intents`]).
+fn record_group(core: &Core, ctx: &CallContext, plan: &Plan<'_>) -> Result<Underway, ApiError> {
+    let underway = Underway::new(
+        core.store.db(),
+        ctx,
+        intents::Plan::RunVariants {
+            group: plan.group.clone(),
+        },
+    );
     core.store
-        .update_group(&plan.group, |g| {
-            *g = Some(GroupRecord {
-                name: plan.group.clone(),
-                base: plan.base_commit.clone(),
-                base_environment: plan.base_environment.clone(),
-                host: plan.host.as_ref().map(|h| h.name.clone()),
-                count: plan.request.count,
-                variants: Default::default(),
-                picked: None,
-            })
-        })
-        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the group: {e}")))
+        .update_group_with(
+            &plan.group,
+            |g| {
+                *g = Some(GroupRecord {
+                    name: plan.group.clone(),
+                    base: plan.base_commit.clone(),
+                    base_environment: plan.base_environment.clone(),
+                    host: plan.host.as_ref().map(|h| h.name.clone()),
+                    count: plan.request.count,
+                    variants: Default::default(),
+                    picked: None,
+                })
+            },
+            |tx| underway.write(tx),
+        )
+        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the group: {e}")))?;
+    Ok(underway)
 }
 
 /// Variant `n`: its worktree, then its agent, each recorded as it starts.

@@ -16,6 +16,7 @@ use self::launch::{Launch, Prepared, local_launch, remote_launch};
 use crate::EmbeddedApp;
 use crate::config::PromptDelivery;
 use crate::hosts::Host;
+use crate::intents::{Plan, Underway};
 use crate::profile::Profile;
 use crate::store::now_rfc3339;
 use crate::{Core, MAIN, environments, terminal_token, watcher};
@@ -47,10 +48,11 @@ pub(crate) async fn spawn(
     // A new worktree's setup runs before any agent starts there.
     let (cwd, host) = environments::ready(core, &environment).await?;
     let host = environments::host(core, host.as_deref())?;
+    let (terminal, _underway) = allocate_id(core, ctx)?;
     let newcomer = Newcomer {
         me: TerminalRef {
             environment,
-            terminal: allocate_id(core)?,
+            terminal,
         },
         lead,
         parent: caller.map(|t| t.terminal),
@@ -158,14 +160,26 @@ fn profile_and_command(
     Ok((profile, command))
 }
 
-/// A new terminal id, recorded so that it is never given twice.
-fn allocate_id(core: &Core) -> Result<u64, ApiError> {
-    core.store.allocate_terminal_id().map_err(|e| {
-        ApiError::new(
-            ErrorCode::Failed,
-            format!("cannot record the new terminal: {e}"),
-        )
-    })
+/// A new terminal id, recorded so that it is never given twice, with the
+/// Spawn's intent in the same transaction (see [`crate::intents`]).
+fn allocate_id(core: &Core, ctx: &CallContext) -> Result<(u64, Underway), ApiError> {
+    let mut underway = None;
+    let id = core
+        .store
+        .allocate_terminal_id_with(|tx, terminal| {
+            let intent = Underway::new(core.store.db(), ctx, Plan::Spawn { terminal });
+            intent.write(tx)?;
+            underway = Some(intent);
+            Ok(())
+        })
+        .map_err(|e| {
+            ApiError::new(
+                ErrorCode::Failed,
+                format!("cannot record the new terminal: {e}"),
+            )
+        })?;
+    let underway = underway.ok_or_else(|| ApiError::internal("the Spawn's intent was not made"))?;
+    Ok((id, underway))
 }
 
 /// Who a new terminal is: its place on the bus and where it runs.

@@ -68,6 +68,8 @@ pub(crate) async fn handle<A: App>(
             return run(first_answer(first), deadline, Some(stream)).await;
         }
     };
+    let mut ctx = ctx;
+    ctx.once = ticket.as_ref().map(Ticket::key);
     let work = run_and_keep(bus.clone(), app.clone(), ctx, request, ticket);
     if mutates && !cancels_on_leave {
         // A mutation runs to completion whatever becomes of its connection; its
@@ -110,6 +112,7 @@ fn checked<A: App>(bus: &Bus, app: &A, line: &[u8]) -> Result<(CallContext, Requ
     let ctx = CallContext {
         principal,
         request_id: envelope.request_id,
+        once: None,
     };
     Ok((ctx, request))
 }

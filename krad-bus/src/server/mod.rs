@@ -121,6 +121,9 @@ pub struct CallContext {
     pub principal: Principal,
     /// The at-most-once id, if the envelope had one.
     pub request_id: Option<RequestId>,
+    /// For a mutation run under a request id (first time): the id as the
+    /// request log keeps it, for the intents the handler records.
+    pub once: Option<request_log::OnceKey>,
 }
 
 /// Limits of the server.

@@ -1,5 +1,5 @@
 //! At-most-once requests (section 8): the answers of the last 500 request ids of
-//! each caller, kept on disk with the app's state.
+//! each caller, kept in the app's store ([`KeptAnswers`]) with its state.
 //!
 //! A repeat of a finished id gets the first answer again with `"replayed": true`;
 //! a repeat while the first still runs waits for it; the same id with another
@@ -7,7 +7,6 @@
 //! not kept, so a retry runs again.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
@@ -23,11 +22,15 @@ pub const KEPT_PER_CALLER: usize = 500;
 /// Strings longer than this are cut in a kept answer, to bound the file.
 const KEPT_STRING: usize = 16 * 1024;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Entry {
-    id: String,
-    fingerprint: String,
-    answer: Value,
+/// A kept answer: a caller's request id, the request's fingerprint, the answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The request id.
+    pub id: String,
+    /// A hash of the request (see [`fingerprint`]).
+    pub fingerprint: String,
+    /// The answer, as first given (not marked `replayed`).
+    pub answer: Value,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -36,6 +39,41 @@ struct Kept {
 }
 
 type Key = (String, String);
+
+/// Where kept answers live between runs: the app's store. Each call is one
+/// transaction.
+pub trait KeptAnswers: Send + Sync {
+    /// Settles a request that ran: keeps its answer (unless `None`, a
+    /// retryable failure) and drops whatever the app recorded as pending
+    /// under the same caller and id — together.
+    fn settle(&self, caller: &str, entry: Option<&Entry>, id: &str) -> Result<(), String>;
+    /// Forgets every answer of a caller.
+    fn forget_caller(&self, caller: &str) -> Result<(), String>;
+}
+
+/// A running request with an id, as its handler sees it (in
+/// [`super::CallContext`]): what the app records with its intents so that a
+/// retry after a crash gets the outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OnceKey {
+    /// The caller, as [`caller_key`] names it.
+    pub caller: String,
+    /// The request id.
+    pub id: String,
+    /// The request's fingerprint.
+    pub fingerprint: String,
+}
+
+/// The request-id log of a previous run, as it was kept in a JSON file (read
+/// once, to import it into the store).
+pub fn read_legacy_file(bytes: &[u8]) -> Result<Vec<(String, Entry)>, String> {
+    let kept: Kept = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    Ok(kept
+        .callers
+        .into_iter()
+        .flat_map(|(caller, entries)| entries.into_iter().map(move |e| (caller.clone(), e)))
+        .collect())
+}
 
 /// What to do with a request that has an id.
 pub enum Begin {
@@ -59,30 +97,37 @@ pub struct Ticket {
     fingerprint: String,
     done: watch::Sender<Option<Value>>,
     shared: Shared,
+    store: Option<Arc<dyn KeptAnswers>>,
     finished: bool,
 }
 
 /// The log.
 pub struct RequestLog {
-    path: Option<PathBuf>,
+    store: Option<Arc<dyn KeptAnswers>>,
     inner: Shared,
 }
 
 impl RequestLog {
-    /// A log kept in `path` (loaded if it exists), or only in memory.
-    pub fn open(path: Option<&Path>) -> RequestLog {
-        let kept = path
-            .and_then(|p| std::fs::read(p).ok())
-            .and_then(|bytes| match serde_json::from_slice(&bytes) {
-                Ok(kept) => Some(kept),
-                Err(e) => {
-                    tracing::warn!("the request-id log is unreadable ({e}); starting a new one");
-                    None
-                }
-            })
-            .unwrap_or_default();
+    /// A log kept only in memory (tests, tools).
+    pub fn in_memory() -> RequestLog {
         RequestLog {
-            path: path.map(Path::to_path_buf),
+            store: None,
+            inner: Arc::default(),
+        }
+    }
+
+    /// A log kept in `store`, starting with the answers it holds (oldest
+    /// first, as `(caller, entry)`).
+    pub fn kept_in(
+        store: Arc<dyn KeptAnswers>,
+        answers: impl IntoIterator<Item = (String, Entry)>,
+    ) -> RequestLog {
+        let mut kept = Kept::default();
+        for (caller, entry) in answers {
+            kept.callers.entry(caller).or_default().push_back(entry);
+        }
+        RequestLog {
+            store: Some(store),
             inner: Arc::new(Mutex::new((kept, HashMap::new()))),
         }
     }
@@ -94,7 +139,7 @@ impl RequestLog {
     /// Looks an id up for a caller and a request (its wire JSON).
     pub fn begin(&self, principal: &Principal, id: &str, request: &Value) -> Begin {
         let key = (caller_key(principal), id.to_owned());
-        let fingerprint = hex::encode(Sha256::digest(request.to_string().as_bytes()));
+        let fingerprint = fingerprint(request);
         let mut inner = self.lock();
         let (kept, running) = &mut *inner;
         if let Some(entry) = kept
@@ -120,6 +165,7 @@ impl RequestLog {
             fingerprint,
             done,
             shared: self.inner.clone(),
+            store: self.store.clone(),
             finished: false,
         })
     }
@@ -132,24 +178,55 @@ impl RequestLog {
             .and_then(|e| e.get("code"))
             .and_then(|c| serde_json::from_value::<ErrorCode>(c.clone()).ok())
             .is_some_and(ErrorCode::retryable);
+        let entry = (!retryable).then(|| Entry {
+            id: ticket.key.1.clone(),
+            fingerprint: ticket.fingerprint.clone(),
+            answer: bounded(answer.clone()),
+        });
         {
             let mut inner = self.lock();
             let (kept, running) = &mut *inner;
             running.remove(&ticket.key);
-            if !retryable {
+            // Kept in the store first, under the log's lock: a repeat sees the
+            // answer in memory only once it is on disk.
+            if let Some(store) = &self.store
+                && let Err(e) = store.settle(&ticket.key.0, entry.as_ref(), &ticket.key.1)
+            {
+                tracing::error!("cannot keep a request id's answer: {e}");
+            }
+            if let Some(entry) = entry {
                 let entries = kept.callers.entry(ticket.key.0.clone()).or_default();
-                entries.push_back(Entry {
-                    id: ticket.key.1.clone(),
-                    fingerprint: ticket.fingerprint.clone(),
-                    answer: bounded(answer.clone()),
-                });
+                entries.push_back(entry);
                 while entries.len() > KEPT_PER_CALLER {
                     entries.pop_front();
                 }
-                self.save(kept);
             }
         }
         ticket.done.send_replace(Some(replayed(answer)));
+    }
+
+    /// Settles a request id whose request a crash interrupted, once the app's
+    /// recovery took it to its end (`Some(answer)`: a retry gets it, replayed)
+    /// or back to its start (`None`: a retry runs afresh).
+    pub fn recovered(&self, key: &OnceKey, answer: Option<Value>) -> Result<(), String> {
+        let entry = answer.map(|answer| Entry {
+            id: key.id.clone(),
+            fingerprint: key.fingerprint.clone(),
+            answer: bounded(answer),
+        });
+        let mut inner = self.lock();
+        if let Some(store) = &self.store {
+            store.settle(&key.caller, entry.as_ref(), &key.id)?;
+        }
+        if let Some(entry) = entry {
+            let entries = inner.0.callers.entry(key.caller.clone()).or_default();
+            entries.retain(|e| e.id != entry.id);
+            entries.push_back(entry);
+            while entries.len() > KEPT_PER_CALLER {
+                entries.pop_front();
+            }
+        }
+        Ok(())
     }
 
     /// Forgets what a closed terminal's requests answered: its token no longer
@@ -158,20 +235,11 @@ impl RequestLog {
     pub fn forget_terminal(&self, terminal: &crate::protocol::TerminalRef) {
         let key = caller_key(&Principal::Terminal(terminal.clone()));
         let mut inner = self.lock();
-        if inner.0.callers.remove(&key).is_some() {
-            self.save(&inner.0);
-        }
-    }
-
-    fn save(&self, kept: &Kept) {
-        let Some(path) = &self.path else { return };
-        let temp = path.with_extension("json.tmp");
-        let written = serde_json::to_vec(kept)
-            .map_err(std::io::Error::other)
-            .and_then(|bytes| std::fs::write(&temp, bytes))
-            .and_then(|()| std::fs::rename(&temp, path));
-        if let Err(e) = written {
-            tracing::error!("cannot persist the request-id log: {e}");
+        if inner.0.callers.remove(&key).is_some()
+            && let Some(store) = &self.store
+            && let Err(e) = store.forget_caller(&key)
+        {
+            tracing::error!("cannot forget a closed terminal's request ids: {e}");
         }
     }
 }
@@ -180,15 +248,38 @@ fn lock(shared: &Shared) -> MutexGuard<'_, (Kept, Running)> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        if !self.finished {
-            lock(&self.shared).1.remove(&self.key);
+impl Ticket {
+    /// The request's id, caller and fingerprint, for its handler.
+    pub fn key(&self) -> OnceKey {
+        OnceKey {
+            caller: self.key.0.clone(),
+            id: self.key.1.clone(),
+            fingerprint: self.fingerprint.clone(),
         }
     }
 }
 
-fn caller_key(principal: &Principal) -> String {
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.finished {
+            lock(&self.shared).1.remove(&self.key);
+            // Cancelled: nothing of it is pending any more.
+            if let Some(store) = &self.store
+                && let Err(e) = store.settle(&self.key.0, None, &self.key.1)
+            {
+                tracing::error!("cannot settle a cancelled request id: {e}");
+            }
+        }
+    }
+}
+
+/// A request's fingerprint: a hash of its wire JSON.
+pub fn fingerprint(request: &Value) -> String {
+    hex::encode(Sha256::digest(request.to_string().as_bytes()))
+}
+
+/// How the log names a caller.
+pub fn caller_key(principal: &Principal) -> String {
     match principal {
         Principal::Client => "client".to_owned(),
         Principal::Durable => "durable".to_owned(),
@@ -247,7 +338,7 @@ mod tests {
 
     #[test]
     fn a_closed_terminal_s_answers_are_forgotten() {
-        let log = RequestLog::open(None);
+        let log = RequestLog::in_memory();
         let me = crate::protocol::TerminalRef {
             environment: "main".into(),
             terminal: 4,
@@ -265,11 +356,25 @@ mod tests {
         assert!(log.lock().0.callers.is_empty());
     }
 
+    /// A store that remembers what it was told.
+    #[derive(Default)]
+    struct Remembered(Mutex<Vec<(String, Option<Entry>, String)>>);
+
+    impl KeptAnswers for Remembered {
+        fn settle(&self, caller: &str, entry: Option<&Entry>, id: &str) -> Result<(), String> {
+            let mut told = self.0.lock().unwrap();
+            told.push((caller.into(), entry.cloned(), id.into()));
+            Ok(())
+        }
+        fn forget_caller(&self, _: &str) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
     #[test]
     fn replays_finished_ids_and_refuses_reuse() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ids.json");
-        let log = RequestLog::open(Some(&path));
+        let store = Arc::new(Remembered::default());
+        let log = RequestLog::kept_in(store.clone(), []);
         let req = json!({"Spawn":{"profile":"exec"}});
         let Begin::Fresh(ticket) = log.begin(&Principal::Client, "a", &req) else {
             panic!()
@@ -287,8 +392,13 @@ mod tests {
             panic!()
         };
         assert_eq!(answer, json!({"Ok":{"replayed":true}}));
-        // Persisted: a new log finds it.
-        let again = RequestLog::open(Some(&path));
+        // Kept: a new log started from what the store holds finds it.
+        let told = store.0.lock().unwrap().clone();
+        let [(caller, Some(entry), id)] = &told[..] else {
+            panic!("{told:?}")
+        };
+        assert_eq!((caller.as_str(), id.as_str()), ("client", "a"));
+        let again = RequestLog::kept_in(store.clone(), [(caller.clone(), entry.clone())]);
         assert!(matches!(
             again.begin(&Principal::Client, "a", &req),
             Begin::Replay(_)
@@ -300,8 +410,17 @@ mod tests {
     }
 
     #[test]
+    fn a_legacy_file_is_read() {
+        let file = br#"{"callers":{"client":[{"id":"a","fingerprint":"f","answer":"Ok"}]}}"#;
+        let read = read_legacy_file(file).unwrap();
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].0, "client");
+        assert!(read_legacy_file(b"{").is_err());
+    }
+
+    #[test]
     fn retryable_failures_are_not_kept_and_cancelled_work_frees_the_id() {
-        let log = RequestLog::open(None);
+        let log = RequestLog::in_memory();
         let req = json!("Shutdown");
         let Begin::Fresh(t) = log.begin(&Principal::Client, "b", &req) else {
             panic!()

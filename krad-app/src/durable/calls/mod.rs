@@ -136,6 +136,7 @@ where
     let ctx = CallContext {
         principal: Principal::Durable,
         request_id: None,
+        once: None,
     };
     EmbeddedApp::over(core)
         .handle(&ctx, request)
