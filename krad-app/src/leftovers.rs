@@ -4,7 +4,9 @@
 //! * the token folders of its terminals (`terminals-<pid>` beside api.json) —
 //!   except those that terminals taken back still read their token from;
 //! * its SSH control masters, asked to exit (each still holds the old reverse
-//!   forward on its host), and their control sockets.
+//!   forward on its host), and their control sockets;
+//! * the temp files of its atomic writes (`.<name>.<pid>.<n>.tmp`, see
+//!   [`crate::private_file`]) in the state directory.
 //!
 //! Only what names a process that is gone, never this app's or a live one's.
 //! (Token folders on SSH hosts go when the link comes up: [`crate::hosts`].)
@@ -25,7 +27,46 @@ const MASTER_EXIT: Duration = Duration::from_secs(3);
 /// Cleans what dead apps left; call after the terminals were taken back.
 pub(crate) async fn clean(core: &Core) {
     token_folders(core);
+    temp_files(&core.settings.state_dir, 3);
     control_masters(&control_dir()).await;
+}
+
+/// Removes dead apps' temp files under `dir`, `depth` levels down.
+fn temp_files(dir: &Path, depth: u32) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() && depth > 0 {
+            temp_files(&path, depth - 1);
+            continue;
+        }
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(temp_owner) else {
+            continue;
+        };
+        if pid != std::process::id() && !pid_alive(pid) && std::fs::remove_file(&path).is_ok() {
+            tracing::info!(
+                pid,
+                "removed a temp file of an app that is gone: {}",
+                path.display()
+            );
+        }
+    }
+}
+
+/// The pid in a temp file's name, `.<name>.<pid>.<n>.tmp`.
+fn temp_owner(name: &str) -> Option<u32> {
+    let stem = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let mut parts = stem.rsplitn(3, '.');
+    parts.next()?.parse::<u64>().ok()?;
+    let pid = parts.next()?.parse().ok()?;
+    parts.next().filter(|n| !n.is_empty())?;
+    Some(pid)
 }
 
 /// The pid in `prefix<pid>`, when it names a process that is gone (not us).
@@ -97,5 +138,34 @@ async fn control_masters(dir: &Path) {
             master_exited = exited,
             "cleaned the ssh control connection of an app that is gone"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_dead_app_s_temp_files_go_and_nothing_else() {
+        assert_eq!(temp_owner(".state.json.4242.7.tmp"), Some(4242));
+        assert_eq!(temp_owner("state.json.4242.7.tmp"), None);
+        assert_eq!(temp_owner(".x.tmp"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("hooks/12");
+        std::fs::create_dir_all(&nested).unwrap();
+        // No process has pid 4194304 (above Linux's largest).
+        let dead = nested.join(".claude-settings.json.4194304.0.tmp");
+        let ours = nested.join(format!(
+            ".claude-settings.json.{}.0.tmp",
+            std::process::id()
+        ));
+        let other = nested.join("claude-settings.json");
+        for file in [&dead, &ours, &other] {
+            std::fs::write(file, "x").unwrap();
+        }
+        temp_files(dir.path(), 3);
+        assert!(!dead.exists());
+        assert!(ours.exists() && other.exists());
     }
 }

@@ -211,9 +211,8 @@ impl Tx<'_> {
     pub fn counter(&self, name: &str) -> Result<Option<u64>, StoreError> {
         let value: Option<i64> = self
             .tx
-            .query_row("SELECT value FROM meta WHERE name = ?1", [name], |row| {
-                row.get(0)
-            })
+            .prepare_cached("SELECT value FROM meta WHERE name = ?1")?
+            .query_row([name], |row| row.get(0))
             .optional()?;
         Ok(value.map(|v| u64::try_from(v).unwrap_or(0)))
     }
@@ -221,11 +220,12 @@ impl Tx<'_> {
     /// Sets a counter.
     pub fn set_counter(&self, name: &str, value: u64) -> Result<(), StoreError> {
         let value = i64::try_from(value).unwrap_or(i64::MAX);
-        self.tx.execute(
-            "INSERT INTO meta (name, value) VALUES (?1, ?2)
+        self.tx
+            .prepare_cached(
+                "INSERT INTO meta (name, value) VALUES (?1, ?2)
              ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            params![name, value],
-        )?;
+            )?
+            .execute(params![name, value])?;
         Ok(())
     }
 
@@ -237,20 +237,21 @@ impl Tx<'_> {
         value: &V,
     ) -> Result<(), StoreError> {
         let text = serde_json::to_string(value)?;
-        self.tx.execute(
-            "INSERT INTO records (kind, key, value) VALUES (?1, ?2, ?3)
+        self.tx
+            .prepare_cached(
+                "INSERT INTO records (kind, key, value) VALUES (?1, ?2, ?3)
              ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value",
-            params![kind.name(), key, text],
-        )?;
+            )?
+            .execute(params![kind.name(), key, text])?;
         Ok(())
     }
 
     /// Removes a record; says whether there was one.
     pub fn remove(&self, kind: Kind, key: &str) -> Result<bool, StoreError> {
-        let removed = self.tx.execute(
-            "DELETE FROM records WHERE kind = ?1 AND key = ?2",
-            params![kind.name(), key],
-        )?;
+        let removed = self
+            .tx
+            .prepare_cached("DELETE FROM records WHERE kind = ?1 AND key = ?2")?
+            .execute(params![kind.name(), key])?;
         Ok(removed > 0)
     }
 
@@ -258,11 +259,8 @@ impl Tx<'_> {
     pub fn get<V: DeserializeOwned>(&self, kind: Kind, key: &str) -> Result<Option<V>, StoreError> {
         let text: Option<String> = self
             .tx
-            .query_row(
-                "SELECT value FROM records WHERE kind = ?1 AND key = ?2",
-                params![kind.name(), key],
-                |row| row.get(0),
-            )
+            .prepare_cached("SELECT value FROM records WHERE kind = ?1 AND key = ?2")?
+            .query_row(params![kind.name(), key], |row| row.get(0))
             .optional()?;
         text.map(|text| decode(kind, key, &text)).transpose()
     }
@@ -286,18 +284,22 @@ impl Tx<'_> {
 
     /// Keeps an answer, and forgets the caller's oldest beyond `per_caller`.
     pub fn keep_answer(&self, kept: &KeptAnswer, per_caller: usize) -> Result<(), StoreError> {
-        self.tx.execute(
-            "INSERT INTO answers (caller, id, fingerprint, answer) VALUES (?1, ?2, ?3, ?4)
+        self.tx
+            .prepare_cached(
+                "INSERT INTO answers (caller, id, fingerprint, answer) VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT (caller, id) DO UPDATE
              SET fingerprint = excluded.fingerprint, answer = excluded.answer",
-            params![kept.caller, kept.id, kept.fingerprint, kept.answer],
-        )?;
+            )?
+            .execute(params![kept.caller, kept.id, kept.fingerprint, kept.answer])?;
         let limit = i64::try_from(per_caller).unwrap_or(i64::MAX);
-        self.tx.execute(
-            "DELETE FROM answers WHERE caller = ?1 AND seq NOT IN
-             (SELECT seq FROM answers WHERE caller = ?1 ORDER BY seq DESC LIMIT ?2)",
-            params![kept.caller, limit],
-        )?;
+        // Everything at or below the caller's (per_caller + 1)-th newest; one
+        // walk down the (caller, seq) index.
+        self.tx
+            .prepare_cached(
+                "DELETE FROM answers WHERE caller = ?1 AND seq <=
+             (SELECT seq FROM answers WHERE caller = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
+            )?
+            .execute(params![kept.caller, limit])?;
         Ok(())
     }
 
@@ -320,7 +322,8 @@ impl Tx<'_> {
     /// Forgets every answer kept for a caller.
     pub fn forget_caller(&self, caller: &str) -> Result<(), StoreError> {
         self.tx
-            .execute("DELETE FROM answers WHERE caller = ?1", [caller])?;
+            .prepare_cached("DELETE FROM answers WHERE caller = ?1")?
+            .execute([caller])?;
         Ok(())
     }
 }
