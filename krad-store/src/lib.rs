@@ -9,6 +9,9 @@
 //! * **Crash safety.** Write-ahead log, `synchronous = NORMAL`: a commit is one
 //!   append to the WAL and survives the app's death (SIGKILL, panic) at any
 //!   instant; a power cut may lose the last commits but never tears one.
+//! * **No fsync on a commit.** The WAL is copied back into the file (and
+//!   synced) by a thread of the store's own every [`CHECKPOINT_EVERY`], not by
+//!   whichever commit crosses SQLite's threshold.
 //! * **Never silently emptied.** A file that is not a sound database, or one
 //!   written by a newer schema, is refused with [`StoreError`] saying what to
 //!   do; nothing is replaced.
@@ -19,6 +22,7 @@
 mod schema;
 
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -116,10 +120,29 @@ pub struct KeptAnswer {
     pub answer: String,
 }
 
+/// How often the checkpoint thread copies the WAL back into the file.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
 /// The store: one SQLite file.
 pub struct Db {
     path: PathBuf,
     connection: Mutex<Connection>,
+    /// The checkpoint thread, stopped and joined when the store is dropped —
+    /// before its connection closes, so that the last close folds the WAL
+    /// back into the file.
+    checkpoints: Option<Checkpoints>,
+}
+
+/// The checkpoint thread: dropping the sender stops it.
+type Checkpoints = (mpsc::Sender<()>, std::thread::JoinHandle<()>);
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Some((stop, thread)) = self.checkpoints.take() {
+            drop(stop);
+            let _ = thread.join();
+        }
+    }
 }
 
 impl Db {
@@ -147,7 +170,10 @@ impl Db {
             });
         }
         connection
-            .execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;")
+            .execute_batch(
+                "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF; \
+                 PRAGMA wal_autocheckpoint = 0;",
+            )
             .map_err(damaged)?;
         let check: String = connection
             .query_row("PRAGMA quick_check", [], |row| row.get(0))
@@ -159,9 +185,15 @@ impl Db {
             });
         }
         schema::prepare(&connection, path)?;
+        let checkpoints = checkpoints(path)?;
+        if checkpoints.is_none() {
+            // Without the thread, SQLite's own threshold keeps the WAL bounded.
+            connection.execute_batch("PRAGMA wal_autocheckpoint = 1000;")?;
+        }
         Ok(Db {
             path: path.to_path_buf(),
             connection: Mutex::new(connection),
+            checkpoints,
         })
     }
 
@@ -325,6 +357,37 @@ impl Tx<'_> {
             .prepare_cached("DELETE FROM answers WHERE caller = ?1")?
             .execute([caller])?;
         Ok(())
+    }
+}
+
+/// Starts the checkpoint thread, with its own connection; it ends when the
+/// returned sender is dropped. `None` when no thread could start.
+fn checkpoints(path: &Path) -> Result<Option<Checkpoints>, StoreError> {
+    let connection = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    connection.busy_timeout(Duration::from_secs(5))?;
+    let (stop, stopped) = mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("krad-store-checkpoint".into())
+        .spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY)
+            {
+                // PASSIVE: copies what no reader still needs, never waits on a writer.
+                if let Err(e) =
+                    connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                {
+                    tracing::warn!("the store's checkpoint failed: {e}");
+                }
+            }
+        });
+    match spawned {
+        Ok(thread) => Ok(Some((stop, thread))),
+        Err(e) => {
+            tracing::warn!("cannot start the store's checkpoint thread: {e}");
+            Ok(None)
+        }
     }
 }
 
