@@ -14,6 +14,7 @@ mod cli;
 mod cli_agents;
 mod code;
 mod collie;
+mod crash;
 mod durable;
 mod durable_asks;
 mod durable_doctor;

@@ -116,8 +116,10 @@ impl App {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut first)
             .unwrap();
-        let serving: Value = serde_json::from_str(&first)
-            .unwrap_or_else(|e| panic!("krad serve printed {first:?}: {e}"));
+        let serving: Value = serde_json::from_str(&first).unwrap_or_else(|e| {
+            let log = std::fs::read_to_string(dir.path().join("app.log")).unwrap_or_default();
+            panic!("krad serve printed {first:?}: {e}; its log:\n{log}")
+        });
         let endpoint = serving["Serving"]["endpoint"]
             .as_str()
             .unwrap()
