@@ -72,6 +72,15 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
                 }
             }
         }
+        if entry.record.pid.is_none() {
+            // Kept before its start, and the app died before the host started
+            // it: it never ran (see `Store::keep_before_start`).
+            core.store.forget_kept(id);
+            if let Some(path) = &entry.token_file {
+                let _ = std::fs::remove_file(path);
+            }
+            continue;
+        }
         gone += 1;
         record_gone(core, entry);
     }

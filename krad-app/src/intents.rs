@@ -14,8 +14,9 @@ mod recovery;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use krad_bus::protocol::{ApiError, ErrorCode};
+use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode};
 use krad_bus::request::pick_variant::How;
+use krad_bus::request::run_variants::RunVariants;
 use krad_bus::server::CallContext;
 use krad_bus::server::request_log::OnceKey;
 use krad_store::{Db, Kind, StoreError, Tx};
@@ -44,6 +45,10 @@ pub enum Plan {
     Spawn {
         /// Its id, given out in the same transaction.
         terminal: u64,
+        /// Its record, written just before its program starts: the Spawn's
+        /// answer from then on.
+        #[serde(default)]
+        started: Option<Box<AgentRecord>>,
     },
     /// CreateWorktree of `name`.
     CreateWorktree {
@@ -61,6 +66,8 @@ pub enum Plan {
     RunVariants {
         /// The group.
         group: String,
+        /// The request, to start the variants it had not reached.
+        request: RunVariants,
     },
     /// PickVariant.
     PickVariant(PickPlan),
@@ -148,6 +155,12 @@ impl Underway {
     /// Moves the plan on; write it with [`Underway::write`] or [`Underway::save`].
     pub fn plan_mut(&mut self) -> &mut Plan {
         &mut self.intent.plan
+    }
+
+    /// Whether it runs under a request id (a retry after a crash would want its
+    /// outcome).
+    pub fn answers_a_request_id(&self) -> bool {
+        self.intent.once.is_some()
     }
 
     /// Writes the intent as it stands, in its own transaction.

@@ -321,6 +321,26 @@ impl Store {
         self.lock().persisted.terminals.values().cloned().collect()
     }
 
+    /// Keeps a terminal's record (its pid not yet known) before its program
+    /// starts, when terminals are kept: a crash right after the start then
+    /// leaves a terminal the next app takes back, not one it ends.
+    pub fn keep_before_start(&self, record: &AgentRecord, token_file: Option<&PathBuf>) {
+        let mut inner = self.lock();
+        self.keep(&mut inner, record, token_file);
+    }
+
+    /// Forgets a kept record whose program never started.
+    pub fn forget_kept(&self, id: u64) {
+        let mut inner = self.lock();
+        if inner.persisted.terminals.remove(&id).is_some()
+            && let Err(e) = self
+                .db
+                .write(|tx| tx.remove(Kind::Terminal, &id.to_string()))
+        {
+            tracing::error!(terminal = id, "cannot forget the terminal's record: {e}");
+        }
+    }
+
     /// Keeps a terminal's record in the state file, when terminals are kept. A
     /// change of the title alone waits in memory for the next write.
     fn keep(&self, inner: &mut Inner, record: &AgentRecord, token_file: Option<&PathBuf>) {
@@ -335,7 +355,8 @@ impl Store {
                     || was.state_source != record.state_source
                     || was.message != record.message
                     || was.exit_code != record.exit_code
-                    || was.signal != record.signal;
+                    || was.signal != record.signal
+                    || was.pid != record.pid;
                 kept.record = record.clone();
                 changed
             }

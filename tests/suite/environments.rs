@@ -545,7 +545,7 @@ fn plain_terminals_cannot_make_environments() {
 }
 
 #[test]
-fn a_run_variants_killed_midway_is_undone_and_its_retry_runs_afresh() {
+fn a_run_variants_killed_midway_is_finished_at_restart_and_its_retry_gets_the_group() {
     let mut app = app_with_commit(Some("[worktrees]\nsetup = \"sleep 0.7\"\n"));
     let endpoint = app.endpoint;
     let mut envelope = app.envelope(json!({"RunVariants": {"count": 4, "name": "crash", "profile": "exec", "command": ["sleep", "60"], "prompt": "x"}}));
@@ -558,8 +558,8 @@ fn a_run_variants_killed_midway_is_undone_and_its_retry_runs_afresh() {
         let mut answer = String::new();
         let _ = stream.read_to_string(&mut answer);
     });
-    // Killed once the first variant's worktree exists (its setup takes 0.7 s
-    // each, so the group is not complete).
+    // Killed while the first variant's setup runs (0.7 s each): the group is
+    // recorded, one worktree made, no agent started.
     let repo_path = repo(&app);
     wait_until(Duration::from_secs(20), || {
         git(&repo_path, &["worktree", "list"]).contains("crash-1")
@@ -572,24 +572,34 @@ fn a_run_variants_killed_midway_is_undone_and_its_retry_runs_afresh() {
         reuse: Some(dir),
         ..Launch::default()
     });
-    // Undone: no environment of the group, no worktree left, the work archived.
+    // Finished at the start: four variants, each set up, each with its agent.
     let envs = app.request(json!("Environments"))["Environments"].clone();
-    assert_eq!(envs.as_array().unwrap().len(), 1, "{envs}");
+    let envs = envs.as_array().unwrap();
+    assert_eq!(envs.len(), 5, "{envs:?}");
+    for env in &envs[1..] {
+        assert_eq!(env["group"], "crash");
+        assert_eq!(env["status"], "ready", "{env}");
+    }
     let listed = git(&repo_path, &["worktree", "list", "--porcelain"]);
-    assert!(!listed.contains("/.krad/worktrees/"), "{listed}");
-    let archived = git(&repo_path, &["for-each-ref", "refs/krad/archive/"]);
-    assert!(archived.contains("crash-1"), "{archived}");
-    // The retry with the same id runs afresh and makes the whole group, once.
+    assert_eq!(listed.matches("/.krad/worktrees/").count(), 4, "{listed}");
+    // The retry with the same id gets the group, replayed, never a conflict.
     envelope["token"] = app.envelope(json!("List"))["token"].clone();
     let again = app.call(&envelope);
-    assert_eq!(
-        again["Variants"]["variants"].as_array().map(Vec::len),
-        Some(4),
-        "{again}"
-    );
-    let replay = app.call(&envelope);
-    assert_eq!(replay["Variants"]["replayed"], true, "{replay}");
-    assert_eq!(replay["Variants"]["group"], "crash");
+    assert_eq!(again["Variants"]["replayed"], true, "{again}");
+    let variants = again["Variants"]["variants"].as_array().unwrap().clone();
+    assert_eq!(variants.len(), 4, "{again}");
+    let agents = app.request(json!("List"))["Agents"].clone();
+    for v in &variants {
+        let id = v["terminal"].as_u64().unwrap();
+        assert!(
+            agents
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["terminal"] == id),
+            "variant {v} has its agent: {agents}"
+        );
+    }
     let id = app.spawn_sh("sleep 60");
     assert!(id > 4, "terminal ids are never reused: {id}");
 }

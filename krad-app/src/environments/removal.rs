@@ -38,7 +38,12 @@ pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<S
     }
     closing::close_terminals_of(core, name).await?;
     let archive = archive(&root, &worktree, &record, present).await?;
-    remove_worktree(&root, &record, present).await?;
+    {
+        // git's worktree commands read every worktree's metadata: a removal
+        // beside an add in progress fails on its half-written files.
+        let _serial = core.environments_lock.lock().await;
+        remove_worktree(&root, &record, present).await?;
+    }
     core.store
         .remove_environment(name)
         .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the closing: {e}")))?;

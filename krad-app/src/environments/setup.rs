@@ -21,7 +21,7 @@ const SETUP_OUTPUT_TAIL: usize = 4096;
 const SETUP_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Runs the config's setup command in a new worktree, recording its outcome.
-pub(super) async fn run_setup(
+pub(crate) async fn run_setup(
     core: &Arc<Core>,
     mut record: EnvironmentRecord,
 ) -> Result<EnvironmentRecord, ApiError> {

@@ -5,22 +5,23 @@
 //!
 //! | intent | forward, when | back, otherwise |
 //! |---|---|---|
-//! | Spawn | its terminal is on record (taken back, or recorded as exited) | nothing to undo: a retry spawns |
+//! | Spawn | its program was about to start, or started (its record is kept, or the intent holds it) | nothing to undo: a retry spawns |
 //! | CreateWorktree | its environment is on record | — |
 //! | Close of an environment | always: the close is run again | — |
-//! | RunVariants | every variant has its worktree and a terminal on record | each variant archived and closed, the group forgotten |
+//! | RunVariants | always: the variants it had not reached are started (none twice) | — |
 //! | PickVariant | the pick landed (recorded, or found in git) | the target reset to its tip before the pick |
 //!
 //! An intent that cannot be settled now (a host out of reach) stays for the
 //! next start.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use krad_bus::protocol::{Answer, Response, VariantInfo, VariantsInfo};
+use krad_bus::protocol::{Answer, Response};
 use krad_store::Kind;
 
 use super::{Intent, Plan};
-use crate::{Core, closing, environments};
+use crate::{Core, environments};
 
 /// What recovery made of an intent.
 enum Outcome {
@@ -41,12 +42,31 @@ pub(crate) async fn recover(core: &Arc<Core>) {
             return;
         }
     };
+    // Terminals given an id whose program was not about to start when the app
+    // died (on record nowhere, and so says their Spawn's intent).
+    let never_started: BTreeSet<u64> = intents
+        .iter()
+        .filter_map(|(_, intent)| match &intent.plan {
+            Plan::Spawn {
+                terminal,
+                started: None,
+            } if core.store.record(*terminal).is_none() => Some(*terminal),
+            _ => None,
+        })
+        .collect();
     for (key, intent) in intents {
         let outcome = match &intent.plan {
-            Plan::Spawn { terminal } => match core.store.record(*terminal) {
-                Some(record) => Outcome::Done(record.into_response()),
-                None => Outcome::Undone,
-            },
+            Plan::Spawn { terminal, started } => {
+                match core
+                    .store
+                    .record(*terminal)
+                    .map(Box::new)
+                    .or(started.clone())
+                {
+                    Some(record) => Outcome::Done((*record).into_response()),
+                    None => Outcome::Undone,
+                }
+            }
             Plan::CreateWorktree { name } => match core.store.environment(name) {
                 Some(record) => Outcome::Done(environments::info(core, &record).into_response()),
                 None => Outcome::Undone,
@@ -61,7 +81,18 @@ pub(crate) async fn recover(core: &Arc<Core>) {
                     Err(e) => Outcome::Done(e.into()),
                 }
             }
-            Plan::RunVariants { group } => run_variants(core, group).await,
+            Plan::RunVariants { group, request } => {
+                let resumed =
+                    crate::requests::run_variants::resume(core, group, request, &never_started);
+                match resumed.await {
+                    Ok(info) => Outcome::Done(info.into_response()),
+                    Err(e) if core.store.group(group).is_none() => {
+                        tracing::debug!("group {group} is gone: {e}");
+                        Outcome::Undone
+                    }
+                    Err(e) => Outcome::Done(e.into()),
+                }
+            }
             Plan::PickVariant(plan) => match environments::recover_pick(core, plan).await {
                 Ok(Some(picked)) => Outcome::Done(picked.into_response()),
                 Ok(None) => Outcome::Undone,
@@ -99,55 +130,5 @@ fn settle(core: &Core, key: &str, intent: &Intent, outcome: Outcome) {
     };
     if let Err(e) = settled {
         tracing::error!(intent = %what, "cannot settle an interrupted mutation: {e}");
-    }
-}
-
-/// A group whose every variant started is answered; any other is undone: its
-/// worktrees archived (nothing is lost) and closed, the group forgotten.
-async fn run_variants(core: &Arc<Core>, name: &str) -> Outcome {
-    let Some(group) = core.store.group(name) else {
-        return Outcome::Undone;
-    };
-    let started: Vec<VariantInfo> = group
-        .variants
-        .iter()
-        .filter_map(|(n, v)| {
-            let terminal = v.terminal.filter(|t| core.store.record(*t).is_some())?;
-            core.store.environment(&v.environment)?;
-            Some(VariantInfo {
-                variant: *n,
-                environment: v.environment.clone(),
-                terminal,
-            })
-        })
-        .collect();
-    if started.len() == group.count as usize {
-        return Outcome::Done(
-            VariantsInfo {
-                group: group.name,
-                variants: started,
-            }
-            .into_response(),
-        );
-    }
-    for n in 1..=group.count {
-        let environment = format!("{name}-{n}");
-        let ours = core
-            .store
-            .environment(&environment)
-            .is_some_and(|e| e.group.as_deref() == Some(name));
-        if !ours {
-            continue;
-        }
-        if let Err(e) = closing::close_terminals_of(core, &environment).await {
-            return Outcome::Left(format!("cannot close the terminals of {environment}: {e}"));
-        }
-        if let Err(e) = environments::close(core, &environment, true).await {
-            return Outcome::Left(format!("cannot close {environment}: {e}"));
-        }
-    }
-    match core.store.update_group(name, |g| *g = None) {
-        Ok(()) => Outcome::Undone,
-        Err(e) => Outcome::Left(format!("cannot forget the group: {e}")),
     }
 }

@@ -1,7 +1,9 @@
 //! RunVariants: N fresh worktrees from one base commit, one agent each, the group
-//! recorded before anything is created (so a crash midway leaves a consistent,
-//! reported state).
+//! recorded (with the request's intent) before anything is created. After a
+//! crash midway, [`resume`] starts the variants that had not started — none
+//! twice — so the group is whole and the request id gets its answer.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use krad_bus::protocol::{ApiError, ErrorCode, VariantInfo, VariantsInfo};
@@ -14,7 +16,7 @@ use super::{not_for_plain_terminals, spawn};
 use crate::environments::{self, NewWorktree};
 use crate::hosts::Host;
 use crate::intents::{self, Underway};
-use crate::state_file::{GroupRecord, VariantRecord};
+use crate::state_file::{GroupRecord, Phase, VariantRecord};
 use crate::{Core, EmbeddedApp};
 
 impl Handle<RunVariants> for EmbeddedApp {
@@ -51,18 +53,70 @@ async fn run(
         request: &request,
     };
     let _underway = record_group(core, ctx, &plan)?;
+    start_missing(core, ctx, &plan, &BTreeSet::new()).await
+}
+
+/// Starts every variant of the group that has not started (all of them, the
+/// first time; after a crash, those it had not reached).
+async fn start_missing(
+    core: &Arc<Core>,
+    ctx: &CallContext,
+    plan: &Plan<'_>,
+    never_started: &BTreeSet<u64>,
+) -> Result<VariantsInfo, ApiError> {
     // The variants' own Spawns are part of this request, not requests of
     // their own: their intents are not keyed by its request id.
     let inner = intents::inner(ctx);
     let mut variants = Vec::new();
-    for n in 1..=request.count {
-        variants.push(start_variant(core, &inner, &plan, n).await?);
+    for n in 1..=plan.request.count {
+        let started = core.store.group(&plan.group).and_then(|g| {
+            let v = g.variants.get(&n)?;
+            Some(VariantInfo {
+                variant: n,
+                environment: v.environment.clone(),
+                terminal: v.terminal.filter(|t| !never_started.contains(t))?,
+            })
+        });
+        match started {
+            Some(variant) => variants.push(variant),
+            None => variants.push(start_variant(core, &inner, plan, n).await?),
+        }
     }
-    tracing::info!(group = %plan.group, count = request.count, "variants started");
+    tracing::info!(group = %plan.group, count = plan.request.count, "variants started");
     Ok(VariantsInfo {
-        group: plan.group,
+        group: plan.group.clone(),
         variants,
     })
+}
+
+/// After a crash: starts the variants of group `name` that had not started, as
+/// `request` asked — those with no terminal yet, and those whose terminal had
+/// an id but whose program `never_started`. The answer is the group's, as the
+/// request would have had it.
+pub(crate) async fn resume(
+    core: &Arc<Core>,
+    name: &str,
+    request: &RunVariants,
+    never_started: &BTreeSet<u64>,
+) -> Result<VariantsInfo, ApiError> {
+    let group = core
+        .store
+        .group(name)
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no variant group {name:?}")))?;
+    let plan = Plan {
+        group: group.name,
+        profile: known_profile(core, request)?,
+        base_commit: group.base,
+        base_environment: group.base_environment,
+        host: environments::host(core, group.host.as_deref())?,
+        request,
+    };
+    let ctx = CallContext {
+        principal: krad_bus::token::Principal::Client,
+        request_id: None,
+        once: None,
+    };
+    start_missing(core, &ctx, &plan, never_started).await
 }
 
 /// What every variant of a new group shares.
@@ -119,6 +173,7 @@ fn record_group(core: &Core, ctx: &CallContext, plan: &Plan<'_>) -> Result<Under
         ctx,
         intents::Plan::RunVariants {
             group: plan.group.clone(),
+            request: plan.request.clone(),
         },
     );
     core.store
@@ -150,18 +205,30 @@ async fn start_variant(
 ) -> Result<VariantInfo, ApiError> {
     let group = &plan.group;
     let environment = format!("{group}-{n}");
-    environments::create(
-        core,
-        NewWorktree {
-            name: &environment,
-            branch: None,
-            base_commit: plan.base_commit.clone(),
-            base_environment: plan.base_environment.clone(),
-            group: Some((group.clone(), n)),
-            host: plan.host.clone(),
-        },
-    )
-    .await?;
+    // Made already when a crash came between its worktree and its agent; a
+    // setup the crash cut short runs again.
+    let made = core
+        .store
+        .environment(&environment)
+        .filter(|e| e.group.as_deref() == Some(group.as_str()));
+    if let Some(record) = made {
+        if record.phase == Phase::SetupFailed {
+            environments::run_setup(core, record).await?;
+        }
+    } else {
+        environments::create(
+            core,
+            NewWorktree {
+                name: &environment,
+                branch: None,
+                base_commit: plan.base_commit.clone(),
+                base_environment: plan.base_environment.clone(),
+                group: Some((group.clone(), n)),
+                host: plan.host.clone(),
+            },
+        )
+        .await?;
+    }
     record_variant(core, group, n, &environment, None)?;
     let spawn_request = Spawn {
         environment: Some(environment.clone()),
@@ -172,7 +239,6 @@ async fn start_variant(
         ..Spawn::default()
     };
     let agent = spawn::spawn(core, ctx, spawn_request, Some((group.clone(), n))).await?;
-    record_variant(core, group, n, &environment, Some(agent.terminal))?;
     Ok(VariantInfo {
         variant: n,
         environment,
@@ -180,7 +246,8 @@ async fn start_variant(
     })
 }
 
-fn record_variant(
+/// Records a variant's environment, and its terminal once it has an id.
+pub(crate) fn record_variant(
     core: &Core,
     group: &str,
     n: u32,

@@ -48,7 +48,12 @@ pub(crate) async fn spawn(
     // A new worktree's setup runs before any agent starts there.
     let (cwd, host) = environments::ready(core, &environment).await?;
     let host = environments::host(core, host.as_deref())?;
-    let (terminal, _underway) = allocate_id(core, ctx)?;
+    let (terminal, mut underway) = allocate_id(core, ctx)?;
+    if let Some((group, n)) = &variant {
+        // The group knows its variant's terminal before the program starts:
+        // after a crash, `run_variants::resume` never starts it twice.
+        super::run_variants::record_variant(core, group, *n, &environment, Some(terminal))?;
+    }
     let newcomer = Newcomer {
         me: TerminalRef {
             environment,
@@ -78,7 +83,13 @@ pub(crate) async fn spawn(
         Some(host) => remote_launch(core, host, launch, &cwd).await?,
     };
     let (events_tx, events) = tokio::sync::mpsc::channel(EVENT_QUEUE);
-    let (terminal, token_file) = start_terminal(core, &newcomer, &request, prepared, events_tx)?;
+    let before = agent_record(&newcomer, &request, &profile, shown.clone(), None);
+    core.store.keep_before_start(&before, prepared.3.as_ref());
+    launching(&mut underway, before);
+    let started_terminal = start_terminal(core, &newcomer, &request, prepared, events_tx);
+    let (terminal, token_file) = started_terminal.inspect_err(|_| {
+        core.store.forget_kept(newcomer.me.terminal);
+    })?;
     let record = agent_record(&newcomer, &request, &profile, shown, terminal.pid());
     let record = core
         .store
@@ -167,7 +178,14 @@ fn allocate_id(core: &Core, ctx: &CallContext) -> Result<(u64, Underway), ApiErr
     let id = core
         .store
         .allocate_terminal_id_with(|tx, terminal| {
-            let intent = Underway::new(core.store.db(), ctx, Plan::Spawn { terminal });
+            let intent = Underway::new(
+                core.store.db(),
+                ctx,
+                Plan::Spawn {
+                    terminal,
+                    started: None,
+                },
+            );
             intent.write(tx)?;
             underway = Some(intent);
             Ok(())
@@ -180,6 +198,22 @@ fn allocate_id(core: &Core, ctx: &CallContext) -> Result<(u64, Underway), ApiErr
         })?;
     let underway = underway.ok_or_else(|| ApiError::internal("the Spawn's intent was not made"))?;
     Ok((id, underway))
+}
+
+/// Records in the Spawn's intent, just before its program starts, the record
+/// it answers with: a crash from then on is answered with it on a retry, and
+/// the program never starts twice (at most once, as request ids promise).
+fn launching(underway: &mut Underway, record: AgentRecord) {
+    if !underway.answers_a_request_id() && record.variant.is_none() {
+        return;
+    }
+    let terminal = record.terminal;
+    if let Plan::Spawn { started, .. } = underway.plan_mut() {
+        *started = Some(Box::new(record));
+    }
+    if let Err(e) = underway.save() {
+        tracing::warn!(terminal, "cannot record the program's start: {}", e.message);
+    }
 }
 
 /// Who a new terminal is: its place on the bus and where it runs.
