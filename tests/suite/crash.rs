@@ -91,6 +91,8 @@ struct Torture {
 }
 
 fn torture(host: &'static str, config: Option<&'static str>, stream: u64) {
+    // Its kills and restarts load the machine: not beside the latency bounds.
+    let _alone = crate::support::loading_the_machine();
     let rounds: usize = env_or("KRAD_TORTURE_ROUNDS", 6);
     let clock = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     let seed = env_or("KRAD_TORTURE_SEED", clock.unwrap().subsec_nanos() as u64);

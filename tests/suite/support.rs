@@ -450,3 +450,18 @@ pub fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Tests whose assertions bound a latency (the real CLIs) share this lock for
+/// reading; a test that loads the machine on purpose (the crash torture) takes
+/// it for writing, so that the two never run at once.
+pub static LATENCY_BOUND: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A share of [`LATENCY_BOUND`] for a test bounding a latency.
+pub fn latency_bound() -> std::sync::RwLockReadGuard<'static, ()> {
+    LATENCY_BOUND.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// [`LATENCY_BOUND`] alone, for a test that loads the machine.
+pub fn loading_the_machine() -> std::sync::RwLockWriteGuard<'static, ()> {
+    LATENCY_BOUND.write().unwrap_or_else(|p| p.into_inner())
+}

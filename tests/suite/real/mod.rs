@@ -183,11 +183,14 @@ pub struct RealApp {
     /// The HOME of the app and its terminals.
     pub home: PathBuf,
     pub repo: PathBuf,
+    /// Held while the test runs: no machine-loading test runs beside it.
+    _bound: std::sync::RwLockReadGuard<'static, ()>,
 }
 
 impl RealApp {
     /// Starts a double and an app set up for `cli`.
     pub fn start(cli: Cli) -> RealApp {
+        let bound = crate::support::latency_bound();
         clis();
         let double = ModelDouble::start();
         let dir = tempfile::tempdir().unwrap();
@@ -208,6 +211,7 @@ impl RealApp {
             double,
             home,
             repo,
+            _bound: bound,
         }
     }
 
