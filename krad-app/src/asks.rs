@@ -8,8 +8,8 @@
 //!   the model's words; `allow-always` is offered only when the card shows the
 //!   whole input, uncut and uncleaned.
 //! * The first decision wins; the last 500 decided asks of each terminal are kept,
-//!   in memory and in a JSON-lines file of the state folder, so that a late
-//!   answer after a restart still learns who decided first.
+//!   in memory and in the app's store, so that a late answer after a restart
+//!   still learns who decided first.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;

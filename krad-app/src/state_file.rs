@@ -1,6 +1,8 @@
-//! The app's state on disk: what must survive a restart, written atomically.
+//! The records the app keeps across restarts (environments, groups, kept
+//! terminals), and `state.json`, the file an earlier krad kept them in — read
+//! once, to import it into the store (see [`crate::state_db`]).
 //!
-//! The global `rev` never goes back: the file holds a reservation above the
+//! The global `rev` never goes back: the store holds a reservation above the
 //! current rev (the app writes a new one each time the rev reaches it, so it does
 //! not write at every change), and a restarted app starts from the reservation.
 //! Terminal ids are persisted before each terminal starts, so none is reused.
@@ -16,7 +18,7 @@ use serde::{Deserialize, Serialize};
 /// How many revs are reserved at a time.
 pub const REV_RESERVATION: u64 = 1000;
 
-/// The contents of `state.json`.
+/// What the app keeps, as `state.json` held it (and as the store is read into).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateFile {
     /// Every rev up to this one may have been used; start above it.
@@ -118,7 +120,7 @@ pub struct VariantRecord {
     pub terminal: Option<u64>,
 }
 
-/// Where state.json lives, and writing it.
+/// Where an earlier krad's state.json lives (writing it is for tests).
 #[derive(Debug, Clone)]
 pub struct StatePath {
     path: PathBuf,

@@ -2,7 +2,9 @@
 //! answer, in `state.db` (krad-store: SQLite, WAL, synchronous=NORMAL) against
 //! what the app did before it (the baseline, measured in the same run): the
 //! whole `state.json` rewritten pretty-printed, fsynced and renamed, and the
-//! whole `request-ids.json` rewritten.
+//! whole `request-ids.json` rewritten. And terminal output kept as it arrives:
+//! appended to a transcript file (what the app does) against one row per chunk
+//! in the same SQLite set-up (what keeping transcripts in the store would cost).
 
 use std::path::Path;
 use std::time::Instant;
@@ -61,6 +63,7 @@ pub fn store(ctx: &Ctx) -> anyhow::Result<()> {
             db_ms.push(start.elapsed().as_secs_f64() * 1e3);
         }
     }
+    transcripts(ctx, dir.path())?;
     let (json, db) = (Spread::of(&mut json_ms), Spread::of(&mut db_ms));
     ctx.out("## The store: one change and its request id's answer, committed\n");
     ctx.out(&format!(
@@ -79,6 +82,55 @@ pub fn store(ctx: &Ctx) -> anyhow::Result<()> {
         db.p99,
         db.median / json.median,
         db.p99 / json.p99
+    ));
+    Ok(())
+}
+
+/// Output chunks per way.
+const CHUNKS: usize = 8_192;
+/// Bytes per chunk (a PTY read).
+const CHUNK: usize = 4_096;
+
+/// Terminal output: appended to a file, or inserted row by row in SQLite.
+fn transcripts(ctx: &Ctx, dir: &Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    let chunk = vec![b'x'; CHUNK];
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("1.log"))?;
+    let started = Instant::now();
+    for _ in 0..CHUNKS {
+        file.write_all(&chunk)?;
+    }
+    let append = started.elapsed().as_secs_f64();
+    let sqlite = rusqlite::Connection::open(dir.join("transcripts.db"))?;
+    sqlite.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+         CREATE TABLE output (terminal INTEGER, seq INTEGER, bytes BLOB, PRIMARY KEY (terminal, seq));",
+    )?;
+    let started = Instant::now();
+    for seq in 0..CHUNKS {
+        sqlite
+            .prepare_cached("INSERT INTO output (terminal, seq, bytes) VALUES (1, ?1, ?2)")?
+            .execute(rusqlite::params![seq as i64, chunk])?;
+    }
+    let rows = started.elapsed().as_secs_f64();
+    let mib = (CHUNKS * CHUNK) as f64 / (1024.0 * 1024.0);
+    ctx.out("## Transcripts: terminal output kept as it arrives\n");
+    ctx.out(&format!(
+        "{CHUNKS} chunks of {CHUNK} bytes ({mib:.0} MiB), each kept before the next.\n"
+    ));
+    ctx.out("| way | MiB/s | ÷ append |");
+    ctx.out("|---|---:|---:|");
+    ctx.out(&format!(
+        "| append to the transcript file (krad) | {:.0} | 1 |",
+        mib / append
+    ));
+    ctx.out(&format!(
+        "| one row per chunk in SQLite (WAL, synchronous=NORMAL) | {:.0} | {:.3} |\n",
+        mib / rows,
+        append / rows
     ));
     Ok(())
 }

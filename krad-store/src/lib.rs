@@ -71,6 +71,14 @@ pub enum StoreError {
         /// serde's message.
         reason: String,
     },
+    /// The file could not be created.
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        /// The store's file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// SQLite failed (disk full, I/O error, …).
     #[error("the app's store failed: {0}")]
     Sql(#[from] rusqlite::Error),
@@ -152,6 +160,19 @@ impl Db {
             path: path.to_path_buf(),
             reason: e.to_string(),
         };
+        // Only its user reads it (SQLite gives its log files the same mode).
+        if !path.exists() {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|source| StoreError::Create {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+        }
         let connection = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -470,6 +491,22 @@ mod tests {
             std::fs::read(&path).unwrap(),
             b"this is not a database, but someone's data"
         );
+    }
+
+    #[test]
+    fn only_its_user_reads_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let db = Db::open(&path).unwrap();
+        db.write(|tx| tx.set_counter("n", 1)).unwrap();
+        for file in ["state.db", "state.db-wal"] {
+            let mode = std::fs::metadata(dir.path().join(file))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{file}");
+        }
     }
 
     #[test]
