@@ -1,5 +1,6 @@
 //! Closing terminals: ending a terminal's program (SIGHUP, SIGKILL after
-//! [`CLOSE_GRACE`]), waiting for its exit and removing it from the records.
+//! [`CLOSE_GRACE`]), waiting for its exit and removing it from the records and
+//! its token file (on an SSH host, its files there).
 //! Shared by Close of a terminal and Close of an environment (which closes the
 //! environment's terminals first); it depends on neither.
 
@@ -43,6 +44,11 @@ pub(crate) async fn close_terminal(core: &Core, id: u64) -> Result<(), ApiError>
         core.request_log.forget_terminal(&me);
         if let Some(path) = entry.token_file {
             let _ = std::fs::remove_file(path);
+        }
+        if let Some(host) = entry.record.host.as_deref()
+            && let Ok(host) = core.hosts.get(host)
+        {
+            host.remove_terminal_files(&[id]).await;
         }
     }
     Ok(())

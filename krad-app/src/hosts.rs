@@ -43,6 +43,9 @@ struct Link {
     reconnects: u64,
     master_pid: Option<u32>,
     home: Option<String>,
+    /// Closed terminals whose files are still on the host (the link was down
+    /// when they closed): removed when it is up again.
+    leftover_terminals: Vec<u64>,
 }
 
 /// One SSH host.
@@ -104,6 +107,7 @@ impl Hosts {
                         reconnects: 0,
                         master_pid: None,
                         home: None,
+                        leftover_terminals: Vec::new(),
                     }),
                     connecting: tokio::sync::Mutex::new(()),
                     stopping: Default::default(),
@@ -364,6 +368,38 @@ impl Host {
         self.set(LinkState::Up, None);
         tracing::info!(host = %self.name, port, "ssh link up");
         self.remove_dead_apps_files().await;
+        let leftovers = std::mem::take(&mut self.lock().leftover_terminals);
+        if !leftovers.is_empty() {
+            self.remove_terminal_files(&leftovers).await;
+        }
+    }
+
+    /// This app's folder on the host for its terminals' tokens, launchers and
+    /// settings (0700).
+    pub fn terminal_files_dir(&self) -> String {
+        let home = self.home().unwrap_or_else(|| "/tmp".to_owned());
+        format!("{home}/.krad-ade/remote-{}", std::process::id())
+    }
+
+    /// Removes closed terminals' files on the host (token, launcher, Claude
+    /// settings); when the host cannot be reached, on the link's next way up.
+    pub async fn remove_terminal_files(&self, ids: &[u64]) {
+        let dir = self.terminal_files_dir();
+        let files: Vec<String> = ids
+            .iter()
+            .flat_map(|id| {
+                ["token", "launch"]
+                    .map(|ext| format!("{dir}/{id}.{ext}"))
+                    .into_iter()
+                    .chain([format!("{dir}/{id}-claude-settings.json")])
+            })
+            .map(|path| shell_quote(&path))
+            .collect();
+        let script = format!("rm -f -- {}", files.join(" "));
+        if let Err(e) = self.run_raw(&script, None).await {
+            tracing::info!(host = %self.name, "a closed terminal's files stay until the link is up: {e}");
+            self.lock().leftover_terminals.extend_from_slice(ids);
+        }
     }
 
     /// Removes the token folders (`~/.krad-ade/remote-<pid>`) that apps of this

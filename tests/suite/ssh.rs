@@ -187,6 +187,16 @@ fn a_terminal_on_the_host_reports_and_lists_through_the_forward() {
     assert!(!String::from_utf8_lossy(&cmdline).contains(&token));
     let envs = app.request(json!("Environments"))["Environments"].clone();
     assert_eq!(envs[1]["terminals"], json!([id]));
+    // Closed, its token file goes from the host too.
+    let token_file = sshd
+        .dir
+        .path()
+        .join("home/.krad-ade")
+        .join(format!("remote-{}", app.pid))
+        .join(format!("{id}.token"));
+    assert!(token_file.is_file(), "{}", token_file.display());
+    assert_eq!(app.request(json!({"Close": {"target": id}})), json!("Ok"));
+    assert!(!token_file.exists(), "{} is left", token_file.display());
 }
 
 #[test]

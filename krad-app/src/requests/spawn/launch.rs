@@ -117,8 +117,7 @@ pub(super) async fn remote_launch(
     }
     let port = host.connect().await?;
     let id = launch.me.terminal;
-    let home = host.home().unwrap_or_else(|| "/tmp".to_owned());
-    let dir = format!("{home}/.krad-ade/remote-{}", std::process::id());
+    let dir = host.terminal_files_dir();
     let token_file = format!("{dir}/{id}.token");
     host.write_private(&token_file, launch.token.expose().as_bytes())
         .await?;
