@@ -4,6 +4,7 @@
 //! Shared by Close of a terminal and Close of an environment (which closes the
 //! environment's terminals first); it depends on neither.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
@@ -11,7 +12,7 @@ use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
 use crate::{CLOSE_GRACE, Core};
 
 /// Ends a terminal's program and removes the terminal from the records.
-pub(crate) async fn close_terminal(core: &Core, id: u64) -> Result<(), ApiError> {
+pub(crate) async fn close_terminal(core: &Arc<Core>, id: u64) -> Result<(), ApiError> {
     let Some(mut watch) = core.store.watch(id) else {
         return Err(Core::no_terminal(id));
     };
@@ -45,18 +46,25 @@ pub(crate) async fn close_terminal(core: &Core, id: u64) -> Result<(), ApiError>
         if let Some(path) = entry.token_file {
             let _ = std::fs::remove_file(path);
         }
+        // The settings handed to its program (Claude Code's hooks), if any.
+        let _ = std::fs::remove_dir_all(core.settings.state_dir.join("hooks").join(id.to_string()));
         if let Some(host) = entry.record.host.as_deref()
             && let Ok(host) = core.hosts.get(host)
         {
             host.remove_terminal_files(&[id]).await;
         }
+        let core = core.clone();
+        tokio::spawn(async move { crate::transcripts::prune_in_background(&core).await });
     }
     Ok(())
 }
 
 /// Closes every terminal of an environment, one after the other; stops at the
 /// first that does not exit.
-pub(crate) async fn close_terminals_of(core: &Core, environment: &str) -> Result<(), ApiError> {
+pub(crate) async fn close_terminals_of(
+    core: &Arc<Core>,
+    environment: &str,
+) -> Result<(), ApiError> {
     for terminal in core.store.terminals_of(environment) {
         close_terminal(core, terminal).await?;
     }

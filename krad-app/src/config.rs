@@ -12,6 +12,7 @@
 //! [terminals]
 //! scrollback = 10000      # lines kept per terminal
 //! host = "pty"            # pty (in the app) | tmux (terminals outlive the app)
+//! transcripts_max_mb = 1024  # closed terminals' transcripts beyond this go, oldest first
 //!
 //! [profiles.aider]
 //! command = ["aider", "--yes-always"]
@@ -140,6 +141,9 @@ pub struct TerminalsConfig {
     pub scrollback: usize,
     /// Where terminals live.
     pub host: TerminalHostKind,
+    /// MiB the transcripts may take: past it, closed terminals' transcripts
+    /// are removed, oldest first (live terminals' are kept whatever their size).
+    pub transcripts_max_mb: u64,
 }
 
 impl Default for TerminalsConfig {
@@ -147,6 +151,7 @@ impl Default for TerminalsConfig {
         TerminalsConfig {
             scrollback: 10_000,
             host: TerminalHostKind::Pty,
+            transcripts_max_mb: 1024,
         }
     }
 }

@@ -35,6 +35,7 @@ pub mod state_file;
 pub mod store;
 mod subscription;
 mod terminal_token;
+mod transcripts;
 mod watcher;
 
 use std::net::SocketAddr;
@@ -196,6 +197,7 @@ impl EmbeddedApp {
         environments::restore(&self.core).await;
         let endpoints = adopt::restore(&self.core).await;
         intents::recover(&self.core).await;
+        transcripts::prune_in_background(&self.core).await;
         leftovers::clean(&self.core).await;
         notify::start(&self.core);
         endpoints

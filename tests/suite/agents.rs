@@ -530,3 +530,25 @@ fn the_rev_never_goes_back_across_a_restart() {
     assert!(id2 > id, "terminal id {id2} reused (was {id})");
     assert!(app.record(id2)["rev"].as_u64().unwrap() > rev);
 }
+
+/// Past `[terminals] transcripts_max_mb`, closed terminals' transcripts go,
+/// oldest first; a live terminal's stays.
+#[test]
+fn closed_terminals_transcripts_are_removed_past_the_budget() {
+    let app = App::launch(crate::support::Launch {
+        config: Some("[terminals]\ntranscripts_max_mb = 0\n"),
+        ..crate::support::Launch::default()
+    });
+    let transcripts = app.dir.path().join("repo/.git/krad/transcripts");
+    let live = app.spawn_sh("seq 1 100; sleep 60");
+    let closed = app.spawn_sh("seq 1 100");
+    app.until_state(closed, "exited");
+    let file = |id: u64| transcripts.join(format!("{id}.log"));
+    assert!(file(closed).is_file());
+    assert_eq!(
+        app.request(json!({"Close": {"target": closed}})),
+        json!("Ok")
+    );
+    crate::support::wait_until(Duration::from_secs(10), || !file(closed).exists());
+    assert!(file(live).is_file(), "a live terminal's transcript stays");
+}
