@@ -25,6 +25,9 @@
 //! * `twice` — a program of a Spawn or a variant ran twice (each appends a line
 //!   to a trace file outside the repository), or two terminals carry its marker;
 //! * `replay` — an id sent once more did not get the same answer, `replayed`;
+//! * `went-back` — a record after the restart with a rev not above every rev
+//!   answered before the kill, or a terminal made after the restart with an id
+//!   not above every id answered before it (ids are never reused);
 //! * `failed` — any other error (every request of the storm is valid).
 //!
 //! 6 rounds per host by default (CI); a long run by hand:
@@ -43,7 +46,7 @@ use serde_json::{Value, json};
 use crate::support::{App, Launch, code, git, git_repo};
 use crate::tmux::{TMUX, TmuxServer};
 
-const KINDS: &str = "start git-mid-op retry-refused twice replay failed";
+const KINDS: &str = "start git-mid-op retry-refused twice replay went-back failed";
 
 #[test]
 fn crash_torture_on_the_pty_host() {
@@ -87,6 +90,8 @@ struct Torture {
     trace: PathBuf,
     /// Groups whose two variants finished their work, not picked yet.
     ready: Vec<String>,
+    /// The highest rev and terminal id answered so far.
+    highest: (u64, u64),
     counts: BTreeMap<&'static str, usize>,
 }
 
@@ -137,6 +142,25 @@ impl Torture {
         self.app.as_ref().unwrap()
     }
 
+    /// Notes the revs and terminal ids an answer shows.
+    fn note(&mut self, answer: &Value) {
+        let agent = &answer["Agent"];
+        let variants = answer["Variants"]["variants"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let ids = variants
+            .iter()
+            .map(|v| &v["terminal"])
+            .chain([&agent["terminal"]]);
+        for id in ids.filter_map(Value::as_u64) {
+            self.highest.1 = self.highest.1.max(id);
+        }
+        if let Some(rev) = agent["rev"].as_u64() {
+            self.highest.0 = self.highest.0.max(rev);
+        }
+    }
+
     fn violation(&mut self, kind: &'static str, round: usize, what: String) {
         println!("VIOLATION {kind} [{}, round {round}] {what}", self.host);
         *self.counts.entry(kind).or_default() += 1;
@@ -163,8 +187,24 @@ impl Torture {
             .map(|q| q.id.as_str())
             .collect();
         println!("round {r}: killed after {delay_ms} ms; in flight: {lost:?}");
+        for q in &requests {
+            if let Outcome::Answered(answer) = &q.first {
+                self.note(answer);
+            }
+        }
+        let before = self.highest;
         if !self.restart(r) {
             return false;
+        }
+        for agent in self.list() {
+            let (rev, id) = (agent["rev"].as_u64(), agent["terminal"].clone());
+            if rev.is_none_or(|rev| rev <= before.0) {
+                let what = format!(
+                    "terminal {id} has rev {rev:?} after the restart; {} before",
+                    before.0
+                );
+                self.violation("went-back", r, what);
+            }
         }
         let after_restart = self.git_leftovers();
         // Retry what was not answered (same id, in lane order), and judge.
@@ -177,6 +217,17 @@ impl Torture {
                     None => return false,
                 },
             };
+            let fresh = !matches!(q.first, Outcome::Answered(_));
+            let made = answer["Agent"]["terminal"].as_u64();
+            if fresh && answer["Agent"]["replayed"] != true && made.is_some_and(|id| id <= before.1)
+            {
+                let what = format!(
+                    "{} made terminal {made:?} after the restart; {} before",
+                    q.id, before.1
+                );
+                self.violation("went-back", r, what);
+            }
+            self.note(&answer);
             let retried = matches!(q.first, Outcome::Lost);
             if retried && matches!(code(&answer), "conflict" | "not_found") {
                 let what = format!("{} (in flight at the kill) retried: {answer}", q.id);
