@@ -14,10 +14,15 @@
 //!
 //! Cancellation: a call whose future is dropped (its client left, the bus's
 //! deadline passed) sends the MCP `notifications/cancelled` for its request.
+//!
+//! A tool's result reaches the caller as the server sent it: its JSON is taken
+//! from the server's output as it streams by (module `tap`), not rebuilt from
+//! rmcp's typed model, which is lossy.
 
 mod content;
 mod process_group;
 mod server;
+mod tap;
 
 pub use process_group::ProcessGroup;
 

@@ -9,9 +9,10 @@ use krad_bus::protocol::{
     ApiError, BUILD, ErrorCode, ExtensionInfo, ExtensionState, ToolInfo, ToolResultInfo,
 };
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject, Tool,
+    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
+    Implementation, JsonObject, Tool,
 };
-use rmcp::service::Peer;
+use rmcp::service::{Peer, PeerRequestOptions};
 use rmcp::service::{RoleClient, RunningService, ServiceError, serve_client};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
@@ -21,6 +22,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::content::{tool_info, tool_result};
 use crate::process_group::ProcessGroup;
+use crate::tap::{Calls, Pending, TapTransport};
 use crate::{Limits, ServerSpec, unavailable};
 
 /// The longest stderr line logged whole; longer ones are cut.
@@ -65,6 +67,8 @@ struct Failed {
 pub(crate) struct Session {
     generation: u64,
     peer: Peer<RoleClient>,
+    /// The results of its tool calls, as the server sent them.
+    calls: Arc<Calls>,
     /// Tells the supervisor to stop the server.
     stop: CancellationToken,
 }
@@ -132,7 +136,8 @@ impl Extension {
         }
     }
 
-    /// Calls a tool.
+    /// Calls a tool. The answer is made of the result's JSON as the server
+    /// sent it (see [`crate::tap`]), not of rmcp's typed model of it.
     pub(crate) async fn call(
         self: &Arc<Self>,
         tool: &str,
@@ -141,13 +146,33 @@ impl Extension {
         let session = self.session().await?;
         self.ensure_tool(&session, tool).await?;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        match session.peer.call_tool(params).await {
-            Ok(result) => {
-                self.state().failures = 0;
-                Ok(tool_result(result, self.limits.max_content))
-            }
-            Err(error) => Err(self.call_failed(&session, tool, error)),
-        }
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = session
+            .peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|error| self.call_failed(&session, tool, error))?;
+        // Dropped with this future, it cancels the call on the server.
+        let pending = Pending::new(&session.peer, &session.calls, handle.id.clone());
+        let answered = handle.await_response().await;
+        let sent = pending.done();
+        let typed = answered.map_err(|error| self.call_failed(&session, tool, error))?;
+        self.state().failures = 0;
+        let result = sent.unwrap_or_else(|| {
+            // Only a server that sends what the tap cannot read gets here.
+            tracing::debug!(extension = %self.name, tool, "no result JSON seen; using rmcp's");
+            serde_json::to_value(&typed).unwrap_or(serde_json::Value::Null)
+        });
+        tool_result(result, self.limits.max_content).map_err(|why| {
+            ApiError::new(
+                ErrorCode::Failed,
+                format!(
+                    "extension {:?}: the call to {tool:?} failed: {why}",
+                    self.name
+                ),
+            )
+            .with_detail(json!({ "extension": self.name, "tool": tool }))
+        })
     }
 
     /// Checks that the server has `tool`, asking it for its tools again when
@@ -375,10 +400,12 @@ impl Extension {
         generation: u64,
     ) -> Result<(Arc<Session>, Vec<ToolInfo>), String> {
         let (mut child, group) = self.spawn_server()?;
-        let (running, tools) = self.handshake(&mut child).await?;
+        let calls = Arc::new(Calls::default());
+        let (running, tools) = self.handshake(&mut child, calls.clone()).await?;
         let session = Arc::new(Session {
             generation,
             peer: running.peer().clone(),
+            calls,
             stop: CancellationToken::new(),
         });
         let tools = tools.iter().map(tool_info).collect();
@@ -422,11 +449,13 @@ impl Extension {
         Ok((child, group))
     }
 
-    /// Runs the MCP handshake on the server's stdio and lists its tools, within
+    /// Runs the MCP handshake on the server's stdio (through the tap, which
+    /// keeps tool results in `calls`) and lists its tools, within
     /// the start timeout; fails early, saying how, if the server exits.
     async fn handshake(
         &self,
         child: &mut Child,
+        calls: Arc<Calls>,
     ) -> Result<(RunningService<RoleClient, ClientConfig>, Vec<Tool>), String> {
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err("its stdio could not be connected".into());
@@ -436,7 +465,7 @@ impl Extension {
             Implementation::new("krad", BUILD),
         );
         let handshake = async {
-            let running = serve_client(client, (stdout, stdin))
+            let running = serve_client(client, TapTransport::new(stdout, stdin, calls))
                 .await
                 .map_err(|e| format!("the MCP handshake failed: {e}"))?;
             let tools = running

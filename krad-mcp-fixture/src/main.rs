@@ -10,7 +10,13 @@
 //!   client cancels the call, `<id>.cancelled`;
 //! * `crash {code?}` — exits the whole process in the middle of the call;
 //! * `big {bytes}` — answers one text item of that many bytes;
-//! * `mixed` — answers a text item and an image item.
+//! * `mixed` — answers a text item and an image item;
+//! * `annotated` — answers a result written as JSON, not through rmcp's typed
+//!   model: a text item with `annotations` (`priority: 0.7`), `_meta` and a field
+//!   MCP does not define (`x-extra`), plus `structuredContent`, `isError`,
+//!   `_meta` and an unknown member (`x-top`) beside the content;
+//! * `raw {result}` — answers `result` itself, whatever it is, as the call's
+//!   JSON-RPC result (to send what no typed model would: bad results too).
 //!
 //! Flags:
 //!
@@ -24,11 +30,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::borrow::Cow;
+
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
+    ContentBlock, CustomResult, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, ServerResult, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, Service};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
@@ -89,9 +98,9 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let fixture = Fixture {
+    let fixture = Raw(Fixture {
         marker_dir: flags.marker_dir,
-    };
+    });
     let served = runtime.block_on(async move {
         let server = fixture
             .serve(rmcp::transport::stdio())
@@ -165,7 +174,81 @@ fn tools() -> Vec<Tool> {
             "Answers a text item and an image item",
             schema(json!({"type": "object"})),
         ),
+        Tool::new(
+            "annotated",
+            "Answers annotated content, structuredContent and fields MCP does not define",
+            schema(json!({"type": "object"})),
+        ),
+        Tool::new(
+            "raw",
+            "Answers its result argument as the call's result, whatever it is",
+            schema(json!({"type": "object", "properties": {"result": {}}})),
+        ),
     ]
+}
+
+/// What `annotated` answers, written as JSON: rmcp's typed model would turn the
+/// priority into an f32 and could not carry `x-extra` or `x-top`.
+fn annotated() -> Value {
+    json!({
+        "content": [
+            {
+                "type": "text",
+                "text": "annotated",
+                "annotations": {"audience": ["user"], "priority": 0.7},
+                "_meta": {"krad.test/item": 1},
+                "x-extra": {"kept": true}
+            },
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+        ],
+        "structuredContent": {"answer": 42, "ratio": 0.7, "list": [1, 2.5, "three"]},
+        "isError": false,
+        "_meta": {"krad.test/trace": "t-1"},
+        "x-top": {"kept": true}
+    })
+}
+
+/// The fixture, with the tools whose results are written as JSON: they are
+/// answered here, everything else by the [`ServerHandler`].
+struct Raw(Fixture);
+
+impl Service<RoleServer> for Raw {
+    async fn handle_request(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        if let ClientRequest::CallToolRequest(call) = &request {
+            let args = call.params.arguments.clone().unwrap_or_default();
+            match call.params.name.as_ref() {
+                "annotated" => {
+                    return Ok(ServerResult::CustomResult(CustomResult::new(annotated())));
+                }
+                "raw" => {
+                    let result = args.get("result").cloned().unwrap_or(Value::Null);
+                    return Ok(ServerResult::CustomResult(CustomResult::new(result)));
+                }
+                _ => {}
+            }
+        }
+        Service::handle_request(&self.0, request, context).await
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Service::handle_notification(&self.0, notification, context).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        Service::get_info(&self.0)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Service::supported_protocol_versions(&self.0)
+    }
 }
 
 fn text_result(text: impl Into<String>) -> CallToolResponse {

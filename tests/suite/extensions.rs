@@ -78,9 +78,12 @@ fn listing_starts_nothing_and_a_call_starts_the_server_and_lists_its_tools() {
     assert_eq!(before["tools"], json!([]));
 
     let answer = call(&app, "echo", json!({"text": "hello"}));
+    // rmcp's server writes isError; the answer passes it on beside is_error.
     assert_eq!(
         answer,
-        json!({"ToolResult": {"content": [{"type": "text", "text": "hello"}], "is_error": false}})
+        json!({"ToolResult": {
+            "content": [{"type": "text", "text": "hello"}], "is_error": false, "isError": false
+        }})
     );
     let after = extension(&app);
     assert_eq!(after["state"], "running", "{after}");
@@ -88,7 +91,19 @@ fn listing_starts_nothing_and_a_call_starts_the_server_and_lists_its_tools() {
     assert!(after.get("error").is_none(), "{after}");
     let tools = after["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["echo", "fail", "slow", "crash", "big", "mixed"]);
+    assert_eq!(
+        names,
+        [
+            "echo",
+            "fail",
+            "slow",
+            "crash",
+            "big",
+            "mixed",
+            "annotated",
+            "raw"
+        ]
+    );
     assert_eq!(tools[0]["description"], "Answers the text it is given");
     assert_eq!(tools[0]["input_schema"]["required"], json!(["text"]));
 }
@@ -103,6 +118,124 @@ fn a_tool_error_is_an_answer_with_is_error_and_its_content() {
     let content = mixed["ToolResult"]["content"].as_array().unwrap();
     assert_eq!(content[1]["type"], "image");
     assert_eq!(content[1]["mimeType"], "image/png");
+}
+
+/// The ToolResult the fixture's `annotated` tool must come back as: its result
+/// member for member, the contract's `is_error` beside them.
+fn annotated_answer() -> Value {
+    json!({"ToolResult": {
+        "content": [
+            {
+                "type": "text",
+                "text": "annotated",
+                "annotations": {"audience": ["user"], "priority": 0.7},
+                "_meta": {"krad.test/item": 1},
+                "x-extra": {"kept": true}
+            },
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+        ],
+        "is_error": false,
+        "structuredContent": {"answer": 42, "ratio": 0.7, "list": [1, 2.5, "three"]},
+        "isError": false,
+        "_meta": {"krad.test/trace": "t-1"},
+        "x-top": {"kept": true}
+    }})
+}
+
+/// Whether JSON text has member `key` with exactly the number text `number`.
+fn carries(text: &str, key: &str, number: &str) -> bool {
+    let member = format!("\"{key}\":{number}");
+    [",", "}"]
+        .iter()
+        .any(|end| text.contains(&format!("{member}{end}")))
+}
+
+#[test]
+fn a_tool_result_reaches_the_caller_as_the_server_gave_it() {
+    let app = start(&[]);
+    // The answer line as the app wrote it, not a float parsed back.
+    let envelope = app.envelope(json!({"ExtensionTool": {
+        "extension": "fx", "tool": "annotated", "arguments": {}
+    }}));
+    let mut request = serde_json::to_vec(&envelope).unwrap();
+    request.push(b'\n');
+    let line = app.send_raw(&request);
+    assert!(carries(&line, "priority", "0.7"), "{line}");
+    assert!(carries(&line, "ratio", "0.7"), "{line}");
+    assert!(!line.contains("0.69999"), "{line}");
+    assert!(line.contains(r#""x-extra":{"kept":true}"#), "{line}");
+    let answer: Value = serde_json::from_str(line.trim_end()).unwrap();
+    assert_eq!(answer, annotated_answer());
+
+    // Through the CLI: --json prints the answer as it came, the text as text.
+    let cli = app.krad(&["ext", "call", "fx", "annotated", "--json"]);
+    assert_eq!(exit_code(&cli), 0, "{}", stderr(&cli));
+    let printed = stdout(&cli);
+    assert!(carries(&printed, "priority", "0.7"), "{printed}");
+    assert!(!printed.contains("0.69999"), "{printed}");
+    let answer: Value = serde_json::from_str(printed.trim()).unwrap();
+    assert_eq!(answer, annotated_answer());
+    let human = app.krad(&["ext", "call", "fx", "annotated"]);
+    assert_eq!(exit_code(&human), 0, "{}", stderr(&human));
+    assert_eq!(stdout(&human).lines().next(), Some("annotated"));
+}
+
+#[test]
+fn results_that_are_not_tool_results_fail_the_call_and_others_pass_as_given() {
+    let app = start(&[]);
+    for (result, says) in [
+        (json!("just text"), "not an object"),
+        (json!(null), "not an object"),
+        (json!([{"type": "text", "text": "x"}]), "not an object"),
+        (json!({"content": {"type": "text", "text": "x"}}), "content"),
+        (json!({"content": [1, 2]}), "content item 0"),
+        (json!({"content": [{"text": "no type"}]}), "content item 0"),
+        (json!({"content": [], "isError": "yes"}), "isError"),
+        (
+            json!({"resultType": "input_required", "inputRequests": {}}),
+            "resultType",
+        ),
+    ] {
+        let answer = call(&app, "raw", json!({"result": result}));
+        assert_eq!(code(&answer), "failed", "{result} gave {answer}");
+        assert_eq!(
+            answer["Error"]["detail"],
+            json!({"extension": "fx", "tool": "raw"}),
+            "{answer}"
+        );
+        let message = answer["Error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(r#"extension "fx": the call to "raw" failed: "#)
+                && message.contains(says),
+            "{result} gave {message}"
+        );
+    }
+    // What MCP allows passes as it came: no content at all, a kind of content
+    // this build does not know, a tool error with structured content.
+    let empty = call(&app, "raw", json!({"result": {}}));
+    assert_eq!(
+        empty,
+        json!({"ToolResult": {"content": [], "is_error": false}})
+    );
+    let future = json!({"type": "x-future", "payload": {"a": 0.1, "b": [1e-7]}});
+    let answer = call(&app, "raw", json!({"result": {"content": [future]}}));
+    assert_eq!(answer["ToolResult"]["content"], json!([future]), "{answer}");
+    let failed = call(
+        &app,
+        "raw",
+        json!({"result": {"content": [], "structuredContent": null, "isError": true}}),
+    );
+    assert_eq!(
+        failed,
+        json!({"ToolResult": {
+            "content": [], "is_error": true, "structuredContent": null, "isError": true
+        }})
+    );
+    // The session is none the worse.
+    assert_eq!(
+        call(&app, "echo", json!({"text": "still"}))["ToolResult"]["content"][0]["text"],
+        "still"
+    );
 }
 
 #[test]

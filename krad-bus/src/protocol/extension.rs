@@ -1,7 +1,7 @@
 //! Programs and extensions: the answers of Code, Extensions and ExtensionTool.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The answer to Code.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,14 +64,24 @@ pub struct ExtensionInfo {
     pub restarts: u64,
 }
 
-/// The answer to ExtensionTool: the tool's content as the server gave it.
+/// The answer to ExtensionTool: the tool's result as the server gave it.
+///
+/// ```json
+/// {"content":[{"type":"text","text":"…","annotations":{"priority":0.7}}],"is_error":false,
+///  "structuredContent":{…},"isError":false,"_meta":{…}}
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResultInfo {
-    /// The content items, as MCP gave them.
+    /// The content items, as MCP gave them (every field kept).
     pub content: Vec<Value>,
-    /// True when the tool reported an error.
+    /// True when the tool reported an error (the result's `isError`).
     pub is_error: bool,
-    /// True when the content was cut at the response limit.
+    /// True when the content was cut, or members dropped, at the response limit.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// The result's other members as the server gave them, under their MCP
+    /// names: `structuredContent`, `isError`, `_meta`, and any other. Never
+    /// `content`, `is_error` or `truncated`.
+    #[serde(flatten)]
+    pub others: Map<String, Value>,
 }
