@@ -50,6 +50,11 @@ pub enum Plan {
         #[serde(default)]
         started: Option<Box<AgentRecord>>,
     },
+    /// Send: text is being written to terminal `terminal`.
+    Send {
+        /// The terminal.
+        terminal: u64,
+    },
     /// CreateWorktree of `name`.
     CreateWorktree {
         /// The environment.

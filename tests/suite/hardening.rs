@@ -576,3 +576,55 @@ fn a_damaged_store_is_refused_and_an_old_json_state_is_imported() {
     assert!(rev > 90_000, "revs continue from the import: {rev}");
     assert!(state_dir.join("state.json.imported").exists());
 }
+
+/// A Send under a request id cut by a crash while it writes (its program shows
+/// nothing of the text, so Send waits for it before the Enter) is answered on
+/// its retry — not sent again — and the answer says the text may have reached
+/// the terminal.
+#[test]
+fn a_send_cut_by_a_crash_is_answered_on_its_retry_not_sent_again() {
+    let mut app = App::launch(Launch::default());
+    let id = app.spawn_sh("stty -echo; echo ready; sleep 600");
+    app.until_screen(id, "ready");
+    let mut envelope =
+        app.envelope(json!({"Send": {"target": id, "text": "hello", "enter": true}}));
+    envelope["request_id"] = json!("send-cut");
+    let first = envelope.clone();
+    let endpoint = app.endpoint;
+    let sender = std::thread::spawn(move || {
+        let mut stream = TcpStream::connect(endpoint).unwrap();
+        let _ = stream.write_all(format!("{first}\n").as_bytes());
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+    });
+    // The Send's intent is in the store: it is writing.
+    let db = app.dir.path().join("repo/.git/krad/state.db");
+    crate::support::wait_until(Duration::from_secs(20), || {
+        rusqlite::Connection::open(&db)
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT count(*) FROM records WHERE kind = 'intent' AND value LIKE '%\"send\"%'",
+                    [],
+                    |row| row.get::<_, i64>(0),
+                )
+            })
+            .is_ok_and(|n| n == 1)
+    });
+    app.signal(nix::sys::signal::Signal::SIGKILL);
+    app.wait_exit(Duration::from_secs(10));
+    sender.join().unwrap();
+    let dir = app.stop_keep_dir();
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        ..Launch::default()
+    });
+    envelope["token"] = app.envelope(json!("List"))["token"].clone();
+    let retried = app.call(&envelope);
+    assert_eq!(code(&retried), "failed", "{retried}");
+    let message = retried["Error"]["message"].as_str().unwrap();
+    assert!(message.contains("may have reached it"), "{message}");
+    assert!(message.contains("not sent again"), "{message}");
+    assert_eq!(retried["Error"]["detail"]["terminal"], id);
+    let again = app.call(&envelope);
+    assert_eq!(again["Error"]["replayed"], true, "{again}");
+}

@@ -8,6 +8,7 @@
 //! | Spawn | its program was about to start, or started (its record is kept, or the intent holds it) | nothing to undo: a retry spawns |
 //! | CreateWorktree | its environment is on record | — |
 //! | Close of an environment | always: the close is run again | — |
+//! | Send | — (the text may have reached the terminal, in part: it is not sent again; the answer says so) | — |
 //! | RunVariants | always: the variants it had not reached are started (none twice) | — |
 //! | PickVariant | the pick landed (recorded, or found in git) | the target reset to its tip before the pick |
 //!
@@ -17,7 +18,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use krad_bus::protocol::{Answer, Response};
+use krad_bus::protocol::{Answer, ApiError, ErrorCode, Response};
 use krad_store::Kind;
 
 use super::{Intent, Plan};
@@ -67,6 +68,18 @@ pub(crate) async fn recover(core: &Arc<Core>) {
                     None => Outcome::Undone,
                 }
             }
+            Plan::Send { terminal } => Outcome::Done(
+                ApiError::new(
+                    ErrorCode::Failed,
+                    format!(
+                        "the app stopped while it wrote to terminal {terminal}: the text may have \
+                         reached it, in part or whole; it is not sent again (look at its screen \
+                         with Output)"
+                    ),
+                )
+                .with_detail(serde_json::json!({ "terminal": terminal }))
+                .into(),
+            ),
             Plan::CreateWorktree { name } => match core.store.environment(name) {
                 Some(record) => Outcome::Done(environments::info(core, &record).into_response()),
                 None => Outcome::Undone,

@@ -7,6 +7,7 @@ use krad_bus::server::{CallContext, Handle};
 
 use super::may_act_on;
 use crate::input::{TypeError, type_into};
+use crate::intents::{Plan, Underway};
 use crate::store::set_state;
 use crate::{Core, EmbeddedApp};
 
@@ -52,6 +53,16 @@ impl Handle<Send> for EmbeddedApp {
         // A Report made while the text is written (the program may answer the
         // moment it reads it) is newer than this Send: it keeps its state.
         let reports_before = core.store.with(id, |e| e.reports).unwrap_or_default();
+        // Under a request id, the write is an intent: a crash while it runs is
+        // answered (not sent again) on the retry.
+        let _underway = match &ctx.once {
+            Some(_) => Some(Underway::begin(
+                core.store.db(),
+                ctx,
+                Plan::Send { terminal: id },
+            )?),
+            None => None,
+        };
         if let Err(e) = type_into(terminal.as_ref(), &request.text, enter, &keys).await {
             if let Some(e) = exited(&watch.borrow()) {
                 return Err(e);
