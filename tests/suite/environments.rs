@@ -745,3 +745,271 @@ fn the_cli_for_environments_exits_8_on_conflict() {
         "cv-2\n"
     );
 }
+
+/// What a worktree looks like to git: its HEAD, `git status`, its index file's
+/// bytes and every ref — equal before and after anything that must change nothing.
+fn untouched(path: &Path) -> (String, String, Vec<u8>, String) {
+    (
+        git(path, &["rev-parse", "HEAD"]),
+        git(path, &["status", "--porcelain", "--untracked-files=all"]),
+        std::fs::read(git_index(path)).unwrap(),
+        git(path, &["for-each-ref"]),
+    )
+}
+
+fn env_path(env: &Value) -> PathBuf {
+    PathBuf::from(env["path"].as_str().unwrap())
+}
+
+fn commit_file(dir: &Path, file: &str, text: &str, message: &str) {
+    write(dir, file, text);
+    git(dir, &["add", file]);
+    git(dir, &["commit", "-q", "-m", message]);
+}
+
+/// The pair of `a` and `b` in a Conflicts answer.
+fn pair<'a>(answer: &'a Value, a: &str, b: &str) -> &'a Value {
+    answer["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| (p["a"] == a && p["b"] == b) || (p["a"] == b && p["b"] == a))
+        .unwrap_or_else(|| panic!("no pair {a} {b}: {answer}"))
+}
+
+fn environment<'a>(answer: &'a Value, name: &str) -> &'a Value {
+    answer["environments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no {name}: {answer}"))
+}
+
+#[test]
+fn conflicts_foresees_every_pair_and_each_base_from_committed_and_uncommitted_work() {
+    let app = app_with_commit(None);
+    let a = env_path(&create(&app, "a"));
+    let b = env_path(&create(&app, "b"));
+    let c = env_path(&create(&app, "c"));
+    // a commits README.md; b changes it without committing: they conflict.
+    commit_file(&a, "README.md", "from a\n", "a's readme");
+    write(&b, "README.md", "from b\n");
+    // c only adds an untracked file: clean with everyone.
+    write(&c, "c.txt", "c\n");
+    // main moves on in src/lib.rs, which a changes too (uncommitted).
+    commit_file(
+        &repo(&app),
+        "src/lib.rs",
+        "fn main_one() {}\n",
+        "main moves",
+    );
+    write(&a, "src/lib.rs", "fn a_one() {}\n");
+    let before: Vec<_> = [&a, &b, &c, &repo(&app)]
+        .iter()
+        .map(|p| untouched(p))
+        .collect();
+    let answer = app.request(json!("Conflicts"));
+    let answer = &answer["Conflicts"];
+    let names: Vec<&str> = answer["environments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["main", "a", "b", "c"], "{answer}");
+    assert_eq!(answer["pairs"].as_array().unwrap().len(), 6, "{answer}");
+    assert_eq!(pair(answer, "a", "b")["clean"], false);
+    assert_eq!(pair(answer, "a", "b")["files"], json!(["README.md"]));
+    assert_eq!(pair(answer, "main", "a")["files"], json!(["src/lib.rs"]));
+    for (x, y) in [("a", "c"), ("b", "c"), ("main", "b"), ("main", "c")] {
+        assert_eq!(pair(answer, x, y)["clean"], true, "{x} {y}: {answer}");
+        assert_eq!(pair(answer, x, y)["files"], json!([]));
+    }
+    let main_tip = git(&repo(&app), &["rev-parse", "HEAD"]);
+    let base = &environment(answer, "a")["base"];
+    assert_eq!(base["environment"], "main");
+    assert_eq!(base["tip"], main_tip.as_str());
+    assert_eq!(base["clean"], false);
+    assert_eq!(base["files"], json!(["src/lib.rs"]));
+    assert_eq!(environment(answer, "b")["base"]["clean"], true);
+    assert!(environment(answer, "main").get("base").is_none());
+    for (name, uncommitted) in [("main", false), ("a", true), ("b", true), ("c", true)] {
+        assert_eq!(
+            environment(answer, name)["uncommitted"],
+            uncommitted,
+            "{name}"
+        );
+    }
+    assert_eq!(
+        environment(answer, "a")["head"],
+        git(&a, &["rev-parse", "HEAD"]).as_str()
+    );
+    // The snapshot is the working tree, uncommitted work included.
+    let tree = environment(answer, "b")["tree"].as_str().unwrap();
+    assert_eq!(git(&b, &["show", &format!("{tree}:README.md")]), "from b");
+    // A change of the same size, in the same second as the last snapshot, is
+    // seen (the index krad keeps between snapshots is never trusted blindly).
+    write(&b, "README.md", "from B\n");
+    let again = app.request(json!({"Conflicts": {"environments": ["b"]}}));
+    let tree = again["Conflicts"]["environments"][0]["tree"]
+        .as_str()
+        .unwrap();
+    assert_eq!(git(&b, &["show", &format!("{tree}:README.md")]), "from B");
+    write(&b, "README.md", "from b\n");
+    // Nothing was touched: HEADs, files, indexes, refs.
+    let after: Vec<_> = [&a, &b, &c, &repo(&app)]
+        .iter()
+        .map(|p| untouched(p))
+        .collect();
+    assert!(before == after, "Conflicts changed a worktree");
+    // Named environments: only those, in the usual order.
+    let some = app.request(json!({"Conflicts": {"environments": ["b", "a"]}}));
+    let names: Vec<&str> = some["Conflicts"]["environments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(some["Conflicts"]["pairs"].as_array().unwrap().len(), 1);
+    // Every error path.
+    let nope = app.request(json!({"Conflicts": {"environments": ["a", "nope"]}}));
+    assert_eq!(code(&nope), "not_found", "{nope}");
+    assert_eq!(nope["Error"]["detail"]["environment"], "nope");
+    assert_eq!(
+        code(&app.request(json!({"Conflicts": {"environments": []}}))),
+        "invalid"
+    );
+    assert_eq!(
+        code(&app.request(json!({"Conflicts": {"environments": ["../x"]}}))),
+        "invalid"
+    );
+    assert_eq!(
+        code(&app.request(json!({"Conflicts": {"environments": "a"}}))),
+        "bad_request"
+    );
+    // A worktree whose directory is gone is listed, with why, and not paired.
+    std::fs::remove_dir_all(&c).unwrap();
+    let gone = app.request(json!("Conflicts"));
+    let gone = &gone["Conflicts"];
+    assert!(
+        environment(gone, "c")["error"]
+            .as_str()
+            .unwrap()
+            .contains("gone"),
+        "{gone}"
+    );
+    assert_eq!(gone["pairs"].as_array().unwrap().len(), 3, "{gone}");
+    // Any terminal may ask (reading, like Environments).
+    let id = app.spawn_sh("sleep 60");
+    let token = app.terminal_token(id);
+    assert!(app.call_as(id, &token, json!("Conflicts"))["Conflicts"].is_object());
+    // The CLI: a matrix, the conflicting files, and the raw answer with --json.
+    let out = app.krad(&["conflicts"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("ENVIRONMENT") && text.contains("a and b: README.md"),
+        "{text}"
+    );
+    assert!(text.contains("a against main"), "{text}");
+    let out = app.krad(&["conflicts", "a", "b", "--json"]);
+    let raw: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(raw["Conflicts"]["pairs"][0]["files"], json!(["README.md"]));
+    assert_eq!(exit_code(&app.krad(&["conflicts", "nope"])), 3);
+}
+
+#[test]
+fn conflicts_of_16_environments_well_within_5_seconds_and_watch_sees_a_change() {
+    let _bound = crate::support::latency_bound();
+    let app = app_with_commit(None);
+    let mut paths = Vec::new();
+    for n in 1..=16 {
+        let path = env_path(&create(&app, &format!("e{n:02}")));
+        // Every environment has work: odd ones commit, even ones leave it
+        // uncommitted; every fourth touches README.md, so they conflict.
+        let file = if n % 4 == 0 {
+            "README.md".to_owned()
+        } else {
+            format!("f{n}.txt")
+        };
+        if n % 2 == 1 {
+            commit_file(&path, &file, &format!("{n}\n"), "work");
+        } else {
+            write(&path, &file, &format!("{n}\n"));
+        }
+        paths.push(path);
+    }
+    commit_file(&repo(&app), "README.md", "main\n", "main moves");
+    let mut times = Vec::new();
+    let mut answer = Value::Null;
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        answer = app.request(json!("Conflicts"));
+        times.push(started.elapsed());
+    }
+    let answer = &answer["Conflicts"];
+    assert_eq!(
+        answer["pairs"].as_array().unwrap().len(),
+        17 * 16 / 2,
+        "{answer}"
+    );
+    // e04, e08, e12, e16 and main all change README.md differently.
+    let conflicting = answer["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["clean"] == false)
+        .count();
+    assert_eq!(conflicting, 10, "{answer}");
+    assert_eq!(environment(answer, "e04")["base"]["clean"], false);
+    assert_eq!(environment(answer, "e03")["base"]["clean"], true);
+    eprintln!("Conflicts on 16 environments and main (136 pairs): {times:?}");
+    let slowest = times.iter().max().unwrap();
+    assert!(
+        *slowest < Duration::from_secs(5),
+        "Conflicts took {slowest:?} for 16 environments"
+    );
+    // --watch prints again when a worktree's files change (polling every 2 s).
+    let mut watch = std::process::Command::new(crate::support::KRAD)
+        .args(["conflicts", "--watch", "e01", "e03"])
+        .env("KRAD_ADE_API_JSON", &app.api_json)
+        .env_remove("KRAD_ADE_ENDPOINT")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            if lines.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let until = |text: &str| {
+        let limit = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = limit.saturating_duration_since(std::time::Instant::now());
+            match seen.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return std::time::Instant::now(),
+                Ok(_) => {}
+                Err(e) => panic!("--watch never printed {text:?}: {e}"),
+            }
+        }
+    };
+    until("no conflicts");
+    let changed = std::time::Instant::now();
+    write(&paths[2], "f1.txt", "not what e01 says\n");
+    let printed = until("e01 and e03: f1.txt");
+    let _ = watch.kill();
+    let _ = watch.wait();
+    eprintln!(
+        "krad conflicts --watch showed a new conflict {:?} after the change",
+        printed - changed
+    );
+    assert!(printed - changed < Duration::from_secs(5));
+}

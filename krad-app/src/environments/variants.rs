@@ -19,6 +19,7 @@ use krad_bus::request::pick_variant::{How, PickVariant};
 use krad_bus::server::CallContext;
 use serde_json::json;
 
+use super::snapshot::{MergeOf, merge};
 use super::{close, commit_all, conflict, env_git, not_found_environment};
 use crate::git::Git;
 use crate::intents::{Merging, PickPlan, Plan, Underway};
@@ -318,15 +319,7 @@ async fn merge_into(
     let (target_git, target_branch) = target(core, into.name, into.host).await?;
     let into = into.name;
     let label = merge.label;
-    let dirty = target_git.dirty_files(false).await?;
-    if !dirty.is_empty() {
-        return Err(conflict(
-            format!(
-                "environment {into:?} has uncommitted changes; commit or stash them, then pick again"
-            ),
-            json!({ "environment": into, "files": dirty }),
-        ));
-    }
+    refuse_dirty_target(&target_git, into).await?;
     let tip = commit_all(merge.variant_git, &format!("krad: the work of {label}")).await?;
     let conflicted = merge_conflicts(&target_git, &target_branch, &tip).await?;
     if !conflicted.is_empty() {
@@ -357,6 +350,20 @@ async fn merge_into(
         })
 }
 
+/// `conflict` when the target has uncommitted changes (untracked files aside).
+async fn refuse_dirty_target(target_git: &Git, into: &str) -> Result<(), ApiError> {
+    let dirty = target_git.dirty_files(false).await?;
+    if !dirty.is_empty() {
+        return Err(conflict(
+            format!(
+                "environment {into:?} has uncommitted changes; commit or stash them, then pick again"
+            ),
+            json!({ "environment": into, "files": dirty }),
+        ));
+    }
+    Ok(())
+}
+
 /// The commit message of a merge or squash of `branch`.
 fn merge_message(how: How, label: &str, branch: &str) -> String {
     match how {
@@ -381,35 +388,7 @@ async fn close_others(core: &Arc<Core>, group: &GroupRecord, picked: u32) {
 /// The files a merge of `tip` into `branch` would conflict on, found without
 /// touching any worktree.
 async fn merge_conflicts(git: &Git, branch: &str, tip: &str) -> Result<Vec<String>, ApiError> {
-    let (code, out, err) = git
-        .output(
-            &[
-                "merge-tree",
-                "--write-tree",
-                "--name-only",
-                "--no-messages",
-                branch,
-                tip,
-            ],
-            None,
-        )
-        .await?;
-    match code {
-        Some(0) => Ok(Vec::new()),
-        Some(1) => Ok(String::from_utf8_lossy(&out)
-            .lines()
-            .skip(1)
-            .take_while(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect()),
-        _ => Err(ApiError::new(
-            ErrorCode::Failed,
-            format!(
-                "git merge-tree failed: {}",
-                String::from_utf8_lossy(&err).trim()
-            ),
-        )),
-    }
+    Ok(merge(git, &MergeOf::new(branch, tip)).await?.conflicts)
 }
 
 /// Merges or squashes `branch` into the target's checked-out branch. On failure

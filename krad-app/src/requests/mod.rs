@@ -8,6 +8,7 @@ pub mod changes;
 pub mod check;
 pub mod close;
 pub mod code;
+pub mod conflicts;
 pub mod create_worktree;
 pub mod environments;
 pub mod extension_tool;

@@ -1,5 +1,5 @@
 //! Environments and their work: the answers of Environments, CreateWorktree,
-//! Changes, RunVariants and PickVariant.
+//! Changes, Conflicts, RunVariants and PickVariant.
 
 use serde::{Deserialize, Serialize};
 
@@ -168,4 +168,74 @@ pub struct PickedInfo {
     pub into: Option<String>,
     /// The commit the target is at now (or the branch's, for `how: branch`).
     pub commit: String,
+}
+
+/// The answer to Conflicts: whether the environments' work — committed and
+/// uncommitted — merges cleanly, pair by pair and each against its base.
+///
+/// # Format
+///
+/// ```json
+/// {"environments":[{"name":"main","head":"3f2a…","tree":"9d1e…","uncommitted":false},
+///                  {"name":"fix-login","head":"77b0…","tree":"c2c4…","uncommitted":true,
+///                   "base":{"environment":"main","tip":"3f2a…","clean":true,"files":[]}}],
+///  "pairs":[{"a":"main","b":"fix-login","clean":false,"files":["src/login.rs"]}]}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictsInfo {
+    /// The environments compared: main first, then by name.
+    pub environments: Vec<ConflictsEnvironment>,
+    /// Every pair of them in one repository (on one machine) that could be
+    /// read, in the order of `environments`.
+    pub pairs: Vec<ConflictPair>,
+}
+
+/// One environment in a Conflicts answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictsEnvironment {
+    /// Its name.
+    pub name: String,
+    /// The SSH host it lives on (null: this machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Its HEAD (null when it could not be read).
+    pub head: Option<String>,
+    /// Its working tree as a tree object, uncommitted work included (null when
+    /// it could not be read).
+    pub tree: Option<String>,
+    /// Whether it has uncommitted work (untracked files included).
+    pub uncommitted: bool,
+    /// It against its base environment's current tip (null for main, and when
+    /// its base environment is gone or could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<BaseConflicts>,
+    /// Why it could not be compared (its directory is gone, its host is down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// An environment's work merged with its base environment's current tip.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaseConflicts {
+    /// The base environment.
+    pub environment: String,
+    /// Its tip (its HEAD's commit) now.
+    pub tip: String,
+    /// True when the two merge without conflicts.
+    pub clean: bool,
+    /// The files that conflict.
+    pub files: Vec<String>,
+}
+
+/// Two environments' work merged together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictPair {
+    /// One environment.
+    pub a: String,
+    /// The other, later in `environments`.
+    pub b: String,
+    /// True when their work merges without conflicts.
+    pub clean: bool,
+    /// The files that conflict.
+    pub files: Vec<String>,
 }

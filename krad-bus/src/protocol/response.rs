@@ -41,6 +41,8 @@ pub enum Response {
     Environments(Vec<super::EnvironmentInfo>),
     /// The answer to Changes.
     Changes(Box<super::ChangesInfo>),
+    /// The answer to Conflicts.
+    Conflicts(super::ConflictsInfo),
     /// The answer to RunVariants.
     Variants(super::VariantsInfo),
     /// The answer to PickVariant.

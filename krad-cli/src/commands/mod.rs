@@ -9,6 +9,7 @@ pub mod check;
 pub mod close;
 pub mod code;
 pub mod completions;
+pub mod conflicts;
 pub mod durable;
 pub mod envs;
 pub mod ext;
