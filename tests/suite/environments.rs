@@ -1013,3 +1013,137 @@ fn conflicts_of_16_environments_well_within_5_seconds_and_watch_sees_a_change() 
     );
     assert!(printed - changed < Duration::from_secs(5));
 }
+
+#[test]
+fn a_dry_run_pick_says_what_would_land_and_changes_nothing() {
+    let app = app_with_commit(None);
+    run_three(&app, "dry");
+    // main moves on, so a merge is a real merge commit.
+    commit_file(&repo(&app), "other.txt", "o\n", "other");
+    let envs = app.request(json!("Environments"))["Environments"].clone();
+    let variant = |n: usize| env_path(&envs[n]);
+    let before: Vec<_> = [variant(1), variant(2), variant(3), repo(&app)]
+        .iter()
+        .map(|p| untouched(p))
+        .collect();
+    let main_head = git(&repo(&app), &["rev-parse", "HEAD"]);
+    let ask = |how: &str, n: u32| {
+        let answer = app.request(
+            json!({"PickVariant": {"group": "dry", "variant": n, "how": how, "dry_run": true}}),
+        );
+        assert!(answer["Picked"]["dry_run"].is_object(), "{answer}");
+        answer["Picked"].clone()
+    };
+    let merge = ask("merge", 2);
+    let would = &merge["dry_run"];
+    assert_eq!(merge["commit"], main_head.as_str(), "the target as it is");
+    assert_eq!(merge["into"], "main");
+    assert_eq!(
+        would["message"],
+        "krad: merge variant 2 of dry (krad/dry-2)"
+    );
+    assert_eq!(would["files"], json!(["result-dry-2.txt", "task.txt"]));
+    assert_eq!(
+        would["uncommitted"],
+        json!(["result-dry-2.txt", "task.txt"])
+    );
+    assert_eq!(would["conflicts"], json!([]));
+    assert!(would.get("fast_forward").is_none());
+    let squash = ask("squash", 1);
+    assert_eq!(
+        squash["dry_run"]["message"],
+        "krad: variant 1 of dry (squashed from krad/dry-1)"
+    );
+    let branch = ask("branch", 3);
+    assert_eq!(branch["into"], Value::Null);
+    assert_eq!(
+        branch["commit"],
+        git(&variant(3), &["rev-parse", "HEAD"]).as_str()
+    );
+    assert_eq!(
+        branch["dry_run"]["message"],
+        "krad: the work of variant 3 of dry"
+    );
+    assert_eq!(
+        branch["dry_run"]["files"],
+        json!(["result-dry-3.txt", "task.txt"])
+    );
+    // Nothing changed: no commit in the variants or main, no variant closed.
+    let after: Vec<_> = [variant(1), variant(2), variant(3), repo(&app)]
+        .iter()
+        .map(|p| untouched(p))
+        .collect();
+    assert!(before == after, "a dry run changed something");
+    assert_eq!(
+        app.request(json!("Environments"))["Environments"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    // A dirty target is refused as the pick would refuse it.
+    write(&repo(&app), "other.txt", "dirty\n");
+    let dirty =
+        app.request(json!({"PickVariant": {"group": "dry", "variant": 2, "dry_run": true}}));
+    assert_eq!(code(&dirty), "conflict", "{dirty}");
+    assert_eq!(dirty["Error"]["detail"]["files"], json!(["other.txt"]));
+    git(&repo(&app), &["checkout", "-q", "other.txt"]);
+    assert_eq!(
+        code(&app.request(json!({"PickVariant": {"group": "dry", "variant": 9, "dry_run": true}}))),
+        "not_found"
+    );
+    // The CLI says what would land, and that nothing changed.
+    let out = app.krad(&["variants", "pick", "dry", "2", "--dry-run"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("would commit on main")
+            && stdout(&out).contains("nothing was changed"),
+        "{}",
+        stdout(&out)
+    );
+    // The real pick lands exactly the tree the dry run foresaw.
+    let picked = app.request(json!({"PickVariant": {"group": "dry", "variant": 2}}));
+    assert!(picked["Picked"].is_object(), "{picked}");
+    assert_eq!(
+        git(&repo(&app), &["rev-parse", "HEAD^{tree}"]),
+        would["tree"].as_str().unwrap()
+    );
+    assert_eq!(
+        git(&repo(&app), &["log", "-1", "--format=%s"]),
+        would["message"].as_str().unwrap()
+    );
+}
+
+#[test]
+fn a_dry_run_lists_the_conflicts_and_a_fast_forward() {
+    let app = app_with_commit(None);
+    let answer = app.request(json!({"RunVariants": {
+        "count": 2, "name": "clash", "profile": "exec",
+        "command": ["sh", "-c", "echo \"from $KRAD_ADE_ENVIRONMENT\" > README.md"], "prompt": "x"
+    }}));
+    for v in answer["Variants"]["variants"].as_array().unwrap() {
+        app.until_state(v["terminal"].as_u64().unwrap(), "exited");
+    }
+    // main has not moved: variant 1 would fast-forward it.
+    let ff = app.request(json!({"PickVariant": {"group": "clash", "variant": 1, "dry_run": true}}));
+    let would = &ff["Picked"]["dry_run"];
+    assert_eq!(would["fast_forward"], true, "{ff}");
+    assert_eq!(would["message"], Value::Null);
+    assert_eq!(would["files"], json!(["README.md"]));
+    commit_file(&repo(&app), "README.md", "from main\n", "main moves on");
+    let head = untouched(&repo(&app));
+    let dry = app.request(
+        json!({"PickVariant": {"group": "clash", "variant": 2, "how": "squash", "dry_run": true}}),
+    );
+    assert_eq!(
+        dry["Picked"]["dry_run"]["conflicts"],
+        json!(["README.md"]),
+        "{dry}"
+    );
+    assert_eq!(untouched(&repo(&app)), head);
+    // The CLI exits 8, as the pick would.
+    let out = app.krad(&["variants", "pick", "clash", "2", "--dry-run"]);
+    assert_eq!(exit_code(&out), 8, "{}", stdout(&out));
+    assert!(stdout(&out).contains("README.md"), "{}", stdout(&out));
+    assert_eq!(untouched(&repo(&app)), head);
+}

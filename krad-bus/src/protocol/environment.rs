@@ -167,7 +167,45 @@ pub struct PickedInfo {
     /// The environment it was merged into (null for `how: branch`).
     pub into: Option<String>,
     /// The commit the target is at now (or the branch's, for `how: branch`).
+    /// In a dry run nothing moved: the target's tip (the branch's, for
+    /// `how: branch`) as it is.
     pub commit: String,
+    /// Set only by a dry run (`dry_run: true`): what the pick would land.
+    /// Nothing was changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<Box<DryRunInfo>>,
+}
+
+/// What a PickVariant would land, from a dry run.
+///
+/// # Format
+///
+/// ```json
+/// {"tree":"4b82…","message":"krad: merge variant 2 of login (krad/login-2)",
+///  "files":["src/login.rs"],"uncommitted":["notes.md"],"conflicts":[]}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DryRunInfo {
+    /// The tree the target would have after the pick (for `how: branch`, the
+    /// tree of the variant's branch, its uncommitted work included). Empty
+    /// when there are conflicts.
+    pub tree: String,
+    /// The message of the commit the pick would make in the target (for `how:
+    /// branch`, of the commit of the variant's uncommitted work); null when it
+    /// makes none (a fast-forward, nothing new, a branch with nothing uncommitted).
+    pub message: Option<String>,
+    /// True when a merge would fast-forward the target to the variant's work.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast_forward: bool,
+    /// The files the pick would change in the target (for `how: branch`, every
+    /// file the variant changed since its base).
+    pub files: Vec<String>,
+    /// The variant's uncommitted files, which the pick would commit on its
+    /// branch first.
+    pub uncommitted: Vec<String>,
+    /// The files that conflict; when there are any the pick would answer
+    /// `conflict` with them.
+    pub conflicts: Vec<String>,
 }
 
 /// The answer to Conflicts: whether the environments' work — committed and

@@ -24,9 +24,9 @@ pub use envelope::{
     API_VERSION, Caller, Envelope, OutgoingEnvelope, RawRequest, RequestId, TerminalRef, Token,
 };
 pub use environment::{
-    BaseConflicts, ChangesInfo, ConflictPair, ConflictsEnvironment, ConflictsInfo, EnvironmentInfo,
-    EnvironmentKind, EnvironmentStatus, FileChange, FileStatus, PickedInfo, SetupInfo, VariantInfo,
-    VariantsInfo,
+    BaseConflicts, ChangesInfo, ConflictPair, ConflictsEnvironment, ConflictsInfo, DryRunInfo,
+    EnvironmentInfo, EnvironmentKind, EnvironmentStatus, FileChange, FileStatus, PickedInfo,
+    SetupInfo, VariantInfo, VariantsInfo,
 };
 pub use error::{ApiError, ErrorCode};
 pub use extension::{CodeResultInfo, ExtensionInfo, ExtensionState, ToolInfo, ToolResultInfo};
