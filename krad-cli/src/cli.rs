@@ -80,6 +80,7 @@ impl Cli {
             Command::Worktree(args) => worktree::run(args, &connect, json),
             Command::Changes(args) => changes::run(args, &connect, json),
             Command::Conflicts(args) => conflicts::run(args, &connect, json),
+            Command::Env(args) => env::run(args, &connect, json),
             Command::Variants(args) => variants::run(args, &connect, json),
             Command::Hosts(args) => hosts::run(args, &connect, json),
             Command::Asks(args) => asks::run(args, &connect, json),
@@ -134,6 +135,8 @@ pub enum Command {
     Changes(commands::changes::ChangesArgs),
     /// Show which environments' work would conflict, pair by pair and with their base (Conflicts).
     Conflicts(commands::conflicts::ConflictsArgs),
+    /// Bring an environment up to its base's tip: `krad env update NAME` (UpdateEnvironment).
+    Env(commands::env::EnvArgs),
     /// Run the same task in N worktrees, then pick the best.
     Variants(commands::variants::VariantsArgs),
     /// Show the SSH hosts and their links; `krad hosts check NAME` connects.

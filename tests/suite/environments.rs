@@ -1147,3 +1147,193 @@ fn a_dry_run_lists_the_conflicts_and_a_fast_forward() {
     assert!(stdout(&out).contains("README.md"), "{}", stdout(&out));
     assert_eq!(untouched(&repo(&app)), head);
 }
+
+#[test]
+fn update_brings_an_environment_up_to_its_base_by_merge_or_rebase() {
+    let app = app_with_commit(None);
+    let up = env_path(&create(&app, "up"));
+    let ff = env_path(&create(&app, "ff"));
+    let rb = env_path(&create(&app, "rb"));
+    commit_file(&up, "up.txt", "u\n", "up's work");
+    commit_file(&rb, "rb1.txt", "1\n", "rb one");
+    git(&rb, &["commit", "-q", "--allow-empty", "-m", "empty"]);
+    write(&rb, "rb2.txt", "2\n");
+    git(&rb, &["add", "rb2.txt"]);
+    git(
+        &rb,
+        &[
+            "-c",
+            "user.name=Ada",
+            "-c",
+            "user.email=ada@x",
+            "commit",
+            "-q",
+            "-m",
+            "rb two",
+        ],
+    );
+    commit_file(&repo(&app), "main.txt", "m\n", "main moves on");
+    let tip = git(&repo(&app), &["rev-parse", "HEAD"]);
+    // Merge (the default).
+    let up_before = git(&up, &["rev-parse", "HEAD"]);
+    let updated = app.request(json!({"UpdateEnvironment": {"environment": "up"}}));
+    let updated = &updated["Updated"];
+    assert_eq!(updated["base_environment"], "main", "{updated}");
+    assert_eq!(updated["base"], tip.as_str());
+    assert_eq!(updated["before"], up_before.as_str());
+    assert_eq!(updated["head"], git(&up, &["rev-parse", "HEAD"]).as_str());
+    assert_eq!(
+        git(&up, &["log", "-1", "--format=%P"]),
+        format!("{up_before} {tip}")
+    );
+    assert!(up.join("main.txt").is_file() && up.join("up.txt").is_file());
+    assert_eq!(git(&up, &["status", "--porcelain"]), "");
+    // Its base is now that tip: Changes shows its own work only.
+    let changes = app.request(json!({"Changes": {"environment": "up"}}))["Changes"].clone();
+    assert_eq!(changes["base"], tip.as_str());
+    assert_eq!(changes["files"].as_array().unwrap().len(), 1, "{changes}");
+    // Up to date: nothing moves.
+    let again = app.request(json!({"UpdateEnvironment": {"environment": "up"}}))["Updated"].clone();
+    assert_eq!(again["before"], again["head"]);
+    // No commits of its own: a fast-forward.
+    let forwarded =
+        app.request(json!({"UpdateEnvironment": {"environment": "ff", "how": "rebase"}}));
+    assert_eq!(forwarded["Updated"]["fast_forward"], true, "{forwarded}");
+    assert_eq!(git(&ff, &["rev-parse", "HEAD"]), tip);
+    // Rebase: its commits replayed on the tip, authors and messages kept,
+    // the commit that became empty dropped.
+    let rebased = app.request(json!({"UpdateEnvironment": {"environment": "rb", "how": "rebase"}}));
+    assert!(rebased["Updated"].is_object(), "{rebased}");
+    assert_eq!(git(&rb, &["rev-parse", "HEAD~2"]), tip);
+    assert_eq!(
+        git(&rb, &["log", "--format=%s|%an", &format!("{tip}..HEAD")]),
+        "rb two|Ada\nrb one|t"
+    );
+    assert!(rb.join("main.txt").is_file() && rb.join("rb2.txt").is_file());
+    assert_eq!(git(&rb, &["status", "--porcelain"]), "");
+    // The CLI.
+    commit_file(&repo(&app), "later.txt", "l\n", "later");
+    let out = app.krad(&["env", "update", "up", "--rebase"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("updated up to main"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(up.join("later.txt").is_file());
+    assert_eq!(
+        exit_code(&app.krad(&["env", "update", "up", "--rebase", "--merge"])),
+        2
+    );
+}
+
+#[test]
+fn update_refuses_conflicts_and_uncommitted_work_and_changes_nothing() {
+    let app = app_with_commit(None);
+    let cf = env_path(&create(&app, "cf"));
+    commit_file(&cf, "README.md", "from cf\n", "cf's readme");
+    commit_file(&cf, "cf.txt", "c\n", "cf more");
+    commit_file(&repo(&app), "README.md", "from main\n", "main's readme");
+    let before = untouched(&cf);
+    let record = app.request(json!("Environments"))["Environments"][1].clone();
+    for how in ["merge", "rebase"] {
+        let answer = app.request(json!({"UpdateEnvironment": {"environment": "cf", "how": how}}));
+        assert_eq!(code(&answer), "conflict", "{how}: {answer}");
+        assert_eq!(
+            answer["Error"]["detail"]["files"],
+            json!(["README.md"]),
+            "{how}"
+        );
+        assert_eq!(answer["Error"]["detail"]["environment"], "cf");
+        // Exactly as before: HEAD, status, index, refs; no merge or rebase left.
+        assert!(untouched(&cf) == before, "{how} changed the worktree");
+        for leftover in ["MERGE_HEAD", "rebase-merge", "rebase-apply"] {
+            let path = git(&cf, &["rev-parse", "--git-path", leftover]);
+            assert!(!cf.join(path).exists(), "{how} left {leftover}");
+        }
+    }
+    assert_eq!(
+        app.request(json!("Environments"))["Environments"][1],
+        record,
+        "its record (base) unchanged"
+    );
+    let out = app.krad(&["env", "update", "cf"]);
+    assert_eq!(exit_code(&out), 8);
+    assert!(stderr(&out).contains("README.md"), "{}", stderr(&out));
+    // Uncommitted work (an untracked file too) is refused, naming the files.
+    write(&cf, "cf.txt", "changed\n");
+    write(&cf, "new.txt", "n\n");
+    let before = untouched(&cf);
+    let dirty = app.request(json!({"UpdateEnvironment": {"environment": "cf"}}));
+    assert_eq!(code(&dirty), "conflict", "{dirty}");
+    assert_eq!(
+        dirty["Error"]["detail"]["files"],
+        json!(["cf.txt", "new.txt"])
+    );
+    assert!(untouched(&cf) == before);
+    let out = app.krad(&["env", "update", "cf", "--rebase"]);
+    assert_eq!(exit_code(&out), 8);
+    assert!(stderr(&out).contains("cf.txt, new.txt"), "{}", stderr(&out));
+    assert!(untouched(&cf) == before);
+    // The other error paths.
+    assert_eq!(
+        code(&app.request(json!({"UpdateEnvironment": {"environment": "main"}}))),
+        "invalid"
+    );
+    assert_eq!(
+        code(&app.request(json!({"UpdateEnvironment": {"environment": "nope"}}))),
+        "not_found"
+    );
+    assert_eq!(
+        code(&app.request(json!({"UpdateEnvironment": {"environment": "cf", "how": "squash"}}))),
+        "bad_request"
+    );
+    assert_eq!(
+        code(&app.request(json!({"UpdateEnvironment": {"environment": "../cf"}}))),
+        "invalid"
+    );
+    create(&app, "parent");
+    let child = app.request(json!({"CreateWorktree": {"name": "child", "base": "parent"}}));
+    assert_eq!(child["Environment"]["name"], "child", "{child}");
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "parent"}})),
+        json!("Ok")
+    );
+    let orphan = app.request(json!({"UpdateEnvironment": {"environment": "child"}}));
+    assert_eq!(code(&orphan), "not_found", "{orphan}");
+    assert_eq!(orphan["Error"]["detail"]["environment"], "parent");
+    // A plain terminal may update only its own environment.
+    let id = app.spawn_sh("sleep 60");
+    let token = app.terminal_token(id);
+    assert_eq!(
+        code(&app.call_as(
+            id,
+            &token,
+            json!({"UpdateEnvironment": {"environment": "child"}})
+        )),
+        "forbidden"
+    );
+}
+
+#[test]
+fn update_with_a_request_id_runs_once() {
+    let app = app_with_commit(None);
+    let path = env_path(&create(&app, "once"));
+    commit_file(&path, "mine.txt", "m\n", "mine");
+    commit_file(&repo(&app), "main.txt", "m\n", "main");
+    let mut envelope = app.envelope(json!({"UpdateEnvironment": {"environment": "once"}}));
+    envelope["request_id"] = json!("update-once-1");
+    let first = app.call(&envelope);
+    assert!(first["Updated"].is_object(), "{first}");
+    let head = git(&path, &["rev-parse", "HEAD"]);
+    // main moves again: a replay answers the first update and runs nothing.
+    commit_file(&repo(&app), "main2.txt", "m\n", "main again");
+    let second = app.call(&envelope);
+    assert_eq!(second["Updated"]["replayed"], true, "{second}");
+    assert_eq!(second["Updated"]["head"], first["Updated"]["head"]);
+    assert_eq!(git(&path, &["rev-parse", "HEAD"]), head);
+    let mut other =
+        app.envelope(json!({"UpdateEnvironment": {"environment": "once", "how": "rebase"}}));
+    other["request_id"] = json!("update-once-1");
+    assert_eq!(code(&app.call(&other)), "request_id_reused");
+}

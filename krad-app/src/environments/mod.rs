@@ -18,6 +18,7 @@
 //! * [`snapshot`] — an environment's work, uncommitted included, as a tree
 //!   (a temporary index, never its own), and merges worked out on objects.
 //! * [`conflicts`] — Conflicts: which environments' work would conflict.
+//! * [`update`] — UpdateEnvironment: a worktree brought up to its base's tip.
 
 pub mod changes;
 pub mod conflicts;
@@ -28,6 +29,7 @@ mod recovery;
 mod removal;
 mod setup;
 pub mod snapshot;
+pub mod update;
 pub mod variants;
 
 use std::path::{Path, PathBuf};

@@ -23,6 +23,7 @@ pub mod run_variants;
 pub mod send;
 pub mod spawn;
 pub mod subscribe_agents;
+pub mod update_environment;
 pub mod wait;
 
 use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode};

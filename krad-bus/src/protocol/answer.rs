@@ -8,7 +8,7 @@
 use super::{
     AgentRecord, AnsweredInfo, AskInfo, ChangesInfo, CodeResultInfo, ConflictsInfo,
     EnvironmentInfo, ExtensionInfo, HostStatus, OutputInfo, PickedInfo, Response, SentInfo,
-    ToolResultInfo, VariantsInfo,
+    ToolResultInfo, UpdatedInfo, VariantsInfo,
 };
 use crate::request::hello::HelloInfo;
 use crate::request::stats::StatsInfo;
@@ -59,6 +59,7 @@ one_variant_answers! {
     Vec<EnvironmentInfo> => Environments,
     ChangesInfo => Changes boxed (),
     ConflictsInfo => Conflicts,
+    UpdatedInfo => Updated boxed (),
     VariantsInfo => Variants,
     PickedInfo => Picked,
     CodeResultInfo => CodeResult boxed (),

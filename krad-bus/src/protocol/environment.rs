@@ -1,5 +1,5 @@
 //! Environments and their work: the answers of Environments, CreateWorktree,
-//! Changes, Conflicts, RunVariants and PickVariant.
+//! Changes, Conflicts, UpdateEnvironment, RunVariants and PickVariant.
 
 use serde::{Deserialize, Serialize};
 
@@ -276,4 +276,29 @@ pub struct ConflictPair {
     pub clean: bool,
     /// The files that conflict.
     pub files: Vec<String>,
+}
+
+/// The answer to UpdateEnvironment.
+///
+/// # Format
+///
+/// ```json
+/// {"environment":"fix-login","base_environment":"main","base":"3f2a…",
+///  "before":"77b0…","head":"e51c…"}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdatedInfo {
+    /// The environment.
+    pub environment: String,
+    /// Its base environment.
+    pub base_environment: String,
+    /// The base environment's tip it was brought up to, now its `base`.
+    pub base: String,
+    /// Its HEAD before.
+    pub before: String,
+    /// Its HEAD now (the same as `before` when it was already up to date).
+    pub head: String,
+    /// True when it was brought up by a fast-forward (it had no commits of its own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast_forward: bool,
 }

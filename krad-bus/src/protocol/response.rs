@@ -43,6 +43,8 @@ pub enum Response {
     Changes(Box<super::ChangesInfo>),
     /// The answer to Conflicts.
     Conflicts(super::ConflictsInfo),
+    /// The answer to UpdateEnvironment.
+    Updated(Box<super::UpdatedInfo>),
     /// The answer to RunVariants.
     Variants(super::VariantsInfo),
     /// The answer to PickVariant.

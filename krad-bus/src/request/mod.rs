@@ -32,6 +32,7 @@ pub mod shutdown;
 pub mod spawn;
 pub mod stats;
 pub mod subscribe_agents;
+pub mod update_environment;
 pub mod wait;
 
 use std::time::Duration;
@@ -100,7 +101,7 @@ pub mod deadline {
 
     /// Most requests.
     pub const STANDARD: Duration = Duration::from_secs(10);
-    /// CreateWorktree, Changes, Conflicts, Close, PickVariant,
+    /// CreateWorktree, Changes, Conflicts, UpdateEnvironment, Close, PickVariant,
     /// Spawn, RunVariants.
     pub const LONG: Duration = Duration::from_secs(60);
     /// Code, ExtensionTool.
@@ -140,6 +141,7 @@ macro_rules! for_each_request {
             CreateWorktree(create_worktree) by app,
             Changes(changes) by app,
             Conflicts(conflicts) by app,
+            UpdateEnvironment(update_environment) by app,
             RunVariants(run_variants) by app,
             PickVariant(pick_variant) by app,
             Code(code) by app,

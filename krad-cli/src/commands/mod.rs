@@ -11,6 +11,7 @@ pub mod code;
 pub mod completions;
 pub mod conflicts;
 pub mod durable;
+pub mod env;
 pub mod envs;
 pub mod ext;
 pub mod hook;
