@@ -124,6 +124,61 @@ impl Git {
         }
     }
 
+    /// Copies the most recently modified of `candidates` that exists (the first
+    /// on a tie) to `to` (on its host), keeping its modification time; false
+    /// when none could be copied.
+    pub async fn copy_newest(&self, candidates: &[&Path], to: &Path) -> bool {
+        match &self.host {
+            None => {
+                let newest = candidates
+                    .iter()
+                    .filter_map(|c| Some((*c, std::fs::metadata(c).ok()?.modified().ok()?)))
+                    .reduce(|best, c| if c.1 > best.1 { c } else { best });
+                let Some((from, modified)) = newest else {
+                    return false;
+                };
+                std::fs::copy(from, to).is_ok()
+                    && std::fs::File::options()
+                        .write(true)
+                        .open(to)
+                        .and_then(|f| f.set_modified(modified))
+                        .is_ok()
+            }
+            Some(host) => {
+                let quote = |p: &Path| shell_quote(&p.display().to_string());
+                let mut script = String::from("set -e; f=");
+                let mut rest = candidates.iter();
+                let Some(first) = rest.next() else {
+                    return false;
+                };
+                script.push_str(&quote(first));
+                for c in rest {
+                    let c = quote(c);
+                    script.push_str(&format!(
+                        "; if [ -e {c} ] && {{ [ ! -e \"$f\" ] || [ {c} -nt \"$f\" ]; }}; then f={c}; fi"
+                    ));
+                }
+                script.push_str(&format!("; cp -p \"$f\" {}", quote(to)));
+                matches!(host.run(&script, None).await, Ok((Some(0), _, _)))
+            }
+        }
+    }
+
+    /// Renames a file (on its host), replacing `to`; false when it could not.
+    pub async fn rename_file(&self, from: &Path, to: &Path) -> bool {
+        match &self.host {
+            None => std::fs::rename(from, to).is_ok(),
+            Some(host) => {
+                let script = format!(
+                    "mv -f {} {}",
+                    shell_quote(&from.display().to_string()),
+                    shell_quote(&to.display().to_string())
+                );
+                matches!(host.run(&script, None).await, Ok((Some(0), _, _)))
+            }
+        }
+    }
+
     /// The directory git runs in.
     pub fn dir(&self) -> &Path {
         &self.dir

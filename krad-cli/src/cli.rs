@@ -32,6 +32,7 @@ use crate::exit::{Exit, exit_codes_help};
         "  krad subscribe | jq -c .    every change as a JSON line\n",
         "  krad api                    the API version, build and pid the app serves\n",
         "  krad code -- cargo test -q  run a program in an environment, no terminal\n",
+        "  krad conflicts --watch      which environments' work would conflict, kept current\n",
         "  krad ext call github search --arg q=krad\n",
         "                              call a tool of an extension (an MCP server)\n",
         "  krad raw '\"Stats\"'          any request as JSON; prints the answer line\n",
@@ -78,6 +79,8 @@ impl Cli {
             Command::Envs(args) => envs::run(args, &connect, json),
             Command::Worktree(args) => worktree::run(args, &connect, json),
             Command::Changes(args) => changes::run(args, &connect, json),
+            Command::Conflicts(args) => conflicts::run(args, &connect, json),
+            Command::Env(args) => env::run(args, &connect, json),
             Command::Variants(args) => variants::run(args, &connect, json),
             Command::Hosts(args) => hosts::run(args, &connect, json),
             Command::Asks(args) => asks::run(args, &connect, json),
@@ -130,6 +133,10 @@ pub enum Command {
     Worktree(commands::worktree::WorktreeArgs),
     /// Show what an environment changed since it was created (diffstat or patch).
     Changes(commands::changes::ChangesArgs),
+    /// Show which environments' work would conflict, pair by pair and with their base (Conflicts).
+    Conflicts(commands::conflicts::ConflictsArgs),
+    /// Bring an environment up to its base's tip: `krad env update NAME` (UpdateEnvironment).
+    Env(commands::env::EnvArgs),
     /// Run the same task in N worktrees, then pick the best.
     Variants(commands::variants::VariantsArgs),
     /// Show the SSH hosts and their links; `krad hosts check NAME` connects.

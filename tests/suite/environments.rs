@@ -745,3 +745,595 @@ fn the_cli_for_environments_exits_8_on_conflict() {
         "cv-2\n"
     );
 }
+
+/// What a worktree looks like to git: its HEAD, `git status`, its index file's
+/// bytes and every ref — equal before and after anything that must change nothing.
+fn untouched(path: &Path) -> (String, String, Vec<u8>, String) {
+    (
+        git(path, &["rev-parse", "HEAD"]),
+        git(path, &["status", "--porcelain", "--untracked-files=all"]),
+        std::fs::read(git_index(path)).unwrap(),
+        git(path, &["for-each-ref"]),
+    )
+}
+
+fn env_path(env: &Value) -> PathBuf {
+    PathBuf::from(env["path"].as_str().unwrap())
+}
+
+fn commit_file(dir: &Path, file: &str, text: &str, message: &str) {
+    write(dir, file, text);
+    git(dir, &["add", file]);
+    git(dir, &["commit", "-q", "-m", message]);
+}
+
+/// The pair of `a` and `b` in a Conflicts answer.
+fn pair<'a>(answer: &'a Value, a: &str, b: &str) -> &'a Value {
+    answer["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| (p["a"] == a && p["b"] == b) || (p["a"] == b && p["b"] == a))
+        .unwrap_or_else(|| panic!("no pair {a} {b}: {answer}"))
+}
+
+fn environment<'a>(answer: &'a Value, name: &str) -> &'a Value {
+    answer["environments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no {name}: {answer}"))
+}
+
+#[test]
+fn conflicts_foresees_every_pair_and_each_base_from_committed_and_uncommitted_work() {
+    let app = app_with_commit(None);
+    let a = env_path(&create(&app, "a"));
+    let b = env_path(&create(&app, "b"));
+    let c = env_path(&create(&app, "c"));
+    // a commits README.md; b changes it without committing: they conflict.
+    commit_file(&a, "README.md", "from a\n", "a's readme");
+    write(&b, "README.md", "from b\n");
+    // c only adds an untracked file: clean with everyone.
+    write(&c, "c.txt", "c\n");
+    // main moves on in src/lib.rs, which a changes too (uncommitted).
+    commit_file(
+        &repo(&app),
+        "src/lib.rs",
+        "fn main_one() {}\n",
+        "main moves",
+    );
+    write(&a, "src/lib.rs", "fn a_one() {}\n");
+    let before: Vec<_> = [&a, &b, &c, &repo(&app)]
+        .iter()
+        .map(|p| untouched(p))
+        .collect();
+    let answer = app.request(json!("Conflicts"));
+    let answer = &answer["Conflicts"];
+    let names: Vec<&str> = answer["environments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["main", "a", "b", "c"], "{answer}");
+    assert_eq!(answer["pairs"].as_array().unwrap().len(), 6, "{answer}");
+    assert_eq!(pair(answer, "a", "b")["clean"], false);
+    assert_eq!(pair(answer, "a", "b")["files"], json!(["README.md"]));
+    assert_eq!(pair(answer, "main", "a")["files"], json!(["src/lib.rs"]));
+    for (x, y) in [("a", "c"), ("b", "c"), ("main", "b"), ("main", "c")] {
+        assert_eq!(pair(answer, x, y)["clean"], true, "{x} {y}: {answer}");
+        assert_eq!(pair(answer, x, y)["files"], json!([]));
+    }
+    let main_tip = git(&repo(&app), &["rev-parse", "HEAD"]);
+    let base = &environment(answer, "a")["base"];
+    assert_eq!(base["environment"], "main");
+    assert_eq!(base["tip"], main_tip.as_str());
+    assert_eq!(base["clean"], false);
+    assert_eq!(base["files"], json!(["src/lib.rs"]));
+    assert_eq!(environment(answer, "b")["base"]["clean"], true);
+    assert!(environment(answer, "main").get("base").is_none());
+    for (name, uncommitted) in [("main", false), ("a", true), ("b", true), ("c", true)] {
+        assert_eq!(
+            environment(answer, name)["uncommitted"],
+            uncommitted,
+            "{name}"
+        );
+    }
+    assert_eq!(
+        environment(answer, "a")["head"],
+        git(&a, &["rev-parse", "HEAD"]).as_str()
+    );
+    // The snapshot is the working tree, uncommitted work included.
+    let tree = environment(answer, "b")["tree"].as_str().unwrap();
+    assert_eq!(git(&b, &["show", &format!("{tree}:README.md")]), "from b");
+    // A change of the same size, in the same second as the last snapshot, is
+    // seen (the index krad keeps between snapshots is never trusted blindly).
+    write(&b, "README.md", "from B\n");
+    let again = app.request(json!({"Conflicts": {"environments": ["b"]}}));
+    let tree = again["Conflicts"]["environments"][0]["tree"]
+        .as_str()
+        .unwrap();
+    assert_eq!(git(&b, &["show", &format!("{tree}:README.md")]), "from B");
+    write(&b, "README.md", "from b\n");
+    // Nothing was touched: HEADs, files, indexes, refs.
+    let after: Vec<_> = [&a, &b, &c, &repo(&app)]
+        .iter()
+        .map(|p| untouched(p))
+        .collect();
+    assert!(before == after, "Conflicts changed a worktree");
+    // Named environments: only those, in the usual order.
+    let some = app.request(json!({"Conflicts": {"environments": ["b", "a"]}}));
+    let names: Vec<&str> = some["Conflicts"]["environments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(some["Conflicts"]["pairs"].as_array().unwrap().len(), 1);
+    // Every error path.
+    let nope = app.request(json!({"Conflicts": {"environments": ["a", "nope"]}}));
+    assert_eq!(code(&nope), "not_found", "{nope}");
+    assert_eq!(nope["Error"]["detail"]["environment"], "nope");
+    assert_eq!(
+        code(&app.request(json!({"Conflicts": {"environments": []}}))),
+        "invalid"
+    );
+    assert_eq!(
+        code(&app.request(json!({"Conflicts": {"environments": ["../x"]}}))),
+        "invalid"
+    );
+    assert_eq!(
+        code(&app.request(json!({"Conflicts": {"environments": "a"}}))),
+        "bad_request"
+    );
+    // A worktree whose directory is gone is listed, with why, and not paired.
+    std::fs::remove_dir_all(&c).unwrap();
+    let gone = app.request(json!("Conflicts"));
+    let gone = &gone["Conflicts"];
+    assert!(
+        environment(gone, "c")["error"]
+            .as_str()
+            .unwrap()
+            .contains("gone"),
+        "{gone}"
+    );
+    assert_eq!(gone["pairs"].as_array().unwrap().len(), 3, "{gone}");
+    // Any terminal may ask (reading, like Environments).
+    let id = app.spawn_sh("sleep 60");
+    let token = app.terminal_token(id);
+    assert!(app.call_as(id, &token, json!("Conflicts"))["Conflicts"].is_object());
+    // The CLI: a matrix, the conflicting files, and the raw answer with --json.
+    let out = app.krad(&["conflicts"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("ENVIRONMENT") && text.contains("a and b: README.md"),
+        "{text}"
+    );
+    assert!(text.contains("a against main"), "{text}");
+    let out = app.krad(&["conflicts", "a", "b", "--json"]);
+    let raw: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(raw["Conflicts"]["pairs"][0]["files"], json!(["README.md"]));
+    assert_eq!(exit_code(&app.krad(&["conflicts", "nope"])), 3);
+}
+
+#[test]
+fn conflicts_of_16_environments_well_within_5_seconds_and_watch_sees_a_change() {
+    let _bound = crate::support::latency_bound();
+    let app = app_with_commit(None);
+    let mut paths = Vec::new();
+    for n in 1..=16 {
+        let path = env_path(&create(&app, &format!("e{n:02}")));
+        // Every environment has work: odd ones commit, even ones leave it
+        // uncommitted; every fourth touches README.md, so they conflict.
+        let file = if n % 4 == 0 {
+            "README.md".to_owned()
+        } else {
+            format!("f{n}.txt")
+        };
+        if n % 2 == 1 {
+            commit_file(&path, &file, &format!("{n}\n"), "work");
+        } else {
+            write(&path, &file, &format!("{n}\n"));
+        }
+        paths.push(path);
+    }
+    commit_file(&repo(&app), "README.md", "main\n", "main moves");
+    let mut times = Vec::new();
+    let mut answer = Value::Null;
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        answer = app.request(json!("Conflicts"));
+        times.push(started.elapsed());
+    }
+    let answer = &answer["Conflicts"];
+    assert_eq!(
+        answer["pairs"].as_array().unwrap().len(),
+        17 * 16 / 2,
+        "{answer}"
+    );
+    // e04, e08, e12, e16 and main all change README.md differently.
+    let conflicting = answer["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["clean"] == false)
+        .count();
+    assert_eq!(conflicting, 10, "{answer}");
+    assert_eq!(environment(answer, "e04")["base"]["clean"], false);
+    assert_eq!(environment(answer, "e03")["base"]["clean"], true);
+    eprintln!("Conflicts on 16 environments and main (136 pairs): {times:?}");
+    let slowest = times.iter().max().unwrap();
+    assert!(
+        *slowest < Duration::from_secs(5),
+        "Conflicts took {slowest:?} for 16 environments"
+    );
+    // --watch prints again when a worktree's files change (polling every 2 s).
+    let mut watch = std::process::Command::new(crate::support::KRAD)
+        .args(["conflicts", "--watch", "e01", "e03"])
+        .env("KRAD_ADE_API_JSON", &app.api_json)
+        .env_remove("KRAD_ADE_ENDPOINT")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            if lines.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let until = |text: &str| {
+        let limit = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = limit.saturating_duration_since(std::time::Instant::now());
+            match seen.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return std::time::Instant::now(),
+                Ok(_) => {}
+                Err(e) => panic!("--watch never printed {text:?}: {e}"),
+            }
+        }
+    };
+    until("no conflicts");
+    let changed = std::time::Instant::now();
+    write(&paths[2], "f1.txt", "not what e01 says\n");
+    let printed = until("e01 and e03: f1.txt");
+    let _ = watch.kill();
+    let _ = watch.wait();
+    eprintln!(
+        "krad conflicts --watch showed a new conflict {:?} after the change",
+        printed - changed
+    );
+    assert!(printed - changed < Duration::from_secs(5));
+}
+
+#[test]
+fn a_dry_run_pick_says_what_would_land_and_changes_nothing() {
+    let app = app_with_commit(None);
+    run_three(&app, "dry");
+    // main moves on, so a merge is a real merge commit.
+    commit_file(&repo(&app), "other.txt", "o\n", "other");
+    let envs = app.request(json!("Environments"))["Environments"].clone();
+    let variant = |n: usize| env_path(&envs[n]);
+    let before: Vec<_> = [variant(1), variant(2), variant(3), repo(&app)]
+        .iter()
+        .map(|p| untouched(p))
+        .collect();
+    let main_head = git(&repo(&app), &["rev-parse", "HEAD"]);
+    let ask = |how: &str, n: u32| {
+        let answer = app.request(
+            json!({"PickVariant": {"group": "dry", "variant": n, "how": how, "dry_run": true}}),
+        );
+        assert!(answer["Picked"]["dry_run"].is_object(), "{answer}");
+        answer["Picked"].clone()
+    };
+    let merge = ask("merge", 2);
+    let would = &merge["dry_run"];
+    assert_eq!(merge["commit"], main_head.as_str(), "the target as it is");
+    assert_eq!(merge["into"], "main");
+    assert_eq!(
+        would["message"],
+        "krad: merge variant 2 of dry (krad/dry-2)"
+    );
+    assert_eq!(would["files"], json!(["result-dry-2.txt", "task.txt"]));
+    assert_eq!(
+        would["uncommitted"],
+        json!(["result-dry-2.txt", "task.txt"])
+    );
+    assert_eq!(would["conflicts"], json!([]));
+    assert!(would.get("fast_forward").is_none());
+    let squash = ask("squash", 1);
+    assert_eq!(
+        squash["dry_run"]["message"],
+        "krad: variant 1 of dry (squashed from krad/dry-1)"
+    );
+    let branch = ask("branch", 3);
+    assert_eq!(branch["into"], Value::Null);
+    assert_eq!(
+        branch["commit"],
+        git(&variant(3), &["rev-parse", "HEAD"]).as_str()
+    );
+    assert_eq!(
+        branch["dry_run"]["message"],
+        "krad: the work of variant 3 of dry"
+    );
+    assert_eq!(
+        branch["dry_run"]["files"],
+        json!(["result-dry-3.txt", "task.txt"])
+    );
+    // Nothing changed: no commit in the variants or main, no variant closed.
+    let after: Vec<_> = [variant(1), variant(2), variant(3), repo(&app)]
+        .iter()
+        .map(|p| untouched(p))
+        .collect();
+    assert!(before == after, "a dry run changed something");
+    assert_eq!(
+        app.request(json!("Environments"))["Environments"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    // A dirty target is refused as the pick would refuse it.
+    write(&repo(&app), "other.txt", "dirty\n");
+    let dirty =
+        app.request(json!({"PickVariant": {"group": "dry", "variant": 2, "dry_run": true}}));
+    assert_eq!(code(&dirty), "conflict", "{dirty}");
+    assert_eq!(dirty["Error"]["detail"]["files"], json!(["other.txt"]));
+    git(&repo(&app), &["checkout", "-q", "other.txt"]);
+    assert_eq!(
+        code(&app.request(json!({"PickVariant": {"group": "dry", "variant": 9, "dry_run": true}}))),
+        "not_found"
+    );
+    // The CLI says what would land, and that nothing changed.
+    let out = app.krad(&["variants", "pick", "dry", "2", "--dry-run"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("would commit on main")
+            && stdout(&out).contains("nothing was changed"),
+        "{}",
+        stdout(&out)
+    );
+    // The real pick lands exactly the tree the dry run foresaw.
+    let picked = app.request(json!({"PickVariant": {"group": "dry", "variant": 2}}));
+    assert!(picked["Picked"].is_object(), "{picked}");
+    assert_eq!(
+        git(&repo(&app), &["rev-parse", "HEAD^{tree}"]),
+        would["tree"].as_str().unwrap()
+    );
+    assert_eq!(
+        git(&repo(&app), &["log", "-1", "--format=%s"]),
+        would["message"].as_str().unwrap()
+    );
+}
+
+#[test]
+fn a_dry_run_lists_the_conflicts_and_a_fast_forward() {
+    let app = app_with_commit(None);
+    let answer = app.request(json!({"RunVariants": {
+        "count": 2, "name": "clash", "profile": "exec",
+        "command": ["sh", "-c", "echo \"from $KRAD_ADE_ENVIRONMENT\" > README.md"], "prompt": "x"
+    }}));
+    for v in answer["Variants"]["variants"].as_array().unwrap() {
+        app.until_state(v["terminal"].as_u64().unwrap(), "exited");
+    }
+    // main has not moved: variant 1 would fast-forward it.
+    let ff = app.request(json!({"PickVariant": {"group": "clash", "variant": 1, "dry_run": true}}));
+    let would = &ff["Picked"]["dry_run"];
+    assert_eq!(would["fast_forward"], true, "{ff}");
+    assert_eq!(would["message"], Value::Null);
+    assert_eq!(would["files"], json!(["README.md"]));
+    commit_file(&repo(&app), "README.md", "from main\n", "main moves on");
+    let head = untouched(&repo(&app));
+    let dry = app.request(
+        json!({"PickVariant": {"group": "clash", "variant": 2, "how": "squash", "dry_run": true}}),
+    );
+    assert_eq!(
+        dry["Picked"]["dry_run"]["conflicts"],
+        json!(["README.md"]),
+        "{dry}"
+    );
+    assert_eq!(untouched(&repo(&app)), head);
+    // The CLI exits 8, as the pick would.
+    let out = app.krad(&["variants", "pick", "clash", "2", "--dry-run"]);
+    assert_eq!(exit_code(&out), 8, "{}", stdout(&out));
+    assert!(stdout(&out).contains("README.md"), "{}", stdout(&out));
+    assert_eq!(untouched(&repo(&app)), head);
+}
+
+#[test]
+fn update_brings_an_environment_up_to_its_base_by_merge_or_rebase() {
+    let app = app_with_commit(None);
+    let up = env_path(&create(&app, "up"));
+    let ff = env_path(&create(&app, "ff"));
+    let rb = env_path(&create(&app, "rb"));
+    commit_file(&up, "up.txt", "u\n", "up's work");
+    commit_file(&rb, "rb1.txt", "1\n", "rb one");
+    git(&rb, &["commit", "-q", "--allow-empty", "-m", "empty"]);
+    write(&rb, "rb2.txt", "2\n");
+    git(&rb, &["add", "rb2.txt"]);
+    git(
+        &rb,
+        &[
+            "-c",
+            "user.name=Ada",
+            "-c",
+            "user.email=ada@x",
+            "commit",
+            "-q",
+            "-m",
+            "rb two",
+        ],
+    );
+    commit_file(&repo(&app), "main.txt", "m\n", "main moves on");
+    let tip = git(&repo(&app), &["rev-parse", "HEAD"]);
+    // Merge (the default).
+    let up_before = git(&up, &["rev-parse", "HEAD"]);
+    let updated = app.request(json!({"UpdateEnvironment": {"environment": "up"}}));
+    let updated = &updated["Updated"];
+    assert_eq!(updated["base_environment"], "main", "{updated}");
+    assert_eq!(updated["base"], tip.as_str());
+    assert_eq!(updated["before"], up_before.as_str());
+    assert_eq!(updated["head"], git(&up, &["rev-parse", "HEAD"]).as_str());
+    assert_eq!(
+        git(&up, &["log", "-1", "--format=%P"]),
+        format!("{up_before} {tip}")
+    );
+    assert!(up.join("main.txt").is_file() && up.join("up.txt").is_file());
+    assert_eq!(git(&up, &["status", "--porcelain"]), "");
+    // Its base is now that tip: Changes shows its own work only.
+    let changes = app.request(json!({"Changes": {"environment": "up"}}))["Changes"].clone();
+    assert_eq!(changes["base"], tip.as_str());
+    assert_eq!(changes["files"].as_array().unwrap().len(), 1, "{changes}");
+    // Up to date: nothing moves.
+    let again = app.request(json!({"UpdateEnvironment": {"environment": "up"}}))["Updated"].clone();
+    assert_eq!(again["before"], again["head"]);
+    // No commits of its own: a fast-forward.
+    let forwarded =
+        app.request(json!({"UpdateEnvironment": {"environment": "ff", "how": "rebase"}}));
+    assert_eq!(forwarded["Updated"]["fast_forward"], true, "{forwarded}");
+    assert_eq!(git(&ff, &["rev-parse", "HEAD"]), tip);
+    // Rebase: its commits replayed on the tip, authors and messages kept,
+    // the commit that became empty dropped.
+    let rebased = app.request(json!({"UpdateEnvironment": {"environment": "rb", "how": "rebase"}}));
+    assert!(rebased["Updated"].is_object(), "{rebased}");
+    assert_eq!(git(&rb, &["rev-parse", "HEAD~2"]), tip);
+    assert_eq!(
+        git(&rb, &["log", "--format=%s|%an", &format!("{tip}..HEAD")]),
+        "rb two|Ada\nrb one|t"
+    );
+    assert!(rb.join("main.txt").is_file() && rb.join("rb2.txt").is_file());
+    assert_eq!(git(&rb, &["status", "--porcelain"]), "");
+    // The CLI.
+    commit_file(&repo(&app), "later.txt", "l\n", "later");
+    let out = app.krad(&["env", "update", "up", "--rebase"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("updated up to main"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(up.join("later.txt").is_file());
+    assert_eq!(
+        exit_code(&app.krad(&["env", "update", "up", "--rebase", "--merge"])),
+        2
+    );
+}
+
+#[test]
+fn update_refuses_conflicts_and_uncommitted_work_and_changes_nothing() {
+    let app = app_with_commit(None);
+    let cf = env_path(&create(&app, "cf"));
+    commit_file(&cf, "README.md", "from cf\n", "cf's readme");
+    commit_file(&cf, "cf.txt", "c\n", "cf more");
+    commit_file(&repo(&app), "README.md", "from main\n", "main's readme");
+    let before = untouched(&cf);
+    let record = app.request(json!("Environments"))["Environments"][1].clone();
+    for how in ["merge", "rebase"] {
+        let answer = app.request(json!({"UpdateEnvironment": {"environment": "cf", "how": how}}));
+        assert_eq!(code(&answer), "conflict", "{how}: {answer}");
+        assert_eq!(
+            answer["Error"]["detail"]["files"],
+            json!(["README.md"]),
+            "{how}"
+        );
+        assert_eq!(answer["Error"]["detail"]["environment"], "cf");
+        // Exactly as before: HEAD, status, index, refs; no merge or rebase left.
+        assert!(untouched(&cf) == before, "{how} changed the worktree");
+        for leftover in ["MERGE_HEAD", "rebase-merge", "rebase-apply"] {
+            let path = git(&cf, &["rev-parse", "--git-path", leftover]);
+            assert!(!cf.join(path).exists(), "{how} left {leftover}");
+        }
+    }
+    assert_eq!(
+        app.request(json!("Environments"))["Environments"][1],
+        record,
+        "its record (base) unchanged"
+    );
+    let out = app.krad(&["env", "update", "cf"]);
+    assert_eq!(exit_code(&out), 8);
+    assert!(stderr(&out).contains("README.md"), "{}", stderr(&out));
+    // Uncommitted work (an untracked file too) is refused, naming the files.
+    write(&cf, "cf.txt", "changed\n");
+    write(&cf, "new.txt", "n\n");
+    let before = untouched(&cf);
+    let dirty = app.request(json!({"UpdateEnvironment": {"environment": "cf"}}));
+    assert_eq!(code(&dirty), "conflict", "{dirty}");
+    assert_eq!(
+        dirty["Error"]["detail"]["files"],
+        json!(["cf.txt", "new.txt"])
+    );
+    assert!(untouched(&cf) == before);
+    let out = app.krad(&["env", "update", "cf", "--rebase"]);
+    assert_eq!(exit_code(&out), 8);
+    assert!(stderr(&out).contains("cf.txt, new.txt"), "{}", stderr(&out));
+    assert!(untouched(&cf) == before);
+    // The other error paths.
+    assert_eq!(
+        code(&app.request(json!({"UpdateEnvironment": {"environment": "main"}}))),
+        "invalid"
+    );
+    assert_eq!(
+        code(&app.request(json!({"UpdateEnvironment": {"environment": "nope"}}))),
+        "not_found"
+    );
+    assert_eq!(
+        code(&app.request(json!({"UpdateEnvironment": {"environment": "cf", "how": "squash"}}))),
+        "bad_request"
+    );
+    assert_eq!(
+        code(&app.request(json!({"UpdateEnvironment": {"environment": "../cf"}}))),
+        "invalid"
+    );
+    create(&app, "parent");
+    let child = app.request(json!({"CreateWorktree": {"name": "child", "base": "parent"}}));
+    assert_eq!(child["Environment"]["name"], "child", "{child}");
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "parent"}})),
+        json!("Ok")
+    );
+    let orphan = app.request(json!({"UpdateEnvironment": {"environment": "child"}}));
+    assert_eq!(code(&orphan), "not_found", "{orphan}");
+    assert_eq!(orphan["Error"]["detail"]["environment"], "parent");
+    // A plain terminal may update only its own environment.
+    let id = app.spawn_sh("sleep 60");
+    let token = app.terminal_token(id);
+    assert_eq!(
+        code(&app.call_as(
+            id,
+            &token,
+            json!({"UpdateEnvironment": {"environment": "child"}})
+        )),
+        "forbidden"
+    );
+}
+
+#[test]
+fn update_with_a_request_id_runs_once() {
+    let app = app_with_commit(None);
+    let path = env_path(&create(&app, "once"));
+    commit_file(&path, "mine.txt", "m\n", "mine");
+    commit_file(&repo(&app), "main.txt", "m\n", "main");
+    let mut envelope = app.envelope(json!({"UpdateEnvironment": {"environment": "once"}}));
+    envelope["request_id"] = json!("update-once-1");
+    let first = app.call(&envelope);
+    assert!(first["Updated"].is_object(), "{first}");
+    let head = git(&path, &["rev-parse", "HEAD"]);
+    // main moves again: a replay answers the first update and runs nothing.
+    commit_file(&repo(&app), "main2.txt", "m\n", "main again");
+    let second = app.call(&envelope);
+    assert_eq!(second["Updated"]["replayed"], true, "{second}");
+    assert_eq!(second["Updated"]["head"], first["Updated"]["head"]);
+    assert_eq!(git(&path, &["rev-parse", "HEAD"]), head);
+    let mut other =
+        app.envelope(json!({"UpdateEnvironment": {"environment": "once", "how": "rebase"}}));
+    other["request_id"] = json!("update-once-1");
+    assert_eq!(code(&app.call(&other)), "request_id_reused");
+}

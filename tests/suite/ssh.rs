@@ -264,6 +264,66 @@ fn variants_on_the_host_and_picking_one() {
 }
 
 #[test]
+fn conflicts_and_update_run_git_on_the_host() {
+    let sshd = Sshd::start();
+    let (app, remote) = app_with_host(&sshd);
+    for name in ["far-a", "far-b"] {
+        let env = app.request(json!({"CreateWorktree": {"name": name, "host": "far"}}));
+        assert!(env["Environment"].is_object(), "{env}");
+    }
+    let a = remote.join(".krad/worktrees/far-a");
+    let b = remote.join(".krad/worktrees/far-b");
+    std::fs::write(a.join("app.txt"), "from a\n").unwrap();
+    std::fs::write(b.join("app.txt"), "from b\n").unwrap();
+    git(&b, &["commit", "-q", "-am", "b's app"]);
+    let status_a = git(&a, &["status", "--porcelain"]);
+    let answer = app.request(json!("Conflicts"));
+    let answer = &answer["Conflicts"];
+    // main (this machine) and the host's environments are never paired.
+    let pairs = answer["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 1, "{answer}");
+    assert_eq!(
+        (&pairs[0]["a"], &pairs[0]["b"], &pairs[0]["clean"]),
+        (&json!("far-a"), &json!("far-b"), &json!(false))
+    );
+    assert_eq!(pairs[0]["files"], json!(["app.txt"]));
+    let far_a = &answer["environments"][1];
+    assert_eq!(far_a["host"], "far", "{answer}");
+    assert_eq!(far_a["uncommitted"], true);
+    // Its base is the host's repository, not this machine's main.
+    assert_eq!(far_a["base"]["environment"], "main");
+    assert_eq!(
+        far_a["base"]["tip"],
+        git(&remote, &["rev-parse", "HEAD"]).as_str()
+    );
+    assert_eq!(far_a["base"]["clean"], true);
+    assert_eq!(git(&a, &["status", "--porcelain"]), status_a);
+    // UpdateEnvironment merges the host's main into a host worktree, there.
+    std::fs::write(remote.join("new.txt"), "n\n").unwrap();
+    git(&remote, &["add", "new.txt"]);
+    git(&remote, &["commit", "-q", "-m", "host main moves"]);
+    let tip = git(&remote, &["rev-parse", "HEAD"]);
+    let before = git(&b, &["rev-parse", "HEAD"]);
+    let updated = app.request(json!({"UpdateEnvironment": {"environment": "far-b"}}));
+    assert_eq!(updated["Updated"]["base"], tip.as_str(), "{updated}");
+    assert_eq!(
+        git(&b, &["log", "-1", "--format=%P"]),
+        format!("{before} {tip}")
+    );
+    assert!(b.join("new.txt").is_file());
+    // A conflict there changes nothing.
+    std::fs::write(remote.join("app.txt"), "from the host's main\n").unwrap();
+    git(&remote, &["commit", "-q", "-am", "host main's app"]);
+    let head = git(&b, &["rev-parse", "HEAD"]);
+    let refused =
+        app.request(json!({"UpdateEnvironment": {"environment": "far-b", "how": "rebase"}}));
+    assert_eq!(code(&refused), "conflict", "{refused}");
+    assert_eq!(refused["Error"]["detail"]["files"], json!(["app.txt"]));
+    assert_eq!(git(&b, &["rev-parse", "HEAD"]), head);
+    assert_eq!(git(&b, &["status", "--porcelain"]), "");
+}
+
+#[test]
 fn a_dropped_link_is_reported_and_reopened_on_the_same_port() {
     let sshd = Sshd::start();
     let (app, _remote) = app_with_host(&sshd);

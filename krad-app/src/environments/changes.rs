@@ -3,11 +3,10 @@
 //! its files.
 //!
 //! The working tree is snapshotted into a tree object through a temporary index
-//! (`GIT_INDEX_FILE`): `read-tree HEAD`, `add -A`, `write-tree`. The environment's
-//! own index and files are never written; only objects are added to the store.
+//! (see [`super::snapshot`]). The environment's own index and files are never
+//! written; only objects are added to the store.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use krad_bus::protocol::{ApiError, ChangesInfo, FileChange, FileStatus, MAX_RESPONSE};
 
@@ -23,21 +22,8 @@ pub(crate) async fn changes(
     base: &str,
     with_patch: bool,
 ) -> Result<ChangesInfo, ApiError> {
-    let head = git.text(&["rev-parse", "HEAD"]).await?;
-    // The temporary index lives in the repository's git directory (here or on the host).
-    let name = format!("krad-index-{}-{}", std::process::id(), unique());
-    let index = PathBuf::from(
-        git.text(&[
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-path",
-            name.as_str(),
-        ])
-        .await?,
-    );
-    let tree = snapshot(git, &index).await;
-    git.remove_file(&index).await;
-    let tree = tree?;
+    let snapshot = super::snapshot::snapshot(git).await?;
+    let (head, tree) = (snapshot.head, snapshot.tree);
     let numstat = git
         .bytes(&["diff", "--numstat", "-z", "-M", base, tree.as_str()])
         .await?;
@@ -69,20 +55,6 @@ pub(crate) async fn changes(
         patch,
         truncated,
     })
-}
-
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-/// The working tree as a tree object, through a temporary index.
-async fn snapshot(git: &Git, index: &Path) -> Result<String, ApiError> {
-    let git = git.clone().with_env("GIT_INDEX_FILE", index);
-    git.bytes(&["read-tree", "HEAD"]).await?;
-    git.bytes(&["add", "-A"]).await?;
-    Ok(git.text(&["write-tree"]).await?)
 }
 
 /// `--name-status -z`: status, then one path (two for renames and copies).

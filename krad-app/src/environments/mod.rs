@@ -15,14 +15,21 @@
 //! * [`removal`] — Close: refuses to drop work that exists nowhere else unless
 //!   forced, and always records the tip under `refs/krad/archive/<name>` first.
 //! * [`changes`] and [`variants`] — what an environment did, and variant groups.
+//! * [`snapshot`] — an environment's work, uncommitted included, as a tree
+//!   (a temporary index, never its own), and merges worked out on objects.
+//! * [`conflicts`] — Conflicts: which environments' work would conflict.
+//! * [`update`] — UpdateEnvironment: a worktree brought up to its base's tip.
 
 pub mod changes;
+pub mod conflicts;
 mod creation;
 mod listing;
 mod naming;
 mod recovery;
 mod removal;
 mod setup;
+pub mod snapshot;
+pub mod update;
 pub mod variants;
 
 use std::path::{Path, PathBuf};

@@ -14,11 +14,12 @@ use std::sync::Arc;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use krad_bus::protocol::{ApiError, ErrorCode, PickedInfo};
+use krad_bus::protocol::{ApiError, DryRunInfo, ErrorCode, PickedInfo};
 use krad_bus::request::pick_variant::{How, PickVariant};
 use krad_bus::server::CallContext;
 use serde_json::json;
 
+use super::snapshot::{MergeOf, merge, snapshot};
 use super::{close, commit_all, conflict, env_git, not_found_environment};
 use crate::git::Git;
 use crate::intents::{Merging, PickPlan, Plan, Underway};
@@ -76,6 +77,9 @@ pub(crate) async fn pick(
             "a variant cannot be merged into itself",
         ));
     }
+    if request.dry_run {
+        return dry_run(core, &group, record, how, &into, request.variant).await;
+    }
     let mut underway = Underway::begin(
         core.store.db(),
         ctx,
@@ -112,6 +116,7 @@ pub(crate) async fn pick(
         branch: record.branch,
         into: (how != How::Branch).then_some(into),
         commit,
+        dry_run: None,
     };
     landed(core, &group.name, &picked, &mut underway)?;
     if request.close_others.unwrap_or(true) {
@@ -179,6 +184,7 @@ pub(crate) async fn recover_pick(
         branch,
         into: plan.into.clone(),
         commit,
+        dry_run: None,
     };
     core.store
         .update_group(&group.name, |g| {
@@ -318,15 +324,7 @@ async fn merge_into(
     let (target_git, target_branch) = target(core, into.name, into.host).await?;
     let into = into.name;
     let label = merge.label;
-    let dirty = target_git.dirty_files(false).await?;
-    if !dirty.is_empty() {
-        return Err(conflict(
-            format!(
-                "environment {into:?} has uncommitted changes; commit or stash them, then pick again"
-            ),
-            json!({ "environment": into, "files": dirty }),
-        ));
-    }
+    refuse_dirty_target(&target_git, into).await?;
     let tip = commit_all(merge.variant_git, &format!("krad: the work of {label}")).await?;
     let conflicted = merge_conflicts(&target_git, &target_branch, &tip).await?;
     if !conflicted.is_empty() {
@@ -357,6 +355,120 @@ async fn merge_into(
         })
 }
 
+/// `conflict` when the target has uncommitted changes (untracked files aside).
+async fn refuse_dirty_target(target_git: &Git, into: &str) -> Result<(), ApiError> {
+    let dirty = target_git.dirty_files(false).await?;
+    if !dirty.is_empty() {
+        return Err(conflict(
+            format!(
+                "environment {into:?} has uncommitted changes; commit or stash them, then pick again"
+            ),
+            json!({ "environment": into, "files": dirty }),
+        ));
+    }
+    Ok(())
+}
+
+/// A dry run: what the pick would land — the tree, the commit message, the
+/// files, the conflicts — with nothing changed: the variant's uncommitted work
+/// is snapshotted through a temporary index (not committed), the merge worked
+/// out by `git merge-tree`, and no intent recorded. What the pick would refuse
+/// before merging (a dirty target, a detached one) is refused the same way.
+async fn dry_run(
+    core: &Core,
+    group: &GroupRecord,
+    record: EnvironmentRecord,
+    how: How,
+    into: &str,
+    variant: u32,
+) -> Result<PickedInfo, ApiError> {
+    let label = format!("variant {variant} of {}", group.name);
+    let variant_git = env_git(core, &record)?;
+    let snapshot = snapshot(&variant_git).await?;
+    let uncommitted = if snapshot.uncommitted() {
+        changed_files(&variant_git, &snapshot.head, &snapshot.tree).await?
+    } else {
+        Vec::new()
+    };
+    let work_message = format!("krad: the work of {label}");
+    let (commit, dry_run) = if how == How::Branch {
+        let files = changed_files(&variant_git, &record.base, &snapshot.tree).await?;
+        let dry_run = DryRunInfo {
+            tree: snapshot.tree.clone(),
+            message: snapshot.uncommitted().then_some(work_message),
+            fast_forward: false,
+            files,
+            uncommitted,
+            conflicts: Vec::new(),
+        };
+        (snapshot.head.clone(), dry_run)
+    } else {
+        let (target_git, _) = target(core, into, group.host.as_deref()).await?;
+        refuse_dirty_target(&target_git, into).await?;
+        let head = target_git.text(&["rev-parse", "HEAD"]).await?;
+        let head_tree = target_git
+            .text(&["rev-parse", &format!("{head}^{{tree}}")])
+            .await?;
+        let work = snapshot.commit(&variant_git).await?;
+        let merged = merge(&target_git, &MergeOf::new(&head, &work)).await?;
+        let message = merge_message(how, &label, &record.branch);
+        let dry_run = if !merged.conflicts.is_empty() {
+            DryRunInfo {
+                tree: String::new(),
+                message: Some(message),
+                fast_forward: false,
+                files: Vec::new(),
+                uncommitted,
+                conflicts: merged.conflicts,
+            }
+        } else {
+            let ancestor = |a: &str, b: &str| {
+                let (a, b) = (a.to_owned(), b.to_owned());
+                let git = target_git.clone();
+                async move {
+                    git.succeeds(&["merge-base", "--is-ancestor", a.as_str(), b.as_str()])
+                        .await
+                }
+            };
+            let (tree, message, fast_forward) = match how {
+                How::Merge if ancestor(&work, &head).await? => (head_tree.clone(), None, false),
+                How::Merge if ancestor(&head, &work).await? => (snapshot.tree.clone(), None, true),
+                How::Squash if merged.tree == head_tree => (head_tree.clone(), None, false),
+                _ => (merged.tree, Some(message), false),
+            };
+            DryRunInfo {
+                files: changed_files(&target_git, &head, &tree).await?,
+                tree,
+                message,
+                fast_forward,
+                uncommitted,
+                conflicts: Vec::new(),
+            }
+        };
+        (head, dry_run)
+    };
+    Ok(PickedInfo {
+        group: group.name.clone(),
+        variant,
+        branch: record.branch,
+        into: (how != How::Branch).then(|| into.to_owned()),
+        commit,
+        dry_run: Some(Box::new(dry_run)),
+    })
+}
+
+/// The paths that differ between two commits or trees (both sides of a rename).
+async fn changed_files(git: &Git, from: &str, to: &str) -> Result<Vec<String>, ApiError> {
+    let out = git
+        .bytes(&["diff", "--name-only", "-z", "--no-renames", from, to])
+        .await?;
+    Ok(out
+        .split(|&b| b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect())
+}
+
 /// The commit message of a merge or squash of `branch`.
 fn merge_message(how: How, label: &str, branch: &str) -> String {
     match how {
@@ -381,35 +493,7 @@ async fn close_others(core: &Arc<Core>, group: &GroupRecord, picked: u32) {
 /// The files a merge of `tip` into `branch` would conflict on, found without
 /// touching any worktree.
 async fn merge_conflicts(git: &Git, branch: &str, tip: &str) -> Result<Vec<String>, ApiError> {
-    let (code, out, err) = git
-        .output(
-            &[
-                "merge-tree",
-                "--write-tree",
-                "--name-only",
-                "--no-messages",
-                branch,
-                tip,
-            ],
-            None,
-        )
-        .await?;
-    match code {
-        Some(0) => Ok(Vec::new()),
-        Some(1) => Ok(String::from_utf8_lossy(&out)
-            .lines()
-            .skip(1)
-            .take_while(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect()),
-        _ => Err(ApiError::new(
-            ErrorCode::Failed,
-            format!(
-                "git merge-tree failed: {}",
-                String::from_utf8_lossy(&err).trim()
-            ),
-        )),
-    }
+    Ok(merge(git, &MergeOf::new(branch, tip)).await?.conflicts)
 }
 
 /// Merges or squashes `branch` into the target's checked-out branch. On failure

@@ -8,6 +8,7 @@ pub mod changes;
 pub mod check;
 pub mod close;
 pub mod code;
+pub mod conflicts;
 pub mod create_worktree;
 pub mod environments;
 pub mod extension_tool;
@@ -22,6 +23,7 @@ pub mod run_variants;
 pub mod send;
 pub mod spawn;
 pub mod subscribe_agents;
+pub mod update_environment;
 pub mod wait;
 
 use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode};

@@ -6,9 +6,9 @@
 //! client decodes it back with [`Answer::from_response`].
 
 use super::{
-    AgentRecord, AnsweredInfo, AskInfo, ChangesInfo, CodeResultInfo, EnvironmentInfo,
-    ExtensionInfo, HostStatus, OutputInfo, PickedInfo, Response, SentInfo, ToolResultInfo,
-    VariantsInfo,
+    AgentRecord, AnsweredInfo, AskInfo, ChangesInfo, CodeResultInfo, ConflictsInfo,
+    EnvironmentInfo, ExtensionInfo, HostStatus, OutputInfo, PickedInfo, Response, SentInfo,
+    ToolResultInfo, UpdatedInfo, VariantsInfo,
 };
 use crate::request::hello::HelloInfo;
 use crate::request::stats::StatsInfo;
@@ -58,6 +58,8 @@ one_variant_answers! {
     EnvironmentInfo => Environment boxed (),
     Vec<EnvironmentInfo> => Environments,
     ChangesInfo => Changes boxed (),
+    ConflictsInfo => Conflicts,
+    UpdatedInfo => Updated boxed (),
     VariantsInfo => Variants,
     PickedInfo => Picked,
     CodeResultInfo => CodeResult boxed (),

@@ -1,5 +1,5 @@
 //! Environments and their work: the answers of Environments, CreateWorktree,
-//! Changes, RunVariants and PickVariant.
+//! Changes, Conflicts, UpdateEnvironment, RunVariants and PickVariant.
 
 use serde::{Deserialize, Serialize};
 
@@ -167,5 +167,138 @@ pub struct PickedInfo {
     /// The environment it was merged into (null for `how: branch`).
     pub into: Option<String>,
     /// The commit the target is at now (or the branch's, for `how: branch`).
+    /// In a dry run nothing moved: the target's tip (the branch's, for
+    /// `how: branch`) as it is.
     pub commit: String,
+    /// Set only by a dry run (`dry_run: true`): what the pick would land.
+    /// Nothing was changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<Box<DryRunInfo>>,
+}
+
+/// What a PickVariant would land, from a dry run.
+///
+/// # Format
+///
+/// ```json
+/// {"tree":"4b82…","message":"krad: merge variant 2 of login (krad/login-2)",
+///  "files":["src/login.rs"],"uncommitted":["notes.md"],"conflicts":[]}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DryRunInfo {
+    /// The tree the target would have after the pick (for `how: branch`, the
+    /// tree of the variant's branch, its uncommitted work included). Empty
+    /// when there are conflicts.
+    pub tree: String,
+    /// The message of the commit the pick would make in the target (for `how:
+    /// branch`, of the commit of the variant's uncommitted work); null when it
+    /// makes none (a fast-forward, nothing new, a branch with nothing uncommitted).
+    pub message: Option<String>,
+    /// True when a merge would fast-forward the target to the variant's work.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast_forward: bool,
+    /// The files the pick would change in the target (for `how: branch`, every
+    /// file the variant changed since its base).
+    pub files: Vec<String>,
+    /// The variant's uncommitted files, which the pick would commit on its
+    /// branch first.
+    pub uncommitted: Vec<String>,
+    /// The files that conflict; when there are any the pick would answer
+    /// `conflict` with them.
+    pub conflicts: Vec<String>,
+}
+
+/// The answer to Conflicts: whether the environments' work — committed and
+/// uncommitted — merges cleanly, pair by pair and each against its base.
+///
+/// # Format
+///
+/// ```json
+/// {"environments":[{"name":"main","head":"3f2a…","tree":"9d1e…","uncommitted":false},
+///                  {"name":"fix-login","head":"77b0…","tree":"c2c4…","uncommitted":true,
+///                   "base":{"environment":"main","tip":"3f2a…","clean":true,"files":[]}}],
+///  "pairs":[{"a":"main","b":"fix-login","clean":false,"files":["src/login.rs"]}]}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictsInfo {
+    /// The environments compared: main first, then by name.
+    pub environments: Vec<ConflictsEnvironment>,
+    /// Every pair of them in one repository (on one machine) that could be
+    /// read, in the order of `environments`.
+    pub pairs: Vec<ConflictPair>,
+}
+
+/// One environment in a Conflicts answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictsEnvironment {
+    /// Its name.
+    pub name: String,
+    /// The SSH host it lives on (null: this machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Its HEAD (null when it could not be read).
+    pub head: Option<String>,
+    /// Its working tree as a tree object, uncommitted work included (null when
+    /// it could not be read).
+    pub tree: Option<String>,
+    /// Whether it has uncommitted work (untracked files included).
+    pub uncommitted: bool,
+    /// It against its base environment's current tip (null for main, and when
+    /// its base environment is gone or could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<BaseConflicts>,
+    /// Why it could not be compared (its directory is gone, its host is down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// An environment's work merged with its base environment's current tip.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaseConflicts {
+    /// The base environment.
+    pub environment: String,
+    /// Its tip (its HEAD's commit) now.
+    pub tip: String,
+    /// True when the two merge without conflicts.
+    pub clean: bool,
+    /// The files that conflict.
+    pub files: Vec<String>,
+}
+
+/// Two environments' work merged together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictPair {
+    /// One environment.
+    pub a: String,
+    /// The other, later in `environments`.
+    pub b: String,
+    /// True when their work merges without conflicts.
+    pub clean: bool,
+    /// The files that conflict.
+    pub files: Vec<String>,
+}
+
+/// The answer to UpdateEnvironment.
+///
+/// # Format
+///
+/// ```json
+/// {"environment":"fix-login","base_environment":"main","base":"3f2a…",
+///  "before":"77b0…","head":"e51c…"}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdatedInfo {
+    /// The environment.
+    pub environment: String,
+    /// Its base environment.
+    pub base_environment: String,
+    /// The base environment's tip it was brought up to, now its `base`.
+    pub base: String,
+    /// Its HEAD before.
+    pub before: String,
+    /// Its HEAD now (the same as `before` when it was already up to date).
+    pub head: String,
+    /// True when it was brought up by a fast-forward (it had no commits of its own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast_forward: bool,
 }

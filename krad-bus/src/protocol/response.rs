@@ -41,6 +41,10 @@ pub enum Response {
     Environments(Vec<super::EnvironmentInfo>),
     /// The answer to Changes.
     Changes(Box<super::ChangesInfo>),
+    /// The answer to Conflicts.
+    Conflicts(super::ConflictsInfo),
+    /// The answer to UpdateEnvironment.
+    Updated(Box<super::UpdatedInfo>),
     /// The answer to RunVariants.
     Variants(super::VariantsInfo),
     /// The answer to PickVariant.

@@ -14,6 +14,7 @@ pub mod changes;
 pub mod check;
 pub mod close;
 pub mod code;
+pub mod conflicts;
 pub mod create_worktree;
 pub mod environments;
 pub mod extension_tool;
@@ -31,6 +32,7 @@ pub mod shutdown;
 pub mod spawn;
 pub mod stats;
 pub mod subscribe_agents;
+pub mod update_environment;
 pub mod wait;
 
 use std::time::Duration;
@@ -99,7 +101,8 @@ pub mod deadline {
 
     /// Most requests.
     pub const STANDARD: Duration = Duration::from_secs(10);
-    /// CreateWorktree, Changes, Close, PickVariant, Spawn, RunVariants.
+    /// CreateWorktree, Changes, Conflicts, UpdateEnvironment, Close, PickVariant,
+    /// Spawn, RunVariants.
     pub const LONG: Duration = Duration::from_secs(60);
     /// Code, ExtensionTool.
     pub const LONGEST: Duration = Duration::from_secs(120);
@@ -137,6 +140,8 @@ macro_rules! for_each_request {
             Environments(environments) by app,
             CreateWorktree(create_worktree) by app,
             Changes(changes) by app,
+            Conflicts(conflicts) by app,
+            UpdateEnvironment(update_environment) by app,
             RunVariants(run_variants) by app,
             PickVariant(pick_variant) by app,
             Code(code) by app,

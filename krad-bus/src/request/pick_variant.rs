@@ -26,6 +26,9 @@ pub enum How {
 /// ```json
 /// {"PickVariant":{"group":"login","variant":2,"how":"squash"}}
 /// {"Picked":{"group":"login","variant":2,"branch":"krad/login-2","into":"main","commit":"9c1d…"}}
+/// {"PickVariant":{"group":"login","variant":2,"dry_run":true}}
+/// {"Picked":{"group":"login","variant":2,"branch":"krad/login-2","into":"main","commit":"3f2a…",
+///            "dry_run":{"tree":"4b82…","message":"krad: merge …","files":["src/login.rs"],"uncommitted":[],"conflicts":[]}}}
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PickVariant {
@@ -42,6 +45,10 @@ pub struct PickVariant {
     /// Archive and close the other variants (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub close_others: Option<bool>,
+    /// Answer what would land — the commit it would make, the files, the
+    /// conflicts — and change nothing (default false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 impl Call for PickVariant {

@@ -3,6 +3,7 @@
 use std::io::Read;
 
 use anyhow::Context;
+use krad_bus::protocol::PickedInfo;
 use krad_bus::request::pick_variant::{How, PickVariant};
 use krad_bus::request::run_variants::RunVariants;
 
@@ -52,7 +53,12 @@ pub enum VariantsCommand {
     },
     /// Keep one variant (merged, squashed or as a branch); archive and close the others.
     #[command(
-        after_help = "Examples:\n  krad variants pick login 2\n  krad variants pick login 3 --how squash\n  \
+        after_help = "--dry-run answers what the pick would land — the tree and message of the \
+        commit it would make, the files it would change, the variant's uncommitted files it would \
+        commit first, and the conflicts — and changes nothing (no commit, not even in the variant). \
+        It exits 8 when the pick would conflict, like the pick itself.\n\nExamples:\n  \
+        krad variants pick login 2 --dry-run\n  krad variants pick login 2\n  \
+        krad variants pick login 3 --how squash\n  \
         krad variants pick login 1 --how branch --keep-others"
     )]
     Pick {
@@ -69,6 +75,9 @@ pub enum VariantsCommand {
         /// Leave the other variants open.
         #[arg(long)]
         keep_others: bool,
+        /// Show what would land (commit, files, conflicts) and change nothing.
+        #[arg(long)]
+        dry_run: bool,
         /// Make the request at most once with this id (safe to retry).
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
@@ -135,6 +144,7 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
             into,
             how,
             keep_others,
+            dry_run,
             request_id,
         } => {
             let how = match how {
@@ -148,8 +158,16 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
                 into,
                 how: Some(how),
                 close_others: Some(!keep_others),
+                dry_run,
             };
             let reply = bus.send(request, request_id.as_deref())?;
+            if let Some(would) = &reply.answer.dry_run {
+                output::emit(json, &reply, |picked| output::lines(dry_run_lines(picked)));
+                if !would.conflicts.is_empty() {
+                    return Ok(Exit::Conflict);
+                }
+                return Ok(Exit::Success);
+            }
             output::emit(json, &reply, |picked| {
                 let (variant, branch, commit) = (picked.variant, &picked.branch, &picked.commit);
                 output::line(&match &picked.into {
@@ -162,4 +180,56 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
         }
     }
     Ok(Exit::Success)
+}
+
+/// What a dry run says would land.
+fn dry_run_lines(picked: &PickedInfo) -> Vec<String> {
+    let Some(would) = &picked.dry_run else {
+        return Vec::new();
+    };
+    let (variant, branch) = (picked.variant, &picked.branch);
+    let short = |c: &str| c.get(..10).unwrap_or(c).to_owned();
+    let mut lines = Vec::new();
+    if !would.uncommitted.is_empty() {
+        lines.push(format!(
+            "would commit {} uncommitted file(s) on {branch} first: {}",
+            would.uncommitted.len(),
+            would.uncommitted.join(", ")
+        ));
+    }
+    match (&picked.into, &would.message) {
+        (Some(into), _) if !would.conflicts.is_empty() => lines.push(format!(
+            "variant {variant} ({branch}) conflicts with {into} in {} file(s): {}; the pick would be refused",
+            would.conflicts.len(),
+            would.conflicts.join(", ")
+        )),
+        (Some(into), _) if would.fast_forward => lines.push(format!(
+            "would fast-forward {into} from {} to variant {variant} ({branch}), tree {}",
+            short(&picked.commit),
+            short(&would.tree)
+        )),
+        (Some(into), Some(message)) => lines.push(format!(
+            "would commit on {into} (now at {}): {message:?}, tree {}",
+            short(&picked.commit),
+            short(&would.tree)
+        )),
+        (Some(into), None) => lines.push(format!(
+            "{into} already has variant {variant}'s work: nothing would be committed"
+        )),
+        (None, _) => lines.push(format!(
+            "would keep variant {variant} as branch {branch} (at {}{})",
+            short(&picked.commit),
+            if would.message.is_some() { ", plus a commit of its uncommitted work" } else { "" }
+        )),
+    }
+    if would.conflicts.is_empty() {
+        lines.push(format!(
+            "would change {} file(s){}{}",
+            would.files.len(),
+            if would.files.is_empty() { "" } else { ": " },
+            would.files.join(", ")
+        ));
+    }
+    lines.push("dry run: nothing was changed".to_owned());
+    lines
 }

@@ -1,0 +1,38 @@
+//! UpdateEnvironment: brings a worktree environment up to its base
+//! environment's current tip. A plain terminal may update only its own
+//! environment.
+
+use krad_bus::protocol::{ApiError, ErrorCode, UpdatedInfo};
+use krad_bus::request::update_environment::UpdateEnvironment;
+use krad_bus::server::{CallContext, Handle};
+use krad_bus::token::Principal;
+
+use crate::EmbeddedApp;
+use crate::environments::update;
+
+impl Handle<UpdateEnvironment> for EmbeddedApp {
+    async fn handle(
+        &self,
+        ctx: &CallContext,
+        request: UpdateEnvironment,
+    ) -> Result<UpdatedInfo, ApiError> {
+        if let Principal::Terminal(me) = &ctx.principal
+            && me.environment != request.environment
+        {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "terminal {} is not a lead terminal: it may update only its own environment ({:?})",
+                    me.terminal, me.environment
+                ),
+            )
+            .with_detail(serde_json::json!({ "request": "UpdateEnvironment" })));
+        }
+        update::update(
+            &self.core,
+            &request.environment,
+            request.how.unwrap_or_default(),
+        )
+        .await
+    }
+}
