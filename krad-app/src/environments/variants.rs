@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use krad_bus::protocol::{ApiError, DryRunInfo, ErrorCode, PickedInfo};
@@ -239,7 +239,9 @@ async fn merge_outcome(git: &Git, how: How, merging: &Merging) -> Result<Option<
 }
 
 /// Waits (up to 10 s) for a git still running in the target — a child of the
-/// app that died, finishing its write — to release the index.
+/// app that died, finishing its work (it outlives the app: see
+/// [`crate::git`]) — to end, and for the index to be free. Between its steps
+/// (while a hook runs, say) a git holds no lock: the process is what tells.
 async fn wait_for_index_lock(git: &Git) {
     if git.host().is_some() {
         return;
@@ -248,13 +250,30 @@ async fn wait_for_index_lock(git: &Git) {
         return;
     };
     let lock = git.dir().join(PathBuf::from(lock));
+    let dir = git
+        .dir()
+        .canonicalize()
+        .unwrap_or_else(|_| git.dir().to_path_buf());
     for _ in 0..200 {
-        if !lock.exists() {
+        if !lock.exists() && !git_running_in(&dir) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tracing::warn!(lock = %lock.display(), "the target's index is still locked");
+    tracing::warn!(dir = %dir.display(), "a git still runs in the target, or its index is locked");
+}
+
+/// Whether a `git` process (not ours: we run none now) works in `dir`.
+fn git_running_in(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let proc_dir = entry.path();
+        let is_git = std::fs::read_to_string(proc_dir.join("comm"))
+            .is_ok_and(|comm| comm.trim_end() == "git");
+        is_git && std::fs::read_link(proc_dir.join("cwd")).is_ok_and(|cwd| cwd == dir)
+    })
 }
 
 /// Removes the files of a merge or squash in progress (after it landed, or
