@@ -225,8 +225,15 @@ impl Host {
                 .with_detail(json!({ "host": self.name })));
             }
         }
-        let wanted = self.lock().port.unwrap_or(0);
-        self.set(LinkState::Connecting, None);
+        let (wanted, failed_before) = {
+            let link = self.lock();
+            (link.port.unwrap_or(0), link.state == LinkState::Failed)
+        };
+        // A host that failed stays `failed` (its `since` the first failure)
+        // while it is tried again: no flip to `connecting` and back.
+        if !failed_before {
+            self.set(LinkState::Connecting, None);
+        }
         match self.open(wanted).await {
             Ok(port) => Ok(port),
             Err(reason) => {

@@ -392,9 +392,14 @@ fn an_unreachable_host_is_unavailable_with_ssh_s_reason() {
             .contains("refused"),
         "{answer}"
     );
-    assert_eq!(host_status(&app)["state"], "failed");
+    let failed = host_status(&app);
+    assert_eq!(failed["state"], "failed");
     let answer = app.request(json!({"CreateWorktree": {"name": "x", "host": "nowhere"}}));
     assert_eq!(code(&answer), "unavailable");
+    // Tried again and failed again: still `failed`, since the first failure.
+    let again = host_status(&app);
+    assert_eq!(again["state"], "failed");
+    assert_eq!(again["since"], failed["since"], "{again}");
     assert_eq!(
         code(&app.request(json!({"CreateWorktree": {"name": "x", "host": "unknown"}}))),
         "not_found"
