@@ -44,6 +44,8 @@ pub(crate) struct Program {
     pub stdin: Option<String>,
     /// Killed after this long.
     pub timeout: Duration,
+    /// Variables added to its environment.
+    pub env: Vec<(String, String)>,
 }
 
 /// What was kept of one output stream.
@@ -80,6 +82,7 @@ pub(crate) async fn run(program: Program) -> std::io::Result<CodeResultInfo> {
             command.env_remove::<OsString>(key);
         }
     }
+    command.envs(program.env.iter().map(|(k, v)| (k, v)));
     let started = Instant::now();
     let mut child = command.spawn()?;
     let group = ProcessGroup::of(child.id());
@@ -243,6 +246,7 @@ mod tests {
             cwd: std::env::temp_dir(),
             stdin: None,
             timeout: Duration::from_secs(20),
+            env: Vec::new(),
         }
     }
 

@@ -181,6 +181,29 @@ pub struct WorktreesConfig {
     pub setup_timeout_secs: Option<u64>,
 }
 
+/// `[environments]`: what each new worktree environment gets.
+///
+/// ```toml
+/// [environments]
+/// ports = 3          # a block of 3 TCP ports per environment (default: none)
+/// first_port = 20000 # where handing out starts (default 20000)
+/// ```
+///
+/// Each port is checked free (a bind on 127.0.0.1) when handed out, kept with
+/// the environment across restarts, and released when it is closed; two apps on
+/// one machine never hand out the same port. Terminals, the setup command and
+/// `Code` runs in the environment see `KRAD_PORT` (the first), `KRAD_PORTS`
+/// (all, space-separated) and `PORT` unless the profile or the Spawn sets it.
+/// Environments on SSH hosts get no block yet.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentsConfig {
+    /// How many TCP ports each new worktree environment gets (default 0: none).
+    pub ports: Option<u16>,
+    /// The first port handed out (default 20000).
+    pub first_port: Option<u16>,
+}
+
 /// `[extensions.NAME]`: an MCP server the app starts on first use (stdio).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -245,6 +268,9 @@ pub struct Config {
     /// Worktree settings.
     #[serde(default)]
     pub worktrees: WorktreesConfig,
+    /// Environment settings (port blocks).
+    #[serde(default)]
+    pub environments: EnvironmentsConfig,
     /// MCP servers, by name.
     #[serde(default)]
     pub extensions: BTreeMap<String, ExtensionConfig>,

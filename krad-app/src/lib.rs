@@ -195,6 +195,7 @@ impl EmbeddedApp {
     /// this app.
     pub async fn restore(&self) -> Vec<SocketAddr> {
         environments::restore(&self.core).await;
+        environments::ports::restore(&self.core);
         let endpoints = adopt::restore(&self.core).await;
         intents::recover(&self.core).await;
         transcripts::prune_in_background(&self.core).await;

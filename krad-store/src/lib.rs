@@ -100,6 +100,8 @@ pub enum Kind {
     Intent,
     /// A decided ask, by terminal and ask.
     DecidedAsk,
+    /// An environment's block of TCP ports, by environment name.
+    PortBlock,
 }
 
 impl Kind {
@@ -111,6 +113,7 @@ impl Kind {
             Kind::Terminal => "terminal",
             Kind::Intent => "intent",
             Kind::DecidedAsk => "decided_ask",
+            Kind::PortBlock => "port_block",
         }
     }
 }

@@ -1337,3 +1337,168 @@ fn update_with_a_request_id_runs_once() {
     other["request_id"] = json!("update-once-1");
     assert_eq!(code(&app.call(&other)), "request_id_reused");
 }
+
+/// The ports of each named environment, from Environments.
+fn ports_of(app: &App) -> std::collections::BTreeMap<String, Vec<u64>> {
+    app.request(json!("Environments"))["Environments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|env| env["name"] != "main")
+        .map(|env| {
+            let ports = env["ports"]
+                .as_array()
+                .map(|p| p.iter().map(|p| p.as_u64().unwrap()).collect())
+                .unwrap_or_default();
+            (env["name"].as_str().unwrap().to_owned(), ports)
+        })
+        .collect()
+}
+
+/// An HTTP GET on 127.0.0.1:`port` answers.
+fn http_answers(port: u64) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port as u16)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    if stream
+        .write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
+}
+
+#[test]
+fn ten_environments_serve_on_their_own_ports_which_survive_a_restart_and_are_reused_after_release()
+{
+    let first_port = 21000 + (std::process::id() % 400) * 20;
+    let config = format!(
+        "[environments]\nports = 2\nfirst_port = {first_port}\n[worktrees]\nsetup = \"echo $KRAD_PORT $KRAD_PORTS $PORT > setup-port.txt\"\n"
+    );
+    let registry = tempfile::tempdir().unwrap();
+    let registry_env = vec![(
+        "KRAD_ADE_PORTS_DIR".to_owned(),
+        registry.path().display().to_string(),
+    )];
+    let app = app_with_commit(Some(&config));
+    let app = {
+        let dir = app.stop_keep_dir();
+        App::launch(Launch {
+            reuse: Some(dir),
+            env: registry_env.clone(),
+            ..Launch::default()
+        })
+    };
+    let names: Vec<String> = (0..10).map(|i| format!("web-{i}")).collect();
+    // Ten at once.
+    std::thread::scope(|s| {
+        for name in &names {
+            let app = &app;
+            s.spawn(move || create(app, name));
+        }
+    });
+    let ports = ports_of(&app);
+    let mut all: Vec<u64> = ports.values().flatten().copied().collect();
+    assert_eq!(all.len(), 20, "{ports:?}");
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 20, "every port handed out once: {ports:?}");
+    // The setup command saw them.
+    let envs = app.request(json!("Environments"))["Environments"].clone();
+    for env in envs.as_array().unwrap().iter().skip(1) {
+        let block = &ports[env["name"].as_str().unwrap()];
+        assert_eq!(
+            std::fs::read_to_string(env_path(env).join("setup-port.txt")).unwrap(),
+            format!("{} {} {} {}\n", block[0], block[0], block[1], block[0])
+        );
+    }
+    // Each starts a real HTTP server on $KRAD_PORT, all at once.
+    let terminals: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = names
+            .iter()
+            .map(|name| {
+                let app = &app;
+                s.spawn(move || {
+                    app.spawn(json!({"profile": "exec", "environment": name, "command": ["sh", "-c",
+                        "echo \"ports $KRAD_PORTS port $PORT\"; exec python3 -m http.server --bind 127.0.0.1 \"$KRAD_PORT\""]}))
+                        ["terminal"].as_u64().unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (name, id) in names.iter().zip(&terminals) {
+        let block = &ports[name];
+        let port = block[0];
+        wait_until(Duration::from_secs(30), || http_answers(port));
+        let screen = app.until_screen(
+            *id,
+            &format!("ports {} {} port {}", block[0], block[1], block[0]),
+        );
+        assert!(!screen.contains("Address already in use"), "{screen}");
+    }
+    // Code runs see them too.
+    let code_answer = app.request(
+        json!({"Code": {"environment": "web-3", "command": ["sh", "-c", "echo $KRAD_PORT $PORT"]}}),
+    );
+    let block = &ports["web-3"];
+    assert_eq!(
+        code_answer["CodeResult"]["stdout"],
+        format!("{} {}\n", block[0], block[0])
+    );
+    // A port taken by another program is reported by `krad envs`; the
+    // environment's own server is not.
+    let intruder = std::net::TcpListener::bind(("127.0.0.1", ports["web-0"][1] as u16)).unwrap();
+    let listed = stdout(&app.krad(&["envs"]));
+    assert!(
+        listed.contains(&format!(
+            "{} (in use by pid {})",
+            ports["web-0"][1],
+            std::process::id()
+        )),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains(&format!("{} (in use", ports["web-1"][0])),
+        "{listed}"
+    );
+    drop(intruder);
+    // The blocks survive a restart.
+    let dir = app.stop_keep_dir();
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        env: registry_env.clone(),
+        ..Launch::default()
+    });
+    assert_eq!(ports_of(&app), ports);
+    let lock = registry.path().join(format!("{}.lock", ports["web-5"][0]));
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), app.pid.to_string());
+    // A new environment gets new ports; a closed one's come back only once
+    // it is closed.
+    let lowest = ports.iter().min_by_key(|(_, p)| p[0]).unwrap();
+    let extra = create(&app, "extra");
+    let extra_ports: Vec<u64> = serde_json::from_value(extra["ports"].clone()).unwrap();
+    assert_eq!(extra_ports.len(), 2);
+    assert!(
+        extra_ports.iter().all(|p| !all.contains(p)),
+        "{extra_ports:?}"
+    );
+    assert_eq!(
+        app.request(json!({"Close": {"environment": lowest.0, "force": true}})),
+        json!("Ok")
+    );
+    assert!(
+        !registry
+            .path()
+            .join(format!("{}.lock", lowest.1[0]))
+            .exists()
+    );
+    let reused = create(&app, "reused");
+    let reused_ports: Vec<u64> = serde_json::from_value(reused["ports"].clone()).unwrap();
+    assert_eq!(&reused_ports, lowest.1);
+}

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use krad_bus::protocol::{ApiError, ErrorCode};
 
 use super::naming::{branch_for, check_available};
+use super::ports;
 use super::setup::run_setup;
-use super::{root_git, save, worktrees_dir};
+use super::{root_git, worktrees_dir};
 use crate::Core;
 use crate::git::Git;
 use crate::hosts::Host;
@@ -54,8 +55,22 @@ pub(crate) async fn create(
             phase: Phase::Creating,
             setup: None,
         };
-        save(core, record.clone())?;
-        add_worktree(core, &root, &record).await?;
+        let block = ports::allocate(core, record.host.as_deref())?;
+        let saved = core
+            .store
+            .put_environment_with(record.clone(), |tx| ports::put(tx, name, &block));
+        if let Err(e) = saved {
+            ports::give_back(&block);
+            return Err(ApiError::new(
+                ErrorCode::Failed,
+                format!("cannot record the environment: {e}"),
+            ));
+        }
+        core.environments_changed.send_modify(|n| *n += 1);
+        if let Err(e) = add_worktree(core, &root, &record).await {
+            ports::release(core, name);
+            return Err(e);
+        }
         record
     };
     copy_worktree_include(&root, &path).await;

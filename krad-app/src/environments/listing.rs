@@ -27,6 +27,8 @@ pub(crate) async fn main_info(core: &Core) -> EnvironmentInfo {
         terminals: core.store.terminals_of(MAIN),
         status: EnvironmentStatus::Ready,
         setup: None,
+        ports: Vec::new(),
+        ports_in_use: Vec::new(),
     }
 }
 
@@ -41,6 +43,7 @@ pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
             Phase::SetupFailed => EnvironmentStatus::SetupFailed,
         }
     };
+    let ports = super::ports::block(core, &record.name);
     EnvironmentInfo {
         name: record.name.clone(),
         path: record.path.display().to_string(),
@@ -57,5 +60,11 @@ pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
         terminals: core.store.terminals_of(&record.name),
         status,
         setup: record.setup.clone(),
+        ports_in_use: if record.host.is_none() {
+            super::ports::in_use(&ports, &record.path)
+        } else {
+            Vec::new()
+        },
+        ports,
     }
 }

@@ -19,12 +19,14 @@
 //!   (a temporary index, never its own), and merges worked out on objects.
 //! * [`conflicts`] — Conflicts: which environments' work would conflict.
 //! * [`update`] — UpdateEnvironment: a worktree brought up to its base's tip.
+//! * [`ports`] — each environment's block of TCP ports (`[environments] ports`).
 
 pub mod changes;
 pub mod conflicts;
 mod creation;
 mod listing;
 mod naming;
+pub(crate) mod ports;
 mod recovery;
 mod removal;
 mod setup;

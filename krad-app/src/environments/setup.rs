@@ -46,7 +46,11 @@ pub(crate) async fn run_setup(
     let host = host(core, record.host.as_deref())?;
     let (exit_code, output) = match &host {
         Some(host) => run_remote_setup(host, &record, &command, limit).await,
-        None => run_local_setup(&record, &command, limit).await,
+        None => {
+            let mut env = Vec::new();
+            super::ports::add_env(&mut env, &super::ports::block(core, &record.name));
+            run_local_setup(&record, &command, &env, limit).await
+        }
     };
     record.phase = if exit_code == Some(0) {
         Phase::Ready
@@ -86,12 +90,14 @@ async fn run_remote_setup(
 async fn run_local_setup(
     record: &EnvironmentRecord,
     command: &str,
+    env: &[(String, String)],
     limit: Duration,
 ) -> (Option<i32>, String) {
     let child = tokio::process::Command::new("sh")
         .args(["-c", command])
         .current_dir(&record.path)
         .env("KRAD_ADE_ENVIRONMENT", &record.name)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -60,5 +60,6 @@ async fn close_environment(
         },
     )?;
     environments::close(core, environment, force).await?;
+    environments::ports::release(core, environment);
     Ok(())
 }

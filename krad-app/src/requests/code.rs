@@ -35,8 +35,15 @@ impl Handle<Code> for EmbeddedApp {
             .store
             .environment(&request.environment)
             .and_then(|record| record.host);
+        let mut env = Vec::new();
         let (argv, cwd) = match host {
-            None => (request.command.clone(), cwd),
+            None => {
+                crate::environments::ports::add_env(
+                    &mut env,
+                    &crate::environments::ports::block(core, &request.environment),
+                );
+                (request.command.clone(), cwd)
+            }
             // On a host: through its control connection, with the host's own
             // `timeout` so that the program there ends with the run.
             Some(name) => {
@@ -67,6 +74,7 @@ impl Handle<Code> for EmbeddedApp {
             cwd,
             stdin: request.stdin.clone(),
             timeout,
+            env,
         };
         match program::run(job).await {
             Ok(result) => Ok(result),

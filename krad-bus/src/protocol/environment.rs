@@ -79,6 +79,21 @@ pub struct EnvironmentInfo {
     pub status: EnvironmentStatus,
     /// The setup command's outcome, when the config has one.
     pub setup: Option<SetupInfo>,
+    /// Its block of TCP ports (`[environments] ports`; the first is `KRAD_PORT`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u16>,
+    /// Ports of its block that a program outside the environment listens on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports_in_use: Vec<PortInUse>,
+}
+
+/// A port of an environment's block that another program holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortInUse {
+    /// The port.
+    pub port: u16,
+    /// The process listening on it, when it can be seen.
+    pub pid: Option<u32>,
 }
 
 /// How a file changed.

@@ -26,7 +26,7 @@ pub use envelope::{
 pub use environment::{
     BaseConflicts, ChangesInfo, ConflictPair, ConflictsEnvironment, ConflictsInfo, DryRunInfo,
     EnvironmentInfo, EnvironmentKind, EnvironmentStatus, FileChange, FileStatus, PickedInfo,
-    SetupInfo, UpdatedInfo, VariantInfo, VariantsInfo,
+    PortInUse, SetupInfo, UpdatedInfo, VariantInfo, VariantsInfo,
 };
 pub use error::{ApiError, ErrorCode};
 pub use extension::{CodeResultInfo, ExtensionInfo, ExtensionState, ToolInfo, ToolResultInfo};

@@ -39,6 +39,7 @@ fn envs_table(envs: &[EnvironmentInfo], width: usize) -> Vec<String> {
                 env.branch.clone().unwrap_or_default(),
                 group,
                 terminals.join(","),
+                ports_column(env),
                 env.path.clone(),
             ]
         })
@@ -50,7 +51,25 @@ fn envs_table(envs: &[EnvironmentInfo], width: usize) -> Vec<String> {
         Column::new("BRANCH", 6, 30),
         Column::new("GROUP", 5, 20),
         Column::new("TERMINALS", 9, 16),
+        Column::new("PORTS", 5, 60),
         Column::new("PATH", 4, 200),
     ];
     render::table(&columns, &rows, width)
+}
+
+/// An environment's ports, with those another program holds marked `in use`.
+fn ports_column(env: &EnvironmentInfo) -> String {
+    env.ports
+        .iter()
+        .map(
+            |port| match env.ports_in_use.iter().find(|u| u.port == *port) {
+                Some(used) => match used.pid {
+                    Some(pid) => format!("{port} (in use by pid {pid})"),
+                    None => format!("{port} (in use)"),
+                },
+                None => port.to_string(),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join(" ")
 }

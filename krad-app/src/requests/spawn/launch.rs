@@ -65,6 +65,10 @@ pub(super) fn local_launch(
     if let Some(extra) = launch.extra_env {
         env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
+    crate::environments::ports::add_env(
+        &mut env,
+        &crate::environments::ports::block(core, &launch.me.environment),
+    );
     let krad_dir = settings
         .krad
         .parent()
