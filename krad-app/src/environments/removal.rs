@@ -48,6 +48,8 @@ pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<S
         .remove_environment(name)
         .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the closing: {e}")))?;
     core.environments_changed.send_modify(|n| *n += 1);
+    // However it was closed (Close, a pick closing the others, recovery).
+    super::ports::release(core, name);
     tracing::info!(environment = name, archive = %archive, "environment closed");
     Ok(archive)
 }

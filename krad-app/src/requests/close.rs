@@ -60,6 +60,5 @@ async fn close_environment(
         },
     )?;
     environments::close(core, environment, force).await?;
-    environments::ports::release(core, environment);
     Ok(())
 }
