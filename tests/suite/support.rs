@@ -235,9 +235,15 @@ pub fn private_home(dir: &Path) -> Vec<(String, String)> {
         )
         .unwrap();
     }
+    // The runtime dir too (the ports registry lives there): never the user's.
+    let runtime = dir.join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let private = std::os::unix::fs::PermissionsExt::from_mode(0o700);
+    std::fs::set_permissions(&runtime, private).unwrap();
     vec![
         ("HOME".into(), home.display().to_string()),
         ("XDG_CONFIG_HOME".into(), config.display().to_string()),
+        ("XDG_RUNTIME_DIR".into(), runtime.display().to_string()),
         ("GIT_CONFIG_GLOBAL".into(), gitconfig.display().to_string()),
         ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
     ]
