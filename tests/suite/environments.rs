@@ -308,6 +308,68 @@ fn a_merged_environment_closes_without_force() {
     assert!(!git(&repo(&app), &["for-each-ref", "refs/krad/archive/merged"]).is_empty());
 }
 
+#[test]
+fn work_squash_merged_or_cherry_picked_is_merged_by_content_and_closes_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo_dir = crate::support::git_repo(dir.path());
+    commit_file(&repo_dir, "README.md", "hello\n", "first");
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        rust_log: "info",
+        ..Launch::default()
+    });
+    let main = repo(&app);
+    // Squash-merged: two commits landed on main as one, by hand.
+    let squashed = env_path(&create(&app, "squashed"));
+    commit_file(&squashed, "a.txt", "a\n", "a");
+    commit_file(&squashed, "b.txt", "b\n", "b");
+    git(&main, &["merge", "-q", "--squash", "krad/squashed"]);
+    git(&main, &["commit", "-q", "-m", "squashed"]);
+    // Cherry-picked: its one commit copied onto main, after main moved on.
+    let picked = env_path(&create(&app, "picked"));
+    commit_file(&picked, "c.txt", "c\n", "c");
+    commit_file(&main, "other.txt", "o\n", "main moves on");
+    let tip = git(&picked, &["rev-parse", "HEAD"]);
+    git(&main, &["cherry-pick", tip.as_str()]);
+    // Genuinely unmerged.
+    let open = env_path(&create(&app, "open"));
+    commit_file(&open, "d.txt", "d\n", "d");
+
+    for name in ["squashed", "picked"] {
+        assert_eq!(
+            app.request(json!({"Close": {"environment": name}})),
+            json!("Ok"),
+            "{name}"
+        );
+        assert!(
+            !git(
+                &main,
+                &["for-each-ref", &format!("refs/krad/archive/{name}")]
+            )
+            .is_empty(),
+            "{name} is archived all the same"
+        );
+    }
+    assert!(!squashed.exists() && !picked.exists());
+    let log = app.log();
+    assert!(log.contains("squash-merged"), "{log}");
+    assert!(log.contains("cherry-picked"), "{log}");
+    let refused = app.request(json!({"Close": {"environment": "open"}}));
+    assert_eq!(code(&refused), "conflict", "{refused}");
+    assert_eq!(refused["Error"]["detail"]["commits"], 1);
+    assert!(open.join("d.txt").is_file());
+    // Squash-merged with a change on top of it in main is still merged.
+    let later = env_path(&create(&app, "later"));
+    commit_file(&later, "e.txt", "e\n", "e");
+    git(&main, &["merge", "-q", "--squash", "krad/later"]);
+    git(&main, &["commit", "-q", "-m", "later, squashed"]);
+    commit_file(&main, "e.txt", "e, edited\n", "edited");
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "later"}})),
+        json!("Ok")
+    );
+}
+
 /// Variants whose agents each write a different file and commit nothing.
 fn run_three(app: &App, name: &str) -> Value {
     let answer = app.request(json!({"RunVariants": {

@@ -14,6 +14,8 @@
 //!   reported rather than lost.
 //! * [`removal`] — Close: refuses to drop work that exists nowhere else unless
 //!   forced, and always records the tip under `refs/krad/archive/<name>` first.
+//! * [`merged`] — work already in its target by content (squash-merged,
+//!   cherry-picked) counts as merged.
 //! * [`changes`] and [`variants`] — what an environment did, and variant groups.
 //! * [`snapshot`] — an environment's work, uncommitted included, as a tree
 //!   (a temporary index, never its own), and merges worked out on objects.
@@ -24,6 +26,7 @@ pub mod changes;
 pub mod conflicts;
 mod creation;
 mod listing;
+mod merged;
 mod naming;
 mod recovery;
 mod removal;
