@@ -1399,3 +1399,124 @@ fn update_with_a_request_id_runs_once() {
     other["request_id"] = json!("update-once-1");
     assert_eq!(code(&app.call(&other)), "request_id_reused");
 }
+
+#[test]
+fn archives_are_listed_and_restored_as_environments_with_their_uncommitted_work() {
+    let app = app_with_commit(None);
+    let main = repo(&app);
+    // One closed with uncommitted work (a change, a deletion, a new file).
+    let dirty = env_path(&create(&app, "dirty"));
+    commit_file(&dirty, "kept.txt", "committed\n", "committed work");
+    write(&dirty, "README.md", "changed\n");
+    std::fs::remove_file(dirty.join("src/lib.rs")).unwrap();
+    write(&dirty, "new.txt", "untracked\n");
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "dirty", "force": true}})),
+        json!("Ok")
+    );
+    // One closed clean, with a commit only.
+    let clean = env_path(&create(&app, "clean"));
+    commit_file(&clean, "c.txt", "c\n", "clean work");
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "clean", "force": true}})),
+        json!("Ok")
+    );
+
+    let archives = app.request(json!("Archives"))["Archives"].clone();
+    let names: Vec<&str> = archives
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"dirty") && names.contains(&"clean"),
+        "{archives}"
+    );
+    let of = |name: &str| {
+        archives
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(of("dirty")["uncommitted"], true);
+    assert_eq!(of("clean")["uncommitted"], false);
+    assert_eq!(of("clean")["subject"], "clean work");
+    assert_eq!(
+        of("clean")["commit"],
+        git(&main, &["rev-parse", "refs/krad/archive/clean"])
+    );
+    assert!(!of("clean")["date"].as_str().unwrap().is_empty());
+
+    // Restored: its uncommitted work is uncommitted again, on a new branch.
+    let env = app.request(json!({"RestoreArchive": {"name": "dirty"}}));
+    let env = &env["Environment"];
+    assert_eq!(env["name"], "dirty", "{env}");
+    assert_eq!(env["branch"], "krad/dirty");
+    let path = env_path(env);
+    assert_eq!(git(&path, &["log", "-1", "--format=%s"]), "committed work");
+    assert_eq!(
+        std::fs::read_to_string(path.join("README.md")).unwrap(),
+        "changed\n"
+    );
+    assert_eq!(
+        git(&path, &["status", "--porcelain"]),
+        "M README.md\n D src/lib.rs\n?? new.txt",
+        "(git() trims the first space)"
+    );
+    assert!(path.join("kept.txt").is_file());
+    // The archive ref stays.
+    assert!(!git(&main, &["for-each-ref", "refs/krad/archive/dirty"]).is_empty());
+
+    // --as, through the CLI, with a request id: at most once.
+    let out = app.krad(&[
+        "archive",
+        "restore",
+        "clean",
+        "--as",
+        "clean-again",
+        "--request-id",
+        "restore-1",
+    ]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("restored environment clean-again"),
+        "{}",
+        stdout(&out)
+    );
+    let again = app.dir.path().join("repo/.krad/worktrees/clean-again");
+    assert_eq!(git(&again, &["log", "-1", "--format=%s"]), "clean work");
+    assert_eq!(git(&again, &["status", "--porcelain"]), "");
+    let out = app.krad(&[
+        "archive",
+        "restore",
+        "clean",
+        "--as",
+        "clean-again",
+        "--request-id",
+        "restore-1",
+    ]);
+    assert_eq!(exit_code(&out), 0, "a retry replays: {}", stderr(&out));
+    // A name taken → conflict (exit 8); no such archive → not_found (exit 4).
+    assert_eq!(
+        exit_code(&app.krad(&["archive", "restore", "clean", "--as", "clean-again"])),
+        8
+    );
+    let missing = app.request(json!({"RestoreArchive": {"name": "nothing", "as": "x"}}));
+    assert_eq!(code(&missing), "not_found", "{missing}");
+    assert_eq!(exit_code(&app.krad(&["archive", "restore", "nothing"])), 3);
+
+    // ls, human and --json.
+    let out = app.krad(&["archive", "ls"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("dirty") && text.contains("[uncommitted]") && text.contains("clean work"),
+        "{text}"
+    );
+    let v: Value = serde_json::from_slice(&app.krad(&["archive", "ls", "--json"]).stdout).unwrap();
+    assert_eq!(v["Archives"].as_array().unwrap().len(), 2);
+}

@@ -16,12 +16,15 @@
 //!   forced, and always records the tip under `refs/krad/archive/<name>` first.
 //! * [`merged`] — work already in its target by content (squash-merged,
 //!   cherry-picked) counts as merged.
+//! * [`archives`] — Archives and RestoreArchive: the archive refs, and one made
+//!   an environment again with its uncommitted work.
 //! * [`changes`] and [`variants`] — what an environment did, and variant groups.
 //! * [`snapshot`] — an environment's work, uncommitted included, as a tree
 //!   (a temporary index, never its own), and merges worked out on objects.
 //! * [`conflicts`] — Conflicts: which environments' work would conflict.
 //! * [`update`] — UpdateEnvironment: a worktree brought up to its base's tip.
 
+pub mod archives;
 pub mod changes;
 pub mod conflicts;
 mod creation;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use krad_bus::protocol::{ApiError, ErrorCode};
 use serde_json::json;
 
+use super::archives::UNCOMMITTED_SUBJECT;
 use super::merged::merged_by_content;
 use super::{conflict, env_git, host, not_found_environment, root_git};
 use crate::git::Git;
@@ -189,11 +190,7 @@ async fn archive(
     present: bool,
 ) -> Result<String, ApiError> {
     let tip = if present {
-        commit_all(
-            worktree,
-            &format!("krad: archive the uncommitted work of {}", record.name),
-        )
-        .await?
+        commit_all(worktree, &format!("{UNCOMMITTED_SUBJECT}{}", record.name)).await?
     } else {
         match root
             .commit_of(&format!("refs/heads/{}", record.branch))
