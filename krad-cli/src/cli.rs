@@ -81,6 +81,7 @@ impl Cli {
             Command::Changes(args) => changes::run(args, &connect, json),
             Command::Conflicts(args) => conflicts::run(args, &connect, json),
             Command::Env(args) => env::run(args, &connect, json),
+            Command::Archive(args) => archive::run(args, &connect, json),
             Command::Variants(args) => variants::run(args, &connect, json),
             Command::Hosts(args) => hosts::run(args, &connect, json),
             Command::Asks(args) => asks::run(args, &connect, json),
@@ -137,6 +138,8 @@ pub enum Command {
     Conflicts(commands::conflicts::ConflictsArgs),
     /// Bring an environment up to its base's tip: `krad env update NAME` (UpdateEnvironment).
     Env(commands::env::EnvArgs),
+    /// List archived work (`krad archive ls`) and make it an environment again (`krad archive restore NAME`).
+    Archive(commands::archive::ArchiveArgs),
     /// Run the same task in N worktrees, then pick the best.
     Variants(commands::variants::VariantsArgs),
     /// Show the SSH hosts and their links; `krad hosts check NAME` connects.

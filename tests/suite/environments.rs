@@ -308,6 +308,68 @@ fn a_merged_environment_closes_without_force() {
     assert!(!git(&repo(&app), &["for-each-ref", "refs/krad/archive/merged"]).is_empty());
 }
 
+#[test]
+fn work_squash_merged_or_cherry_picked_is_merged_by_content_and_closes_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo_dir = crate::support::git_repo(dir.path());
+    commit_file(&repo_dir, "README.md", "hello\n", "first");
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        rust_log: "info",
+        ..Launch::default()
+    });
+    let main = repo(&app);
+    // Squash-merged: two commits landed on main as one, by hand.
+    let squashed = env_path(&create(&app, "squashed"));
+    commit_file(&squashed, "a.txt", "a\n", "a");
+    commit_file(&squashed, "b.txt", "b\n", "b");
+    git(&main, &["merge", "-q", "--squash", "krad/squashed"]);
+    git(&main, &["commit", "-q", "-m", "squashed"]);
+    // Cherry-picked: its one commit copied onto main, after main moved on.
+    let picked = env_path(&create(&app, "picked"));
+    commit_file(&picked, "c.txt", "c\n", "c");
+    commit_file(&main, "other.txt", "o\n", "main moves on");
+    let tip = git(&picked, &["rev-parse", "HEAD"]);
+    git(&main, &["cherry-pick", tip.as_str()]);
+    // Genuinely unmerged.
+    let open = env_path(&create(&app, "open"));
+    commit_file(&open, "d.txt", "d\n", "d");
+
+    for name in ["squashed", "picked"] {
+        assert_eq!(
+            app.request(json!({"Close": {"environment": name}})),
+            json!("Ok"),
+            "{name}"
+        );
+        assert!(
+            !git(
+                &main,
+                &["for-each-ref", &format!("refs/krad/archive/{name}")]
+            )
+            .is_empty(),
+            "{name} is archived all the same"
+        );
+    }
+    assert!(!squashed.exists() && !picked.exists());
+    let log = app.log();
+    assert!(log.contains("squash-merged"), "{log}");
+    assert!(log.contains("cherry-picked"), "{log}");
+    let refused = app.request(json!({"Close": {"environment": "open"}}));
+    assert_eq!(code(&refused), "conflict", "{refused}");
+    assert_eq!(refused["Error"]["detail"]["commits"], 1);
+    assert!(open.join("d.txt").is_file());
+    // Squash-merged with a change on top of it in main is still merged.
+    let later = env_path(&create(&app, "later"));
+    commit_file(&later, "e.txt", "e\n", "e");
+    git(&main, &["merge", "-q", "--squash", "krad/later"]);
+    git(&main, &["commit", "-q", "-m", "later, squashed"]);
+    commit_file(&main, "e.txt", "e, edited\n", "edited");
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "later"}})),
+        json!("Ok")
+    );
+}
+
 /// Variants whose agents each write a different file and commit nothing.
 fn run_three(app: &App, name: &str) -> Value {
     let answer = app.request(json!({"RunVariants": {
@@ -1501,4 +1563,125 @@ fn ten_environments_serve_on_their_own_ports_which_survive_a_restart_and_are_reu
     let reused = create(&app, "reused");
     let reused_ports: Vec<u64> = serde_json::from_value(reused["ports"].clone()).unwrap();
     assert_eq!(&reused_ports, lowest.1);
+}
+
+#[test]
+fn archives_are_listed_and_restored_as_environments_with_their_uncommitted_work() {
+    let app = app_with_commit(None);
+    let main = repo(&app);
+    // One closed with uncommitted work (a change, a deletion, a new file).
+    let dirty = env_path(&create(&app, "dirty"));
+    commit_file(&dirty, "kept.txt", "committed\n", "committed work");
+    write(&dirty, "README.md", "changed\n");
+    std::fs::remove_file(dirty.join("src/lib.rs")).unwrap();
+    write(&dirty, "new.txt", "untracked\n");
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "dirty", "force": true}})),
+        json!("Ok")
+    );
+    // One closed clean, with a commit only.
+    let clean = env_path(&create(&app, "clean"));
+    commit_file(&clean, "c.txt", "c\n", "clean work");
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "clean", "force": true}})),
+        json!("Ok")
+    );
+
+    let archives = app.request(json!("Archives"))["Archives"].clone();
+    let names: Vec<&str> = archives
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"dirty") && names.contains(&"clean"),
+        "{archives}"
+    );
+    let of = |name: &str| {
+        archives
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(of("dirty")["uncommitted"], true);
+    assert_eq!(of("clean")["uncommitted"], false);
+    assert_eq!(of("clean")["subject"], "clean work");
+    assert_eq!(
+        of("clean")["commit"],
+        git(&main, &["rev-parse", "refs/krad/archive/clean"])
+    );
+    assert!(!of("clean")["date"].as_str().unwrap().is_empty());
+
+    // Restored: its uncommitted work is uncommitted again, on a new branch.
+    let env = app.request(json!({"RestoreArchive": {"name": "dirty"}}));
+    let env = &env["Environment"];
+    assert_eq!(env["name"], "dirty", "{env}");
+    assert_eq!(env["branch"], "krad/dirty");
+    let path = env_path(env);
+    assert_eq!(git(&path, &["log", "-1", "--format=%s"]), "committed work");
+    assert_eq!(
+        std::fs::read_to_string(path.join("README.md")).unwrap(),
+        "changed\n"
+    );
+    assert_eq!(
+        git(&path, &["status", "--porcelain"]),
+        "M README.md\n D src/lib.rs\n?? new.txt",
+        "(git() trims the first space)"
+    );
+    assert!(path.join("kept.txt").is_file());
+    // The archive ref stays.
+    assert!(!git(&main, &["for-each-ref", "refs/krad/archive/dirty"]).is_empty());
+
+    // --as, through the CLI, with a request id: at most once.
+    let out = app.krad(&[
+        "archive",
+        "restore",
+        "clean",
+        "--as",
+        "clean-again",
+        "--request-id",
+        "restore-1",
+    ]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("restored environment clean-again"),
+        "{}",
+        stdout(&out)
+    );
+    let again = app.dir.path().join("repo/.krad/worktrees/clean-again");
+    assert_eq!(git(&again, &["log", "-1", "--format=%s"]), "clean work");
+    assert_eq!(git(&again, &["status", "--porcelain"]), "");
+    let out = app.krad(&[
+        "archive",
+        "restore",
+        "clean",
+        "--as",
+        "clean-again",
+        "--request-id",
+        "restore-1",
+    ]);
+    assert_eq!(exit_code(&out), 0, "a retry replays: {}", stderr(&out));
+    // A name taken → conflict (exit 8); no such archive → not_found (exit 4).
+    assert_eq!(
+        exit_code(&app.krad(&["archive", "restore", "clean", "--as", "clean-again"])),
+        8
+    );
+    let missing = app.request(json!({"RestoreArchive": {"name": "nothing", "as": "x"}}));
+    assert_eq!(code(&missing), "not_found", "{missing}");
+    assert_eq!(exit_code(&app.krad(&["archive", "restore", "nothing"])), 3);
+
+    // ls, human and --json.
+    let out = app.krad(&["archive", "ls"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("dirty") && text.contains("[uncommitted]") && text.contains("clean work"),
+        "{text}"
+    );
+    let v: Value = serde_json::from_slice(&app.krad(&["archive", "ls", "--json"]).stdout).unwrap();
+    assert_eq!(v["Archives"].as_array().unwrap().len(), 2);
 }

@@ -14,6 +14,10 @@
 //!   reported rather than lost.
 //! * [`removal`] — Close: refuses to drop work that exists nowhere else unless
 //!   forced, and always records the tip under `refs/krad/archive/<name>` first.
+//! * [`merged`] — work already in its target by content (squash-merged,
+//!   cherry-picked) counts as merged.
+//! * [`archives`] — Archives and RestoreArchive: the archive refs, and one made
+//!   an environment again with its uncommitted work.
 //! * [`changes`] and [`variants`] — what an environment did, and variant groups.
 //! * [`snapshot`] — an environment's work, uncommitted included, as a tree
 //!   (a temporary index, never its own), and merges worked out on objects.
@@ -21,10 +25,12 @@
 //! * [`update`] — UpdateEnvironment: a worktree brought up to its base's tip.
 //! * [`ports`] — each environment's block of TCP ports (`[environments] ports`).
 
+pub mod archives;
 pub mod changes;
 pub mod conflicts;
 mod creation;
 mod listing;
+mod merged;
 mod naming;
 pub(crate) mod ports;
 mod recovery;

@@ -9,6 +9,8 @@ use std::sync::Arc;
 use krad_bus::protocol::{ApiError, ErrorCode};
 use serde_json::json;
 
+use super::archives::UNCOMMITTED_SUBJECT;
+use super::merged::merged_by_content;
 use super::{conflict, env_git, host, not_found_environment, root_git};
 use crate::git::Git;
 use crate::state_file::EnvironmentRecord;
@@ -33,9 +35,11 @@ pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<S
     let root = root_git(core, host.as_ref());
     let worktree = env_git(core, &record)?;
     let present = worktree.dir_exists().await;
-    if present && !force {
-        refuse_unique_work(&root, &worktree, &record).await?;
-    }
+    let merged = if present && !force {
+        refuse_unique_work(core, &root, &worktree, &record).await?
+    } else {
+        None
+    };
     closing::close_terminals_of(core, name).await?;
     let archive = archive(&root, &worktree, &record, present).await?;
     {
@@ -50,19 +54,42 @@ pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<S
     core.environments_changed.send_modify(|n| *n += 1);
     // However it was closed (Close, a pick closing the others, recovery).
     super::ports::release(core, name);
-    tracing::info!(environment = name, archive = %archive, "environment closed");
+    match &merged {
+        Some(why) => tracing::info!(
+            environment = name,
+            archive = %archive,
+            merged = %why,
+            "environment closed: its commits no other branch has are merged by content"
+        ),
+        None => tracing::info!(environment = name, archive = %archive, "environment closed"),
+    }
     Ok(archive)
 }
 
-/// `conflict` when an environment has uncommitted files or unmerged commits.
+/// `conflict` when an environment has uncommitted files or unmerged commits —
+/// commits no other branch has whose changes are not in its target (its base
+/// environment's branch) by content either. `Some(why)` when it has such
+/// commits but they are merged by content (squash-merged, cherry-picked).
 async fn refuse_unique_work(
+    core: &Core,
     root: &Git,
     worktree: &Git,
     record: &EnvironmentRecord,
-) -> Result<(), ApiError> {
+) -> Result<Option<String>, ApiError> {
     let name = &record.name;
     let dirty = worktree.dirty_files(true).await?;
-    let unmerged = unmerged_commits(root, &record.branch).await?;
+    let mut unmerged = unmerged_commits(root, &record.branch).await?;
+    let mut merged = None;
+    if dirty.is_empty() && unmerged > 0 {
+        let tip = format!("refs/heads/{}", record.branch);
+        for target in targets(core, record) {
+            if let Some(why) = merged_by_content(root, &tip, &target).await {
+                merged = Some(why);
+                unmerged = 0;
+                break;
+            }
+        }
+    }
     if !dirty.is_empty() || unmerged > 0 {
         return Err(conflict(
             format!(
@@ -73,7 +100,21 @@ async fn refuse_unique_work(
             json!({ "environment": name, "files": dirty, "commits": unmerged }),
         ));
     }
-    Ok(())
+    Ok(merged)
+}
+
+/// Where an environment's work lands: its base environment's branch (main's
+/// HEAD for main, or when the base environment is gone), then main's HEAD.
+fn targets(core: &Core, record: &EnvironmentRecord) -> Vec<String> {
+    let mut targets = Vec::new();
+    if record.base_environment != MAIN
+        && let Some(base) = core.store.environment(&record.base_environment)
+        && base.host == record.host
+    {
+        targets.push(format!("refs/heads/{}", base.branch));
+    }
+    targets.push("HEAD".to_owned());
+    targets
 }
 
 /// Removes an environment's worktree (or prunes it when its directory is gone)
@@ -151,11 +192,7 @@ async fn archive(
     present: bool,
 ) -> Result<String, ApiError> {
     let tip = if present {
-        commit_all(
-            worktree,
-            &format!("krad: archive the uncommitted work of {}", record.name),
-        )
-        .await?
+        commit_all(worktree, &format!("{UNCOMMITTED_SUBJECT}{}", record.name)).await?
     } else {
         match root
             .commit_of(&format!("refs/heads/{}", record.branch))

@@ -1,6 +1,7 @@
 //! One handler per request the app answers, and the rights rules they share.
 
 pub mod answer;
+pub mod archives;
 pub mod ask;
 pub mod asks;
 pub mod attach;

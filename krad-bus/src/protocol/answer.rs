@@ -6,7 +6,7 @@
 //! client decodes it back with [`Answer::from_response`].
 
 use super::{
-    AgentRecord, AnsweredInfo, AskInfo, ChangesInfo, CodeResultInfo, ConflictsInfo,
+    AgentRecord, AnsweredInfo, ArchiveInfo, AskInfo, ChangesInfo, CodeResultInfo, ConflictsInfo,
     EnvironmentInfo, ExtensionInfo, HostStatus, OutputInfo, PickedInfo, Response, SentInfo,
     ToolResultInfo, UpdatedInfo, VariantsInfo,
 };
@@ -60,6 +60,7 @@ one_variant_answers! {
     ChangesInfo => Changes boxed (),
     ConflictsInfo => Conflicts,
     UpdatedInfo => Updated boxed (),
+    Vec<ArchiveInfo> => Archives,
     VariantsInfo => Variants,
     PickedInfo => Picked,
     CodeResultInfo => CodeResult boxed (),

@@ -317,3 +317,28 @@ pub struct UpdatedInfo {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fast_forward: bool,
 }
+
+/// One archive of Archives: work kept under `refs/krad/archive/<name>` when an
+/// environment was closed.
+///
+/// # Format
+///
+/// ```json
+/// {"name":"fix-login","commit":"3f2a…","date":"2026-12-01T22:40:00+00:00",
+///  "subject":"krad: archive the uncommitted work of fix-login","uncommitted":true}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveInfo {
+    /// The archive's name: the ref is `refs/krad/archive/<name>`.
+    pub name: String,
+    /// The archived commit.
+    pub commit: String,
+    /// Its committer date (ISO 8601).
+    pub date: String,
+    /// Its subject line.
+    pub subject: String,
+    /// True when it is krad's commit of the uncommitted work: RestoreArchive
+    /// makes its changes uncommitted files again.
+    #[serde(default)]
+    pub uncommitted: bool,
+}

@@ -24,9 +24,9 @@ pub use envelope::{
     API_VERSION, Caller, Envelope, OutgoingEnvelope, RawRequest, RequestId, TerminalRef, Token,
 };
 pub use environment::{
-    BaseConflicts, ChangesInfo, ConflictPair, ConflictsEnvironment, ConflictsInfo, DryRunInfo,
-    EnvironmentInfo, EnvironmentKind, EnvironmentStatus, FileChange, FileStatus, PickedInfo,
-    PortInUse, SetupInfo, UpdatedInfo, VariantInfo, VariantsInfo,
+    ArchiveInfo, BaseConflicts, ChangesInfo, ConflictPair, ConflictsEnvironment, ConflictsInfo,
+    DryRunInfo, EnvironmentInfo, EnvironmentKind, EnvironmentStatus, FileChange, FileStatus,
+    PickedInfo, PortInUse, SetupInfo, UpdatedInfo, VariantInfo, VariantsInfo,
 };
 pub use error::{ApiError, ErrorCode};
 pub use extension::{CodeResultInfo, ExtensionInfo, ExtensionState, ToolInfo, ToolResultInfo};

@@ -45,6 +45,8 @@ pub enum Response {
     Conflicts(super::ConflictsInfo),
     /// The answer to UpdateEnvironment.
     Updated(Box<super::UpdatedInfo>),
+    /// The answer to Archives.
+    Archives(Vec<super::ArchiveInfo>),
     /// The answer to RunVariants.
     Variants(super::VariantsInfo),
     /// The answer to PickVariant.

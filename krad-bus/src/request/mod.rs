@@ -8,6 +8,7 @@
 //! line and a line in [`for_each_request!`]; then the app's handler
 //! (`impl Handle<TheRequest>`). Nothing compiles until the handler exists.
 
+pub mod archives;
 pub mod ask;
 pub mod attach;
 pub mod changes;
@@ -142,6 +143,8 @@ macro_rules! for_each_request {
             Changes(changes) by app,
             Conflicts(conflicts) by app,
             UpdateEnvironment(update_environment) by app,
+            Archives(archives) by app,
+            RestoreArchive(archives) by app,
             RunVariants(run_variants) by app,
             PickVariant(pick_variant) by app,
             Code(code) by app,

@@ -2,6 +2,7 @@
 
 pub mod answer;
 pub mod api;
+pub mod archive;
 pub mod asks;
 pub mod attach;
 pub mod changes;

@@ -1,0 +1,98 @@
+//! Archives: the work Close kept under `refs/krad/archive/<name>`, listed, and
+//! made an environment again — a new worktree on a new branch at the archived
+//! commit, with krad's commit of the uncommitted work undone into uncommitted
+//! files (`reset --mixed` to its parent, in the new worktree only).
+
+use std::sync::Arc;
+
+use krad_bus::protocol::{ApiError, ArchiveInfo, ErrorCode};
+use serde_json::json;
+
+use super::{NewWorktree, create, env_git, save};
+use crate::git::Git;
+use crate::state_file::EnvironmentRecord;
+use crate::{Core, MAIN};
+
+/// Where archives are kept.
+const PREFIX: &str = "refs/krad/archive/";
+
+/// The subject of the commit [`super::removal`] makes of uncommitted work.
+pub(crate) const UNCOMMITTED_SUBJECT: &str = "krad: archive the uncommitted work of ";
+
+/// Every archive of the repository, newest first.
+pub(crate) async fn list(core: &Core) -> Result<Vec<ArchiveInfo>, ApiError> {
+    let root = Git::new(&core.settings.root);
+    let out = root
+        .text(&[
+            "for-each-ref",
+            "--sort=-committerdate",
+            "--format=%(refname)%00%(objectname)%00%(committerdate:iso-strict)%00%(contents:subject)",
+            PREFIX,
+        ])
+        .await?;
+    Ok(out
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(4, '\0');
+            let name = fields.next()?.strip_prefix(PREFIX)?.to_owned();
+            let commit = fields.next()?.to_owned();
+            let date = fields.next()?.to_owned();
+            let subject = fields.next().unwrap_or_default().to_owned();
+            Some(ArchiveInfo {
+                uncommitted: subject.starts_with(UNCOMMITTED_SUBJECT),
+                name,
+                commit,
+                date,
+                subject,
+            })
+        })
+        .collect())
+}
+
+/// Makes the archive `name` the environment `as_name`: see the module's doc.
+pub(crate) async fn restore(
+    core: &Arc<Core>,
+    name: &str,
+    as_name: &str,
+) -> Result<EnvironmentRecord, ApiError> {
+    let root = Git::new(&core.settings.root);
+    let reference = format!("{PREFIX}{name}");
+    let Some(commit) = root.commit_of(&reference).await? else {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no archive {name:?} (krad archive ls lists them)"),
+        )
+        .with_detail(json!({ "archive": name })));
+    };
+    let subject = root
+        .text(&["log", "-1", "--format=%s", commit.as_str()])
+        .await?;
+    let parent = root.commit_of(&format!("{commit}^")).await?;
+    let uncommitted = subject.starts_with(UNCOMMITTED_SUBJECT) && parent.is_some();
+    let mut record = create(
+        core,
+        NewWorktree {
+            name: as_name,
+            branch: None,
+            base_commit: commit.clone(),
+            base_environment: MAIN.to_owned(),
+            group: None,
+            host: None,
+        },
+    )
+    .await?;
+    let git = env_git(core, &record)?;
+    if uncommitted {
+        git.bytes(&["reset", "--quiet", "--mixed", "HEAD~1"])
+            .await?;
+    }
+    let head = git.text(&["rev-parse", "HEAD"]).await?;
+    let main_head = root.text(&["rev-parse", "HEAD"]).await?;
+    record.base = root
+        .text(&["merge-base", main_head.as_str(), head.as_str()])
+        .await
+        .unwrap_or(head);
+    save(core, record.clone())?;
+    tracing::info!(archive = name, environment = as_name, commit = %commit, uncommitted, "archive restored");
+    Ok(record)
+}

@@ -1,0 +1,43 @@
+//! Archives and RestoreArchive: the work Close kept under `refs/krad/archive/`,
+//! and one of them an environment again (see
+//! [`crate::environments::archives`]). Plain terminals may list, not restore.
+
+use krad_bus::protocol::{ApiError, ArchiveInfo, EnvironmentInfo};
+use krad_bus::request::archives::{Archives, RestoreArchive};
+use krad_bus::server::{CallContext, Handle};
+
+use super::not_for_plain_terminals;
+use crate::EmbeddedApp;
+use crate::environments::{self, archives};
+use crate::intents::{Plan, Underway};
+
+impl Handle<Archives> for EmbeddedApp {
+    async fn handle(
+        &self,
+        _ctx: &CallContext,
+        _request: Archives,
+    ) -> Result<Vec<ArchiveInfo>, ApiError> {
+        archives::list(&self.core).await
+    }
+}
+
+impl Handle<RestoreArchive> for EmbeddedApp {
+    async fn handle(
+        &self,
+        ctx: &CallContext,
+        request: RestoreArchive,
+    ) -> Result<EnvironmentInfo, ApiError> {
+        let core = &self.core;
+        not_for_plain_terminals(&ctx.principal, "RestoreArchive")?;
+        let name = request.as_name.unwrap_or_else(|| request.name.clone());
+        // Its retry after a crash is a CreateWorktree's: the environment if it
+        // was made, else nothing was.
+        let _underway = Underway::begin(
+            core.store.db(),
+            ctx,
+            Plan::CreateWorktree { name: name.clone() },
+        )?;
+        let record = archives::restore(core, &request.name, &name).await?;
+        Ok(environments::info(core, &record))
+    }
+}
