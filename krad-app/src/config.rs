@@ -177,8 +177,13 @@ pub struct WorktreesConfig {
     pub dir: Option<PathBuf>,
     /// A command run with `sh -c` in each new worktree before any agent starts.
     pub setup: Option<String>,
-    /// How long the setup command may take, in seconds (default 600).
+    /// How long the setup (and the teardown) command may take, in seconds
+    /// (default 600).
     pub setup_timeout_secs: Option<u64>,
+    /// A shell command run in a worktree before it is removed (its terminals
+    /// closed first): `docker compose down`, dropping a database. When it fails,
+    /// Close is refused (`conflict`, with its output) unless forced.
+    pub teardown: Option<String>,
 }
 
 /// `[environments]`: what each new worktree environment gets.

@@ -1685,3 +1685,35 @@ fn archives_are_listed_and_restored_as_environments_with_their_uncommitted_work(
     let v: Value = serde_json::from_slice(&app.krad(&["archive", "ls", "--json"]).stdout).unwrap();
     assert_eq!(v["Archives"].as_array().unwrap().len(), 2);
 }
+
+#[test]
+fn teardown_runs_before_a_worktree_goes_and_a_failed_one_keeps_it_unless_forced() {
+    let app = app_with_commit(Some(
+        "[worktrees]\nteardown = \"case $KRAD_ADE_ENVIRONMENT in stuck) echo cannot stop; exit 3;; esac; echo down $KRAD_ADE_ENVIRONMENT >> $HOME/teardown.log\"\n",
+    ));
+    create(&app, "svc");
+    create(&app, "stuck");
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "svc"}})),
+        json!("Ok")
+    );
+    let log = std::fs::read_to_string(app.dir.path().join("home/teardown.log")).unwrap();
+    assert_eq!(log, "down svc\n");
+    let refused = app.request(json!({"Close": {"environment": "stuck"}}));
+    assert_eq!(code(&refused), "conflict", "{refused}");
+    assert_eq!(refused["Error"]["detail"]["exit_code"], 3);
+    assert!(
+        refused["Error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot stop"),
+        "{refused}"
+    );
+    let path = env_path(&app.request(json!("Environments"))["Environments"][1]);
+    assert!(path.is_dir(), "a failed teardown keeps the worktree");
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "stuck", "force": true}})),
+        json!("Ok")
+    );
+    assert!(!path.exists());
+}

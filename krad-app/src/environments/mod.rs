@@ -51,7 +51,7 @@ pub(crate) use listing::{info, main_info};
 pub(crate) use naming::resolve_base;
 pub(crate) use recovery::restore;
 pub(crate) use removal::{close, commit_all};
-pub(crate) use setup::{ready, run_setup};
+pub(crate) use setup::{ready, run_setup, run_teardown};
 pub(crate) use variants::recover_pick;
 
 use crate::Core;

@@ -41,6 +41,19 @@ pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<S
         None
     };
     closing::close_terminals_of(core, name).await?;
+    if let Some((exit_code, output)) = super::run_teardown(core, &record).await? {
+        if exit_code != Some(0) && !force {
+            return Err(conflict(
+                format!(
+                    "the teardown command failed in environment {name:?} (its terminals are \
+                     closed; nothing else changed); fix it, or close with force: {}",
+                    output.trim()
+                ),
+                json!({ "environment": name, "exit_code": exit_code, "output": output }),
+            ));
+        }
+        tracing::info!(environment = name, ?exit_code, "teardown ran");
+    }
     let archive = archive(&root, &worktree, &record, present).await?;
     {
         // git's worktree commands read every worktree's metadata: a removal

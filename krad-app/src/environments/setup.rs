@@ -45,11 +45,11 @@ pub(crate) async fn run_setup(
         .map_or(SETUP_TIMEOUT, Duration::from_secs);
     let host = host(core, record.host.as_deref())?;
     let (exit_code, output) = match &host {
-        Some(host) => run_remote_setup(host, &record, &command, limit).await,
+        Some(host) => run_remote(host, &record, &command, limit, "setup").await,
         None => {
             let mut env = Vec::new();
             super::ports::add_env(&mut env, &super::ports::block(core, &record.name));
-            run_local_setup(&record, &command, &env, limit).await
+            run_local(&record, &command, &env, limit, "setup").await
         }
     };
     record.phase = if exit_code == Some(0) {
@@ -66,12 +66,45 @@ pub(crate) async fn run_setup(
     Ok(record)
 }
 
-/// The setup command on the worktree's SSH host: its exit code and output.
-async fn run_remote_setup(
+/// The config's teardown command, run in a worktree before it is removed (its
+/// services stopped, say), with the setup's time limit: its exit code and the
+/// tail of its output, or `None` when there is none or the worktree is gone.
+pub(crate) async fn run_teardown(
+    core: &Core,
+    record: &EnvironmentRecord,
+) -> Result<Option<(Option<i32>, String)>, ApiError> {
+    let Some(command) = core.settings.config.worktrees.teardown.clone() else {
+        return Ok(None);
+    };
+    let limit = core
+        .settings
+        .config
+        .worktrees
+        .setup_timeout_secs
+        .map_or(SETUP_TIMEOUT, Duration::from_secs);
+    let host = host(core, record.host.as_deref())?;
+    let (exit_code, output) = match &host {
+        Some(host) => run_remote(host, record, &command, limit, "teardown").await,
+        None => {
+            if !record.path.is_dir() {
+                return Ok(None);
+            }
+            let mut env = Vec::new();
+            super::ports::add_env(&mut env, &super::ports::block(core, &record.name));
+            run_local(record, &command, &env, limit, "teardown").await
+        }
+    };
+    Ok(Some((exit_code, tail(&output, SETUP_OUTPUT_TAIL))))
+}
+
+/// A setup or teardown command (`what`) on the worktree's SSH host: its exit
+/// code and output.
+async fn run_remote(
     host: &Arc<Host>,
     record: &EnvironmentRecord,
     command: &str,
     limit: Duration,
+    what: &str,
 ) -> (Option<i32>, String) {
     let script = format!(
         "cd {} && KRAD_ADE_ENVIRONMENT={} sh -c {} 2>&1",
@@ -82,16 +115,17 @@ async fn run_remote_setup(
     match tokio::time::timeout(limit, host.run(&script, None)).await {
         Ok(Ok((code, out, _))) => (code, String::from_utf8_lossy(&out).into_owned()),
         Ok(Err(e)) => (None, e.message),
-        Err(_) => (None, timed_out(limit)),
+        Err(_) => (None, timed_out(what, limit)),
     }
 }
 
-/// The setup command on this machine: its exit code and output.
-async fn run_local_setup(
+/// A setup or teardown command (`what`) on this machine: its exit code and output.
+async fn run_local(
     record: &EnvironmentRecord,
     command: &str,
     env: &[(String, String)],
     limit: Duration,
+    what: &str,
 ) -> (Option<i32>, String) {
     let child = tokio::process::Command::new("sh")
         .args(["-c", command])
@@ -104,22 +138,22 @@ async fn run_local_setup(
         .kill_on_drop(true)
         .spawn();
     match child {
-        Err(e) => (None, format!("cannot run the setup command: {e}")),
+        Err(e) => (None, format!("cannot run the {what} command: {e}")),
         Ok(child) => match tokio::time::timeout(limit, child.wait_with_output()).await {
             Ok(Ok(out)) => {
                 let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
                 text.push_str(&String::from_utf8_lossy(&out.stderr));
                 (out.status.code(), text)
             }
-            Ok(Err(e)) => (None, format!("the setup command failed to run: {e}")),
-            Err(_) => (None, timed_out(limit)),
+            Ok(Err(e)) => (None, format!("the {what} command failed to run: {e}")),
+            Err(_) => (None, timed_out(what, limit)),
         },
     }
 }
 
-fn timed_out(limit: Duration) -> String {
+fn timed_out(what: &str, limit: Duration) -> String {
     format!(
-        "the setup command did not finish within {} s",
+        "the {what} command did not finish within {} s",
         limit.as_secs()
     )
 }
