@@ -37,21 +37,7 @@ pub(crate) async fn run_setup(
         output: String::new(),
     });
     save(core, record.clone())?;
-    let limit = core
-        .settings
-        .config
-        .worktrees
-        .setup_timeout_secs
-        .map_or(SETUP_TIMEOUT, Duration::from_secs);
-    let host = host(core, record.host.as_deref())?;
-    let (exit_code, output) = match &host {
-        Some(host) => run_remote(host, &record, &command, limit, "setup").await,
-        None => {
-            let mut env = Vec::new();
-            super::ports::add_env(&mut env, &super::ports::block(core, &record.name));
-            run_local(&record, &command, &env, limit, "setup").await
-        }
-    };
+    let (exit_code, output) = run_in(core, &record, &command, "setup").await?;
     record.phase = if exit_code == Some(0) {
         Phase::Ready
     } else {
@@ -76,25 +62,35 @@ pub(crate) async fn run_teardown(
     let Some(command) = core.settings.config.worktrees.teardown.clone() else {
         return Ok(None);
     };
+    if record.host.is_none() && !record.path.is_dir() {
+        return Ok(None);
+    }
+    let (exit_code, output) = run_in(core, record, &command, "teardown").await?;
+    Ok(Some((exit_code, tail(&output, SETUP_OUTPUT_TAIL))))
+}
+
+/// Runs a setup or teardown command (`what`) in a worktree, here or on its
+/// host, within `setup_timeout_secs`: its exit code and output.
+async fn run_in(
+    core: &Core,
+    record: &EnvironmentRecord,
+    command: &str,
+    what: &str,
+) -> Result<(Option<i32>, String), ApiError> {
     let limit = core
         .settings
         .config
         .worktrees
         .setup_timeout_secs
         .map_or(SETUP_TIMEOUT, Duration::from_secs);
-    let host = host(core, record.host.as_deref())?;
-    let (exit_code, output) = match &host {
-        Some(host) => run_remote(host, record, &command, limit, "teardown").await,
+    Ok(match host(core, record.host.as_deref())? {
+        Some(host) => run_remote(&host, record, command, limit, what).await,
         None => {
-            if !record.path.is_dir() {
-                return Ok(None);
-            }
             let mut env = Vec::new();
             super::ports::add_env(&mut env, &super::ports::block(core, &record.name));
-            run_local(record, &command, &env, limit, "teardown").await
+            run_local(record, command, &env, limit, what).await
         }
-    };
-    Ok(Some((exit_code, tail(&output, SETUP_OUTPUT_TAIL))))
+    })
 }
 
 /// A setup or teardown command (`what`) on the worktree's SSH host: its exit
