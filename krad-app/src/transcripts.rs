@@ -87,10 +87,19 @@ mod tests {
     #[test]
     fn closed_terminals_transcripts_go_oldest_first_and_live_ones_stay() {
         let dir = tempfile::tempdir().unwrap();
-        let write = |name: &str, bytes: usize| {
-            std::fs::write(dir.path().join(name), vec![b'x'; bytes]).unwrap();
-            // Distinct, increasing modification times.
-            std::thread::sleep(std::time::Duration::from_millis(15));
+        let mut age = 0;
+        let mut write = |name: &str, bytes: usize| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, vec![b'x'; bytes]).unwrap();
+            // Distinct, increasing modification times, set rather than waited for.
+            age += 1;
+            let modified = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000 + age);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(modified)
+                .unwrap();
         };
         write("1.log.1", 400);
         write("1.log", 100);
