@@ -22,6 +22,7 @@ mod git;
 mod hosts;
 mod input;
 mod intents;
+mod launching;
 mod leftovers;
 pub mod notify;
 mod private_file;
@@ -91,6 +92,8 @@ pub(crate) struct Core {
     pub secret: Arc<Secret>,
     /// The extensions (MCP servers) the config names.
     pub extensions: krad_ext::ExtensionManager,
+    /// Terminals being started (their tokens work before they are recorded).
+    pub launching: launching::Launching,
     /// Serializes the git work that creates and removes worktrees.
     pub environments_lock: tokio::sync::Mutex<()>,
     /// Bumped whenever an environment changes (Spawn waits on a setup with it).
@@ -167,6 +170,7 @@ impl EmbeddedApp {
                 secret,
                 extensions,
                 environments_lock: tokio::sync::Mutex::new(()),
+                launching: launching::Launching::default(),
                 hosts: hosts::Hosts::new(&settings_hosts, bus_port),
                 asks,
                 feed: Arc::default(),
@@ -272,8 +276,9 @@ impl App for EmbeddedApp {
         Some(&self.core.request_log)
     }
 
-    fn knows_terminal(&self, terminal: &TerminalRef) -> bool {
-        self.core.store.knows(terminal)
+    async fn knows_terminal(&self, terminal: &TerminalRef) -> bool {
+        let core = &self.core;
+        core.launching.known_soon(&core.store, terminal).await
     }
 
     async fn agent_count(&self) -> u64 {

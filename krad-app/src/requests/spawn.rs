@@ -86,23 +86,36 @@ pub(crate) async fn spawn(
     let before = agent_record(&newcomer, &request, &profile, shown.clone(), None);
     core.store.keep_before_start(&before, prepared.3.as_ref());
     launching(&mut underway, before);
-    let started_terminal = start_terminal(core, &newcomer, &request, prepared, events_tx);
-    let (terminal, token_file) = started_terminal.inspect_err(|_| {
-        core.store.forget_kept(newcomer.me.terminal);
-    })?;
-    let record = agent_record(&newcomer, &request, &profile, shown, terminal.pid());
-    let record = core
-        .store
-        .insert(record, terminal.clone(), profile.clone(), token_file);
-    watch(
-        core,
-        newcomer.me.terminal,
-        terminal,
-        events,
-        profile,
-        request.prompt,
-    );
-    Ok(record)
+    // The rest runs in a task of its own: a caller that leaves (or times out)
+    // while the program starts leaves no orphan — the terminal is recorded and
+    // watched all the same.
+    let core = core.clone();
+    let finish = tokio::spawn(async move {
+        // Its token works from now on: a request with it waits for its record.
+        let start = core.launching.begin(&newcomer.me);
+        let (terminal, token_file) =
+            start_terminal(&core, newcomer.me.terminal, &request, prepared, events_tx)
+                .await
+                .inspect_err(|_| core.store.forget_kept(newcomer.me.terminal))?;
+        let record = agent_record(&newcomer, &request, &profile, shown, terminal.pid());
+        let record = core
+            .store
+            .insert(record, terminal.clone(), profile.clone(), token_file);
+        watch(
+            &core,
+            newcomer.me.terminal,
+            terminal,
+            events,
+            profile,
+            request.prompt,
+        );
+        drop(start);
+        drop(underway);
+        Ok(record)
+    });
+    finish
+        .await
+        .map_err(|e| ApiError::internal(format!("the Spawn's start was lost: {e}")))?
 }
 
 /// The environment a new terminal goes to (the caller's by default, else
@@ -227,17 +240,18 @@ struct Newcomer {
     variant: Option<(String, u32)>,
 }
 
-/// Starts the prepared program on a new terminal of the app's terminal host.
+/// Starts the prepared program on a new terminal of the app's terminal host,
+/// on a blocking thread: a host may run processes and wait for them (the tmux
+/// host waits for tmux's answer), which must never hold a runtime worker.
 /// On failure the local token file is removed again.
-fn start_terminal(
+async fn start_terminal(
     core: &Core,
-    newcomer: &Newcomer,
+    id: u64,
     request: &Spawn,
     (argv, cwd, env, token_file): Prepared,
     events: tokio::sync::mpsc::Sender<TerminalEvent>,
 ) -> Result<(Arc<dyn Terminal>, Option<PathBuf>), ApiError> {
     let settings = &core.settings;
-    let id = newcomer.me.terminal;
     let spec = SpawnSpec {
         id,
         argv,
@@ -259,7 +273,11 @@ fn start_terminal(
         ),
         scrollback_lines: settings.config.terminals.scrollback,
     };
-    match core.host.spawn(spec, events) {
+    let host = core.host.clone();
+    let started = tokio::task::spawn_blocking(move || host.spawn(spec, events))
+        .await
+        .unwrap_or_else(|e| Err(SpawnError::Host(format!("the terminal host failed: {e}"))));
+    match started {
         Ok(terminal) => Ok((terminal, token_file)),
         Err(e) => {
             if let Some(file) = &token_file {

@@ -13,6 +13,7 @@ use crate::SpawnError;
 use super::common::{REPLY_TIMEOUT, SESSION};
 use super::connection::Connection;
 use super::control::Control;
+use super::later::Later;
 use super::reader::Reader;
 use super::server::Server;
 use super::watcher;
@@ -20,6 +21,8 @@ use super::watcher;
 /// Starts a control client of `server`'s session (which must exist), its
 /// reader and its watchdog; returns once the client is attached.
 pub(super) fn start(server: &Server) -> Result<Arc<Connection>, SpawnError> {
+    let later = Later::start()
+        .map_err(|e| SpawnError::Host(format!("cannot start a thread for the tmux client: {e}")))?;
     let mut client = server
         .command()
         .args(["-C", "attach-session", "-t", &format!("={SESSION}")])
@@ -44,6 +47,7 @@ pub(super) fn start(server: &Server) -> Result<Arc<Connection>, SpawnError> {
         client: Mutex::new(Some(client)),
         server: server_pid,
         followed: Mutex::new(HashMap::new()),
+        later,
     });
     let (attached, attached_rx) = std_mpsc::channel();
     let reader = Reader::new(Arc::clone(&connection), attached);

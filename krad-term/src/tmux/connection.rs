@@ -10,6 +10,7 @@ use nix::unistd::Pid;
 
 use super::common::lock;
 use super::control::Control;
+use super::later::Later;
 
 /// The control client and what it owes: one per host at a time.
 #[derive(Debug)]
@@ -22,6 +23,8 @@ pub(super) struct Connection {
     pub(super) server: Option<Pid>,
     /// The programs followed and not yet ended: pane → pid (for the watchdog).
     pub(super) followed: Mutex<HashMap<String, u32>>,
+    /// Work for later, off the reader (exit queries, ends).
+    pub(super) later: Later,
 }
 
 impl Connection {

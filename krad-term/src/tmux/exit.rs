@@ -56,18 +56,14 @@ pub(super) fn ask_final_screen(
         .send(vec![(seed_line(pane, scrollback_lines), replies)])
 }
 
-/// Asks for a pane's exit status, shortly, from another thread (the reader
-/// reads for everyone); false if no thread could be started.
+/// Asks for a pane's exit status, shortly, off the reader (which reads for
+/// everyone); false if the client's thread for later work is gone.
 pub(super) fn ask_exit_soon(connection: &Arc<Connection>, pane: &str) -> bool {
-    let connection = Arc::clone(connection);
+    let asking = Arc::clone(connection);
     let pane = pane.to_owned();
-    std::thread::Builder::new()
-        .name("krad-tmux-ask".into())
-        .spawn(move || {
-            std::thread::sleep(Duration::from_millis(25));
-            ask_exit(&connection, &pane);
-        })
-        .is_ok()
+    connection
+        .later
+        .after(Duration::from_millis(25), move || ask_exit(&asking, &pane))
 }
 
 /// Asks for a pane's exit status.
@@ -81,7 +77,8 @@ pub(super) fn ask_exit(connection: &Connection, pane: &str) {
 
 /// A program ended: once its output is parsed (and the final screen, if given,
 /// is in place), records the status, sends `Exited` (last) and closes its
-/// window. On a thread of its own: the reader goes on for the others.
+/// window. Off the reader (the client's thread for later work): the reader
+/// goes on for the others.
 pub(super) fn finish(
     connection: &Arc<Connection>,
     mut pipeline: Pipeline,
@@ -89,8 +86,9 @@ pub(super) fn finish(
     screen: Option<((u16, u16), Vec<u8>)>,
 ) {
     lock(&connection.followed).remove(pipeline.shared.pane());
-    let connection = Arc::clone(connection);
+    let finishing = Arc::clone(connection);
     let work = move || {
+        let connection = finishing;
         drop(pipeline.chunks.take());
         if let Some(parsed) = pipeline.parsed.take() {
             // Resolves (with an error) once the output thread is done.
@@ -115,11 +113,8 @@ pub(super) fn finish(
         tracing::debug!(terminal = shared.id, ?status, "tmux terminal ended");
         let _ = pipeline.events.blocking_send(TerminalEvent::Exited(status));
     };
-    if let Err(error) = std::thread::Builder::new()
-        .name("krad-tmux-exit".into())
-        .spawn(work)
-    {
-        tracing::error!(%error, "cannot finish a tmux terminal");
+    if !connection.later.after(Duration::ZERO, work) {
+        tracing::error!("cannot finish a tmux terminal: its client's thread is gone");
     }
 }
 

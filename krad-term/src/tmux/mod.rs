@@ -5,7 +5,7 @@
 //!
 //! Layers: each module imports only modules of the lines above its own, and
 //! none imports this file (a call back up is a closure passed down).
-//! 1. `common` (names, timeout, lock), `codec` (tmux's encodings): none;
+//! 1. `common` (names, timeout, lock), `codec` (tmux's encodings), `later` (jobs for later): none;
 //! 2. `seed` (a pane's captured screen) → codec; `server` (one-off commands) → common;
 //! 3. `state` (a terminal's shared state, the reader's `Pipeline`) → seed;
 //! 4. `reply` (what answers are owed) → state; then `control` (command side) → reply;
@@ -60,6 +60,7 @@ mod common;
 mod connection;
 mod control;
 mod exit;
+mod later;
 mod reader;
 mod reply;
 mod seed;

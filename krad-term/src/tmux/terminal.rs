@@ -5,7 +5,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
@@ -195,11 +195,12 @@ impl Terminal for TmuxTerminal {
             tracing::debug!(terminal = id, %error, "cannot send SIGHUP");
         }
         let shared = Arc::clone(&self.shared);
-        let spawned = std::thread::Builder::new()
-            .name(format!("krad-tmux-close-{id}"))
-            .spawn(move || kill_after_grace(&shared, pid, grace));
-        if let Err(error) = spawned {
-            tracing::warn!(terminal = id, %error, "cannot wait for the grace; SIGKILL now");
+        let queued = self
+            .connection
+            .later
+            .after(grace, move || kill_after_grace(&shared, pid));
+        if !queued {
+            tracing::warn!(terminal = id, "cannot wait for the grace; SIGKILL now");
             let _ = signal_group(pid, Signal::SIGKILL);
         }
     }
@@ -221,15 +222,11 @@ impl Terminal for TmuxTerminal {
     }
 }
 
-/// After `grace`, SIGKILL to what is left of the program's group — unless the
-/// program ended before and nothing is left of its group.
-fn kill_after_grace(shared: &Shared, pid: Pid, grace: Duration) {
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if shared.exit.get().is_some() && group_gone(pid) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+/// At the end of the grace: SIGKILL to what is left of the program's group —
+/// unless the program ended and nothing is left of its group.
+fn kill_after_grace(shared: &Shared, pid: Pid) {
+    if shared.exit.get().is_some() && group_gone(pid) {
+        return;
     }
     log_grace_kill(shared.id, signal_group(pid, Signal::SIGKILL));
 }
