@@ -81,6 +81,8 @@ impl Launching {
 impl Drop for Start<'_> {
     fn drop(&mut self) {
         self.launching.lock().remove(&self.id);
-        self.launching.settled.send_modify(|n| *n = n.wrapping_add(1));
+        self.launching
+            .settled
+            .send_modify(|n| *n = n.wrapping_add(1));
     }
 }

@@ -6,6 +6,8 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +21,7 @@ use krad_bus::request::check::Check;
 use krad_bus::request::list::List;
 use krad_bus::request::spawn::Spawn;
 use krad_bus::request::wait::{Wait, WaitFor};
-use krad_bus::server::{CallContext, Handle};
+use krad_bus::server::{self, Bus, CallContext, Handle, ServerConfig};
 use krad_bus::token::{Principal, Secret};
 use krad_term::{
     ExitStatus, Snapshot, SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost,
@@ -37,6 +39,8 @@ struct HeldHost {
     began: Mutex<Option<std::sync::mpsc::Sender<()>>>,
     go: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
     gave_up: AtomicBool,
+    /// The token file of the last terminal started.
+    token_file: Mutex<Option<String>>,
 }
 
 impl HeldHost {
@@ -57,6 +61,8 @@ impl TerminalHost for HeldHost {
         spec: SpawnSpec,
         events: mpsc::Sender<TerminalEvent>,
     ) -> Result<Arc<dyn Terminal>, SpawnError> {
+        let token_file = spec.env.iter().find(|(k, _)| k == "KRAD_ADE_TOKEN_FILE");
+        *self.token_file.lock().unwrap() = token_file.map(|(_, v)| v.clone());
         if self.hold.swap(false, Ordering::SeqCst) {
             if let Some(began) = self.began.lock().unwrap().take() {
                 let _ = began.send(());
@@ -153,6 +159,10 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 async fn fixture(host: Arc<HeldHost>) -> Fixture {
+    fixture_with(host, Arc::new(Secret::generate().unwrap())).await
+}
+
+async fn fixture_with(host: Arc<HeldHost>, secret: Arc<Secret>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("repo");
     std::fs::create_dir_all(&root).unwrap();
@@ -166,7 +176,6 @@ async fn fixture(host: Arc<HeldHost>) -> Fixture {
         endpoint: "127.0.0.1:9".parse().unwrap(),
         config: Config::parse("").unwrap(),
     };
-    let secret = Arc::new(Secret::generate().unwrap());
     let app = EmbeddedApp::new(settings, host, secret).unwrap();
     app.restore().await;
     Fixture {
@@ -214,7 +223,9 @@ async fn a_start_held_by_the_terminal_host_blocks_no_other_request() {
     let (began_rx, go) = host.hold_next();
     let app = fixture.app.clone();
     let spawning =
-        tokio::spawn(async move { Handle::<Spawn>::handle(&*app, &client(), spawn_request()).await });
+        tokio::spawn(
+            async move { Handle::<Spawn>::handle(&*app, &client(), spawn_request()).await },
+        );
     began(began_rx).await;
     // The start is held: List is answered all the same, before it gives up.
     assert!(list(&fixture.app).await.is_empty());
@@ -237,7 +248,9 @@ async fn a_start_whose_caller_left_still_records_its_terminal() {
     let (began_rx, go) = host.hold_next();
     let app = fixture.app.clone();
     let spawning =
-        tokio::spawn(async move { Handle::<Spawn>::handle(&*app, &client(), spawn_request()).await });
+        tokio::spawn(
+            async move { Handle::<Spawn>::handle(&*app, &client(), spawn_request()).await },
+        );
     began(began_rx).await;
     spawning.abort();
     assert!(spawning.await.unwrap_err().is_cancelled());
@@ -318,4 +331,81 @@ async fn waits_end_at_their_timeouts() {
         (Duration::from_secs(600)..Duration::from_secs(601)).contains(&took),
         "Check of 600 s answered after {took:?}"
     );
+}
+
+/// A program may call the bus in its very first instant (Claude Code's
+/// SessionStart hook does), before the app has recorded its terminal: the
+/// request waits for the record and is answered — never `unauthorized`.
+#[test]
+fn a_terminal_calling_before_it_is_recorded_is_answered_once_it_is() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let host = Arc::new(HeldHost::default());
+    let secret = Arc::new(Secret::generate().unwrap());
+    let fixture = runtime.block_on(fixture_with(host.clone(), secret.clone()));
+    let bus = Arc::new(Bus::new(secret, ServerConfig::default()));
+    let listener = runtime.block_on(server::bind(0)).unwrap();
+    let endpoint = listener.local_addr().unwrap();
+    runtime.spawn(server::serve(listener, bus, fixture.app.clone()));
+
+    let (began_rx, go) = host.hold_next();
+    let app = fixture.app.clone();
+    let spawning = runtime
+        .spawn(async move { Handle::<Spawn>::handle(&*app, &client(), spawn_request()).await });
+    began_rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    // The program's token is out; its terminal is not recorded yet.
+    let token_file = host.token_file.lock().unwrap().clone().unwrap();
+    let token = std::fs::read_to_string(token_file).unwrap();
+    let envelope = serde_json::json!({
+        "api_version": 1,
+        "from": {"Terminal": {"environment": "main", "terminal": 1}},
+        "token": token.trim(),
+        "request": {"Report": {"state": "working"}},
+    });
+    let mut stream = TcpStream::connect(endpoint).unwrap();
+    let mut line = serde_json::to_vec(&envelope).unwrap();
+    line.push(b'\n');
+    stream.write_all(&line).unwrap();
+    // While the start is held there is no answer (an `unauthorized` would
+    // come at once)...
+    stream
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let early = loop {
+        match stream.read(&mut byte) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => break other,
+        }
+    };
+    match early {
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) => {}
+        other => {
+            let mut rest = String::new();
+            let _ = stream.read_to_string(&mut rest);
+            panic!(
+                "answered before the terminal was recorded: {other:?} {}{rest}",
+                String::from_utf8_lossy(&byte)
+            );
+        }
+    }
+    // ...and once the terminal is recorded, the Report is taken.
+    go.send(()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert_eq!(answer.trim_end(), "\"Ok\"", "the early Report");
+    let record = runtime.block_on(spawning).unwrap().unwrap();
+    assert_eq!(record.terminal, 1);
+    let agents = runtime.block_on(list(&fixture.app));
+    assert_eq!(agents[0].state, AgentState::Working);
 }

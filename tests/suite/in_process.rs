@@ -54,7 +54,7 @@ impl App for StuckApp {
     fn request_log(&self) -> Option<&krad_bus::server::request_log::RequestLog> {
         None
     }
-    fn knows_terminal(&self, _terminal: &TerminalRef) -> bool {
+    async fn knows_terminal(&self, _terminal: &TerminalRef) -> bool {
         true
     }
     async fn agent_count(&self) -> u64 {

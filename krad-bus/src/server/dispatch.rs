@@ -51,7 +51,7 @@ pub(crate) async fn handle<A: App>(
     line: &[u8],
     stream: &mut TcpStream,
 ) -> Reply<A::Subscription, A::Attachment> {
-    let (ctx, request) = match checked(bus, &**app, line) {
+    let (ctx, request) = match checked(bus, &**app, line).await {
         Ok(checked) => checked,
         Err(e) => return Reply::Answer(e.into()),
     };
@@ -88,18 +88,27 @@ pub(crate) async fn handle<A: App>(
 
 /// Steps 1 to 4 of the order of checks: the line, the token, the version, then
 /// the request and the caller's right to make it.
-fn checked<A: App>(bus: &Bus, app: &A, line: &[u8]) -> Result<(CallContext, Request), ApiError> {
+async fn checked<A: App>(
+    bus: &Bus,
+    app: &A,
+    line: &[u8],
+) -> Result<(CallContext, Request), ApiError> {
     let envelope = Envelope::parse(line)?;
+    let unauthorized = || {
+        ApiError::new(
+            ErrorCode::Unauthorized,
+            "the token is not valid for the caller named in \"from\"",
+        )
+    };
     let principal = bus
         .secret
         .authenticate(&envelope.from, &envelope.token)
-        .filter(|p| p.terminal().is_none_or(|t| app.knows_terminal(t)))
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::Unauthorized,
-                "the token is not valid for the caller named in \"from\"",
-            )
-        })?;
+        .ok_or_else(unauthorized)?;
+    if let Some(terminal) = principal.terminal()
+        && !app.knows_terminal(terminal).await
+    {
+        return Err(unauthorized());
+    }
     // The version, before the request's name is even read.
     if !envelope.speaks_v1() {
         return Err(ApiError::new(

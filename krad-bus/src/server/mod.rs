@@ -48,9 +48,10 @@ pub trait App: Handlers + 'static {
     /// What an Attach request's connection serves.
     type Attachment: Attachment;
 
-    /// Whether a terminal that authenticated with its token is still one the app
-    /// hosts; a closed terminal's token stops working.
-    fn knows_terminal(&self, terminal: &TerminalRef) -> bool;
+    /// Whether a terminal that authenticated with its token is one the app
+    /// hosts; a closed terminal's token stops working. An app may wait here for
+    /// a terminal it is still starting.
+    fn knows_terminal(&self, terminal: &TerminalRef) -> impl Future<Output = bool> + Send;
 
     /// Where the answers of at-most-once requests are kept (section 8); `None`
     /// serves every request id as if it were new.
