@@ -333,3 +333,68 @@ fn gc_without_a_selector_or_with_a_bad_age_is_invalid_and_plain_terminals_may_no
     );
     assert_eq!(code(&denied), "forbidden", "{denied}");
 }
+
+#[test]
+fn an_ssh_host_environment_is_measured_there_and_kept_while_its_terminal_lives() {
+    let sshd = crate::ssh::Sshd::start();
+    let dir = tempfile::tempdir().unwrap();
+    let local = crate::support::git_repo(dir.path());
+    commit_file(&local, "README.md", "local\n", "local");
+    let remote = dir.path().join("host-repo");
+    std::fs::create_dir_all(&remote).unwrap();
+    git(&remote, &["init", "-q", "-b", "main"]);
+    commit_file(&remote, "app.txt", "on the host\n", "remote");
+    let config = format!("{FAST_DISK}{}", sshd.host_config("far", &remote, sshd.port));
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        config: Some(&config),
+        ..Launch::default()
+    });
+    let env = app.request(json!({"CreateWorktree": {"name": "far-gc", "host": "far"}}));
+    assert_eq!(env["Environment"]["kind"], "ssh", "{env}");
+    assert!(env["Environment"]["created_at"].is_string(), "{env}");
+    let path = remote.join(".krad/worktrees/far-gc");
+    let mut first = 0;
+    wait_until(
+        LIMIT,
+        || match environment(&app, "far-gc").unwrap()["disk_bytes"].as_u64() {
+            Some(bytes) => {
+                first = bytes;
+                true
+            }
+            None => false,
+        },
+    );
+    std::fs::write(path.join("big.bin"), vec![7u8; 2 * 1024 * 1024]).unwrap();
+    wait_until(LIMIT, || {
+        environment(&app, "far-gc").unwrap()["disk_bytes"]
+            .as_u64()
+            .is_some_and(|now| now >= first + 2 * 1024 * 1024)
+    });
+
+    let terminal = app.spawn(json!({"profile": "exec", "environment": "far-gc",
+        "command": ["sh", "-c", "sleep 300"]}))["terminal"]
+        .as_u64()
+        .unwrap();
+    let kept = collect(&app, json!({"older_than_secs": 0}));
+    let far = entry(&kept, "far-gc");
+    assert_eq!(far["action"], "kept", "{kept}");
+    assert_eq!(far["host"], "far");
+    assert_eq!(far["terminals"][0]["terminal"], terminal);
+    assert!(path.is_dir());
+
+    assert_eq!(
+        app.request(json!({"Close": {"target": terminal}})),
+        json!("Ok")
+    );
+    let done = collect(&app, json!({"older_than_secs": 0}));
+    let far = entry(&done, "far-gc");
+    assert_eq!(far["action"], "removed", "{done}");
+    assert!(far["bytes"].as_u64().unwrap() >= 2 * 1024 * 1024, "{far}");
+    assert!(!path.exists());
+    assert_eq!(
+        git(&remote, &["show", "refs/krad/archive/far-gc:big.bin"]).len(),
+        2 * 1024 * 1024,
+        "its uncommitted work is archived on the host"
+    );
+}
