@@ -239,4 +239,38 @@ mod tests {
         assert!(walk(root).unwrap() < one + 64 * 1024);
         assert!(walk(&root.join("missing")).is_err());
     }
+
+    #[test]
+    fn age_comes_from_the_record_else_from_the_worktrees_git_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut record = EnvironmentRecord {
+            name: "old".into(),
+            path: dir.path().to_path_buf(),
+            branch: "krad/old".into(),
+            base: "0".repeat(40),
+            base_environment: MAIN.into(),
+            host: None,
+            group: None,
+            variant: None,
+            phase: crate::state_file::Phase::Ready,
+            setup: None,
+            created_at: None,
+        };
+        assert_eq!(created_at(&record), None, "no .git file, no record time");
+        let git_file = std::fs::File::create(dir.path().join(".git")).unwrap();
+        let then = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        git_file.set_modified(then).unwrap();
+        assert_eq!(
+            created_at(&record).as_deref(),
+            Some("2023-11-14T22:13:20.000Z")
+        );
+        record.created_at = Some("2026-12-01T00:00:00.000Z".into());
+        assert_eq!(
+            created_at(&record).as_deref(),
+            Some("2026-12-01T00:00:00.000Z")
+        );
+        record.created_at = None;
+        record.host = Some("far".into());
+        assert_eq!(created_at(&record), None, "a host's is not looked at");
+    }
 }

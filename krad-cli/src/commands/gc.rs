@@ -65,7 +65,12 @@ pub fn run(args: GcArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Ex
         dry_run: args.dry_run.then_some(true),
     };
     let bus = Bus::find(connect)?;
-    let progress = (!json && std::io::stderr().is_terminal()).then(Progress::start);
+    let doing = if args.dry_run {
+        "looking"
+    } else {
+        "archiving and removing"
+    };
+    let progress = (!json && std::io::stderr().is_terminal()).then(|| Progress::start(doing));
     let reply = bus.send(request, args.request_id.as_deref());
     drop(progress);
     let reply = reply?;
@@ -155,14 +160,15 @@ fn line(e: &CollectedEnvironment, name_width: usize) -> String {
     )
 }
 
-/// A live progress line on stderr while the app works: `krad gc: working… 12s`.
+/// A live progress line on stderr while the app works (after the first
+/// second): `krad gc: archiving and removing… 12s`.
 struct Progress {
     done: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Progress {
-    fn start() -> Progress {
+    fn start(doing: &'static str) -> Progress {
         let done = Arc::new(AtomicBool::new(false));
         let flag = done.clone();
         let thread = std::thread::spawn(move || {
@@ -174,11 +180,7 @@ impl Progress {
                 let elapsed = started.elapsed();
                 if elapsed >= Duration::from_secs(1) && !flag.load(Ordering::Relaxed) {
                     let mut err = std::io::stderr().lock();
-                    let _ = write!(
-                        err,
-                        "\r\x1b[Kkrad gc: archiving and removing… {}s",
-                        elapsed.as_secs()
-                    );
+                    let _ = write!(err, "\r\x1b[Kkrad gc: {doing}… {}s", elapsed.as_secs());
                     let _ = err.flush();
                     shown = true;
                 }
