@@ -228,13 +228,26 @@ fn gc_older_than_selects_by_age() {
         dry.contains("\"aging\"")
     });
     assert!(path.is_dir());
-    let run = app.krad(&["gc", "--older-than", "1s"]);
+    let run = app.krad(&["gc", "--older-than", "1s", "--request-id", "gc-1"]);
     assert_eq!(exit_code(&run), 0, "{}", stderr(&run));
     let text = stdout(&run);
     assert!(text.contains("removed") && text.contains("aging"), "{text}");
     assert!(text.contains("refs/krad/archive/aging"), "{text}");
     assert!(text.contains("freed"), "{text}");
     assert!(!path.exists());
+
+    // At most once: the same id again gets the first answer, replayed.
+    let mut envelope = app.envelope(json!({"CollectEnvironments": {"older_than_secs": 1}}));
+    envelope["request_id"] = json!("gc-1");
+    let replayed = app.call(&envelope);
+    assert_eq!(replayed["Collected"]["replayed"], true, "{replayed}");
+    assert_eq!(
+        entry(&replayed["Collected"], "aging")["action"],
+        "removed",
+        "{replayed}"
+    );
+    envelope["request"] = json!({"CollectEnvironments": {"merged": true}});
+    assert_eq!(code(&app.call(&envelope)), "request_id_reused");
 }
 
 #[test]

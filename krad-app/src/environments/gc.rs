@@ -290,8 +290,10 @@ async fn remove(
     }
 }
 
-/// The processes, other than this one, whose working directory is `dir` or
-/// inside it (those whose `/proc/PID/cwd` can be read: a user's own).
+/// The processes whose working directory is `dir` or inside it (those whose
+/// `/proc/PID/cwd` can be read: a user's own), except the app and what it runs
+/// itself (its git commands, its terminals' programs: a live terminal is
+/// answered as such).
 fn processes_inside(dir: &Path) -> Vec<ProcessInside> {
     let Ok(dir) = std::fs::canonicalize(dir) else {
         return Vec::new();
@@ -304,7 +306,7 @@ fn processes_inside(dir: &Path) -> Vec<ProcessInside> {
         .flatten()
         .filter_map(|entry| {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            if pid == me {
+            if pid == me || parent_of(&entry.path()) == Some(me) {
                 return None;
             }
             let cwd: PathBuf = std::fs::read_link(entry.path().join("cwd")).ok()?;
@@ -316,6 +318,14 @@ fn processes_inside(dir: &Path) -> Vec<ProcessInside> {
         .collect();
     inside.sort_by_key(|p| p.pid);
     inside
+}
+
+/// A process's parent, from `/proc/PID/stat` (`pid (comm) state ppid …`; the
+/// name may hold spaces and parentheses, so read after its last `)`).
+fn parent_of(proc_dir: &Path) -> Option<u32> {
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// A process's command line (its name when that cannot be read), on one line.
@@ -367,17 +377,34 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let inner = dir.path().join("deep");
         std::fs::create_dir(&inner).unwrap();
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
+        // A grandchild: this process's own children count as the app's.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30; true"])
             .current_dir(&inner)
             .spawn()
             .unwrap();
-        let found = processes_inside(dir.path());
+        let mut found = Vec::new();
+        for _ in 0..500 {
+            found = processes_inside(dir.path());
+            if !found.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        for p in &found {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p.pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
         let _ = child.kill();
         let _ = child.wait();
-        let me = found.iter().find(|p| p.pid == child.id()).unwrap();
-        assert_eq!(me.command, "sleep 30");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].command, "sleep 30");
+        assert_ne!(found[0].pid, child.id());
         assert!(processes_inside(&dir.path().join("missing")).is_empty());
+        let me = std::path::PathBuf::from(format!("/proc/{}", std::process::id()));
+        assert_eq!(parent_of(&me), Some(nix::unistd::getppid().as_raw() as u32));
     }
 
     #[test]
