@@ -411,3 +411,26 @@ fn an_ssh_host_environment_is_measured_there_and_kept_while_its_terminal_lives()
         "its uncommitted work is archived on the host"
     );
 }
+
+#[test]
+fn a_failed_teardown_keeps_the_worktree_with_its_output() {
+    let app = app(Some(
+        "[worktrees]\nteardown = \"echo cannot stop the database; exit 3\"\n",
+    ));
+    let path = create(&app, "stubborn");
+    let done = collect(&app, json!({"older_than_secs": 0}));
+    let kept = entry(&done, "stubborn");
+    assert_eq!(kept["action"], "kept", "{done}");
+    assert_eq!(kept["kept"], "teardown_failed");
+    assert!(
+        kept["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot stop the database"),
+        "{kept}"
+    );
+    assert!(kept.get("archive").is_none(), "{kept}");
+    assert_eq!(done["freed_bytes"], 0);
+    assert!(path.is_dir() && environment(&app, "stubborn").is_some());
+    assert!(git(&repo(&app), &["for-each-ref", "refs/krad/archive/"]).is_empty());
+}

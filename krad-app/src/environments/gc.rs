@@ -51,14 +51,16 @@ pub(crate) async fn collect(
             environments.push(entry);
             continue;
         }
-        if let Some(kept) = in_use(core, &record).await {
-            environments.push(kept_as(entry, kept));
-            continue;
-        }
         entry.bytes = match core.disk.get(&record.name) {
             Some(measured) => Some(measured.bytes),
             None => super::disk::measure(core, &record).await,
         };
+        // Checked right before the removal (which refuses live terminals
+        // again, at the last moment).
+        if let Some(kept) = in_use(core, &record).await {
+            environments.push(kept_as(entry, kept));
+            continue;
+        }
         if dry_run {
             entry.action = CollectAction::WouldRemove;
             environments.push(entry);
@@ -264,6 +266,7 @@ async fn remove(
                 Removal {
                     refuse_unique_work: false,
                     despite_teardown: false,
+                    refuse_live_terminals: true,
                 },
             )
             .await
@@ -276,6 +279,17 @@ async fn remove(
             entry.archive = (!archive.is_empty()).then_some(archive);
             tracing::info!(environment = %name, reason = %entry.reason, archive = ?entry.archive, bytes = ?entry.bytes, "environment collected");
             entry
+        }
+        Err(e) if removal::is_live_terminals(&e) => {
+            // A terminal started since the check: named as the check names it.
+            tracing::info!(environment = %name, "environment not collected: {}", e.message);
+            match in_use(core, record).await {
+                Some(kept) => kept_as(entry, kept),
+                None => {
+                    entry.reason = e.message;
+                    kept_as(entry, (KeptBecause::LiveTerminals, None))
+                }
+            }
         }
         Err(e) => {
             let why = if removal::is_teardown_failure(&e) {

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use krad_bus::protocol::{ApiError, ErrorCode};
+use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
 use serde_json::json;
 
 use super::archives::UNCOMMITTED_SUBJECT;
@@ -26,11 +26,13 @@ pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<S
         Removal {
             refuse_unique_work: false,
             despite_teardown: true,
+            refuse_live_terminals: false,
         }
     } else {
         Removal {
             refuse_unique_work: true,
             despite_teardown: false,
+            refuse_live_terminals: false,
         }
     };
     remove(core, name, how).await
@@ -44,6 +46,18 @@ pub(crate) struct Removal {
     pub refuse_unique_work: bool,
     /// Remove even when the teardown command failed (Close with force).
     pub despite_teardown: bool,
+    /// Refuse (`conflict`, detail `live_terminals`) while a terminal of the
+    /// environment has not exited, instead of closing it (CollectEnvironments:
+    /// what is in use is never collected).
+    pub refuse_live_terminals: bool,
+}
+
+/// Whether an error of [`remove`] is its refusal of live terminals.
+pub(crate) fn is_live_terminals(error: &ApiError) -> bool {
+    error
+        .detail
+        .as_ref()
+        .is_some_and(|d| d.get("live_terminals").is_some())
 }
 
 /// Whether an error of [`remove`] is its teardown command failing (the
@@ -77,6 +91,30 @@ pub(crate) async fn remove(core: &Arc<Core>, name: &str, how: Removal) -> Result
     } else {
         None
     };
+    if how.refuse_live_terminals {
+        let live: Vec<u64> = core
+            .store
+            .terminals_of(name)
+            .into_iter()
+            .filter(|&id| {
+                core.store
+                    .record(id)
+                    .is_some_and(|r| r.state != AgentState::Exited)
+            })
+            .collect();
+        if !live.is_empty() {
+            return Err(conflict(
+                format!(
+                    "environment {name:?} has live terminals ({}); close them first",
+                    live.iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                json!({ "environment": name, "live_terminals": live }),
+            ));
+        }
+    }
     closing::close_terminals_of(core, name).await?;
     if let Some((exit_code, output)) = super::run_teardown(core, &record).await? {
         if exit_code != Some(0) && !how.despite_teardown {
