@@ -102,14 +102,20 @@ async fn refresh_all(core: &Arc<Core>) {
         .chain([MAIN.to_owned()])
         .collect();
     core.disk.keep_only(&names);
+    let started = std::time::Instant::now();
     if let Some(bytes) = measure_local(core.settings.root.clone()).await {
         core.disk.set(MAIN, now(bytes));
     }
-    for record in records {
-        if let Some(bytes) = measure(core, &record).await {
+    for record in &records {
+        if let Some(bytes) = measure(core, record).await {
             core.disk.set(&record.name, now(bytes));
         }
     }
+    tracing::debug!(
+        environments = records.len() + 1,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "disk use measured"
+    );
 }
 
 fn now(bytes: u64) -> Measured {
