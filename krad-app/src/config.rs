@@ -192,6 +192,7 @@ pub struct WorktreesConfig {
 /// [environments]
 /// ports = 3          # a block of 3 TCP ports per environment (default: none)
 /// first_port = 20000 # where handing out starts (default 20000)
+/// disk_refresh_secs = 60 # how often disk use is measured (default 60)
 /// ```
 ///
 /// Each port is checked free (a bind on 127.0.0.1) when handed out, kept with
@@ -207,6 +208,9 @@ pub struct EnvironmentsConfig {
     pub ports: Option<u16>,
     /// The first port handed out (default 20000).
     pub first_port: Option<u16>,
+    /// How often each environment's disk use is measured again, in seconds
+    /// (default 60; also soon after an environment is created or closed).
+    pub disk_refresh_secs: Option<u64>,
 }
 
 /// `[extensions.NAME]`: an MCP server the app starts on first use (stdio).

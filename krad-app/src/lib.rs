@@ -106,6 +106,8 @@ pub(crate) struct Core {
     pub asks: asks::Asks,
     /// What the durable facet shows of each pane (idle unless `[durable]` is on).
     pub feed: Arc<durable::feed::Feed>,
+    /// Each environment's disk use, as last measured in the background.
+    pub disk: environments::disk::DiskUse,
 }
 
 /// The app `krad serve` runs. Each request it answers is an
@@ -176,6 +178,7 @@ impl EmbeddedApp {
                 feed: Arc::default(),
                 request_log,
                 environments_changed: tokio::sync::watch::channel(0).0,
+                disk: Default::default(),
             }),
         })
     }
@@ -205,6 +208,7 @@ impl EmbeddedApp {
         transcripts::prune_in_background(&self.core).await;
         leftovers::clean(&self.core).await;
         notify::start(&self.core);
+        environments::disk::start(&self.core);
         endpoints
     }
 

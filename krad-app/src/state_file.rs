@@ -89,6 +89,10 @@ pub struct EnvironmentRecord {
     pub phase: Phase,
     /// The setup command's outcome.
     pub setup: Option<SetupInfo>,
+    /// When it was created (RFC 3339); absent in records made before krad
+    /// kept it (its age then comes from the worktree's `.git` file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
 }
 
 /// A variant group.

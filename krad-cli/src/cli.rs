@@ -33,6 +33,7 @@ use crate::exit::{Exit, exit_codes_help};
         "  krad api                    the API version, build and pid the app serves\n",
         "  krad code -- cargo test -q  run a program in an environment, no terminal\n",
         "  krad conflicts --watch      which environments' work would conflict, kept current\n",
+        "  krad gc --merged --dry-run  which merged worktrees could go, and the space they take\n",
         "  krad ext call github search --arg q=krad\n",
         "                              call a tool of an extension (an MCP server)\n",
         "  krad raw '\"Stats\"'          any request as JSON; prints the answer line\n",
@@ -82,6 +83,7 @@ impl Cli {
             Command::Conflicts(args) => conflicts::run(args, &connect, json),
             Command::Env(args) => env::run(args, &connect, json),
             Command::Archive(args) => archive::run(args, &connect, json),
+            Command::Gc(args) => gc::run(args, &connect, json),
             Command::Variants(args) => variants::run(args, &connect, json),
             Command::Hosts(args) => hosts::run(args, &connect, json),
             Command::Asks(args) => asks::run(args, &connect, json),
@@ -140,6 +142,8 @@ pub enum Command {
     Env(commands::env::EnvArgs),
     /// List archived work (`krad archive ls`) and make it an environment again (`krad archive restore NAME`).
     Archive(commands::archive::ArchiveArgs),
+    /// Archive and remove worktrees that are merged or old, never those in use (CollectEnvironments).
+    Gc(commands::gc::GcArgs),
     /// Run the same task in N worktrees, then pick the best.
     Variants(commands::variants::VariantsArgs),
     /// Show the SSH hosts and their links; `krad hosts check NAME` connects.

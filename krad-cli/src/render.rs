@@ -189,6 +189,21 @@ pub fn relative(duration: Duration) -> String {
     }
 }
 
+/// A size in bytes for people: `512 B`, `4.0 KiB`, `1.2 GiB`.
+pub fn bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// Text made safe for one line of a table: control characters (escape sequences
 /// included) become spaces, and runs of white space one space.
 pub fn one_line(text: &str) -> String {
@@ -323,6 +338,14 @@ pub(crate) fn test_record(fields: serde_json::Value) -> AgentRecord {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn sizes_in_binary_units() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(4096), "4.0 KiB");
+        assert_eq!(bytes(1_288_490_189), "1.2 GiB");
+    }
 
     #[test]
     fn relative_times_use_the_largest_unit() {

@@ -21,6 +21,7 @@ mod durable_doctor;
 mod envelope;
 mod environments;
 mod extensions;
+mod gc;
 mod hardening;
 mod in_process;
 mod isolation;

@@ -54,6 +54,7 @@ pub(crate) async fn create(
             variant: new.group.as_ref().map(|g| g.1),
             phase: Phase::Creating,
             setup: None,
+            created_at: Some(crate::store::now_rfc3339()),
         };
         let block = ports::allocate(core, record.host.as_deref())?;
         let saved = core

@@ -1,5 +1,6 @@
 //! Listing: what Environments (and CreateWorktree) shows of `main` and of each
-//! worktree — where it is, its branch and base, its terminals and its status.
+//! worktree — where it is, its branch and base, its terminals and its status,
+//! its age and its last disk measurement (never measured here: see [`super::disk`]).
 
 use krad_bus::protocol::{EnvironmentInfo, EnvironmentKind, EnvironmentStatus};
 
@@ -15,6 +16,7 @@ pub(crate) async fn main_info(core: &Core) -> EnvironmentInfo {
         .await
         .ok()
         .filter(|b| !b.is_empty());
+    let disk = core.disk.get(MAIN);
     EnvironmentInfo {
         name: MAIN.to_owned(),
         path: core.settings.root.display().to_string(),
@@ -29,6 +31,9 @@ pub(crate) async fn main_info(core: &Core) -> EnvironmentInfo {
         setup: None,
         ports: Vec::new(),
         ports_in_use: Vec::new(),
+        created_at: None,
+        disk_bytes: disk.as_ref().map(|d| d.bytes),
+        disk_measured_at: disk.map(|d| d.at),
     }
 }
 
@@ -44,6 +49,7 @@ pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
         }
     };
     let ports = super::ports::block(core, &record.name);
+    let disk = core.disk.get(&record.name);
     EnvironmentInfo {
         name: record.name.clone(),
         path: record.path.display().to_string(),
@@ -66,5 +72,8 @@ pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
             Vec::new()
         },
         ports,
+        created_at: super::disk::created_at(record),
+        disk_bytes: disk.as_ref().map(|d| d.bytes),
+        disk_measured_at: disk.map(|d| d.at),
     }
 }

@@ -24,11 +24,17 @@
 //! * [`conflicts`] — Conflicts: which environments' work would conflict.
 //! * [`update`] — UpdateEnvironment: a worktree brought up to its base's tip.
 //! * [`ports`] — each environment's block of TCP ports (`[environments] ports`).
+//! * [`disk`] — each environment's disk use, measured in the background, and
+//!   its age.
+//! * [`gc`] — CollectEnvironments: archives and removes what matches, never
+//!   what a terminal or another program still uses.
 
 pub mod archives;
 pub mod changes;
 pub mod conflicts;
 mod creation;
+pub(crate) mod disk;
+pub(crate) mod gc;
 mod listing;
 mod merged;
 mod naming;

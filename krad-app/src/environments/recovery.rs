@@ -110,5 +110,6 @@ fn orphan_record(name: String, path: PathBuf, branch: String, base: String) -> E
         variant: None,
         phase: Phase::Ready,
         setup: None,
+        created_at: None,
     }
 }

@@ -1,12 +1,13 @@
-//! Removal: Close of a worktree environment. Work that exists nowhere else
-//! (uncommitted files, commits no other branch has) is refused unless forced;
+//! Removal: Close of a worktree environment (and CollectEnvironments' removals).
+//! Work that exists nowhere else (uncommitted files, commits no other branch
+//! has) is refused unless forced;
 //! the environment's terminals are closed (see [`crate::closing`]), its tip is
 //! always recorded under `refs/krad/archive/<name>` first, then its worktree and
 //! branch are removed.
 
 use std::sync::Arc;
 
-use krad_bus::protocol::{ApiError, ErrorCode};
+use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
 use serde_json::json;
 
 use super::archives::UNCOMMITTED_SUBJECT;
@@ -21,6 +22,56 @@ use crate::{Core, MAIN, closing};
 /// nowhere else is refused with `conflict` unless `force`. Returns the archive
 /// ref (empty when there was no tip to keep).
 pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<String, ApiError> {
+    let how = if force {
+        Removal {
+            refuse_unique_work: false,
+            despite_teardown: true,
+            refuse_live_terminals: false,
+        }
+    } else {
+        Removal {
+            refuse_unique_work: true,
+            despite_teardown: false,
+            refuse_live_terminals: false,
+        }
+    };
+    remove(core, name, how).await
+}
+
+/// What a removal refuses.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Removal {
+    /// Refuse (`conflict`) work that exists nowhere else (Close without force);
+    /// otherwise it is archived and removed all the same.
+    pub refuse_unique_work: bool,
+    /// Remove even when the teardown command failed (Close with force).
+    pub despite_teardown: bool,
+    /// Refuse (`conflict`, detail `live_terminals`) while a terminal of the
+    /// environment has not exited, instead of closing it (CollectEnvironments:
+    /// what is in use is never collected).
+    pub refuse_live_terminals: bool,
+}
+
+/// Whether an error of [`remove`] is its refusal of live terminals.
+pub(crate) fn is_live_terminals(error: &ApiError) -> bool {
+    error
+        .detail
+        .as_ref()
+        .is_some_and(|d| d.get("live_terminals").is_some())
+}
+
+/// Whether an error of [`remove`] is its teardown command failing (the
+/// terminals closed, nothing else changed).
+pub(crate) fn is_teardown_failure(error: &ApiError) -> bool {
+    error
+        .detail
+        .as_ref()
+        .is_some_and(|d| d.get("teardown").and_then(|t| t.as_bool()) == Some(true))
+}
+
+/// Removes a worktree environment as `how` says: see [`close`].
+pub(crate) async fn remove(core: &Arc<Core>, name: &str, how: Removal) -> Result<String, ApiError> {
+    let force = !how.refuse_unique_work;
     if name == MAIN {
         return Err(
             ApiError::new(ErrorCode::Invalid, "the main environment cannot be closed")
@@ -40,16 +91,40 @@ pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<S
     } else {
         None
     };
+    if how.refuse_live_terminals {
+        let live: Vec<u64> = core
+            .store
+            .terminals_of(name)
+            .into_iter()
+            .filter(|&id| {
+                core.store
+                    .record(id)
+                    .is_some_and(|r| r.state != AgentState::Exited)
+            })
+            .collect();
+        if !live.is_empty() {
+            return Err(conflict(
+                format!(
+                    "environment {name:?} has live terminals ({}); close them first",
+                    live.iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                json!({ "environment": name, "live_terminals": live }),
+            ));
+        }
+    }
     closing::close_terminals_of(core, name).await?;
     if let Some((exit_code, output)) = super::run_teardown(core, &record).await? {
-        if exit_code != Some(0) && !force {
+        if exit_code != Some(0) && !how.despite_teardown {
             return Err(conflict(
                 format!(
                     "the teardown command failed in environment {name:?} (its terminals are \
                      closed; nothing else changed); fix it, or close with force: {}",
                     output.trim()
                 ),
-                json!({ "environment": name, "exit_code": exit_code, "output": output }),
+                json!({ "environment": name, "exit_code": exit_code, "output": output, "teardown": true }),
             ));
         }
         tracing::info!(environment = name, ?exit_code, "teardown ran");
@@ -90,7 +165,50 @@ async fn refuse_unique_work(
     record: &EnvironmentRecord,
 ) -> Result<Option<String>, ApiError> {
     let name = &record.name;
-    let dirty = worktree.dirty_files(true).await?;
+    let UniqueWork {
+        dirty,
+        unmerged,
+        merged,
+    } = unique_work(core, root, worktree, record, true).await?;
+    if !dirty.is_empty() || unmerged > 0 {
+        return Err(conflict(
+            format!(
+                "environment {name:?} has work that exists nowhere else ({} uncommitted file(s), {unmerged} unmerged commit(s)); \
+                 merge it, or close with force (it is archived under refs/krad/archive/ first)",
+                dirty.len()
+            ),
+            json!({ "environment": name, "files": dirty, "commits": unmerged }),
+        ));
+    }
+    Ok(merged)
+}
+
+/// The work of an environment that exists nowhere else.
+pub(crate) struct UniqueWork {
+    /// Its uncommitted files (untracked included).
+    pub dirty: Vec<String>,
+    /// Its commits no other branch has whose changes are not in its target by
+    /// content either.
+    pub unmerged: u64,
+    /// Why its commits no other branch has count as merged, when they do.
+    pub merged: Option<String>,
+}
+
+/// What of an environment's work exists nowhere else — the notion Close
+/// refuses by. `present`: whether its directory exists (a gone one has no
+/// uncommitted files).
+pub(crate) async fn unique_work(
+    core: &Core,
+    root: &Git,
+    worktree: &Git,
+    record: &EnvironmentRecord,
+    present: bool,
+) -> Result<UniqueWork, ApiError> {
+    let dirty = if present {
+        worktree.dirty_files(true).await?
+    } else {
+        Vec::new()
+    };
     let mut unmerged = unmerged_commits(root, &record.branch).await?;
     let mut merged = None;
     if dirty.is_empty() && unmerged > 0 {
@@ -103,17 +221,11 @@ async fn refuse_unique_work(
             }
         }
     }
-    if !dirty.is_empty() || unmerged > 0 {
-        return Err(conflict(
-            format!(
-                "environment {name:?} has work that exists nowhere else ({} uncommitted file(s), {unmerged} unmerged commit(s)); \
-                 merge it, or close with force (it is archived under refs/krad/archive/ first)",
-                dirty.len()
-            ),
-            json!({ "environment": name, "files": dirty, "commits": unmerged }),
-        ));
-    }
-    Ok(merged)
+    Ok(UniqueWork {
+        dirty,
+        unmerged,
+        merged,
+    })
 }
 
 /// Where an environment's work lands: its base environment's branch (main's

@@ -14,6 +14,7 @@ pub mod create_worktree;
 pub mod environments;
 pub mod extension_tool;
 pub mod extensions;
+pub mod gc;
 pub mod hosts;
 pub mod list;
 pub mod output;

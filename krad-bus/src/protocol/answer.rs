@@ -6,9 +6,9 @@
 //! client decodes it back with [`Answer::from_response`].
 
 use super::{
-    AgentRecord, AnsweredInfo, ArchiveInfo, AskInfo, ChangesInfo, CodeResultInfo, ConflictsInfo,
-    EnvironmentInfo, ExtensionInfo, HostStatus, OutputInfo, PickedInfo, Response, SentInfo,
-    ToolResultInfo, UpdatedInfo, VariantsInfo,
+    AgentRecord, AnsweredInfo, ArchiveInfo, AskInfo, ChangesInfo, CodeResultInfo, CollectedInfo,
+    ConflictsInfo, EnvironmentInfo, ExtensionInfo, HostStatus, OutputInfo, PickedInfo, Response,
+    SentInfo, ToolResultInfo, UpdatedInfo, VariantsInfo,
 };
 use crate::request::hello::HelloInfo;
 use crate::request::stats::StatsInfo;
@@ -61,6 +61,7 @@ one_variant_answers! {
     ConflictsInfo => Conflicts,
     UpdatedInfo => Updated boxed (),
     Vec<ArchiveInfo> => Archives,
+    CollectedInfo => Collected,
     VariantsInfo => Variants,
     PickedInfo => Picked,
     CodeResultInfo => CodeResult boxed (),

@@ -1,5 +1,6 @@
 //! Environments and their work: the answers of Environments, CreateWorktree,
-//! Changes, Conflicts, UpdateEnvironment, RunVariants and PickVariant.
+//! Changes, Conflicts, UpdateEnvironment, CollectEnvironments, RunVariants and
+//! PickVariant.
 
 use serde::{Deserialize, Serialize};
 
@@ -85,6 +86,20 @@ pub struct EnvironmentInfo {
     /// Ports of its block that a program outside the environment listens on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports_in_use: Vec<PortInUse>,
+    /// When it was created (RFC 3339): kept in its record; for a record from
+    /// before krad kept it, the modification time of the worktree's `.git`
+    /// file (written once by `git worktree add`); absent for main or when
+    /// neither is known. Its age is now minus this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// Its directory's disk use in bytes (not following symlinks, not counting
+    /// other worktrees inside it), as last measured by the app's background
+    /// measurement; absent until measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<u64>,
+    /// When `disk_bytes` was measured (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_measured_at: Option<String>,
 }
 
 /// A port of an environment's block that another program holds.
@@ -341,4 +356,121 @@ pub struct ArchiveInfo {
     /// makes its changes uncommitted files again.
     #[serde(default)]
     pub uncommitted: bool,
+}
+
+/// What CollectEnvironments did (or, in a dry run, would do) with one
+/// environment that matched its selectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectAction {
+    /// Archived and removed.
+    Removed,
+    /// A dry run: it would be archived and removed.
+    WouldRemove,
+    /// Left as it was; `kept` says why.
+    Kept,
+    /// A value this build does not know, from a newer app: shown, never acted on.
+    #[serde(other)]
+    Other,
+}
+
+/// Why CollectEnvironments kept an environment that matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeptBecause {
+    /// It has live terminals (listed in `terminals`): close them first.
+    LiveTerminals,
+    /// Another program has its working directory in it (listed in `processes`).
+    ProcessInside,
+    /// The config's teardown command failed (its output in `reason`).
+    TeardownFailed,
+    /// It is still being created or set up.
+    NotReady,
+    /// Archiving or removing it failed (git, the host): see `reason`.
+    Failed,
+    /// A value this build does not know, from a newer app: shown, never acted on.
+    #[serde(other)]
+    Other,
+}
+
+/// A live terminal that keeps an environment from being collected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveTerminal {
+    /// Its id.
+    pub terminal: u64,
+    /// Its name, if it has one.
+    pub name: Option<String>,
+    /// Its profile.
+    pub profile: String,
+}
+
+/// A process (not krad's) whose working directory is inside an environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInside {
+    /// Its pid.
+    pub pid: u32,
+    /// Its command line (or its name, when the command line cannot be read).
+    pub command: String,
+}
+
+/// One environment CollectEnvironments selected.
+///
+/// # Format
+///
+/// ```json
+/// {"name":"spike","action":"kept","kept":"live_terminals","reason":"it has 1 live terminal(s): 7 (claude); close them first",
+///  "terminals":[{"terminal":7,"name":"fixer","profile":"claude"}],"bytes":1048576}
+/// {"name":"done","action":"removed","reason":"merged: its changes are in HEAD as one commit by patch-id (squash-merged)",
+///  "archive":"refs/krad/archive/done","bytes":52428800}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectedEnvironment {
+    /// The environment.
+    pub name: String,
+    /// Its SSH host (absent: this machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// What was done.
+    pub action: CollectAction,
+    /// Why it was kept, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<KeptBecause>,
+    /// In words: why it matched, or why it was kept.
+    pub reason: String,
+    /// The archive ref its tip was recorded under (absent in a dry run, when
+    /// kept, or when it had no tip to keep).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<String>,
+    /// Its disk use in bytes: freed when removed (from the last measurement,
+    /// or measured just before); absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// When it was created (RFC 3339), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// The live terminals that keep it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub terminals: Vec<LiveTerminal>,
+    /// The processes inside it that keep it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<ProcessInside>,
+}
+
+/// The answer to CollectEnvironments.
+///
+/// # Format
+///
+/// ```json
+/// {"dry_run":false,"environments":[{"name":"done","action":"removed",…}],"freed_bytes":52428800}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectedInfo {
+    /// True when nothing was changed (what would happen is answered).
+    #[serde(default)]
+    pub dry_run: bool,
+    /// The environments that matched, by name.
+    pub environments: Vec<CollectedEnvironment>,
+    /// The bytes freed (in a dry run: that would be) — the sum of `bytes` of
+    /// the removed environments.
+    pub freed_bytes: u64,
 }

@@ -24,9 +24,10 @@ pub use envelope::{
     API_VERSION, Caller, Envelope, OutgoingEnvelope, RawRequest, RequestId, TerminalRef, Token,
 };
 pub use environment::{
-    ArchiveInfo, BaseConflicts, ChangesInfo, ConflictPair, ConflictsEnvironment, ConflictsInfo,
-    DryRunInfo, EnvironmentInfo, EnvironmentKind, EnvironmentStatus, FileChange, FileStatus,
-    PickedInfo, PortInUse, SetupInfo, UpdatedInfo, VariantInfo, VariantsInfo,
+    ArchiveInfo, BaseConflicts, ChangesInfo, CollectAction, CollectedEnvironment, CollectedInfo,
+    ConflictPair, ConflictsEnvironment, ConflictsInfo, DryRunInfo, EnvironmentInfo,
+    EnvironmentKind, EnvironmentStatus, FileChange, FileStatus, KeptBecause, LiveTerminal,
+    PickedInfo, PortInUse, ProcessInside, SetupInfo, UpdatedInfo, VariantInfo, VariantsInfo,
 };
 pub use error::{ApiError, ErrorCode};
 pub use extension::{CodeResultInfo, ExtensionInfo, ExtensionState, ToolInfo, ToolResultInfo};

@@ -47,6 +47,8 @@ pub enum Response {
     Updated(Box<super::UpdatedInfo>),
     /// The answer to Archives.
     Archives(Vec<super::ArchiveInfo>),
+    /// The answer to CollectEnvironments.
+    Collected(super::CollectedInfo),
     /// The answer to RunVariants.
     Variants(super::VariantsInfo),
     /// The answer to PickVariant.

@@ -15,6 +15,7 @@ pub mod changes;
 pub mod check;
 pub mod close;
 pub mod code;
+pub mod collect_environments;
 pub mod conflicts;
 pub mod create_worktree;
 pub mod environments;
@@ -145,6 +146,7 @@ macro_rules! for_each_request {
             UpdateEnvironment(update_environment) by app,
             Archives(archives) by app,
             RestoreArchive(archives) by app,
+            CollectEnvironments(collect_environments) by app,
             RunVariants(run_variants) by app,
             PickVariant(pick_variant) by app,
             Code(code) by app,

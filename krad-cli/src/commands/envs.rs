@@ -10,7 +10,15 @@ use crate::render::{self, Column};
 
 /// Arguments of `krad envs`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  krad envs\n  krad envs --json | jq '.Environments[].name'")]
+#[command(after_help = "\
+DISK is the environment's disk use as the app last measured it (in the background, every \
+60 s by default and soon after an environment is created or closed; `[environments] \
+disk_refresh_secs`), `?` until measured. AGE is the time since it was created.
+
+Examples:
+  krad envs
+  krad envs --json | jq '.Environments[] | {name, disk_bytes, created_at}'
+  krad gc --merged --dry-run        what could go, and what it would free")]
 pub struct EnvsArgs {}
 
 /// Lists the environments.
@@ -24,6 +32,7 @@ pub fn run(_args: EnvsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
 
 /// The table of `krad envs`, fitted to `width`.
 fn envs_table(envs: &[EnvironmentInfo], width: usize) -> Vec<String> {
+    let now = std::time::SystemTime::now();
     let rows: Vec<Vec<String>> = envs
         .iter()
         .map(|env| {
@@ -39,6 +48,12 @@ fn envs_table(envs: &[EnvironmentInfo], width: usize) -> Vec<String> {
                 env.branch.clone().unwrap_or_default(),
                 group,
                 terminals.join(","),
+                env.disk_bytes.map_or_else(|| "?".to_owned(), render::bytes),
+                env.created_at
+                    .as_deref()
+                    .and_then(|at| render::elapsed(at, now))
+                    .map(render::relative)
+                    .unwrap_or_default(),
                 ports_column(env),
                 env.path.clone(),
             ]
@@ -51,6 +66,8 @@ fn envs_table(envs: &[EnvironmentInfo], width: usize) -> Vec<String> {
         Column::new("BRANCH", 6, 30),
         Column::new("GROUP", 5, 20),
         Column::new("TERMINALS", 9, 16),
+        Column::new("DISK", 4, 10),
+        Column::new("AGE", 3, 5),
         Column::new("PORTS", 5, 60),
         Column::new("PATH", 4, 200),
     ];

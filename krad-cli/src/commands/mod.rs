@@ -15,6 +15,7 @@ pub mod durable;
 pub mod env;
 pub mod envs;
 pub mod ext;
+pub mod gc;
 pub mod hook;
 pub mod hosts;
 pub mod ls;
