@@ -24,6 +24,7 @@ mod input;
 mod intents;
 mod leftovers;
 pub mod notify;
+pub mod port_registry;
 mod private_file;
 pub mod profile;
 #[path = "code.rs"]
@@ -103,6 +104,8 @@ pub(crate) struct Core {
     pub asks: asks::Asks,
     /// What the durable facet shows of each pane (idle unless `[durable]` is on).
     pub feed: Arc<durable::feed::Feed>,
+    /// What SSH hosts said last of their environments' ports in use.
+    pub host_ports_seen: environments::ports::HostPortsSeen,
 }
 
 /// The app `krad serve` runs. Each request it answers is an
@@ -170,6 +173,7 @@ impl EmbeddedApp {
                 hosts: hosts::Hosts::new(&settings_hosts, bus_port),
                 asks,
                 feed: Arc::default(),
+                host_ports_seen: Default::default(),
                 request_log,
                 environments_changed: tokio::sync::watch::channel(0).0,
             }),

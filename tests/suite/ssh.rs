@@ -15,7 +15,7 @@ use crate::support::{App, KRAD, Launch, code, exit_code, git, stderr, stdout};
 pub(crate) struct Sshd {
     pub(crate) child: Child,
     pub(crate) dir: tempfile::TempDir,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 fn free_port() -> u16 {
@@ -80,7 +80,7 @@ impl Sshd {
     }
 
     /// The `[hosts.NAME]` table for a host served by this sshd.
-    fn host_config(&self, name: &str, root: &Path, port: u16) -> String {
+    pub(crate) fn host_config(&self, name: &str, root: &Path, port: u16) -> String {
         let d = self.dir.path().display();
         let user = std::env::var("USER")
             .ok()

@@ -66,7 +66,7 @@ pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<S
         .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the closing: {e}")))?;
     core.environments_changed.send_modify(|n| *n += 1);
     // However it was closed (Close, a pick closing the others, recovery).
-    super::ports::release(core, name);
+    super::ports::release(core, name).await;
     match &merged {
         Some(why) => tracing::info!(
             environment = name,

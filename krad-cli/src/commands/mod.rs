@@ -17,6 +17,7 @@ pub mod envs;
 pub mod ext;
 pub mod hook;
 pub mod hosts;
+pub mod internal;
 pub mod ls;
 pub mod output;
 pub mod raw;
