@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::environments::http_answers;
 use crate::ssh::Sshd;
-use crate::support::{App, Launch, git, stdout, wait_until};
+use crate::support::{App, Launch, code, git, stdout, wait_until};
 
 /// An app whose config names host `far` (this sshd) with `host_extra` added to
 /// its `[hosts.far]` table and `extra` after it; and the host's repository.
@@ -172,4 +172,140 @@ fn a_host_environment_gets_ports_checked_free_on_the_host_kept_across_a_restart_
         .filter(|name| name != "registry.lock")
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// `git status --porcelain` of a worktree, each line trimmed, sorted.
+fn status(dir: &Path) -> Vec<String> {
+    let mut lines: Vec<String> = git(dir, &["status", "--porcelain"])
+        .lines()
+        .map(|line| line.trim().to_owned())
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn archives_on_a_host_are_listed_and_restored_there_with_their_uncommitted_work() {
+    let sshd = Sshd::start();
+    let (app, remote) = app_with_host(&sshd, "", "");
+    // One closed on the host with uncommitted work, one closed here.
+    let far = remote.join(".krad/worktrees/far-a");
+    app.request(json!({"CreateWorktree": {"name": "far-a", "host": "far"}}));
+    std::fs::write(far.join("app.txt"), "on the host\nchanged\n").unwrap();
+    std::fs::write(far.join("new.txt"), "untracked\n").unwrap();
+    let dirty = status(&far);
+    assert_eq!(dirty, ["?? new.txt", "M app.txt"]);
+    assert_eq!(
+        code(&app.request(json!({"Close": {"environment": "far-a"}}))),
+        "conflict"
+    );
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "far-a", "force": true}})),
+        json!("Ok")
+    );
+    assert!(!far.exists());
+    let here = app.request(json!({"CreateWorktree": {"name": "here-a"}}))["Environment"]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::write(Path::new(&here).join("here.txt"), "here\n").unwrap();
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "here-a", "force": true}})),
+        json!("Ok")
+    );
+    // Listed: all (this machine's, then the host's), or the host's alone.
+    let all = app.request(json!("Archives"))["Archives"].clone();
+    let names: Vec<(&str, Option<&str>)> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["name"].as_str().unwrap(), a["host"].as_str()))
+        .collect();
+    assert_eq!(names, [("here-a", None), ("far-a", Some("far"))], "{all}");
+    let on_host = app.request(json!({"Archives": {"host": "far"}}))["Archives"].clone();
+    assert_eq!(on_host.as_array().unwrap().len(), 1, "{on_host}");
+    assert_eq!(on_host[0]["uncommitted"], true, "{on_host}");
+    assert_eq!(
+        on_host[0]["commit"].as_str().unwrap(),
+        git(&remote, &["rev-parse", "refs/krad/archive/far-a"])
+    );
+    let listed = stdout(&app.krad(&["archive", "ls", "--host", "far"]));
+    assert!(
+        listed.contains("far-a") && listed.contains("host far"),
+        "{listed}"
+    );
+    // Restored on the host, at most once: its work uncommitted again.
+    let mut restore = app.envelope(json!({"RestoreArchive": {"name": "far-a", "host": "far"}}));
+    restore["request_id"] = json!("restore-far-a-1");
+    let restored = app.call(&restore);
+    let env = &restored["Environment"];
+    assert_eq!(env["kind"], "ssh", "{restored}");
+    assert_eq!(env["host"], "far");
+    assert_eq!(env["path"], far.display().to_string());
+    assert_eq!(status(&far), dirty);
+    assert_eq!(
+        std::fs::read_to_string(far.join("new.txt")).unwrap(),
+        "untracked\n"
+    );
+    assert_eq!(
+        git(&far, &["rev-parse", "HEAD"]),
+        git(&remote, &["rev-parse", "main"])
+    );
+    let again = app.call(&restore);
+    assert_eq!(again["Environment"]["replayed"], true, "{again}");
+    assert_eq!(again["Environment"]["name"], "far-a");
+    // Changes sees the restored work as its own.
+    let changes = app.request(json!({"Changes": {"environment": "far-a"}}))["Changes"].clone();
+    let files: Vec<&str> = changes["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["app.txt", "new.txt"], "{changes}");
+    // Taken names, unknown archives; the CLI.
+    assert_eq!(
+        code(&app.request(json!({"RestoreArchive": {"name": "far-a", "host": "far"}}))),
+        "conflict"
+    );
+    assert_eq!(
+        code(&app.request(json!({"RestoreArchive": {"name": "here-a", "host": "far"}}))),
+        "not_found"
+    );
+    let out = app.krad(&[
+        "archive", "restore", "far-a", "--as", "far-b", "--host", "far",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout(&out).contains("on host far"), "{out:?}");
+    assert_eq!(status(&remote.join(".krad/worktrees/far-b")), dirty);
+}
+
+#[test]
+fn archives_of_a_host_that_cannot_be_reached_are_unavailable_in_one_line() {
+    let sshd = Sshd::start();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("nowhere");
+    let (app, _) = app_with_host(&sshd, "", &sshd.host_config("gone", &remote, closed));
+    for request in [
+        json!({"Archives": {"host": "gone"}}),
+        json!("Archives"),
+        json!({"RestoreArchive": {"name": "x", "host": "gone"}}),
+    ] {
+        let answer = app.request(request.clone());
+        assert_eq!(code(&answer), "unavailable", "{request}: {answer}");
+        let message = answer["Error"]["message"].as_str().unwrap();
+        assert!(!message.contains('\n'), "{message:?}");
+        assert!(message.contains("gone"), "{message:?}");
+    }
+    assert_eq!(
+        code(&app.request(json!({"Archives": {"host": "nosuch"}}))),
+        "not_found"
+    );
+    let out = app.krad(&["archive", "ls", "--host", "gone"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
 }

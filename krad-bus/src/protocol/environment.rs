@@ -341,4 +341,7 @@ pub struct ArchiveInfo {
     /// makes its changes uncommitted files again.
     #[serde(default)]
     pub uncommitted: bool,
+    /// The SSH host whose repository keeps it (absent: this machine's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
