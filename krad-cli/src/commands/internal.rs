@@ -57,8 +57,8 @@ pub enum PortsCommand {
         /// The lowest port to hand out.
         #[arg(long)]
         first: u16,
-        /// How many ports (1–1024).
-        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+        /// How many ports (at least 1).
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
         count: u16,
         /// A port the owner still uses (any other it holds is given back).
         #[arg(long = "keep", value_name = "PORT")]
