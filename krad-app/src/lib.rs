@@ -104,8 +104,8 @@ pub(crate) struct Core {
     pub asks: asks::Asks,
     /// What the durable facet shows of each pane (idle unless `[durable]` is on).
     pub feed: Arc<durable::feed::Feed>,
-    /// What SSH hosts said last of their environments' ports in use.
-    pub host_ports_seen: environments::ports::HostPortsSeen,
+    /// The hosts' port registries: their calls in turn, what they said last.
+    pub host_ports: environments::ports::HostPorts,
 }
 
 /// The app `krad serve` runs. Each request it answers is an
@@ -173,7 +173,7 @@ impl EmbeddedApp {
                 hosts: hosts::Hosts::new(&settings_hosts, bus_port),
                 asks,
                 feed: Arc::default(),
-                host_ports_seen: Default::default(),
+                host_ports: Default::default(),
                 request_log,
                 environments_changed: tokio::sync::watch::channel(0).0,
             }),

@@ -133,6 +133,7 @@ pub(crate) async fn allocate(core: &Core, host: Option<&Arc<Host>>) -> Result<Bl
     };
     // The ports this app holds there (the registry gives back any other it
     // still held: a release that could not reach the host).
+    let _calls = core.host_ports.calls.lock().await;
     let keep: Vec<u16> = blocks(core)
         .into_values()
         .filter(|b| b.host.as_deref() == Some(host.name.as_str()))
@@ -247,6 +248,7 @@ pub(crate) async fn give_back(core: &Core, block: &Block) {
             }
         }
         Some(name) => {
+            let _calls = core.host_ports.calls.lock().await;
             let released = async {
                 let host = core.hosts.get(name)?;
                 let mut args = vec!["release".to_owned()];
@@ -275,7 +277,7 @@ pub(crate) async fn release(core: &Core, name: &str) {
         tracing::warn!(environment = name, "cannot forget the port block: {e}");
         return;
     }
-    core.host_ports_seen.forget(name);
+    core.host_ports.seen.forget(name);
     give_back(core, &block).await;
 }
 
@@ -336,8 +338,10 @@ async fn retake_on_host(core: &Core, host_name: &str) {
     let Ok(host) = core.hosts.get(host_name) else {
         return;
     };
-    // Under the lock a hand-out takes, so that both see the same blocks.
+    // Under the lock a hand-out holds until its block is stored, and in turn
+    // with releases: the blocks read are those of the registry now.
     let _serial = core.environments_lock.lock().await;
+    let _calls = core.host_ports.calls.lock().await;
     let mine: Vec<u16> = blocks(core)
         .into_values()
         .filter(|b| b.host.as_deref() == Some(host_name))
@@ -410,12 +414,12 @@ pub(crate) fn in_use_of(core: &Core, record: &EnvironmentRecord, ports: &[u16]) 
     let Some(host_name) = &record.host else {
         return port_registry::in_use(ports, &record.path);
     };
-    let (seen, ask) = core.host_ports_seen.last(&record.name);
+    let (seen, ask) = core.host_ports.seen.last(&record.name);
     if ask
         && let Ok(host) = core.hosts.get(host_name)
         && let Ok(runtime) = tokio::runtime::Handle::try_current()
     {
-        let cache = core.host_ports_seen.clone();
+        let cache = core.host_ports.seen.clone();
         let name = record.name.clone();
         let script = in_use_script(&host, &record.path, ports);
         runtime.spawn(async move {
@@ -439,6 +443,17 @@ fn in_use_script(host: &Host, dir: &Path, ports: &[u16]) -> String {
         script.push_str(&format!(" {port}"));
     }
     script
+}
+
+/// The app's side of the hosts' port registries.
+#[derive(Default)]
+pub(crate) struct HostPorts {
+    /// Taken around each call that hands out, takes back or gives back ports
+    /// on a host, with the store read inside it: a take-back at start never
+    /// runs on a list read before a release that it would undo.
+    calls: tokio::sync::Mutex<()>,
+    /// What hosts said last of their environments' ports in use.
+    seen: HostPortsSeen,
 }
 
 /// What hosts said last of their environments' ports in use.
