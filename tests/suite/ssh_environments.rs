@@ -67,15 +67,14 @@ fn lock_file(registry: &Path, port: u64) -> PathBuf {
 fn a_host_environment_gets_ports_checked_free_on_the_host_kept_across_a_restart_released_on_close()
 {
     let sshd = Sshd::start();
-    let first_port = 30000 + (std::process::id() % 200) * 20;
-    let (app, remote) = app_with_host(
-        &sshd,
-        "ports = 2\n",
-        &format!(
-            "[environments]\nfirst_port = {first_port}\n\
-             [worktrees]\nsetup = \"echo $KRAD_PORT $KRAD_PORTS $PORT > setup-port.txt\"\n"
-        ),
+    // Below the ephemeral range, apart from the local ports test's.
+    let first_port = 12000 + (std::process::id() % 400) * 20;
+    let config = format!(
+        "[environments]\nfirst_port = {first_port}\n\
+         [worktrees]\nsetup = \"echo $KRAD_PORT $KRAD_PORTS $PORT > setup-port.txt\"\n\
+         teardown = \"echo $KRAD_PORT $PORT > ../../teardown-$KRAD_ADE_ENVIRONMENT.txt\"\n"
     );
+    let (app, remote) = app_with_host(&sshd, "ports = 2\n", &config);
     let registry = host_registry(&sshd);
     // A program on the host already listens on the first port: it is skipped.
     let busy = std::net::TcpListener::bind(("127.0.0.1", first_port as u16)).ok();
@@ -93,6 +92,17 @@ fn a_host_environment_gets_ports_checked_free_on_the_host_kept_across_a_restart_
         std::fs::read_to_string(lock_file(&registry, block[1])).unwrap(),
         owner
     );
+    // Another app using the same host never gets the same ports there.
+    let (other, _) = app_with_host(&sshd, "ports = 2\n", &config);
+    let others = other.request(json!({"CreateWorktree": {"name": "far-other", "host": "far"}}));
+    let other_block = ports(&others["Environment"]);
+    assert_eq!(other_block.len(), 2, "{others}");
+    assert!(
+        other_block.iter().all(|p| !block.contains(p)),
+        "{block:?} and {other_block:?}"
+    );
+    let other_owner = std::fs::read_to_string(lock_file(&registry, other_block[0])).unwrap();
+    assert!(other_owner.starts_with("app-") && other_owner != owner);
     // Environments on this machine get none: `ports` is the host's alone.
     let here = app.request(json!({"CreateWorktree": {"name": "here"}}));
     assert!(here["Environment"].get("ports").is_none(), "{here}");
@@ -160,18 +170,27 @@ fn a_host_environment_gets_ports_checked_free_on_the_host_kept_across_a_restart_
             "port {port} still held"
         );
     }
+    // Its teardown on the host saw them.
+    assert_eq!(
+        std::fs::read_to_string(remote.join(".krad/teardown-far-web.txt")).unwrap(),
+        format!("{} {}\n", block[0], block[0])
+    );
     let again = app.request(json!({"CreateWorktree": {"name": "far-next", "host": "far"}}));
     assert_eq!(ports(&again["Environment"]).len(), 2, "{again}");
     assert_eq!(
         app.request(json!({"Close": {"environment": "far-next", "force": true}})),
         json!("Ok")
     );
-    let left: Vec<String> = std::fs::read_dir(&registry)
+    // Only the other app's ports are left.
+    let mut left: Vec<String> = std::fs::read_dir(&registry)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|name| name != "registry.lock")
         .collect();
-    assert!(left.is_empty(), "{left:?}");
+    left.sort();
+    let mut expected: Vec<String> = other_block.iter().map(|p| format!("{p}.lock")).collect();
+    expected.sort();
+    assert_eq!(left, expected);
 }
 
 /// `git status --porcelain` of a worktree, each line trimmed, sorted.
