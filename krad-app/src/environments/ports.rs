@@ -16,7 +16,7 @@
 //!   space-separated) and `PORT` unless the profile or the Spawn sets it
 //!   ([`vars`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -285,42 +285,42 @@ pub(crate) async fn release(core: &Core, name: &str) {
 /// releases those of environments that no longer exist. A host's are taken
 /// back in the background, once its link is up.
 pub(crate) fn restore(core: &Arc<Core>) {
-    let mut hosts: BTreeMap<String, ()> = BTreeMap::new();
-    let mut here = Vec::new();
+    let mut hosts = BTreeSet::new();
+    let mut kept_here = Vec::new();
     for (name, block) in blocks(core) {
-        if let Some(host) = &block.host {
-            hosts.insert(host.clone(), ());
-        }
-        if core.store.environment(&name).is_none() {
+        let live = core.store.environment(&name).is_some();
+        if !live {
+            // Its lock files here are stale (the pid of a gone app); a host's
+            // are given back by the take-back below.
             let _ = core
                 .store
                 .db()
                 .write(|tx| tx.remove(Kind::PortBlock, &name).map(|_| ()));
-            if block.host.is_none() {
-                here.push((name, block.ports, false));
+        }
+        match block.host {
+            Some(host) => {
+                hosts.insert(host);
             }
-        } else if block.host.is_none() {
-            here.push((name, block.ports, true));
+            None if live => kept_here.push((name, block.ports)),
+            None => {}
         }
     }
-    if !here.is_empty() {
+    if !kept_here.is_empty() {
         match Registry::open() {
-            Ok(registry) => retake_here(&registry, here),
+            Ok(registry) => retake_here(&registry, kept_here),
             Err(e) => tracing::warn!("cannot open the port registry: {e}"),
         }
     }
-    for host in hosts.into_keys() {
+    for host in hosts {
         let core = core.clone();
         tokio::spawn(async move { retake_on_host(&core, &host).await });
     }
 }
 
-fn retake_here(registry: &Registry, blocks: Vec<(String, Vec<u16>, bool)>) {
-    for (name, ports, live) in blocks {
+fn retake_here(registry: &Registry, blocks: Vec<(String, Vec<u16>)>) {
+    for (name, ports) in blocks {
         for port in ports {
-            if !live {
-                registry.release(port, &Holder::me());
-            } else if !registry.retake(port, &Holder::me()) {
+            if !registry.retake(port, &Holder::me()) {
                 tracing::warn!(
                     environment = name,
                     port,
