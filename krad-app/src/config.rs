@@ -248,6 +248,9 @@ pub struct HostConfig {
     /// (`ServerAliveCountMax`; default 3): a frozen host is `down` within
     /// interval × count seconds.
     pub alive_count_max: Option<u32>,
+    /// Ports per environment on this host, as `[environments] ports` is for
+    /// this machine's: a block of N, checked free on the host (default: none).
+    pub ports: Option<u16>,
 }
 
 impl HostConfig {

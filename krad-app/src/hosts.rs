@@ -129,6 +129,11 @@ impl Hosts {
         })
     }
 
+    /// Every host, in name order.
+    pub fn all(&self) -> Vec<Arc<Host>> {
+        self.hosts.values().cloned().collect()
+    }
+
     /// Every host's status.
     pub fn statuses(&self) -> Vec<HostStatus> {
         self.hosts.values().map(|h| h.status()).collect()

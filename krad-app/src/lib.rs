@@ -25,6 +25,7 @@ mod intents;
 mod launching;
 mod leftovers;
 pub mod notify;
+pub mod port_registry;
 mod private_file;
 pub mod profile;
 #[path = "code.rs"]
@@ -108,6 +109,8 @@ pub(crate) struct Core {
     pub feed: Arc<durable::feed::Feed>,
     /// Each environment's disk use, as last measured in the background.
     pub disk: environments::disk::DiskUse,
+    /// The hosts' port registries: their calls in turn, what they said last.
+    pub host_ports: environments::ports::HostPorts,
 }
 
 /// The app `krad serve` runs. Each request it answers is an
@@ -176,6 +179,7 @@ impl EmbeddedApp {
                 hosts: hosts::Hosts::new(&settings_hosts, bus_port),
                 asks,
                 feed: Arc::default(),
+                host_ports: Default::default(),
                 request_log,
                 environments_changed: tokio::sync::watch::channel(0).0,
                 disk: Default::default(),

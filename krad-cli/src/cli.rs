@@ -97,6 +97,7 @@ impl Cli {
             Command::Stats(args) => stats::run(args, &connect, json),
             Command::Stop(args) => stop::run(args, &connect, json),
             Command::Completions(args) => completions::run(args),
+            Command::Internal(args) => internal::run(args),
         }
     }
 }
@@ -170,4 +171,7 @@ pub enum Command {
     Stop(commands::stop::StopArgs),
     /// Print shell completions.
     Completions(commands::completions::CompletionsArgs),
+    /// What an app runs on an SSH host through its link (not for you).
+    #[command(hide = true)]
+    Internal(commands::internal::InternalArgs),
 }

@@ -1422,7 +1422,7 @@ fn ports_of(app: &App) -> std::collections::BTreeMap<String, Vec<u64>> {
 }
 
 /// An HTTP GET on 127.0.0.1:`port` answers.
-fn http_answers(port: u64) -> bool {
+pub(crate) fn http_answers(port: u64) -> bool {
     use std::io::{Read, Write};
     let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port as u16)) else {
         return false;

@@ -29,6 +29,7 @@ mod rename;
 mod rights;
 mod secrets;
 mod ssh;
+mod ssh_environments;
 mod tmux;
 mod transport;
 mod truth;

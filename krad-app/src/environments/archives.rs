@@ -1,15 +1,17 @@
-//! Archives: the work Close kept under `refs/krad/archive/<name>`, listed, and
-//! made an environment again — a new worktree on a new branch at the archived
-//! commit, with krad's commit of the uncommitted work undone into uncommitted
-//! files (`reset --mixed` to its parent, in the new worktree only).
+//! Archives: the work Close kept under `refs/krad/archive/<name>` — in this
+//! machine's repository, or an SSH host's for the environments that lived
+//! there — listed, and made an environment again where it was kept: a new
+//! worktree on a new branch at the archived commit, with krad's commit of the
+//! uncommitted work undone into uncommitted files (`reset --mixed` to its
+//! parent, in the new worktree only).
 
 use std::sync::Arc;
 
 use krad_bus::protocol::{ApiError, ArchiveInfo, ErrorCode};
 use serde_json::json;
 
-use super::{NewWorktree, create, env_git, save};
-use crate::git::Git;
+use super::{NewWorktree, create, env_git, root_git, save};
+use crate::hosts::Host;
 use crate::state_file::EnvironmentRecord;
 use crate::{Core, MAIN};
 
@@ -19,9 +21,26 @@ const PREFIX: &str = "refs/krad/archive/";
 /// The subject of the commit [`super::removal`] makes of uncommitted work.
 pub(crate) const UNCOMMITTED_SUBJECT: &str = "krad: archive the uncommitted work of ";
 
-/// Every archive of the repository, newest first.
-pub(crate) async fn list(core: &Core) -> Result<Vec<ArchiveInfo>, ApiError> {
-    let root = Git::new(&core.settings.root);
+/// Every archive of this machine's repository, then of each configured
+/// host's (each newest first). A host that cannot be reached is `unavailable`.
+pub(crate) async fn list_all(core: &Core) -> Result<Vec<ArchiveInfo>, ApiError> {
+    let mut all = list(core, None).await?;
+    for host in core.hosts.all() {
+        all.extend(list(core, Some(&host)).await?);
+    }
+    Ok(all)
+}
+
+/// Every archive of the repository here or on `host`, newest first.
+pub(crate) async fn list(
+    core: &Core,
+    host: Option<&Arc<Host>>,
+) -> Result<Vec<ArchiveInfo>, ApiError> {
+    if let Some(host) = host {
+        // One line when it is down or cannot be reached, before git runs.
+        host.connect().await?;
+    }
+    let root = root_git(core, host);
     let out = root
         .text(&[
             "for-each-ref",
@@ -44,25 +63,38 @@ pub(crate) async fn list(core: &Core) -> Result<Vec<ArchiveInfo>, ApiError> {
                 commit,
                 date,
                 subject,
+                host: host.map(|h| h.name.clone()),
             })
         })
         .collect())
 }
 
-/// Makes the archive `name` the environment `as_name`: see the module's doc.
+/// Makes the archive `name` (of the repository here or on `host`) the
+/// environment `as_name` there: see the module's doc.
 pub(crate) async fn restore(
     core: &Arc<Core>,
     name: &str,
     as_name: &str,
+    host: Option<Arc<Host>>,
 ) -> Result<EnvironmentRecord, ApiError> {
-    let root = Git::new(&core.settings.root);
+    if let Some(host) = &host {
+        host.connect().await?;
+    }
+    let root = root_git(core, host.as_ref());
     let reference = format!("{PREFIX}{name}");
     let Some(commit) = root.commit_of(&reference).await? else {
+        let (place, list) = match &host {
+            Some(host) => (
+                format!(" on host {:?}", host.name),
+                format!("krad archive ls --host {}", host.name),
+            ),
+            None => (String::new(), "krad archive ls".to_owned()),
+        };
         return Err(ApiError::new(
             ErrorCode::NotFound,
-            format!("no archive {name:?} (krad archive ls lists them)"),
+            format!("no archive {name:?}{place} ({list} lists them)"),
         )
-        .with_detail(json!({ "archive": name })));
+        .with_detail(json!({ "archive": name, "host": host.as_ref().map(|h| &h.name) })));
     };
     let subject = root
         .text(&["log", "-1", "--format=%s", commit.as_str()])
@@ -77,7 +109,7 @@ pub(crate) async fn restore(
             base_commit: commit.clone(),
             base_environment: MAIN.to_owned(),
             group: None,
-            host: None,
+            host,
         },
     )
     .await?;
@@ -93,6 +125,6 @@ pub(crate) async fn restore(
         .await
         .unwrap_or(head);
     save(core, record.clone())?;
-    tracing::info!(archive = name, environment = as_name, commit = %commit, uncommitted, "archive restored");
+    tracing::info!(archive = name, environment = as_name, commit = %commit, uncommitted, host = ?record.host, "archive restored");
     Ok(record)
 }

@@ -56,12 +56,12 @@ pub(crate) async fn create(
             setup: None,
             created_at: Some(crate::store::now_rfc3339()),
         };
-        let block = ports::allocate(core, record.host.as_deref())?;
+        let block = ports::allocate(core, host).await?;
         let saved = core
             .store
             .put_environment_with(record.clone(), |tx| ports::put(tx, name, &block));
         if let Err(e) = saved {
-            ports::give_back(&block);
+            ports::give_back(core, &block).await;
             return Err(ApiError::new(
                 ErrorCode::Failed,
                 format!("cannot record the environment: {e}"),
@@ -69,7 +69,7 @@ pub(crate) async fn create(
         }
         core.environments_changed.send_modify(|n| *n += 1);
         if let Err(e) = add_worktree(core, &root, &record).await {
-            ports::release(core, name);
+            ports::release(core, name).await;
             return Err(e);
         }
         record

@@ -66,11 +66,7 @@ pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
         terminals: core.store.terminals_of(&record.name),
         status,
         setup: record.setup.clone(),
-        ports_in_use: if record.host.is_none() {
-            super::ports::in_use(&ports, &record.path)
-        } else {
-            Vec::new()
-        },
+        ports_in_use: super::ports::in_use_of(core, record, &ports),
         ports,
         created_at: super::disk::created_at(record),
         disk_bytes: disk.as_ref().map(|d| d.bytes),

@@ -1,215 +1,274 @@
-//! Ports: with `[environments] ports = N`, each new worktree environment (on
-//! this machine) gets its own block of N TCP ports, handed out when it is
-//! created and released when it is closed.
+//! Ports: with `[environments] ports = N` (this machine) or `[hosts.NAME]
+//! ports = N` (an SSH host), each new worktree environment gets its own block
+//! of N TCP ports, handed out when it is created and released when it is
+//! closed.
 //!
-//! * Each port is checked free by binding it on 127.0.0.1 when it is handed out.
+//! * Each port is checked free by binding it on 127.0.0.1 on the machine that
+//!   runs the environment, when it is handed out.
 //! * The block is kept in the store (`Kind::PortBlock`, written in the same
 //!   transaction as the environment's record), so it survives restarts.
-//! * Two apps on one machine never hand out the same port: a registry directory
-//!   (`$XDG_RUNTIME_DIR/krad-ade/ports/`, or `~/.krad-ade/ports/`;
-//!   `KRAD_ADE_PORTS_DIR` overrides) holds one `<port>.lock` file per port
-//!   handed out, created exclusively and holding the owning app's pid, under an
-//!   exclusive lock of the directory's `registry.lock`. A lock file of a dead
-//!   pid is stale and reclaimed.
-//! * Terminals, the setup command and `Code` runs in the environment see
-//!   `KRAD_PORT` (the first), `KRAD_PORTS` (all, space-separated) and `PORT`
-//!   unless the profile or the Spawn sets it ([`env_vars`]).
+//! * Two apps never hand out the same port of one machine: the machine's
+//!   registry ([`crate::port_registry`]) is asked for it — here directly (the
+//!   app's pid holds it), on a host through `krad internal ports` run over the
+//!   host's link (this app's id, [`app_id`], holds it until released).
+//! * Terminals, the setup and teardown commands and `Code` runs in the
+//!   environment see `KRAD_PORT` (the first), `KRAD_PORTS` (all,
+//!   space-separated) and `PORT` unless the profile or the Spawn sets it
+//!   ([`vars`]).
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use krad_bus::protocol::{ApiError, ErrorCode, PortInUse};
 use krad_store::{Kind, StoreError, Tx};
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
 
 use crate::Core;
+use crate::hosts::Host;
+use crate::port_registry::{self, Holder, PortsAnswer, Registry};
+use crate::profile::shell_quote;
+use crate::state_file::EnvironmentRecord;
 
 /// The first port handed out unless `[environments] first_port` says otherwise
 /// (below Linux's ephemeral range, 32768–60999).
 pub(crate) const FIRST_PORT: u16 = 20000;
 
-/// Where the registry of ports handed out on this machine lives.
-pub(crate) fn registry_dir() -> Option<PathBuf> {
-    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(dir) = non_empty("KRAD_ADE_PORTS_DIR") {
-        return Some(PathBuf::from(dir));
+/// How often Environments asks a host which ports of a block are in use (off
+/// the request path: it shows what the host said last).
+const HOST_IN_USE_REFRESH: Duration = Duration::from_secs(2);
+
+/// An environment's block as the store keeps it: a plain list for this
+/// machine (as before hosts had ports), with its host's name otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+enum Stored {
+    Here(Vec<u16>),
+    OnHost { host: String, ports: Vec<u16> },
+}
+
+/// A block of ports and the machine whose ports they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Block {
+    /// The SSH host (None: this machine).
+    pub host: Option<String>,
+    /// The ports, first the one `KRAD_PORT` names.
+    pub ports: Vec<u16>,
+}
+
+impl From<Stored> for Block {
+    fn from(stored: Stored) -> Block {
+        match stored {
+            Stored::Here(ports) => Block { host: None, ports },
+            Stored::OnHost { host, ports } => Block {
+                host: Some(host),
+                ports,
+            },
+        }
     }
-    if let Some(dir) = non_empty("XDG_RUNTIME_DIR") {
-        return Some(PathBuf::from(dir).join("krad-ade").join("ports"));
+}
+
+impl Block {
+    fn stored(&self) -> Stored {
+        match &self.host {
+            None => Stored::Here(self.ports.clone()),
+            Some(host) => Stored::OnHost {
+                host: host.clone(),
+                ports: self.ports.clone(),
+            },
+        }
     }
-    non_empty("HOME").map(|home| PathBuf::from(home).join(".krad-ade").join("ports"))
 }
 
 /// How many ports a new environment gets (0: none), from the config.
 fn block_size(core: &Core, host: Option<&str>) -> u16 {
-    if host.is_some() {
-        return 0;
+    let config = &core.settings.config;
+    match host {
+        Some(host) => config.hosts.get(host).and_then(|h| h.ports),
+        None => config.environments.ports,
     }
-    core.settings.config.environments.ports.unwrap_or(0)
+    .unwrap_or(0)
 }
 
-/// The registry, locked for this app while it lives.
-struct Registry {
-    dir: PathBuf,
-    _lock: File,
-}
-
-impl Registry {
-    fn open() -> std::io::Result<Registry> {
-        let dir = registry_dir()
-            .ok_or_else(|| std::io::Error::other("neither XDG_RUNTIME_DIR nor HOME is set"))?;
-        std::fs::create_dir_all(&dir)?;
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(dir.join("registry.lock"))?;
-        lock.lock()?;
-        Ok(Registry { dir, _lock: lock })
-    }
-
-    fn path(&self, port: u16) -> PathBuf {
-        self.dir.join(format!("{port}.lock"))
-    }
-
-    /// The pid holding `port`, if a live one does.
-    fn owner(&self, port: u16) -> Option<u32> {
-        let text = std::fs::read_to_string(self.path(port)).ok()?;
-        let pid: u32 = text.trim().parse().ok()?;
-        (pid == std::process::id() || krad_bus::api_json::pid_alive(pid)).then_some(pid)
-    }
-
-    /// Takes `port` for this app when no live app holds it.
-    fn take(&self, port: u16) -> bool {
-        let path = self.path(port);
-        for _ in 0..2 {
-            match OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path)
-            {
-                Ok(mut file) => {
-                    return file
-                        .write_all(std::process::id().to_string().as_bytes())
-                        .is_ok();
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    if self.owner(port).is_some() {
-                        return false;
-                    }
-                    // Stale: its app is gone.
-                    let _ = std::fs::remove_file(&path);
-                }
-                Err(_) => return false,
-            }
-        }
-        false
-    }
-
-    /// Takes back a port of this app's store after a restart.
-    fn retake(&self, port: u16) -> bool {
-        match self.owner(port) {
-            Some(pid) if pid != std::process::id() => false,
-            Some(_) => true,
-            None => {
-                let _ = std::fs::remove_file(self.path(port));
-                self.take(port)
-            }
-        }
-    }
-
-    /// Gives `port` back, when this app holds it.
-    fn release(&self, port: u16) {
-        if self.owner(port) == Some(std::process::id()) {
-            let _ = std::fs::remove_file(self.path(port));
-        }
-    }
-}
-
-/// Whether `port` can be bound on 127.0.0.1 now.
-fn bindable(port: u16) -> bool {
-    TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).is_ok()
-}
-
-/// Hands out a block for a new environment on `host` (none on a host, or
-/// without `[environments] ports`): each port free in the registry and by a
-/// bind test. Call with the environments lock held.
-pub(crate) fn allocate(core: &Core, host: Option<&str>) -> Result<Vec<u16>, ApiError> {
-    let size = block_size(core, host);
-    if size == 0 {
-        return Ok(Vec::new());
-    }
-    let failed =
-        |e: String| ApiError::new(ErrorCode::Failed, format!("cannot hand out ports: {e}"));
-    let registry = Registry::open().map_err(|e| failed(e.to_string()))?;
-    let first = core
-        .settings
+fn first_port(core: &Core) -> u16 {
+    core.settings
         .config
         .environments
         .first_port
-        .unwrap_or(FIRST_PORT);
-    let mut block = Vec::with_capacity(usize::from(size));
-    let mut port = first;
-    while block.len() < usize::from(size) {
-        if registry.take(port) {
-            if bindable(port) {
-                block.push(port);
-            } else {
-                registry.release(port);
-            }
-        }
-        port = match port.checked_add(1) {
-            Some(next) => next,
-            None => {
-                for taken in &block {
-                    registry.release(*taken);
-                }
-                return Err(failed(format!("no {size} free ports from {first} up")));
-            }
-        };
+        .unwrap_or(FIRST_PORT)
+}
+
+/// This app's id in a host's registry: the same across its restarts (this
+/// machine's name and the app's state directory, hashed), different for two
+/// apps of one machine.
+pub(crate) fn app_id(core: &Core) -> String {
+    let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let mut hash = sha2::Sha256::new();
+    hash.update(machine.trim().as_bytes());
+    hash.update([0]);
+    hash.update(core.settings.state_dir.as_os_str().as_encoded_bytes());
+    let digest = hex::encode(hash.finalize());
+    format!("app-{}", &digest[..16])
+}
+
+fn failed(e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(ErrorCode::Failed, format!("cannot hand out ports: {e}"))
+}
+
+/// Hands out a block for a new environment on `host` (this machine when None;
+/// empty without `ports` in the config): each port free in the machine's
+/// registry and by a bind test there. Call with the environments lock held.
+pub(crate) async fn allocate(core: &Core, host: Option<&Arc<Host>>) -> Result<Block, ApiError> {
+    let size = block_size(core, host.map(|h| h.name.as_str()));
+    if size == 0 {
+        return Ok(Block::default());
     }
-    Ok(block)
+    let first = first_port(core);
+    let Some(host) = host else {
+        let registry = Registry::open().map_err(failed)?;
+        let ports = registry.claim(&Holder::me(), first, size).map_err(failed)?;
+        return Ok(Block { host: None, ports });
+    };
+    // The ports this app holds there (the registry gives back any other it
+    // still held: a release that could not reach the host).
+    let _calls = core.host_ports.calls.lock().await;
+    let keep: Vec<u16> = blocks(core)
+        .into_values()
+        .filter(|b| b.host.as_deref() == Some(host.name.as_str()))
+        .flat_map(|b| b.ports)
+        .collect();
+    let mut args = vec![
+        "claim".to_owned(),
+        "--first".to_owned(),
+        first.to_string(),
+        "--count".to_owned(),
+        size.to_string(),
+    ];
+    for port in keep {
+        args.extend(["--keep".to_owned(), port.to_string()]);
+    }
+    let answer = on_host(core, host, &args).await?;
+    Ok(Block {
+        host: Some(host.name.clone()),
+        ports: answer.ports,
+    })
+}
+
+/// Runs `krad internal ports <args> --owner <app id>` on `host`: its answer.
+async fn on_host(core: &Core, host: &Arc<Host>, args: &[String]) -> Result<PortsAnswer, ApiError> {
+    let mut script = format!(
+        "exec {} internal ports --owner {}",
+        shell_quote(&host.krad()),
+        app_id(core)
+    );
+    for arg in args {
+        script.push(' ');
+        script.push_str(&shell_quote(arg));
+    }
+    let (code, out, err) = host.run(&script, None).await?;
+    let said = || {
+        let err = String::from_utf8_lossy(&err);
+        let last = err.lines().rev().find(|l| !l.trim().is_empty());
+        last.unwrap_or("no output").trim().to_owned()
+    };
+    if code != Some(0) {
+        return Err(ApiError::new(
+            ErrorCode::Failed,
+            format!(
+                "the port registry on host {:?} failed ({} internal ports, exit {}): {}; \
+                 krad there must be as new as this one",
+                host.name,
+                host.krad(),
+                code.map_or("by a signal".to_owned(), |c| c.to_string()),
+                said()
+            ),
+        ));
+    }
+    serde_json::from_slice(&out).map_err(|e| {
+        ApiError::new(
+            ErrorCode::Failed,
+            format!(
+                "the port registry on host {:?} answered what is not JSON ({e}); \
+                 krad there must be as new as this one",
+                host.name
+            ),
+        )
+    })
 }
 
 /// Writes an environment's block in a transaction (nothing for an empty one).
-pub(crate) fn put(tx: &Tx<'_>, name: &str, block: &[u16]) -> Result<(), StoreError> {
-    if block.is_empty() {
+pub(crate) fn put(tx: &Tx<'_>, name: &str, block: &Block) -> Result<(), StoreError> {
+    if block.ports.is_empty() {
         return Ok(());
     }
-    tx.put(Kind::PortBlock, name, block)
+    tx.put(Kind::PortBlock, name, &block.stored())
 }
 
-/// An environment's block (empty without one).
-pub(crate) fn block(core: &Core, name: &str) -> Vec<u16> {
+/// Every stored block, by environment.
+fn blocks(core: &Core) -> BTreeMap<String, Block> {
+    match core.store.db().read(|tx| tx.all::<Stored>(Kind::PortBlock)) {
+        Ok(all) => all.into_iter().map(|(k, v)| (k, v.into())).collect(),
+        Err(e) => {
+            tracing::warn!("cannot read the port blocks: {e}");
+            BTreeMap::new()
+        }
+    }
+}
+
+fn stored_block(core: &Core, name: &str) -> Option<Block> {
     core.store
         .db()
-        .read(|tx| tx.get::<Vec<u16>>(Kind::PortBlock, name))
+        .read(|tx| tx.get::<Stored>(Kind::PortBlock, name))
         .ok()
         .flatten()
+        .map(Block::from)
+}
+
+/// An environment's ports (empty without a block).
+pub(crate) fn block(core: &Core, name: &str) -> Vec<u16> {
+    stored_block(core, name)
+        .map(|b| b.ports)
         .unwrap_or_default()
 }
 
-/// Gives a block back to the registry without touching the store (a creation
-/// that failed before its record was written).
-pub(crate) fn give_back(block: &[u16]) {
-    if block.is_empty() {
+/// Gives a block back to its machine's registry without touching the store (a
+/// creation that failed before its record was written).
+pub(crate) async fn give_back(core: &Core, block: &Block) {
+    if block.ports.is_empty() {
         return;
     }
-    if let Ok(registry) = Registry::open() {
-        for port in block {
-            registry.release(*port);
+    match &block.host {
+        None => {
+            if let Ok(registry) = Registry::open() {
+                for port in &block.ports {
+                    registry.release(*port, &Holder::me());
+                }
+            }
+        }
+        Some(name) => {
+            let _calls = core.host_ports.calls.lock().await;
+            let released = async {
+                let host = core.hosts.get(name)?;
+                let mut args = vec!["release".to_owned()];
+                args.extend(block.ports.iter().map(u16::to_string));
+                on_host(core, &host, &args).await
+            };
+            // Not given back now: the next hand-out or restart there does.
+            if let Err(e) = released.await {
+                tracing::warn!(host = %name, ports = ?block.ports, "ports stay held on the host until the app's next hand-out there: {}", e.message);
+            }
         }
     }
 }
 
 /// Releases a closed environment's block: forgotten by the store, given back to
-/// the registry. Call once the environment is removed.
-pub(crate) fn release(core: &Core, name: &str) {
-    let block = block(core, name);
+/// its machine's registry. Call once the environment is removed.
+pub(crate) async fn release(core: &Core, name: &str) {
+    let Some(block) = stored_block(core, name) else {
+        return;
+    };
     if let Err(e) = core
         .store
         .db()
@@ -218,40 +277,50 @@ pub(crate) fn release(core: &Core, name: &str) {
         tracing::warn!(environment = name, "cannot forget the port block: {e}");
         return;
     }
-    give_back(&block);
+    core.host_ports.seen.forget(name);
+    give_back(core, &block).await;
 }
 
-/// After a restart: takes the stored blocks back in the registry, and releases
-/// those of environments that no longer exist.
-pub(crate) fn restore(core: &Core) {
-    let blocks = match core
-        .store
-        .db()
-        .read(|tx| tx.all::<Vec<u16>>(Kind::PortBlock))
-    {
-        Ok(blocks) => blocks,
-        Err(e) => {
-            tracing::warn!("cannot read the port blocks: {e}");
-            return;
+/// After a restart: takes the stored blocks back in their registries, and
+/// releases those of environments that no longer exist. A host's are taken
+/// back in the background, once its link is up.
+pub(crate) fn restore(core: &Arc<Core>) {
+    let mut hosts = BTreeSet::new();
+    let mut kept_here = Vec::new();
+    for (name, block) in blocks(core) {
+        let live = core.store.environment(&name).is_some();
+        if !live {
+            // Its lock files here are stale (the pid of a gone app); a host's
+            // are given back by the take-back below.
+            let _ = core
+                .store
+                .db()
+                .write(|tx| tx.remove(Kind::PortBlock, &name).map(|_| ()));
         }
-    };
-    if blocks.is_empty() {
-        return;
+        match block.host {
+            Some(host) => {
+                hosts.insert(host);
+            }
+            None if live => kept_here.push((name, block.ports)),
+            None => {}
+        }
     }
-    let registry = match Registry::open() {
-        Ok(registry) => registry,
-        Err(e) => {
-            tracing::warn!("cannot open the port registry: {e}");
-            return;
+    if !kept_here.is_empty() {
+        match Registry::open() {
+            Ok(registry) => retake_here(&registry, kept_here),
+            Err(e) => tracing::warn!("cannot open the port registry: {e}"),
         }
-    };
-    for (name, block) in blocks {
-        if core.store.environment(&name).is_none() {
-            drop_block(core, &name, &block, &registry);
-            continue;
-        }
-        for port in block {
-            if !registry.retake(port) {
+    }
+    for host in hosts {
+        let core = core.clone();
+        tokio::spawn(async move { retake_on_host(&core, &host).await });
+    }
+}
+
+fn retake_here(registry: &Registry, blocks: Vec<(String, Vec<u16>)>) {
+    for (name, ports) in blocks {
+        for port in ports {
+            if !registry.retake(port, &Holder::me()) {
                 tracing::warn!(
                     environment = name,
                     port,
@@ -262,98 +331,180 @@ pub(crate) fn restore(core: &Core) {
     }
 }
 
-fn drop_block(core: &Core, name: &str, block: &[u16], registry: &Registry) {
-    let _ = core
-        .store
-        .db()
-        .write(|tx| tx.remove(Kind::PortBlock, name).map(|_| ()));
-    for port in block {
-        registry.release(*port);
+/// Takes this app's blocks on `host` back in its registry (a host that
+/// rebooted lost them with its runtime dir) and gives back any other port it
+/// holds there (of environments closed while the host was down).
+async fn retake_on_host(core: &Core, host_name: &str) {
+    let Ok(host) = core.hosts.get(host_name) else {
+        return;
+    };
+    // Under the lock a hand-out holds until its block is stored, and in turn
+    // with releases: the blocks read are those of the registry now.
+    let _serial = core.environments_lock.lock().await;
+    let _calls = core.host_ports.calls.lock().await;
+    let mine: Vec<u16> = blocks(core)
+        .into_values()
+        .filter(|b| b.host.as_deref() == Some(host_name))
+        .flat_map(|b| b.ports)
+        .collect();
+    let mut args = vec!["retake".to_owned()];
+    args.extend(mine.iter().map(u16::to_string));
+    match on_host(core, &host, &args).await {
+        Ok(answer) if !answer.held_by_others.is_empty() => tracing::warn!(
+            host = host_name,
+            ports = ?answer.held_by_others,
+            "ports of environments on the host are held by another app there"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(
+            host = host_name,
+            "cannot take the ports back on the host: {}",
+            e.message
+        ),
     }
 }
 
 /// The variables an environment's programs see: `KRAD_PORT`, `KRAD_PORTS` and
-/// `PORT` (the caller leaves `PORT` out when the user set it).
-pub(crate) fn env_vars(block: &[u16]) -> Vec<(String, String)> {
+/// `PORT`, without `PORT` when `user_set_port` (nothing without a block).
+pub(crate) fn vars(block: &[u16], user_set_port: bool) -> Vec<(&'static str, String)> {
     let Some(first) = block.first() else {
         return Vec::new();
     };
     let all: Vec<String> = block.iter().map(u16::to_string).collect();
-    vec![
-        ("KRAD_PORT".to_owned(), first.to_string()),
-        ("KRAD_PORTS".to_owned(), all.join(" ")),
-        ("PORT".to_owned(), first.to_string()),
-    ]
+    let mut vars = vec![
+        ("KRAD_PORT", first.to_string()),
+        ("KRAD_PORTS", all.join(" ")),
+    ];
+    if !user_set_port {
+        vars.push(("PORT", first.to_string()));
+    }
+    vars
 }
 
-/// Adds [`env_vars`] to `env`, keeping a `PORT` already there.
+/// Adds [`vars`] to `env`, keeping a `PORT` already there.
 pub(crate) fn add_env(env: &mut Vec<(String, String)>, block: &[u16]) {
     let has_port = env.iter().any(|(k, _)| k == "PORT");
-    for (k, v) in env_vars(block) {
-        if k == "PORT" && has_port {
-            continue;
-        }
-        env.push((k, v));
+    for (k, v) in vars(block, has_port) {
+        env.push((k.to_owned(), v));
     }
 }
 
-/// The ports of a block that some program outside the environment holds
-/// (listening on it): with the pid when /proc tells.
-pub(crate) fn in_use(block: &[u16], environment_dir: &Path) -> Vec<PortInUse> {
-    block
-        .iter()
-        .filter(|port| !bindable(**port))
-        .filter_map(|&port| {
-            let pid = listener_pid(port);
-            let inside = pid
-                .and_then(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).ok())
-                .is_some_and(|cwd| cwd.starts_with(environment_dir));
-            (!inside).then_some(PortInUse { port, pid })
-        })
-        .collect()
+/// The variables as a shell command for a script on a host, to put before the
+/// program: `export KRAD_PORT=… KRAD_PORTS='…' PORT=… && ` (nothing without a
+/// block).
+pub(crate) fn shell_exports(block: &[u16]) -> String {
+    let vars = vars(block, false);
+    if vars.is_empty() {
+        return String::new();
+    }
+    let words: Vec<String> = vars
+        .into_iter()
+        .map(|(k, v)| format!("{k}={}", shell_quote(&v)))
+        .collect();
+    format!("export {} && ", words.join(" "))
 }
 
-/// The pid listening on `port`, from /proc/net/tcp{,6} and /proc/*/fd.
-fn listener_pid(port: u16) -> Option<u32> {
-    let mut inodes = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(table) else {
-            continue;
-        };
-        for line in text.lines().skip(1) {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            if fields.len() < 10 {
-                continue;
-            }
-            let local_port = fields[1]
-                .rsplit(':')
-                .next()
-                .and_then(|p| u16::from_str_radix(p, 16).ok());
-            // 0A: LISTEN.
-            if local_port == Some(port) && fields[3] == "0A" {
-                inodes.push(format!("socket:[{}]", fields[9]));
+/// The ports of an environment's block some program outside it listens on:
+/// seen here at once; on a host, what the host said last (asked again in the
+/// background at most every [`HOST_IN_USE_REFRESH`]).
+pub(crate) fn in_use_of(core: &Core, record: &EnvironmentRecord, ports: &[u16]) -> Vec<PortInUse> {
+    if ports.is_empty() {
+        return Vec::new();
+    }
+    let Some(host_name) = &record.host else {
+        return port_registry::in_use(ports, &record.path);
+    };
+    let (seen, ask) = core.host_ports.seen.last(&record.name);
+    if ask
+        && let Ok(host) = core.hosts.get(host_name)
+        && let Ok(runtime) = tokio::runtime::Handle::try_current()
+    {
+        let cache = core.host_ports.seen.clone();
+        let name = record.name.clone();
+        let script = in_use_script(&host, &record.path, ports);
+        runtime.spawn(async move {
+            let answer = match host.run(&script, None).await {
+                Ok((Some(0), out, _)) => serde_json::from_slice::<PortsAnswer>(&out).ok(),
+                _ => None,
+            };
+            cache.answered(&name, answer.map(|a| a.in_use));
+        });
+    }
+    seen
+}
+
+fn in_use_script(host: &Host, dir: &Path, ports: &[u16]) -> String {
+    let mut script = format!(
+        "exec {} internal ports in-use --dir {}",
+        shell_quote(&host.krad()),
+        shell_quote(&dir.display().to_string())
+    );
+    for port in ports {
+        script.push_str(&format!(" {port}"));
+    }
+    script
+}
+
+/// The app's side of the hosts' port registries.
+#[derive(Default)]
+pub(crate) struct HostPorts {
+    /// Taken around each call that hands out, takes back or gives back ports
+    /// on a host, with the store read inside it: a take-back at start never
+    /// runs on a list read before a release that it would undo.
+    calls: tokio::sync::Mutex<()>,
+    /// What hosts said last of their environments' ports in use.
+    seen: HostPortsSeen,
+}
+
+/// What hosts said last of their environments' ports in use.
+#[derive(Clone, Default)]
+pub(crate) struct HostPortsSeen(Arc<Mutex<HashMap<String, Seen>>>);
+
+struct Seen {
+    /// When the host was last asked (None: never).
+    asked: Option<Instant>,
+    asking: bool,
+    in_use: Vec<PortInUse>,
+}
+
+impl HostPortsSeen {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Seen>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What was seen last of `environment`, and whether to ask again now (it
+    /// is then marked as being asked).
+    fn last(&self, environment: &str) -> (Vec<PortInUse>, bool) {
+        let mut all = self.lock();
+        let seen = all.entry(environment.to_owned()).or_insert_with(|| Seen {
+            asked: None,
+            asking: false,
+            in_use: Vec::new(),
+        });
+        let ask = !seen.asking
+            && seen
+                .asked
+                .is_none_or(|asked| asked.elapsed() >= HOST_IN_USE_REFRESH);
+        if ask {
+            seen.asking = true;
+            seen.asked = Some(Instant::now());
+        }
+        (seen.in_use.clone(), ask)
+    }
+
+    /// The host's answer (None: it could not tell; the last one stays).
+    fn answered(&self, environment: &str, in_use: Option<Vec<PortInUse>>) {
+        if let Some(seen) = self.lock().get_mut(environment) {
+            seen.asking = false;
+            if let Some(in_use) = in_use {
+                seen.in_use = in_use;
             }
         }
     }
-    if inodes.is_empty() {
-        return None;
+
+    fn forget(&self, environment: &str) {
+        self.lock().remove(environment);
     }
-    for proc_entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = proc_entry.file_name().to_str().and_then(|p| p.parse().ok()) else {
-            continue;
-        };
-        let Ok(fds) = std::fs::read_dir(proc_entry.path().join("fd")) else {
-            continue;
-        };
-        for fd in fds.flatten() {
-            if let Ok(target) = std::fs::read_link(fd.path())
-                && inodes.iter().any(|i| Path::new(i) == target)
-            {
-                return Some(pid);
-            }
-        }
-    }
-    None
 }
 
 #[cfg(test)]
@@ -375,21 +526,25 @@ mod tests {
         let mut env = Vec::new();
         add_env(&mut env, &[]);
         assert!(env.is_empty());
+        assert_eq!(
+            shell_exports(&[20000, 20001]),
+            "export KRAD_PORT=20000 KRAD_PORTS='20000 20001' PORT=20000 && "
+        );
+        assert_eq!(shell_exports(&[]), "");
     }
 
     #[test]
-    fn a_listening_port_is_seen_with_its_pid() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        assert!(!bindable(port));
-        assert_eq!(listener_pid(port), Some(std::process::id()));
-        let used = in_use(&[port], Path::new("/nonexistent-env"));
-        assert_eq!(
-            used,
-            vec![PortInUse {
-                port,
-                pid: Some(std::process::id())
-            }]
-        );
+    fn blocks_of_this_machine_are_stored_as_before_and_a_host_s_with_its_name() {
+        let here: Stored = serde_json::from_str("[20000,20001]").unwrap();
+        assert_eq!(Block::from(here.clone()).host, None);
+        assert_eq!(serde_json::to_string(&here).unwrap(), "[20000,20001]");
+        let far = Block {
+            host: Some("far".into()),
+            ports: vec![20002],
+        };
+        let text = serde_json::to_string(&far.stored()).unwrap();
+        assert_eq!(text, r#"{"host":"far","ports":[20002]}"#);
+        let back: Stored = serde_json::from_str(&text).unwrap();
+        assert_eq!(Block::from(back), far);
     }
 }

@@ -141,7 +141,7 @@ pub(crate) async fn remove(core: &Arc<Core>, name: &str, how: Removal) -> Result
         .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the closing: {e}")))?;
     core.environments_changed.send_modify(|n| *n += 1);
     // However it was closed (Close, a pick closing the others, recovery).
-    super::ports::release(core, name);
+    super::ports::release(core, name).await;
     match &merged {
         Some(why) => tracing::info!(
             environment = name,

@@ -84,7 +84,10 @@ async fn run_in(
         .setup_timeout_secs
         .map_or(SETUP_TIMEOUT, Duration::from_secs);
     Ok(match host(core, record.host.as_deref())? {
-        Some(host) => run_remote(&host, record, command, limit, what).await,
+        Some(host) => {
+            let ports = super::ports::block(core, &record.name);
+            run_remote(&host, record, command, &ports, limit, what).await
+        }
         None => {
             let mut env = Vec::new();
             super::ports::add_env(&mut env, &super::ports::block(core, &record.name));
@@ -99,12 +102,14 @@ async fn run_remote(
     host: &Arc<Host>,
     record: &EnvironmentRecord,
     command: &str,
+    ports: &[u16],
     limit: Duration,
     what: &str,
 ) -> (Option<i32>, String) {
     let script = format!(
-        "cd {} && KRAD_ADE_ENVIRONMENT={} sh -c {} 2>&1",
+        "cd {} && {}KRAD_ADE_ENVIRONMENT={} sh -c {} 2>&1",
         shell_quote(&record.path.display().to_string()),
+        super::ports::shell_exports(ports),
         shell_quote(&record.name),
         shell_quote(command)
     );

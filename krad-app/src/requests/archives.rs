@@ -1,5 +1,5 @@
-//! Archives and RestoreArchive: the work Close kept under `refs/krad/archive/`,
-//! and one of them an environment again (see
+//! Archives and RestoreArchive: the work Close kept under `refs/krad/archive/`
+//! (here or on an SSH host), and one of them an environment again (see
 //! [`crate::environments::archives`]). Plain terminals may list, not restore.
 
 use krad_bus::protocol::{ApiError, ArchiveInfo, EnvironmentInfo};
@@ -15,9 +15,13 @@ impl Handle<Archives> for EmbeddedApp {
     async fn handle(
         &self,
         _ctx: &CallContext,
-        _request: Archives,
+        request: Archives,
     ) -> Result<Vec<ArchiveInfo>, ApiError> {
-        archives::list(&self.core).await
+        let core = &self.core;
+        match environments::host(core, request.host.as_deref())? {
+            Some(host) => archives::list(core, Some(&host)).await,
+            None => archives::list_all(core).await,
+        }
     }
 }
 
@@ -30,6 +34,7 @@ impl Handle<RestoreArchive> for EmbeddedApp {
         let core = &self.core;
         not_for_plain_terminals(&ctx.principal, "RestoreArchive")?;
         let name = request.as_name.unwrap_or_else(|| request.name.clone());
+        let host = environments::host(core, request.host.as_deref())?;
         // Its retry after a crash is a CreateWorktree's: the environment if it
         // was made, else nothing was.
         let _underway = Underway::begin(
@@ -37,7 +42,7 @@ impl Handle<RestoreArchive> for EmbeddedApp {
             ctx,
             Plan::CreateWorktree { name: name.clone() },
         )?;
-        let record = archives::restore(core, &request.name, &name).await?;
+        let record = archives::restore(core, &request.name, &name, host).await?;
         Ok(environments::info(core, &record))
     }
 }

@@ -50,8 +50,12 @@ impl Handle<Code> for EmbeddedApp {
                 let host = core.hosts.get(&name)?;
                 host.connect().await?;
                 let mut script = format!(
-                    "cd {} && exec timeout -s KILL {} ",
+                    "cd {} && {}exec timeout -s KILL {} ",
                     shell_quote(&cwd.display().to_string()),
+                    crate::environments::ports::shell_exports(&crate::environments::ports::block(
+                        core,
+                        &request.environment
+                    )),
                     timeout.as_secs() + 1
                 );
                 script.push_str(

@@ -356,6 +356,9 @@ pub struct ArchiveInfo {
     /// makes its changes uncommitted files again.
     #[serde(default)]
     pub uncommitted: bool,
+    /// The SSH host whose repository keeps it (absent: this machine's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// What CollectEnvironments did (or, in a dry run, would do) with one

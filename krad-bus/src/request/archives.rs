@@ -8,17 +8,23 @@ use super::create_worktree::check_name;
 use super::{Call, RequestKind, Rights, deadline};
 use crate::protocol::{ApiError, ArchiveInfo, EnvironmentInfo};
 
-/// The Archives request (no fields): every `refs/krad/archive/*` ref of the
-/// repository, newest first.
+/// The Archives request: every `refs/krad/archive/*` ref of the repository
+/// (and of each SSH host's, with `host`), newest first; or of one host's.
 ///
 /// # Format
 ///
 /// ```json
 /// "Archives"
+/// {"Archives":{"host":"gpu"}}
 /// {"Archives":[{"name":"fix-login","commit":"3f2a…","date":"2026-12-01T22:40:00+00:00","subject":"krad: archive the uncommitted work of fix-login","uncommitted":true}]}
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Archives {}
+pub struct Archives {
+    /// Only this SSH host's archives (default: this machine's and every
+    /// configured host's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
 
 impl Call for Archives {
     const KIND: RequestKind = RequestKind::Archives;
@@ -36,6 +42,7 @@ impl Call for Archives {
 ///
 /// ```json
 /// {"RestoreArchive":{"name":"fix-login","as":"fix-login-again"}}
+/// {"RestoreArchive":{"name":"train","host":"gpu"}}
 /// {"Environment":{"name":"fix-login-again","path":"…","branch":"krad/fix-login-again",…}}
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -45,6 +52,10 @@ pub struct RestoreArchive {
     /// The new environment's name (default: the archive's name).
     #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
     pub as_name: Option<String>,
+    /// The SSH host whose repository has the archive: the environment is made
+    /// there (default: this machine's repository).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 impl Call for RestoreArchive {
@@ -77,7 +88,7 @@ mod tests {
         for bad in ["../x", "", "a/b"] {
             let r = RestoreArchive {
                 name: bad.into(),
-                as_name: None,
+                ..RestoreArchive::default()
             };
             assert!(r.validate().is_err(), "{bad}");
         }

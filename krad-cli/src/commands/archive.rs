@@ -1,5 +1,6 @@
-//! `krad archive ls` (Archives) and `krad archive restore NAME [--as NEW]`
-//! (RestoreArchive): the work Close kept under `refs/krad/archive/`.
+//! `krad archive ls [--host H]` (Archives) and `krad archive restore NAME
+//! [--as NEW] [--host H]` (RestoreArchive): the work Close kept under
+//! `refs/krad/archive/`, here or in an SSH host's repository.
 
 use krad_bus::protocol::{ArchiveInfo, EnvironmentInfo};
 use krad_bus::request::archives::{Archives, RestoreArchive};
@@ -21,24 +22,34 @@ pub enum ArchiveCommand {
     /// List the archived work: refs/krad/archive/*, newest first (Archives).
     #[command(after_help = "\
 Every Close of an environment keeps its tip under refs/krad/archive/<name> (<name>-2, … \
-when taken), its uncommitted work committed there first (marked `uncommitted`). Each line: \
-name, commit, date, subject.
+when taken) in the repository it lived in — this machine's, or an SSH host's — its \
+uncommitted work committed there first (marked `uncommitted`). Each line: name, commit, \
+date, subject, then `host H` for a host's. Without --host, this machine's archives then \
+each configured host's; a host that cannot be reached fails the listing (exit 1) with \
+its reason.
 
 Examples:
   krad archive ls
+  krad archive ls --host gpu
   krad archive ls --json")]
-    Ls,
+    Ls {
+        /// Only the archives of this SSH host's repository ([hosts.NAME]).
+        #[arg(long, value_name = "HOST")]
+        host: Option<String>,
+    },
     /// Make archived work an environment again (RestoreArchive).
     #[command(after_help = "\
 A new worktree environment (NAME, or --as NEW) on a new branch krad/<name> at the archived \
 commit. When that commit is krad's commit of the uncommitted work, its changes are \
 uncommitted files again (reset --mixed to its parent, in the new worktree only). The \
-archive ref stays. An environment or branch of that name already → exit 8; no such \
-archive → exit 3.
+archive ref stays. With --host, the archive is the host's and the environment is made \
+on that host. An environment or branch of that name already → exit 8; no such \
+archive → exit 3; a host that cannot be reached → exit 1.
 
 Examples:
   krad archive restore fix-login
   krad archive restore fix-login --as fix-login-2
+  krad archive restore train --host gpu
   krad archive restore fix-login --request-id restore-fix-login-1")]
     Restore {
         /// The archive's name (as `krad archive ls` shows it).
@@ -46,6 +57,9 @@ Examples:
         /// The new environment's name (default: the archive's).
         #[arg(long = "as", value_name = "NEW")]
         as_name: Option<String>,
+        /// The SSH host whose repository has the archive; the environment is made there.
+        #[arg(long, value_name = "HOST")]
+        host: Option<String>,
         /// Make the request at most once with this id (safe to retry).
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
@@ -55,16 +69,21 @@ Examples:
 /// Runs the archive subcommand.
 pub fn run(args: ArchiveArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     match args.command {
-        ArchiveCommand::Ls => {
-            let reply = Bus::find(connect)?.send(Archives {}, None)?;
+        ArchiveCommand::Ls { host } => {
+            let reply = Bus::find(connect)?.send(Archives { host }, None)?;
             output::emit(json, &reply, |archives| output::lines(ls_lines(archives)));
         }
         ArchiveCommand::Restore {
             name,
             as_name,
+            host,
             request_id,
         } => {
-            let request = RestoreArchive { name, as_name };
+            let request = RestoreArchive {
+                name,
+                as_name,
+                host,
+            };
             let reply = Bus::find(connect)?.send(request, request_id.as_deref())?;
             output::emit(json, &reply, |env| output::line(&restored_line(env)));
         }
@@ -72,7 +91,7 @@ pub fn run(args: ArchiveArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resu
     Ok(Exit::Success)
 }
 
-/// One line per archive: name, commit, date, subject.
+/// One line per archive: name, commit, date, subject (and its host).
 fn ls_lines(archives: &[ArchiveInfo]) -> Vec<String> {
     if archives.is_empty() {
         return vec!["no archives".to_owned()];
@@ -82,12 +101,16 @@ fn ls_lines(archives: &[ArchiveInfo]) -> Vec<String> {
         .iter()
         .map(|a| {
             format!(
-                "{:width$}  {}  {}  {}{}",
+                "{:width$}  {}  {}  {}{}{}",
                 a.name,
                 a.commit.get(..10).unwrap_or(&a.commit),
                 a.date,
                 a.subject,
                 if a.uncommitted { "  [uncommitted]" } else { "" },
+                a.host
+                    .as_ref()
+                    .map(|h| format!("  host {h}"))
+                    .unwrap_or_default(),
             )
         })
         .collect()
@@ -95,10 +118,14 @@ fn ls_lines(archives: &[ArchiveInfo]) -> Vec<String> {
 
 fn restored_line(env: &EnvironmentInfo) -> String {
     format!(
-        "restored environment {} on branch {} at {}",
+        "restored environment {} on branch {} at {}{}",
         env.name,
         env.branch.as_deref().unwrap_or("?"),
-        env.path
+        env.path,
+        env.host
+            .as_ref()
+            .map(|h| format!(" on host {h}"))
+            .unwrap_or_default()
     )
 }
 
@@ -114,11 +141,20 @@ mod tests {
             date: "2026-12-01T22:40:00+00:00".into(),
             subject: "krad: archive the uncommitted work of fix".into(),
             uncommitted: true,
+            host: None,
+        };
+        let far = ArchiveInfo {
+            name: "train".into(),
+            subject: "faster".into(),
+            uncommitted: false,
+            host: Some("gpu".into()),
+            ..a.clone()
         };
         assert_eq!(
-            ls_lines(&[a]),
+            ls_lines(&[a, far]),
             [
-                "fix  0123456789  2026-12-01T22:40:00+00:00  krad: archive the uncommitted work of fix  [uncommitted]"
+                "fix    0123456789  2026-12-01T22:40:00+00:00  krad: archive the uncommitted work of fix  [uncommitted]",
+                "train  0123456789  2026-12-01T22:40:00+00:00  faster  host gpu"
             ]
         );
         assert_eq!(ls_lines(&[]), ["no archives"]);

@@ -18,6 +18,7 @@ pub mod ext;
 pub mod gc;
 pub mod hook;
 pub mod hosts;
+pub mod internal;
 pub mod ls;
 pub mod output;
 pub mod raw;

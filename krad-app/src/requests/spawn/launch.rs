@@ -152,6 +152,9 @@ pub(super) async fn remote_launch(
             env.push((k, v.clone()));
         }
     }
+    let user_set_port = env.iter().any(|(k, _)| *k == "PORT");
+    let ports = crate::environments::ports::block(core, &launch.me.environment);
+    env.extend(crate::environments::ports::vars(&ports, user_set_port));
     env.push(("TERM", "xterm-256color".to_owned()));
     env.push(("KRAD_ADE_ENDPOINT", format!("127.0.0.1:{port}")));
     env.push(("KRAD_ADE_TOKEN_FILE", token_file.clone()));
