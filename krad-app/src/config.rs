@@ -244,6 +244,9 @@ pub struct HostConfig {
     /// (`ServerAliveCountMax`; default 3): a frozen host is `down` within
     /// interval × count seconds.
     pub alive_count_max: Option<u32>,
+    /// Whether terminals on the host live in tmux there, to outlive the link
+    /// and the app (default: when the host has tmux; `false`: never).
+    pub tmux: Option<bool>,
 }
 
 impl HostConfig {

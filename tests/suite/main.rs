@@ -24,6 +24,7 @@ mod extensions;
 mod hardening;
 mod in_process;
 mod isolation;
+mod remote_tmux;
 mod rename;
 mod rights;
 mod secrets;
