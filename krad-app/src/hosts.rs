@@ -750,6 +750,11 @@ impl Host {
         let _ = std::fs::remove_file(self.control_file());
     }
 
+    /// Whether the app is stopping.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.is_set()
+    }
+
     /// The host's `$HOME`, once connected.
     pub fn home(&self) -> Option<String> {
         self.lock().home.clone()

@@ -193,12 +193,12 @@ pub(crate) fn attach_loop(spec: &LoopSpec<'_>) -> Vec<String> {
          \x20 fi\n\
          \x20 down=0\n\
          \x20 k -tt -- {attach}\n\
-         \x20 s=$(k -- {status} </dev/null 2>/dev/null)\n\
+         \x20 s=$(k -- {status} </dev/null 2>/dev/null); rc=$?\n\
          \x20 case $s in\n\
          \x20   running) ;;\n\
          \x20   'exit '*) c=${{s#exit }}; printf 'exit %s\\n' \"$c\" > \"$st\"; exit \"$c\" ;;\n\
          \x20   gone) printf 'gone\\n' > \"$st\"; exit 1 ;;\n\
-         \x20   *) sleep 1 ;;\n\
+         \x20   *) if [ \"$rc\" != 255 ]; then printf 'gone\\n' > \"$st\"; exit 1; fi; sleep 1 ;;\n\
          \x20 esac\n\
          done\n",
         ctl = shell_quote(&spec.control_file.display().to_string()),

@@ -8,17 +8,20 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::ssh::{Sshd, app_with_host_logged};
-use crate::support::App;
+use crate::ssh::{Sshd, app_with_host_logged, process_tree, signal_all};
+use crate::support::{App, Launch, exit_code, stderr};
 
 /// The agent every test runs on the host: it writes its pid to `pid_file`,
-/// then counts, reading a line between two ticks and echoing it.
+/// then counts, reading a line between two ticks and echoing it (a line
+/// `report X` it also reports: `krad report idle -m X`).
 fn counter(pid_file: &Path) -> Value {
     json!([
         "bash",
         "-c",
         format!(
-            "echo $$ > {}; i=0; while :; do i=$((i+1)); echo tick $i; if read -r -t 0.3 line; then echo \"got:$line\"; fi; done",
+            "echo $$ > {}; i=0; while :; do i=$((i+1)); echo tick $i; \
+             if read -r -t 0.3 line; then echo \"got:$line\"; \
+             case $line in report*) krad report idle -m \"${{line#report }}\";; esac; fi; done",
             pid_file.display()
         )
     ])
@@ -132,6 +135,11 @@ fn same_program_goes_on(app: &App, id: u64, pid: i32, pid_file: &Path, before: u
     let sent = app.request(json!({"Send": {"target": id, "text": "after the cut", "enter": true}}));
     assert!(sent["Sent"].is_object(), "{sent}");
     app.until_screen(id, "got:after the cut");
+    // Its `krad` reaches the bus again (the same port on the host, its token).
+    app.request(json!({"Send": {"target": id, "text": "report back again", "enter": true}}));
+    app.until(id, Duration::from_secs(30), |r| {
+        r["message"] == "back again"
+    });
 }
 
 #[test]
@@ -152,4 +160,151 @@ fn a_host_terminal_in_tmux_outlives_a_killed_link() {
     .unwrap();
     until_up_again(&app, 1);
     same_program_goes_on(&app, id, pid, &pid_file, before);
+}
+
+#[test]
+fn a_host_terminal_in_tmux_outlives_a_frozen_sshd() {
+    let sshd = Sshd::start();
+    let (app, _remote) = app_with_host_logged(&sshd, "");
+    let (id, pid, pid_file) = start_counter(&app, &sshd, "far-freeze");
+    let before = last_tick(&app, id);
+    // sshd and the sessions it forked stop answering; tmux's server (a daemon
+    // of its own) and the program under it go on.
+    let frozen = process_tree(sshd.child.id());
+    signal_all(&frozen, nix::sys::signal::Signal::SIGSTOP);
+    let cut = Instant::now();
+    let until = cut + Duration::from_secs(20);
+    while host_status(&app)["state"] != "down" {
+        assert!(Instant::now() < until, "{}", host_status(&app));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The terminal's re-attach loop noticed too; the agent is not `exited`.
+    app.until_screen(id, "link to host far is down");
+    assert_ne!(app.record(id)["state"], "exited");
+    assert!(alive(pid));
+    signal_all(&frozen, nix::sys::signal::Signal::SIGCONT);
+    until_up_again(&app, 1);
+    same_program_goes_on(&app, id, pid, &pid_file, before);
+}
+
+#[test]
+fn a_killed_app_s_host_terminals_are_attached_again_by_the_next_app() {
+    let sshd = Sshd::start();
+    let (mut app, remote) = app_with_host_logged(&sshd, "");
+    let (id, pid, pid_file) = start_counter(&app, &sshd, "far-again");
+    let go = sshd.dir.path().join("go");
+    let ender = app.spawn(
+        json!({"profile": "exec", "environment": "far-again", "command": ["sh", "-c",
+        format!("echo waiting; while [ ! -f {} ]; do sleep 0.1; done; exit 7", go.display())]}),
+    )["terminal"]
+        .as_u64()
+        .unwrap();
+    app.until_screen(ender, "waiting");
+    let port = host_status(&app)["remote_port"].as_u64().unwrap();
+    app.signal(nix::sys::signal::Signal::SIGKILL);
+    app.wait_exit(Duration::from_secs(10));
+    let before = last_tick_of_transcript(&app, id);
+    // While the app is away, one program ends (its status stays on the host).
+    std::fs::write(&go, "").unwrap();
+    let exit_file = host_file_eventually(&sshd, &format!("{ender}.exit"));
+    assert_eq!(std::fs::read_to_string(exit_file).unwrap().trim(), "7");
+    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
+    drop(app);
+    let config = sshd.host_config("far", &remote, sshd.port);
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        config: Some(&config),
+        ..Launch::default()
+    });
+    // The same terminal ids, the records as they were; the program never restarted.
+    let record = app.record(id);
+    assert_eq!(record["host"], "far", "{record}");
+    assert_ne!(record["state"], "exited", "{record}");
+    let ended = app.until(ender, Duration::from_secs(60), |r| r["state"] == "exited");
+    assert_eq!(ended["exit_code"], 7, "{ended}");
+    same_program_goes_on(&app, id, pid, &pid_file, before);
+    // On the port the last run had (the programs were told it).
+    assert_eq!(host_status(&app)["remote_port"].as_u64().unwrap(), port);
+}
+
+#[test]
+fn krad_stop_leaves_nothing_of_its_host_terminals_behind() {
+    let sshd = Sshd::start();
+    let (mut app, _remote) = app_with_host_logged(&sshd, "");
+    let (_id, pid, _pid_file) = start_counter(&app, &sshd, "far-stop");
+    let home = sshd.dir.path().join("home");
+    let on_host = format!("{}/.krad-ade", home.display());
+    assert!(
+        !pgrep(&on_host).is_empty(),
+        "no tmux server of krad's on the host"
+    );
+    let control = std::env::temp_dir()
+        .join(format!("krad-ssh-{}", nix::unistd::geteuid()))
+        .join(format!("{}-far", app.pid));
+    assert!(control.exists());
+    let out = app.krad(&["stop"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    app.wait_exit(Duration::from_secs(30));
+    // On the host: no program, no tmux server, no file of krad's.
+    let until = Instant::now() + Duration::from_secs(10);
+    while alive(pid) || !pgrep(&on_host).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "left on the host: {:?}",
+            pgrep(&on_host)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let files: Vec<_> = walk(&home.join(".krad-ade"));
+    assert!(files.is_empty(), "files left on the host: {files:?}");
+    // Here: no control socket, no ssh of the app's.
+    assert!(!control.exists(), "{}", control.display());
+    let ssh = pgrep(&format!("krad-ssh-.*/{}-far", app.pid));
+    assert!(ssh.is_empty(), "ssh processes left: {ssh:?}");
+}
+
+/// Every file under `dir` (none when it is missing).
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
+
+/// The file `name` in one of the app's folders on the host, once it is there.
+fn host_file_eventually(sshd: &Sshd, name: &str) -> PathBuf {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = walk(&sshd.dir.path().join("home/.krad-ade"))
+            .into_iter()
+            .find(|p| p.file_name().is_some_and(|n| n == name));
+        if let Some(path) = found {
+            return path;
+        }
+        assert!(Instant::now() < until, "no {name} on the host");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The highest `tick N` in the terminal's transcript (the app is gone).
+fn last_tick_of_transcript(app: &App, id: u64) -> u64 {
+    let transcript = walk(app.dir.path())
+        .into_iter()
+        .find(|p| p.ends_with(format!("transcripts/{id}.log")))
+        .unwrap();
+    String::from_utf8_lossy(&std::fs::read(transcript).unwrap())
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != ' ')
+        .filter_map(|part| part.trim().strip_prefix("tick ")?.trim().parse().ok())
+        .max()
+        .unwrap()
 }

@@ -457,6 +457,10 @@ fn a_killed_app_s_control_master_and_host_token_folder_are_cleaned_by_the_next_a
         .join("home/.krad-ade")
         .join(format!("remote-{old}"));
     assert!(host_folder.is_dir(), "{}", host_folder.display());
+    assert!(
+        !app.terminal_token_remote(&sshd.dir.path().join("home"), id)
+            .is_empty()
+    );
     app.signal(nix::sys::signal::Signal::SIGKILL);
     app.wait_exit(Duration::from_secs(10));
     let alive = |pattern: &str| {
@@ -501,7 +505,7 @@ fn a_killed_app_s_control_master_and_host_token_folder_are_cleaned_by_the_next_a
 }
 
 /// `pid` and every process below it.
-fn process_tree(pid: u32) -> Vec<i32> {
+pub(crate) fn process_tree(pid: u32) -> Vec<i32> {
     let mut all = vec![pid as i32];
     let mut i = 0;
     while i < all.len() {
@@ -519,7 +523,7 @@ fn process_tree(pid: u32) -> Vec<i32> {
     all
 }
 
-fn signal_all(pids: &[i32], signal: nix::sys::signal::Signal) {
+pub(crate) fn signal_all(pids: &[i32], signal: nix::sys::signal::Signal) {
     for pid in pids {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), signal);
     }
