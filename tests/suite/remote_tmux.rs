@@ -3,7 +3,7 @@
 //! host is a real sshd on 127.0.0.1 (see `ssh.rs`); its tmux is this machine's.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -307,4 +307,83 @@ fn last_tick_of_transcript(app: &App, id: u64) -> u64 {
         .filter_map(|part| part.trim().strip_prefix("tick ")?.trim().parse().ok())
         .max()
         .unwrap()
+}
+
+/// A TCP proxy on `port` to `to`, from now on (the bus's forward back).
+fn proxy(port: u16, to: std::net::SocketAddr) {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let upstream = std::net::TcpStream::connect(to).unwrap();
+            let (mut c_read, mut u_write) =
+                (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c_read, &mut u_write);
+                let _ = u_write.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut u_read, mut c_write) = (upstream, client);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut u_read, &mut c_write);
+                let _ = c_write.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+}
+
+#[test]
+fn a_report_from_a_terminal_waits_for_a_refused_bus_to_come_back() {
+    use std::io::BufRead;
+    let app = App::start();
+    let id = app.spawn_sh("sleep 600");
+    let token_file = app.token_dir().join(format!("{id}.token"));
+    // The bus's forward is gone (as on a host while its link is down).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("127.0.0.1:{port}");
+    let krad = |terminal: bool| {
+        let mut command = Command::new(crate::support::KRAD);
+        command
+            .args(["report", "idle", "-m", "through the gap"])
+            .env("KRAD_ADE_ENDPOINT", &endpoint)
+            .env("KRAD_ADE_TOKEN_FILE", &token_file)
+            .env_remove("KRAD_ADE_TOKEN")
+            .env_remove("KRAD_ADE_API_JSON")
+            .env_remove("KRAD_ADE_ENVIRONMENT")
+            .env_remove("KRAD_ADE_TERMINAL")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if terminal {
+            command
+                .env("KRAD_ADE_ENVIRONMENT", "main")
+                .env("KRAD_ADE_TERMINAL", id.to_string());
+        }
+        command
+    };
+    // Outside a terminal, nothing is tried again: unreachable at once.
+    let out = krad(false).output().unwrap();
+    assert_eq!(exit_code(&out), 7, "{}", stderr(&out));
+    // From a terminal, the call says it waits, and goes through once the bus is back.
+    let mut cli = krad(true).spawn().unwrap();
+    let mut said = std::io::BufReader::new(cli.stderr.take().unwrap());
+    let mut line = String::new();
+    said.read_line(&mut line).unwrap();
+    assert!(line.contains("retrying for up to 60 s"), "{line}");
+    proxy(port, app.endpoint);
+    let until = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = cli.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < until, "the call never went through");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut said, &mut rest);
+    assert!(status.success(), "{status}: {rest}");
+    app.until(id, Duration::from_secs(10), |r| {
+        r["message"] == "through the gap"
+    });
 }
