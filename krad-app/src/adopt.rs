@@ -22,7 +22,8 @@
 //! and record ([`restore_host_terminals`]): the program on the host never
 //! restarts, its screen is redrawn on attach, and one that ended meanwhile is
 //! `exited` with its code. Once the host's link is up (on the port the last
-//! run had), each terminal's token file there is written again.
+//! run had), each terminal's token file there is written again (also for the
+//! loops the tmux host kept, which it takes back as any terminal).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -36,6 +37,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use crate::config::{HookKind, PromptDelivery};
 use crate::hosts::Host;
 use crate::profile::Profile;
+use crate::profile::shell_quote;
 use crate::state_file::TerminalEntry;
 use crate::store::set_state;
 use crate::{Core, private_file, remote_tmux, terminal_token, watcher};
@@ -63,6 +65,11 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
         }
     };
     let survivors: BTreeMap<u64, Survivor> = survivors.into_iter().map(|s| (s.id, s)).collect();
+    // Host terminals' loops go on through the dead app's links until those end:
+    // end them first, so that the new links get the ports the programs know.
+    crate::leftovers::end_dead_masters().await;
+    let mut on_hosts: BTreeMap<String, Vec<TerminalRef>> = BTreeMap::new();
+    let mut lead = BTreeSet::new();
     let mut kept = core.store.kept_terminals();
     kept.sort_by_key(|entry| entry.record.terminal);
     let known: BTreeSet<u64> = kept.iter().map(|entry| entry.record.terminal).collect();
@@ -72,10 +79,21 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
         let id = entry.record.terminal;
         if survivors.contains_key(&id) {
             let endpoint = entry.endpoint.clone();
+            let me = TerminalRef {
+                environment: entry.record.environment.clone(),
+                terminal: id,
+            };
+            let (host, is_lead) = (entry.record.host.clone(), entry.record.lead);
             match adopt(core, entry.clone()).await {
                 Ok(()) => {
                     adopted += 1;
                     endpoints.extend(endpoint);
+                    if let Some(host) = host {
+                        on_hosts.entry(host).or_default().push(me);
+                        if is_lead {
+                            lead.insert(id);
+                        }
+                    }
                     continue;
                 }
                 Err(error) => {
@@ -103,6 +121,12 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
     }
     if adopted + gone > 0 {
         tracing::info!(adopted, gone, "took back the terminals of the previous run");
+    }
+    for (name, terminals) in on_hosts {
+        if let Ok(host) = core.hosts.get(&name) {
+            let (core, lead) = (core.clone(), lead.clone());
+            tokio::spawn(async move { new_tokens_once_up(&core, &host, &terminals, &lead).await });
+        }
     }
     endpoints
         .iter()
@@ -246,13 +270,25 @@ async fn new_tokens_once_up(
     let dir = host.tmux_files_dir();
     for me in terminals {
         let token = terminal_token::mint(core, me, lead.contains(&me.terminal));
-        let path = format!("{dir}/{}.token", me.terminal);
-        if let Err(error) = host.write_private(&path, token.expose().as_bytes()).await {
-            tracing::warn!(
+        // Only for a terminal in tmux there (its attach script is there); the
+        // token through stdin, never on a command line.
+        let script = format!(
+            "[ -f {attach} ] || exit 0; umask 077 && cat > {token}",
+            attach = shell_quote(&format!("{dir}/{}.attach", me.terminal)),
+            token = shell_quote(&format!("{dir}/{}.token", me.terminal)),
+        );
+        match host.run(&script, Some(token.expose().as_bytes())).await {
+            Ok((Some(0), _, _)) => {}
+            Ok((_, _, err)) => tracing::warn!(
+                terminal = me.terminal,
+                "cannot give the terminal its new token: {}",
+                String::from_utf8_lossy(&err).trim()
+            ),
+            Err(error) => tracing::warn!(
                 terminal = me.terminal,
                 "cannot give the terminal its new token: {}",
                 error.message
-            );
+            ),
         }
     }
 }

@@ -387,3 +387,27 @@ fn a_report_from_a_terminal_waits_for_a_refused_bus_to_come_back() {
         r["message"] == "through the gap"
     });
 }
+
+#[test]
+fn with_the_local_tmux_host_a_killed_app_s_host_terminals_are_taken_back() {
+    let sshd = Sshd::start();
+    let extra = format!("\n{}", crate::tmux::TMUX);
+    let (mut app, remote) = crate::ssh::app_with_host_configured(&sshd, "", &extra);
+    let (id, pid, pid_file) = start_counter(&app, &sshd, "far-local-tmux");
+    let _server = crate::tmux::TmuxServer::of(&app, id);
+    app.signal(nix::sys::signal::Signal::SIGKILL);
+    app.wait_exit(Duration::from_secs(10));
+    let before = last_tick_of_transcript(&app, id);
+    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
+    drop(app);
+    let config = sshd.host_config("far", &remote, sshd.port) + &extra;
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        config: Some(&config),
+        ..Launch::default()
+    });
+    // The local loop itself lived on in the local tmux; the new app takes it
+    // back, re-opens the link and gives the program its new token.
+    assert_ne!(app.record(id)["state"], "exited");
+    same_program_goes_on(&app, id, pid, &pid_file, before);
+}

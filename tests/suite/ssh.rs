@@ -99,6 +99,23 @@ impl Drop for Sshd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // The "host"'s tmux servers of krad's (their settings are under its
+        // HOME) outlive sshd, with their programs: end them.
+        let home = self.dir.path().join("home/.krad-ade");
+        let out = Command::new("pgrep")
+            .args(["-f", "--", &home.display().to_string()])
+            .output();
+        for pid in out
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse::<i32>().ok())
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
 
