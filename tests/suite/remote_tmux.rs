@@ -150,6 +150,12 @@ fn a_host_terminal_in_tmux_outlives_a_killed_link() {
     // Keys reach the program before the cut too.
     app.request(json!({"Send": {"target": id, "text": "before", "enter": true}}));
     app.until_screen(id, "got:before");
+    // An interactive shell (readline turns bracketed paste on).
+    let shell = app.spawn(json!({"profile": "exec", "environment": "far-cut",
+        "command": ["bash", "--norc", "--noprofile", "-i"], "env": {"PS1": "ready$ "}}))["terminal"]
+        .as_u64()
+        .unwrap();
+    app.until_screen(shell, "ready$");
     let masters = pgrep(&format!("-M -N -S .*krad-ssh-.*/{}-far", app.pid));
     assert_eq!(masters.len(), 1, "{masters:?}");
     let before = last_tick(&app, id);
@@ -160,6 +166,33 @@ fn a_host_terminal_in_tmux_outlives_a_killed_link() {
     .unwrap();
     until_up_again(&app, 1);
     same_program_goes_on(&app, id, pid, &pid_file, before);
+    // Text sent as a bracketed paste and Ctrl-B reach the shell through tmux
+    // (no prefix key there): C-b moves readline's cursor back one letter.
+    let sent = app.request(
+        json!({"Send": {"target": shell, "text": "echo pasted-$((40+2)) ab", "keys": ["C-b"]}}),
+    );
+    assert!(sent["Sent"].is_object(), "{sent}");
+    app.request(json!({"Send": {"target": shell, "text": "X", "enter": true}}));
+    app.until_screen(shell, "pasted-42 aXb");
+    // tmux turned bracketed paste on here as the shell did there: the text
+    // went as a paste.
+    let transcript = walk(app.dir.path())
+        .into_iter()
+        .find(|p| p.ends_with(format!("transcripts/{shell}.log")))
+        .unwrap();
+    let raw = String::from_utf8_lossy(&std::fs::read(transcript).unwrap()).into_owned();
+    assert!(raw.contains("\u{1b}[?2004h"), "{raw:?}");
+    // Attach (`krad attach`) shows the re-attached screen.
+    let mut stream = app.connect();
+    let envelope = app.envelope(json!({"Attach": {"target": id}}));
+    std::io::Write::write_all(&mut stream, format!("{envelope}\n").as_bytes()).unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stream), &mut line).unwrap();
+    let first: Value = serde_json::from_str(&line).unwrap();
+    let data = first["Screen"]["data"].as_str().unwrap_or_default();
+    let data = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, data).unwrap();
+    let data = String::from_utf8_lossy(&data);
+    assert!(data.contains("got:after the cut"), "{data:?}");
 }
 
 #[test]
