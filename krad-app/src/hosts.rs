@@ -208,7 +208,8 @@ impl Host {
             root: self.config.root.clone(),
             state: link.state,
             tmux: link.tmux,
-            remote_port: link.port,
+            // The port of an earlier run is asked for again, not yet given.
+            remote_port: link.port.filter(|_| link.state != LinkState::Stopped),
             error: link.error.clone(),
             since: link.since.clone(),
             reconnects: link.reconnects,

@@ -13,15 +13,17 @@ use crate::support::{App, Launch, exit_code, stderr};
 
 /// The agent every test runs on the host: it writes its pid to `pid_file`,
 /// then counts, reading a line between two ticks and echoing it (a line
-/// `report X` it also reports: `krad report idle -m X`).
+/// `report X` it also reports: `krad report idle -m X`). What a read that
+/// timed out took of a line is kept for the next.
 fn counter(pid_file: &Path) -> Value {
     json!([
         "bash",
         "-c",
         format!(
-            "echo $$ > {}; i=0; while :; do i=$((i+1)); echo tick $i; \
-             if read -r -t 0.3 line; then echo \"got:$line\"; \
-             case $line in report*) krad report idle -m \"${{line#report }}\";; esac; fi; done",
+            "echo $$ > {}; i=0; part=; while :; do i=$((i+1)); echo tick $i; \
+             if IFS= read -r -t 0.3 more; then line=$part$more; part=; echo \"got:$line\"; \
+             case $line in report*) krad report idle -m \"${{line#report }}\";; esac; \
+             else part=$part$more; fi; done",
             pid_file.display()
         )
     ])
@@ -221,6 +223,18 @@ fn a_host_terminal_in_tmux_outlives_a_frozen_sshd() {
 }
 
 #[test]
+fn a_host_terminal_in_tmux_outlives_an_sshd_restart() {
+    let mut sshd = Sshd::start();
+    let (app, _remote) = app_with_host_logged(&sshd, "");
+    let (id, pid, pid_file) = start_counter(&app, &sshd, "far-restart");
+    let before = last_tick(&app, id);
+    sshd.restart();
+    app.until_screen(id, "link to host far is down");
+    until_up_again(&app, 1);
+    same_program_goes_on(&app, id, pid, &pid_file, before);
+}
+
+#[test]
 fn a_killed_app_s_host_terminals_are_attached_again_by_the_next_app() {
     let sshd = Sshd::start();
     let (mut app, remote) = app_with_host_logged(&sshd, "");
@@ -234,9 +248,9 @@ fn a_killed_app_s_host_terminals_are_attached_again_by_the_next_app() {
         .unwrap();
     app.until_screen(ender, "waiting");
     let port = host_status(&app)["remote_port"].as_u64().unwrap();
+    let before = last_tick(&app, id);
     app.signal(nix::sys::signal::Signal::SIGKILL);
     app.wait_exit(Duration::from_secs(10));
-    let before = last_tick_of_transcript(&app, id);
     // While the app is away, one program ends (its status stays on the host).
     std::fs::write(&go, "").unwrap();
     let exit_file = host_file_eventually(&sshd, &format!("{ender}.exit"));
@@ -329,19 +343,6 @@ fn host_file_eventually(sshd: &Sshd, name: &str) -> PathBuf {
     }
 }
 
-/// The highest `tick N` in the terminal's transcript (the app is gone).
-fn last_tick_of_transcript(app: &App, id: u64) -> u64 {
-    let transcript = walk(app.dir.path())
-        .into_iter()
-        .find(|p| p.ends_with(format!("transcripts/{id}.log")))
-        .unwrap();
-    String::from_utf8_lossy(&std::fs::read(transcript).unwrap())
-        .split(|c: char| !c.is_ascii_alphanumeric() && c != ' ')
-        .filter_map(|part| part.trim().strip_prefix("tick ")?.trim().parse().ok())
-        .max()
-        .unwrap()
-}
-
 /// A TCP proxy on `port` to `to`, from now on (the bus's forward back).
 fn proxy(port: u16, to: std::net::SocketAddr) {
     let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
@@ -428,9 +429,9 @@ fn with_the_local_tmux_host_a_killed_app_s_host_terminals_are_taken_back() {
     let (mut app, remote) = crate::ssh::app_with_host_configured(&sshd, "", &extra);
     let (id, pid, pid_file) = start_counter(&app, &sshd, "far-local-tmux");
     let _server = crate::tmux::TmuxServer::of(&app, id);
+    let before = last_tick(&app, id);
     app.signal(nix::sys::signal::Signal::SIGKILL);
     app.wait_exit(Duration::from_secs(10));
-    let before = last_tick_of_transcript(&app, id);
     let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
     drop(app);
     let config = sshd.host_config("far", &remote, sshd.port) + &extra;

@@ -79,6 +79,28 @@ impl Sshd {
         Sshd { child, dir, port }
     }
 
+    /// Kills this sshd and every session it serves, then starts it again on
+    /// the same port, with the same keys (a restarted sshd: every link drops).
+    pub(crate) fn restart(&mut self) {
+        signal_all(
+            &process_tree(self.child.id()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = self.child.wait();
+        let d = self.dir.path();
+        self.child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(d.join("sshd_config"))
+            .stderr(std::fs::File::create(d.join("sshd-restarted.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < until, "sshd did not start again");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The `[hosts.NAME]` table for a host served by this sshd.
     pub(crate) fn host_config(&self, name: &str, root: &Path, port: u16) -> String {
         let d = self.dir.path().display();
