@@ -12,7 +12,8 @@ use crate::render::{self, Column};
 /// Arguments of `krad hosts`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Hosts are configured as [hosts.NAME] in the config file (see docs/hosts.md).\n\n\
+    after_help = "Hosts are configured as [hosts.NAME] in the config file (see docs/hosts.md).\n\
+    TMUX says whether a host's terminals live in tmux there (they outlive the link and the app).\n\n\
     Examples:\n  krad hosts\n  krad hosts check gpu\n  krad hosts --json"
 )]
 pub struct HostsArgs {
