@@ -57,6 +57,10 @@ pub(crate) struct Saved {
     pub remote_port: Option<u16>,
     /// The host's `$HOME`, where its terminals' files are.
     pub home: Option<String>,
+    /// Terminals closed while the link was down: their sessions and files on
+    /// the host go once it is up (in this run or the next).
+    #[serde(default)]
+    pub closed: Vec<u64>,
 }
 
 struct Link {
@@ -154,7 +158,7 @@ impl Hosts {
                         home: saved.home,
                         tmux: None,
                         port_from_before: saved.remote_port.is_some(),
-                        leftover_terminals: Vec::new(),
+                        leftover_terminals: saved.closed,
                     }),
                     connecting: tokio::sync::Mutex::new(()),
                     stopping: Default::default(),
@@ -464,7 +468,7 @@ impl Host {
             }
             None => (None, None),
         };
-        let saved = {
+        {
             let mut link = self.lock();
             link.port = Some(port);
             link.master_pid = master_pid;
@@ -472,12 +476,8 @@ impl Host {
                 link.home = home;
             }
             link.tmux = tmux;
-            Saved {
-                remote_port: link.port,
-                home: link.home.clone(),
-            }
-        };
-        self.save(&saved);
+        }
+        self.save();
         if let Err(e) = crate::private_file::write(
             &self.control_file(),
             self.control.display().to_string().as_bytes(),
@@ -490,6 +490,7 @@ impl Host {
         let leftovers = std::mem::take(&mut self.lock().leftover_terminals);
         if !leftovers.is_empty() {
             self.remove_terminal_files(&leftovers).await;
+            self.save();
         }
     }
 
@@ -523,9 +524,18 @@ impl Host {
         self.state.join(format!("{}.control", self.name))
     }
 
-    fn save(&self, saved: &Saved) {
+    /// Saves what the next run needs of the host.
+    fn save(&self) {
+        let saved = {
+            let link = self.lock();
+            Saved {
+                remote_port: link.port,
+                home: link.home.clone(),
+                closed: link.leftover_terminals.clone(),
+            }
+        };
         let path = self.state.join(format!("{}.json", self.name));
-        let written = serde_json::to_vec(saved)
+        let written = serde_json::to_vec(&saved)
             .map_err(std::io::Error::other)
             .and_then(|bytes| crate::private_file::write(&path, &bytes));
         if let Err(e) = written {
@@ -537,6 +547,14 @@ impl Host {
     /// settings, attach script, exit status) and ends their tmux sessions;
     /// when the host cannot be reached, on the link's next way up.
     pub async fn remove_terminal_files(&self, ids: &[u64]) {
+        if self.lock().state != LinkState::Up {
+            // Not through ssh's fallback to a direct connection either: a
+            // frozen host would hold the Close.
+            tracing::info!(host = %self.name, "a closed terminal's files stay until the link is up");
+            self.lock().leftover_terminals.extend_from_slice(ids);
+            self.save();
+            return;
+        }
         let dirs = [self.terminal_files_dir(), self.tmux_files_dir()];
         let files: Vec<String> = ids
             .iter()
@@ -567,6 +585,7 @@ impl Host {
         if let Err(e) = self.run_raw(&script, None).await {
             tracing::info!(host = %self.name, "a closed terminal's files stay until the link is up: {e}");
             self.lock().leftover_terminals.extend_from_slice(ids);
+            self.save();
         }
     }
 

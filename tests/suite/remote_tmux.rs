@@ -445,3 +445,32 @@ fn with_the_local_tmux_host_a_killed_app_s_host_terminals_are_taken_back() {
     assert_ne!(app.record(id)["state"], "exited");
     same_program_goes_on(&app, id, pid, &pid_file, before);
 }
+
+#[test]
+fn a_host_terminal_closed_while_the_link_is_down_ends_there_once_it_is_back() {
+    let sshd = Sshd::start();
+    let (app, _remote) = app_with_host_logged(&sshd, "");
+    let (id, pid, _pid_file) = start_counter(&app, &sshd, "far-close");
+    let token = host_file_eventually(&sshd, &format!("{id}.token"));
+    let frozen = process_tree(sshd.child.id());
+    signal_all(&frozen, nix::sys::signal::Signal::SIGSTOP);
+    let until = Instant::now() + Duration::from_secs(20);
+    while host_status(&app)["state"] != "down" {
+        assert!(Instant::now() < until, "{}", host_status(&app));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Closed here at once; the program there goes on meanwhile.
+    assert_eq!(app.request(json!({"Close": {"target": id}})), json!("Ok"));
+    assert!(alive(pid));
+    signal_all(&frozen, nix::sys::signal::Signal::SIGCONT);
+    until_up_again(&app, 1);
+    // Once the link is back, its session and files there go.
+    let until = Instant::now() + Duration::from_secs(30);
+    while alive(pid) || token.exists() {
+        assert!(
+            Instant::now() < until,
+            "the closed terminal lives on on the host"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
