@@ -15,20 +15,32 @@
 //!   the bus endpoints the terminals were given when they differ from this run's,
 //!   for `krad serve` to listen on as well — so that their `krad` calls reach
 //!   this app.
+//!
+//! Terminals on SSH hosts that live in tmux there ([`crate::remote_tmux`]) are
+//! kept whatever the local host. With the PTY host their re-attach loops end
+//! with the app; the next app starts each loop again with the same terminal id
+//! and record ([`restore_host_terminals`]): the program on the host never
+//! restarts, its screen is redrawn on attach, and one that ended meanwhile is
+//! `exited` with its code. Once the host's link is up (on the port the last
+//! run had), each terminal's token file there is written again (also for the
+//! loops the tmux host kept, which it takes back as any terminal).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use krad_bus::protocol::{AgentState, StateSource, TerminalRef};
-use krad_term::{AdoptSpec, Attachment, ExitStatus, Snapshot, Survivor, Terminal};
+use krad_term::{AdoptSpec, Attachment, ExitStatus, Snapshot, SpawnSpec, Survivor, Terminal};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::config::{HookKind, PromptDelivery};
+use crate::hosts::Host;
 use crate::profile::Profile;
+use crate::profile::shell_quote;
 use crate::state_file::TerminalEntry;
 use crate::store::set_state;
-use crate::{Core, private_file, terminal_token, watcher};
+use crate::{Core, private_file, remote_tmux, terminal_token, watcher};
 
 /// Events a terminal may queue before frequent ones are coalesced (as Spawn).
 const EVENT_QUEUE: usize = 64;
@@ -37,6 +49,7 @@ const EVENT_QUEUE: usize = 64;
 /// Returns the other bus endpoints the terminals taken back were given.
 pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
     if !core.host.restart_safe() {
+        restore_host_terminals(core).await;
         return Vec::new();
     }
     let host = core.host.clone();
@@ -52,6 +65,11 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
         }
     };
     let survivors: BTreeMap<u64, Survivor> = survivors.into_iter().map(|s| (s.id, s)).collect();
+    // Host terminals' loops go on through the dead app's links until those end:
+    // end them first, so that the new links get the ports the programs know.
+    crate::leftovers::end_dead_masters().await;
+    let mut on_hosts: BTreeMap<String, Vec<TerminalRef>> = BTreeMap::new();
+    let mut lead = BTreeSet::new();
     let mut kept = core.store.kept_terminals();
     kept.sort_by_key(|entry| entry.record.terminal);
     let known: BTreeSet<u64> = kept.iter().map(|entry| entry.record.terminal).collect();
@@ -61,10 +79,21 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
         let id = entry.record.terminal;
         if survivors.contains_key(&id) {
             let endpoint = entry.endpoint.clone();
+            let me = TerminalRef {
+                environment: entry.record.environment.clone(),
+                terminal: id,
+            };
+            let (host, is_lead) = (entry.record.host.clone(), entry.record.lead);
             match adopt(core, entry.clone()).await {
                 Ok(()) => {
                     adopted += 1;
                     endpoints.extend(endpoint);
+                    if let Some(host) = host {
+                        on_hosts.entry(host).or_default().push(me);
+                        if is_lead {
+                            lead.insert(id);
+                        }
+                    }
                     continue;
                 }
                 Err(error) => {
@@ -93,6 +122,12 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
     if adopted + gone > 0 {
         tracing::info!(adopted, gone, "took back the terminals of the previous run");
     }
+    for (name, terminals) in on_hosts {
+        if let Ok(host) = core.hosts.get(&name) {
+            let (core, lead) = (core.clone(), lead.clone());
+            tokio::spawn(async move { new_tokens_once_up(&core, &host, &terminals, &lead).await });
+        }
+    }
     endpoints
         .iter()
         .filter_map(|endpoint| match endpoint.parse::<SocketAddr>() {
@@ -103,6 +138,159 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
             }
         })
         .collect()
+}
+
+/// With the PTY host: starts again the re-attach loops of the terminals on SSH
+/// hosts that live in tmux there; see the module's doc.
+async fn restore_host_terminals(core: &Arc<Core>) {
+    let mut kept: Vec<TerminalEntry> = core
+        .store
+        .kept_terminals()
+        .into_iter()
+        .filter(|entry| entry.record.host.is_some())
+        .collect();
+    if kept.is_empty() {
+        return;
+    }
+    kept.sort_by_key(|entry| entry.record.terminal);
+    // Their old links hold the port the programs were told: free it first.
+    crate::leftovers::end_dead_masters().await;
+    let mut by_host: BTreeMap<String, Vec<TerminalRef>> = BTreeMap::new();
+    let mut lead = BTreeSet::new();
+    for entry in kept {
+        let id = entry.record.terminal;
+        core.store.keep_terminal(id);
+        let host = entry
+            .record
+            .host
+            .as_deref()
+            .and_then(|name| core.hosts.get(name).ok());
+        let Some(host) = host.filter(|_| entry.record.state != AgentState::Exited) else {
+            record_gone(core, entry);
+            continue;
+        };
+        let me = TerminalRef {
+            environment: entry.record.environment.clone(),
+            terminal: id,
+        };
+        let is_lead = entry.record.lead;
+        match reattach(core, &host, entry.clone()) {
+            Ok(()) => {
+                if is_lead {
+                    lead.insert(id);
+                }
+                by_host.entry(host.name.clone()).or_default().push(me);
+            }
+            Err(error) => {
+                tracing::warn!(terminal = id, %error, "cannot attach to the terminal on its host again");
+                record_gone(core, entry);
+            }
+        }
+    }
+    for (name, terminals) in by_host {
+        let Ok(host) = core.hosts.get(&name) else {
+            continue;
+        };
+        tracing::info!(host = %name, terminals = terminals.len(), "re-attaching to the terminals on the host");
+        let core = core.clone();
+        let lead = lead.clone();
+        tokio::spawn(async move { new_tokens_once_up(&core, &host, &terminals, &lead).await });
+    }
+}
+
+/// Starts host terminal `entry`'s re-attach loop on a new local terminal with
+/// its id, its record as it was.
+fn reattach(core: &Arc<Core>, host: &Host, entry: TerminalEntry) -> Result<(), String> {
+    let TerminalEntry { mut record, .. } = entry;
+    let id = record.terminal;
+    if host.home().is_none() {
+        return Err(format!("the home of host {:?} is not known", host.name));
+    }
+    let (argv, cwd, env) = remote_tmux::reattach_program(core, host, id);
+    let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
+    let spec = SpawnSpec {
+        id,
+        argv,
+        cwd,
+        env,
+        env_remove: vec![
+            "KRAD_ADE_TOKEN".into(),
+            "KRAD_ADE_API_JSON".into(),
+            "KRAD_ADE_TOKEN_FILE".into(),
+            "KRAD_ADE_ENDPOINT".into(),
+        ],
+        cols: 120,
+        rows: 40,
+        transcript: Some(
+            core.settings
+                .state_dir
+                .join("transcripts")
+                .join(format!("{id}.log")),
+        ),
+        scrollback_lines: core.settings.config.terminals.scrollback,
+    };
+    let terminal = core
+        .host
+        .spawn(spec, events_tx)
+        .map_err(|e| e.to_string())?;
+    let profile = profile_of(core, &record.profile);
+    record.pid = terminal.pid().or(record.pid);
+    core.store
+        .insert(record, terminal.clone(), profile.clone(), None);
+    tokio::spawn(watcher::run(
+        core.clone(),
+        id,
+        terminal,
+        events,
+        None,
+        profile.idle_after,
+        profile.hooks,
+    ));
+    Ok(())
+}
+
+/// Connects to `host` (again and again, with backoff, until it is up or the
+/// app stops), then writes each terminal's token file there again with this
+/// run's token.
+async fn new_tokens_once_up(
+    core: &Arc<Core>,
+    host: &Arc<Host>,
+    terminals: &[TerminalRef],
+    lead: &BTreeSet<u64>,
+) {
+    let mut backoff = Duration::from_millis(250);
+    while let Err(error) = host.connect().await {
+        if host.is_stopping() {
+            return;
+        }
+        tracing::info!(host = %host.name, "the terminals there wait for the link: {}", error.message);
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(15));
+    }
+    let dir = host.tmux_files_dir();
+    for me in terminals {
+        let token = terminal_token::mint(core, me, lead.contains(&me.terminal));
+        // Only for a terminal in tmux there (its attach script is there); the
+        // token through stdin, never on a command line.
+        let script = format!(
+            "[ -f {attach} ] || exit 0; umask 077 && cat > {token}",
+            attach = shell_quote(&format!("{dir}/{}.attach", me.terminal)),
+            token = shell_quote(&format!("{dir}/{}.token", me.terminal)),
+        );
+        match host.run(&script, Some(token.expose().as_bytes())).await {
+            Ok((Some(0), _, _)) => {}
+            Ok((_, _, err)) => tracing::warn!(
+                terminal = me.terminal,
+                "cannot give the terminal its new token: {}",
+                String::from_utf8_lossy(&err).trim()
+            ),
+            Err(error) => tracing::warn!(
+                terminal = me.terminal,
+                "cannot give the terminal its new token: {}",
+                error.message
+            ),
+        }
+    }
 }
 
 /// Takes one terminal back and watches it again.

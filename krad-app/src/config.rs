@@ -251,6 +251,9 @@ pub struct HostConfig {
     /// Ports per environment on this host, as `[environments] ports` is for
     /// this machine's: a block of N, checked free on the host (default: none).
     pub ports: Option<u16>,
+    /// Whether terminals on the host live in tmux there, to outlive the link
+    /// and the app (default: when the host has tmux; `false`: never).
+    pub tmux: Option<bool>,
 }
 
 impl HostConfig {

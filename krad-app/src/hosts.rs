@@ -12,8 +12,15 @@
 //!
 //! A supervisor notices when the control connection dies and re-opens it, asking
 //! for the same remote port so that terminals already told
-//! `KRAD_ADE_ENDPOINT=127.0.0.1:<port>` reach the bus again. A terminal whose link
-//! is gone ends (its `ssh -tt` exits) and is reported `exited`, never left working.
+//! `KRAD_ADE_ENDPOINT=127.0.0.1:<port>` reach the bus again. The port and the
+//! host's `$HOME` are saved in `<state dir>/hosts/<name>.json`, so that an app
+//! started again asks for the same port too.
+//!
+//! On a host with tmux, terminals live in tmux there and outlive the link and
+//! the app ([`crate::remote_tmux`]); each time the link is up, the path of its
+//! control socket is written to `<state dir>/hosts/<name>.control` for their
+//! re-attach loops. On a host without tmux, a terminal whose link is gone ends
+//! (its `ssh -tt` exits) and is reported `exited`, never left working.
 
 use krad_bus::protocol::{HostStatus, LinkState};
 use std::collections::BTreeMap;
@@ -28,12 +35,33 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::config::HostConfig;
 use crate::profile::shell_quote;
+use crate::remote_tmux;
 use crate::store::now_rfc3339;
 
 /// How long a connection may take to come up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The longest wait between two reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(15);
+/// How many times a first connection asks again for the port saved by an
+/// earlier run (its old session on the host may still hold it) before taking
+/// any port.
+const SAVED_PORT_TRIES: u32 = 5;
+/// The prefix of a failed forward's reason.
+const FORWARD_FAILED: &str = "the reverse forward to the bus failed";
+
+/// What an app keeps of a host between runs (`<state dir>/hosts/<name>.json`).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Saved {
+    /// The port the host gave the bus: terminals that outlive the app were
+    /// told it.
+    pub remote_port: Option<u16>,
+    /// The host's `$HOME`, where its terminals' files are.
+    pub home: Option<String>,
+    /// Terminals closed while the link was down: their sessions and files on
+    /// the host go once it is up (in this run or the next).
+    #[serde(default)]
+    pub closed: Vec<u64>,
+}
 
 struct Link {
     state: LinkState,
@@ -43,6 +71,10 @@ struct Link {
     reconnects: u64,
     master_pid: Option<u32>,
     home: Option<String>,
+    /// Whether the host has tmux (known once connected).
+    tmux: Option<bool>,
+    /// The port was saved by an earlier run, not yet given in this one.
+    port_from_before: bool,
     /// Closed terminals whose files are still on the host (the link was down
     /// when they closed): removed when it is up again.
     leftover_terminals: Vec<u64>,
@@ -55,6 +87,10 @@ pub struct Host {
     /// Its config.
     pub config: HostConfig,
     control: PathBuf,
+    /// `<state dir>/hosts`: what is saved of the host, and the control file.
+    state: PathBuf,
+    /// This app's tmux server and folder on the host.
+    app_name: String,
     bus_port: u16,
     link: Mutex<Link>,
     connecting: tokio::sync::Mutex<()>,
@@ -84,30 +120,45 @@ pub struct Hosts {
 }
 
 impl Hosts {
-    /// The hosts of the config; nothing connects until first use.
-    pub fn new(config: &BTreeMap<String, HostConfig>, bus_port: u16) -> Hosts {
+    /// The hosts of the config; nothing connects until first use. `state_dir`
+    /// is the app's state directory, `root` its repository.
+    pub fn new(
+        config: &BTreeMap<String, HostConfig>,
+        bus_port: u16,
+        state_dir: &std::path::Path,
+        root: &std::path::Path,
+    ) -> Hosts {
         let dir = control_dir();
         if std::fs::create_dir_all(&dir).is_ok() {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
         }
+        let state = state_dir.join("hosts");
+        let app_name = remote_tmux::app_name(root);
         let hosts = config
             .iter()
             .map(|(name, host)| {
+                let saved = read_saved(&state, name);
+                // No link yet: re-attach loops wait until there is one.
+                let _ = std::fs::remove_file(state.join(format!("{name}.control")));
                 let host = Host {
                     name: name.clone(),
                     config: host.clone(),
                     control: dir.join(control_name(std::process::id(), name)),
+                    state: state.clone(),
+                    app_name: app_name.clone(),
                     bus_port,
                     link: Mutex::new(Link {
                         state: LinkState::Stopped,
-                        port: None,
+                        port: saved.remote_port,
                         error: None,
                         since: now_rfc3339(),
                         reconnects: 0,
                         master_pid: None,
-                        home: None,
-                        leftover_terminals: Vec::new(),
+                        home: saved.home,
+                        tmux: None,
+                        port_from_before: saved.remote_port.is_some(),
+                        leftover_terminals: saved.closed,
                     }),
                     connecting: tokio::sync::Mutex::new(()),
                     stopping: Default::default(),
@@ -139,9 +190,14 @@ impl Hosts {
         self.hosts.values().map(|h| h.status()).collect()
     }
 
-    /// Closes every control connection (the terminals through them end too).
-    pub async fn shutdown(&self) {
+    /// Closes every control connection. With `close_terminals`, the terminals
+    /// on the hosts end too: this app's tmux server there is ended and its
+    /// terminals' files removed (else they live on, for the next app).
+    pub async fn shutdown(&self, close_terminals: bool) {
         for host in self.hosts.values() {
+            if close_terminals {
+                host.remove_everything().await;
+            }
             host.stop().await;
         }
     }
@@ -160,7 +216,9 @@ impl Host {
             ssh: self.config.ssh.clone(),
             root: self.config.root.clone(),
             state: link.state,
-            remote_port: link.port,
+            tmux: link.tmux,
+            // The port of an earlier run is asked for again, not yet given.
+            remote_port: link.port.filter(|_| link.state != LinkState::Stopped),
             error: link.error.clone(),
             since: link.since.clone(),
             reconnects: link.reconnects,
@@ -239,7 +297,7 @@ impl Host {
         if !failed_before {
             self.set(LinkState::Connecting, None);
         }
-        match self.open(wanted).await {
+        match self.open_asking_for(wanted).await {
             Ok(port) => Ok(port),
             Err(reason) => {
                 self.set(LinkState::Failed, Some(reason.clone()));
@@ -251,6 +309,36 @@ impl Host {
                     ),
                 )
                 .with_detail(json!({ "host": self.name })))
+            }
+        }
+    }
+
+    /// Opens the link asking for `wanted`. A port saved by an earlier run is
+    /// asked for a few times (the old session on the host may not have let it
+    /// go yet), then any port is taken: the app works, though terminals that
+    /// outlived the old app no longer reach it.
+    async fn open_asking_for(self: &Arc<Self>, wanted: u16) -> Result<u16, String> {
+        let from_before = std::mem::take(&mut self.lock().port_from_before);
+        if wanted == 0 || !from_before {
+            return self.open(wanted).await;
+        }
+        let mut tries = 0;
+        loop {
+            match self.open(wanted).await {
+                Err(reason) if reason.starts_with(FORWARD_FAILED) => {
+                    tries += 1;
+                    if tries >= SAVED_PORT_TRIES {
+                        tracing::warn!(
+                            host = %self.name,
+                            port = wanted,
+                            "the port of the last run is taken on the host ({reason}); \
+                             its terminals there no longer reach the bus"
+                        );
+                        return self.open(0).await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                other => return other,
             }
         }
     }
@@ -364,18 +452,42 @@ impl Host {
         }
     }
 
-    /// Keeps the link's port, master and the host's home; the link is up.
+    /// Keeps the link's port, master, the host's home and whether it has
+    /// tmux; saves the port and home for the next run and tells re-attach
+    /// loops the control socket; the link is up.
     async fn link_up(&self, port: u16, master_pid: Option<u32>) {
-        let home = self
-            .run_raw("printf %s \"$HOME\"", None)
+        let found = self
+            .run_raw(
+                "printf '%s\\n' \"$HOME\"; command -v tmux >/dev/null 2>&1 && echo tmux",
+                None,
+            )
             .await
             .ok()
             .map(|(_, out, _)| String::from_utf8_lossy(&out).into_owned());
+        let (home, tmux) = match &found {
+            Some(text) => {
+                let mut lines = text.lines();
+                let home = lines.next().map(str::to_owned).filter(|h| !h.is_empty());
+                let found = lines.any(|l| l == "tmux");
+                (home, Some(found && self.config.tmux != Some(false)))
+            }
+            None => (None, None),
+        };
         {
             let mut link = self.lock();
             link.port = Some(port);
             link.master_pid = master_pid;
-            link.home = home;
+            if home.is_some() {
+                link.home = home;
+            }
+            link.tmux = tmux;
+        }
+        self.save();
+        if let Err(e) = crate::private_file::write(
+            &self.control_file(),
+            self.control.display().to_string().as_bytes(),
+        ) {
+            tracing::warn!(host = %self.name, "cannot tell the terminals' re-attach loops the control socket: {e}");
         }
         self.set(LinkState::Up, None);
         tracing::info!(host = %self.name, port, "ssh link up");
@@ -383,34 +495,124 @@ impl Host {
         let leftovers = std::mem::take(&mut self.lock().leftover_terminals);
         if !leftovers.is_empty() {
             self.remove_terminal_files(&leftovers).await;
+            self.save();
         }
     }
 
     /// This app's folder on the host for its terminals' tokens, launchers and
-    /// settings (0700).
+    /// settings (0700), when they do not live in tmux: they end with the app.
     pub fn terminal_files_dir(&self) -> String {
         let home = self.home().unwrap_or_else(|| "/tmp".to_owned());
         format!("{home}/.krad-ade/remote-{}", std::process::id())
     }
 
+    /// This app's folder on the host for the terminals that live in tmux
+    /// there (0700): it outlives the app, for the next one.
+    pub fn tmux_files_dir(&self) -> String {
+        let home = self.home().unwrap_or_else(|| "/tmp".to_owned());
+        format!("{home}/.krad-ade/{}", self.app_name)
+    }
+
+    /// The name of this app's tmux server on the host (`tmux -L`).
+    pub fn tmux_server(&self) -> &str {
+        &self.app_name
+    }
+
+    /// Whether the host has tmux, once connected.
+    pub fn has_tmux(&self) -> Option<bool> {
+        self.lock().tmux
+    }
+
+    /// The file that holds the path of the link's control socket while it is
+    /// up (read by the re-attach loops of terminals in tmux).
+    pub(crate) fn control_file(&self) -> PathBuf {
+        self.state.join(format!("{}.control", self.name))
+    }
+
+    /// Saves what the next run needs of the host.
+    fn save(&self) {
+        let saved = {
+            let link = self.lock();
+            Saved {
+                remote_port: link.port,
+                home: link.home.clone(),
+                closed: link.leftover_terminals.clone(),
+            }
+        };
+        let path = self.state.join(format!("{}.json", self.name));
+        let written = serde_json::to_vec(&saved)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| crate::private_file::write(&path, &bytes));
+        if let Err(e) = written {
+            tracing::warn!(host = %self.name, "cannot save the host's port for the next run: {e}");
+        }
+    }
+
     /// Removes closed terminals' files on the host (token, launcher, Claude
-    /// settings); when the host cannot be reached, on the link's next way up.
+    /// settings, attach script, exit status) and ends their tmux sessions;
+    /// when the host cannot be reached, on the link's next way up.
     pub async fn remove_terminal_files(&self, ids: &[u64]) {
-        let dir = self.terminal_files_dir();
+        if self.lock().state != LinkState::Up {
+            // Not through ssh's fallback to a direct connection either: a
+            // frozen host would hold the Close.
+            tracing::info!(host = %self.name, "a closed terminal's files stay until the link is up");
+            self.lock().leftover_terminals.extend_from_slice(ids);
+            self.save();
+            return;
+        }
+        let dirs = [self.terminal_files_dir(), self.tmux_files_dir()];
         let files: Vec<String> = ids
             .iter()
             .flat_map(|id| {
-                ["token", "launch"]
-                    .map(|ext| format!("{dir}/{id}.{ext}"))
-                    .into_iter()
-                    .chain([format!("{dir}/{id}-claude-settings.json")])
+                dirs.iter().flat_map(move |dir| {
+                    ["token", "launch", "attach", "exit", "exit.tmp"]
+                        .map(|ext| format!("{dir}/{id}.{ext}"))
+                        .into_iter()
+                        .chain([format!("{dir}/{id}-claude-settings.json")])
+                })
             })
             .map(|path| shell_quote(&path))
             .collect();
-        let script = format!("rm -f -- {}", files.join(" "));
+        let tmux = remote_tmux::tmux_command(&self.app_name, &self.tmux_files_dir());
+        let sessions: String = ids
+            .iter()
+            .map(|id| {
+                format!(
+                    "{tmux} kill-session -t ={} 2>/dev/null\n",
+                    remote_tmux::session(*id)
+                )
+            })
+            .collect();
+        let script = format!(
+            "if command -v tmux >/dev/null 2>&1; then\n{sessions}fi\nrm -f -- {}",
+            files.join(" ")
+        );
         if let Err(e) = self.run_raw(&script, None).await {
             tracing::info!(host = %self.name, "a closed terminal's files stay until the link is up: {e}");
             self.lock().leftover_terminals.extend_from_slice(ids);
+            self.save();
+        }
+    }
+
+    /// Ends this app's tmux server on the host and removes its folders there
+    /// (`krad stop`: nothing of the app is left on the host). Needs the link
+    /// up; else the files stay (the next app's link removes the token folder).
+    async fn remove_everything(&self) {
+        if self.lock().state != LinkState::Up {
+            return;
+        }
+        let script = format!(
+            "if command -v tmux >/dev/null 2>&1; then {tmux} kill-server 2>/dev/null; fi\n\
+             rm -rf -- {tmux_dir} {pid_dir}",
+            tmux = remote_tmux::tmux_command(&self.app_name, &self.tmux_files_dir()),
+            tmux_dir = shell_quote(&self.tmux_files_dir()),
+            pid_dir = shell_quote(&self.terminal_files_dir()),
+        );
+        match self.run_raw(&script, None).await {
+            Ok(_) => {
+                tracing::info!(host = %self.name, "ended the terminals on the host and removed their files")
+            }
+            Err(e) => tracing::warn!(host = %self.name, "cannot clean the host: {e}"),
         }
     }
 
@@ -455,7 +657,7 @@ impl Host {
             .map_err(|e| format!("cannot run ssh: {e}"))?;
         if !out.status.success() {
             return Err(format!(
-                "the reverse forward to the bus failed: {}",
+                "{FORWARD_FAILED}: {}",
                 ssh_reason(&String::from_utf8_lossy(&out.stderr))
             ));
         }
@@ -521,6 +723,7 @@ impl Host {
                 said => said,
             };
             tracing::warn!(host = %self.name, "ssh link down: {reason}");
+            let _ = std::fs::remove_file(self.control_file());
             self.set(LinkState::Down, Some(reason));
             let mut backoff = Duration::from_millis(250);
             loop {
@@ -569,6 +772,12 @@ impl Host {
             );
         }
         let _ = std::fs::remove_file(&self.control);
+        let _ = std::fs::remove_file(self.control_file());
+    }
+
+    /// Whether the app is stopping.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.is_set()
     }
 
     /// The host's `$HOME`, once connected.
@@ -663,6 +872,14 @@ impl Host {
         Ok(())
     }
 }
+/// What an earlier run saved of host `name`.
+fn read_saved(state: &std::path::Path, name: &str) -> Saved {
+    std::fs::read(state.join(format!("{name}.json")))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
 /// Where the control sockets live: short paths (sun_path is ~104 bytes), one
 /// directory per user.
 pub(crate) fn control_dir() -> PathBuf {

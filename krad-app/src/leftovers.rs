@@ -9,6 +9,8 @@
 //!   [`crate::private_file`]) in the state directory.
 //!
 //! Only what names a process that is gone, never this app's or a live one's.
+//! (The control masters go before the terminals on SSH hosts are taken back,
+//! see [`end_dead_masters`].)
 //! (Token folders on SSH hosts go when the link comes up: [`crate::hosts`].)
 
 use std::collections::BTreeSet;
@@ -103,6 +105,13 @@ fn token_folders(core: &Core) {
             Err(e) => tracing::warn!(pid, "cannot remove {}: {e}", path.display()),
         }
     }
+}
+
+/// Asks the control masters dead apps left to exit now, before this app opens
+/// its own links: each holds its old reverse forward, whose port on the host
+/// the terminals that outlived the app were told.
+pub(crate) async fn end_dead_masters() {
+    control_masters(&control_dir()).await;
 }
 
 async fn control_masters(dir: &Path) {

@@ -30,6 +30,7 @@ mod private_file;
 pub mod profile;
 #[path = "code.rs"]
 mod program;
+mod remote_tmux;
 mod requests;
 mod screen_questions;
 pub mod state_db;
@@ -164,8 +165,12 @@ impl EmbeddedApp {
         let extensions = requests::extensions::manager(&settings);
         let asks = asks::Asks::default();
         asks.keep_decided_in(db.clone(), &settings.state_dir.join("asks-decided.jsonl"));
-        let settings_hosts = settings.config.hosts.clone();
-        let bus_port = settings.endpoint.port();
+        let hosts = hosts::Hosts::new(
+            &settings.config.hosts,
+            settings.endpoint.port(),
+            &settings.state_dir,
+            &settings.root,
+        );
         Ok(EmbeddedApp {
             core: Arc::new(Core {
                 settings,
@@ -176,7 +181,7 @@ impl EmbeddedApp {
                 extensions,
                 environments_lock: tokio::sync::Mutex::new(()),
                 launching: launching::Launching::default(),
-                hosts: hosts::Hosts::new(&settings_hosts, bus_port),
+                hosts,
                 asks,
                 feed: Arc::default(),
                 host_ports: Default::default(),
@@ -232,7 +237,7 @@ impl EmbeddedApp {
             }
         }
         self.core.extensions.shutdown().await;
-        self.core.hosts.shutdown().await;
+        self.core.hosts.shutdown(close_terminals).await;
         let _ = std::fs::remove_dir_all(&self.core.settings.token_dir);
         tracing::info!(terminals = terminals.len(), close_terminals, "app stopped");
     }

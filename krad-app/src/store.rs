@@ -100,6 +100,9 @@ struct Inner {
     /// With a restart-safe host: the bus endpoint terminals are given, and every
     /// terminal's record is kept in the state file.
     keep_terminals: Option<String>,
+    /// Terminals kept in the state file whatever the host (those on SSH hosts
+    /// that live in tmux there: a restarted app attaches to them again).
+    kept_anyway: std::collections::BTreeSet<u64>,
 }
 
 /// The store. Its lock is held only for short, non-blocking work.
@@ -154,6 +157,7 @@ impl Store {
                 changes: BTreeMap::new(),
                 tombstones: 0,
                 keep_terminals: None,
+                kept_anyway: Default::default(),
             }),
             revs: watch::channel(start_rev).0,
             db,
@@ -316,6 +320,12 @@ impl Store {
         self.lock().keep_terminals = Some(endpoint.to_owned());
     }
 
+    /// Keeps terminal `id`'s record in the state file whatever the host (see
+    /// [`crate::remote_tmux`]); call before its record is first kept.
+    pub fn keep_terminal(&self, id: u64) {
+        self.lock().kept_anyway.insert(id);
+    }
+
     /// The terminals kept in the state file (by a run with a restart-safe host).
     pub fn kept_terminals(&self) -> Vec<TerminalEntry> {
         self.lock().persisted.terminals.values().cloned().collect()
@@ -344,7 +354,12 @@ impl Store {
     /// Keeps a terminal's record in the state file, when terminals are kept. A
     /// change of the title alone waits in memory for the next write.
     fn keep(&self, inner: &mut Inner, record: &AgentRecord, token_file: Option<&PathBuf>) {
-        let Some(endpoint) = inner.keep_terminals.clone() else {
+        let Some(endpoint) = inner.keep_terminals.clone().or_else(|| {
+            inner
+                .kept_anyway
+                .contains(&record.terminal)
+                .then(String::new)
+        }) else {
             return;
         };
         let id = record.terminal;

@@ -1,8 +1,14 @@
 //! Finding the bus and calling it: inside a terminal from the `KRAD_ADE_*`
 //! variables, otherwise from api.json; `--endpoint` and `--token-file` override.
+//!
+//! Inside a krad terminal (`KRAD_ADE_TERMINAL` set), a refused connection is
+//! tried again for up to [`REFUSED_RETRY`], backing off: on an SSH host the
+//! bus is reached through the link's reverse forward, which is gone while the
+//! link is down, and an agent's `krad report` must not be lost to a blip. A
+//! refused connection never carried the request, so trying again is safe.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use krad_bus::api_json::{self, ApiJsonError};
 use krad_bus::client::{Answered, Client, ClientError};
@@ -29,10 +35,19 @@ pub struct Bus {
     client: Client,
     /// The app's pid, when api.json told it.
     pub pid: Option<u32>,
+    /// Inside a krad terminal: a refused connection is tried again.
+    retries_refused: bool,
 }
 
 /// Extra margin over a request's deadline before the CLI stops waiting.
 const ANSWER_MARGIN: Duration = Duration::from_secs(5);
+/// How long a call from inside a krad terminal tries again a refused
+/// connection (the link to the host where it runs may be down).
+pub const REFUSED_RETRY: Duration = Duration::from_secs(60);
+/// The first pause before trying again, doubled each time up to
+/// [`MAX_RETRY_PAUSE`].
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(250);
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
 
 impl Bus {
     /// Finds the bus. A missing or stale api.json is [`Exit::Unreachable`].
@@ -64,9 +79,14 @@ impl Bus {
         } else {
             Caller::Client
         };
+        let retries_refused = matches!(from, Caller::Terminal(_));
         let client = Client::new(&endpoint, token, from)
             .map_err(|e| Failure::new(Exit::Usage, e.to_string()))?;
-        Ok(Bus { client, pid })
+        Ok(Bus {
+            client,
+            pid,
+            retries_refused,
+        })
     }
 
     /// Speaks another API version (for `krad raw --api-version`).
@@ -93,10 +113,35 @@ impl Bus {
         request: R,
         request_id: Option<&str>,
     ) -> Result<Reply<R::Answer>, Failure> {
-        let Answered { raw, answer, .. } = self
-            .client
-            .call(request, request_id, ANSWER_MARGIN)
-            .map_err(client_failure)?;
+        // A copy to send again (the request is consumed by a call).
+        let copy = self
+            .retries_refused
+            .then(|| serde_json::to_value(&request).ok())
+            .flatten();
+        let mut result = self.client.call(request, request_id, ANSWER_MARGIN);
+        if let Some(copy) = copy {
+            let until = Instant::now() + REFUSED_RETRY;
+            let mut pause = FIRST_RETRY_PAUSE;
+            let mut said = false;
+            while refused(&result) && Instant::now() < until {
+                if !said {
+                    eprintln!(
+                        "krad: the bus at {} refuses connections (is the link to the app down?); \
+                         retrying for up to {} s",
+                        self.client.endpoint(),
+                        REFUSED_RETRY.as_secs()
+                    );
+                    said = true;
+                }
+                std::thread::sleep(pause.min(until.saturating_duration_since(Instant::now())));
+                pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                let Ok(again) = serde_json::from_value::<R>(copy.clone()) else {
+                    break;
+                };
+                result = self.client.call(again, request_id, ANSWER_MARGIN);
+            }
+        }
+        let Answered { raw, answer, .. } = result.map_err(client_failure)?;
         match answer {
             Ok(answer) => Ok(Reply { raw, answer }),
             Err(other) => Err(response_failure(&other).unwrap_or_else(|| {
@@ -107,6 +152,15 @@ impl Bus {
             })),
         }
     }
+}
+
+/// Whether a call found nothing listening (its request never left).
+fn refused<T>(result: &Result<T, ClientError>) -> bool {
+    matches!(
+        result,
+        Err(ClientError::Unreachable { source, .. })
+            if source.kind() == std::io::ErrorKind::ConnectionRefused
+    )
 }
 
 /// A request's answer: as the app wrote it (what `--json` prints) and typed.

@@ -25,6 +25,7 @@ mod gc;
 mod hardening;
 mod in_process;
 mod isolation;
+mod remote_tmux;
 mod rename;
 mod rights;
 mod secrets;

@@ -188,15 +188,13 @@ fn on_an_ssh_host_secrets_stay_off_command_lines_and_out_of_the_log() {
     let env = app.request(json!({"CreateWorktree": {"name": "far-secret", "host": "far"}}));
     assert_eq!(env["Environment"]["host"], "far", "{env}");
     secrets_stay_hidden(&app, Some("far-secret"), "ssh");
-    // The launcher that held the values removed itself once read.
-    let dir = sshd
-        .dir
-        .path()
-        .join("home")
-        .join(format!(".krad-ade/remote-{}", app.pid));
-    let left: Vec<_> = std::fs::read_dir(&dir)
+    // The launcher that held the values removed itself once read (in the
+    // app's folders on the host: remote-<pid>, or its tmux folder).
+    let base = sshd.dir.path().join("home/.krad-ade");
+    let left: Vec<_> = std::fs::read_dir(&base)
         .unwrap()
         .flatten()
+        .flat_map(|dir| std::fs::read_dir(dir.path()).unwrap().flatten())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|name| name.ends_with(".launch"))
         .collect();

@@ -79,6 +79,28 @@ impl Sshd {
         Sshd { child, dir, port }
     }
 
+    /// Kills this sshd and every session it serves, then starts it again on
+    /// the same port, with the same keys (a restarted sshd: every link drops).
+    pub(crate) fn restart(&mut self) {
+        signal_all(
+            &process_tree(self.child.id()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = self.child.wait();
+        let d = self.dir.path();
+        self.child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(d.join("sshd_config"))
+            .stderr(std::fs::File::create(d.join("sshd-restarted.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < until, "sshd did not start again");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The `[hosts.NAME]` table for a host served by this sshd.
     pub(crate) fn host_config(&self, name: &str, root: &Path, port: u16) -> String {
         let d = self.dir.path().display();
@@ -99,6 +121,23 @@ impl Drop for Sshd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // The "host"'s tmux servers of krad's (their settings are under its
+        // HOME) outlive sshd, with their programs: end them.
+        let home = self.dir.path().join("home/.krad-ade");
+        let out = Command::new("pgrep")
+            .args(["-f", "--", &home.display().to_string()])
+            .output();
+        for pid in out
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse::<i32>().ok())
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
 
@@ -109,6 +148,11 @@ fn app_with_host(sshd: &Sshd) -> (App, PathBuf) {
 
 /// The same, logging at `rust_log` (empty: the suite's default).
 pub(crate) fn app_with_host_logged(sshd: &Sshd, rust_log: &str) -> (App, PathBuf) {
+    app_with_host_configured(sshd, rust_log, "")
+}
+
+/// The same, with `extra` lines in the host's table (`tmux = false`).
+pub(crate) fn app_with_host_configured(sshd: &Sshd, rust_log: &str, extra: &str) -> (App, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let local = crate::support::git_repo(dir.path());
     std::fs::write(local.join("README.md"), "local\n").unwrap();
@@ -120,7 +164,7 @@ pub(crate) fn app_with_host_logged(sshd: &Sshd, rust_log: &str) -> (App, PathBuf
     std::fs::write(remote.join("app.txt"), "on the host\n").unwrap();
     git(&remote, &["add", "."]);
     git(&remote, &["commit", "-q", "-m", "remote"]);
-    let config = sshd.host_config("far", &remote, sshd.port);
+    let config = sshd.host_config("far", &remote, sshd.port) + extra;
     let app = App::launch(Launch {
         reuse: Some(dir),
         config: Some(&config),
@@ -128,6 +172,17 @@ pub(crate) fn app_with_host_logged(sshd: &Sshd, rust_log: &str) -> (App, PathBuf
         ..Launch::default()
     });
     (app, remote)
+}
+
+/// The file `name` in one of the app's folders on the host (`~/.krad-ade/*/`).
+pub(crate) fn host_file(sshd: &Sshd, name: &str) -> PathBuf {
+    let base = sshd.dir.path().join("home/.krad-ade");
+    std::fs::read_dir(&base)
+        .unwrap()
+        .flatten()
+        .map(|dir| dir.path().join(name))
+        .find(|path| path.exists())
+        .unwrap_or_else(|| panic!("no {name} under {}", base.display()))
 }
 
 fn host_status(app: &App) -> Value {
@@ -181,19 +236,16 @@ fn a_terminal_on_the_host_reports_and_lists_through_the_forward() {
         screen.contains("far-work"),
         "krad ls through the forward: {screen}"
     );
-    // The token went to a 0600 file on the host, never into a command line.
-    let token = app.terminal_token_remote(&sshd.dir.path().join("home"), id);
+    // The token went to a 0600 file on the host, never into a command line
+    // (in the app's tmux folder there: the host has tmux).
+    assert_eq!(status["tmux"], true, "{status}");
+    let token_file = host_file(&sshd, &format!("{id}.token"));
+    let token = std::fs::read_to_string(&token_file).unwrap();
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", record["pid"])).unwrap();
     assert!(!String::from_utf8_lossy(&cmdline).contains(&token));
     let envs = app.request(json!("Environments"))["Environments"].clone();
     assert_eq!(envs[1]["terminals"], json!([id]));
     // Closed, its token file goes from the host too.
-    let token_file = sshd
-        .dir
-        .path()
-        .join("home/.krad-ade")
-        .join(format!("remote-{}", app.pid))
-        .join(format!("{id}.token"));
     assert!(token_file.is_file(), "{}", token_file.display());
     assert_eq!(app.request(json!({"Close": {"target": id}})), json!("Ok"));
     assert!(!token_file.exists(), "{} is left", token_file.display());
@@ -326,7 +378,12 @@ fn conflicts_and_update_run_git_on_the_host() {
 #[test]
 fn a_dropped_link_is_reported_and_reopened_on_the_same_port() {
     let sshd = Sshd::start();
-    let (app, _remote) = app_with_host(&sshd);
+    // Without tmux there, a terminal ends with its link (see remote_tmux.rs for with).
+    let (app, _remote) = app_with_host_configured(&sshd, "", "tmux = false\n");
+    assert_eq!(
+        app.request(json!({"CheckHost": {"name": "far"}}))["Hosts"][0]["tmux"],
+        false
+    );
     app.request(json!({"CreateWorktree": {"name": "far-d", "host": "far"}}));
     let before = host_status(&app);
     let port = before["remote_port"].as_u64().unwrap();
@@ -423,7 +480,8 @@ fn an_unreachable_host_is_unavailable_with_ssh_s_reason() {
 #[test]
 fn a_killed_app_s_control_master_and_host_token_folder_are_cleaned_by_the_next_app() {
     let sshd = Sshd::start();
-    let (mut app, remote) = app_with_host(&sshd);
+    // Without tmux there, the terminal's files are the app's own (remote-<pid>).
+    let (mut app, remote) = app_with_host_configured(&sshd, "", "tmux = false\n");
     app.request(json!({"CreateWorktree": {"name": "far-k", "host": "far"}}));
     let id = app.spawn(json!({"profile": "exec", "environment": "far-k", "command": ["sh", "-c", "krad report idle -m up; sleep 600"]}))
         ["terminal"]
@@ -438,6 +496,10 @@ fn a_killed_app_s_control_master_and_host_token_folder_are_cleaned_by_the_next_a
         .join("home/.krad-ade")
         .join(format!("remote-{old}"));
     assert!(host_folder.is_dir(), "{}", host_folder.display());
+    assert!(
+        !app.terminal_token_remote(&sshd.dir.path().join("home"), id)
+            .is_empty()
+    );
     app.signal(nix::sys::signal::Signal::SIGKILL);
     app.wait_exit(Duration::from_secs(10));
     let alive = |pattern: &str| {
@@ -482,7 +544,7 @@ fn a_killed_app_s_control_master_and_host_token_folder_are_cleaned_by_the_next_a
 }
 
 /// `pid` and every process below it.
-fn process_tree(pid: u32) -> Vec<i32> {
+pub(crate) fn process_tree(pid: u32) -> Vec<i32> {
     let mut all = vec![pid as i32];
     let mut i = 0;
     while i < all.len() {
@@ -500,7 +562,7 @@ fn process_tree(pid: u32) -> Vec<i32> {
     all
 }
 
-fn signal_all(pids: &[i32], signal: nix::sys::signal::Signal) {
+pub(crate) fn signal_all(pids: &[i32], signal: nix::sys::signal::Signal) {
     for pid in pids {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), signal);
     }

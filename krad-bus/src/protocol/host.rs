@@ -46,8 +46,8 @@ impl std::fmt::Display for LinkState {
 /// # Format
 ///
 /// ```json
-/// {"name":"gpu","ssh":"me@gpu-box","root":"/srv/repo","state":"up","remote_port":40211,
-///  "error":null,"since":"2026-01-01T00:00:00Z","reconnects":0}
+/// {"name":"gpu","ssh":"me@gpu-box","root":"/srv/repo","state":"up","tmux":true,
+///  "remote_port":40211,"error":null,"since":"2026-01-01T00:00:00Z","reconnects":0}
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostStatus {
@@ -59,6 +59,11 @@ pub struct HostStatus {
     pub root: String,
     /// The link's state.
     pub state: LinkState,
+    /// Whether the host has tmux: then its terminals live in tmux there and
+    /// outlive the link and the app; without it, a terminal ends with its
+    /// link. `null` until the link was up once.
+    #[serde(default)]
+    pub tmux: Option<bool>,
     /// The port the host allocated for the bus (stable across reconnections).
     pub remote_port: Option<u16>,
     /// ssh's own words, when the link is not up.

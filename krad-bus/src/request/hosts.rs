@@ -13,7 +13,7 @@ use crate::protocol::HostStatus;
 ///
 /// ```json
 /// "Hosts"
-/// {"Hosts":[{"name":"gpu","ssh":"me@gpu-box","root":"/srv/repo","state":"up","remote_port":40211,
+/// {"Hosts":[{"name":"gpu","ssh":"me@gpu-box","root":"/srv/repo","state":"up","tmux":true,"remote_port":40211,
 ///            "error":null,"since":"…","reconnects":0}]}
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

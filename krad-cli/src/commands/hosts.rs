@@ -12,7 +12,8 @@ use crate::render::{self, Column};
 /// Arguments of `krad hosts`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Hosts are configured as [hosts.NAME] in the config file (see docs/hosts.md).\n\n\
+    after_help = "Hosts are configured as [hosts.NAME] in the config file (see docs/hosts.md).\n\
+    TMUX says whether a host's terminals live in tmux there (they outlive the link and the app).\n\n\
     Examples:\n  krad hosts\n  krad hosts check gpu\n  krad hosts --json"
 )]
 pub struct HostsArgs {
@@ -55,6 +56,11 @@ fn hosts_table(hosts: &[HostStatus], width: usize) -> Vec<String> {
                 h.name.clone(),
                 h.ssh.clone(),
                 h.state.to_string(),
+                match h.tmux {
+                    Some(true) => "yes".to_owned(),
+                    Some(false) => "no".to_owned(),
+                    None => String::new(),
+                },
                 h.remote_port.map(|p| p.to_string()).unwrap_or_default(),
                 h.reconnects.to_string(),
                 render::one_line(h.error.as_deref().unwrap_or_default()),
@@ -65,6 +71,7 @@ fn hosts_table(hosts: &[HostStatus], width: usize) -> Vec<String> {
         Column::new("NAME", 4, 20),
         Column::new("SSH", 3, 30),
         Column::new("STATE", 5, 10),
+        Column::new("TMUX", 4, 4),
         Column::new("PORT", 4, 6),
         Column::new("RECONNECTS", 10, 10),
         Column::new("ERROR", 5, 4096),
@@ -85,6 +92,7 @@ mod tests {
             ssh: "me@gpu-box".into(),
             root: "/srv/repo".into(),
             state: LinkState::Failed,
+            tmux: None,
             remote_port: None,
             error: Some(error.clone()),
             since: "2026-01-01T00:00:00Z".into(),

@@ -1,6 +1,7 @@
 //! Launching: what a new terminal's program is started with — argv, working
 //! directory, environment and token file — on this machine, or on an SSH host
-//! through a launcher script that keeps every value off command lines.
+//! through a launcher script that keeps every value off command lines (in tmux
+//! there when the host has it: [`crate::remote_tmux`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use super::invalid;
 use crate::config::HookKind;
 use crate::hosts::Host;
 use crate::profile::{self, Profile, shell_quote};
-use crate::{Core, private_file};
+use crate::{Core, private_file, remote_tmux};
 
 /// What a terminal is started with, wherever it runs.
 pub(super) struct Launch<'a> {
@@ -99,8 +100,14 @@ pub(super) fn local_launch(
 /// file on the host, and the environment (the profile's `env`, the Spawn's
 /// `env`, which may hold API keys), the working directory and the argv (which
 /// may hold the prompt) to a 0600 launcher script in the same 0700 directory,
-/// both written through ssh's stdin. `ssh -tt` runs `sh <launcher>`, which
-/// removes itself before anything else and then `exec`s the program.
+/// both written through ssh's stdin. The launcher removes itself before
+/// anything else and then runs the program.
+///
+/// On a host with tmux, the launcher runs in a session of the app's tmux
+/// server there and the local terminal runs the re-attach loop
+/// ([`remote_tmux`]); the terminal's record is kept in the store so that a
+/// restarted app attaches to it again. Without tmux, `ssh -tt` runs
+/// `sh <launcher>`, which `exec`s the program: it ends with the link.
 pub(super) async fn remote_launch(
     core: &Core,
     host: &Arc<Host>,
@@ -121,7 +128,12 @@ pub(super) async fn remote_launch(
     }
     let port = host.connect().await?;
     let id = launch.me.terminal;
-    let dir = host.terminal_files_dir();
+    let in_tmux = host.has_tmux() == Some(true);
+    let dir = if in_tmux {
+        host.tmux_files_dir()
+    } else {
+        host.terminal_files_dir()
+    };
     let token_file = format!("{dir}/{id}.token");
     host.write_private(&token_file, launch.token.expose().as_bytes())
         .await?;
@@ -161,20 +173,65 @@ pub(super) async fn remote_launch(
     env.push(("KRAD_ADE_ENVIRONMENT", launch.me.environment.clone()));
     env.push(("KRAD_ADE_TERMINAL", id.to_string()));
     let launcher = format!("{dir}/{id}.launch");
-    let script = launcher_script(
+    let mut script = launcher_script(
         &launcher,
         &cwd.display().to_string(),
         &env,
         krad.rsplit_once('/').map(|(dir, _)| dir),
         &argv,
     );
+    if in_tmux {
+        // The program runs in a subshell; its status is written after it.
+        let (first, rest) = script.split_once('\n').unwrap_or((&script, ""));
+        script = format!(
+            "{first}\n(\nunset TMUX TMUX_PANE\n{rest})\n{}",
+            remote_tmux::status_tail(&dir, id)
+        );
+    }
     host.write_private(&launcher, script.as_bytes()).await?;
+    if in_tmux {
+        return start_in_tmux(core, host, id, &dir).await;
+    }
     let mut ssh = vec!["ssh".to_owned()];
     ssh.extend(host.ssh_args(true));
     ssh.push("--".to_owned());
     ssh.push(format!("sh {}", shell_quote(&launcher)));
     let env = vec![("TERM".to_owned(), "xterm-256color".to_owned())];
     Ok((ssh, core.settings.root.clone(), env, None))
+}
+
+/// Starts terminal `id`'s launcher (already written in `dir` on the host) in a
+/// session of the app's tmux server there, writes its attach script, and
+/// answers the local re-attach loop to run.
+async fn start_in_tmux(
+    core: &Core,
+    host: &Arc<Host>,
+    id: u64,
+    dir: &str,
+) -> Result<Prepared, ApiError> {
+    let server = host.tmux_server();
+    let attach = format!("{dir}/{id}.attach");
+    host.write_private(
+        &attach,
+        remote_tmux::attach_script(server, dir, id).as_bytes(),
+    )
+    .await?;
+    let script = remote_tmux::start_script(server, dir, id, 120, 40);
+    let (code, _, err) = host.run(&script, None).await?;
+    if code != Some(0) {
+        return Err(ApiError::new(
+            ErrorCode::Failed,
+            format!(
+                "cannot start the terminal in tmux on host {:?}: {}",
+                host.name,
+                String::from_utf8_lossy(&err).trim()
+            ),
+        ));
+    }
+    // Kept in the store from now on: a restarted app attaches to it again.
+    core.store.keep_terminal(id);
+    let (argv, cwd, env) = remote_tmux::reattach_program(core, host, id);
+    Ok((argv, cwd, env, None))
 }
 
 /// Whether `name` can be `export`ed by a POSIX shell.
