@@ -1,11 +1,14 @@
 //! Finding the bus and calling it: inside a terminal from the `KRAD_ADE_*`
 //! variables, otherwise from api.json; `--endpoint` and `--token-file` override.
 //!
-//! Inside a krad terminal (`KRAD_ADE_TERMINAL` set), a refused connection is
-//! tried again for up to [`REFUSED_RETRY`], backing off: on an SSH host the
-//! bus is reached through the link's reverse forward, which is gone while the
-//! link is down, and an agent's `krad report` must not be lost to a blip. A
-//! refused connection never carried the request, so trying again is safe.
+//! Inside a krad terminal on an SSH host (`KRAD_ADE_TERMINAL` set, and
+//! `KRAD_ADE_RETRY_SECS`, which the app gives host terminals: 60), a refused
+//! connection is tried again for that long, backing off: there the bus is
+//! reached through the link's reverse forward, which is gone while the link is
+//! down, and an agent's `krad report` must not be lost to a blip. A refused
+//! connection never carried the request, so trying again is safe. Terminals on
+//! this machine get no retry: a refused bus there is an app that is not
+//! running, and their hooks must not hang on it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -35,15 +38,17 @@ pub struct Bus {
     client: Client,
     /// The app's pid, when api.json told it.
     pub pid: Option<u32>,
-    /// Inside a krad terminal: a refused connection is tried again.
-    retries_refused: bool,
+    /// Inside a krad terminal on an SSH host: how long a refused connection
+    /// is tried again.
+    retries_refused: Option<Duration>,
 }
 
 /// Extra margin over a request's deadline before the CLI stops waiting.
 const ANSWER_MARGIN: Duration = Duration::from_secs(5);
-/// How long a call from inside a krad terminal tries again a refused
-/// connection (the link to the host where it runs may be down).
-pub const REFUSED_RETRY: Duration = Duration::from_secs(60);
+/// The variable that asks for refused connections to be tried again, in
+/// seconds (at most [`MAX_REFUSED_RETRY`]).
+pub const RETRY_ENV: &str = "KRAD_ADE_RETRY_SECS";
+const MAX_REFUSED_RETRY: Duration = Duration::from_secs(600);
 /// The first pause before trying again, doubled each time up to
 /// [`MAX_RETRY_PAUSE`].
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(250);
@@ -79,7 +84,11 @@ impl Bus {
         } else {
             Caller::Client
         };
-        let retries_refused = matches!(from, Caller::Terminal(_));
+        let retries_refused = matches!(from, Caller::Terminal(_))
+            .then(|| env_nonempty(RETRY_ENV)?.parse::<u64>().ok())
+            .flatten()
+            .map(|secs| Duration::from_secs(secs).min(MAX_REFUSED_RETRY))
+            .filter(|window| !window.is_zero());
         let client = Client::new(&endpoint, token, from)
             .map_err(|e| Failure::new(Exit::Usage, e.to_string()))?;
         Ok(Bus {
@@ -116,11 +125,10 @@ impl Bus {
         // A copy to send again (the request is consumed by a call).
         let copy = self
             .retries_refused
-            .then(|| serde_json::to_value(&request).ok())
-            .flatten();
+            .and_then(|window| Some((window, serde_json::to_value(&request).ok()?)));
         let mut result = self.client.call(request, request_id, ANSWER_MARGIN);
-        if let Some(copy) = copy {
-            let until = Instant::now() + REFUSED_RETRY;
+        if let Some((window, copy)) = copy {
+            let until = Instant::now() + window;
             let mut pause = FIRST_RETRY_PAUSE;
             let mut said = false;
             while refused(&result) && Instant::now() < until {
@@ -129,7 +137,7 @@ impl Bus {
                         "krad: the bus at {} refuses connections (is the link to the app down?); \
                          retrying for up to {} s",
                         self.client.endpoint(),
-                        REFUSED_RETRY.as_secs()
+                        window.as_secs()
                     );
                     said = true;
                 }

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{App, code};
+use nix::sys::signal::Signal;
+
+use crate::support::{App, Launch, code};
 
 #[test]
 fn an_agent_starts_works_and_exits_with_its_code() {
@@ -341,17 +343,50 @@ fn output_shows_screen_cursor_and_scrollback() {
     );
 }
 
+/// `nohup krad serve`: the app goes on at SIGHUP, and its terminals do not
+/// inherit the ignored SIGHUP (Close and the app's end hang them up).
+#[test]
+fn an_app_started_ignoring_sighup_starts_terminals_that_do_not() {
+    let app = App::launch(Launch {
+        ignoring_hangup: true,
+        rust_log: "info",
+        ..Launch::default()
+    });
+    let id = app.spawn_sh("grep '^SigIgn' /proc/self/status; echo listed; sleep 60");
+    let screen = app.until_screen(id, "listed");
+    let mask = screen
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))
+        .map(|mask| u64::from_str_radix(mask.trim(), 16).unwrap())
+        .unwrap_or_else(|| panic!("no SigIgn line: {screen}"));
+    assert_eq!(mask & 1, 0, "the terminal ignores SIGHUP (SigIgn {mask:x})");
+    app.signal(Signal::SIGHUP);
+    let log = app.dir.path().join("app.log");
+    crate::support::wait_until(Duration::from_secs(60), || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("SIGHUP ignored"))
+    });
+    assert!(app.request(json!("Hello"))["Hello"].is_object());
+    assert_eq!(app.request(json!({"Close": {"target": id}})), json!("Ok"));
+}
+
 #[test]
 fn close_hangs_up_then_kills_and_removes_the_terminal() {
     let app = App::start();
-    let polite = app.spawn_sh("sleep 60");
-    let started = Instant::now();
+    // It says how it ended: by SIGHUP (trapped), not by the SIGKILL after the grace.
+    let dir = tempfile::tempdir().unwrap();
+    let told = dir.path().join("told");
+    let polite = app.spawn_sh(&format!(
+        "trap 'echo hup > {told}; exit 0' HUP; echo ready; sleep 60 & wait",
+        told = told.display()
+    ));
+    app.until_screen(polite, "ready");
     assert_eq!(
         app.request(json!({"Close": {"target": polite}})),
         json!("Ok")
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(4),
+    assert_eq!(
+        std::fs::read_to_string(&told).unwrap_or_default().trim(),
+        "hup",
         "SIGHUP should have ended it"
     );
     assert_eq!(
@@ -366,8 +401,9 @@ fn close_hangs_up_then_kills_and_removes_the_terminal() {
         json!("Ok")
     );
     let took = started.elapsed();
+    // Killed after the grace (5 s), not at once — and not left running.
     assert!(
-        took >= Duration::from_secs(4) && took < Duration::from_secs(15),
+        took >= Duration::from_secs(4) && took < crate::support::stretched(Duration::from_secs(15)),
         "{took:?}"
     );
     assert_eq!(app.request(json!("List"))["Agents"], json!([]));
@@ -497,7 +533,7 @@ fn a_terminal_printing_100_mb_does_not_slow_hello() {
         app.spawn_sh("head -c 100000000 /dev/zero | tr '\\0' 'x'; echo; echo flood-done; sleep 60");
     app.until_state(id, "working");
     let mut slowest = Duration::ZERO;
-    let until = Instant::now() + Duration::from_secs(60);
+    let until = Instant::now() + Duration::from_secs(300);
     loop {
         let started = Instant::now();
         assert!(app.request(json!("Hello"))["Hello"].is_object());
@@ -510,9 +546,10 @@ fn a_terminal_printing_100_mb_does_not_slow_hello() {
         assert!(Instant::now() < until, "the flood never finished");
         std::thread::sleep(Duration::from_millis(20));
     }
+    let bound = crate::support::stretched(Duration::from_secs(1));
     assert!(
-        slowest < Duration::from_secs(1),
-        "a Hello took {slowest:?} during the flood"
+        slowest < bound,
+        "a Hello took {slowest:?} during the flood (bound {bound:?})"
     );
 }
 

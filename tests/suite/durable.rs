@@ -41,7 +41,7 @@ pub(crate) const ASK_SCRIPT: &str = r#"krad raw '{"Ask":{"kind":"permission","to
 pub(crate) fn pane_with_ask(app: &App, collie: &mut Collie, script: &str) -> (u64, String, Value) {
     let id = app.spawn_sh(script);
     let pane = format!("p{id}");
-    let until = Instant::now() + Duration::from_secs(20);
+    let until = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(ask) = collie.asks(&pane).into_iter().next() {
             return (id, pane, ask);

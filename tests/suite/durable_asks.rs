@@ -226,7 +226,7 @@ fn tls_takes_the_token_first_and_never_offers_allow_always() {
     // A permission ask shows no allow-always over TLS, and it cannot be chosen.
     let id = app.spawn_sh(ASK_SCRIPT);
     let pane = format!("p{id}");
-    let until = Instant::now() + Duration::from_secs(20);
+    let until = Instant::now() + Duration::from_secs(60);
     let ask = loop {
         let snapshot = over_tls(address, &cert, "GET", "/session/v1/snapshot", &bearer, None).body;
         if let Some(ask) = panes(&snapshot)

@@ -377,7 +377,7 @@ fn a_report_from_a_terminal_waits_for_a_refused_bus_to_come_back() {
         .unwrap()
         .port();
     let endpoint = format!("127.0.0.1:{port}");
-    let krad = |terminal: bool| {
+    let krad = |terminal: bool, retry: bool| {
         let mut command = Command::new(crate::support::KRAD);
         command
             .args(["report", "idle", "-m", "through the gap"])
@@ -387,6 +387,7 @@ fn a_report_from_a_terminal_waits_for_a_refused_bus_to_come_back() {
             .env_remove("KRAD_ADE_API_JSON")
             .env_remove("KRAD_ADE_ENVIRONMENT")
             .env_remove("KRAD_ADE_TERMINAL")
+            .env_remove("KRAD_ADE_RETRY_SECS")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         if terminal {
@@ -394,13 +395,21 @@ fn a_report_from_a_terminal_waits_for_a_refused_bus_to_come_back() {
                 .env("KRAD_ADE_ENVIRONMENT", "main")
                 .env("KRAD_ADE_TERMINAL", id.to_string());
         }
+        if retry {
+            // What the app gives a terminal on an SSH host.
+            command.env("KRAD_ADE_RETRY_SECS", "60");
+        }
         command
     };
     // Outside a terminal, nothing is tried again: unreachable at once.
-    let out = krad(false).output().unwrap();
+    let out = krad(false, true).output().unwrap();
+    assert_eq!(exit_code(&out), 7, "{}", stderr(&out));
+    // Nor from a terminal on this machine (no KRAD_ADE_RETRY_SECS): its hooks
+    // must not hang on an app that is not running.
+    let out = krad(true, false).output().unwrap();
     assert_eq!(exit_code(&out), 7, "{}", stderr(&out));
     // From a terminal, the call says it waits, and goes through once the bus is back.
-    let mut cli = krad(true).spawn().unwrap();
+    let mut cli = krad(true, true).spawn().unwrap();
     let mut said = std::io::BufReader::new(cli.stderr.take().unwrap());
     let mut line = String::new();
     said.read_line(&mut line).unwrap();

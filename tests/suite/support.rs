@@ -87,7 +87,12 @@ impl App {
             launch.rust_log
         };
         let api_json = dir.path().join("run").join("api.json");
-        let mut child = Command::new(KRAD)
+        let mut command = Command::new(KRAD);
+        if launch.ignoring_hangup {
+            command = Command::new("sh");
+            command.args(["-c", "trap '' HUP; exec \"$0\" \"$@\"", KRAD]);
+        }
+        let mut child = command
             .arg("serve")
             .arg("--json")
             .args(args)
@@ -184,7 +189,9 @@ impl App {
     pub fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(self.endpoint).unwrap();
         stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
+            // A guard against a hang only: longer than any request's deadline
+            // in the tests (Wait up to 120 s, Code and ExtensionTool 2 min).
+            .set_read_timeout(Some(Duration::from_secs(200)))
             .unwrap();
         stream
     }
@@ -260,6 +267,8 @@ pub struct Launch<'a> {
     /// Extra environment for the app, and so for its terminals (set after the
     /// suite's own, so `PATH` here replaces the suite's).
     pub env: Vec<(String, String)>,
+    /// Start the app ignoring SIGHUP, as `nohup` does.
+    pub ignoring_hangup: bool,
 }
 
 /// The directory of the fake agents the tests run (`tests/suite/fake`).
@@ -461,6 +470,19 @@ pub fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) {
 /// reading; a test that loads the machine on purpose (the crash torture) takes
 /// it for writing, so that the two never run at once.
 pub static LATENCY_BOUND: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A latency bound stretched by how loaded the machine is, since the bound is
+/// about the app, not about the machine: when more processes want to run than
+/// there are cores (the 1-minute load average over the number of cores), the
+/// bound grows in that ratio; on an idle or normally busy machine it is `base`.
+pub fn stretched(base: Duration) -> Duration {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    base.mul_f64((load / cores).max(1.0))
+}
 
 /// A share of [`LATENCY_BOUND`] for a test bounding a latency.
 pub fn latency_bound() -> std::sync::RwLockReadGuard<'static, ()> {

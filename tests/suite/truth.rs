@@ -248,7 +248,9 @@ fn notify_runs_the_command_with_the_record_on_stdin() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("told.jsonl");
     let config = format!(
-        "[notify]\ncommand = [\"sh\", \"-c\", \"printf '%s ' \\\"$KRAD_NOTIFY_KIND\\\" >> {log}; cat >> {log}\"]\ndebounce_secs = 0\n",
+        // One write per notice (notices may run at once: two appends each
+        // could interleave).
+        "[notify]\ncommand = [\"sh\", \"-c\", \"r=$(cat); printf '%s %s\\\\n' \\\"$KRAD_NOTIFY_KIND\\\" \\\"$r\\\" >> {log}\"]\ndebounce_secs = 0\n",
         log = log.display()
     );
     let app = App::start_config(&config);

@@ -384,21 +384,54 @@ fn refuse_if_another_app_serves(path: &Path) -> anyhow::Result<()> {
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    /// SIGHUP stops the app too — unless it was started ignoring SIGHUP
+    /// (`nohup`): then it is caught and ignored.
+    hup: tokio::signal::unix::Signal,
+    hup_ignored: bool,
 }
 
 impl Signals {
+    /// Catches SIGTERM, SIGINT and SIGHUP. Caught (rather than ignored),
+    /// they are back to their defaults in the programs the app starts: an app
+    /// started with `nohup` must not start terminals deaf to SIGHUP, which Close
+    /// and the end of the app send them.
     fn install() -> anyhow::Result<Signals> {
         use tokio::signal::unix::{SignalKind, signal};
+        let hup_ignored = ignored_at_start(1);
         Ok(Signals {
             term: signal(SignalKind::terminate()).context("cannot catch SIGTERM")?,
             int: signal(SignalKind::interrupt()).context("cannot catch SIGINT")?,
+            hup: signal(SignalKind::hangup()).context("cannot catch SIGHUP")?,
+            hup_ignored,
         })
     }
 
     async fn recv(mut self) {
-        tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.int.recv() => {}
+        loop {
+            tokio::select! {
+                _ = self.term.recv() => return,
+                _ = self.int.recv() => return,
+                _ = self.hup.recv() => {
+                    if !self.hup_ignored {
+                        return;
+                    }
+                    tracing::info!("SIGHUP ignored: the app was started ignoring it");
+                }
+            }
         }
     }
+}
+
+/// Whether signal `number` was ignored when the process started (as `nohup`
+/// leaves SIGHUP), from the `SigIgn` mask of `/proc/self/status`. Read before
+/// the signal is caught.
+fn ignored_at_start(number: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (number - 1)) != 0)
 }

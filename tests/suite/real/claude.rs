@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::timeline::{BOUND, Timeline};
+use super::timeline::{Timeline, bound};
 use super::turns::SUBCOMMAND_LOOKING;
 use super::turns::{asks, expect_turn, send_turn, until_ask, until_no_ask};
 use super::{Cli, LONG, RealApp, Turn};
@@ -71,7 +71,7 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     let (working_at, _) = timeline.first_after(sent_at, LONG, |r| r["state"] == "working");
     let (at, idle) = timeline.first_after(working_at, LONG, |r| r["state"] == "idle");
     assert!(
-        at.saturating_duration_since(answered) <= BOUND,
+        at.saturating_duration_since(answered) <= bound(),
         "{}",
         timeline.describe()
     );
@@ -100,7 +100,7 @@ fn permissions_through_the_bus_allow_deny_and_always_allow() {
     let (asked, _) = bed.double.wait_answered(1, LONG);
     let (at, asking) = timeline.first_after(asked, LONG, |r| r["state"] == "asking");
     assert!(
-        at.saturating_duration_since(asked) <= BOUND,
+        at.saturating_duration_since(asked) <= bound(),
         "{}",
         timeline.describe()
     );

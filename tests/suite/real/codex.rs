@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::timeline::{BOUND, Timeline};
+use super::timeline::{Timeline, bound};
 use super::turns::SUBCOMMAND_LOOKING;
 use super::turns::{answer_dialog, expect_turn, send_turn};
 use super::{Cli, LONG, RealApp, Turn};
@@ -85,7 +85,7 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     let (working_at, _) = timeline.first_after(sent_at, LONG, |r| r["state"] == "working");
     let (at, idle) = timeline.first_after(working_at, LONG, |r| r["state"] == "idle");
     assert!(
-        at.saturating_duration_since(answered) <= BOUND,
+        at.saturating_duration_since(answered) <= bound(),
         "{}",
         timeline.describe()
     );
@@ -123,7 +123,7 @@ fn approvals_are_asking_with_the_command_and_answered_with_keys() {
     let (asked, _) = bed.double.wait_answered(1, LONG);
     let (at, _) = timeline.first_after(asked, LONG, |r| r["state"] == "asking");
     assert!(
-        at.saturating_duration_since(asked) <= BOUND,
+        at.saturating_duration_since(asked) <= bound(),
         "{}",
         timeline.describe()
     );

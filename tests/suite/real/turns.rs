@@ -1,13 +1,13 @@
 //! Driving a real CLI through turns and checking the state timeline of each
-//! against the model double's clock: `working` within [`BOUND`] of the model
-//! getting the turn, `idle` within [`BOUND`] of the model's answer being written
+//! against the model double's clock: `working` within [`bound`] of the model
+//! getting the turn, `idle` within [`bound`] of the model's answer being written
 //! whole, with the turn's last message.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::timeline::{BOUND, Timeline};
+use super::timeline::{Timeline, bound};
 use super::{LONG, RealApp, Turn};
 
 /// What one turn showed.
@@ -85,12 +85,12 @@ pub fn expect_turn(
     };
     let (to_working, to_idle) = seen.latencies();
     assert!(
-        to_working <= BOUND,
+        to_working <= bound(),
         "turn {n}: working {to_working:?} after the model got it: {}",
         timeline.describe()
     );
     assert!(
-        to_idle <= BOUND,
+        to_idle <= bound(),
         "turn {n}: idle {to_idle:?} after the model answered: {}",
         timeline.describe()
     );

@@ -172,6 +172,8 @@ pub(super) async fn remote_launch(
     env.push(("KRAD_ADE_TOKEN_FILE", token_file.clone()));
     env.push(("KRAD_ADE_ENVIRONMENT", launch.me.environment.clone()));
     env.push(("KRAD_ADE_TERMINAL", id.to_string()));
+    // The link may drop: the `krad` calls of the terminal try again meanwhile.
+    env.push(("KRAD_ADE_RETRY_SECS", "60".to_owned()));
     let launcher = format!("{dir}/{id}.launch");
     let mut script = launcher_script(
         &launcher,
