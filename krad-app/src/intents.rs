@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode};
 use krad_bus::request::pick_variant::How;
 use krad_bus::request::run_variants::RunVariants;
+use krad_bus::request::update_environment::UpdateHow;
 use krad_bus::server::CallContext;
 use krad_bus::server::request_log::OnceKey;
 use krad_store::{Db, Kind, StoreError, Tx};
@@ -76,6 +77,13 @@ pub enum Plan {
     },
     /// PickVariant.
     PickVariant(PickPlan),
+    /// UpdateEnvironment of `name`.
+    UpdateEnvironment {
+        /// The environment.
+        name: String,
+        /// By a merge or a rebase.
+        how: UpdateHow,
+    },
 }
 
 /// A PickVariant's plan and the step it reached.

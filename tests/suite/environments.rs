@@ -1289,6 +1289,52 @@ fn update_brings_an_environment_up_to_its_base_by_merge_or_rebase() {
     );
 }
 
+/// An update cut by a crash after its git moved the worktree, before the
+/// environment's base was recorded, is finished by the next app (its intent is
+/// run again): the base is the tip it was brought up to, without a retry.
+#[test]
+fn an_update_cut_by_a_crash_is_finished_by_the_next_app() {
+    let app = app_with_commit(None);
+    let cut = env_path(&create(&app, "cut"));
+    commit_file(&repo(&app), "main.txt", "m\n", "main moves on");
+    let tip = git(&repo(&app), &["rev-parse", "HEAD"]);
+    let dir = app.stop_keep_dir();
+    // What the dead app had done: its git fast-forwarded the worktree...
+    git(&cut, &["merge", "-q", "--ff-only", &tip]);
+    // ...under the intent it recorded first.
+    let intent = json!({
+        "once": null,
+        "plan": {"kind": "update_environment", "name": "cut", "how": "merge"},
+        "since": "2026-12-02T00:00:00.000Z",
+    });
+    let db = rusqlite::Connection::open(dir.path().join("repo/.git/krad/state.db")).unwrap();
+    db.execute(
+        "INSERT INTO records (kind, key, value) VALUES ('intent', 'local:cut', ?1)",
+        [intent.to_string()],
+    )
+    .unwrap();
+    drop(db);
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        ..Launch::default()
+    });
+    let environments = app.request(json!("Environments"))["Environments"].clone();
+    let record = environments
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "cut")
+        .unwrap_or_else(|| panic!("{environments}"))
+        .clone();
+    assert_eq!(record["base"], tip.as_str(), "{record}");
+    let changes = app.request(json!({"Changes": {"environment": "cut"}}))["Changes"].clone();
+    assert_eq!(
+        changes["files"],
+        json!([]),
+        "main's commit is not its work: {changes}"
+    );
+}
+
 #[test]
 fn update_refuses_conflicts_and_uncommitted_work_and_changes_nothing() {
     let app = app_with_commit(None);

@@ -12,7 +12,8 @@
 //!
 //! Interrupted by a crash before the worktree moved, nothing changed (the
 //! objects made are unreferenced); after, running it again finds the
-//! environment up to date and records its base.
+//! environment up to date and records its base. Its intent makes the next app
+//! run it again ([`recover`]), so the base is right even without a retry.
 
 use std::sync::Arc;
 
@@ -24,6 +25,21 @@ use super::snapshot::{MergeOf, merge};
 use super::{conflict, env_git, host, not_found_environment, root_git, save};
 use crate::git::Git;
 use crate::{Core, MAIN};
+
+/// After a crash: runs an interrupted update again, once a git the dead app
+/// left running in the environment is done.
+pub(crate) async fn recover(
+    core: &Arc<Core>,
+    name: &str,
+    how: UpdateHow,
+) -> Result<UpdatedInfo, ApiError> {
+    let record = core
+        .store
+        .environment(name)
+        .ok_or_else(|| not_found_environment(name))?;
+    super::variants::wait_for_index_lock(&env_git(core, &record)?).await;
+    update(core, name, how).await
+}
 
 /// Brings environment `name` up to its base environment's tip.
 pub(crate) async fn update(

@@ -242,7 +242,7 @@ async fn merge_outcome(git: &Git, how: How, merging: &Merging) -> Result<Option<
 /// app that died, finishing its work (it outlives the app: see
 /// [`crate::git`]) — to end, and for the index to be free. Between its steps
 /// (while a hook runs, say) a git holds no lock: the process is what tells.
-async fn wait_for_index_lock(git: &Git) {
+pub(super) async fn wait_for_index_lock(git: &Git) {
     if git.host().is_some() {
         return;
     }

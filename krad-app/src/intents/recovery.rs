@@ -11,6 +11,7 @@
 //! | Send | — (the text may have reached the terminal, in part: it is not sent again; the answer says so) | — |
 //! | RunVariants | always: the variants it had not reached are started (none twice) | — |
 //! | PickVariant | the pick landed (recorded, or found in git) | the target reset to its tip before the pick |
+//! | UpdateEnvironment | always: run again once a git the dead app left is done (up to date already: its base is recorded) | — |
 //!
 //! An intent that cannot be settled now (a host out of reach) stays for the
 //! next start.
@@ -103,6 +104,13 @@ pub(crate) async fn recover(core: &Arc<Core>) {
                         tracing::debug!("group {group} is gone: {e}");
                         Outcome::Undone
                     }
+                    Err(e) => Outcome::Done(e.into()),
+                }
+            }
+            Plan::UpdateEnvironment { name, how } => {
+                match environments::update::recover(core, name, *how).await {
+                    Ok(updated) => Outcome::Done(updated.into_response()),
+                    Err(_) if core.store.environment(name).is_none() => Outcome::Undone,
                     Err(e) => Outcome::Done(e.into()),
                 }
             }

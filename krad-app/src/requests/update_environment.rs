@@ -9,6 +9,7 @@ use krad_bus::token::Principal;
 
 use crate::EmbeddedApp;
 use crate::environments::update;
+use crate::intents::{Plan, Underway};
 
 impl Handle<UpdateEnvironment> for EmbeddedApp {
     async fn handle(
@@ -28,11 +29,15 @@ impl Handle<UpdateEnvironment> for EmbeddedApp {
             )
             .with_detail(serde_json::json!({ "request": "UpdateEnvironment" })));
         }
-        update::update(
-            &self.core,
-            &request.environment,
-            request.how.unwrap_or_default(),
-        )
-        .await
+        let how = request.how.unwrap_or_default();
+        let _underway = Underway::begin(
+            self.core.store.db(),
+            ctx,
+            Plan::UpdateEnvironment {
+                name: request.environment.clone(),
+                how,
+            },
+        )?;
+        update::update(&self.core, &request.environment, how).await
     }
 }
