@@ -27,20 +27,24 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use krad_bus::protocol::{AgentState, StateSource, TerminalRef};
-use krad_term::{AdoptSpec, Attachment, ExitStatus, Snapshot, SpawnSpec, Survivor, Terminal};
+use krad_bus::protocol::{AgentRecord, AgentState, StateSource, TerminalRef};
+use krad_term::{
+    AdoptSpec, Attachment, ExitStatus, Snapshot, SpawnSpec, Survivor, Terminal, TerminalEvent,
+};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::config::{HookKind, PromptDelivery};
 use crate::hosts::Host;
 use crate::profile::Profile;
 use crate::profile::shell_quote;
+use crate::requests::spawn::BUS_VARIABLES;
 use crate::state_file::TerminalEntry;
 use crate::store::set_state;
-use crate::{Core, private_file, remote_tmux, terminal_token, watcher};
+use crate::{Core, private_file, remote_tmux, terminal_token, transcripts, watcher};
 
 /// Events a terminal may queue before frequent ones are coalesced (as Spawn).
 const EVENT_QUEUE: usize = 64;
@@ -174,7 +178,7 @@ async fn restore_host_terminals(core: &Arc<Core>) {
             terminal: id,
         };
         let is_lead = entry.record.lead;
-        match reattach(core, &host, entry.clone()) {
+        match reattach(core, &host, entry.clone()).await {
             Ok(()) => {
                 if is_lead {
                     lead.insert(id);
@@ -200,8 +204,8 @@ async fn restore_host_terminals(core: &Arc<Core>) {
 
 /// Starts host terminal `entry`'s re-attach loop on a new local terminal with
 /// its id, its record as it was.
-fn reattach(core: &Arc<Core>, host: &Host, entry: TerminalEntry) -> Result<(), String> {
-    let TerminalEntry { mut record, .. } = entry;
+async fn reattach(core: &Arc<Core>, host: &Host, entry: TerminalEntry) -> Result<(), String> {
+    let TerminalEntry { record, .. } = entry;
     let id = record.terminal;
     if host.home().is_none() {
         return Err(format!("the home of host {:?} is not known", host.name));
@@ -213,30 +217,35 @@ fn reattach(core: &Arc<Core>, host: &Host, entry: TerminalEntry) -> Result<(), S
         argv,
         cwd,
         env,
-        env_remove: vec![
-            "KRAD_ADE_TOKEN".into(),
-            "KRAD_ADE_API_JSON".into(),
-            "KRAD_ADE_TOKEN_FILE".into(),
-            "KRAD_ADE_ENDPOINT".into(),
-        ],
+        env_remove: BUS_VARIABLES.map(String::from).to_vec(),
         cols: 120,
         rows: 40,
-        transcript: Some(
-            core.settings
-                .state_dir
-                .join("transcripts")
-                .join(format!("{id}.log")),
-        ),
+        transcript: Some(transcripts::path(core, id)),
         scrollback_lines: core.settings.config.terminals.scrollback,
     };
-    let terminal = core
-        .host
-        .spawn(spec, events_tx)
+    // Off the runtime's workers, as a Spawn's start.
+    let local = core.host.clone();
+    let terminal = tokio::task::spawn_blocking(move || local.spawn(spec, events_tx))
+        .await
+        .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
+    watch_again(core, record, terminal, None, events);
+    Ok(())
+}
+
+/// Records terminal `terminal` again, as `record` says it was, and watches it.
+fn watch_again(
+    core: &Arc<Core>,
+    mut record: AgentRecord,
+    terminal: Arc<dyn Terminal>,
+    token_file: Option<PathBuf>,
+    events: mpsc::Receiver<TerminalEvent>,
+) {
+    let id = record.terminal;
     let profile = profile_of(core, &record.profile);
     record.pid = terminal.pid().or(record.pid);
     core.store
-        .insert(record, terminal.clone(), profile.clone(), None);
+        .insert(record, terminal.clone(), profile.clone(), token_file);
     tokio::spawn(watcher::run(
         core.clone(),
         id,
@@ -246,7 +255,6 @@ fn reattach(core: &Arc<Core>, host: &Host, entry: TerminalEntry) -> Result<(), S
         profile.idle_after,
         profile.hooks,
     ));
-    Ok(())
 }
 
 /// Connects to `host` (again and again, with backoff, until it is up or the
@@ -296,9 +304,7 @@ async fn new_tokens_once_up(
 /// Takes one terminal back and watches it again.
 async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
     let TerminalEntry {
-        mut record,
-        token_file,
-        ..
+        record, token_file, ..
     } = entry;
     let id = record.terminal;
     if let Some(path) = &token_file {
@@ -313,12 +319,7 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
     let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
     let spec = AdoptSpec {
         id,
-        transcript: Some(
-            core.settings
-                .state_dir
-                .join("transcripts")
-                .join(format!("{id}.log")),
-        ),
+        transcript: Some(transcripts::path(core, id)),
         scrollback_lines: core.settings.config.terminals.scrollback,
     };
     let host = core.host.clone();
@@ -326,19 +327,7 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
-    let profile = profile_of(core, &record.profile);
-    record.pid = terminal.pid().or(record.pid);
-    core.store
-        .insert(record, terminal.clone(), profile.clone(), token_file);
-    tokio::spawn(watcher::run(
-        core.clone(),
-        id,
-        terminal,
-        events,
-        None,
-        profile.idle_after,
-        profile.hooks,
-    ));
+    watch_again(core, record, terminal, token_file, events);
     tracing::info!(terminal = id, "took the terminal back");
     Ok(())
 }

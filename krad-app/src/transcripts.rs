@@ -11,6 +11,14 @@ use std::time::SystemTime;
 
 use crate::Core;
 
+/// Where terminal `id`'s transcript is written.
+pub(crate) fn path(core: &Core, id: u64) -> std::path::PathBuf {
+    core.settings
+        .state_dir
+        .join("transcripts")
+        .join(format!("{id}.log"))
+}
+
 /// Prunes the transcripts folder, off the runtime's workers.
 pub(crate) async fn prune_in_background(core: &Arc<Core>) {
     let dir = core.settings.state_dir.join("transcripts");

@@ -21,6 +21,15 @@ use crate::profile::Profile;
 use crate::store::now_rfc3339;
 use crate::{Core, MAIN, environments, terminal_token, watcher};
 
+/// The variables of the app's own environment a terminal never inherits (it
+/// is given its own).
+pub(crate) const BUS_VARIABLES: [&str; 4] = [
+    "KRAD_ADE_TOKEN",
+    "KRAD_ADE_API_JSON",
+    "KRAD_ADE_TOKEN_FILE",
+    "KRAD_ADE_ENDPOINT",
+];
+
 /// Default terminal size.
 const COLS: u16 = 120;
 const ROWS: u16 = 40;
@@ -251,27 +260,16 @@ async fn start_terminal(
     (argv, cwd, env, token_file): Prepared,
     events: tokio::sync::mpsc::Sender<TerminalEvent>,
 ) -> Result<(Arc<dyn Terminal>, Option<PathBuf>), ApiError> {
-    let settings = &core.settings;
     let spec = SpawnSpec {
         id,
         argv,
         cwd,
         env,
-        env_remove: vec![
-            "KRAD_ADE_TOKEN".into(),
-            "KRAD_ADE_API_JSON".into(),
-            "KRAD_ADE_TOKEN_FILE".into(),
-            "KRAD_ADE_ENDPOINT".into(),
-        ],
+        env_remove: BUS_VARIABLES.map(String::from).to_vec(),
         cols: request.cols.unwrap_or(COLS),
         rows: request.rows.unwrap_or(ROWS),
-        transcript: Some(
-            settings
-                .state_dir
-                .join("transcripts")
-                .join(format!("{id}.log")),
-        ),
-        scrollback_lines: settings.config.terminals.scrollback,
+        transcript: Some(crate::transcripts::path(core, id)),
+        scrollback_lines: core.settings.config.terminals.scrollback,
     };
     let host = core.host.clone();
     let started = tokio::task::spawn_blocking(move || host.spawn(spec, events))
