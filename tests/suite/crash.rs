@@ -8,7 +8,10 @@
 //! two Spawns; CreateWorktree, Close of it; RunVariants (2 variants: one commits
 //! its file, one leaves it uncommitted); PickVariant merge, PickVariant squash,
 //! Close of the picked variant, on a group a storm left ready (or one made in
-//! calm). After a seeded random 0–300 ms the app is frozen (SIGSTOP), its child
+//! calm); and on the tmux host, where a terminal outlives the kill, an Ask from
+//! a terminal kept for the whole run (a permission for the round's own tool call,
+//! decided by its 1 s timeout: a retry gets the decision kept, or asks again).
+//! After a seeded random 0–300 ms the app is frozen (SIGSTOP), its child
 //! processes noted, and it is SIGKILLed; once those (git) ended by themselves the
 //! app starts again. Then every unanswered request is retried, every request is
 //! sent once more, and the world is checked. Violations, by kind:
@@ -24,7 +27,9 @@
 //!   main one at a time, so only its own first attempt can have done that;
 //! * `twice` — a program of a Spawn or a variant ran twice (each appends a line
 //!   to a trace file outside the repository), or two terminals carry its marker;
-//! * `replay` — an id sent once more did not get the same answer, `replayed`;
+//! * `replay` — an id sent once more did not get the same answer, `replayed`
+//!   (an Ask is not at-most-once by its id but by its tool call: sent again, it
+//!   gets the same decision, not marked `replayed`);
 //! * `went-back` — a record after the restart with a rev not above every rev
 //!   answered before the kill, or a terminal made after the restart with an id
 //!   not above every id answered before it (ids are never reused);
@@ -72,6 +77,16 @@ struct Req {
     id: String,
     body: Value,
     first: Outcome,
+    /// The terminal sending it (with its token), or Client.
+    from: Option<u64>,
+}
+
+impl Req {
+    /// Whether a repeat is answered from the request log (`replayed`): an Ask
+    /// is the same ask again by its tool call instead.
+    fn replays(&self) -> bool {
+        self.body.get("Ask").is_none()
+    }
 }
 
 /// splitmix64: small, seeded, reproducible.
@@ -92,6 +107,8 @@ struct Torture {
     ready: Vec<String>,
     /// The highest rev and terminal id answered so far.
     highest: (u64, u64),
+    /// The terminal that asks (tmux host: it outlives the kills).
+    asker: Option<u64>,
     counts: BTreeMap<&'static str, usize>,
 }
 
@@ -112,14 +129,17 @@ fn torture(host: &'static str, config: Option<&'static str>, stream: u64) {
     git(&repo, &["commit", "-q", "-m", "first"]);
     let trace = dir.path().join("trace");
     let app = launch(config, dir);
-    // tmux: a terminal that lives through the rounds names the server to end.
-    let _server = config.map(|_| TmuxServer::of(&app, app.spawn_sh("sleep 600")));
+    // tmux: a terminal that lives through the rounds names the server to end,
+    // and asks.
+    let asker = config.map(|_| app.spawn_sh("sleep 600"));
+    let _server = asker.map(|id| TmuxServer::of(&app, id));
     let app = Some(app);
     let mut t = Torture {
         host,
         config,
         app,
         trace,
+        asker,
         ..Torture::default()
     };
     let started = Instant::now();
@@ -252,7 +272,8 @@ impl Torture {
                 return false;
             };
             let inner = again.as_object().and_then(|o| o.values().next());
-            if inner.is_none_or(|v| v["replayed"] != true) || normal(&again) != normal(answer) {
+            let marked = inner.is_some_and(|v| v["replayed"] == true);
+            if marked != q.replays() || normal(&again) != normal(answer) {
                 let what = format!("{} answered {answer}, then {again}", q.id);
                 self.violation("replay", r, what);
             }
@@ -276,7 +297,13 @@ impl Torture {
         let trace = self.trace.display();
         let req = |label: &str, body: Value| {
             let (id, first) = (format!("r{r}-{label}"), Outcome::Unsent);
-            Req { id, body, first }
+            let from = None;
+            Req {
+                id,
+                body,
+                first,
+                from,
+            }
         };
         let spawn = |label: &str| {
             let script = format!("echo 'spawn:r{r}-{label};' >> '{trace}'");
@@ -293,6 +320,14 @@ impl Torture {
             ],
             vec![req("variants", self.run_variants(&group))],
         ];
+        if let Some(asker) = self.asker {
+            let ask = json!({"Ask": {"kind": "permission",
+                "tool": {"name": "Bash", "input": {"command": format!("echo r{r}")}},
+                "tool_call_id": format!("r{r}-call"), "expires_in_secs": 1}});
+            let mut ask = req("ask", ask);
+            ask.from = Some(asker);
+            lanes.push(vec![ask]);
+        }
         if self.ready.is_empty() {
             // A group to pick from, made in calm, when the storms left none.
             let calm = format!("r{r}-calm");
@@ -344,7 +379,25 @@ impl Torture {
     fn envelope(&self, q: &Req) -> Value {
         let mut envelope = self.app().envelope(q.body.clone());
         envelope["request_id"] = json!(q.id);
+        if let Some(terminal) = q.from {
+            envelope["from"] = json!({"Terminal": {"environment": "main", "terminal": terminal}});
+            envelope["token"] = json!(self.token_of(terminal));
+        }
         envelope
+    }
+
+    /// A terminal's token now, from the file its program was told of (a
+    /// restarted app writes the new one there).
+    fn token_of(&self, terminal: u64) -> String {
+        let record = self.app().record(terminal);
+        let pid = record["pid"].as_u64().unwrap_or_else(|| panic!("{record}"));
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        let file = environ
+            .split(|b| *b == 0)
+            .find_map(|v| v.strip_prefix(b"KRAD_ADE_TOKEN_FILE="))
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .unwrap_or_else(|| panic!("terminal {terminal} has no token file"));
+        std::fs::read_to_string(file).unwrap().trim().to_owned()
     }
 
     /// Freezes the app, notes its children (the git commands it runs, forks not
