@@ -23,13 +23,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::protocol::{
-    ApiError, ErrorCode, MAX_LINE, RequestId, Response, StreamMessage, TerminalRef,
+    ApiError, EncodedAnswer, ErrorCode, MAX_LINE, RequestId, Response, StreamLine, TerminalRef,
 };
 use crate::request::stats::StatsInfo;
 use crate::request::{Call, attach as attach_request, for_each_request, subscribe_agents};
 use crate::token::{Principal, Secret};
 use connection::LineRead;
-use dispatch::Reply;
+use dispatch::{Prepared, Reply};
 
 pub use attach::Attachment;
 
@@ -84,8 +84,21 @@ pub trait Handle<R: Call> {
     ) -> impl Future<Output = Result<R::Answer, ApiError>> + Send;
 }
 
+/// How the app answers a request whose answer it keeps serialized (List and
+/// Check, from each agent's JSON cached since its last change): the answer
+/// line, byte for byte the one the typed `R::Answer` would serialize to, so that
+/// a client decodes it as that.
+pub trait HandleEncoded<R: Call> {
+    /// Answers `request` for the caller in `ctx`.
+    fn handle_encoded(
+        &self,
+        ctx: &CallContext,
+        request: R,
+    ) -> impl Future<Output = Result<EncodedAnswer, ApiError>> + Send;
+}
+
 /// Declares [`Handlers`] from the request list: a [`Handle`] for every request
-/// served `by app`.
+/// served `by app`, a [`HandleEncoded`] for every one served `by encoded`.
 macro_rules! declare_handlers {
     ($($kind:ident($module:ident) by $served:ident,)*) => {
         declare_handlers!(@pick [] $($kind($module) by $served,)*);
@@ -93,12 +106,16 @@ macro_rules! declare_handlers {
     (@pick [$($bound:tt)*] $kind:ident($module:ident) by app, $($rest:tt)*) => {
         declare_handlers!(@pick [$($bound)* + Handle<crate::request::$module::$kind>] $($rest)*);
     };
+    (@pick [$($bound:tt)*] $kind:ident($module:ident) by encoded, $($rest:tt)*) => {
+        declare_handlers!(@pick [$($bound)* + HandleEncoded<crate::request::$module::$kind>] $($rest)*);
+    };
     (@pick [$($bound:tt)*] $kind:ident($module:ident) by $other:ident, $($rest:tt)*) => {
         declare_handlers!(@pick [$($bound)*] $($rest)*);
     };
     (@pick [$($bound:tt)*]) => {
-        /// A [`Handle`] for every request the app answers (those of the request
-        /// list served `by app`); implemented for every type that has them all.
+        /// A [`Handle`] (or [`HandleEncoded`]) for every request the app answers
+        /// (those of the request list served `by app` or `by encoded`);
+        /// implemented for every type that has them all.
         pub trait Handlers: Send + Sync $($bound)* {}
 
         impl<T: Send + Sync $($bound)*> Handlers for T {}
@@ -110,8 +127,9 @@ for_each_request!(declare_handlers);
 /// A stream of messages for one subscriber, pulled by the bus as fast as the
 /// subscriber reads: a slow reader simply pulls less often.
 pub trait Subscription: Send + 'static {
-    /// The next message; `None` ends the stream.
-    fn next(&mut self) -> impl Future<Output = Option<StreamMessage>> + Send;
+    /// The next message (agents as their cached JSON); `None` ends the stream.
+    /// Cancel-safe: dropping the future before it is ready loses nothing.
+    fn next(&mut self) -> impl Future<Output = Option<StreamLine>> + Send;
 }
 
 /// Who is calling and how, handed to every request's handler.
@@ -354,12 +372,18 @@ async fn connection_task<A: App>(
     // After a whole line, a client that sent nothing more need not be lingered on.
     let whole_line = matches!(read, Ok(Ok(LineRead::Line(_))));
     let reply = match read {
-        // Boxed: the request's future is sized for the largest request the app
-        // serves; a connection carries it only once its line has arrived, and the
-        // task is spawned (and moved) without it.
-        Ok(Ok(LineRead::Line(line))) => {
-            Box::pin(dispatch::handle(&bus, &app, &line, &mut stream)).await
-        }
+        // The request's work is boxed (see `dispatch::prepare`): a connection
+        // carries it only once its line has arrived, sized for that request alone.
+        Ok(Ok(LineRead::Line(line))) => match dispatch::prepare(&bus, &app, &line) {
+            Prepared::Reply(reply) => reply,
+            Prepared::Run(running) => {
+                drop(line);
+                let watch = running.cancels_on_leave.then_some(&mut stream);
+                let reply = dispatch::run(running.work, running.deadline, watch).await;
+                drop(running._waiting);
+                reply
+            }
+        },
         Ok(Ok(LineRead::TooLong)) => Reply::Answer(
             ApiError::bad_request(format!(
                 "the request line is longer than {MAX_LINE} bytes (the limit, its \\n included)"
@@ -381,10 +405,21 @@ async fn connection_task<A: App>(
             .into(),
         ),
     };
+    // Writing the answer is boxed too: the task of every connection is sized for
+    // its largest state, and a held request (a Wait) should not carry room for
+    // writing (and lingering) while it waits.
     match reply {
         Reply::Answer(response) => {
             bus.counters.answered(response.error_code());
-            connection::answer(stream, &response.to_line(), bus.config.linger, whole_line).await;
+            let line = response.to_line();
+            drop(response);
+            Box::pin(connection::answer(
+                stream,
+                &line,
+                bus.config.linger,
+                whole_line,
+            ))
+            .await;
         }
         Reply::Recorded(answer) => {
             let code = answer
@@ -394,7 +429,23 @@ async fn connection_task<A: App>(
             bus.counters.answered(code);
             let mut line = serde_json::to_vec(&answer).unwrap_or_default();
             line.push(b'\n');
-            connection::answer(stream, &line, bus.config.linger, whole_line).await;
+            Box::pin(connection::answer(
+                stream,
+                &line,
+                bus.config.linger,
+                whole_line,
+            ))
+            .await;
+        }
+        Reply::Encoded(answer) => {
+            bus.counters.answered(None);
+            Box::pin(connection::answer(
+                stream,
+                answer.as_bytes(),
+                bus.config.linger,
+                whole_line,
+            ))
+            .await;
         }
         Reply::Stream(subscription) => {
             bus.counters.answered(None);
@@ -403,7 +454,9 @@ async fn connection_task<A: App>(
         }
         Reply::Attach(attachment) => {
             bus.counters.answered(None);
-            attach::serve(stream, attachment, &bus.shutdown).await;
+            // Boxed, like the stream: the task of every connection is sized for
+            // its largest state, and most connections never attach.
+            Box::pin(attach::serve(stream, attachment, &bus.shutdown)).await;
         }
         Reply::Left => tracing::debug!("client left; its request was cancelled"),
     }
