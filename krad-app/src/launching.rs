@@ -2,16 +2,17 @@
 //! program may call the bus in its first instant — Claude Code's SessionStart
 //! hook does) while the app has not yet recorded them. A request with such a
 //! token waits for the record instead of being refused as `unauthorized`
-//! ([`Launching::known_soon`]).
+//! ([`Launching::started`], the app's `terminal_starting`).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use krad_bus::protocol::TerminalRef;
+use krad_bus::server::Waiting;
 use tokio::sync::watch;
 
-use crate::store::Store;
+use crate::Core;
 
 /// The longest a request from a starting terminal waits for its record: a
 /// Spawn's own deadline.
@@ -54,27 +55,25 @@ impl Launching {
             .is_some_and(|environment| *environment == terminal.environment)
     }
 
-    /// Whether `terminal` is one the store knows — waiting, while it is being
-    /// started, until it is recorded (or its start failed).
-    pub(crate) async fn known_soon(&self, store: &Store, terminal: &TerminalRef) -> bool {
-        let mut settled = self.settled.subscribe();
-        let waiting = async {
-            loop {
-                if store.knows(terminal) {
-                    return true;
+    /// For `terminal` while it is being started: what resolves once its start
+    /// is over (recorded, or failed; at most [`AT_MOST`]). `None` otherwise.
+    pub(crate) fn started(core: &Arc<Core>, terminal: &TerminalRef) -> Option<Waiting> {
+        if !core.launching.starts(terminal) {
+            return None;
+        }
+        let mut settled = core.launching.settled.subscribe();
+        let core = core.clone();
+        let terminal = terminal.clone();
+        Some(Box::pin(async move {
+            let over = async {
+                while core.launching.starts(&terminal) {
+                    if settled.changed().await.is_err() {
+                        return;
+                    }
                 }
-                if !self.starts(terminal) {
-                    // It may have been recorded just after the first look.
-                    return store.knows(terminal);
-                }
-                if settled.changed().await.is_err() {
-                    return false;
-                }
-            }
-        };
-        tokio::time::timeout(AT_MOST, waiting)
-            .await
-            .unwrap_or(false)
+            };
+            let _ = tokio::time::timeout(AT_MOST, over).await;
+        }))
     }
 }
 

@@ -289,9 +289,12 @@ impl App for EmbeddedApp {
         Some(&self.core.request_log)
     }
 
-    async fn knows_terminal(&self, terminal: &TerminalRef) -> bool {
-        let core = &self.core;
-        core.launching.known_soon(&core.store, terminal).await
+    fn knows_terminal(&self, terminal: &TerminalRef) -> bool {
+        self.core.store.knows(terminal)
+    }
+
+    fn terminal_starting(&self, terminal: &TerminalRef) -> Option<krad_bus::server::Waiting> {
+        launching::Launching::started(&self.core, terminal)
     }
 
     async fn agent_count(&self) -> u64 {

@@ -13,6 +13,9 @@
 //!   range after it: it gets every agent that changed, once, with its current
 //!   record, in rev order. A slow subscriber therefore costs no memory and never
 //!   misses a final state — its updates are conflated by construction.
+//! * Each record's JSON is kept beside it, serialized once per change: List,
+//!   Check and every subscriber splice those bytes rather than cloning and
+//!   serializing the record each time.
 //! * Each agent has a `watch` channel holding its record, so a Wait on one agent
 //!   wakes only for that agent, and still reads the final record after the
 //!   terminal was removed.
@@ -23,7 +26,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
 
 use krad_bus::protocol::{
-    AgentRecord, AgentState, RemovedInfo, SnapshotInfo, StateSource, StreamMessage, TerminalRef,
+    AgentRecord, AgentState, RecordJson, RemovedInfo, SnapshotLine, StateSource, StreamLine,
+    StreamMessage, TerminalRef,
 };
 use krad_store::{Db, Kind, StoreError, Tx};
 use krad_term::Terminal;
@@ -73,6 +77,8 @@ pub struct Entry {
     /// How many Reports it made: a Send that began before a Report does not
     /// overwrite the state that Report set.
     pub reports: u64,
+    /// `record` as JSON, rebuilt at every change of it.
+    json: RecordJson,
     watch: watch::Sender<AgentRecord>,
 }
 
@@ -414,6 +420,7 @@ impl Store {
         inner.agents.insert(
             id,
             Entry {
+                json: RecordJson::of(&record),
                 watch: watch::channel(record.clone()).0,
                 record: record.clone(),
                 terminal,
@@ -450,6 +457,7 @@ impl Store {
         inner.changes.insert(rev, Change::Agent(id));
         let entry = inner.agents.get_mut(&id)?;
         entry.record.rev = rev;
+        entry.json = RecordJson::of(&entry.record);
         let record = entry.record.clone();
         entry.watch.send_replace(record.clone());
         self.keep(&mut inner, &record, None);
@@ -515,6 +523,21 @@ impl Store {
             .collect()
     }
 
+    /// The agents' JSON, by terminal id, of one environment or all (List).
+    pub fn list_json(&self, environment: Option<&str>) -> Vec<RecordJson> {
+        self.lock()
+            .agents
+            .values()
+            .filter(|e| environment.is_none_or(|env| e.record.environment == env))
+            .map(|e| e.json.clone())
+            .collect()
+    }
+
+    /// An agent's JSON now.
+    pub fn json(&self, id: u64) -> Option<RecordJson> {
+        self.with(id, |e| e.json.clone())
+    }
+
     /// The token files of the hosted terminals.
     pub fn token_files(&self) -> Vec<PathBuf> {
         self.lock()
@@ -563,7 +586,7 @@ impl Store {
 
     /// The first message of a subscription, and the rev it covers.
     /// Taken under the lock, so no change falls between it and what follows.
-    pub fn snapshot(&self, environment: Option<&str>, since_rev: Option<u64>) -> SnapshotInfo {
+    pub fn snapshot(&self, environment: Option<&str>, since_rev: Option<u64>) -> SnapshotLine {
         let inner = self.lock();
         let matches = |env: &str| environment.is_none_or(|e| e == env);
         let resumable = since_rev.filter(|&since| {
@@ -572,13 +595,13 @@ impl Store {
                 && !(inner.start_rev > 0 && since <= inner.start_rev)
         });
         match resumable {
-            None => SnapshotInfo {
+            None => SnapshotLine {
                 rev: inner.rev,
                 agents: inner
                     .agents
                     .values()
                     .filter(|e| matches(&e.record.environment))
-                    .map(|e| e.record.clone())
+                    .map(|e| e.json.clone())
                     .collect(),
                 removed: Vec::new(),
                 fresh: true,
@@ -586,14 +609,11 @@ impl Store {
             Some(since) => {
                 let mut agents = Vec::new();
                 let mut removed = Vec::new();
-                for message in changes_after(&inner, since, environment) {
-                    match message {
-                        StreamMessage::Agent(record) => agents.push(*record),
-                        StreamMessage::Removed(gone) => removed.push(gone),
-                        _ => {}
-                    }
-                }
-                SnapshotInfo {
+                for_changes_after(&inner, since, environment, |change| match change {
+                    Changed::Agent(entry) => agents.push(entry.json.clone()),
+                    Changed::Removed(gone) => removed.push(gone),
+                });
+                SnapshotLine {
                     rev: inner.rev,
                     agents,
                     removed,
@@ -606,32 +626,71 @@ impl Store {
     /// Every change after `rev`, as stream messages in rev order, and the rev now.
     pub fn changes_since(&self, rev: u64, environment: Option<&str>) -> (Vec<StreamMessage>, u64) {
         let inner = self.lock();
-        (changes_after(&inner, rev, environment), inner.rev)
+        let mut messages = Vec::new();
+        for_changes_after(&inner, rev, environment, |change| {
+            messages.push(match change {
+                Changed::Agent(entry) => StreamMessage::Agent(Box::new(entry.record.clone())),
+                Changed::Removed(gone) => StreamMessage::Removed(gone),
+            })
+        });
+        (messages, inner.rev)
+    }
+
+    /// The same as stream lines, agents as their kept JSON (a subscriber's).
+    pub fn lines_since(
+        &self,
+        rev: u64,
+        environment: Option<&str>,
+        out: &mut impl Extend<StreamLine>,
+    ) -> u64 {
+        let inner = self.lock();
+        for_changes_after(&inner, rev, environment, |change| {
+            out.extend(Some(match change {
+                Changed::Agent(entry) => StreamLine::Agent(entry.json.clone()),
+                Changed::Removed(gone) => StreamLine::Message(StreamMessage::Removed(gone)),
+            }))
+        });
+        inner.rev
     }
 }
 
-/// The changes after `since`, in rev order: each changed agent once (its record
+/// One change after a rev.
+enum Changed<'a> {
+    Agent(&'a Entry),
+    Removed(RemovedInfo),
+}
+
+/// The changes after `since`, in rev order: each changed agent once (its entry
 /// now) and each removal.
-fn changes_after(inner: &Inner, since: u64, environment: Option<&str>) -> Vec<StreamMessage> {
+fn for_changes_after<'a>(
+    inner: &'a Inner,
+    since: u64,
+    environment: Option<&str>,
+    mut each: impl FnMut(Changed<'a>),
+) {
     let wanted = |env: &str| environment.is_none_or(|e| e == env);
-    inner
-        .changes
-        .range(since + 1..)
-        .filter_map(|(rev, change)| match change {
-            Change::Agent(id) => inner
-                .agents
-                .get(id)
-                .filter(|entry| wanted(&entry.record.environment))
-                .map(|entry| StreamMessage::Agent(Box::new(entry.record.clone()))),
+    for (rev, change) in inner.changes.range(since + 1..) {
+        match change {
+            Change::Agent(id) => {
+                if let Some(entry) = inner.agents.get(id)
+                    && wanted(&entry.record.environment)
+                {
+                    each(Changed::Agent(entry));
+                }
+            }
             Change::Removed {
                 terminal,
                 environment: env,
-            } => wanted(env).then_some(StreamMessage::Removed(RemovedInfo {
-                terminal: *terminal,
-                rev: *rev,
-            })),
-        })
-        .collect()
+            } => {
+                if wanted(env) {
+                    each(Changed::Removed(RemovedInfo {
+                        terminal: *terminal,
+                        rev: *rev,
+                    }));
+                }
+            }
+        }
+    }
 }
 
 /// Sets a record's state; says whether anything changed.

@@ -1,12 +1,14 @@
 //! The SubscribeAgents stream: a snapshot, then every change in rev order,
 //! pulled from the store's change index (so a slow reader is conflated, not
-//! buffered), with a heartbeat every 15 s without a change.
+//! buffered), with a heartbeat every 15 s without a change. Agents go out as
+//! the JSON the store keeps for each record: one serialization per change,
+//! whatever the number of subscribers.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use krad_bus::protocol::{HeartbeatInfo, SnapshotInfo, StreamMessage};
+use krad_bus::protocol::{HeartbeatInfo, SnapshotLine, StreamLine, StreamMessage};
 use krad_bus::server::Subscription;
 use tokio::sync::watch;
 
@@ -19,9 +21,9 @@ pub const HEARTBEAT: Duration = Duration::from_secs(15);
 pub struct AgentStream {
     store: Arc<Store>,
     environment: Option<String>,
-    snapshot: Option<SnapshotInfo>,
+    snapshot: Option<SnapshotLine>,
     sent_rev: u64,
-    queue: VecDeque<StreamMessage>,
+    queue: VecDeque<StreamLine>,
     revs: watch::Receiver<u64>,
 }
 
@@ -47,9 +49,9 @@ impl AgentStream {
 }
 
 impl Subscription for AgentStream {
-    async fn next(&mut self) -> Option<StreamMessage> {
+    async fn next(&mut self) -> Option<StreamLine> {
         if let Some(snapshot) = self.snapshot.take() {
-            return Some(StreamMessage::Snapshot(snapshot));
+            return Some(StreamLine::Snapshot(snapshot));
         }
         loop {
             if let Some(message) = self.queue.pop_front() {
@@ -57,12 +59,10 @@ impl Subscription for AgentStream {
             }
             // Mark the rev seen before reading, so no change slips between.
             self.revs.borrow_and_update();
-            let (messages, rev) = self
-                .store
-                .changes_since(self.sent_rev, self.environment.as_deref());
-            self.sent_rev = rev;
-            if !messages.is_empty() {
-                self.queue.extend(messages);
+            self.sent_rev =
+                self.store
+                    .lines_since(self.sent_rev, self.environment.as_deref(), &mut self.queue);
+            if !self.queue.is_empty() {
                 continue;
             }
             tokio::select! {
@@ -72,7 +72,8 @@ impl Subscription for AgentStream {
                     }
                 }
                 () = tokio::time::sleep(HEARTBEAT) => {
-                    return Some(StreamMessage::Heartbeat(HeartbeatInfo { rev: self.store.rev() }));
+                    let heartbeat = HeartbeatInfo { rev: self.store.rev() };
+                    return Some(StreamLine::Message(StreamMessage::Heartbeat(heartbeat)));
                 }
             }
         }

@@ -16,12 +16,13 @@ use std::time::Duration;
 
 use krad_app::config::Config;
 use krad_app::{EmbeddedApp, Settings};
+use krad_bus::protocol::EncodedAnswer;
 use krad_bus::protocol::{AgentRecord, AgentState, Waited};
 use krad_bus::request::check::Check;
 use krad_bus::request::list::List;
 use krad_bus::request::spawn::Spawn;
 use krad_bus::request::wait::{Wait, WaitFor};
-use krad_bus::server::{self, Bus, CallContext, Handle, ServerConfig};
+use krad_bus::server::{self, Bus, CallContext, Handle, HandleEncoded, ServerConfig};
 use krad_bus::token::{Principal, Secret};
 use krad_term::{
     ExitStatus, Snapshot, SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost,
@@ -199,10 +200,29 @@ fn spawn_request() -> Spawn {
     }
 }
 
+/// The answer a List or Check gives (as the bytes it sends), as records.
+fn decoded<T: serde::de::DeserializeOwned>(answer: &EncodedAnswer, name: &str) -> T {
+    let mut value: serde_json::Value = serde_json::from_slice(answer.as_bytes()).unwrap();
+    serde_json::from_value(value[name].take()).unwrap()
+}
+
 async fn list(app: &EmbeddedApp) -> Vec<AgentRecord> {
-    Handle::<List>::handle(app, &client(), List::default())
+    let answer = HandleEncoded::<List>::handle_encoded(app, &client(), List::default())
         .await
-        .unwrap()
+        .unwrap();
+    decoded(&answer, "Agents")
+}
+
+async fn check(app: &EmbeddedApp, target: u64, wait_secs: Option<u64>) -> AgentRecord {
+    let check = Check {
+        target,
+        wait_secs,
+        since_rev: None,
+    };
+    let answer = HandleEncoded::<Check>::handle_encoded(app, &client(), check)
+        .await
+        .unwrap();
+    decoded(&answer, "Agent")
 }
 
 /// Waits (in the runtime, without holding it) for a std channel.
@@ -302,29 +322,9 @@ async fn waits_end_at_their_timeouts() {
         "Wait of 1800 s answered after {took:?}"
     );
 
-    let now = Handle::<Check>::handle(
-        &*fixture.app,
-        &client(),
-        Check {
-            target: id,
-            wait_secs: None,
-            since_rev: None,
-        },
-    )
-    .await
-    .unwrap();
+    let now = check(&fixture.app, id, None).await;
     let started = tokio::time::Instant::now();
-    let checked = Handle::<Check>::handle(
-        &*fixture.app,
-        &client(),
-        Check {
-            target: id,
-            wait_secs: Some(600),
-            since_rev: None,
-        },
-    )
-    .await
-    .unwrap();
+    let checked = check(&fixture.app, id, Some(600)).await;
     let took = started.elapsed();
     assert_eq!(checked.rev, now.rev, "nothing changed");
     assert!(

@@ -15,6 +15,17 @@ use clap::Parser;
 use exit::{Exit, Failure};
 
 fn main() -> ExitCode {
+    // `krad api`, the handshake scripts run first and often, logs nothing and
+    // needs none of the command tree: its plain forms skip clap and the logging
+    // set-up (see docs/PERFORMANCE.md, "`krad api` as a whole process").
+    if let Some(json) = plain_api(std::env::args_os().skip(1)) {
+        let args = commands::api::ApiArgs {};
+        return finish(commands::api::run(
+            args,
+            &connect::ConnectArgs::default(),
+            json,
+        ));
+    }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -27,7 +38,24 @@ fn main() -> ExitCode {
         }
     };
     init_tracing(matches!(cli.command, cli::Command::Serve(_)));
-    match cli.run() {
+    finish(cli.run())
+}
+
+/// `Some(json)` when the arguments are exactly `api`, `api --json` or
+/// `--json api`; anything else (other flags, `--help`) goes through clap.
+fn plain_api(args: impl Iterator<Item = std::ffi::OsString>) -> Option<bool> {
+    let args: Vec<_> = args.take(3).collect();
+    let args: Vec<&str> = args.iter().map(|a| a.to_str()).collect::<Option<_>>()?;
+    match args.as_slice() {
+        ["api"] => Some(false),
+        ["api", "--json"] | ["--json", "api"] => Some(true),
+        _ => None,
+    }
+}
+
+/// The command's outcome as the exit code, its error printed.
+fn finish(outcome: anyhow::Result<Exit>) -> ExitCode {
+    match outcome {
         Ok(exit) => exit.into(),
         Err(error) => {
             let (exit, message) = match error.downcast::<Failure>() {
@@ -58,4 +86,32 @@ fn init_tracing(serving: bool) {
     krad_term::log_full_argv(
         std::env::var("RUST_LOG").is_ok_and(|filter| filter.contains(krad_term::ARGV_TARGET)),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_api;
+
+    fn plain(args: &[&str]) -> Option<bool> {
+        plain_api(args.iter().map(std::ffi::OsString::from))
+    }
+
+    #[test]
+    fn only_the_plain_forms_of_api_skip_clap() {
+        assert_eq!(plain(&["api"]), Some(false));
+        assert_eq!(plain(&["api", "--json"]), Some(true));
+        assert_eq!(plain(&["--json", "api"]), Some(true));
+        for other in [
+            &[][..],
+            &["api", "--help"],
+            &["api", "--json", "--json"],
+            &["api", "--endpoint", "127.0.0.1:1"],
+            &["--endpoint=127.0.0.1:1", "api"],
+            &["ls"],
+            &["api", "extra"],
+            &["apis"],
+        ] {
+            assert_eq!(plain(other), None, "{other:?}");
+        }
+    }
 }

@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use krad_bus::protocol::{ApiError, AttachInput, AttachMessage, StreamMessage, TerminalRef};
+use krad_bus::protocol::{
+    ApiError, AttachInput, AttachMessage, EncodedAnswer, StreamLine, TerminalRef,
+};
 use krad_bus::request::{Call, attach, subscribe_agents};
 use krad_bus::server::{
-    self, App, Attachment, Bus, CallContext, Handle, ServerConfig, Subscription,
+    self, App, Attachment, Bus, CallContext, Handle, HandleEncoded, ServerConfig, Subscription,
 };
 use krad_bus::token::Secret;
 use serde_json::{Value, json};
@@ -33,7 +35,7 @@ impl StuckApp {
 struct NoStream;
 
 impl Subscription for NoStream {
-    async fn next(&mut self) -> Option<StreamMessage> {
+    async fn next(&mut self) -> Option<StreamLine> {
         std::future::pending().await
     }
 }
@@ -54,7 +56,7 @@ impl App for StuckApp {
     fn request_log(&self) -> Option<&krad_bus::server::request_log::RequestLog> {
         None
     }
-    async fn knows_terminal(&self, _terminal: &TerminalRef) -> bool {
+    fn knows_terminal(&self, _terminal: &TerminalRef) -> bool {
         true
     }
     async fn agent_count(&self) -> u64 {
@@ -76,6 +78,12 @@ impl App for StuckApp {
 /// generic, so a test app need not name them.
 impl<R: Call> Handle<R> for StuckApp {
     async fn handle(&self, _: &CallContext, _: R) -> Result<R::Answer, ApiError> {
+        self.stuck().await
+    }
+}
+
+impl<R: Call> HandleEncoded<R> for StuckApp {
+    async fn handle_encoded(&self, _: &CallContext, _: R) -> Result<EncodedAnswer, ApiError> {
         self.stuck().await
     }
 }

@@ -316,3 +316,77 @@ fn a_quiet_stream_sends_a_heartbeat_every_15_s() {
         "{took:?}"
     );
 }
+
+/// Issue 16: List, Check and the stream's agents are spliced from each record's
+/// JSON kept since its last change. The bytes on the wire must be exactly what
+/// serializing the typed answer gives (same fields, same order, same escapes),
+/// and must follow every change of the record.
+#[test]
+fn list_check_and_stream_agents_are_the_typed_records_byte_for_byte() {
+    use krad_bus::protocol::{Response, StreamMessage};
+    use std::io::Read;
+
+    let app = App::start();
+    let raw = |request: Value| -> Vec<u8> {
+        let mut stream = app.connect();
+        let mut line = serde_json::to_vec(&app.envelope(request)).unwrap();
+        line.push(b'\n');
+        stream.write_all(&line).unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).unwrap();
+        answer
+    };
+    let retyped = |line: &[u8]| serde_json::from_slice::<Response>(line).unwrap().to_line();
+    let message = "say \"hi\" \\ ✳ tab\there";
+    let first = app.spawn_sh("sleep 60");
+    let second = app.spawn_sh(&format!(
+        "krad report idle -m '{message}' >/dev/null; sleep 60"
+    ));
+    let mut stream = subscribe(&app, json!({}));
+    let mut snapshot = String::new();
+    stream.read_line(&mut snapshot).unwrap();
+    let typed: StreamMessage = serde_json::from_str(&snapshot).unwrap();
+    assert_eq!(typed.to_line(), snapshot.as_bytes());
+
+    app.until(second, Duration::from_secs(30), |r| r["message"] == message);
+    let list = raw(json!("List"));
+    assert_eq!(retyped(&list), list);
+    let agents: Value = serde_json::from_slice(&list).unwrap();
+    assert_eq!(agents["Agents"][0]["terminal"], first);
+    assert_eq!(
+        agents["Agents"][1]["message"], message,
+        "List follows changes"
+    );
+    let check = raw(json!({"Check": {"target": second}}));
+    assert_eq!(retyped(&check), check);
+    let checked: Value = serde_json::from_slice(&check).unwrap();
+    assert_eq!(checked["Agent"], agents["Agents"][1]);
+    let filtered = raw(json!({"List": {"environment": "main"}}));
+    assert_eq!(filtered, list);
+
+    // Check with wait_secs answers the change after `since_rev`.
+    let rev = checked["Agent"]["rev"].as_u64().unwrap();
+    let waited = std::thread::scope(|s| {
+        let waiter = s
+            .spawn(|| raw(json!({"Check": {"target": second, "wait_secs": 60, "since_rev": rev}})));
+        app.request(json!({"Rename": {"target": second, "name": "renamed-b"}}));
+        waiter.join().unwrap()
+    });
+    assert_eq!(retyped(&waited), waited);
+    let waited: Value = serde_json::from_slice(&waited).unwrap();
+    assert!(waited["Agent"]["rev"].as_u64().unwrap() > rev);
+    assert_eq!(waited["Agent"]["name"], "renamed-b");
+
+    // The stream's agent lines, up to the rename.
+    loop {
+        let mut line = String::new();
+        stream.read_line(&mut line).unwrap();
+        let typed: StreamMessage = serde_json::from_str(&line).unwrap();
+        assert_eq!(typed.to_line(), line.as_bytes());
+        if let StreamMessage::Agent(agent) = typed
+            && agent.name.as_deref() == Some("renamed-b")
+        {
+            break;
+        }
+    }
+}

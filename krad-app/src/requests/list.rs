@@ -1,23 +1,22 @@
-//! List: every agent, by terminal id.
+//! List: every agent, by terminal id, spliced from each record's kept JSON.
 
-use krad_bus::protocol::{AgentRecord, ApiError};
+use krad_bus::protocol::{ApiError, EncodedAnswer};
 use krad_bus::request::list::List;
-use krad_bus::server::{CallContext, Handle};
+use krad_bus::server::{CallContext, HandleEncoded};
 
 use crate::EmbeddedApp;
 
-impl Handle<List> for EmbeddedApp {
-    async fn handle(
+impl HandleEncoded<List> for EmbeddedApp {
+    async fn handle_encoded(
         &self,
         _ctx: &CallContext,
         request: List,
-    ) -> Result<Vec<AgentRecord>, ApiError> {
+    ) -> Result<EncodedAnswer, ApiError> {
         let core = &self.core;
-        if let Some(env) = &request.environment
-            && let Err(e) = core.check_environment(env)
-        {
-            return Err(e);
+        if let Some(env) = &request.environment {
+            core.check_environment(env)?;
         }
-        Ok(core.store.list(request.environment.as_deref()))
+        let records = core.store.list_json(request.environment.as_deref());
+        Ok(EncodedAnswer::agents(&records))
     }
 }

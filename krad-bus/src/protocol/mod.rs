@@ -5,6 +5,7 @@ mod agent;
 mod answer;
 mod ask;
 mod attach;
+mod encoded;
 mod envelope;
 mod environment;
 mod error;
@@ -20,6 +21,7 @@ pub use ask::{AnsweredInfo, AskAnswer, AskInfo, DecidedBy};
 pub use attach::{
     AttachInput, AttachMessage, DataInfo, ExitedInfo, ResizeInfo, ScreenInfo, TmuxInfo,
 };
+pub use encoded::{EncodedAnswer, RecordJson, SnapshotLine, StreamLine};
 pub use envelope::{
     API_VERSION, Caller, Envelope, OutgoingEnvelope, RawRequest, RequestId, TerminalRef, Token,
 };

@@ -121,15 +121,16 @@ pub mod deadline {
 
 /// The one list of requests, in the order Hello lists them: each request's
 /// name, its module, and who serves it (`bus`: the bus itself; `app`: the app
-/// through [`crate::server::Handle`]; `stream`: a SubscribeAgents stream;
-/// `attach`: an attachment). Everything that must name every request is
+/// through [`crate::server::Handle`]; `encoded`: the app, answering a line it
+/// spliced from cached JSON through [`crate::server::HandleEncoded`]; `stream`:
+/// a SubscribeAgents stream; `attach`: an attachment). Everything that must name every request is
 /// generated from it by a macro passed as `$then`.
 macro_rules! for_each_request {
     ($then:ident) => {
         $then! {
             Hello(hello) by bus,
-            List(list) by app,
-            Check(check) by app,
+            List(list) by encoded,
+            Check(check) by encoded,
             Wait(wait) by app,
             Spawn(spawn) by app,
             Send(send) by app,

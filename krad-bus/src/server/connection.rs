@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use super::Subscription;
-use crate::protocol::{MAX_LINE, StreamMessage};
+use crate::protocol::{MAX_LINE, StreamLine, StreamMessage};
 
 /// How long writing an answer may take before the client is given up on.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -62,12 +62,20 @@ pub(crate) async fn read_line(stream: &mut TcpStream) -> std::io::Result<LineRea
 
 /// Resolves when the client closes its side (EOF) or the connection breaks.
 /// Whatever else it sends meanwhile is discarded (bytes after the line are ignored).
+///
+/// The buffer lives only while reading, not across the wait: every held
+/// request (a Wait, for up to 30 min) carries this future.
 pub(crate) async fn client_left(stream: &mut TcpStream) {
-    let mut sink = [0u8; 256];
     loop {
-        match stream.read(&mut sink).await {
-            Ok(0) | Err(_) => return,
+        if stream.readable().await.is_err() {
+            return;
+        }
+        let mut sink = [0u8; 256];
+        match stream.try_read(&mut sink) {
+            Ok(0) => return,
             Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return,
         }
     }
 }
@@ -159,22 +167,22 @@ pub(crate) async fn stream<S: Subscription>(
     while !ended {
         let message = tokio::select! {
             biased;
-            () = shutdown.cancelled() => StreamMessage::ShuttingDown,
+            () = shutdown.cancelled() => StreamLine::Message(StreamMessage::ShuttingDown),
             () = &mut left => return,
             message = subscription.next() => match message {
                 Some(message) => message,
                 None => break,
             },
         };
-        let mut last = message == StreamMessage::ShuttingDown;
+        let mut last = message.is_shutting_down();
         batch.clear();
-        batch.extend_from_slice(&message.to_line());
+        message.write_to(&mut batch);
         // More messages that are ready now join the same write.
         while !last && batch.len() < BATCH_BYTES && !shutdown.is_cancelled() {
             match ready_now(subscription.next()) {
                 Some(Some(message)) => {
-                    last = message == StreamMessage::ShuttingDown;
-                    batch.extend_from_slice(&message.to_line());
+                    last = message.is_shutting_down();
+                    message.write_to(&mut batch);
                 }
                 Some(None) => {
                     ended = true;

@@ -2,6 +2,7 @@
 //! exhaustive dispatch that runs each request under its deadline.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,10 +13,11 @@ use super::bus_requests::ServedByBus;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::counters::GaugeGuard;
 use super::request_log::{Begin, Ticket};
-use super::{App, Bus, CallContext, Handle, connection};
+use super::{App, Bus, CallContext, Handle, HandleEncoded, connection};
 use crate::protocol::{
-    Answer, ApiError, Envelope, ErrorCode, Response, unsupported_version_message,
+    Answer, ApiError, EncodedAnswer, Envelope, ErrorCode, Response, unsupported_version_message,
 };
 use crate::request::{Request, Rights, for_each_request};
 use crate::token::Principal;
@@ -24,6 +26,8 @@ use crate::token::Principal;
 pub(crate) enum Reply<S, T> {
     /// Write this answer.
     Answer(Response),
+    /// Write this answer line, spliced by the app from cached JSON.
+    Encoded(EncodedAnswer),
     /// Write this answer, as recorded earlier (a replay).
     Recorded(serde_json::Value),
     /// Serve this stream.
@@ -44,77 +48,145 @@ impl<S, T> Reply<S, T> {
     }
 }
 
-/// Takes a request line through the order of checks and runs it.
-pub(crate) async fn handle<A: App>(
-    bus: &Arc<Bus>,
+/// A request's work, boxed on its own.
+pub(crate) type Work<S, T> = Pin<Box<dyn Future<Output = Reply<S, T>> + Send>>;
+
+/// What resolves once a terminal being started is recorded (or failed to start).
+pub type Waiting = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What the order of checks made of a request line.
+pub(crate) enum Prepared<'b, S, T> {
+    /// Answer at once (an error, a replay).
+    Reply(Reply<S, T>),
+    /// Run this under its deadline ([`run`]).
+    Run(Running<'b, S, T>),
+    /// The caller is a terminal being started: wait for this, then prepare
+    /// the line again (see [`App::terminal_starting`]).
+    Starting(Waiting),
+}
+
+/// A request to run: its work and what surrounds it.
+pub(crate) struct Running<'b, S, T> {
+    /// The work.
+    pub(crate) work: Work<S, T>,
+    /// Answer `"TimedOut"` past this.
+    pub(crate) deadline: Option<Duration>,
+    /// Cancel it when the client leaves.
+    pub(crate) cancels_on_leave: bool,
+    /// Counts it in Stats' `waits_pending` while it runs.
+    pub(crate) _waiting: Option<GaugeGuard<'b>>,
+}
+
+/// Takes a request line through the order of checks, and prepares what runs it.
+///
+/// Not async: the connection's task holds only the request's boxed work (and
+/// [`run`]'s timer) while it runs — a held request (a Wait, for up to 30 min)
+/// carries no copy of the line, the parsed request or the checks' state.
+///
+/// `waited`: the caller's terminal was being started, and that is over; it is
+/// now known, or refused.
+pub(crate) fn prepare<'b, A: App>(
+    bus: &'b Arc<Bus>,
     app: &Arc<A>,
     line: &[u8],
-    stream: &mut TcpStream,
-) -> Reply<A::Subscription, A::Attachment> {
-    let (ctx, request) = match checked(bus, &**app, line).await {
+    waited: bool,
+) -> Prepared<'b, A::Subscription, A::Attachment> {
+    let (ctx, request) = match checked(bus, &**app, line, waited) {
         Ok(checked) => checked,
-        Err(e) => return Reply::Answer(e.into()),
+        Err(Refusal::Error(e)) => return Prepared::Reply(Reply::Answer(e.into())),
+        Err(Refusal::Starting(starting)) => return Prepared::Starting(starting),
     };
     tracing::debug!(request = request.kind().name(), caller = ?ctx.principal, "request");
     let deadline = request.deadline();
     let cancels_on_leave = request.cancels_when_client_leaves();
     let _waiting = request.is_wait().then(|| bus.counters.wait_guard());
     let mutates = request.kind().mutates();
+    let running = |work, cancels_on_leave| {
+        Prepared::Run(Running {
+            work,
+            deadline,
+            cancels_on_leave,
+            _waiting,
+        })
+    };
 
     let ticket = match begin_at_most_once(&**app, mutates, &ctx, &request) {
         Once::Run(ticket) => ticket,
-        Once::Answer(reply) => return reply,
-        Once::AwaitFirst(first) => {
-            return run(first_answer(first), deadline, Some(stream)).await;
-        }
+        Once::Answer(reply) => return Prepared::Reply(reply),
+        Once::AwaitFirst(first) => return running(Box::pin(first_answer(first)), true),
     };
+    if !mutates {
+        // Nothing to keep: the request's own future, and nothing around it.
+        return running(dispatch(bus, app, ctx, request), cancels_on_leave);
+    }
     let mut ctx = ctx;
     ctx.once = ticket.as_ref().map(Ticket::key);
     let work = run_and_keep(bus.clone(), app.clone(), ctx, request, ticket);
-    if mutates && !cancels_on_leave {
-        // A mutation runs to completion whatever becomes of its connection; its
-        // record (and its request_id's answer) tells what it did.
-        let task = tokio::spawn(work);
-        let joined = async move {
-            task.await.unwrap_or_else(|e| {
-                tracing::error!("a request's task failed: {e}");
-                Reply::Answer(ApiError::internal("the request failed inside the app").into())
-            })
-        };
-        return run(joined, deadline, None).await;
+    if cancels_on_leave {
+        return running(Box::pin(work), true);
     }
-    run(work, deadline, cancels_on_leave.then_some(stream)).await
+    // A mutation runs to completion whatever becomes of its connection; its
+    // record (and its request_id's answer) tells what it did.
+    let task = tokio::spawn(work);
+    let joined = async move {
+        task.await.unwrap_or_else(|e| {
+            tracing::error!("a request's task failed: {e}");
+            Reply::Answer(ApiError::internal("the request failed inside the app").into())
+        })
+    };
+    running(Box::pin(joined), false)
+}
+
+/// Why [`checked`] did not pass a request.
+enum Refusal {
+    /// Its answer.
+    Error(ApiError),
+    /// Its caller is a terminal being started: check again once that is over.
+    Starting(Waiting),
+}
+
+impl From<ApiError> for Refusal {
+    fn from(e: ApiError) -> Self {
+        Refusal::Error(e)
+    }
+}
+
+/// `unauthorized`: the token does not name a caller the app knows.
+pub(crate) fn unauthorized() -> ApiError {
+    ApiError::new(
+        ErrorCode::Unauthorized,
+        "the token is not valid for the caller named in \"from\"",
+    )
 }
 
 /// Steps 1 to 4 of the order of checks: the line, the token, the version, then
 /// the request and the caller's right to make it.
-async fn checked<A: App>(
+fn checked<A: App>(
     bus: &Bus,
     app: &A,
     line: &[u8],
-) -> Result<(CallContext, Request), ApiError> {
+    waited: bool,
+) -> Result<(CallContext, Request), Refusal> {
     let envelope = Envelope::parse(line)?;
-    let unauthorized = || {
-        ApiError::new(
-            ErrorCode::Unauthorized,
-            "the token is not valid for the caller named in \"from\"",
-        )
-    };
     let principal = bus
         .secret
         .authenticate(&envelope.from, &envelope.token)
         .ok_or_else(unauthorized)?;
     if let Some(terminal) = principal.terminal()
-        && !app.knows_terminal(terminal).await
+        && !app.knows_terminal(terminal)
     {
-        return Err(unauthorized());
+        return Err(match app.terminal_starting(terminal) {
+            Some(starting) if !waited => Refusal::Starting(starting),
+            _ => Refusal::Error(unauthorized()),
+        });
     }
     // The version, before the request's name is even read.
     if !envelope.speaks_v1() {
         return Err(ApiError::new(
             ErrorCode::UnsupportedApiVersion,
             unsupported_version_message(&envelope.api_version),
-        ));
+        )
+        .into());
     }
     let request = Request::parse(&envelope.request.name, envelope.request.fields)?;
     check_rights(&request, &principal)?;
@@ -187,11 +259,12 @@ async fn run_and_keep<A: App>(
     request: Request,
     ticket: Option<Ticket>,
 ) -> Reply<A::Subscription, A::Attachment> {
-    let reply = dispatch(&bus, &*app, &ctx, request).await;
+    let reply = dispatch(&bus, &app, ctx, request).await;
     if let (Some(ticket), Some(log)) = (ticket, app.request_log()) {
         let answer = match &reply {
             Reply::Answer(response) => serde_json::to_value(response).ok(),
             Reply::Recorded(value) => Some(value.clone()),
+            Reply::Encoded(answer) => serde_json::from_slice(answer.as_bytes()).ok(),
             Reply::Stream(_) | Reply::Attach(_) | Reply::Left => None,
         };
         if let Some(answer) = answer {
@@ -202,17 +275,18 @@ async fn run_and_keep<A: App>(
 }
 
 /// Declares [`dispatch`] from the request list: every request, each with who
-/// serves it. Each handler's future is boxed: awaited inline, the largest of
-/// them would size every request's future (~18 KB, held by each waiting
-/// connection); boxed, a request carries only its own.
+/// serves it. Each request's future is boxed on its own, with the context and
+/// the request it owns: awaited inline, the largest of them would size every
+/// request's future (~18 KB, held by each waiting connection); boxed, a request
+/// carries only its own.
 macro_rules! declare_dispatch {
     ($($kind:ident($module:ident) by $served:ident,)*) => {
-        async fn dispatch<A: App>(
-            bus: &Bus,
-            app: &A,
-            ctx: &CallContext,
+        fn dispatch<A: App>(
+            bus: &Arc<Bus>,
+            app: &Arc<A>,
+            ctx: CallContext,
             request: Request,
-        ) -> Reply<A::Subscription, A::Attachment> {
+        ) -> Work<A::Subscription, A::Attachment> {
             match request {
                 $(Request::$kind(request) => serve_by!($served, bus, app, ctx, request),)*
             }
@@ -222,24 +296,41 @@ macro_rules! declare_dispatch {
 
 /// One arm of [`dispatch`], by who serves the request.
 macro_rules! serve_by {
-    (app, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {
-        Reply::answered(Box::pin(Handle::handle($app, $ctx, $request)).await)
-    };
-    (bus, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {
-        Reply::answered(ServedByBus::serve($request, $bus, $app).await)
-    };
-    (stream, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {
-        match Box::pin($app.subscribe($ctx, $request)).await {
-            Ok(subscription) => Reply::Stream(subscription),
-            Err(e) => Reply::Answer(e.into()),
-        }
-    };
-    (attach, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {
-        match $app.attach($ctx, $request).await {
-            Ok(attachment) => Reply::Attach(attachment),
-            Err(e) => Reply::Answer(e.into()),
-        }
-    };
+    (app, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {{
+        let app = $app.clone();
+        Box::pin(async move { Reply::answered(Handle::handle(&*app, &$ctx, $request).await) })
+    }};
+    (encoded, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {{
+        let app = $app.clone();
+        Box::pin(async move {
+            match HandleEncoded::handle_encoded(&*app, &$ctx, $request).await {
+                Ok(answer) => Reply::Encoded(answer),
+                Err(e) => Reply::Answer(e.into()),
+            }
+        })
+    }};
+    (bus, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {{
+        let (bus, app) = ($bus.clone(), $app.clone());
+        Box::pin(async move { Reply::answered(ServedByBus::serve($request, &bus, &*app).await) })
+    }};
+    (stream, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {{
+        let app = $app.clone();
+        Box::pin(async move {
+            match app.subscribe(&$ctx, $request).await {
+                Ok(subscription) => Reply::Stream(subscription),
+                Err(e) => Reply::Answer(e.into()),
+            }
+        })
+    }};
+    (attach, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {{
+        let app = $app.clone();
+        Box::pin(async move {
+            match app.attach(&$ctx, $request).await {
+                Ok(attachment) => Reply::Attach(attachment),
+                Err(e) => Reply::Answer(e.into()),
+            }
+        })
+    }};
 }
 
 for_each_request!(declare_dispatch);
@@ -280,14 +371,11 @@ fn check_rights(request: &Request, principal: &Principal) -> Result<(), ApiError
 }
 
 /// Runs a request under its deadline, and cancels it if its client leaves.
-async fn run<F, S, T>(
-    work: F,
+pub(crate) async fn run<S, T>(
+    work: Work<S, T>,
     deadline: Option<Duration>,
     watch: Option<&mut TcpStream>,
-) -> Reply<S, T>
-where
-    F: Future<Output = Reply<S, T>>,
-{
+) -> Reply<S, T> {
     let expiry = async {
         match deadline {
             Some(d) => tokio::time::sleep(d).await,

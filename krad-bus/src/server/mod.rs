@@ -23,15 +23,16 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::protocol::{
-    ApiError, ErrorCode, MAX_LINE, RequestId, Response, StreamMessage, TerminalRef,
+    ApiError, EncodedAnswer, ErrorCode, MAX_LINE, RequestId, Response, StreamLine, TerminalRef,
 };
 use crate::request::stats::StatsInfo;
 use crate::request::{Call, attach as attach_request, for_each_request, subscribe_agents};
 use crate::token::{Principal, Secret};
 use connection::LineRead;
-use dispatch::Reply;
+use dispatch::{Prepared, Reply};
 
 pub use attach::Attachment;
+pub use dispatch::Waiting;
 
 /// The app behind the bus: everything but the requests the bus answers itself
 /// (Hello, Stats, Shutdown).
@@ -49,9 +50,18 @@ pub trait App: Handlers + 'static {
     type Attachment: Attachment;
 
     /// Whether a terminal that authenticated with its token is one the app
-    /// hosts; a closed terminal's token stops working. An app may wait here for
-    /// a terminal it is still starting.
-    fn knows_terminal(&self, terminal: &TerminalRef) -> impl Future<Output = bool> + Send;
+    /// hosts; a closed terminal's token stops working.
+    fn knows_terminal(&self, terminal: &TerminalRef) -> bool;
+
+    /// For a terminal the app does not know yet because it is still starting
+    /// it (its program may call the bus in its first instant): what resolves
+    /// once it is recorded, or its start failed. A request with its token
+    /// waits for that, then is checked again, instead of being refused
+    /// `unauthorized`. `None`: not being started.
+    fn terminal_starting(&self, terminal: &TerminalRef) -> Option<Waiting> {
+        let _ = terminal;
+        None
+    }
 
     /// Where the answers of at-most-once requests are kept (section 8); `None`
     /// serves every request id as if it were new.
@@ -85,8 +95,21 @@ pub trait Handle<R: Call> {
     ) -> impl Future<Output = Result<R::Answer, ApiError>> + Send;
 }
 
+/// How the app answers a request whose answer it keeps serialized (List and
+/// Check, from each agent's JSON cached since its last change): the answer
+/// line, byte for byte the one the typed `R::Answer` would serialize to, so that
+/// a client decodes it as that.
+pub trait HandleEncoded<R: Call> {
+    /// Answers `request` for the caller in `ctx`.
+    fn handle_encoded(
+        &self,
+        ctx: &CallContext,
+        request: R,
+    ) -> impl Future<Output = Result<EncodedAnswer, ApiError>> + Send;
+}
+
 /// Declares [`Handlers`] from the request list: a [`Handle`] for every request
-/// served `by app`.
+/// served `by app`, a [`HandleEncoded`] for every one served `by encoded`.
 macro_rules! declare_handlers {
     ($($kind:ident($module:ident) by $served:ident,)*) => {
         declare_handlers!(@pick [] $($kind($module) by $served,)*);
@@ -94,12 +117,16 @@ macro_rules! declare_handlers {
     (@pick [$($bound:tt)*] $kind:ident($module:ident) by app, $($rest:tt)*) => {
         declare_handlers!(@pick [$($bound)* + Handle<crate::request::$module::$kind>] $($rest)*);
     };
+    (@pick [$($bound:tt)*] $kind:ident($module:ident) by encoded, $($rest:tt)*) => {
+        declare_handlers!(@pick [$($bound)* + HandleEncoded<crate::request::$module::$kind>] $($rest)*);
+    };
     (@pick [$($bound:tt)*] $kind:ident($module:ident) by $other:ident, $($rest:tt)*) => {
         declare_handlers!(@pick [$($bound)*] $($rest)*);
     };
     (@pick [$($bound:tt)*]) => {
-        /// A [`Handle`] for every request the app answers (those of the request
-        /// list served `by app`); implemented for every type that has them all.
+        /// A [`Handle`] (or [`HandleEncoded`]) for every request the app answers
+        /// (those of the request list served `by app` or `by encoded`);
+        /// implemented for every type that has them all.
         pub trait Handlers: Send + Sync $($bound)* {}
 
         impl<T: Send + Sync $($bound)*> Handlers for T {}
@@ -111,8 +138,9 @@ for_each_request!(declare_handlers);
 /// A stream of messages for one subscriber, pulled by the bus as fast as the
 /// subscriber reads: a slow reader simply pulls less often.
 pub trait Subscription: Send + 'static {
-    /// The next message; `None` ends the stream.
-    fn next(&mut self) -> impl Future<Output = Option<StreamMessage>> + Send;
+    /// The next message (agents as their cached JSON); `None` ends the stream.
+    /// Cancel-safe: dropping the future before it is ready loses nothing.
+    fn next(&mut self) -> impl Future<Output = Option<StreamLine>> + Send;
 }
 
 /// Who is calling and how, handed to every request's handler.
@@ -355,12 +383,33 @@ async fn connection_task<A: App>(
     // After a whole line, a client that sent nothing more need not be lingered on.
     let whole_line = matches!(read, Ok(Ok(LineRead::Line(_))));
     let reply = match read {
-        // Boxed: the request's future is sized for the largest request the app
-        // serves; a connection carries it only once its line has arrived, and the
-        // task is spawned (and moved) without it.
-        Ok(Ok(LineRead::Line(line))) => {
-            Box::pin(dispatch::handle(&bus, &app, &line, &mut stream)).await
-        }
+        // The request's work is boxed (see `dispatch::prepare`): a connection
+        // carries it only once its line has arrived, sized for that request alone.
+        Ok(Ok(LineRead::Line(line))) => match dispatch::prepare(&bus, &app, &line, false) {
+            Prepared::Reply(reply) => reply,
+            // A terminal being started: checked again once it is recorded.
+            Prepared::Starting(starting) => {
+                starting.await;
+                match dispatch::prepare(&bus, &app, &line, true) {
+                    Prepared::Reply(reply) => reply,
+                    Prepared::Run(running) => {
+                        drop(line);
+                        let watch = running.cancels_on_leave.then_some(&mut stream);
+                        let reply = dispatch::run(running.work, running.deadline, watch).await;
+                        drop(running._waiting);
+                        reply
+                    }
+                    Prepared::Starting(_) => Reply::Answer(dispatch::unauthorized().into()),
+                }
+            }
+            Prepared::Run(running) => {
+                drop(line);
+                let watch = running.cancels_on_leave.then_some(&mut stream);
+                let reply = dispatch::run(running.work, running.deadline, watch).await;
+                drop(running._waiting);
+                reply
+            }
+        },
         Ok(Ok(LineRead::TooLong)) => Reply::Answer(
             ApiError::bad_request(format!(
                 "the request line is longer than {MAX_LINE} bytes (the limit, its \\n included)"
@@ -382,10 +431,21 @@ async fn connection_task<A: App>(
             .into(),
         ),
     };
+    // Writing the answer is boxed too: the task of every connection is sized for
+    // its largest state, and a held request (a Wait) should not carry room for
+    // writing (and lingering) while it waits.
     match reply {
         Reply::Answer(response) => {
             bus.counters.answered(response.error_code());
-            connection::answer(stream, &response.to_line(), bus.config.linger, whole_line).await;
+            let line = response.to_line();
+            drop(response);
+            Box::pin(connection::answer(
+                stream,
+                &line,
+                bus.config.linger,
+                whole_line,
+            ))
+            .await;
         }
         Reply::Recorded(answer) => {
             let code = answer
@@ -395,7 +455,23 @@ async fn connection_task<A: App>(
             bus.counters.answered(code);
             let mut line = serde_json::to_vec(&answer).unwrap_or_default();
             line.push(b'\n');
-            connection::answer(stream, &line, bus.config.linger, whole_line).await;
+            Box::pin(connection::answer(
+                stream,
+                &line,
+                bus.config.linger,
+                whole_line,
+            ))
+            .await;
+        }
+        Reply::Encoded(answer) => {
+            bus.counters.answered(None);
+            Box::pin(connection::answer(
+                stream,
+                answer.as_bytes(),
+                bus.config.linger,
+                whole_line,
+            ))
+            .await;
         }
         Reply::Stream(subscription) => {
             bus.counters.answered(None);
@@ -404,7 +480,9 @@ async fn connection_task<A: App>(
         }
         Reply::Attach(attachment) => {
             bus.counters.answered(None);
-            attach::serve(stream, attachment, &bus.shutdown).await;
+            // Boxed, like the stream: the task of every connection is sized for
+            // its largest state, and most connections never attach.
+            Box::pin(attach::serve(stream, attachment, &bus.shutdown)).await;
         }
         Reply::Left => tracing::debug!("client left; its request was cancelled"),
     }
