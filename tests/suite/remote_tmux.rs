@@ -223,13 +223,22 @@ fn a_host_terminal_in_tmux_outlives_a_frozen_sshd() {
 }
 
 #[test]
-fn a_host_terminal_in_tmux_outlives_an_sshd_restart() {
+fn a_host_terminal_in_tmux_outlives_sshd_stopped_for_30_s() {
     let mut sshd = Sshd::start();
     let (app, _remote) = app_with_host_logged(&sshd, "");
     let (id, pid, pid_file) = start_counter(&app, &sshd, "far-restart");
     let before = last_tick(&app, id);
-    // Every link drops; the app re-opens its own (reconnects).
-    sshd.restart();
+    // sshd stops for 30 s (the outage under test), every link with it...
+    let stopped = Instant::now();
+    sshd.stop();
+    let until = Instant::now() + Duration::from_secs(60);
+    while host_status(&app)["state"] == "up" {
+        assert!(Instant::now() < until, "still up: {}", host_status(&app));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(30).saturating_sub(stopped.elapsed()));
+    // ...and starts again: the app re-opens its link (reconnects).
+    sshd.start_again();
     until_up_again(&app, 1);
     same_program_goes_on(&app, id, pid, &pid_file, before);
 }

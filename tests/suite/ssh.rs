@@ -82,11 +82,21 @@ impl Sshd {
     /// Kills this sshd and every session it serves, then starts it again on
     /// the same port, with the same keys (a restarted sshd: every link drops).
     pub(crate) fn restart(&mut self) {
+        self.stop();
+        self.start_again();
+    }
+
+    /// Stops sshd and every session it serves (the links drop).
+    pub(crate) fn stop(&mut self) {
         signal_all(
             &process_tree(self.child.id()),
             nix::sys::signal::Signal::SIGKILL,
         );
         let _ = self.child.wait();
+    }
+
+    /// Starts sshd again, on the same port, once [`Sshd::stop`]ped.
+    pub(crate) fn start_again(&mut self) {
         let d = self.dir.path();
         self.child = Command::new("/usr/sbin/sshd")
             .args(["-D", "-e", "-f"])
