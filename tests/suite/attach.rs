@@ -131,9 +131,11 @@ fn input_reaches_the_program_and_the_last_resize_sets_the_size() {
     first.input(b"one\r");
     first.until_output("got one at 30 100");
     // A second attacher resizes; its size is the terminal's now, for both.
+    // (Its input follows its resize on its own connection: the first's might
+    // be taken before the second's resize.)
     let (mut second, _) = Attached::open(&app, id);
     second.resize(90, 20);
-    first.input(b"two\r");
+    second.input(b"two\r");
     first.until_output("got two at 20 90");
     second.until_output("got two at 20 90");
     // Keystrokes are keystrokes: the program's screen has them too.
