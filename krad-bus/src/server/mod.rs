@@ -385,31 +385,26 @@ async fn connection_task<A: App>(
     let reply = match read {
         // The request's work is boxed (see `dispatch::prepare`): a connection
         // carries it only once its line has arrived, sized for that request alone.
-        Ok(Ok(LineRead::Line(line))) => match dispatch::prepare(&bus, &app, &line, false) {
-            Prepared::Reply(reply) => reply,
-            // A terminal being started: checked again once it is recorded.
-            Prepared::Starting(starting) => {
+        Ok(Ok(LineRead::Line(line))) => {
+            let mut prepared = dispatch::prepare(&bus, &app, &line, false);
+            if let Prepared::Starting(starting) = prepared {
+                // A terminal being started: checked again once it is recorded.
                 starting.await;
-                match dispatch::prepare(&bus, &app, &line, true) {
-                    Prepared::Reply(reply) => reply,
-                    Prepared::Run(running) => {
-                        drop(line);
-                        let watch = running.cancels_on_leave.then_some(&mut stream);
-                        let reply = dispatch::run(running.work, running.deadline, watch).await;
-                        drop(running._waiting);
-                        reply
-                    }
-                    Prepared::Starting(_) => Reply::Answer(dispatch::unauthorized().into()),
+                prepared = dispatch::prepare(&bus, &app, &line, true);
+            }
+            match prepared {
+                Prepared::Reply(reply) => reply,
+                Prepared::Run(running) => {
+                    drop(line);
+                    let watch = running.cancels_on_leave.then_some(&mut stream);
+                    let reply = dispatch::run(running.work, running.deadline, watch).await;
+                    drop(running._waiting);
+                    reply
                 }
+                // Not after the wait: `prepare` then refuses instead.
+                Prepared::Starting(_) => Reply::Answer(dispatch::unauthorized().into()),
             }
-            Prepared::Run(running) => {
-                drop(line);
-                let watch = running.cancels_on_leave.then_some(&mut stream);
-                let reply = dispatch::run(running.work, running.deadline, watch).await;
-                drop(running._waiting);
-                reply
-            }
-        },
+        }
         Ok(Ok(LineRead::TooLong)) => Reply::Answer(
             ApiError::bad_request(format!(
                 "the request line is longer than {MAX_LINE} bytes (the limit, its \\n included)"
