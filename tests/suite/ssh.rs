@@ -81,11 +81,6 @@ impl Sshd {
 
     /// Kills this sshd and every session it serves, then starts it again on
     /// the same port, with the same keys (a restarted sshd: every link drops).
-    pub(crate) fn restart(&mut self) {
-        self.stop();
-        self.start_again();
-    }
-
     /// Stops sshd and every session it serves (the links drop).
     pub(crate) fn stop(&mut self) {
         signal_all(
