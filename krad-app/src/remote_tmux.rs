@@ -71,30 +71,7 @@ pub(crate) enum RemoteEnd {
 /// repository's path, so two apps never share one.
 pub(crate) fn app_name(root: &Path) -> String {
     let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let base: String = root
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(24)
-        .collect();
-    let mut bytes = machine.trim().as_bytes().to_vec();
-    bytes.push(0);
-    bytes.extend_from_slice(root.as_os_str().as_encoded_bytes());
-    format!("krad-{base}-{:08x}", fnv1a(&bytes) & 0xffff_ffff)
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    krad_term::tmux::TmuxHost::server_name(root, Some(machine.trim().as_bytes()))
 }
 
 /// The tmux session of terminal `id`.

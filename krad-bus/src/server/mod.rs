@@ -426,47 +426,24 @@ async fn connection_task<A: App>(
             .into(),
         ),
     };
-    // Writing the answer is boxed too: the task of every connection is sized for
-    // its largest state, and a held request (a Wait) should not carry room for
-    // writing (and lingering) while it waits.
+    // Writing the answer is boxed too ([`answer_with`]).
     match reply {
         Reply::Answer(response) => {
-            bus.counters.answered(response.error_code());
-            let line = response.to_line();
+            let (code, line) = (response.error_code(), response.to_line());
             drop(response);
-            Box::pin(connection::answer(
-                stream,
-                &line,
-                bus.config.linger,
-                whole_line,
-            ))
-            .await;
+            answer_with(&bus, stream, code, &line, whole_line).await;
         }
         Reply::Recorded(answer) => {
             let code = answer
                 .get("Error")
                 .and_then(|e| e.get("code"))
                 .and_then(|c| serde_json::from_value::<ErrorCode>(c.clone()).ok());
-            bus.counters.answered(code);
             let mut line = serde_json::to_vec(&answer).unwrap_or_default();
             line.push(b'\n');
-            Box::pin(connection::answer(
-                stream,
-                &line,
-                bus.config.linger,
-                whole_line,
-            ))
-            .await;
+            answer_with(&bus, stream, code, &line, whole_line).await;
         }
         Reply::Encoded(answer) => {
-            bus.counters.answered(None);
-            Box::pin(connection::answer(
-                stream,
-                answer.as_bytes(),
-                bus.config.linger,
-                whole_line,
-            ))
-            .await;
+            answer_with(&bus, stream, None, answer.as_bytes(), whole_line).await;
         }
         Reply::Stream(subscription) => {
             bus.counters.answered(None);
@@ -481,4 +458,24 @@ async fn connection_task<A: App>(
         }
         Reply::Left => tracing::debug!("client left; its request was cancelled"),
     }
+}
+
+/// Counts an answer (its error code, if any) and writes `line`, boxed: the task
+/// of every connection is sized for its largest state, and a held request (a
+/// Wait) should not carry room for writing (and lingering) while it waits.
+async fn answer_with(
+    bus: &Bus,
+    stream: TcpStream,
+    code: Option<ErrorCode>,
+    line: &[u8],
+    whole_line: bool,
+) {
+    bus.counters.answered(code);
+    Box::pin(connection::answer(
+        stream,
+        line,
+        bus.config.linger,
+        whole_line,
+    ))
+    .await;
 }

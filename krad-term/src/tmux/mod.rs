@@ -133,6 +133,13 @@ impl TmuxHost {
     /// The socket name for the repository at `root`: `krad-<directory name>-<hash
     /// of the path>`, so each repository's app has its own server.
     pub fn socket_for(root: &Path) -> String {
+        Self::server_name(root, None)
+    }
+
+    /// A server name for the repository at `root`, as [`Self::socket_for`];
+    /// with `salt` (a machine's name, say), its hash covers `salt` too, so that
+    /// apps of several machines sharing one tmux (on an SSH host) never meet.
+    pub fn server_name(root: &Path, salt: Option<&[u8]>) -> String {
         let name: String = root
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -147,8 +154,13 @@ impl TmuxHost {
             })
             .take(24)
             .collect();
-        let hash = fnv1a(root.as_os_str().as_encoded_bytes());
-        format!("krad-{name}-{:08x}", hash & 0xffff_ffff)
+        let mut hashed = Vec::new();
+        if let Some(salt) = salt {
+            hashed.extend_from_slice(salt);
+            hashed.push(0);
+        }
+        hashed.extend_from_slice(root.as_os_str().as_encoded_bytes());
+        format!("krad-{name}-{:08x}", fnv1a(&hashed) & 0xffff_ffff)
     }
 
     /// The server's socket name (`tmux -L`).
