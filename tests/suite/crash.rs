@@ -8,9 +8,11 @@
 //! two Spawns; CreateWorktree, Close of it; RunVariants (2 variants: one commits
 //! its file, one leaves it uncommitted); PickVariant merge, PickVariant squash,
 //! Close of the picked variant, on a group a storm left ready (or one made in
-//! calm); and on the tmux host, where a terminal outlives the kill, an Ask from
+//! calm); and on the tmux host, where terminals outlive the kill, an Ask from
 //! a terminal kept for the whole run (a permission for the round's own tool call,
-//! decided by its 1 s timeout: a retry gets the decision kept, or asks again).
+//! decided by its 1 s timeout: a retry gets the decision kept, or asks again),
+//! and a train of Reports from another (working, asking, idle in turn, each
+//! with its own message).
 //! After a seeded random 0–300 ms the app is frozen (SIGSTOP), its child
 //! processes noted, and it is SIGKILLed; once those (git) ended by themselves the
 //! app starts again. Then every unanswered request is retried, every request is
@@ -30,6 +32,10 @@
 //! * `replay` — an id sent once more did not get the same answer, `replayed`
 //!   (an Ask is not at-most-once by its id but by its tool call: sent again, it
 //!   gets the same decision, not marked `replayed`);
+//! * `report-lost` — the reporting terminal's state and message after the
+//!   restart are not those of the last Report answered `"Ok"` before the kill
+//!   (or of the one then in flight, which may have landed): an acknowledged
+//!   Report is never forgotten, and none is made up;
 //! * `went-back` — a record after the restart with a rev not above every rev
 //!   answered before the kill, or a terminal made after the restart with an id
 //!   not above every id answered before it (ids are never reused);
@@ -51,7 +57,10 @@ use serde_json::{Value, json};
 use crate::support::{App, Launch, code, git, git_repo};
 use crate::tmux::{TMUX, TmuxServer};
 
-const KINDS: &str = "start git-mid-op retry-refused twice replay went-back failed";
+/// Reports per round on the tmux host: enough that kills land among them.
+const REPORTS: usize = 40;
+
+const KINDS: &str = "start git-mid-op retry-refused twice replay report-lost went-back failed";
 
 #[test]
 fn crash_torture_on_the_pty_host() {
@@ -83,9 +92,10 @@ struct Req {
 
 impl Req {
     /// Whether a repeat is answered from the request log (`replayed`): an Ask
-    /// is the same ask again by its tool call instead.
+    /// is the same ask again by its tool call instead, and a Report (not
+    /// at-most-once) is simply made again.
     fn replays(&self) -> bool {
-        self.body.get("Ask").is_none()
+        self.body.get("Ask").is_none() && self.body.get("Report").is_none()
     }
 }
 
@@ -109,6 +119,10 @@ struct Torture {
     highest: (u64, u64),
     /// The terminal that asks (tmux host: it outlives the kills).
     asker: Option<u64>,
+    /// The terminal that reports (tmux host), and the (state, message) of
+    /// its last Report answered `"Ok"`.
+    reporter: Option<u64>,
+    reported: Option<(String, String)>,
     counts: BTreeMap<&'static str, usize>,
 }
 
@@ -132,6 +146,7 @@ fn torture(host: &'static str, config: Option<&'static str>, stream: u64) {
     // tmux: a terminal that lives through the rounds names the server to end,
     // and asks.
     let asker = config.map(|_| app.spawn_sh("sleep 600"));
+    let reporter = config.map(|_| app.spawn_sh("sleep 600"));
     let _server = asker.map(|id| TmuxServer::of(&app, id));
     let app = Some(app);
     let mut t = Torture {
@@ -140,6 +155,7 @@ fn torture(host: &'static str, config: Option<&'static str>, stream: u64) {
         app,
         trace,
         asker,
+        reporter,
         ..Torture::default()
     };
     let started = Instant::now();
@@ -226,6 +242,7 @@ impl Torture {
                 self.violation("went-back", r, what);
             }
         }
+        self.check_reports(r, &requests);
         let after_restart = self.git_leftovers();
         // Retry what was not answered (same id, in lane order), and judge.
         let mut answers = Vec::new();
@@ -327,6 +344,16 @@ impl Torture {
             let mut ask = req("ask", ask);
             ask.from = Some(asker);
             lanes.push(vec![ask]);
+        }
+        if let Some(reporter) = self.reporter {
+            let report = |n: usize, state: &str| {
+                let body = json!({"Report": {"state": state, "message": format!("r{r}-{n}")}});
+                let mut report = req(&format!("report-{n}"), body);
+                report.from = Some(reporter);
+                report
+            };
+            let states = ["working", "asking", "idle"];
+            lanes.push((1..=REPORTS).map(|n| report(n, states[n % 3])).collect());
         }
         if self.ready.is_empty() {
             // A group to pick from, made in calm, when the storms left none.
@@ -435,6 +462,47 @@ impl Torture {
         }
         self.violation("start", r, "List failed after the restart".into());
         false
+    }
+
+    /// Right after the restart, before any retry: the reporter shows its last
+    /// Report answered before the kill, or the one then in flight.
+    fn check_reports(&mut self, r: usize, requests: &[Req]) {
+        let Some(reporter) = self.reporter else {
+            return;
+        };
+        let said = |q: &Req| {
+            let report = &q.body["Report"];
+            let field = |name: &str| report[name].as_str().unwrap_or_default().to_owned();
+            (field("state"), field("message"))
+        };
+        let reports = requests.iter().filter(|q| q.body.get("Report").is_some());
+        let mut allowed: Vec<(String, String)> = Vec::new();
+        for q in reports {
+            match &q.first {
+                Outcome::Answered(answer) if answer == "Ok" => {
+                    allowed.clear();
+                    self.reported = Some(said(q));
+                }
+                Outcome::Lost => allowed.push(said(q)),
+                _ => {}
+            }
+        }
+        allowed.extend(self.reported.clone());
+        let record = self.app().record(reporter);
+        let field = |name: &str| record[name].as_str().unwrap_or_default().to_owned();
+        let now = (field("state"), field("message"));
+        if !allowed.is_empty() && !allowed.contains(&now) {
+            let what = format!("terminal {reporter} shows {now:?}; allowed {allowed:?}");
+            self.violation("report-lost", r, what);
+        }
+        // What the retries will make it, so that the next round starts known.
+        if let Some(last) = requests
+            .iter()
+            .rev()
+            .find(|q| q.body.get("Report").is_some())
+        {
+            self.reported = Some(said(last));
+        }
     }
 
     /// Once the storm's programs ended: none ran twice, no request made two
