@@ -30,7 +30,7 @@ pub(crate) use card::time_left;
 use card::{Card, check_answer};
 
 use crate::durable::feed::Feed;
-use krad_store::{Db, Kind};
+use krad_store::{Db, Kind, StoreError, Tx};
 
 /// Decided asks kept per terminal.
 const KEPT_DECIDED: usize = 500;
@@ -295,6 +295,19 @@ impl Asks {
         answer: AskAnswer,
         from: Option<u64>,
     ) -> Result<AnsweredInfo, ApiError> {
+        self.decide_with(id, by, answer, from, &|_| Ok(()))
+    }
+
+    /// [`Asks::decide`], with `also` written in the transaction that keeps the
+    /// decision (an Answer's intent: the decision was its own).
+    pub fn decide_with(
+        &self,
+        id: &str,
+        by: DecidedBy,
+        answer: AskAnswer,
+        from: Option<u64>,
+        also: &dyn Fn(&Tx<'_>) -> Result<(), StoreError>,
+    ) -> Result<AnsweredInfo, ApiError> {
         let mut inner = self.lock();
         let Some(open) = inner.open.get(id) else {
             let first = inner
@@ -351,7 +364,7 @@ impl Asks {
                 if let Some(key) = &forgotten {
                     tx.remove(Kind::DecidedAsk, key)?;
                 }
-                Ok(())
+                also(tx)
             });
             if let Err(e) = kept {
                 tracing::warn!("cannot keep a decided ask: {e}");

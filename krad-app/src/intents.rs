@@ -56,6 +56,15 @@ pub enum Plan {
         /// The terminal.
         terminal: u64,
     },
+    /// Answer of ask `ask`.
+    Answer {
+        /// The ask.
+        ask: String,
+        /// Written in the transaction that keeps the decision: the ask was
+        /// decided by this Answer.
+        #[serde(default)]
+        decided: bool,
+    },
     /// CreateWorktree of `name`.
     CreateWorktree {
         /// The environment.

@@ -181,3 +181,49 @@ fn krad_asks_lists_what_waits() {
     );
     assert!(stdout(&app.krad(&["asks"])).contains("no open asks"));
 }
+
+/// An Answer cut by a crash after its decision was kept, before its answer
+/// was: its retry gets `"Ok"`, not `conflict` against its own decision. The
+/// crash is built from a real run: the Answer's kept answer is taken out of
+/// the store and its intent, at the step the dead app would have reached,
+/// put in.
+#[test]
+fn an_answer_cut_by_a_crash_after_deciding_is_answered_ok_on_its_retry() {
+    let app = App::start();
+    app.spawn_sh(&format!("krad raw '{BASH_ASK}'; sleep 60"));
+    let ask = until_ask(&app)["ask"].as_str().unwrap().to_owned();
+    let request = json!({"Answer": {"ask": ask, "answer": {"option": "allow"}}});
+    let mut envelope = app.envelope(request.clone());
+    envelope["request_id"] = json!("answer-1");
+    assert_eq!(app.call(&envelope), "Ok");
+    let dir = app.stop_keep_dir();
+    let db = rusqlite::Connection::open(dir.path().join("repo/.git/krad/state.db")).unwrap();
+    let (caller, fingerprint): (String, String) = db
+        .query_row(
+            "SELECT caller, fingerprint FROM answers WHERE id = 'answer-1'",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    db.execute("DELETE FROM answers WHERE id = 'answer-1'", [])
+        .unwrap();
+    let intent = json!({
+        "once": {"caller": caller, "id": "answer-1", "fingerprint": fingerprint},
+        "plan": {"kind": "answer", "ask": ask, "decided": true},
+        "since": "2026-12-02T00:00:00.000Z",
+    });
+    db.execute(
+        "INSERT INTO records (kind, key, value) VALUES ('intent', ?1, ?2)",
+        [format!("{caller}\nanswer-1"), intent.to_string()],
+    )
+    .unwrap();
+    drop(db);
+    let app = App::launch(crate::support::Launch {
+        reuse: Some(dir),
+        ..crate::support::Launch::default()
+    });
+    let mut envelope = app.envelope(request);
+    envelope["request_id"] = json!("answer-1");
+    let retried = app.call(&envelope);
+    assert_eq!(retried, json!({"Ok": {"replayed": true}}));
+}

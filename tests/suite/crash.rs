@@ -59,8 +59,11 @@ use crate::tmux::{TMUX, TmuxServer};
 
 /// Reports per round on the tmux host: enough that kills land among them.
 const REPORTS: usize = 40;
+/// Sends per round on the tmux host, after the Close of a terminal.
+const SENDS: usize = 20;
 
-const KINDS: &str = "start git-mid-op retry-refused twice replay report-lost went-back failed";
+const KINDS: &str =
+    "start git-mid-op retry-refused twice replay report-lost send-lost went-back failed";
 
 #[test]
 fn crash_torture_on_the_pty_host() {
@@ -123,6 +126,10 @@ struct Torture {
     /// its last Report answered `"Ok"`.
     reporter: Option<u64>,
     reported: Option<(String, String)>,
+    /// The terminal that takes Sends (tmux host: it outlives the kills), and
+    /// the file it appends what it reads to.
+    listener: Option<u64>,
+    sends: PathBuf,
     counts: BTreeMap<&'static str, usize>,
 }
 
@@ -142,11 +149,13 @@ fn torture(host: &'static str, config: Option<&'static str>, stream: u64) {
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "-q", "-m", "first"]);
     let trace = dir.path().join("trace");
+    let sends = dir.path().join("sends");
     let app = launch(config, dir);
     // tmux: a terminal that lives through the rounds names the server to end,
     // and asks.
     let asker = config.map(|_| app.spawn_sh("sleep 600"));
     let reporter = config.map(|_| app.spawn_sh("sleep 600"));
+    let listener = config.map(|_| app.spawn_sh(&format!("cat >> '{}'", sends.display())));
     let _server = asker.map(|id| TmuxServer::of(&app, id));
     let app = Some(app);
     let mut t = Torture {
@@ -156,6 +165,8 @@ fn torture(host: &'static str, config: Option<&'static str>, stream: u64) {
         trace,
         asker,
         reporter,
+        listener,
+        sends,
         ..Torture::default()
     };
     let started = Instant::now();
@@ -199,6 +210,14 @@ impl Torture {
 
     fn violation(&mut self, kind: &'static str, round: usize, what: String) {
         println!("VIOLATION {kind} [{}, round {round}] {what}", self.host);
+        if what.contains(".lock': File exists") {
+            // Who holds git's lock (or that nobody does: it was left behind).
+            let ps = std::process::Command::new("sh")
+                .args(["-c", "ps -eo pid,ppid,pgid,stat,etime,args | grep '[g]it '"])
+                .output();
+            let ps = ps.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+            println!("  git processes now:\n{}", ps.unwrap_or_default());
+        }
         *self.counts.entry(kind).or_default() += 1;
     }
 
@@ -206,18 +225,33 @@ impl Torture {
     fn round(&mut self, r: usize, delay_ms: u64) -> bool {
         let mut lanes = self.storm(r);
         let endpoint = self.app().endpoint;
+        // Every other round with an Answer, the kill is aimed at it: it lands
+        // 0–2 ms after the Answer was written.
+        let (answering, answered) = std::sync::mpsc::channel();
+        let aimed = self.asker.is_some() && r.is_multiple_of(2);
         let threads: Vec<_> = (lanes.iter())
             .map(|lane| lane.iter().map(|q| self.envelope(q)).collect::<Vec<_>>())
-            .map(|lane| std::thread::spawn(move || run_lane(endpoint, lane)))
+            .map(|lane| {
+                let answering = answering.clone();
+                std::thread::spawn(move || run_lane(endpoint, lane, answering))
+            })
             .collect();
-        std::thread::sleep(Duration::from_millis(delay_ms));
+        let delay = Duration::from_millis(delay_ms);
+        if aimed && answered.recv_timeout(delay).is_ok() {
+            std::thread::sleep(Duration::from_micros(delay_ms % 3 * 1000));
+        } else if !aimed {
+            std::thread::sleep(delay);
+        }
         self.kill();
         for (lane, thread) in lanes.iter_mut().zip(threads) {
-            for (q, outcome) in lane.iter_mut().zip(thread.join().unwrap()) {
+            for (q, (outcome, request)) in lane.iter_mut().zip(thread.join().unwrap()) {
                 q.first = outcome;
+                q.body = request;
             }
         }
-        let requests: Vec<Req> = lanes.into_iter().flatten().collect();
+        let mut requests: Vec<Req> = lanes.into_iter().flatten().collect();
+        // An Answer whose ask never showed before the kill has nothing to answer.
+        requests.retain(|q| !q.body["Answer"]["ask"].as_str().is_some_and(asks_of));
         let lost: Vec<&str> = (requests.iter())
             .filter(|q| matches!(q.first, Outcome::Lost))
             .map(|q| q.id.as_str())
@@ -266,9 +300,18 @@ impl Torture {
             }
             self.note(&answer);
             let retried = matches!(q.first, Outcome::Lost);
-            if retried && matches!(code(&answer), "conflict" | "not_found") {
+            // An Answer retried after the ask's timeout decided it: its
+            // conflict is the truth (the ask was not its to decide any more).
+            let timed_out = |q: &Req, answers: &[Value]| {
+                q.body.get("Answer").is_some()
+                    && answers.iter().any(|a| a["Answered"]["by"] == "timeout")
+            };
+            if retried && code(&answer) == "conflict" && timed_out(q, &answers) {
+            } else if retried && matches!(code(&answer), "conflict" | "not_found") {
                 let what = format!("{} (in flight at the kill) retried: {answer}", q.id);
                 self.violation("retry-refused", r, what);
+            } else if retried && q.body.get("Send").is_some() && may_have_reached(&answer) {
+                // Documented: a Send cut by a crash is not sent again.
             } else if answer.get("Error").is_some() || answer == "TimedOut" {
                 let when = match q.first {
                     Outcome::Answered(_) => "answered before the kill",
@@ -296,6 +339,7 @@ impl Torture {
             }
         }
         self.check_runs(r, &requests);
+        self.check_sends(r, &requests, &answers);
         let at_end = self.git_leftovers();
         if !after_restart.is_empty() || !at_end.is_empty() {
             let what = format!("after the restart {after_restart:?}, at the end {at_end:?}");
@@ -344,6 +388,10 @@ impl Torture {
             let mut ask = req("ask", ask);
             ask.from = Some(asker);
             lanes.push(vec![ask]);
+            // The Answer to it, once it shows in Asks (see `run_lane`).
+            let answer = json!({"Answer": {"ask": format!("{ASK_OF}{asker}"),
+                "answer": {"option": "allow"}}});
+            lanes.push(vec![req("answer", answer)]);
         }
         if let Some(reporter) = self.reporter {
             let report = |n: usize, state: &str| {
@@ -354,6 +402,21 @@ impl Torture {
             };
             let states = ["working", "asking", "idle"];
             lanes.push((1..=REPORTS).map(|n| report(n, states[n % 3])).collect());
+        }
+        if let Some(listener) = self.listener {
+            // The Close of a terminal made in calm, and Sends to one that lives on.
+            let closee = self.app().spawn_sh("sleep 600");
+            let send = |n: usize| {
+                let text = format!("<r{r}-send-{n}>");
+                let send = json!({"Send": {"target": listener, "text": text, "enter": true}});
+                req(&format!("send-{n}"), send)
+            };
+            let close = req("close-term", json!({"Close": {"target": closee}}));
+            lanes.push(
+                std::iter::once(close)
+                    .chain((1..=SENDS).map(send))
+                    .collect(),
+            );
         }
         if self.ready.is_empty() {
             // A group to pick from, made in calm, when the storms left none.
@@ -552,6 +615,43 @@ impl Torture {
         }
     }
 
+    /// No Send's text reached the listener twice, and every Send answered
+    /// `Sent` (before the kill, or on its retry) reached it.
+    fn check_sends(&mut self, r: usize, requests: &[Req], answers: &[Value]) {
+        let text = |q: &Req| {
+            q.body["Send"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let sends: Vec<(&Req, &Value)> = (requests.iter().zip(answers))
+            .filter(|(q, _)| q.body.get("Send").is_some())
+            .collect();
+        let acknowledged: Vec<String> = (sends.iter())
+            .filter(|(_, answer)| answer.get("Sent").is_some())
+            .map(|(q, _)| text(q))
+            .collect();
+        let read = || std::fs::read_to_string(&self.sends).unwrap_or_default();
+        let until = Instant::now() + Duration::from_secs(30);
+        while acknowledged.iter().any(|t| !read().contains(t.as_str())) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let got = read();
+        for (q, _) in sends {
+            let seen = got.matches(text(q).as_str()).count();
+            if seen > 1 {
+                self.violation(
+                    "twice",
+                    r,
+                    format!("{} reached the terminal {seen} times", q.id),
+                );
+            } else if seen == 0 && acknowledged.contains(&text(q)) {
+                let what = format!("{} was answered Sent but never reached the terminal", q.id);
+                self.violation("send-lost", r, what);
+            }
+        }
+    }
+
     fn wait_exit(&self, targets: Vec<Value>) {
         if targets.is_empty() {
             return;
@@ -562,8 +662,18 @@ impl Torture {
     }
 
     fn list(&self) -> Vec<Value> {
-        let agents = self.app().request(json!("List"))["Agents"].clone();
-        agents.as_array().unwrap().clone()
+        let app = self.app();
+        match send(app.endpoint, &app.envelope(json!("List"))) {
+            Outcome::Answered(answer) if answer["Agents"].is_array() => {
+                answer["Agents"].as_array().cloned().unwrap_or_default()
+            }
+            _ => {
+                let log = app.log();
+                let tail: Vec<&str> = log.lines().rev().take(80).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                panic!("List failed; the app's log ends:\n{}", tail.join("\n"))
+            }
+        }
     }
 
     /// Invariant 1: what git was left in the middle of (`MERGE_HEAD` of main
@@ -593,16 +703,68 @@ fn launch(config: Option<&'static str>, dir: tempfile::TempDir) -> App {
     })
 }
 
-/// Sends a lane's envelopes in order until one is not answered.
-fn run_lane(endpoint: SocketAddr, lane: Vec<Value>) -> Vec<Outcome> {
-    let mut outcomes = vec![Outcome::Unsent; lane.len()];
-    for (slot, envelope) in outcomes.iter_mut().zip(&lane) {
-        *slot = send(endpoint, envelope);
+/// A Send's retry saying that the crash cut its write (docs/RELIABILITY.md).
+fn may_have_reached(answer: &Value) -> bool {
+    code(answer) == "failed"
+        && (answer["Error"]["message"].as_str()).is_some_and(|m| m.contains("may have reached"))
+}
+
+/// An Answer's `ask` before its ask is known: this, then the asking terminal.
+const ASK_OF: &str = "?asked-by:";
+
+/// The terminal an Answer's placeholder `ask` waits for, if it is one.
+fn asks_of(ask: &str) -> bool {
+    ask.starts_with(ASK_OF)
+}
+
+/// Sends a lane's envelopes in order until one is not answered. An Answer to
+/// a placeholder ask is sent once that terminal's ask shows in `Asks` (within
+/// 3 s), told to `answering` just before. Returns each request's outcome and
+/// its request as sent.
+fn run_lane(
+    endpoint: SocketAddr,
+    lane: Vec<Value>,
+    answering: std::sync::mpsc::Sender<()>,
+) -> Vec<(Outcome, Value)> {
+    let mut sent: Vec<(Outcome, Value)> = (lane.iter())
+        .map(|e| (Outcome::Unsent, e["request"].clone()))
+        .collect();
+    for ((slot, request), mut envelope) in sent.iter_mut().zip(lane) {
+        if let Some(ask) = envelope["request"]["Answer"]["ask"].as_str()
+            && let Some(terminal) = ask.strip_prefix(ASK_OF)
+        {
+            let Some(id) = open_ask(endpoint, &envelope, terminal) else {
+                break;
+            };
+            envelope["request"]["Answer"]["ask"] = json!(id);
+            *request = envelope["request"].clone();
+            let _ = answering.send(());
+        }
+        *slot = send(endpoint, &envelope);
         if !matches!(slot, Outcome::Answered(_)) {
             break;
         }
     }
-    outcomes
+    sent
+}
+
+/// The id of terminal `terminal`'s open ask, asked for with `envelope`'s
+/// credentials until it shows (3 s at most) or the app is gone.
+fn open_ask(endpoint: SocketAddr, envelope: &Value, terminal: &str) -> Option<String> {
+    let mut asks = envelope.clone();
+    asks.as_object_mut()?.remove("request_id");
+    asks["request"] = json!({"Asks": {"terminal": terminal.parse::<u64>().ok()?}});
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let Outcome::Answered(answer) = send(endpoint, &asks) else {
+            return None;
+        };
+        if let Some(id) = answer["Asks"][0]["ask"].as_str() {
+            return Some(id.to_owned());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    None
 }
 
 /// One request on its own connection; never panics (the app may die).

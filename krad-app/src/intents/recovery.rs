@@ -81,6 +81,9 @@ pub(crate) async fn recover(core: &Arc<Core>) {
                 .with_detail(serde_json::json!({ "terminal": terminal }))
                 .into(),
             ),
+            // Its decision was kept (with this step): its answer was "Ok".
+            Plan::Answer { decided: true, .. } => Outcome::Done(().into_response()),
+            Plan::Answer { decided: false, .. } => Outcome::Undone,
             Plan::CreateWorktree { name } => match core.store.environment(name) {
                 Some(record) => Outcome::Done(environments::info(core, &record).into_response()),
                 None => Outcome::Undone,
