@@ -445,10 +445,16 @@ impl Store {
     /// Changes an agent: `change` edits the entry and says whether the record
     /// changed. A change bumps the revs and wakes the agent's waiters.
     /// Returns the record after, or `None` for an unknown terminal.
+    ///
+    /// `false` is taken as a hint, not trusted: a record edited anyway (a
+    /// closure that set a field, then found nothing else to change) is a
+    /// change like any other, so its JSON, its watchers and the revs never
+    /// fall behind it. The record last published (the watch's) is what it is
+    /// compared with — no copy is taken per call.
     pub fn update(&self, id: u64, change: impl FnOnce(&mut Entry) -> bool) -> Option<AgentRecord> {
         let mut inner = self.lock();
         let entry = inner.agents.get_mut(&id)?;
-        if !change(entry) {
+        if !change(entry) && *entry.watch.borrow() == entry.record {
             return Some(entry.record.clone());
         }
         let old_rev = entry.record.rev;
@@ -727,3 +733,7 @@ pub fn set_state(
     }
     changed
 }
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

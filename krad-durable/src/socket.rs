@@ -330,48 +330,75 @@ pub fn is_own_descendant(pid: i32) -> bool {
     false
 }
 
-/// Verdicts kept by [`Callers`] before it starts afresh.
-const KEPT_VERDICTS: usize = 4096;
+/// Verdicts kept by [`Callers`] before it starts afresh (each holds a pidfd).
+const KEPT_VERDICTS: usize = 64;
 
 /// Tells the app's own agents from other callers, remembering the verdict per
-/// process (its pid and start time, which no other process shares): Collie
-/// connects anew for every poll, and the walk up a caller's parents reads
-/// `/proc` once per parent. A process's verdict cannot turn from "outside the
-/// app" to "inside" (processes are never adopted by the app), so a kept one
-/// stays right; one that turns the other way (an agent orphaned) stays refused.
+/// process: Collie connects anew for every poll, and the walk up a caller's
+/// parents reads `/proc` once per parent. A process's verdict cannot turn from
+/// "outside the app" to "inside" (processes are never adopted by the app), so a
+/// kept one stays right; one that turns the other way (an agent orphaned) stays
+/// refused.
+///
+/// A verdict is kept with a pidfd of its process (`pidfd_open`): while that
+/// process runs, its pid names no other, so a later connection from the same
+/// pid is the same process when the pidfd does not yet poll readable (it does
+/// once the process exits). That is one `poll` per connection, where reading
+/// the process's start time from `/proc/PID/stat` cost an open, a read the
+/// kernel formats ~50 fields for, and a close. Without pidfds (Linux before
+/// 5.3), nothing is kept and every connection is looked at afresh.
 #[derive(Default)]
 pub struct Callers {
-    verdicts: std::sync::Mutex<std::collections::HashMap<(i32, u64), bool>>,
+    verdicts: std::sync::Mutex<std::collections::HashMap<i32, Verdict>>,
+}
+
+/// A kept verdict and the process it is about.
+struct Verdict {
+    own: bool,
+    process: std::os::fd::OwnedFd,
 }
 
 impl Callers {
     /// True when `pid` is one of the app's own: a descendant, or a program of
     /// one of its terminals ([`is_own_descendant`], [`runs_in_a_terminal`]).
     pub fn is_own(&self, pid: i32) -> bool {
-        let Some(started) = start_time(pid) else {
-            return is_own_descendant(pid) || runs_in_a_terminal(pid);
-        };
         let lock = || self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(&own) = lock().get(&(pid, started)) {
-            return own;
+        {
+            let mut verdicts = lock();
+            if let Some(kept) = verdicts.get(&pid) {
+                if still_running(&kept.process) {
+                    return kept.own;
+                }
+                verdicts.remove(&pid);
+            }
         }
+        // Opened before looking: the verdict is then about this process or a
+        // later one with its pid, never kept for a process that came after.
+        let process = rustix::process::Pid::from_raw(pid).and_then(|p| {
+            rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+        });
         let own = runs_in_a_terminal(pid) || is_own_descendant(pid);
-        let mut verdicts = lock();
-        if verdicts.len() >= KEPT_VERDICTS {
-            verdicts.clear();
+        if let Some(process) = process {
+            let mut verdicts = lock();
+            if verdicts.len() >= KEPT_VERDICTS {
+                verdicts.clear();
+            }
+            verdicts.insert(pid, Verdict { own, process });
         }
-        verdicts.insert((pid, started), own);
         own
     }
 }
 
-/// A process's start time, in clock ticks since boot (field 22 of its stat).
-fn start_time(pid: i32) -> Option<u64> {
-    let stat = fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
-    // After the command: state is field 3, so start time (22) is the 20th.
-    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+/// Whether the process of a pidfd has not exited (its pidfd polls readable
+/// once it has). An error counts as exited: the verdict is made afresh.
+fn still_running(process: &std::os::fd::OwnedFd) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(process, PollFlags::IN)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(poll(&mut fds, Some(&now)), Ok(0))
 }
 
 /// The variable every krad terminal's program gets (see docs/agents.md).
@@ -539,7 +566,6 @@ mod tests {
             .unwrap();
         let plain_pid = i32::try_from(plain.id()).unwrap();
         let agent_pid = i32::try_from(agent.id()).unwrap();
-        assert!(start_time(plain_pid).is_some());
         // A child's environment shows in /proc once its exec has laid it out,
         // which may be a moment after spawn returns.
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -553,9 +579,14 @@ mod tests {
         assert_eq!(callers.verdicts.lock().unwrap().len(), 2, "kept");
         assert!(callers.is_own(plain_pid), "the kept verdict");
         assert!(!callers.is_own(1));
-        for child in [&mut plain, &mut agent] {
-            child.kill().unwrap();
-            child.wait().unwrap();
-        }
+        // A process gone: its kept verdict goes with it (its pid may be
+        // another process's next), and the verdict is made afresh.
+        plain.kill().unwrap();
+        plain.wait().unwrap();
+        assert!(!callers.is_own(plain_pid), "a reaped pid is no descendant");
+        assert!(!callers.verdicts.lock().unwrap().contains_key(&plain_pid));
+        assert!(callers.is_own(agent_pid), "the other verdict is still kept");
+        agent.kill().unwrap();
+        agent.wait().unwrap();
     }
 }

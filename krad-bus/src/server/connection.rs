@@ -63,11 +63,17 @@ pub(crate) async fn read_line(stream: &mut TcpStream) -> std::io::Result<LineRea
 /// Resolves when the client closes its side (EOF) or the connection breaks.
 /// Whatever else it sends meanwhile is discarded (bytes after the line are ignored).
 ///
-/// The buffer lives only while reading, not across the wait: every held
-/// request (a Wait, for up to 30 min) carries this future.
+/// Every held request (a Wait, for up to 30 min) carries this future, so it
+/// keeps nothing across its wait but the stream: the buffer lives only while
+/// reading, and readiness is awaited through `poll_read_ready`, whose waker
+/// the socket's registration keeps (`readable()` would carry a waiter node of
+/// its own, ~150 bytes). Nothing else awaits this stream's reads meanwhile.
 pub(crate) async fn client_left(stream: &mut TcpStream) {
     loop {
-        if stream.readable().await.is_err() {
+        if std::future::poll_fn(|cx| stream.poll_read_ready(cx))
+            .await
+            .is_err()
+        {
             return;
         }
         let mut sink = [0u8; 256];

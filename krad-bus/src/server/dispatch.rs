@@ -23,28 +23,38 @@ use crate::request::{Request, Rights, for_each_request};
 use crate::token::Principal;
 
 /// What became of a request.
+///
+/// Its larger payloads are boxed, so a `Reply` is a few words: every future
+/// that will hold one (a connection's task while its request is held, a
+/// request's boxed work) reserves room for it from the start, for as long as
+/// the request runs — a Wait, up to 30 minutes.
 pub(crate) enum Reply<S, T> {
     /// Write this answer.
-    Answer(Response),
+    Answer(Box<Response>),
     /// Write this answer line, spliced by the app from cached JSON.
     Encoded(EncodedAnswer),
     /// Write this answer, as recorded earlier (a replay).
     Recorded(serde_json::Value),
     /// Serve this stream.
-    Stream(S),
+    Stream(Box<S>),
     /// Serve this attachment (lines both ways).
-    Attach(T),
+    Attach(Box<T>),
     /// The client left while its request waited; nothing is written.
     Left,
 }
 
 impl<S, T> Reply<S, T> {
+    /// Write this answer (an error, `"TimedOut"` …).
+    pub(crate) fn answer(response: impl Into<Response>) -> Self {
+        Reply::Answer(Box::new(response.into()))
+    }
+
     /// A handler's typed result, as the response on the wire.
     fn answered<R: Answer>(result: Result<R, ApiError>) -> Self {
-        Reply::Answer(match result {
-            Ok(answer) => answer.into_response(),
-            Err(e) => e.into(),
-        })
+        match result {
+            Ok(answer) => Reply::answer(answer.into_response()),
+            Err(e) => Reply::answer(e),
+        }
     }
 }
 
@@ -93,7 +103,7 @@ pub(crate) fn prepare<'b, A: App>(
 ) -> Prepared<'b, A::Subscription, A::Attachment> {
     let (ctx, request) = match checked(bus, &**app, line, waited) {
         Ok(checked) => checked,
-        Err(Refusal::Error(e)) => return Prepared::Reply(Reply::Answer(e.into())),
+        Err(Refusal::Error(e)) => return Prepared::Reply(Reply::answer(e)),
         Err(Refusal::Starting(starting)) => return Prepared::Starting(starting),
     };
     tracing::debug!(request = request.kind().name(), caller = ?ctx.principal, "request");
@@ -131,7 +141,7 @@ pub(crate) fn prepare<'b, A: App>(
     let joined = async move {
         task.await.unwrap_or_else(|e| {
             tracing::error!("a request's task failed: {e}");
-            Reply::Answer(ApiError::internal("the request failed inside the app").into())
+            Reply::answer(ApiError::internal("the request failed inside the app"))
         })
     };
     running(Box::pin(joined), false)
@@ -221,13 +231,12 @@ fn begin_at_most_once<A: App>(
     match log.begin(&ctx.principal, id.as_str(), &request.to_value()) {
         Begin::Fresh(ticket) => Once::Run(Some(ticket)),
         Begin::Replay(answer) => Once::Answer(Reply::Recorded(answer)),
-        Begin::Reused => Once::Answer(Reply::Answer(
+        Begin::Reused => Once::Answer(Reply::answer(
             ApiError::new(
                 ErrorCode::RequestIdReused,
                 format!("request_id {:?} was used for another request", id.as_str()),
             )
-            .with_detail(json!({ "request_id": id.as_str() }))
-            .into(),
+            .with_detail(json!({ "request_id": id.as_str() })),
         )),
         Begin::Running(first) => Once::AwaitFirst(first),
     }
@@ -240,13 +249,10 @@ async fn first_answer<S, T>(mut first: watch::Receiver<Option<Value>>) -> Reply<
             return Reply::Recorded(answer);
         }
         if first.changed().await.is_err() {
-            return Reply::Answer(
-                ApiError::new(
-                    ErrorCode::Unavailable,
-                    "the first request with this request_id was cancelled; send it again",
-                )
-                .into(),
-            );
+            return Reply::answer(ApiError::new(
+                ErrorCode::Unavailable,
+                "the first request with this request_id was cancelled; send it again",
+            ));
         }
     }
 }
@@ -262,7 +268,7 @@ async fn run_and_keep<A: App>(
     let reply = dispatch(&bus, &app, ctx, request).await;
     if let (Some(ticket), Some(log)) = (ticket, app.request_log()) {
         let answer = match &reply {
-            Reply::Answer(response) => serde_json::to_value(response).ok(),
+            Reply::Answer(response) => serde_json::to_value(&**response).ok(),
             Reply::Recorded(value) => Some(value.clone()),
             Reply::Encoded(answer) => serde_json::from_slice(answer.as_bytes()).ok(),
             Reply::Stream(_) | Reply::Attach(_) | Reply::Left => None,
@@ -305,7 +311,7 @@ macro_rules! serve_by {
         Box::pin(async move {
             match HandleEncoded::handle_encoded(&*app, &$ctx, $request).await {
                 Ok(answer) => Reply::Encoded(answer),
-                Err(e) => Reply::Answer(e.into()),
+                Err(e) => Reply::answer(e),
             }
         })
     }};
@@ -317,8 +323,8 @@ macro_rules! serve_by {
         let app = $app.clone();
         Box::pin(async move {
             match app.subscribe(&$ctx, $request).await {
-                Ok(subscription) => Reply::Stream(subscription),
-                Err(e) => Reply::Answer(e.into()),
+                Ok(subscription) => Reply::Stream(Box::new(subscription)),
+                Err(e) => Reply::answer(e),
             }
         })
     }};
@@ -326,8 +332,8 @@ macro_rules! serve_by {
         let app = $app.clone();
         Box::pin(async move {
             match app.attach(&$ctx, $request).await {
-                Ok(attachment) => Reply::Attach(attachment),
-                Err(e) => Reply::Answer(e.into()),
+                Ok(attachment) => Reply::Attach(Box::new(attachment)),
+                Err(e) => Reply::answer(e),
             }
         })
     }};
@@ -391,7 +397,7 @@ pub(crate) async fn run<S, T>(
     tokio::select! {
         biased;
         reply = work => reply,
-        () = expiry => Reply::Answer(Response::TimedOut),
+        () = expiry => Reply::answer(Response::TimedOut),
         () = left => Reply::Left,
     }
 }

@@ -372,66 +372,93 @@ fn refuse_busy(stream: TcpStream, bus: &Arc<Bus>, tracker: &TaskTracker) {
     });
 }
 
+/// One connection, in three steps: reading its line and the order of checks
+/// ([`read_request`]) and writing the answer ([`respond`]) are boxed, each
+/// allocated only while it runs. What stays in the task itself is what a
+/// request needs while it runs — its boxed work, the timer of its deadline and
+/// the watch on its client — since a task is sized for its largest state and
+/// a held request (a Wait, for up to 30 minutes) keeps the whole of it.
 async fn connection_task<A: App>(
     mut stream: TcpStream,
     bus: Arc<Bus>,
     app: Arc<A>,
     _permit: OwnedSemaphorePermit,
 ) {
-    let read = tokio::time::timeout(bus.config.line_timeout, connection::read_line(&mut stream));
-    let read = read.await;
+    let (reply, whole_line) = match Box::pin(read_request(&mut stream, &bus, &app)).await {
+        Step::Gone => return,
+        Step::Answer(reply, whole_line) => (reply, whole_line),
+        Step::Run(running, whole_line) => {
+            let watch = running.cancels_on_leave.then_some(&mut stream);
+            let reply = dispatch::run(running.work, running.deadline, watch).await;
+            drop(running._waiting);
+            (reply, whole_line)
+        }
+    };
+    Box::pin(respond(&bus, stream, reply, whole_line)).await;
+}
+
+/// What [`read_request`] made of a connection.
+enum Step<'b, S, T> {
+    /// The client closed without sending anything; nothing to answer.
+    Gone,
+    /// Answer this (`whole_line`: after a complete request line).
+    Answer(Reply<S, T>, bool),
+    /// Run this request, then answer what it gives.
+    Run(dispatch::Running<'b, S, T>, bool),
+}
+
+/// Reads the request line within its limits and takes it through the order of
+/// checks. The line is gone once the request is prepared.
+async fn read_request<'b, A: App>(
+    stream: &mut TcpStream,
+    bus: &'b Arc<Bus>,
+    app: &Arc<A>,
+) -> Step<'b, A::Subscription, A::Attachment> {
+    let read = tokio::time::timeout(bus.config.line_timeout, connection::read_line(stream)).await;
     // After a whole line, a client that sent nothing more need not be lingered on.
     let whole_line = matches!(read, Ok(Ok(LineRead::Line(_))));
     let reply = match read {
-        // The request's work is boxed (see `dispatch::prepare`): a connection
-        // carries it only once its line has arrived, sized for that request alone.
         Ok(Ok(LineRead::Line(line))) => {
-            let mut prepared = dispatch::prepare(&bus, &app, &line, false);
+            let mut prepared = dispatch::prepare(bus, app, &line, false);
             if let Prepared::Starting(starting) = prepared {
                 // A terminal being started: checked again once it is recorded.
                 starting.await;
-                prepared = dispatch::prepare(&bus, &app, &line, true);
+                prepared = dispatch::prepare(bus, app, &line, true);
             }
             match prepared {
                 Prepared::Reply(reply) => reply,
-                Prepared::Run(running) => {
-                    drop(line);
-                    let watch = running.cancels_on_leave.then_some(&mut stream);
-                    let reply = dispatch::run(running.work, running.deadline, watch).await;
-                    drop(running._waiting);
-                    reply
-                }
+                Prepared::Run(running) => return Step::Run(running, whole_line),
                 // Not after the wait: `prepare` then refuses instead.
-                Prepared::Starting(_) => Reply::Answer(dispatch::unauthorized().into()),
+                Prepared::Starting(_) => Reply::answer(dispatch::unauthorized()),
             }
         }
-        Ok(Ok(LineRead::TooLong)) => Reply::Answer(
-            ApiError::bad_request(format!(
-                "the request line is longer than {MAX_LINE} bytes (the limit, its \\n included)"
-            ))
-            .into(),
-        ),
-        Ok(Ok(LineRead::Closed { partial: true })) => Reply::Answer(
-            ApiError::bad_request(
-                "the connection was closed before the request line ended (end it with \\n)",
-            )
-            .into(),
-        ),
-        Ok(Ok(LineRead::Closed { partial: false })) | Ok(Err(_)) => return,
-        Err(_) => Reply::Answer(
-            ApiError::bad_request(format!(
-                "no complete request line within {} s of connecting",
-                bus.config.line_timeout.as_secs_f64()
-            ))
-            .into(),
-        ),
+        Ok(Ok(LineRead::TooLong)) => Reply::answer(ApiError::bad_request(format!(
+            "the request line is longer than {MAX_LINE} bytes (the limit, its \\n included)"
+        ))),
+        Ok(Ok(LineRead::Closed { partial: true })) => Reply::answer(ApiError::bad_request(
+            "the connection was closed before the request line ended (end it with \\n)",
+        )),
+        Ok(Ok(LineRead::Closed { partial: false })) | Ok(Err(_)) => return Step::Gone,
+        Err(_) => Reply::answer(ApiError::bad_request(format!(
+            "no complete request line within {} s of connecting",
+            bus.config.line_timeout.as_secs_f64()
+        ))),
     };
-    // Writing the answer is boxed too ([`answer_with`]).
+    Step::Answer(reply, whole_line)
+}
+
+/// Writes a request's answer, or serves its stream or attachment.
+async fn respond<S: Subscription, T: Attachment>(
+    bus: &Bus,
+    stream: TcpStream,
+    reply: Reply<S, T>,
+    whole_line: bool,
+) {
     match reply {
         Reply::Answer(response) => {
             let (code, line) = (response.error_code(), response.to_line());
             drop(response);
-            answer_with(&bus, stream, code, &line, whole_line).await;
+            answer_with(bus, stream, code, &line, whole_line).await;
         }
         Reply::Recorded(answer) => {
             let code = answer
@@ -440,21 +467,20 @@ async fn connection_task<A: App>(
                 .and_then(|c| serde_json::from_value::<ErrorCode>(c.clone()).ok());
             let mut line = serde_json::to_vec(&answer).unwrap_or_default();
             line.push(b'\n');
-            answer_with(&bus, stream, code, &line, whole_line).await;
+            answer_with(bus, stream, code, &line, whole_line).await;
         }
         Reply::Encoded(answer) => {
-            answer_with(&bus, stream, None, answer.as_bytes(), whole_line).await;
+            answer_with(bus, stream, None, answer.as_bytes(), whole_line).await;
         }
         Reply::Stream(subscription) => {
             bus.counters.answered(None);
             let _subscriber = bus.counters.subscriber_guard();
-            Box::pin(connection::stream(stream, subscription, &bus.shutdown)).await;
+            Box::pin(connection::stream(stream, *subscription, &bus.shutdown)).await;
         }
         Reply::Attach(attachment) => {
             bus.counters.answered(None);
-            // Boxed, like the stream: the task of every connection is sized for
-            // its largest state, and most connections never attach.
-            Box::pin(attach::serve(stream, attachment, &bus.shutdown)).await;
+            // Boxed, like the stream: most connections never attach.
+            Box::pin(attach::serve(stream, *attachment, &bus.shutdown)).await;
         }
         Reply::Left => tracing::debug!("client left; its request was cancelled"),
     }

@@ -1,0 +1,174 @@
+//! The store's own tests: a record's cached JSON, its watchers and the revs
+//! always follow the record, whatever an update's closure says.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use krad_bus::protocol::{AgentRecord, AgentState, RecordJson, StateSource};
+use krad_term::{ExitStatus, Snapshot, Terminal};
+use tokio::sync::oneshot;
+
+use super::Store;
+use crate::config::Config;
+use crate::profile::Profiles;
+
+/// A terminal with nothing behind it: the store only keeps it.
+struct Nothing;
+
+impl Terminal for Nothing {
+    fn id(&self) -> u64 {
+        7
+    }
+
+    fn pid(&self) -> Option<u32> {
+        None
+    }
+
+    fn write(&self, _bytes: Vec<u8>) -> oneshot::Receiver<std::io::Result<()>> {
+        oneshot::channel().1
+    }
+
+    fn resize(&self, _cols: u16, _rows: u16) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn snapshot(&self, _scrollback_lines: usize) -> Snapshot {
+        Snapshot {
+            screen: String::new(),
+            cursor: (0, 0),
+            scrollback: Vec::new(),
+            truncated: false,
+            title: String::new(),
+            size: (80, 24),
+            bracketed_paste: false,
+            application_cursor: false,
+        }
+    }
+
+    fn bracketed_paste(&self) -> bool {
+        false
+    }
+
+    fn close(&self, _grace: Duration) {}
+
+    fn exit_status(&self) -> Option<ExitStatus> {
+        None
+    }
+}
+
+fn record() -> AgentRecord {
+    AgentRecord {
+        terminal: 7,
+        environment: "main".into(),
+        host: None,
+        name: Some("one".into()),
+        profile: "exec".into(),
+        command: vec!["sleep".into(), "3600".into()],
+        lead: false,
+        parent: None,
+        group: None,
+        variant: None,
+        state: AgentState::Working,
+        state_source: StateSource::Screen,
+        message: None,
+        exit_code: None,
+        signal: None,
+        pid: Some(1234),
+        title: None,
+        started_at: "2026-12-02T00:00:00.000Z".into(),
+        state_since: "2026-12-02T00:00:00.000Z".into(),
+        rev: 0,
+    }
+}
+
+/// A store in a fresh directory holding [`record`].
+fn store_with_one(dir: &std::path::Path) -> Store {
+    let store = Store::open(crate::state_db::open(dir).unwrap()).unwrap();
+    let profiles = Profiles::from_config(&Config::parse("").unwrap()).unwrap();
+    let profile = profiles.get("exec").unwrap();
+    store.insert(record(), Arc::new(Nothing), profile, None);
+    store
+}
+
+/// The cached JSON is the JSON of the record as it is now.
+fn assert_cache_matches(store: &Store) {
+    let record = store.record(7).unwrap();
+    let cached = store.json(7).unwrap();
+    assert_eq!(cached.as_str(), RecordJson::of(&record).as_str());
+    let listed = store.list_json(None);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].as_str(), cached.as_str());
+}
+
+#[test]
+fn a_record_edited_by_a_closure_that_returns_false_is_still_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_one(dir.path());
+    let mut watch = store.watch(7).unwrap();
+    watch.mark_unchanged();
+    let rev_before = store.rev();
+
+    // The closure edits the record, then says nothing changed (as an exit
+    // that records its code on an agent already marked exited could).
+    let after = store
+        .update(7, |e| {
+            e.record.exit_code = Some(3);
+            false
+        })
+        .unwrap();
+
+    assert_eq!(after.exit_code, Some(3));
+    assert_cache_matches(&store);
+    assert!(
+        store.json(7).unwrap().as_str().contains("\"exit_code\":3"),
+        "the cached JSON shows the edit"
+    );
+    assert!(store.rev() > rev_before, "the edit bumped the revs");
+    assert_eq!(after.rev, store.rev());
+    assert!(
+        watch.has_changed().unwrap(),
+        "the agent's watchers were told"
+    );
+    assert_eq!(watch.borrow_and_update().exit_code, Some(3));
+    let mut lines = Vec::new();
+    store.lines_since(rev_before, None, &mut lines);
+    assert_eq!(lines.len(), 1, "subscribers resuming see the change");
+}
+
+#[test]
+fn an_update_that_changes_nothing_is_not_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_one(dir.path());
+    let mut watch = store.watch(7).unwrap();
+    watch.mark_unchanged();
+    let rev_before = store.rev();
+    let json_before = store.json(7).unwrap().as_str().to_owned();
+
+    // Edits outside the record (and none inside it) are no change.
+    store
+        .update(7, |e| {
+            e.prompt_pending = true;
+            false
+        })
+        .unwrap();
+
+    assert_eq!(store.rev(), rev_before);
+    assert!(!watch.has_changed().unwrap());
+    assert_eq!(store.json(7).unwrap().as_str(), json_before);
+    assert_cache_matches(&store);
+}
+
+#[test]
+fn a_change_reported_true_rebuilds_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_one(dir.path());
+    store
+        .update(7, |e| {
+            e.record.title = Some("✳ a \"quoted\" title".into());
+            true
+        })
+        .unwrap();
+    assert_cache_matches(&store);
+}
