@@ -17,10 +17,12 @@
 //! started again asks for the same port too.
 //!
 //! On a host with tmux, terminals live in tmux there and outlive the link and
-//! the app ([`crate::remote_tmux`]); each time the link is up, the path of its
-//! control socket is written to `<state dir>/hosts/<name>.control` for their
-//! re-attach loops. On a host without tmux, a terminal whose link is gone ends
-//! (its `ssh -tt` exits) and is reported `exited`, never left working.
+//! the app ([`crate::remote_tmux`]): one tmux control client per host, through
+//! the control connection, carries them all ([`Host::tmux_terminals`]); each
+//! time the link is up, the settings of the app's tmux server there are
+//! written again and the client takes back every terminal the link left. On a
+//! host without tmux, a terminal whose link is gone ends (its `ssh -tt` exits)
+//! and is reported `exited`, never left working.
 
 use krad_bus::protocol::{HostStatus, LinkState};
 use std::collections::BTreeMap;
@@ -30,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use krad_bus::protocol::{ApiError, ErrorCode};
+use krad_term::TmuxHost;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -95,6 +98,8 @@ pub struct Host {
     link: Mutex<Link>,
     connecting: tokio::sync::Mutex<()>,
     stopping: tokio_util_cancel::Flag,
+    /// The terminals in tmux on the host, through one control client.
+    terminals: Arc<TmuxHost>,
 }
 
 /// A tiny stop flag (no extra dependency).
@@ -139,12 +144,15 @@ impl Hosts {
             .iter()
             .map(|(name, host)| {
                 let saved = read_saved(&state, name);
-                // No link yet: re-attach loops wait until there is one.
+                // Left by a run whose terminals had re-attach loops.
                 let _ = std::fs::remove_file(state.join(format!("{name}.control")));
+                let control = dir.join(control_name(std::process::id(), name));
+                let place = remote_tmux::place(name, host, &app_name, &control);
                 let host = Host {
                     name: name.clone(),
                     config: host.clone(),
-                    control: dir.join(control_name(std::process::id(), name)),
+                    terminals: Arc::new(TmuxHost::over_ssh(app_name.clone(), place)),
+                    control,
                     state: state.clone(),
                     app_name: app_name.clone(),
                     bus_port,
@@ -483,14 +491,14 @@ impl Host {
             link.tmux = tmux;
         }
         self.save();
-        if let Err(e) = crate::private_file::write(
-            &self.control_file(),
-            self.control.display().to_string().as_bytes(),
-        ) {
-            tracing::warn!(host = %self.name, "cannot tell the terminals' re-attach loops the control socket: {e}");
+        if tmux == Some(true) {
+            self.write_tmux_settings().await;
         }
         self.set(LinkState::Up, None);
         tracing::info!(host = %self.name, port, "ssh link up");
+        if tmux == Some(true) {
+            self.resume_terminals();
+        }
         self.remove_dead_apps_files().await;
         let leftovers = std::mem::take(&mut self.lock().leftover_terminals);
         if !leftovers.is_empty() {
@@ -513,11 +521,6 @@ impl Host {
         format!("{home}/.krad-ade/{}", self.app_name)
     }
 
-    /// The name of this app's tmux server on the host (`tmux -L`).
-    pub fn tmux_server(&self) -> &str {
-        &self.app_name
-    }
-
     /// Whether the host has tmux, once connected.
     pub fn has_tmux(&self) -> Option<bool> {
         self.lock().tmux
@@ -525,8 +528,44 @@ impl Host {
 
     /// The file that holds the path of the link's control socket while it is
     /// up (read by the re-attach loops of terminals in tmux).
-    pub(crate) fn control_file(&self) -> PathBuf {
-        self.state.join(format!("{}.control", self.name))
+    /// The terminals in tmux on the host (one control client for them all),
+    /// when it has tmux (and the link was up, to know it).
+    pub fn tmux_terminals(&self) -> Option<Arc<TmuxHost>> {
+        (self.has_tmux() == Some(true)).then(|| Arc::clone(&self.terminals))
+    }
+
+    /// The host's terminal host for tmux there, whether or not the host was
+    /// reached yet (a restarted app's terminals wait in it for the link).
+    pub fn tmux_host(&self) -> Arc<TmuxHost> {
+        Arc::clone(&self.terminals)
+    }
+
+    /// Writes the settings of the app's tmux server on the host (and applies
+    /// them to it if it runs): before its control client starts.
+    async fn write_tmux_settings(&self) {
+        let script = remote_tmux::settings_script(&self.app_name, &self.tmux_files_dir());
+        match self.run_raw(&script, None).await {
+            Ok((Some(0), _, _)) => {}
+            Ok((_, _, err)) => tracing::warn!(
+                host = %self.name,
+                "cannot write the tmux settings on the host: {}",
+                String::from_utf8_lossy(&err).trim()
+            ),
+            Err(e) => {
+                tracing::warn!(host = %self.name, "cannot write the tmux settings on the host: {e}")
+            }
+        }
+    }
+
+    /// Has the host's tmux client take back the terminals waiting for the
+    /// link (in the background: it blocks on the round trips).
+    pub fn resume_terminals(&self) {
+        let (terminals, name) = (Arc::clone(&self.terminals), self.name.clone());
+        tokio::task::spawn_blocking(move || {
+            if let Err(error) = terminals.resume() {
+                tracing::info!(host = %name, %error, "the host's terminals wait for the link");
+            }
+        });
     }
 
     /// Saves what the next run needs of the host.
@@ -576,12 +615,7 @@ impl Host {
         let tmux = remote_tmux::tmux_command(&self.app_name, &self.tmux_files_dir());
         let sessions: String = ids
             .iter()
-            .map(|id| {
-                format!(
-                    "{tmux} kill-session -t ={} 2>/dev/null\n",
-                    remote_tmux::session(*id)
-                )
-            })
+            .map(|id| format!("{tmux} kill-window -t '=krad:=krad-{id}' 2>/dev/null\n"))
             .collect();
         let script = format!(
             "if command -v tmux >/dev/null 2>&1; then\n{sessions}fi\nrm -f -- {}",
@@ -723,7 +757,6 @@ impl Host {
                 said => said,
             };
             tracing::warn!(host = %self.name, "ssh link down: {reason}");
-            let _ = std::fs::remove_file(self.control_file());
             self.set(LinkState::Down, Some(reason));
             let mut backoff = Duration::from_millis(250);
             loop {
@@ -772,7 +805,6 @@ impl Host {
             );
         }
         let _ = std::fs::remove_file(&self.control);
-        let _ = std::fs::remove_file(self.control_file());
     }
 
     /// Whether the app is stopping.

@@ -446,7 +446,6 @@ fn with_the_local_tmux_host_a_killed_app_s_host_terminals_are_taken_back() {
     let extra = format!("\n{}", crate::tmux::TMUX);
     let (mut app, remote) = crate::ssh::app_with_host_configured(&sshd, "", &extra);
     let (id, pid, pid_file) = start_counter(&app, &sshd, "far-local-tmux");
-    let _server = crate::tmux::TmuxServer::of(&app, id);
     let before = last_tick(&app, id);
     app.signal(nix::sys::signal::Signal::SIGKILL);
     app.wait_exit(Duration::from_secs(10));
@@ -458,8 +457,8 @@ fn with_the_local_tmux_host_a_killed_app_s_host_terminals_are_taken_back() {
         config: Some(&config),
         ..Launch::default()
     });
-    // The local loop itself lived on in the local tmux; the new app takes it
-    // back, re-opens the link and gives the program its new token.
+    // The new app takes it back from tmux on the host (whatever the local
+    // terminal host), re-opens the link and gives the program its new token.
     assert_ne!(app.record(id)["state"], "exited");
     same_program_goes_on(&app, id, pid, &pid_file, before);
 }

@@ -10,7 +10,7 @@ use krad_bus::protocol::{AgentRecord, AgentState, ApiError, ErrorCode, StateSour
 use krad_bus::request::spawn::Spawn;
 use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
-use krad_term::{SpawnError, SpawnSpec, Terminal, TerminalEvent};
+use krad_term::{SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost};
 
 use self::launch::{Launch, Prepared, local_launch, remote_launch};
 use crate::EmbeddedApp;
@@ -91,6 +91,14 @@ pub(crate) async fn spawn(
         None => local_launch(core, launch, cwd)?,
         Some(host) => remote_launch(core, host, launch, &cwd).await?,
     };
+    // A host's terminals in tmux there go through its own tmux client.
+    let terminal_host: Arc<dyn TerminalHost> = match newcomer.host.as_ref() {
+        Some(host) => match host.tmux_terminals() {
+            Some(tmux) => tmux,
+            None => core.host.clone(),
+        },
+        None => core.host.clone(),
+    };
     let (events_tx, events) = tokio::sync::mpsc::channel(EVENT_QUEUE);
     let before = agent_record(&newcomer, &request, &profile, shown.clone(), None);
     core.store.keep_before_start(&before, prepared.3.as_ref());
@@ -102,10 +110,16 @@ pub(crate) async fn spawn(
     let finish = tokio::spawn(async move {
         // Its token works from now on: a request with it waits for its record.
         let start = core.launching.begin(&newcomer.me);
-        let (terminal, token_file) =
-            start_terminal(&core, newcomer.me.terminal, &request, prepared, events_tx)
-                .await
-                .inspect_err(|_| core.store.forget_kept(newcomer.me.terminal))?;
+        let (terminal, token_file) = start_terminal(
+            &core,
+            terminal_host,
+            newcomer.me.terminal,
+            &request,
+            prepared,
+            events_tx,
+        )
+        .await
+        .inspect_err(|_| core.store.forget_kept(newcomer.me.terminal))?;
         let record = agent_record(&newcomer, &request, &profile, shown, terminal.pid());
         let record = core
             .store
@@ -255,6 +269,7 @@ struct Newcomer {
 /// On failure the local token file is removed again.
 async fn start_terminal(
     core: &Core,
+    host: Arc<dyn TerminalHost>,
     id: u64,
     request: &Spawn,
     (argv, cwd, env, token_file): Prepared,
@@ -271,7 +286,6 @@ async fn start_terminal(
         transcript: Some(crate::transcripts::path(core, id)),
         scrollback_lines: core.settings.config.terminals.scrollback,
     };
-    let host = core.host.clone();
     let started = tokio::task::spawn_blocking(move || host.spawn(spec, events))
         .await
         .unwrap_or_else(|e| Err(SpawnError::Host(format!("the terminal host failed: {e}"))));

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc as std_mpsc;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -12,6 +12,10 @@ use crate::screen::Screen;
 use crate::{ExitStatus, TerminalEvent};
 
 use super::seed::SeedInfo;
+
+/// Terminals on an SSH host whose control client ended with the link (their
+/// programs run on there): taken back by the next client.
+pub(super) type Orphans = Arc<Mutex<Vec<Pipeline>>>;
 
 /// What a terminal's handle and the reader share.
 #[derive(Debug)]
@@ -84,4 +88,6 @@ pub(super) struct Pipeline {
     pub(super) exit_queries: u32,
     /// The program ended with this; its final screen is on its way.
     pub(super) final_status: Option<ExitStatus>,
+    /// On an SSH host: where it waits when its client ends.
+    pub(super) home: Option<Orphans>,
 }

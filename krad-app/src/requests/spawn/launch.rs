@@ -103,10 +103,10 @@ pub(super) fn local_launch(
 /// both written through ssh's stdin. The launcher removes itself before
 /// anything else and then runs the program.
 ///
-/// On a host with tmux, the launcher runs in a session of the app's tmux
-/// server there and the local terminal runs the re-attach loop
-/// ([`remote_tmux`]); the terminal's record is kept in the store so that a
-/// restarted app attaches to it again. Without tmux, `ssh -tt` runs
+/// On a host with tmux, the launcher (`sh <launcher>`, the argv answered) runs
+/// in a window of the app's tmux server there, started by the host's tmux
+/// client ([`remote_tmux`]); the terminal's record is kept in the store so
+/// that a restarted app takes it back. Without tmux, `ssh -tt` runs
 /// `sh <launcher>`, which `exec`s the program: it ends with the link.
 pub(super) async fn remote_launch(
     core: &Core,
@@ -128,7 +128,7 @@ pub(super) async fn remote_launch(
     }
     let port = host.connect().await?;
     let id = launch.me.terminal;
-    let in_tmux = host.has_tmux() == Some(true);
+    let in_tmux = host.tmux_terminals().is_some();
     let dir = if in_tmux {
         host.tmux_files_dir()
     } else {
@@ -192,7 +192,11 @@ pub(super) async fn remote_launch(
     }
     host.write_private(&launcher, script.as_bytes()).await?;
     if in_tmux {
-        return start_in_tmux(core, host, id, &dir).await;
+        // Kept in the store from now on: a restarted app takes it back.
+        core.store.keep_terminal(id);
+        let argv = vec!["sh".to_owned(), launcher];
+        let env = vec![("TERM".to_owned(), "xterm-256color".to_owned())];
+        return Ok((argv, cwd.to_path_buf(), env, None));
     }
     let mut ssh = vec!["ssh".to_owned()];
     ssh.extend(host.ssh_args(true));
@@ -200,40 +204,6 @@ pub(super) async fn remote_launch(
     ssh.push(format!("sh {}", shell_quote(&launcher)));
     let env = vec![("TERM".to_owned(), "xterm-256color".to_owned())];
     Ok((ssh, core.settings.root.clone(), env, None))
-}
-
-/// Starts terminal `id`'s launcher (already written in `dir` on the host) in a
-/// session of the app's tmux server there, writes its attach script, and
-/// answers the local re-attach loop to run.
-async fn start_in_tmux(
-    core: &Core,
-    host: &Arc<Host>,
-    id: u64,
-    dir: &str,
-) -> Result<Prepared, ApiError> {
-    let server = host.tmux_server();
-    let attach = format!("{dir}/{id}.attach");
-    host.write_private(
-        &attach,
-        remote_tmux::attach_script(server, dir, id).as_bytes(),
-    )
-    .await?;
-    let script = remote_tmux::start_script(server, dir, id, 120, 40);
-    let (code, _, err) = host.run(&script, None).await?;
-    if code != Some(0) {
-        return Err(ApiError::new(
-            ErrorCode::Failed,
-            format!(
-                "cannot start the terminal in tmux on host {:?}: {}",
-                host.name,
-                String::from_utf8_lossy(&err).trim()
-            ),
-        ));
-    }
-    // Kept in the store from now on: a restarted app attaches to it again.
-    core.store.keep_terminal(id);
-    let (argv, cwd, env) = remote_tmux::reattach_program(core, host, id);
-    Ok((argv, cwd, env, None))
 }
 
 /// Whether `name` can be `export`ed by a POSIX shell.
