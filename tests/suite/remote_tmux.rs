@@ -491,3 +491,141 @@ fn a_host_terminal_closed_while_the_link_is_down_ends_there_once_it_is_back() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A host with tmux and a worktree `env` on it: the app, and the host's sshd.
+fn app_with_worktree(sshd: &Sshd, env: &str) -> App {
+    let (app, _remote) = app_with_host_logged(sshd, "");
+    let created = app.request(json!({"CreateWorktree": {"name": env, "host": "far"}}));
+    assert!(created["Environment"].is_object(), "{created}");
+    assert_eq!(host_status(&app)["tmux"], true, "this host has tmux");
+    app
+}
+
+/// Starts `script` (for `sh -c`) in a terminal of `env` on the host.
+fn spawn_on_host(app: &App, env: &str, script: &str) -> u64 {
+    app.spawn(json!({"profile": "exec", "environment": env, "command": ["sh", "-c", script]}))
+        ["terminal"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn osc_notifications_and_7501_states_of_a_host_terminal_reach_the_app() {
+    let sshd = Sshd::start();
+    let app = app_with_worktree(&sshd, "far-osc");
+    // OSC 9 (a notification) decides the state from the screen, as here.
+    let notifying = spawn_on_host(
+        &app,
+        "far-osc",
+        "echo busy; sleep 0.3; printf '\\033]9;Approval requested: rm -rf build\\007'; sleep 60",
+    );
+    let record = app.until_state(notifying, "asking");
+    assert_eq!(record["state_source"], "screen", "{record}");
+    assert_eq!(record["message"], "Approval requested: rm -rf build");
+    // OSC 777 too.
+    let finishing = spawn_on_host(
+        &app,
+        "far-osc",
+        "echo busy; sleep 0.3; printf '\\033]777;notify;Codex;Turn complete\\007'; sleep 60",
+    );
+    let record = app.until_state(finishing, "idle");
+    assert_eq!(record["message"], "Codex: Turn complete", "{record}");
+    // Codex's OSC 7501 state announcements.
+    let announcing = spawn_on_host(
+        &app,
+        "far-osc",
+        "printf '\\033]7501;state=blocked:app=x:kind=permission\\033\\\\'; read a; \
+         printf '\\033]7501;state=done\\033\\\\'; sleep 30",
+    );
+    let asking = app.until_state(announcing, "asking");
+    assert_eq!(asking["state_source"], "hook", "{asking}");
+    assert_eq!(asking["message"], "needs your approval");
+    app.request(json!({"Send": {"target": announcing, "text": "a", "enter": true}}));
+    let idle = app.until_state(announcing, "idle");
+    assert_eq!(idle["state_source"], "hook", "{idle}");
+}
+
+#[test]
+fn twelve_terminals_on_a_host_whose_sshd_allows_10_sessions_all_work() {
+    // `Sshd::start` keeps sshd's default `MaxSessions 10`: one ssh session per
+    // terminal would fail the 10th.
+    let sshd = Sshd::start();
+    let app = app_with_worktree(&sshd, "far-many");
+    let ids: Vec<u64> = (0..12)
+        .map(|n| {
+            spawn_on_host(
+                &app,
+                "far-many",
+                &format!("echo ready-{n}; read line; echo \"got-{n}:$line\"; sleep 60"),
+            )
+        })
+        .collect();
+    for (n, id) in ids.iter().enumerate() {
+        app.until_screen(*id, &format!("ready-{n}"));
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let sent = app
+            .request(json!({"Send": {"target": id, "text": format!("hello {n}"), "enter": true}}));
+        assert!(sent["Sent"].is_object(), "{sent}");
+    }
+    for (n, id) in ids.iter().enumerate() {
+        app.until_screen(*id, &format!("got-{n}:hello {n}"));
+        assert_ne!(app.record(*id)["state"], "exited");
+    }
+    // All through the one link: no ssh fell back to a connection of its own
+    // when the link refused it a session.
+    assert_eq!(
+        connections_to(sshd.port),
+        1,
+        "connections to the host's sshd"
+    );
+}
+
+/// This machine's established TCP connections to `port` on 127.0.0.1 (their
+/// client side).
+fn connections_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let to = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(2) == Some(&to.as_str()) && fields.get(3) == Some(&"01")
+        })
+        .count()
+}
+
+#[test]
+fn host_terminals_whose_tmux_server_died_while_the_link_was_down_end_without_a_code() {
+    let sshd = Sshd::start();
+    let (app, _remote) = app_with_host_logged(&sshd, "");
+    let (id, pid, _pid_file) = start_counter(&app, &sshd, "far-reboot");
+    let frozen = process_tree(sshd.child.id());
+    signal_all(&frozen, nix::sys::signal::Signal::SIGSTOP);
+    let until = Instant::now() + Duration::from_secs(20);
+    while host_status(&app)["state"] != "down" {
+        assert!(Instant::now() < until, "{}", host_status(&app));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The host "reboots": the app's tmux server there dies with its programs.
+    let on_host = format!("{}/.krad-ade", sshd.dir.path().join("home").display());
+    let servers = pgrep(&on_host);
+    assert!(!servers.is_empty(), "no tmux server of krad's on the host");
+    signal_all(&servers, nix::sys::signal::Signal::SIGKILL);
+    signal_all(&[pid], nix::sys::signal::Signal::SIGKILL);
+    assert_ne!(
+        app.record(id)["state"],
+        "exited",
+        "ended before the link was back"
+    );
+    signal_all(&frozen, nix::sys::signal::Signal::SIGCONT);
+    until_up_again(&app, 1);
+    let ended = app.until(id, Duration::from_secs(30), |r| r["state"] == "exited");
+    assert_eq!(ended["exit_code"], Value::Null, "{ended}");
+    let message = ended["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("is gone") && message.contains("host restarted"),
+        "{ended}"
+    );
+}

@@ -48,7 +48,7 @@ impl Sshd {
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
              AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\n\
-             AllowTcpForwarding yes\nMaxSessions 50\nMaxStartups 50\n\
+             AllowTcpForwarding yes\nMaxSessions 10\nMaxStartups 50\n\
              SetEnv HOME={d}/home GIT_CONFIG_GLOBAL={d}/gitconfig GIT_CONFIG_NOSYSTEM=1\n",
             d = d.display()
         );
@@ -60,6 +60,8 @@ impl Sshd {
             "[user]\n\tname = krad host\n\temail = host@krad.invalid\n",
         )
         .unwrap();
+        // `MaxSessions 10` is sshd's default: the app must do with it (one
+        // session per terminal on a host with tmux would not).
         std::fs::write(d.join("sshd_config"), config).unwrap();
         let child = Command::new("/usr/sbin/sshd")
             .args(["-D", "-e", "-f"])
