@@ -253,7 +253,11 @@ fn a_terminal_on_the_host_reports_and_lists_through_the_forward() {
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
             let cmdline = String::from_utf8_lossy(&cmdline);
-            assert!(!cmdline.contains(&token), "{}: {cmdline}", entry.path().display());
+            assert!(
+                !cmdline.contains(&token),
+                "{}: {cmdline}",
+                entry.path().display()
+            );
         }
     }
     let envs = app.request(json!("Environments"))["Environments"].clone();
