@@ -17,13 +17,13 @@
 //!   this app.
 //!
 //! Terminals on SSH hosts that live in tmux there ([`crate::remote_tmux`]) are
-//! kept whatever the local host. With the PTY host their re-attach loops end
-//! with the app; the next app starts each loop again with the same terminal id
-//! and record ([`restore_host_terminals`]): the program on the host never
-//! restarts, its screen is redrawn on attach, and one that ended meanwhile is
-//! `exited` with its code. Once the host's link is up (on the port the last
-//! run had), each terminal's token file there is written again (also for the
-//! loops the tmux host kept, which it takes back as any terminal).
+//! kept whatever the local host, and are their host's tmux host's: the next
+//! app makes each again with the same terminal id and record
+//! ([`restore_host_terminals`]), waiting for the link; once it is up (on the
+//! port the last run had), the host's tmux client takes each back with its
+//! screen as tmux has it (the program never restarted; one that ended
+//! meanwhile is `exited` with its code, one whose pane is gone `exited` without
+//! one), and each terminal's token file there is written again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

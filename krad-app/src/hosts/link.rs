@@ -217,8 +217,9 @@ impl Host {
     }
 
     /// Keeps the link's port, master, the host's home and whether it has
-    /// tmux; saves the port and home for the next run and tells re-attach
-    /// loops the control socket; the link is up.
+    /// tmux; saves the port and home for the next run; writes the settings of
+    /// the app's tmux server there; the link is up, and the host's tmux client
+    /// takes back the terminals the link left.
     pub(super) async fn link_up(&self, port: u16, master_pid: Option<u32>) {
         let found = self
             .run_raw(
