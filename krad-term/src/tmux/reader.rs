@@ -325,6 +325,7 @@ impl Reader {
             };
             pipeline.shared.replace_screen(size, &bytes);
             pipeline.skip_output = false;
+            pipeline.shared.waiting.store(false, Ordering::SeqCst);
             if let Some(pid) = pipeline.shared.pid.get() {
                 lock(&self.connection.followed).insert(pane.to_owned(), *pid);
             }
@@ -369,6 +370,7 @@ fn orphan(
     pipeline.skip_output = false;
     pipeline.seed = None;
     pipeline.exit_queries = 0;
+    pipeline.shared.waiting.store(true, Ordering::SeqCst);
     lock(orphans).push(pipeline);
 }
 

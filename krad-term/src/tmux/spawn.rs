@@ -204,6 +204,10 @@ pub(super) fn adopt_later(
 ) -> Result<TmuxTerminal, SpawnError> {
     let terminal = TmuxTerminal::new(slot, Some(home), spec.id, (80, 24), spec.scrollback_lines);
     let pipeline = terminal.pipeline(spec.transcript, events)?;
+    terminal
+        .shared
+        .waiting
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     super::common::lock(home).push(pipeline);
     Ok(terminal)
 }

@@ -31,6 +31,9 @@ pub(super) struct Shared {
     /// The handle let go of a live terminal: the reader forgets it, its program
     /// runs on.
     pub(super) detached: AtomicBool,
+    /// On an SSH host: waiting for a client to take it back (the link is down,
+    /// or the app just started); its pane may not be the one tmux has now.
+    pub(super) waiting: AtomicBool,
 }
 
 impl Shared {
@@ -45,6 +48,7 @@ impl Shared {
             exit: OnceLock::new(),
             pid: OnceLock::new(),
             detached: AtomicBool::new(false),
+            waiting: AtomicBool::new(false),
         }
     }
 
@@ -54,6 +58,17 @@ impl Shared {
 
     pub(super) fn window(&self) -> &str {
         self.window.get().map_or("", String::as_str)
+    }
+
+    /// An error if the terminal waits to be taken back (see `waiting`).
+    pub(super) fn reachable(&self) -> std::io::Result<()> {
+        if self.waiting.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the link to the terminal's host is down: it is taken back once the link is up",
+            ));
+        }
+        Ok(())
     }
 
     /// Replaces the screen with one of `size` showing `bytes` (the title stays).

@@ -93,8 +93,11 @@ impl TmuxTerminal {
     /// Closing a program on an SSH host: tmux there signals its group.
     fn close_remote(&self, grace: Duration) {
         let id = self.id;
-        let (Some(pid), Ok(connection)) = (self.shared.pid.get().copied(), current(&self.slot))
-        else {
+        let target = self.shared.reachable().ok().and_then(|()| {
+            let pid = self.shared.pid.get().copied()?;
+            Some((pid, current(&self.slot).ok()?))
+        });
+        let Some((pid, connection)) = target else {
             tracing::debug!(
                 terminal = id,
                 "the link is down: the program on the host ends later"
@@ -121,6 +124,7 @@ impl TmuxTerminal {
         let (shared, slot) = (Arc::clone(&self.shared), Arc::clone(&self.slot));
         connection.later.after(grace, move || {
             if shared.exit.get().is_none()
+                && shared.reachable().is_ok()
                 && let Ok(connection) = current(&slot)
             {
                 let _ = connection.control.send(vec![remote_signal(pid, "KILL")]);
@@ -180,6 +184,10 @@ impl Terminal for TmuxTerminal {
             let _ = reply.send(Err(ended()));
             return receiver;
         }
+        if let Err(error) = self.shared.reachable() {
+            let _ = reply.send(Err(error));
+            return receiver;
+        }
         let lines = self.input_lines(&bytes);
         if lines.is_empty() {
             let _ = reply.send(Ok(()));
@@ -215,6 +223,7 @@ impl Terminal for TmuxTerminal {
         if self.ended() {
             return Err(ended());
         }
+        self.shared.reachable()?;
         // The screen first, as on the PTY host: the program's redraw for the new
         // size must land on a screen of that size.
         self.shared.screen.with(|screen| screen.resize(cols, rows));
