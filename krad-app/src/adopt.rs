@@ -71,14 +71,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
     crate::leftovers::end_dead_masters().await;
     let mut on_hosts: BTreeMap<String, Vec<TerminalRef>> = BTreeMap::new();
     let mut lead = BTreeSet::new();
-    // (A host's terminals in tmux there are its own tmux host's.)
-    let mut kept: Vec<TerminalEntry> = core
-        .store
-        .kept_terminals()
-        .into_iter()
-        .filter(|entry| entry.record.host.is_none())
-        .collect();
-    kept.sort_by_key(|entry| entry.record.terminal);
+    let kept = kept_here(core);
     let known: BTreeSet<u64> = kept.iter().map(|entry| entry.record.terminal).collect();
     let mut endpoints = BTreeSet::new();
     let (mut adopted, mut gone) = (0, 0);
@@ -145,6 +138,19 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
             }
         })
         .collect()
+}
+
+/// The kept terminals of this machine's host, by id (a host's terminals in
+/// tmux there are its own tmux host's).
+fn kept_here(core: &Core) -> Vec<TerminalEntry> {
+    let mut kept: Vec<TerminalEntry> = core
+        .store
+        .kept_terminals()
+        .into_iter()
+        .filter(|entry| entry.record.host.is_none())
+        .collect();
+    kept.sort_by_key(|entry| entry.record.terminal);
+    kept
 }
 
 /// Takes back the terminals on SSH hosts that live in tmux there, whatever

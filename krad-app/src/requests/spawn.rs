@@ -91,14 +91,6 @@ pub(crate) async fn spawn(
         None => local_launch(core, launch, cwd)?,
         Some(host) => remote_launch(core, host, launch, &cwd).await?,
     };
-    // A host's terminals in tmux there go through its own tmux client.
-    let terminal_host: Arc<dyn TerminalHost> = match newcomer.host.as_ref() {
-        Some(host) => match host.tmux_terminals() {
-            Some(tmux) => tmux,
-            None => core.host.clone(),
-        },
-        None => core.host.clone(),
-    };
     let (events_tx, events) = tokio::sync::mpsc::channel(EVENT_QUEUE);
     let before = agent_record(&newcomer, &request, &profile, shown.clone(), None);
     core.store.keep_before_start(&before, prepared.3.as_ref());
@@ -112,7 +104,7 @@ pub(crate) async fn spawn(
         let start = core.launching.begin(&newcomer.me);
         let (terminal, token_file) = start_terminal(
             &core,
-            terminal_host,
+            newcomer.host.as_deref(),
             newcomer.me.terminal,
             &request,
             prepared,
@@ -269,7 +261,7 @@ struct Newcomer {
 /// On failure the local token file is removed again.
 async fn start_terminal(
     core: &Core,
-    host: Arc<dyn TerminalHost>,
+    on: Option<&Host>,
     id: u64,
     request: &Spawn,
     (argv, cwd, env, token_file): Prepared,
@@ -285,6 +277,11 @@ async fn start_terminal(
         rows: request.rows.unwrap_or(ROWS),
         transcript: Some(crate::transcripts::path(core, id)),
         scrollback_lines: core.settings.config.terminals.scrollback,
+    };
+    // A host's terminals in tmux there go through its own tmux client.
+    let host: Arc<dyn TerminalHost> = match on.and_then(Host::tmux_terminals) {
+        Some(tmux) => tmux,
+        None => core.host.clone(),
     };
     let started = tokio::task::spawn_blocking(move || host.spawn(spec, events))
         .await
