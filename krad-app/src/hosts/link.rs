@@ -110,6 +110,7 @@ impl Host {
     /// Starts the control connection and the forward; supervises it.
     pub(super) async fn open(self: &Arc<Self>, wanted_port: u16) -> Result<u16, String> {
         let (port, child, stderr) = self.start_master(wanted_port).await?;
+        self.resume_terminals();
         let this = self.clone();
         tokio::spawn(async move { this.supervise(child, stderr).await });
         Ok(port)
@@ -218,8 +219,7 @@ impl Host {
 
     /// Keeps the link's port, master, the host's home and whether it has
     /// tmux; saves the port and home for the next run; writes the settings of
-    /// the app's tmux server there; the link is up, and the host's tmux client
-    /// takes back the terminals the link left.
+    /// the app's tmux server there; the link is up.
     pub(super) async fn link_up(&self, port: u16, master_pid: Option<u32>) {
         let found = self
             .run_raw(
@@ -253,9 +253,6 @@ impl Host {
         }
         self.set(LinkState::Up, None);
         tracing::info!(host = %self.name, port, "ssh link up");
-        if tmux == Some(true) {
-            self.resume_terminals();
-        }
         self.remove_dead_apps_files().await;
         let leftovers = std::mem::take(&mut self.lock().leftover_terminals);
         if !leftovers.is_empty() {
@@ -356,6 +353,7 @@ impl Host {
                     Ok((port, new_child, new_stderr)) => {
                         self.lock().reconnects += 1;
                         tracing::info!(host = %self.name, port, "ssh link re-opened");
+                        self.resume_terminals();
                         child = new_child;
                         stderr = new_stderr;
                         break;

@@ -3,10 +3,17 @@
 //! the link) that carries them and takes them back after the link was down.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use krad_bus::protocol::LinkState;
 
 use krad_term::TmuxHost;
 
 use super::Host;
+
+/// How many times the terminals waiting for the link are asked for, at most,
+/// each time it is up.
+const RESUME_TRIES: u32 = 12;
 use crate::remote_tmux;
 
 impl Host {
@@ -39,14 +46,38 @@ impl Host {
         }
     }
 
-    /// Has the host's tmux client take back the terminals waiting for the
-    /// link (in the background: it blocks on the round trips).
-    pub fn resume_terminals(&self) {
-        let (terminals, name) = (Arc::clone(&self.terminals), self.name.clone());
-        tokio::task::spawn_blocking(move || {
-            if let Err(error) = terminals.resume() {
-                tracing::info!(host = %name, %error, "the host's terminals wait for the link");
+    /// Once the link is up: has the host's tmux client take back the
+    /// terminals waiting for it, in the background (it blocks on the round
+    /// trips), trying again with backoff while some wait and the link stays up.
+    pub fn resume_terminals(self: &Arc<Self>) {
+        if self.tmux_terminals().is_none() {
+            return;
+        }
+        let host = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut pause = Duration::from_millis(250);
+            for _ in 0..RESUME_TRIES {
+                let terminals = host.tmux_host();
+                let resumed = tokio::task::spawn_blocking(move || {
+                    terminals.resume().map(|()| terminals.waiting())
+                })
+                .await;
+                match resumed {
+                    Ok(Ok(0)) | Err(_) => return,
+                    Ok(Ok(waiting)) => {
+                        tracing::info!(host = %host.name, waiting, "terminals still wait to be taken back")
+                    }
+                    Ok(Err(error)) => {
+                        tracing::info!(host = %host.name, %error, "the host's terminals wait to be taken back")
+                    }
+                }
+                if host.lock().state != LinkState::Up || host.is_stopping() {
+                    return;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
             }
+            tracing::warn!(host = %host.name, "terminals could not be taken back; trying again when the link is up again");
         });
     }
 }

@@ -185,6 +185,13 @@ impl TmuxHost {
         spawn::take_back(&self.server, &connection, orphans)
     }
 
+    /// On an SSH host: how many terminals wait to be taken back.
+    pub fn waiting(&self) -> usize {
+        self.orphans
+            .as_ref()
+            .map_or(0, |orphans| lock(orphans).len())
+    }
+
     /// On an SSH host: terminal `spec.id`, to be taken back by the next
     /// [`TmuxHost::resume`] (its handle now: its screen is blank until then).
     pub fn adopt_later(
