@@ -213,10 +213,14 @@ fn a_host_terminal_in_tmux_outlives_a_frozen_sshd() {
         assert!(Instant::now() < until, "{}", host_status(&app));
         std::thread::sleep(Duration::from_millis(100));
     }
-    // The terminal's re-attach loop noticed too; the agent is not `exited`.
+    // The terminal shows it; the agent is not `exited`.
     app.until_screen(id, "link to host far is down");
     assert_ne!(app.record(id)["state"], "exited");
     assert!(alive(pid));
+    // Send says so at once (no keys reach a pane it cannot see).
+    let sent = app.request(json!({"Send": {"target": id, "text": "while down", "enter": true}}));
+    let said = sent["Error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("link"), "{sent}");
     signal_all(&frozen, nix::sys::signal::Signal::SIGCONT);
     until_up_again(&app, 1);
     same_program_goes_on(&app, id, pid, &pid_file, before);

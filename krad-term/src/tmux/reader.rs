@@ -360,6 +360,7 @@ fn orphan(
         finish(connection, pipeline, status, None);
         return;
     }
+    pipeline.shared.waiting.store(true, Ordering::SeqCst);
     if let Some(chunks) = &pipeline.chunks {
         let notice = format!(
             "\r\n[krad: the link to host {host} is down; the program there goes on; taken \
@@ -370,7 +371,6 @@ fn orphan(
     pipeline.skip_output = false;
     pipeline.seed = None;
     pipeline.exit_queries = 0;
-    pipeline.shared.waiting.store(true, Ordering::SeqCst);
     lock(orphans).push(pipeline);
 }
 
