@@ -126,6 +126,12 @@ impl Sshd {
 
 impl Drop for Sshd {
     fn drop(&mut self) {
+        // Its sessions too (a stopped one, say), not only the listener: an
+        // orphaned session would keep its app's control master connected.
+        signal_all(
+            &process_tree(self.child.id()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         let _ = self.child.kill();
         let _ = self.child.wait();
         // The "host"'s tmux servers of krad's (their settings are under its
