@@ -58,7 +58,15 @@ pub(super) fn ask_final_screen(
 
 /// Asks for a pane's exit status, shortly, off the reader (which reads for
 /// everyone); false if the client's thread for later work is gone.
+///
+/// On an SSH host (where the watchdog cannot send the server the SIGCHLD tmux
+/// 3.3 may miss, leaving the program a zombie and its status unknown), tmux
+/// is first asked to send it to itself.
 pub(super) fn ask_exit_soon(connection: &Arc<Connection>, pane: &str) -> bool {
+    if connection.remote.is_some() {
+        let nudge = format!("run-shell -b {}", quote(b"kill -CHLD #{pid}"));
+        let _ = connection.control.send(vec![(nudge, vec![Reply::Ignore])]);
+    }
     let asking = Arc::clone(connection);
     let pane = pane.to_owned();
     connection

@@ -330,10 +330,18 @@ impl Reader {
                 lock(&self.connection.followed).insert(pane.to_owned(), *pid);
             }
             let _ = seeded.send(Ok(()));
-            if let Some(status) = info.and_then(|i| i.dead)
-                && let Some(pipeline) = self.terminals.remove(pane)
-            {
-                finish(&self.connection, pipeline, status, None);
+            match info.and_then(|i| i.dead) {
+                // tmux saw the end before the process's status: asked for
+                // (again, shortly, if need be), as for a pane seen dying.
+                Some(status) if status.code.is_none() && status.signal.is_none() => {
+                    ask_exit(&self.connection, pane);
+                }
+                Some(status) => {
+                    if let Some(pipeline) = self.terminals.remove(pane) {
+                        finish(&self.connection, pipeline, status, None);
+                    }
+                }
+                None => {}
             }
         } else if let Some(status) = pipeline.final_status.take()
             && let Some(pipeline) = self.terminals.remove(pane)
