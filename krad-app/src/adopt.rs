@@ -17,13 +17,13 @@
 //!   this app.
 //!
 //! Terminals on SSH hosts that live in tmux there ([`crate::remote_tmux`]) are
-//! kept whatever the local host. With the PTY host their re-attach loops end
-//! with the app; the next app starts each loop again with the same terminal id
-//! and record ([`restore_host_terminals`]): the program on the host never
-//! restarts, its screen is redrawn on attach, and one that ended meanwhile is
-//! `exited` with its code. Once the host's link is up (on the port the last
-//! run had), each terminal's token file there is written again (also for the
-//! loops the tmux host kept, which it takes back as any terminal).
+//! kept whatever the local host, and are their host's tmux host's: the next
+//! app makes each again with the same terminal id and record
+//! ([`restore_host_terminals`]), waiting for the link; once it is up (on the
+//! port the last run had), the host's tmux client takes each back with its
+//! screen as tmux has it (the program never restarted; one that ended
+//! meanwhile is `exited` with its code, one whose pane is gone `exited` without
+//! one), and each terminal's token file there is written again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -32,19 +32,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use krad_bus::protocol::{AgentRecord, AgentState, StateSource, TerminalRef};
-use krad_term::{
-    AdoptSpec, Attachment, ExitStatus, Snapshot, SpawnSpec, Survivor, Terminal, TerminalEvent,
-};
+use krad_term::{AdoptSpec, Attachment, ExitStatus, Snapshot, Survivor, Terminal, TerminalEvent};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::config::{HookKind, PromptDelivery};
 use crate::hosts::Host;
 use crate::profile::Profile;
 use crate::profile::shell_quote;
-use crate::requests::spawn::BUS_VARIABLES;
 use crate::state_file::TerminalEntry;
 use crate::store::set_state;
-use crate::{Core, private_file, remote_tmux, terminal_token, transcripts, watcher};
+use crate::{Core, private_file, terminal_token, transcripts, watcher};
 
 /// Events a terminal may queue before frequent ones are coalesced (as Spawn).
 const EVENT_QUEUE: usize = 64;
@@ -52,8 +49,8 @@ const EVENT_QUEUE: usize = 64;
 /// Takes back the terminals of the previous run; see the module's doc.
 /// Returns the other bus endpoints the terminals taken back were given.
 pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
+    restore_host_terminals(core).await;
     if !core.host.restart_safe() {
-        restore_host_terminals(core).await;
         return Vec::new();
     }
     let host = core.host.clone();
@@ -74,8 +71,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
     crate::leftovers::end_dead_masters().await;
     let mut on_hosts: BTreeMap<String, Vec<TerminalRef>> = BTreeMap::new();
     let mut lead = BTreeSet::new();
-    let mut kept = core.store.kept_terminals();
-    kept.sort_by_key(|entry| entry.record.terminal);
+    let kept = kept_here(core);
     let known: BTreeSet<u64> = kept.iter().map(|entry| entry.record.terminal).collect();
     let mut endpoints = BTreeSet::new();
     let (mut adopted, mut gone) = (0, 0);
@@ -144,8 +140,22 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
         .collect()
 }
 
-/// With the PTY host: starts again the re-attach loops of the terminals on SSH
-/// hosts that live in tmux there; see the module's doc.
+/// The kept terminals of this machine's host, by id (a host's terminals in
+/// tmux there are its own tmux host's).
+fn kept_here(core: &Core) -> Vec<TerminalEntry> {
+    let mut kept: Vec<TerminalEntry> = core
+        .store
+        .kept_terminals()
+        .into_iter()
+        .filter(|entry| entry.record.host.is_none())
+        .collect();
+    kept.sort_by_key(|entry| entry.record.terminal);
+    kept
+}
+
+/// Takes back the terminals on SSH hosts that live in tmux there, whatever
+/// the local host: each waits in its host's tmux host for the link; see the
+/// module's doc.
 async fn restore_host_terminals(core: &Arc<Core>) {
     let mut kept: Vec<TerminalEntry> = core
         .store
@@ -195,39 +205,28 @@ async fn restore_host_terminals(core: &Arc<Core>) {
         let Ok(host) = core.hosts.get(&name) else {
             continue;
         };
-        tracing::info!(host = %name, terminals = terminals.len(), "re-attaching to the terminals on the host");
+        tracing::info!(host = %name, terminals = terminals.len(), "taking back the terminals on the host once its link is up");
         let core = core.clone();
         let lead = lead.clone();
         tokio::spawn(async move { new_tokens_once_up(&core, &host, &terminals, &lead).await });
     }
 }
 
-/// Starts host terminal `entry`'s re-attach loop on a new local terminal with
-/// its id, its record as it was.
+/// Host terminal `entry` again, with its id and its record as it was: its
+/// handle now, its pane and screen taken back by the host's tmux client once
+/// the link is up (or `exited` then, if the pane is gone).
 async fn reattach(core: &Arc<Core>, host: &Host, entry: TerminalEntry) -> Result<(), String> {
     let TerminalEntry { record, .. } = entry;
     let id = record.terminal;
-    if host.home().is_none() {
-        return Err(format!("the home of host {:?} is not known", host.name));
-    }
-    let (argv, cwd, env) = remote_tmux::reattach_program(core, host, id);
     let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
-    let spec = SpawnSpec {
+    let spec = AdoptSpec {
         id,
-        argv,
-        cwd,
-        env,
-        env_remove: BUS_VARIABLES.map(String::from).to_vec(),
-        cols: 120,
-        rows: 40,
         transcript: Some(transcripts::path(core, id)),
         scrollback_lines: core.settings.config.terminals.scrollback,
     };
-    // Off the runtime's workers, as a Spawn's start.
-    let local = core.host.clone();
-    let terminal = tokio::task::spawn_blocking(move || local.spawn(spec, events_tx))
-        .await
-        .map_err(|e| e.to_string())?
+    let terminal = host
+        .tmux_host()
+        .adopt_later(spec, events_tx)
         .map_err(|e| e.to_string())?;
     watch_again(core, record, terminal, None, events);
     Ok(())
@@ -278,13 +277,10 @@ async fn new_tokens_once_up(
     let dir = host.tmux_files_dir();
     for me in terminals {
         let token = terminal_token::mint(core, me, lead.contains(&me.terminal));
-        // Only for a terminal in tmux there (its attach script is there); the
+        // Only for a terminal whose files are there (it was not closed); the
         // token through stdin, never on a command line.
-        let script = format!(
-            "[ -f {attach} ] || exit 0; umask 077 && cat > {token}",
-            attach = shell_quote(&format!("{dir}/{}.attach", me.terminal)),
-            token = shell_quote(&format!("{dir}/{}.token", me.terminal)),
-        );
+        let file = shell_quote(&format!("{dir}/{}.token", me.terminal));
+        let script = format!("[ -f {file} ] || exit 0; umask 077 && cat > {file}");
         match host.run(&script, Some(token.expose().as_bytes())).await {
             Ok((Some(0), _, _)) => {}
             Ok((_, _, err)) => tracing::warn!(
@@ -299,6 +295,8 @@ async fn new_tokens_once_up(
             ),
         }
     }
+    // The link may have come up before they waited for it.
+    host.resume_terminals();
 }
 
 /// Takes one terminal back and watches it again.

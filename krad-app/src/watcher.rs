@@ -26,7 +26,6 @@ use tokio::sync::mpsc;
 use crate::Core;
 use crate::announced;
 use crate::config::HookKind;
-use crate::remote_tmux::{self, RemoteEnd};
 use crate::screen_questions;
 use crate::store::{Entry, set_state};
 
@@ -476,36 +475,31 @@ fn looks_like_a_question(text: &str) -> bool {
         || lower.trim_end().ends_with('?')
 }
 
-fn exited(core: &Core, id: u64, mut status: ExitStatus) {
+fn exited(core: &Core, id: u64, status: ExitStatus) {
     let token_file = core.store.with(id, |e| e.token_file.clone()).flatten();
-    // A host terminal in tmux there: its re-attach loop said how the program
-    // ended (its own 255 included).
-    let remote_end = core
+    // A host terminal in tmux there: tmux there told its status (its own 255
+    // included); none, when its pane was gone (the host lost it).
+    let in_host_tmux = core
         .store
-        .with(id, |e| e.record.host.is_some())
-        .unwrap_or(false)
-        .then(|| remote_tmux::take_end(&core.settings.state_dir, id))
-        .flatten();
-    if let Some(RemoteEnd::Exit(code)) = remote_end {
-        status = ExitStatus {
-            code: Some(code),
-            signal: None,
-        };
-    }
+        .with(id, |e| {
+            e.record
+                .host
+                .as_deref()
+                .and_then(|name| core.hosts.get(name).ok())
+                .is_some_and(|host| host.tmux_terminals().is_some())
+        })
+        .unwrap_or(false);
     core.store.update(id, |e| {
         e.record.exit_code = status.code;
         e.record.signal = status.signal;
         // On a host without tmux the terminal is `ssh -tt`: 255 is ssh saying
         // the link is gone.
         let message = match (&e.record.host, status.code, status.signal) {
-            (Some(host), _, _) if remote_end == Some(RemoteEnd::Gone) => {
-                e.record.exit_code = None;
-                format!(
-                    "the program on host {host} is gone: its tmux session ended without an exit \
-                     status (was the host restarted, or its tmux server killed?)"
-                )
-            }
-            (Some(_), Some(code), _) if remote_end.is_some() => format!("exited with code {code}"),
+            (Some(host), None, None) if in_host_tmux => format!(
+                "the program on host {host} is gone: tmux there lost it without an exit status \
+                 (was the host restarted, or its tmux server killed?)"
+            ),
+            (Some(_), Some(code), _) if in_host_tmux => format!("exited with code {code}"),
             (Some(host), Some(255), _) => format!(
                 "the SSH link to host {host} is gone (ssh exited 255); the program there may still run"
             ),

@@ -6,16 +6,20 @@
 //! connection is tried again for that long, backing off: there the bus is
 //! reached through the link's reverse forward, which is gone while the link is
 //! down, and an agent's `krad report` must not be lost to a blip. A refused
-//! connection never carried the request, so trying again is safe. Terminals on
-//! this machine get no retry: a refused bus there is an app that is not
-//! running, and their hooks must not hang on it.
+//! connection never carried the request, so trying again is safe. So is an
+//! `unauthorized` answer there, within the same bound, once the token file was
+//! read again: an app started again (after a crash) rewrites the terminal's
+//! token file on the host a moment after its link (and so the forward) is up,
+//! and a call in between carries the last run's token. An unauthorized request
+//! was never carried out. Terminals on this machine get no retry: a refused bus
+//! there is an app that is not running, and their hooks must not hang on it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use krad_bus::api_json::{self, ApiJsonError};
 use krad_bus::client::{Answered, Client, ClientError};
-use krad_bus::protocol::{Caller, Response, TerminalRef, Token};
+use krad_bus::protocol::{Caller, ErrorCode, Response, TerminalRef, Token};
 use krad_bus::request::Call;
 use serde_json::Value;
 
@@ -39,8 +43,13 @@ pub struct Bus {
     /// The app's pid, when api.json told it.
     pub pid: Option<u32>,
     /// Inside a krad terminal on an SSH host: how long a refused connection
-    /// is tried again.
+    /// (or an unauthorized call) is tried again.
     retries_refused: Option<Duration>,
+    /// The token file the token came from, read again before an unauthorized
+    /// call is tried again.
+    token_file: Option<PathBuf>,
+    /// The API version asked for, if not this client's own.
+    api_version: Option<u64>,
 }
 
 /// Extra margin over a request's deadline before the CLI stops waiting.
@@ -89,18 +98,26 @@ impl Bus {
             .flatten()
             .map(|secs| Duration::from_secs(secs).min(MAX_REFUSED_RETRY))
             .filter(|window| !window.is_zero());
+        let token_file = match (&args.token_file, &inside) {
+            (Some(path), _) => Some(path.clone()),
+            (None, Some(_)) => env_nonempty("KRAD_ADE_TOKEN_FILE").map(PathBuf::from),
+            (None, None) => None,
+        };
         let client = Client::new(&endpoint, token, from)
             .map_err(|e| Failure::new(Exit::Usage, e.to_string()))?;
         Ok(Bus {
             client,
             pid,
             retries_refused,
+            token_file,
+            api_version: None,
         })
     }
 
     /// Speaks another API version (for `krad raw --api-version`).
     pub fn with_api_version(mut self, version: u64) -> Bus {
         self.client = self.client.with_api_version(version);
+        self.api_version = Some(version);
         self
     }
 
@@ -128,26 +145,7 @@ impl Bus {
             .and_then(|window| Some((window, serde_json::to_value(&request).ok()?)));
         let mut result = self.client.call(request, request_id, ANSWER_MARGIN);
         if let Some((window, copy)) = copy {
-            let until = Instant::now() + window;
-            let mut pause = FIRST_RETRY_PAUSE;
-            let mut said = false;
-            while refused(&result) && Instant::now() < until {
-                if !said {
-                    eprintln!(
-                        "krad: the bus at {} refuses connections (is the link to the app down?); \
-                         retrying for up to {} s",
-                        self.client.endpoint(),
-                        window.as_secs()
-                    );
-                    said = true;
-                }
-                std::thread::sleep(pause.min(until.saturating_duration_since(Instant::now())));
-                pause = (pause * 2).min(MAX_RETRY_PAUSE);
-                let Ok(again) = serde_json::from_value::<R>(copy.clone()) else {
-                    break;
-                };
-                result = self.client.call(again, request_id, ANSWER_MARGIN);
-            }
+            result = self.retry::<R>(result, &copy, request_id, window);
         }
         let Answered { raw, answer, .. } = result.map_err(client_failure)?;
         match answer {
@@ -160,6 +158,80 @@ impl Bus {
             })),
         }
     }
+}
+
+impl Bus {
+    /// Tries `copy` (the request) again while the bus refuses connections or
+    /// (the token file read again each time) answers `unauthorized`, for up to
+    /// `window`, backing off; says so once on stderr.
+    fn retry<R: Call>(
+        &self,
+        mut result: Result<Answered<R::Answer>, ClientError>,
+        copy: &Value,
+        request_id: Option<&str>,
+        window: Duration,
+    ) -> Result<Answered<R::Answer>, ClientError> {
+        let until = Instant::now() + window;
+        let mut pause = FIRST_RETRY_PAUSE;
+        let (mut said_refused, mut said_token) = (false, false);
+        let mut renewed: Option<Client> = None;
+        loop {
+            let token_refused = !refused(&result) && unauthorized(&result);
+            if !(refused(&result) || token_refused && self.token_file.is_some())
+                || Instant::now() >= until
+            {
+                return result;
+            }
+            let said = if token_refused {
+                &mut said_token
+            } else {
+                &mut said_refused
+            };
+            if !*said {
+                *said = true;
+                let what = if token_refused {
+                    "does not take this terminal's token yet (was the app started again?)"
+                } else {
+                    "refuses connections (is the link to the app down?)"
+                };
+                eprintln!(
+                    "krad: the bus at {} {what}; retrying for up to {} s",
+                    self.client.endpoint(),
+                    window.as_secs()
+                );
+            }
+            std::thread::sleep(pause.min(until.saturating_duration_since(Instant::now())));
+            pause = (pause * 2).min(MAX_RETRY_PAUSE);
+            if token_refused && let Some(client) = self.renewed_client() {
+                renewed = Some(client);
+            }
+            let Ok(again) = serde_json::from_value::<R>(copy.clone()) else {
+                return result;
+            };
+            let client = renewed.as_ref().unwrap_or(&self.client);
+            result = client.call(again, request_id, ANSWER_MARGIN);
+        }
+    }
+
+    /// A client with the token in the token file now, if it can be read.
+    fn renewed_client(&self) -> Option<Client> {
+        let token = read_token_file(self.token_file.as_deref()?).ok()?;
+        let endpoint = self.client.endpoint().to_string();
+        let client = Client::new(&endpoint, token, self.client.caller().clone()).ok()?;
+        Some(match self.api_version {
+            Some(version) => client.with_api_version(version),
+            None => client,
+        })
+    }
+}
+
+/// Whether the app answered `unauthorized` (the request was not carried out).
+fn unauthorized<T>(result: &Result<Answered<T>, ClientError>) -> bool {
+    matches!(
+        result,
+        Ok(Answered { answer: Err(Response::Error(error)), .. })
+            if error.code == ErrorCode::Unauthorized
+    )
 }
 
 /// Whether a call found nothing listening (its request never left).

@@ -213,10 +213,14 @@ fn a_host_terminal_in_tmux_outlives_a_frozen_sshd() {
         assert!(Instant::now() < until, "{}", host_status(&app));
         std::thread::sleep(Duration::from_millis(100));
     }
-    // The terminal's re-attach loop noticed too; the agent is not `exited`.
+    // The terminal shows it; the agent is not `exited`.
     app.until_screen(id, "link to host far is down");
     assert_ne!(app.record(id)["state"], "exited");
     assert!(alive(pid));
+    // Send says so at once (no keys reach a pane it cannot see).
+    let sent = app.request(json!({"Send": {"target": id, "text": "while down", "enter": true}}));
+    let said = sent["Error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("link"), "{sent}");
     signal_all(&frozen, nix::sys::signal::Signal::SIGCONT);
     until_up_again(&app, 1);
     same_program_goes_on(&app, id, pid, &pid_file, before);
@@ -446,7 +450,6 @@ fn with_the_local_tmux_host_a_killed_app_s_host_terminals_are_taken_back() {
     let extra = format!("\n{}", crate::tmux::TMUX);
     let (mut app, remote) = crate::ssh::app_with_host_configured(&sshd, "", &extra);
     let (id, pid, pid_file) = start_counter(&app, &sshd, "far-local-tmux");
-    let _server = crate::tmux::TmuxServer::of(&app, id);
     let before = last_tick(&app, id);
     app.signal(nix::sys::signal::Signal::SIGKILL);
     app.wait_exit(Duration::from_secs(10));
@@ -458,8 +461,8 @@ fn with_the_local_tmux_host_a_killed_app_s_host_terminals_are_taken_back() {
         config: Some(&config),
         ..Launch::default()
     });
-    // The local loop itself lived on in the local tmux; the new app takes it
-    // back, re-opens the link and gives the program its new token.
+    // The new app takes it back from tmux on the host (whatever the local
+    // terminal host), re-opens the link and gives the program its new token.
     assert_ne!(app.record(id)["state"], "exited");
     same_program_goes_on(&app, id, pid, &pid_file, before);
 }
@@ -491,4 +494,207 @@ fn a_host_terminal_closed_while_the_link_is_down_ends_there_once_it_is_back() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A host with tmux and a worktree `env` on it: the app, and the host's sshd.
+fn app_with_worktree(sshd: &Sshd, env: &str) -> App {
+    let (app, _remote) = app_with_host_logged(sshd, "");
+    let created = app.request(json!({"CreateWorktree": {"name": env, "host": "far"}}));
+    assert!(created["Environment"].is_object(), "{created}");
+    assert_eq!(host_status(&app)["tmux"], true, "this host has tmux");
+    app
+}
+
+/// Starts `script` (for `sh -c`) in a terminal of `env` on the host.
+fn spawn_on_host(app: &App, env: &str, script: &str) -> u64 {
+    app.spawn(json!({"profile": "exec", "environment": env, "command": ["sh", "-c", script]}))
+        ["terminal"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn osc_notifications_and_7501_states_of_a_host_terminal_reach_the_app() {
+    let sshd = Sshd::start();
+    let app = app_with_worktree(&sshd, "far-osc");
+    // OSC 9 (a notification) decides the state from the screen, as here.
+    let notifying = spawn_on_host(
+        &app,
+        "far-osc",
+        "echo busy; sleep 0.3; printf '\\033]9;Approval requested: rm -rf build\\007'; sleep 60",
+    );
+    let record = app.until_state(notifying, "asking");
+    assert_eq!(record["state_source"], "screen", "{record}");
+    assert_eq!(record["message"], "Approval requested: rm -rf build");
+    // OSC 777 too.
+    let finishing = spawn_on_host(
+        &app,
+        "far-osc",
+        "echo busy; sleep 0.3; printf '\\033]777;notify;Codex;Turn complete\\007'; sleep 60",
+    );
+    let record = app.until_state(finishing, "idle");
+    assert_eq!(record["message"], "Codex: Turn complete", "{record}");
+    // Codex's OSC 7501 state announcements.
+    let announcing = spawn_on_host(
+        &app,
+        "far-osc",
+        "printf '\\033]7501;state=blocked:app=x:kind=permission\\033\\\\'; read a; \
+         printf '\\033]7501;state=done\\033\\\\'; sleep 30",
+    );
+    let asking = app.until_state(announcing, "asking");
+    assert_eq!(asking["state_source"], "hook", "{asking}");
+    assert_eq!(asking["message"], "needs your approval");
+    app.request(json!({"Send": {"target": announcing, "text": "a", "enter": true}}));
+    let idle = app.until_state(announcing, "idle");
+    assert_eq!(idle["state_source"], "hook", "{idle}");
+}
+
+#[test]
+fn twelve_terminals_on_a_host_whose_sshd_allows_10_sessions_all_work() {
+    // `Sshd::start` keeps sshd's default `MaxSessions 10`: one ssh session per
+    // terminal would fail the 10th.
+    let sshd = Sshd::start();
+    let app = app_with_worktree(&sshd, "far-many");
+    let ids: Vec<u64> = (0..12)
+        .map(|n| {
+            spawn_on_host(
+                &app,
+                "far-many",
+                &format!("echo ready-{n}; read line; echo \"got-{n}:$line\"; sleep 60"),
+            )
+        })
+        .collect();
+    for (n, id) in ids.iter().enumerate() {
+        app.until_screen(*id, &format!("ready-{n}"));
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let sent = app
+            .request(json!({"Send": {"target": id, "text": format!("hello {n}"), "enter": true}}));
+        assert!(sent["Sent"].is_object(), "{sent}");
+    }
+    for (n, id) in ids.iter().enumerate() {
+        app.until_screen(*id, &format!("got-{n}:hello {n}"));
+        assert_ne!(app.record(*id)["state"], "exited");
+    }
+    // All through the one link: no ssh fell back to a connection of its own
+    // when the link refused it a session.
+    assert_eq!(
+        connections_to(sshd.port),
+        1,
+        "connections to the host's sshd"
+    );
+}
+
+/// This machine's established TCP connections to `port` on 127.0.0.1 (their
+/// client side).
+fn connections_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let to = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(2) == Some(&to.as_str()) && fields.get(3) == Some(&"01")
+        })
+        .count()
+}
+
+#[test]
+fn host_terminals_whose_tmux_server_died_while_the_link_was_down_end_without_a_code() {
+    let sshd = Sshd::start();
+    let (app, _remote) = app_with_host_logged(&sshd, "");
+    let (id, pid, _pid_file) = start_counter(&app, &sshd, "far-reboot");
+    let frozen = process_tree(sshd.child.id());
+    signal_all(&frozen, nix::sys::signal::Signal::SIGSTOP);
+    let until = Instant::now() + Duration::from_secs(20);
+    while host_status(&app)["state"] != "down" {
+        assert!(Instant::now() < until, "{}", host_status(&app));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The host "reboots": the app's tmux server there dies with its programs.
+    let on_host = format!("{}/.krad-ade", sshd.dir.path().join("home").display());
+    let servers = pgrep(&on_host);
+    assert!(!servers.is_empty(), "no tmux server of krad's on the host");
+    signal_all(&servers, nix::sys::signal::Signal::SIGKILL);
+    signal_all(&[pid], nix::sys::signal::Signal::SIGKILL);
+    assert_ne!(
+        app.record(id)["state"],
+        "exited",
+        "ended before the link was back"
+    );
+    signal_all(&frozen, nix::sys::signal::Signal::SIGCONT);
+    until_up_again(&app, 1);
+    let ended = app.until(id, Duration::from_secs(30), |r| r["state"] == "exited");
+    assert_eq!(ended["exit_code"], Value::Null, "{ended}");
+    let message = ended["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("is gone") && message.contains("host restarted"),
+        "{ended}"
+    );
+}
+
+#[test]
+fn an_unauthorized_call_from_a_host_terminal_is_tried_again_with_its_token_file_read_again() {
+    use std::io::BufRead;
+    let app = App::start();
+    let id = app.spawn_sh("sleep 600");
+    let token = std::fs::read_to_string(app.token_dir().join(format!("{id}.token"))).unwrap();
+    // The token file as a restarted app finds it on a host: the last run's
+    // token, until the app writes this run's.
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("terminal.token");
+    std::fs::write(&token_file, "krad-token-of-the-last-run").unwrap();
+    let krad = |retry: bool| {
+        let mut command = Command::new(crate::support::KRAD);
+        command
+            .args(["report", "idle", "-m", "with the new token"])
+            .env("KRAD_ADE_ENDPOINT", app.endpoint.to_string())
+            .env("KRAD_ADE_TOKEN_FILE", &token_file)
+            .env("KRAD_ADE_ENVIRONMENT", "main")
+            .env("KRAD_ADE_TERMINAL", id.to_string())
+            .env_remove("KRAD_ADE_TOKEN")
+            .env_remove("KRAD_ADE_API_JSON")
+            .env_remove("KRAD_ADE_RETRY_SECS")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if retry {
+            command.env("KRAD_ADE_RETRY_SECS", "60");
+        }
+        command
+    };
+    // A terminal here (no retry): refused at once.
+    let out = krad(false).output().unwrap();
+    assert_ne!(exit_code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unauthorized") || stderr(&out).contains("token"),
+        "{}",
+        stderr(&out)
+    );
+    // A host terminal's call says it waits, and goes through once the file
+    // holds this run's token.
+    let mut cli = krad(true).spawn().unwrap();
+    let mut said = std::io::BufReader::new(cli.stderr.take().unwrap());
+    let mut line = String::new();
+    said.read_line(&mut line).unwrap();
+    assert!(
+        line.contains("does not take this terminal's token yet"),
+        "{line}"
+    );
+    assert!(cli.try_wait().unwrap().is_none(), "it gave up");
+    std::fs::write(&token_file, token.trim()).unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = cli.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < until, "the call never went through");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut said, &mut rest);
+    assert!(status.success(), "{status}: {rest}");
+    app.until(id, Duration::from_secs(10), |r| {
+        r["message"] == "with the new token"
+    });
 }

@@ -48,7 +48,7 @@ impl Sshd {
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
              AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\n\
-             AllowTcpForwarding yes\nMaxSessions 50\nMaxStartups 50\n\
+             AllowTcpForwarding yes\nMaxSessions 10\nMaxStartups 50\n\
              SetEnv HOME={d}/home GIT_CONFIG_GLOBAL={d}/gitconfig GIT_CONFIG_NOSYSTEM=1\n",
             d = d.display()
         );
@@ -60,6 +60,8 @@ impl Sshd {
             "[user]\n\tname = krad host\n\temail = host@krad.invalid\n",
         )
         .unwrap();
+        // `MaxSessions 10` is sshd's default: the app must do with it (one
+        // session per terminal on a host with tmux would not).
         std::fs::write(d.join("sshd_config"), config).unwrap();
         let child = Command::new("/usr/sbin/sshd")
             .args(["-D", "-e", "-f"])
@@ -124,6 +126,12 @@ impl Sshd {
 
 impl Drop for Sshd {
     fn drop(&mut self) {
+        // Its sessions too (a stopped one, say), not only the listener: an
+        // orphaned session would keep its app's control master connected.
+        signal_all(
+            &process_tree(self.child.id()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         let _ = self.child.kill();
         let _ = self.child.wait();
         // The "host"'s tmux servers of krad's (their settings are under its
@@ -246,8 +254,18 @@ fn a_terminal_on_the_host_reports_and_lists_through_the_forward() {
     assert_eq!(status["tmux"], true, "{status}");
     let token_file = host_file(&sshd, &format!("{id}.token"));
     let token = std::fs::read_to_string(&token_file).unwrap();
-    let cmdline = std::fs::read(format!("/proc/{}/cmdline", record["pid"])).unwrap();
-    assert!(!String::from_utf8_lossy(&cmdline).contains(&token));
+    // No process here or on the host (one machine in the test) has it in its
+    // command line.
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            assert!(
+                !cmdline.contains(&token),
+                "{}: {cmdline}",
+                entry.path().display()
+            );
+        }
+    }
     let envs = app.request(json!("Environments"))["Environments"].clone();
     assert_eq!(envs[1]["terminals"], json!([id]));
     // Closed, its token file goes from the host too.

@@ -10,7 +10,7 @@ use krad_bus::protocol::{AgentRecord, AgentState, ApiError, ErrorCode, StateSour
 use krad_bus::request::spawn::Spawn;
 use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
-use krad_term::{SpawnError, SpawnSpec, Terminal, TerminalEvent};
+use krad_term::{SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost};
 
 use self::launch::{Launch, Prepared, local_launch, remote_launch};
 use crate::EmbeddedApp;
@@ -102,10 +102,16 @@ pub(crate) async fn spawn(
     let finish = tokio::spawn(async move {
         // Its token works from now on: a request with it waits for its record.
         let start = core.launching.begin(&newcomer.me);
-        let (terminal, token_file) =
-            start_terminal(&core, newcomer.me.terminal, &request, prepared, events_tx)
-                .await
-                .inspect_err(|_| core.store.forget_kept(newcomer.me.terminal))?;
+        let (terminal, token_file) = start_terminal(
+            &core,
+            newcomer.host.as_deref(),
+            newcomer.me.terminal,
+            &request,
+            prepared,
+            events_tx,
+        )
+        .await
+        .inspect_err(|_| core.store.forget_kept(newcomer.me.terminal))?;
         let record = agent_record(&newcomer, &request, &profile, shown, terminal.pid());
         let record = core
             .store
@@ -255,6 +261,7 @@ struct Newcomer {
 /// On failure the local token file is removed again.
 async fn start_terminal(
     core: &Core,
+    on: Option<&Host>,
     id: u64,
     request: &Spawn,
     (argv, cwd, env, token_file): Prepared,
@@ -271,7 +278,11 @@ async fn start_terminal(
         transcript: Some(crate::transcripts::path(core, id)),
         scrollback_lines: core.settings.config.terminals.scrollback,
     };
-    let host = core.host.clone();
+    // A host's terminals in tmux there go through its own tmux client.
+    let host: Arc<dyn TerminalHost> = match on.and_then(Host::tmux_terminals) {
+        Some(tmux) => tmux,
+        None => core.host.clone(),
+    };
     let started = tokio::task::spawn_blocking(move || host.spawn(spec, events))
         .await
         .unwrap_or_else(|e| Err(SpawnError::Host(format!("the terminal host failed: {e}"))));

@@ -1,5 +1,6 @@
-//! Starting the control client: one `tmux -C attach-session` process per host,
-//! with its reader thread and its watchdog.
+//! Starting the control client: one `tmux -C attach-session` process per host
+//! (through ssh for a server on an SSH host), with its reader thread and its
+//! watchdog.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -24,8 +25,7 @@ pub(super) fn start(server: &Server) -> Result<Arc<Connection>, SpawnError> {
     let later = Later::start()
         .map_err(|e| SpawnError::Host(format!("cannot start a thread for the tmux client: {e}")))?;
     let mut client = server
-        .command()
-        .args(["-C", "attach-session", "-t", &format!("={SESSION}")])
+        .command(&["-C", "attach-session", "-t", &format!("={SESSION}")])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -36,9 +36,12 @@ pub(super) fn start(server: &Server) -> Result<Arc<Connection>, SpawnError> {
         let _ = client.wait();
         return Err(SpawnError::Host("the tmux client has no pipes".into()));
     };
-    let server_pid = server
-        .run(&["display-message", "-p", "#{pid}"])
-        .ok()
+    let remote = server.place().remote().map(str::to_owned);
+    // The server's pid means something here only.
+    let server_pid = remote
+        .is_none()
+        .then(|| server.run(&["display-message", "-p", "#{pid}"]).ok())
+        .flatten()
         .and_then(|pid| pid.trim().parse::<i32>().ok())
         .map(Pid::from_raw);
     let connection = Arc::new(Connection {
@@ -48,6 +51,7 @@ pub(super) fn start(server: &Server) -> Result<Arc<Connection>, SpawnError> {
         server: server_pid,
         followed: Mutex::new(HashMap::new()),
         later,
+        remote,
     });
     let (attached, attached_rx) = std_mpsc::channel();
     let reader = Reader::new(Arc::clone(&connection), attached);

@@ -58,7 +58,15 @@ pub(super) fn ask_final_screen(
 
 /// Asks for a pane's exit status, shortly, off the reader (which reads for
 /// everyone); false if the client's thread for later work is gone.
+///
+/// On an SSH host (where the watchdog cannot send the server the SIGCHLD tmux
+/// 3.3 may miss, leaving the program a zombie and its status unknown), tmux
+/// is first asked to send it to itself.
 pub(super) fn ask_exit_soon(connection: &Arc<Connection>, pane: &str) -> bool {
+    if connection.remote.is_some() {
+        let nudge = format!("run-shell -b {}", quote(b"kill -CHLD #{pid}"));
+        let _ = connection.control.send(vec![(nudge, vec![Reply::Ignore])]);
+    }
     let asking = Arc::clone(connection);
     let pane = pane.to_owned();
     connection
@@ -81,9 +89,52 @@ pub(super) fn ask_exit(connection: &Connection, pane: &str) {
 /// goes on for the others.
 pub(super) fn finish(
     connection: &Arc<Connection>,
+    pipeline: Pipeline,
+    status: ExitStatus,
+    screen: Option<((u16, u16), Vec<u8>)>,
+) {
+    end(connection, pipeline, status, screen, true);
+}
+
+/// A terminal whose pane is gone from its server (the host's tmux server was
+/// killed, or the host restarted): it ends without a status, and no window is
+/// closed (a new server may have given its id to another).
+pub(super) fn finish_gone(connection: &Arc<Connection>, pipeline: Pipeline) {
+    let status = ExitStatus {
+        code: None,
+        signal: None,
+    };
+    end(connection, pipeline, status, None, false);
+}
+
+/// A terminal on an SSH host closed while the link is down (its pipeline
+/// waiting for a client): the app lets go of it — its output parsed, it ends
+/// with `status` here; the host's window is the app's to close once the link
+/// is back.
+pub(super) fn abandon(mut pipeline: Pipeline, status: ExitStatus) {
+    let work = move || {
+        drop(pipeline.chunks.take());
+        if let Some(parsed) = pipeline.parsed.take() {
+            let _ = parsed.blocking_recv();
+        }
+        if pipeline.shared.exit.set(status).is_ok() {
+            let _ = pipeline.events.blocking_send(TerminalEvent::Exited(status));
+        }
+    };
+    if let Err(error) = std::thread::Builder::new()
+        .name("krad-tmux-abandon".into())
+        .spawn(work)
+    {
+        tracing::error!(%error, "cannot end a tmux terminal");
+    }
+}
+
+fn end(
+    connection: &Arc<Connection>,
     mut pipeline: Pipeline,
     status: ExitStatus,
     screen: Option<((u16, u16), Vec<u8>)>,
+    close_window: bool,
 ) {
     lock(&connection.followed).remove(pipeline.shared.pane());
     let finishing = Arc::clone(connection);
@@ -101,7 +152,7 @@ pub(super) fn finish(
         // tmux may forget the pane now (before the exit is known: an app that
         // stops as soon as it is leaves no dead pane behind).
         let window = shared.window();
-        if !window.is_empty() && !shared.detached.load(Ordering::SeqCst) {
+        if close_window && !window.is_empty() && !shared.detached.load(Ordering::SeqCst) {
             let _ = connection.control.send(vec![(
                 format!("kill-window -t {window}"),
                 vec![Reply::Ignore],

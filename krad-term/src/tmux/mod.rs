@@ -5,15 +5,17 @@
 //!
 //! Layers: each module imports only modules of the lines above its own, and
 //! none imports this file (a call back up is a closure passed down).
-//! 1. `common` (names, timeout, lock), `codec` (tmux's encodings), `later` (jobs for later): none;
-//! 2. `seed` (a pane's captured screen) → codec; `server` (one-off commands) → common;
+//! 1. `common` (names, timeout, lock), `codec` (tmux's encodings), `later` (jobs for later),
+//!    `place` (here or on an SSH host): none;
+//! 2. `seed` (a pane's captured screen) → codec; `server` (one-off commands) → common, place;
 //! 3. `state` (a terminal's shared state, the reader's `Pipeline`) → seed;
 //! 4. `reply` (what answers are owed) → state; then `control` (command side) → reply;
 //! 5. `connection` (the client's handle, shared by its threads) → control;
-//! 6. `exit` (how a terminal ends), `terminal` (its handle) → connection, reply, state, seed;
-//! 7. `reader` (the client's output) → exit, …; `watcher` (the watchdog) → exit, connection;
+//! 6. `exit` (how a terminal ends) → connection, reply, state, seed;
+//! 7. `terminal` (its handle) → exit, connection, reply, state; `reader` (the client's
+//!    output) → exit, …; `watcher` (the watchdog) → exit, connection;
 //! 8. `client` (starts client, reader, watchdog), `spawn` (opens, takes back) → any below;
-//! 9. this file, [`TmuxHost`] → common, server, connection, client, spawn.
+//! 9. this file, [`TmuxHost`] → common, place, server, connection, state, client, spawn.
 //!
 //! One tmux client in control mode (`tmux -C attach-session -t krad`) carries
 //! everything, read by a thread of its own. (One client for all terminals: tmux
@@ -50,6 +52,20 @@
 //! dies while the app is away stays dead, with its status and last screen, until
 //! a restarted app takes it back.
 //!
+//! **On an SSH host** ([`TmuxHost::over_ssh`]): the same, with every tmux
+//! command and the control client run through the host's control connection
+//! (`ssh -S <socket> … tmux -L … -C attach-session`, no tty), so `%output`
+//! brings each pane's raw bytes — OSC sequences included — into the same
+//! pipeline as here, however many terminals (one ssh session for them all).
+//! Its programs' pids are the host's: closing signals them through tmux
+//! (`run-shell kill`), and the watchdog asks tmux for ends instead of looking
+//! at processes. When the client ends with the link, its terminals do not end:
+//! they wait (their screens saying so) until [`TmuxHost::resume`], once the
+//! link is up, takes them back with their screens as tmux has them; a terminal
+//! whose pane is gone (the host's tmux server was killed, the host restarted)
+//! then ends without a status. A restarted app's terminals wait the same way
+//! ([`TmuxHost::adopt_later`]).
+//!
 //! The one reader waits for each terminal's parser (back-pressure): a terminal
 //! printing faster than it can be parsed delays the others' output (tmux keeps
 //! it meanwhile), never their programs.
@@ -61,6 +77,7 @@ mod connection;
 mod control;
 mod exit;
 mod later;
+mod place;
 mod reader;
 mod reply;
 mod seed;
@@ -79,8 +96,11 @@ use tokio::sync::mpsc;
 use crate::{AdoptSpec, SpawnError, SpawnSpec, Survivor, Terminal, TerminalEvent, TerminalHost};
 
 use self::common::{SESSION, lock, window_name};
-use self::connection::Connection;
+use self::connection::{Connection, Slot};
+use self::place::Place;
+pub use self::place::SshPlace;
 use self::server::{Server, write_private};
+use self::state::Orphans;
 
 /// The session's first window, which keeps it alive when no terminal does.
 const PLACEHOLDER: &str = "krad-wait";
@@ -100,7 +120,10 @@ const PLACEHOLDER: &str = "krad-wait";
 pub struct TmuxHost {
     server: Server,
     /// The control client, once started (a new one if the last ended).
-    connection: Mutex<Option<Arc<Connection>>>,
+    connection: Arc<Slot>,
+    /// On an SSH host: the terminals waiting for a client (the link is down,
+    /// or was not up yet since the app started).
+    orphans: Option<Orphans>,
 }
 
 impl TmuxHost {
@@ -125,9 +148,69 @@ impl TmuxHost {
         write_private(&config, server::config(&socket).as_bytes())
             .map_err(|e| SpawnError::Host(format!("cannot write {}: {e}", config.display())))?;
         Ok(Self {
-            server: Server::new(socket, config),
-            connection: Mutex::new(None),
+            server: Server::new(socket, Place::Local { config }),
+            connection: Arc::new(Mutex::new(None)),
+            orphans: None,
         })
+    }
+
+    /// A host for the server `socket` on an SSH host, reached as `place` says.
+    /// Nothing runs until first use; the server's settings must be on the host
+    /// ([`TmuxHost::host_settings`]) before.
+    pub fn over_ssh(socket: impl Into<String>, place: SshPlace) -> Self {
+        Self {
+            server: Server::new(socket.into(), Place::Ssh(place)),
+            connection: Arc::new(Mutex::new(None)),
+            orphans: Some(Arc::new(Mutex::new(Vec::new()))),
+        }
+    }
+
+    /// The settings of server `socket` on an SSH host (its `tmux` found on the
+    /// server's `PATH` there), for its settings file.
+    pub fn host_settings(socket: &str) -> String {
+        server::settings(socket, "tmux")
+    }
+
+    /// On an SSH host whose link is up (again): starts a control client if
+    /// none runs and takes back the terminals waiting for one (see the module's
+    /// doc). Blocks for the round trips to the host.
+    pub fn resume(&self) -> Result<(), SpawnError> {
+        let Some(orphans) = &self.orphans else {
+            return Ok(());
+        };
+        if lock(orphans).is_empty() {
+            return Ok(());
+        }
+        let connection = self.connection()?;
+        spawn::take_back(&self.server, &connection, orphans)
+    }
+
+    /// On an SSH host: how many terminals wait to be taken back.
+    pub fn waiting(&self) -> usize {
+        self.orphans
+            .as_ref()
+            .map_or(0, |orphans| lock(orphans).len())
+    }
+
+    /// On an SSH host: terminal `spec.id`, to be taken back by the next
+    /// [`TmuxHost::resume`] (its handle now: its screen is blank until then).
+    pub fn adopt_later(
+        &self,
+        spec: AdoptSpec,
+        events: mpsc::Sender<TerminalEvent>,
+    ) -> Result<Arc<dyn Terminal>, SpawnError> {
+        let Some(orphans) = &self.orphans else {
+            return Err(SpawnError::Host(
+                "only a host on an SSH host takes terminals back later".into(),
+            ));
+        };
+        let terminal = spawn::adopt_later((&self.connection, orphans), spec, events)?;
+        Ok(Arc::new(terminal))
+    }
+
+    /// What the host gives its terminals.
+    fn room(&self) -> spawn::Room<'_> {
+        (&self.connection, self.orphans.as_ref())
     }
 
     /// The socket name for the repository at `root`: `krad-<directory name>-<hash
@@ -175,6 +258,9 @@ impl TmuxHost {
             return Ok(Arc::clone(live));
         }
         let server = &self.server;
+        if !server.place().reachable() {
+            return Err(SpawnError::Host("the link to the host is down".into()));
+        }
         server.configure();
         if server
             .run(&["has-session", "-t", &format!("={SESSION}")])
@@ -205,7 +291,13 @@ impl TerminalHost for TmuxHost {
         spec: SpawnSpec,
         events: mpsc::Sender<TerminalEvent>,
     ) -> Result<Arc<dyn Terminal>, SpawnError> {
-        let terminal = spawn::spawn_terminal(&self.server, || self.connection(), spec, events)?;
+        let terminal = spawn::spawn_terminal(
+            &self.server,
+            self.room(),
+            || self.connection(),
+            spec,
+            events,
+        )?;
         Ok(Arc::new(terminal))
     }
 
@@ -230,7 +322,13 @@ impl TerminalHost for TmuxHost {
         spec: AdoptSpec,
         events: mpsc::Sender<TerminalEvent>,
     ) -> Result<Arc<dyn Terminal>, SpawnError> {
-        let terminal = spawn::adopt_terminal(&self.server, || self.connection(), spec, events)?;
+        let terminal = spawn::adopt_terminal(
+            &self.server,
+            self.room(),
+            || self.connection(),
+            spec,
+            events,
+        )?;
         Ok(Arc::new(terminal))
     }
 

@@ -108,7 +108,9 @@ impl Reader {
     }
 
     /// The client ended: the server went away (or was killed), or the host
-    /// let go of it. Terminals still followed end without a known status.
+    /// let go of it. Terminals still followed end without a known status —
+    /// unless the server is on an SSH host: there the link went, the programs
+    /// run on, and the terminals wait for the next client ([`Self::orphan`]).
     fn client_ended(mut self) {
         self.connection.control.close();
         if let Some(mut client) = lock(&self.connection.client).take() {
@@ -118,6 +120,10 @@ impl Reader {
         for (_, mut pipeline) in self.terminals.drain() {
             if let Some(seeded) = pipeline.seeded.take() {
                 let _ = seeded.send(Err("the tmux client ended".into()));
+            }
+            if let (Some(host), Some(home)) = (&self.connection.remote, pipeline.home.clone()) {
+                orphan(&self.connection, (host.as_str(), &*home), pipeline);
+                continue;
             }
             if pipeline.shared.exit.get().is_none()
                 && !pipeline.shared.detached.load(Ordering::SeqCst)
@@ -231,12 +237,8 @@ impl Reader {
     fn adopted(&mut self, mut pipeline: Pipeline, ok: bool, lines: &[Vec<u8>]) {
         let info = ok.then(|| parse_seed_info(lines)).flatten();
         let Some(info) = info else {
-            if let Some(seeded) = pipeline.seeded.take() {
-                let _ = seeded.send(Err(format!(
-                    "tmux could not describe the pane: {}",
-                    lossy_lines(lines)
-                )));
-            }
+            let why = format!("tmux could not describe the pane: {}", lossy_lines(lines));
+            Reply::Adopt(Box::new(pipeline)).fail(&why);
             return;
         };
         pipeline.skip_output = true;
@@ -313,19 +315,33 @@ impl Reader {
             // Taking the pane back.
             let Some((size, bytes)) = screen else {
                 let _ = seeded.send(Err("tmux could not capture the pane".into()));
-                self.terminals.remove(pane);
+                if let Some(pipeline) = self.terminals.remove(pane)
+                    && let Some(home) = pipeline.home.clone()
+                {
+                    // On an SSH host: the next client tries again.
+                    lock(&home).push(pipeline);
+                }
                 return;
             };
             pipeline.shared.replace_screen(size, &bytes);
             pipeline.skip_output = false;
+            pipeline.shared.waiting.store(false, Ordering::SeqCst);
             if let Some(pid) = pipeline.shared.pid.get() {
                 lock(&self.connection.followed).insert(pane.to_owned(), *pid);
             }
             let _ = seeded.send(Ok(()));
-            if let Some(status) = info.and_then(|i| i.dead)
-                && let Some(pipeline) = self.terminals.remove(pane)
-            {
-                finish(&self.connection, pipeline, status, None);
+            match info.and_then(|i| i.dead) {
+                // tmux saw the end before the process's status: asked for
+                // (again, shortly, if need be), as for a pane seen dying.
+                Some(status) if status.code.is_none() && status.signal.is_none() => {
+                    ask_exit(&self.connection, pane);
+                }
+                Some(status) => {
+                    if let Some(pipeline) = self.terminals.remove(pane) {
+                        finish(&self.connection, pipeline, status, None);
+                    }
+                }
+                None => {}
             }
         } else if let Some(status) = pipeline.final_status.take()
             && let Some(pipeline) = self.terminals.remove(pane)
@@ -333,6 +349,37 @@ impl Reader {
             finish(&self.connection, pipeline, status, screen);
         }
     }
+}
+
+/// A terminal on an SSH host whose client ended with the link: it waits in
+/// `orphans` for the next client (unless it ended, or the app let go of it),
+/// its screen saying so.
+fn orphan(
+    connection: &Arc<Connection>,
+    (host, orphans): (&str, &std::sync::Mutex<Vec<Pipeline>>),
+    mut pipeline: Pipeline,
+) {
+    let shared = &pipeline.shared;
+    if shared.exit.get().is_some() || shared.detached.load(Ordering::SeqCst) {
+        return;
+    }
+    if let Some(status) = pipeline.final_status.take() {
+        // Its end was seen; its final screen was not.
+        finish(connection, pipeline, status, None);
+        return;
+    }
+    pipeline.shared.waiting.store(true, Ordering::SeqCst);
+    if let Some(chunks) = &pipeline.chunks {
+        let notice = format!(
+            "\r\n[krad: the link to host {host} is down; the program there goes on; taken \
+             back once the link is up]\r\n"
+        );
+        let _ = chunks.blocking_send(notice.into_bytes());
+    }
+    pipeline.skip_output = false;
+    pipeline.seed = None;
+    pipeline.exit_queries = 0;
+    lock(orphans).push(pipeline);
 }
 
 /// One command of a write was answered: an error answers the write; the last

@@ -40,9 +40,13 @@ impl Reply {
             Reply::Created(_, sender) => {
                 let _ = sender.send(Err(why.to_owned()));
             }
-            Reply::Adopt(pipeline) => {
-                if let Some(seeded) = &pipeline.seeded {
+            Reply::Adopt(mut pipeline) => {
+                if let Some(seeded) = pipeline.seeded.take() {
                     let _ = seeded.send(Err(why.to_owned()));
+                }
+                // On an SSH host: the next client takes it back.
+                if let Some(home) = pipeline.home.clone() {
+                    lock(&home).push(*pipeline);
                 }
             }
             Reply::Write { state, .. } => state.answer(Err(io::Error::new(

@@ -1,16 +1,18 @@
 //! The app's tmux server, as [`Server`]: one-off tmux commands to it, besides
-//! the control client; its settings (written to a file, applied to a server
-//! already running); and the panes that hold krad terminals.
+//! the control client (here, or on an SSH host: [`Place`]); its settings
+//! (written to a file, applied to a server already running); and the panes that
+//! hold krad terminals.
 
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::Once;
 use std::time::Duration;
 
 use crate::SpawnError;
 
 use super::common::{DEAD_NAME, ID_OPTION};
+use super::place::Place;
 
 /// The settings of the app's own tmux server (it never reads the user's
 /// `~/.tmux.conf`): panes stay after their program ends, so that the app (or a
@@ -25,22 +27,27 @@ set -g history-limit 10000
 set -s escape-time 10
 ";
 
-/// The app's tmux server: `tmux -L <socket> -f <config>`.
+/// The app's tmux server: `tmux -L <socket> -f <config>`, here or on a host.
 #[derive(Debug)]
 pub(super) struct Server {
     socket: String,
-    config: PathBuf,
+    place: Place,
     configured: Once,
 }
 
 impl Server {
-    /// The server `socket` (`tmux -L`), whose settings are in `config`.
-    pub(super) fn new(socket: String, config: PathBuf) -> Self {
+    /// The server `socket` (`tmux -L`) at `place`, which names its settings.
+    pub(super) fn new(socket: String, place: Place) -> Self {
         Self {
             socket,
-            config,
+            place,
             configured: Once::new(),
         }
+    }
+
+    /// Where the server runs.
+    pub(super) fn place(&self) -> &Place {
+        &self.place
     }
 
     /// The server's socket name (`tmux -L`).
@@ -48,19 +55,9 @@ impl Server {
         &self.socket
     }
 
-    /// A `tmux` command for this server.
-    pub(super) fn command(&self) -> Command {
-        let mut command = Command::new("tmux");
-        command
-            .arg("-L")
-            .arg(&self.socket)
-            .arg("-f")
-            .arg(&self.config)
-            // Never nested in (or confused with) a tmux the app itself runs in.
-            .env_remove("TMUX")
-            .env_remove("TMUX_PANE")
-            .stdin(Stdio::null());
-        command
+    /// A `tmux` command for this server, running `args`.
+    pub(super) fn command(&self, args: &[&str]) -> Command {
+        self.place.command(&self.socket, args)
     }
 
     /// Runs tmux with `args`; its output, or what it said on stderr. A server
@@ -69,9 +66,11 @@ impl Server {
     pub(super) fn run(&self, args: &[&str]) -> Result<String, String> {
         let mut tries = 0;
         loop {
+            if !self.place.reachable() {
+                return Err("the link to the host is down".to_owned());
+            }
             let output = self
-                .command()
-                .args(args)
+                .command(args)
                 .output()
                 .map_err(|e| format!("cannot run tmux: {e}"))?;
             if output.status.success() {
@@ -88,10 +87,13 @@ impl Server {
 
     /// Once per host: a server that was already running (started by an earlier
     /// app) gets this app's settings too. A server started later reads them with
-    /// `-f`.
+    /// `-f`. (On an SSH host, whoever writes the settings there applies them.)
     pub(super) fn configure(&self) {
+        let Place::Local { config } = &self.place else {
+            return;
+        };
         self.configured.call_once(|| {
-            let config = self.config.to_string_lossy().into_owned();
+            let config = config.to_string_lossy().into_owned();
             if let Err(error) = self.run(&["source-file", &config])
                 && !no_server(&error)
             {
@@ -128,9 +130,7 @@ impl Server {
     }
 }
 
-/// The server's settings: [`CONFIG`], and the `pane-died` hook. Commands a hook
-/// runs notify no control client, so the hook runs a separate tmux client that
-/// renames the window: its `%window-renamed` is what tells the app.
+/// The server's settings here: [`settings`] with this machine's tmux.
 pub(super) fn config(socket: &str) -> String {
     let tmux = std::env::var_os("PATH")
         .and_then(|path| {
@@ -144,6 +144,14 @@ pub(super) fn config(socket: &str) -> String {
                 .all(|b| b.is_ascii_alphanumeric() || b"/-_.+".contains(&b))
         })
         .unwrap_or_else(|| "tmux".to_owned());
+    settings(socket, &tmux)
+}
+
+/// The server's settings: [`CONFIG`], and the `pane-died` hook, which runs
+/// `tmux` (a path, or a name found on the server's `PATH`). Commands a hook runs
+/// notify no control client, so the hook runs a separate tmux client that
+/// renames the window: its `%window-renamed` is what tells the app.
+pub(super) fn settings(socket: &str, tmux: &str) -> String {
     format!(
         "{CONFIG}set-hook -g pane-died \"run-shell -b '{tmux} -L {socket} rename-window -t \\\"#{{window_id}}\\\" {DEAD_NAME}'\"\n"
     )

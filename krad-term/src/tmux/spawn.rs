@@ -1,8 +1,9 @@
 //! Opening a terminal's window (one command line through the control client,
 //! so that it sees the program's first byte and the environment never shows on
-//! a command line), and taking back a pane a previous run left. The host passes
-//! in its server and how to get its control client (`connect`, called once the
-//! spec was checked).
+//! a command line), and taking back a pane a previous run left — at once, or
+//! (on an SSH host) once the link is up, with the terminals a lost link left
+//! ([`take_back`]). The host passes in its server, its client's slot, and how to
+//! get its control client (`connect`, called once the spec was checked).
 
 use std::io;
 use std::path::Path;
@@ -17,25 +18,35 @@ use crate::{AdoptSpec, SpawnError, SpawnSpec, Terminal, TerminalEvent};
 
 use super::codec::quote;
 use super::common::{ID_OPTION, REPLY_TIMEOUT, SESSION, window_name};
-use super::connection::Connection;
+use super::connection::{Connection, Slot};
+use super::exit::finish_gone;
 use super::reply::Reply;
 use super::seed::seed_line;
-use super::server::Server;
+use super::server::{PaneInfo, Server};
+use super::state::{Orphans, Pipeline};
 use super::terminal::TmuxTerminal;
+
+/// What the host gives a terminal: its client's slot, and (on an SSH host)
+/// where the terminal waits while the link is down.
+pub(super) type Room<'a> = (&'a Arc<Slot>, Option<&'a Orphans>);
 
 /// Starts `spec.argv` in a new window of `server`, through the control client
 /// `connect` gives.
 pub(super) fn spawn_terminal(
     server: &Server,
+    (slot, home): Room<'_>,
     connect: impl FnOnce() -> Result<Arc<Connection>, SpawnError>,
     spec: SpawnSpec,
     events: mpsc::Sender<TerminalEvent>,
 ) -> Result<TmuxTerminal, SpawnError> {
     let program = checked_program(&spec)?;
-    find_program(program, &spec.cwd, &spec.env)?;
+    if home.is_none() {
+        // (On a host, the program is found there.)
+        find_program(program, &spec.cwd, &spec.env)?;
+    }
     let connection = connect()?;
     let (cols, rows) = (spec.cols.max(1), spec.rows.max(1));
-    let terminal = TmuxTerminal::new(&connection, spec.id, (cols, rows), spec.scrollback_lines);
+    let terminal = TmuxTerminal::new(slot, home, spec.id, (cols, rows), spec.scrollback_lines);
     let pipeline = terminal.pipeline(spec.transcript.clone(), events)?;
     let window = window_name(spec.id);
     // A window of this id can only be an orphan of a run that died while
@@ -60,6 +71,7 @@ pub(super) fn spawn_terminal(
 /// client `connect` gives: its screen as tmux has it, then its output.
 pub(super) fn adopt_terminal(
     server: &Server,
+    (slot, home): Room<'_>,
     connect: impl FnOnce() -> Result<Arc<Connection>, SpawnError>,
     spec: AdoptSpec,
     events: mpsc::Sender<TerminalEvent>,
@@ -71,7 +83,7 @@ pub(super) fn adopt_terminal(
         )));
     };
     let connection = connect()?;
-    let terminal = TmuxTerminal::new(&connection, spec.id, (80, 24), spec.scrollback_lines);
+    let terminal = TmuxTerminal::new(slot, home, spec.id, (80, 24), spec.scrollback_lines);
     let _ = terminal.shared.pane.set(info.pane.clone());
     let _ = terminal.shared.window.set(info.window.clone());
     let mut pipeline = terminal.pipeline(spec.transcript, events)?;
@@ -180,4 +192,98 @@ fn find_program(program: &str, cwd: &Path, env: &[(String, String)]) -> Result<(
             source: io::Error::new(io::ErrorKind::NotFound, "no such program"),
         })
     }
+}
+
+/// A terminal of an SSH host's server to be taken back once the link is up
+/// (a restarted app's, before its link is): its handle at once, its pipeline
+/// waiting in `home` for [`take_back`].
+pub(super) fn adopt_later(
+    (slot, home): (&Arc<Slot>, &Orphans),
+    spec: AdoptSpec,
+    events: mpsc::Sender<TerminalEvent>,
+) -> Result<TmuxTerminal, SpawnError> {
+    let terminal = TmuxTerminal::new(slot, Some(home), spec.id, (80, 24), spec.scrollback_lines);
+    let pipeline = terminal.pipeline(spec.transcript, events)?;
+    terminal
+        .shared
+        .waiting
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    super::common::lock(home).push(pipeline);
+    Ok(terminal)
+}
+
+/// Takes back, through `connection`, the terminals waiting in `orphans`: each
+/// one's pane, if `server` still has it, with its screen as tmux has it now
+/// (what the program printed meanwhile shows), then its output (a pane that
+/// died meanwhile ends with its status); a terminal whose pane is gone (the
+/// host's tmux server was killed, or the host restarted) ends without a status.
+pub(super) fn take_back(
+    server: &Server,
+    connection: &Arc<Connection>,
+    orphans: &Orphans,
+) -> Result<(), SpawnError> {
+    let panes = server.panes()?;
+    let waiting = std::mem::take(&mut *super::common::lock(orphans));
+    let mut seeds = Vec::new();
+    for pipeline in waiting {
+        let shared = Arc::clone(&pipeline.shared);
+        if shared.detached.load(std::sync::atomic::Ordering::SeqCst) || shared.exit.get().is_some()
+        {
+            continue;
+        }
+        match pane_of(&panes, &pipeline) {
+            Some(info) => {
+                let _ = shared.pane.set(info.pane.clone());
+                let _ = shared.window.set(info.window.clone());
+                seeds.push((shared.id, send_seed(connection, pipeline, info)));
+            }
+            None => {
+                tracing::info!(
+                    terminal = shared.id,
+                    "the terminal's pane is gone from tmux on its host"
+                );
+                finish_gone(connection, pipeline);
+            }
+        }
+    }
+    for (id, seeded) in seeds {
+        match seeded.recv_timeout(REPLY_TIMEOUT) {
+            Ok(Ok(())) => tracing::debug!(terminal = id, "tmux terminal on its host taken back"),
+            Ok(Err(error)) => {
+                tracing::info!(terminal = id, %error, "cannot take the terminal back yet")
+            }
+            Err(_) => tracing::info!(terminal = id, "tmux did not show the pane in time"),
+        }
+    }
+    Ok(())
+}
+
+/// The pane of a waiting terminal, if the server has it (the same pane it had,
+/// when it had one).
+fn pane_of<'a>(panes: &'a [PaneInfo], pipeline: &Pipeline) -> Option<&'a PaneInfo> {
+    let shared = &pipeline.shared;
+    panes
+        .iter()
+        .find(|p| p.id == shared.id)
+        .filter(|p| shared.pane.get().is_none_or(|pane| *pane == p.pane))
+}
+
+/// Asks for a waiting terminal's pane and screen: its pipeline joins the reader
+/// with the answer. Told once the screen is in place (or why not: a pipeline
+/// that could not join waits again in its home).
+fn send_seed(
+    connection: &Connection,
+    mut pipeline: Pipeline,
+    info: &PaneInfo,
+) -> std_mpsc::Receiver<Result<(), String>> {
+    let (seeded, seeded_rx) = std_mpsc::channel();
+    pipeline.seeded = Some(seeded);
+    let line = seed_line(&info.pane, pipeline.shared.scrollback_lines);
+    let replies = vec![
+        Reply::Adopt(Box::new(pipeline)),
+        Reply::Seed(info.pane.clone()),
+    ];
+    // A failure fails the replies: the pipeline waits again.
+    let _ = connection.control.send(vec![(line, replies)]);
+    seeded_rx
 }

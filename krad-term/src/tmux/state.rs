@@ -3,7 +3,7 @@
 
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc as std_mpsc;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -12,6 +12,10 @@ use crate::screen::Screen;
 use crate::{ExitStatus, TerminalEvent};
 
 use super::seed::SeedInfo;
+
+/// Terminals on an SSH host whose control client ended with the link (their
+/// programs run on there): taken back by the next client.
+pub(super) type Orphans = Arc<Mutex<Vec<Pipeline>>>;
 
 /// What a terminal's handle and the reader share.
 #[derive(Debug)]
@@ -27,6 +31,9 @@ pub(super) struct Shared {
     /// The handle let go of a live terminal: the reader forgets it, its program
     /// runs on.
     pub(super) detached: AtomicBool,
+    /// On an SSH host: waiting for a client to take it back (the link is down,
+    /// or the app just started); its pane may not be the one tmux has now.
+    pub(super) waiting: AtomicBool,
 }
 
 impl Shared {
@@ -41,6 +48,7 @@ impl Shared {
             exit: OnceLock::new(),
             pid: OnceLock::new(),
             detached: AtomicBool::new(false),
+            waiting: AtomicBool::new(false),
         }
     }
 
@@ -50,6 +58,17 @@ impl Shared {
 
     pub(super) fn window(&self) -> &str {
         self.window.get().map_or("", String::as_str)
+    }
+
+    /// An error if the terminal waits to be taken back (see `waiting`).
+    pub(super) fn reachable(&self) -> std::io::Result<()> {
+        if self.waiting.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the link to the terminal's host is down: it is taken back once the link is up",
+            ));
+        }
+        Ok(())
     }
 
     /// Replaces the screen with one of `size` showing `bytes` (the title stays).
@@ -84,4 +103,6 @@ pub(super) struct Pipeline {
     pub(super) exit_queries: u32,
     /// The program ended with this; its final screen is on its way.
     pub(super) final_status: Option<ExitStatus>,
+    /// On an SSH host: where it waits when its client ends.
+    pub(super) home: Option<Orphans>,
 }

@@ -1,5 +1,8 @@
 //! A terminal of the tmux host: its handle ([`TmuxTerminal`]), and input,
-//! resizes and closing as tmux commands and signals.
+//! resizes and closing as tmux commands and signals (on an SSH host, signals
+//! sent by tmux there). The handle reaches the host's current control client
+//! through the host's [`Slot`], so a terminal on an SSH host outlives the
+//! client the link took.
 
 use std::io;
 use std::path::PathBuf;
@@ -17,10 +20,11 @@ use crate::program::{ended, group_gone, log_grace_kill, pgid};
 use crate::{Attachment, ExitStatus, NativeAttach, Snapshot, SpawnError, Terminal, TerminalEvent};
 
 use super::codec::quote;
-use super::common::SESSION;
-use super::connection::Connection;
+use super::common::{SESSION, lock};
+use super::connection::{Slot, current};
+use super::exit::abandon;
 use super::reply::{Reply, WriteState};
-use super::state::{Pipeline, Shared};
+use super::state::{Orphans, Pipeline, Shared};
 
 /// Bytes per `send-keys -H` command.
 const KEYS_PER_COMMAND: usize = 256;
@@ -31,20 +35,25 @@ const PASTE_PER_COMMAND: usize = 2048;
 #[derive(Debug)]
 pub(super) struct TmuxTerminal {
     id: u64,
-    connection: Arc<Connection>,
+    slot: Arc<Slot>,
+    /// On an SSH host (its pid is the host's): where its pipeline waits while
+    /// the link is down.
+    home: Option<Orphans>,
     pub(super) shared: Arc<Shared>,
 }
 
 impl TmuxTerminal {
     pub(super) fn new(
-        connection: &Arc<Connection>,
+        slot: &Arc<Slot>,
+        home: Option<&Orphans>,
         id: u64,
         size: (u16, u16),
         scrollback_lines: usize,
     ) -> Self {
         Self {
             id,
-            connection: Arc::clone(connection),
+            slot: Arc::clone(slot),
+            home: home.cloned(),
             shared: Arc::new(Shared::new(id, size, scrollback_lines)),
         }
     }
@@ -73,11 +82,54 @@ impl TmuxTerminal {
             seeded: None,
             exit_queries: 0,
             final_status: None,
+            home: self.home.clone(),
         })
     }
 
     fn ended(&self) -> bool {
         self.shared.exit.get().is_some()
+    }
+
+    /// Closing a program on an SSH host: tmux there signals its group.
+    fn close_remote(&self, grace: Duration) {
+        let id = self.id;
+        let target = self.shared.reachable().ok().and_then(|()| {
+            let pid = self.shared.pid.get().copied()?;
+            Some((pid, current(&self.slot).ok()?))
+        });
+        let Some((pid, connection)) = target else {
+            tracing::debug!(
+                terminal = id,
+                "the link is down: the program on the host ends later"
+            );
+            let waiting = self.home.as_ref().and_then(|home| {
+                let mut home = lock(home);
+                let at = home.iter().position(|p| p.shared.id == id)?;
+                Some(home.remove(at))
+            });
+            if let Some(pipeline) = waiting {
+                let hung_up = ExitStatus {
+                    code: None,
+                    signal: Some(Signal::SIGHUP as i32),
+                };
+                abandon(pipeline, hung_up);
+            }
+            return;
+        };
+        tracing::debug!(
+            terminal = id,
+            "closing the tmux terminal on its host: SIGHUP"
+        );
+        let _ = connection.control.send(vec![remote_signal(pid, "HUP")]);
+        let (shared, slot) = (Arc::clone(&self.shared), Arc::clone(&self.slot));
+        connection.later.after(grace, move || {
+            if shared.exit.get().is_none()
+                && shared.reachable().is_ok()
+                && let Ok(connection) = current(&slot)
+            {
+                let _ = connection.control.send(vec![remote_signal(pid, "KILL")]);
+            }
+        });
     }
 
     /// The commands that type `bytes` into the pane: a bracketed paste through
@@ -118,7 +170,11 @@ impl Terminal for TmuxTerminal {
         self.id
     }
 
+    /// `None` on an SSH host: the pid there means nothing here.
     fn pid(&self) -> Option<u32> {
+        if self.home.is_some() {
+            return None;
+        }
         self.shared.pid.get().copied()
     }
 
@@ -126,6 +182,10 @@ impl Terminal for TmuxTerminal {
         let (reply, receiver) = oneshot::channel();
         if self.ended() {
             let _ = reply.send(Err(ended()));
+            return receiver;
+        }
+        if let Err(error) = self.shared.reachable() {
+            let _ = reply.send(Err(error));
             return receiver;
         }
         let lines = self.input_lines(&bytes);
@@ -148,8 +208,13 @@ impl Terminal for TmuxTerminal {
                 (line, vec![reply])
             })
             .collect();
-        // A failure already answered the receiver.
-        let _ = self.connection.control.send(commands);
+        match current(&self.slot) {
+            // A failure already answered the receiver.
+            Ok(connection) => {
+                let _ = connection.control.send(commands);
+            }
+            Err(error) => state.answer(Err(error)),
+        }
         receiver
     }
 
@@ -158,10 +223,11 @@ impl Terminal for TmuxTerminal {
         if self.ended() {
             return Err(ended());
         }
+        self.shared.reachable()?;
         // The screen first, as on the PTY host: the program's redraw for the new
         // size must land on a screen of that size.
         self.shared.screen.with(|screen| screen.resize(cols, rows));
-        self.connection.control.send(vec![(
+        current(&self.slot)?.control.send(vec![(
             format!(
                 "resize-window -t {} -x {cols} -y {rows}",
                 self.shared.window()
@@ -186,6 +252,9 @@ impl Terminal for TmuxTerminal {
         if self.ended() {
             return;
         }
+        if self.home.is_some() {
+            return self.close_remote(grace);
+        }
         let Some(pid) = self.pid().and_then(pgid) else {
             return;
         };
@@ -195,10 +264,8 @@ impl Terminal for TmuxTerminal {
             tracing::debug!(terminal = id, %error, "cannot send SIGHUP");
         }
         let shared = Arc::clone(&self.shared);
-        let queued = self
-            .connection
-            .later
-            .after(grace, move || kill_after_grace(&shared, pid));
+        let queued = current(&self.slot)
+            .is_ok_and(|c| c.later.after(grace, move || kill_after_grace(&shared, pid)));
         if !queued {
             tracing::warn!(terminal = id, "cannot wait for the grace; SIGKILL now");
             let _ = signal_group(pid, Signal::SIGKILL);
@@ -213,9 +280,13 @@ impl Terminal for TmuxTerminal {
         Some(self.shared.screen.attach())
     }
 
+    /// `None` on an SSH host: its server is there.
     fn native_attach(&self) -> Option<NativeAttach> {
+        if self.home.is_some() {
+            return None;
+        }
         Some(NativeAttach::Tmux {
-            socket: self.connection.socket.clone(),
+            socket: current(&self.slot).ok()?.socket.clone(),
             session: SESSION.to_owned(),
             window: self.shared.window().to_owned(),
         })
@@ -229,6 +300,17 @@ fn kill_after_grace(shared: &Shared, pid: Pid) {
         return;
     }
     log_grace_kill(shared.id, signal_group(pid, Signal::SIGKILL));
+}
+
+/// A command that has tmux send `signal` to the program `pid`'s group (or to
+/// the program alone, when it has no group yet) on the server's machine.
+fn remote_signal(pid: u32, signal: &str) -> (String, Vec<Reply>) {
+    let script =
+        format!("kill -{signal} -- -{pid} 2>/dev/null || kill -{signal} {pid} 2>/dev/null; true");
+    (
+        format!("run-shell -b {}", quote(script.as_bytes())),
+        vec![Reply::Ignore],
+    )
 }
 
 /// Splits what a write carries into a bracketed paste (its text, without the

@@ -1,5 +1,5 @@
 //! The watchdog: a thread per control client that looks at the followed
-//! programs, for the ends tmux misses.
+//! programs (on an SSH host, asks tmux about them), for the ends tmux misses.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -12,6 +12,9 @@ use super::exit::ask_exit;
 
 /// How often the watchdog looks at the followed programs.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
+/// How often the watchdog of a client on an SSH host (whose programs it cannot
+/// see) asks tmux for the followed programs' ends.
+const ASK_REMOTE_EVERY: Duration = Duration::from_secs(2);
 
 /// The watchdog: tmux (3.3, with a control client) sometimes misses a
 /// program's end — the process stays a zombie, unreaped, and the `pane-died`
@@ -28,6 +31,19 @@ pub(super) fn watch(connection: &std::sync::Weak<Connection>) {
             return;
         }
         let followed = lock(&connection.followed).clone();
+        if connection.remote.is_some() {
+            // Its programs' pids are the host's: ask tmux now and then.
+            let due = asked
+                .get("")
+                .is_none_or(|at| at.elapsed() >= ASK_REMOTE_EVERY);
+            if due {
+                asked.insert(String::new(), Instant::now());
+                for pane in followed.keys() {
+                    ask_exit(&connection, pane);
+                }
+            }
+            continue;
+        }
         asked.retain(|pane, _| followed.contains_key(pane));
         let mut nudge = false;
         for (pane, pid) in followed {

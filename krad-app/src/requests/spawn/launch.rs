@@ -3,6 +3,7 @@
 //! through a launcher script that keeps every value off command lines (in tmux
 //! there when the host has it: [`crate::remote_tmux`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -103,10 +104,10 @@ pub(super) fn local_launch(
 /// both written through ssh's stdin. The launcher removes itself before
 /// anything else and then runs the program.
 ///
-/// On a host with tmux, the launcher runs in a session of the app's tmux
-/// server there and the local terminal runs the re-attach loop
-/// ([`remote_tmux`]); the terminal's record is kept in the store so that a
-/// restarted app attaches to it again. Without tmux, `ssh -tt` runs
+/// On a host with tmux, the launcher (`sh <launcher>`, the argv answered) runs
+/// in a window of the app's tmux server there, started by the host's tmux
+/// client ([`remote_tmux`]); the terminal's record is kept in the store so
+/// that a restarted app takes it back. Without tmux, `ssh -tt` runs
 /// `sh <launcher>`, which `exec`s the program: it ends with the link.
 pub(super) async fn remote_launch(
     core: &Core,
@@ -114,21 +115,10 @@ pub(super) async fn remote_launch(
     launch: Launch<'_>,
     cwd: &Path,
 ) -> Result<Prepared, ApiError> {
-    let extra = launch.extra_env.into_iter().flatten();
-    for name in launch.profile.env.keys().chain(extra.map(|(k, _)| k)) {
-        if !shell_name(name) {
-            return Err(invalid(
-                "env",
-                format!(
-                    "{name:?} cannot be set on an SSH host: a variable there is named with \
-                     letters, digits and _ (not starting with a digit)"
-                ),
-            ));
-        }
-    }
+    check_env_names(&launch)?;
     let port = host.connect().await?;
     let id = launch.me.terminal;
-    let in_tmux = host.has_tmux() == Some(true);
+    let in_tmux = host.tmux_terminals().is_some();
     let dir = if in_tmux {
         host.tmux_files_dir()
     } else {
@@ -137,6 +127,13 @@ pub(super) async fn remote_launch(
     let token_file = format!("{dir}/{id}.token");
     host.write_private(&token_file, launch.token.expose().as_bytes())
         .await?;
+    let env = host_env(
+        core,
+        (launch.profile, launch.extra_env),
+        launch.me,
+        port,
+        &token_file,
+    );
     let krad = host.krad();
     let claude_settings = match launch.profile.hooks {
         HookKind::Claude => {
@@ -155,25 +152,6 @@ pub(super) async fn remote_launch(
         Path::new(&krad),
         claude_settings.as_deref(),
     );
-    let mut env: Vec<(&str, String)> = Vec::new();
-    for (k, v) in &launch.profile.env {
-        env.push((k, v.clone()));
-    }
-    if let Some(extra) = launch.extra_env {
-        for (k, v) in extra {
-            env.push((k, v.clone()));
-        }
-    }
-    let user_set_port = env.iter().any(|(k, _)| *k == "PORT");
-    let ports = crate::environments::ports::block(core, &launch.me.environment);
-    env.extend(crate::environments::ports::vars(&ports, user_set_port));
-    env.push(("TERM", "xterm-256color".to_owned()));
-    env.push(("KRAD_ADE_ENDPOINT", format!("127.0.0.1:{port}")));
-    env.push(("KRAD_ADE_TOKEN_FILE", token_file.clone()));
-    env.push(("KRAD_ADE_ENVIRONMENT", launch.me.environment.clone()));
-    env.push(("KRAD_ADE_TERMINAL", id.to_string()));
-    // The link may drop: the `krad` calls of the terminal try again meanwhile.
-    env.push(("KRAD_ADE_RETRY_SECS", "60".to_owned()));
     let launcher = format!("{dir}/{id}.launch");
     let mut script = launcher_script(
         &launcher,
@@ -191,49 +169,72 @@ pub(super) async fn remote_launch(
         );
     }
     host.write_private(&launcher, script.as_bytes()).await?;
+    let env = vec![("TERM".to_owned(), "xterm-256color".to_owned())];
     if in_tmux {
-        return start_in_tmux(core, host, id, &dir).await;
+        // Run by tmux there (in `cwd`); kept in the store from now on: a
+        // restarted app takes it back.
+        core.store.keep_terminal(id);
+        return Ok((
+            vec!["sh".to_owned(), launcher],
+            cwd.to_path_buf(),
+            env,
+            None,
+        ));
     }
     let mut ssh = vec!["ssh".to_owned()];
     ssh.extend(host.ssh_args(true));
-    ssh.push("--".to_owned());
-    ssh.push(format!("sh {}", shell_quote(&launcher)));
-    let env = vec![("TERM".to_owned(), "xterm-256color".to_owned())];
+    ssh.extend(["--".to_owned(), format!("sh {}", shell_quote(&launcher))]);
     Ok((ssh, core.settings.root.clone(), env, None))
 }
 
-/// Starts terminal `id`'s launcher (already written in `dir` on the host) in a
-/// session of the app's tmux server there, writes its attach script, and
-/// answers the local re-attach loop to run.
-async fn start_in_tmux(
-    core: &Core,
-    host: &Arc<Host>,
-    id: u64,
-    dir: &str,
-) -> Result<Prepared, ApiError> {
-    let server = host.tmux_server();
-    let attach = format!("{dir}/{id}.attach");
-    host.write_private(
-        &attach,
-        remote_tmux::attach_script(server, dir, id).as_bytes(),
-    )
-    .await?;
-    let script = remote_tmux::start_script(server, dir, id, 120, 40);
-    let (code, _, err) = host.run(&script, None).await?;
-    if code != Some(0) {
-        return Err(ApiError::new(
-            ErrorCode::Failed,
-            format!(
-                "cannot start the terminal in tmux on host {:?}: {}",
-                host.name,
-                String::from_utf8_lossy(&err).trim()
-            ),
-        ));
+/// `invalid` unless every variable the terminal is given can be `export`ed
+/// on the host.
+fn check_env_names(launch: &Launch<'_>) -> Result<(), ApiError> {
+    let extra = launch.extra_env.into_iter().flatten();
+    for name in launch.profile.env.keys().chain(extra.map(|(k, _)| k)) {
+        if !shell_name(name) {
+            return Err(invalid(
+                "env",
+                format!(
+                    "{name:?} cannot be set on an SSH host: a variable there is named with \
+                     letters, digits and _ (not starting with a digit)"
+                ),
+            ));
+        }
     }
-    // Kept in the store from now on: a restarted app attaches to it again.
-    core.store.keep_terminal(id);
-    let (argv, cwd, env) = remote_tmux::reattach_program(core, host, id);
-    Ok((argv, cwd, env, None))
+    Ok(())
+}
+
+/// The environment of a terminal on a host: the profile's and the Spawn's
+/// variables, its ports, and the `KRAD_ADE_*` variables (the bus through the
+/// host's forward on `port`).
+fn host_env<'a>(
+    core: &Core,
+    (profile, extra_env): (&'a Profile, Option<&'a BTreeMap<String, String>>),
+    me: &TerminalRef,
+    port: u16,
+    token_file: &str,
+) -> Vec<(&'a str, String)> {
+    let mut env: Vec<(&str, String)> = Vec::new();
+    for (k, v) in &profile.env {
+        env.push((k, v.clone()));
+    }
+    if let Some(extra) = extra_env {
+        for (k, v) in extra {
+            env.push((k, v.clone()));
+        }
+    }
+    let user_set_port = env.iter().any(|(k, _)| *k == "PORT");
+    let ports = crate::environments::ports::block(core, &me.environment);
+    env.extend(crate::environments::ports::vars(&ports, user_set_port));
+    env.push(("TERM", "xterm-256color".to_owned()));
+    env.push(("KRAD_ADE_ENDPOINT", format!("127.0.0.1:{port}")));
+    env.push(("KRAD_ADE_TOKEN_FILE", token_file.to_owned()));
+    env.push(("KRAD_ADE_ENVIRONMENT", me.environment.clone()));
+    env.push(("KRAD_ADE_TERMINAL", me.terminal.to_string()));
+    // The link may drop: the `krad` calls of the terminal try again meanwhile.
+    env.push(("KRAD_ADE_RETRY_SECS", "60".to_owned()));
+    env
 }
 
 /// Whether `name` can be `export`ed by a POSIX shell.
