@@ -153,8 +153,8 @@ fn torture(host: &'static str, config: Option<&'static str>, stream: u64) {
     let app = launch(config, dir);
     // tmux: a terminal that lives through the rounds names the server to end,
     // and asks.
-    let asker = config.map(|_| app.spawn_sh("sleep 600"));
-    let reporter = config.map(|_| app.spawn_sh("sleep 600"));
+    let asker = config.map(|_| app.spawn_sh("sleep 86400"));
+    let reporter = config.map(|_| app.spawn_sh("sleep 86400"));
     let listener = config.map(|_| app.spawn_sh(&format!("cat >> '{}'", sends.display())));
     let _server = asker.map(|id| TmuxServer::of(&app, id));
     let app = Some(app);
@@ -405,7 +405,7 @@ impl Torture {
         }
         if let Some(listener) = self.listener {
             // The Close of a terminal made in calm, and Sends to one that lives on.
-            let closee = self.app().spawn_sh("sleep 600");
+            let closee = self.app().spawn_sh("sleep 86400");
             let send = |n: usize| {
                 let text = format!("<r{r}-send-{n}>");
                 let send = json!({"Send": {"target": listener, "text": text, "enter": true}});
