@@ -698,3 +698,28 @@ fn an_unauthorized_call_from_a_host_terminal_is_tried_again_with_its_token_file_
         r["message"] == "with the new token"
     });
 }
+
+/// A restarted app whose host no longer runs terminals in tmux (here: turned
+/// off in the config) lets go of the terminals kept there: they end `exited`
+/// without a code, rather than wait for ever.
+#[test]
+fn kept_host_terminals_end_when_the_host_no_longer_runs_them_in_tmux() {
+    let sshd = Sshd::start();
+    let mut app = app_with_worktree(&sshd, "far-off");
+    let id = spawn_on_host(&app, "far-off", "echo started; sleep 86400");
+    app.until_screen(id, "started");
+    app.signal(nix::sys::signal::Signal::SIGKILL);
+    app.wait_exit(Duration::from_secs(10));
+    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
+    drop(app);
+    let remote = dir.path().join("host-repo");
+    let config = sshd.host_config("far", &remote, sshd.port) + "tmux = false\n";
+    let app = App::launch(Launch {
+        reuse: Some(dir),
+        config: Some(&config),
+        ..Launch::default()
+    });
+    let ended = app.until(id, Duration::from_secs(60), |r| r["state"] == "exited");
+    assert!(ended["exit_code"].is_null(), "{ended}");
+    assert_eq!(host_status(&app)["tmux"], false);
+}

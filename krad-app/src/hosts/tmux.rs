@@ -50,6 +50,19 @@ impl Host {
     /// terminals waiting for it, in the background (it blocks on the round
     /// trips), trying again with backoff while some wait and the link stays up.
     pub fn resume_terminals(self: &Arc<Self>) {
+        if self.has_tmux() == Some(false) {
+            // Kept by an app when the host had tmux; it has none now (or tmux
+            // was turned off): they can never be taken back.
+            let gone = self.terminals.let_go_of_waiting();
+            if gone > 0 {
+                tracing::warn!(
+                    host = %self.name,
+                    terminals = gone,
+                    "the host no longer runs terminals in tmux: its kept terminals end"
+                );
+            }
+            return;
+        }
         if self.tmux_terminals().is_none() {
             return;
         }

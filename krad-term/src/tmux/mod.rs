@@ -185,6 +185,25 @@ impl TmuxHost {
         spawn::take_back(&self.server, &connection, orphans)
     }
 
+    /// On an SSH host that no longer runs terminals in tmux (it has none now,
+    /// or tmux was turned off): lets go of every terminal waiting to be taken
+    /// back — each ends without a status. Returns how many.
+    pub fn let_go_of_waiting(&self) -> usize {
+        let Some(orphans) = &self.orphans else {
+            return 0;
+        };
+        let waiting = std::mem::take(&mut *lock(orphans));
+        let count = waiting.len();
+        for pipeline in waiting {
+            let gone = crate::ExitStatus {
+                code: None,
+                signal: None,
+            };
+            exit::abandon(pipeline, gone);
+        }
+        count
+    }
+
     /// On an SSH host: how many terminals wait to be taken back.
     pub fn waiting(&self) -> usize {
         self.orphans
