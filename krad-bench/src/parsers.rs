@@ -58,7 +58,7 @@ impl Candidate {
         match self {
             Candidate::Vt100 => "vt100 0.18, its own scrollback",
             Candidate::Vt100Bare => "vt100 0.18, no scrollback",
-            Candidate::Krad => "krad-term `Screen` (vt100 + krad's own scrollback)",
+            Candidate::Krad => "krad-term `Screen` (alacritty_terminal + krad's text scrollback)",
             Candidate::Avt => "avt 0.19, its own scrollback",
             Candidate::Alacritty => "alacritty_terminal 0.26, its own scrollback",
         }
