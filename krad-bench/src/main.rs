@@ -15,6 +15,7 @@ mod bus;
 mod durable;
 mod krad;
 mod load;
+mod parsers;
 mod store;
 mod stream;
 mod term;
@@ -108,6 +109,14 @@ enum Bench {
         mode: baseline::Mode,
         #[arg(long, default_value_t = 200)]
         reply_bytes: usize,
+    },
+    /// (internal) Prints the KiB one terminal of a screen model holds once fed a file.
+    #[command(hide = true)]
+    ParserMemory {
+        #[arg(long, value_enum)]
+        candidate: parsers::Candidate,
+        #[arg(long)]
+        output: PathBuf,
     },
     /// (internal) An HTTP baseline on a Unix socket; prints `ready`, then serves until killed.
     #[command(hide = true)]
@@ -219,6 +228,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     } = &cli.bench
     {
         return durable::serve_baseline(*kind, socket, etag, reply_file);
+    }
+    if let Bench::ParserMemory { candidate, output } = &cli.bench {
+        return parsers::print_memory(*candidate, output);
     }
     let nofile = util::raise_nofile();
     let krad = if matches!(cli.bench, Bench::Store) {

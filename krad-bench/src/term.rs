@@ -2,7 +2,6 @@
 //! latency, and the CPU the app spends on idle agents.
 
 use std::io::{Read, Write};
-use std::num::NonZeroU16;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,6 +11,7 @@ use serde_json::json;
 
 use crate::Ctx;
 use crate::krad::Krad;
+use crate::parsers::{self, Candidate};
 use crate::util::{Summary, cpu_time, rss_kib, threads};
 
 /// Writes `mib` MiB of compiler-like output with some colour to `path`.
@@ -68,19 +68,6 @@ fn to_dev_null(path: &Path) -> anyhow::Result<f64> {
     Ok(started.elapsed().as_secs_f64())
 }
 
-fn parser_only(bytes: &[u8], scrollback: usize) -> f64 {
-    let started = Instant::now();
-    let (Some(rows), Some(cols)) = (NonZeroU16::new(40), NonZeroU16::new(120)) else {
-        return f64::NAN;
-    };
-    let mut parser = vt100::Parser::new(rows, cols, scrollback);
-    for chunk in bytes.chunks(16 * 1024) {
-        parser.process(chunk);
-    }
-    std::hint::black_box(parser.screen().cursor_position());
-    started.elapsed().as_secs_f64()
-}
-
 fn through_krad(krad: &Krad, path: &Path) -> anyhow::Result<f64> {
     let started = Instant::now();
     let file = path.to_string_lossy();
@@ -92,7 +79,7 @@ fn through_krad(krad: &Krad, path: &Path) -> anyhow::Result<f64> {
     Ok(took)
 }
 
-/// Terminal output throughput.
+/// Terminal output throughput, and the screen models side by side.
 pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
     let path = krad.dir.path().join("output.txt");
@@ -100,19 +87,30 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
     let bytes = std::fs::read(&path)?;
     let mb = size as f64 / 1e6;
     let repeats = ctx.repeats.div_ceil(2).max(2);
-    let mut rows: [Vec<f64>; 5] = Default::default();
+    let mut rows: [Vec<f64>; 3] = Default::default();
+    let mut parsers: Vec<Vec<f64>> = vec![Vec::new(); Candidate::ALL.len()];
     // One warm-up of each, not counted (page cache, first spawn).
     to_dev_null(&path)?;
     through_krad(&krad, &path)?;
     for _ in 0..repeats {
         rows[0].push(mb / to_dev_null(&path)?);
         rows[1].push(mb / through_pty(&path)?);
-        rows[2].push(mb / parser_only(&bytes, 10_000));
-        rows[3].push(mb / through_krad(&krad, &path)?);
-        rows[4].push(mb / parser_only(&bytes, 0));
+        rows[2].push(mb / through_krad(&krad, &path)?);
+        for (candidate, row) in Candidate::ALL.iter().zip(&mut parsers) {
+            row.push(mb / parsers::parse_secs(*candidate, &bytes)?);
+        }
     }
-    let [null, pty, parse, k, bare] =
-        [&rows[0], &rows[1], &rows[2], &rows[3], &rows[4]].map(|r| Summary::of(r));
+    let [null, pty, k] = [&rows[0], &rows[1], &rows[2]].map(|r| Summary::of(r));
+    let mut models = String::new();
+    for (candidate, row) in Candidate::ALL.iter().zip(&parsers) {
+        let kib = parsers::memory_kib(*candidate, &path)?;
+        models.push_str(&format!(
+            "| {} | {} | {:.1} |\n",
+            candidate.label(),
+            Summary::of(row).show(0),
+            kib / 1024.0
+        ));
+    }
     ctx.out(&format!(
         "### Terminal output\n\n`cat` of {mb:.1} MB of coloured compiler-like lines, {repeats} rounds alternated. \
          krad's figure is from the Spawn until the Wait for its exit is answered (the app answers it once \
@@ -120,18 +118,20 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
          | path | MB/s median (min–max) |\n|---|---:|\n\
          | `cat > /dev/null` | {} |\n\
          | `cat` on a bare PTY, the harness reading and discarding | {} |\n\
-         | vt100 0.18 parser alone, in process (120×40, 10,000 lines of scrollback) | {} |\n\
-         | vt100 0.18 parser alone, no scrollback | {} |\n\
          | `cat` in a krad terminal (PTY, screen, transcript) | {} |\n\n\
-         * krad / bare PTY: {:.2}; krad / parser alone: {:.2}; krad / `/dev/null`: {:.3}\n",
+         * krad / bare PTY: {:.2}; krad / `/dev/null`: {:.3}\n\n\
+         Screen models alone, in process, {}×{}, {} lines of scrollback, fed 16 KiB at a time; \
+         memory: one terminal holding the whole output (its resident set, measured in a process \
+         of its own).\n\n\
+         | model | MB/s median (min–max) | MiB per terminal |\n|---|---:|---:|\n{models}",
         null.show(0),
         pty.show(0),
-        parse.show(0),
-        bare.show(0),
         k.show(0),
         k.median / pty.median,
-        k.median / parse.median,
         k.median / null.median,
+        parsers::COLS,
+        parsers::ROWS,
+        parsers::SCROLLBACK,
     ));
     Ok(())
 }

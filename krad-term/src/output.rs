@@ -1,20 +1,24 @@
-//! A terminal's output pipeline, whatever its host: a dedicated thread takes the
-//! bytes the program printed, feeds them to the terminal's [`Screen`], appends them
-//! to its transcript and sends the coalesced events.
+//! A terminal's output pipeline, whatever its host: a task takes the bytes the
+//! program printed, feeds them to the terminal's [`Screen`], appends them to its
+//! transcript and sends the coalesced events.
 //!
 //! Parsing is CPU work that can take seconds for a program printing flat out, so it
-//! never runs on the async runtime: the host's reader task only moves chunks of
-//! bytes into a small bounded channel (its `send().await` is the back-pressure
-//! that, through the terminal's buffer, slows the program down to parsing speed),
-//! and the thread parses them. The screen's lock is held for one chunk at a time,
-//! and the thread steps aside between chunks when someone waits for it, so a
-//! snapshot is never stuck behind a long parse.
+//! never runs on the app's runtime: every terminal's pipeline is a task on one
+//! small runtime of this crate's (see [`parsers`]), whose few threads are shared
+//! by all terminals — an idle terminal costs no thread. The host's reader only
+//! moves chunks of bytes into a small bounded channel (its `send().await` is the
+//! back-pressure that, through the terminal's buffer, slows the program down to
+//! parsing speed); the pipeline parses at most [`BATCH_BYTES`] before it steps
+//! aside for other terminals' pipelines. The screen's lock is held for one chunk
+//! at a time, and the pipeline lets callers waiting for it in between chunks, so
+//! a snapshot is never stuck behind a long parse.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
+use tokio::runtime::Runtime;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::screen::{Screen, Signals};
@@ -24,7 +28,8 @@ use crate::{Attachment, TerminalEvent};
 /// Chunks of output waiting for the parser, at most.
 pub(crate) const CHUNKS_IN_FLIGHT: usize = 8;
 
-/// Bytes parsed before events are sent and the transcript may be flushed, at most.
+/// Bytes parsed before events are sent, the transcript may be flushed and other
+/// terminals' pipelines get their turn, at most.
 const BATCH_BYTES: usize = 256 * 1024;
 
 /// Chunks of output kept for an attacher that has not read them yet; one further
@@ -78,7 +83,7 @@ impl SharedScreen {
         self.bracketed_paste.load(Ordering::Relaxed)
     }
 
-    /// Parses one chunk (for the parser thread), then lets waiting callers in.
+    /// Parses one chunk (for the pipeline), then lets waiting callers in.
     fn feed(&self, bytes: &[u8]) -> Signals {
         let signals = {
             let mut screen = self.lock();
@@ -127,7 +132,31 @@ pub(crate) struct Output {
     pub(crate) parsed: oneshot::Receiver<()>,
 }
 
-/// Starts the output thread of terminal `id`.
+/// Threads that parse every terminal's output, at most.
+const PARSE_THREADS: usize = 2;
+
+/// The runtime every terminal's pipeline runs on, started at the first terminal:
+/// as many threads as cores, up to [`PARSE_THREADS`], whatever the number of
+/// terminals.
+fn parsers() -> std::io::Result<&'static Runtime> {
+    static PARSERS: OnceLock<std::io::Result<Runtime>> = OnceLock::new();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(PARSE_THREADS);
+    PARSERS
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(threads)
+                .max_blocking_threads(1)
+                .thread_name("krad-parse")
+                .build()
+        })
+        .as_ref()
+        .map_err(|error| std::io::Error::new(error.kind(), error.to_string()))
+}
+
+/// Starts the output pipeline of terminal `id` (callable from any thread, within
+/// a tokio runtime or not).
 pub(crate) fn start(
     id: u64,
     screen: Arc<SharedScreen>,
@@ -136,16 +165,14 @@ pub(crate) fn start(
 ) -> std::io::Result<Output> {
     let (chunks, receiver) = mpsc::channel(CHUNKS_IN_FLIGHT);
     let (done, parsed) = oneshot::channel();
-    std::thread::Builder::new()
-        .name(format!("krad-term-{id}"))
-        .spawn(move || {
-            run(id, &screen, transcript, receiver, &events);
-            drop(done);
-        })?;
+    parsers()?.spawn(async move {
+        run(id, &screen, transcript, receiver, &events).await;
+        drop(done);
+    });
     Ok(Output { chunks, parsed })
 }
 
-fn run(
+async fn run(
     id: u64,
     screen: &SharedScreen,
     transcript: Option<PathBuf>,
@@ -153,7 +180,7 @@ fn run(
     events: &mpsc::Sender<TerminalEvent>,
 ) {
     let mut transcript = transcript.map(|path| Transcript::open(&path, id));
-    while let Some(first) = chunks.blocking_recv() {
+    while let Some(first) = chunks.recv().await {
         let mut signals = Signals::default();
         let mut batch = 0;
         let mut next = Some(first);
@@ -174,27 +201,35 @@ fn run(
         {
             transcript.flush();
         }
-        // The screen is up to date: an event dropped because the app is behind is
-        // covered by the snapshot it takes for an earlier one still queued (output,
-        // bells and titles are coalesced so). A notification or an announced state
-        // says something no snapshot keeps: it waits for room (this thread is not
-        // the runtime's, and holds no lock while it waits).
-        let _ = events.try_send(TerminalEvent::Output);
-        for event in signals.into_events() {
-            let kept = matches!(
-                event,
-                TerminalEvent::Notification { .. } | TerminalEvent::AgentState(_)
-            );
-            if kept {
-                if events.blocking_send(event).is_err() {
-                    break;
-                }
-            } else {
-                let _ = events.try_send(event);
-            }
+        send_events(signals, events).await;
+        if batch >= BATCH_BYTES {
+            // Other terminals' pipelines first.
+            tokio::task::yield_now().await;
         }
     }
     if let Some(transcript) = &mut transcript {
         transcript.flush();
+    }
+}
+
+/// Sends the events of a batch parsed (the screen is up to date).
+async fn send_events(signals: Signals, events: &mpsc::Sender<TerminalEvent>) {
+    // An event dropped because the app is behind is covered by the snapshot it
+    // takes for an earlier one still queued (output, bells and titles are
+    // coalesced so). A notification or an announced state says something no
+    // snapshot keeps: it waits for room (holding no lock).
+    let _ = events.try_send(TerminalEvent::Output);
+    for event in signals.into_events() {
+        let kept = matches!(
+            event,
+            TerminalEvent::Notification { .. } | TerminalEvent::AgentState(_)
+        );
+        if kept {
+            if events.send(event).await.is_err() {
+                return;
+            }
+        } else {
+            let _ = events.try_send(event);
+        }
     }
 }

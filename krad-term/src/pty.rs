@@ -3,13 +3,14 @@
 //!
 //! Per terminal, on the tokio runtime that called [`TerminalHost::spawn`]:
 //!
-//! * a driver task reads the terminal's output, hands it to the output thread (see
-//!   the `output` module: screen, transcript, events) and reaps the program; once
+//! * a driver task reads the terminal's output, hands it to the output pipeline (see
+//!   the `output` module: screen, transcript, events, on threads shared by all
+//!   terminals) and reaps the program; once
 //!   the program ended and all its output was parsed it records the exit status,
 //!   closes the terminal and sends [`TerminalEvent::Exited`], last;
 //! * a writer task writes queued input, whole and in order;
 //! * [`Terminal::close`] spawns a task that kills the process group after the grace;
-//! * attachers ([`Terminal::attach`]) follow the output thread's broadcast, which
+//! * attachers ([`Terminal::attach`]) follow the output pipeline's broadcast, which
 //!   never waits for them (see the `output` module).
 
 use std::io;
@@ -50,7 +51,7 @@ const DRAIN_MAX: Duration = Duration::from_secs(2);
 ///
 /// [`TerminalHost::spawn`] must be called from within a tokio runtime (with I/O,
 /// time and process support, e.g. `#[tokio::main]`): the terminal's tasks run on
-/// that runtime. Each terminal also has a thread of its own that parses its output.
+/// that runtime; its output is parsed on a few threads all terminals share.
 ///
 /// The program inherits this process's environment, minus `spec.env_remove`, plus
 /// `spec.env`; `TERM` is [`DEFAULT_TERM`] unless the spec sets or removes it.
@@ -154,7 +155,7 @@ impl PtyTerminal {
                 }
                 let _ = child.start_kill();
                 return Err(SpawnError::Host(format!(
-                    "cannot start the output thread: {error}"
+                    "cannot start the output pipeline: {error}"
                 )));
             }
         };
@@ -330,7 +331,7 @@ async fn drive(
     }
     drop(reader);
     drop(chunks);
-    // Resolves with an error when the output thread is done (it drops its sender).
+    // Resolves with an error when the output pipeline is done (it drops its sender).
     let _ = parsed.await;
     shared.pty().take();
     let _ = shared.exit.set(status);
@@ -367,12 +368,12 @@ async fn drain(
     }
 }
 
-/// Hands what was read to the output thread; false when the terminal's output ended.
+/// Hands what was read to the output pipeline; false when the terminal's output ended.
 async fn forward(read: io::Result<usize>, buf: &[u8], chunks: &mpsc::Sender<Vec<u8>>) -> bool {
     match read {
         Ok(0) => false,
         Ok(n) => {
-            // Fails only if the output thread died; then output is read and dropped.
+            // Fails only if the output pipeline died; then output is read and dropped.
             let _ = chunks.send(buf[..n].to_vec()).await;
             true
         }

@@ -6,14 +6,30 @@
 //! tmux pane...): a host feeds it every byte the program prints with
 //! [`Screen::process`] and reads it back with [`Screen::snapshot`].
 //!
-//! Scrollback is kept here rather than in the vt100 parser: lines that scroll off
-//! the top of the main screen (not the alternate screen) are stored as trimmed
-//! text, at most `scrollback_lines` of them, so a snapshot costs only the lines it
-//! asks for. Erasing the scrollback (`CSI 3 J`) clears them.
+//! The parser is Alacritty's (`alacritty_terminal`, its grid and vte's ANSI
+//! processor): it parsed the same output 2–3× as fast as vt100 did (see
+//! docs/PERFORMANCE.md, "Terminal output"). Scrollback is kept here rather than
+//! in the parser, whose cells take ~24 bytes each: after each call the lines that
+//! scrolled off the top of the main screen (not the alternate screen) are taken
+//! out of the parser's history as trimmed text, at most `scrollback_lines` of
+//! them, so a terminal with a full scrollback costs about its text, and a
+//! snapshot only the lines it asks for. Erasing the scrollback (`CSI 3 J`)
+//! clears them.
 
+mod grid;
 mod recorder;
+mod scan;
+
+use std::collections::VecDeque;
+
+use alacritty_terminal::Term;
+use alacritty_terminal::grid::Dimensions;
+use alacritty_terminal::index::Line;
+use alacritty_terminal::term::{Config, TermMode};
+use alacritty_terminal::vte::ansi::Processor;
 
 use recorder::Recorder;
+use scan::{BEL, CAN, ESC, SUB, Scan, after_escape_byte};
 
 use crate::{Snapshot, TerminalEvent};
 
@@ -89,48 +105,122 @@ impl Signals {
 
 /// A terminal's parsed screen.
 pub struct Screen {
-    parser: vt100::Parser<Recorder>,
+    term: Term<Recorder>,
+    processor: Processor,
+    /// What the parser signalled (bell, title) and the OSC bodies said.
+    recorder: Recorder,
     scan: Scan,
+    /// The body of the OSC sequence being read, up to [`MAX_OSC_BYTES`].
+    osc: Vec<u8>,
+    /// Lines that scrolled off the main screen, oldest first.
+    scrollback: VecDeque<String>,
+    scrollback_cap: usize,
+    cols: u16,
+    rows: u16,
 }
 
 impl std::fmt::Debug for Screen {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (cols, rows) = self.size();
         f.debug_struct("Screen")
-            .field("cols", &cols)
-            .field("rows", &rows)
-            .field("title", &self.title())
+            .field("cols", &self.cols)
+            .field("rows", &self.rows)
             .field("scrollback", &self.scrollback_len())
             .finish_non_exhaustive()
     }
 }
 
+/// The parser's size.
+struct Size {
+    cols: u16,
+    rows: u16,
+}
+
+impl Dimensions for Size {
+    fn total_lines(&self) -> usize {
+        self.rows.into()
+    }
+    fn screen_lines(&self) -> usize {
+        self.rows.into()
+    }
+    fn columns(&self) -> usize {
+        self.cols.into()
+    }
+}
+
+/// The fewest columns the parser takes (Alacritty's minimum).
+const MIN_COLS: u16 = 2;
+
 impl Screen {
-    /// A blank screen of `cols` × `rows` (each at least 1) keeping at most
-    /// `scrollback_lines` lines of scrollback.
+    /// A blank screen of `cols` × `rows` (each at least 1; the parser works
+    /// on at least 2 columns) keeping at most `scrollback_lines` lines of
+    /// scrollback.
     pub fn new(cols: u16, rows: u16, scrollback_lines: usize) -> Self {
-        let recorder = Recorder {
-            scrollback_cap: scrollback_lines,
-            ..Recorder::default()
+        let (cols, rows) = (cols.max(1), rows.max(1));
+        let recorder = Recorder::default();
+        let config = Config {
+            // Lines scrolled off in one call, at most: they are taken out after it.
+            scrolling_history: scrollback_lines,
+            ..Config::default()
         };
-        // The parser keeps no scrollback of its own: `Recorder::on_scroll` does.
-        let parser = vt100::Parser::new_with_callbacks(nonzero(rows), nonzero(cols), 0, recorder);
+        let size = Size {
+            cols: cols.max(MIN_COLS),
+            rows,
+        };
         Self {
-            parser,
+            term: Term::new(config, &size, recorder.clone()),
+            processor: Processor::new(),
+            recorder,
             scan: Scan::Ground,
+            osc: Vec::new(),
+            scrollback: VecDeque::new(),
+            scrollback_cap: scrollback_lines,
+            cols,
+            rows,
         }
     }
 
     /// Feeds bytes the program printed; returns what they signalled.
     pub fn process(&mut self, bytes: &[u8]) -> Signals {
-        let title_before = self.parser.callbacks().title.clone();
+        let title_before = self.recorder.lock().title.clone();
         self.scan_and_feed(bytes);
+        // A synchronized update (`CSI ? 2026 h`) is shown as it stands: the
+        // screen is read between calls, and nothing would end it later.
+        if self.processor.sync_bytes_count() > 0 {
+            self.processor.stop_sync(&mut self.term);
+        }
+        self.take_scrolled();
         self.take_signals(&title_before)
     }
 
+    fn parse(&mut self, bytes: &[u8]) {
+        self.processor.advance(&mut self.term, bytes);
+    }
+
+    /// Moves the lines that scrolled into the parser's history to the
+    /// scrollback, as text.
+    fn take_scrolled(&mut self) {
+        let grid = self.term.grid_mut();
+        let scrolled = grid.history_size();
+        if scrolled == 0 {
+            return;
+        }
+        for back in (1..=scrolled).rev() {
+            // Once full, the oldest line's buffer takes the new one.
+            let mut line = if self.scrollback.len() >= self.scrollback_cap {
+                self.scrollback.pop_front().unwrap_or_default()
+            } else {
+                String::new()
+            };
+            line.clear();
+            grid::row_text(&grid[Line(-(back as i32))], &mut line);
+            self.scrollback.push_back(line);
+        }
+        grid.clear_history();
+    }
+
     /// Feeds `bytes` to the parser, following the escape sequences on the way
-    /// (see [`Scan`]) to erase the scrollback at a `CSI 3 J` and to bound OSC
-    /// sequences to [`MAX_OSC_BYTES`].
+    /// (see [`Scan`]) to erase the scrollback at a `CSI 3 J`, to bound OSC
+    /// sequences to [`MAX_OSC_BYTES`] and to read the OSC bodies.
     fn scan_and_feed(&mut self, bytes: &[u8]) {
         // `fed`: the bytes before it were fed to the parser or dropped.
         let mut fed = 0;
@@ -148,6 +238,9 @@ impl Screen {
                     let b = bytes[i];
                     i += 1;
                     if let Some(next) = after_escape_byte(b, *intermediate) {
+                        if matches!(next, Scan::Osc { .. }) {
+                            self.osc.clear();
+                        }
                         self.scan = next;
                     }
                 }
@@ -155,12 +248,9 @@ impl Screen {
                     let b = bytes[i];
                     i += 1;
                     if let Some(next) = csi.byte(b) {
-                        if b == b'J' && csi.erases_scrollback() {
-                            // Erase the scrollback exactly here: lines that
-                            // scrolled off before go, later ones stay.
-                            self.parser.process(&bytes[fed..i]);
-                            fed = i;
-                            self.parser.callbacks_mut().scrollback.clear();
+                        let (screen, scrollback) = (csi.erases_screen(), csi.erases_scrollback());
+                        if b == b'J' && (screen || scrollback) {
+                            self.erase_at(bytes, &mut fed, i - 1, scrollback);
                         }
                         self.scan = next;
                     }
@@ -172,7 +262,25 @@ impl Screen {
             }
         }
         if fed < bytes.len() {
-            self.parser.process(&bytes[fed..]);
+            self.parse(&bytes[fed..]);
+        }
+    }
+
+    /// Feeds the bytes up to the `J` at `j` that ends a `CSI 2 J` or `CSI 3 J`,
+    /// takes the lines scrolled off before it, then feeds the `J`. Lines the
+    /// parser pushes into its history when it erases the screen are dropped (the
+    /// screen is erased, not scrolled); `CSI 3 J` erases the scrollback exactly
+    /// here: lines that scrolled off before go, later ones stay.
+    fn erase_at(&mut self, bytes: &[u8], fed: &mut usize, j: usize, scrollback: bool) {
+        if *fed < j {
+            self.parse(&bytes[*fed..j]);
+        }
+        self.take_scrolled();
+        self.parse(&bytes[j..=j]);
+        *fed = j + 1;
+        self.term.grid_mut().clear_history();
+        if scrollback {
+            self.scrollback.clear();
         }
     }
 
@@ -186,9 +294,10 @@ impl Screen {
             .map_or(bytes.len(), |p| i + p);
         let run = end - i;
         let room = MAX_OSC_BYTES.saturating_sub(len);
+        self.osc.extend_from_slice(&bytes[i..i + run.min(room)]);
         if run > room {
             // Keep the first bytes up to the limit, drop the rest.
-            self.parser.process(&bytes[*fed..i + room]);
+            self.parse(&bytes[*fed..i + room]);
             *fed = end;
         }
         self.scan = match bytes.get(end) {
@@ -198,47 +307,58 @@ impl Screen {
             Some(&ESC) => Scan::escape(),
             Some(_) => Scan::Ground,
         };
+        // BEL or ESC (the start of ST) ends the sequence; CAN and SUB cancel it.
+        if matches!(bytes.get(end), Some(&BEL | &ESC)) {
+            self.recorder.lock().osc(&self.osc);
+            self.osc.clear();
+            self.osc.shrink_to(OSC_KEPT);
+        }
         end + usize::from(end < bytes.len())
     }
 
-    /// What the parser recorded since the last call: bells, notifications,
-    /// announced states, and the title if it is no longer `title_before`.
+    /// What was recorded since the last call: bells, notifications, announced
+    /// states, and the title if it is no longer `title_before`.
     fn take_signals(&mut self, title_before: &str) -> Signals {
-        let recorder = self.parser.callbacks_mut();
-        let title = (recorder.title != title_before).then(|| recorder.title.clone());
+        let mut recorded = self.recorder.lock();
+        let title = (recorded.title != title_before).then(|| recorded.title.clone());
         Signals {
-            bells: std::mem::take(&mut recorder.bells),
-            notifications: std::mem::take(&mut recorder.notifications),
+            bells: std::mem::take(&mut recorded.bells),
+            notifications: std::mem::take(&mut recorded.notifications),
             title,
-            agent_states: std::mem::take(&mut recorder.agent_states),
+            agent_states: std::mem::take(&mut recorded.agent_states),
         }
     }
 
     /// Resizes the screen to `cols` × `rows` (each at least 1). Rows pushed off the
     /// top go to the scrollback.
     pub fn resize(&mut self, cols: u16, rows: u16) {
-        self.parser.set_size(nonzero(rows), nonzero(cols));
+        let (cols, rows) = (cols.max(1), rows.max(1));
+        self.term.resize(Size {
+            cols: cols.max(MIN_COLS),
+            rows,
+        });
+        self.take_scrolled();
+        (self.cols, self.rows) = (cols, rows);
     }
 
     /// Columns and rows.
     pub fn size(&self) -> (u16, u16) {
-        let (rows, cols) = self.parser.screen().size();
-        (cols.get(), rows.get())
+        (self.cols, self.rows)
     }
 
     /// The window title (empty when never set).
-    pub fn title(&self) -> &str {
-        &self.parser.callbacks().title
+    pub fn title(&self) -> String {
+        self.recorder.lock().title.clone()
     }
 
     /// Whether the program turned bracketed paste on.
     pub fn bracketed_paste(&self) -> bool {
-        self.parser.screen().bracketed_paste()
+        self.term.mode().contains(TermMode::BRACKETED_PASTE)
     }
 
     /// How many lines of scrollback are kept now.
     pub fn scrollback_len(&self) -> usize {
-        self.parser.callbacks().scrollback.len()
+        self.scrollback.len()
     }
 
     /// Escape sequences that redraw the screen on a terminal of its size: a clear,
@@ -246,142 +366,33 @@ impl Screen {
     /// set (application cursor keys and keypad, bracketed paste, mouse). For
     /// attachers (see [`crate::Attachment`]).
     pub fn redraw(&self) -> Vec<u8> {
-        self.parser.screen().state_formatted().into_bytes()
+        grid::redraw(&self.term)
     }
 
     /// The screen now, with the last `scrollback_lines` lines of scrollback at most.
     pub fn snapshot(&self, scrollback_lines: usize) -> Snapshot {
-        let screen = self.parser.screen();
-        let (cols, rows) = self.size();
-        let mut lines: Vec<String> = screen
-            .rows(0, cols)
-            .map(|mut row| {
-                row.truncate(row.trim_end().len());
-                row
-            })
-            .collect();
-        while lines.last().is_some_and(String::is_empty) {
-            lines.pop();
-        }
-        let kept = &self.parser.callbacks().scrollback;
+        let kept = &self.scrollback;
         let returned = scrollback_lines.min(kept.len());
+        let point = self.term.grid().cursor.point;
+        let cursor_col = u16::try_from(point.column.0).unwrap_or(u16::MAX);
         Snapshot {
-            screen: lines.join("\n"),
-            cursor: screen.cursor_position(),
+            screen: grid::screen_text(&self.term),
+            cursor: (
+                u16::try_from(point.line.0).unwrap_or(0),
+                cursor_col.min(self.cols.saturating_sub(1)),
+            ),
             scrollback: kept.iter().skip(kept.len() - returned).cloned().collect(),
             truncated: kept.len() > returned,
-            title: self.title().to_owned(),
-            size: (cols, rows),
-            bracketed_paste: screen.bracketed_paste(),
-            application_cursor: screen.application_cursor(),
+            title: self.title(),
+            size: (self.cols, self.rows),
+            bracketed_paste: self.bracketed_paste(),
+            application_cursor: self.term.mode().contains(TermMode::APP_CURSOR),
         }
     }
 }
 
-const BEL: u8 = 0x07;
-const CAN: u8 = 0x18;
-const SUB: u8 = 0x1a;
-const ESC: u8 = 0x1b;
-
-fn nonzero(n: u16) -> std::num::NonZeroU16 {
-    std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN)
-}
-
-/// Where the output stands in escape sequences, as far as the screen needs to know
-/// beyond the parser: to bound OSC sequences and to see `CSI 3 J`. It follows the
-/// same state changes as the parser (vte) for these.
-#[derive(Debug, Clone, Copy)]
-enum Scan {
-    Ground,
-    Escape { intermediate: bool },
-    Csi(CsiScan),
-    Osc { len: usize },
-}
-
-impl Scan {
-    fn escape() -> Self {
-        Scan::Escape {
-            intermediate: false,
-        }
-    }
-}
-
-/// The state after byte `b` of an escape sequence (`intermediate`: whether one
-/// was seen), or `None` when it stays the same.
-#[inline]
-fn after_escape_byte(b: u8, intermediate: bool) -> Option<Scan> {
-    Some(match b {
-        ESC => Scan::escape(),
-        CAN | SUB => Scan::Ground,
-        0x20..=0x2f => Scan::Escape { intermediate: true },
-        b'[' if !intermediate => Scan::Csi(CsiScan::default()),
-        b']' if !intermediate => Scan::Osc { len: 0 },
-        // Other controls are executed without leaving the sequence.
-        0x00..=0x1f | 0x7f => return None,
-        _ => Scan::Ground,
-    })
-}
-
-/// A CSI sequence being read: enough to tell `CSI 3 J` / `CSI ? 3 J` apart.
-#[derive(Debug, Clone, Copy, Default)]
-struct CsiScan {
-    /// The first parameter's value.
-    first: u32,
-    /// Whether the first parameter ended (`;` or `:` seen).
-    past_first: bool,
-    /// A private marker (`<`, `=`, `>`, `?`) at the start.
-    private: Option<u8>,
-    /// Whether any parameter byte was seen.
-    any: bool,
-    /// Whether an intermediate byte was seen.
-    intermediate: bool,
-    /// Whether the parser will ignore the sequence.
-    invalid: bool,
-}
-
-impl CsiScan {
-    /// Reads byte `b` of the sequence; returns the state after it when the
-    /// sequence ended (final byte) or was cut off (ESC, CAN, SUB).
-    #[inline]
-    fn byte(&mut self, b: u8) -> Option<Scan> {
-        match b {
-            ESC => return Some(Scan::escape()),
-            CAN | SUB => return Some(Scan::Ground),
-            0x00..=0x1f | 0x7f => {}
-            0x30..=0x3f => self.param_byte(b),
-            0x20..=0x2f => self.intermediate = true,
-            0x40..=0x7e => return Some(Scan::Ground),
-            _ => {}
-        }
-        None
-    }
-
-    fn param_byte(&mut self, b: u8) {
-        if self.intermediate {
-            self.invalid = true;
-        }
-        match b {
-            b'0'..=b'9' if !self.past_first => {
-                self.first = self
-                    .first
-                    .saturating_mul(10)
-                    .saturating_add(u32::from(b - b'0'));
-            }
-            b';' | b':' => self.past_first = true,
-            0x3c..=0x3f if !self.any => self.private = Some(b),
-            0x3c..=0x3f => self.invalid = true,
-            _ => {}
-        }
-        self.any = true;
-    }
-
-    fn erases_scrollback(&self) -> bool {
-        !self.invalid
-            && !self.intermediate
-            && matches!(self.private, None | Some(b'?'))
-            && self.first == 3
-    }
-}
+/// The OSC buffer's capacity kept after a sequence (a longer one's is freed).
+const OSC_KEPT: usize = 1024;
 
 #[cfg(test)]
 mod tests {
@@ -700,6 +711,76 @@ mod tests {
     fn invalid_utf8_does_not_panic() {
         let mut s = screen();
         s.process(b"\xff\xfe\x1b]2;\xff\x07\x9b3J");
-        assert_eq!(s.title(), "\u{fffd}");
+        // A title that is not UTF-8 is taken as empty.
+        assert_eq!(s.title(), "");
+    }
+    #[test]
+    fn wide_characters_once_with_their_combining_marks() {
+        let mut s = Screen::new(10, 3, 10);
+        s.process("日本語 e\u{301}x\r\n".as_bytes());
+        // Three wide characters take six columns: the seventh is the space.
+        s.process("🦀🦀🦀🦀🦀🦀".as_bytes());
+        let snap = s.snapshot(10);
+        assert_eq!(snap.screen, "日本語 e\u{301}x\n🦀🦀🦀🦀🦀\n🦀");
+        assert_eq!(snap.cursor, (2, 2));
+    }
+
+    #[test]
+    fn scrollback_text_after_12000_lines() {
+        let mut s = Screen::new(80, 24, 10_000);
+        let mut out = Vec::new();
+        for i in 0..12_000 {
+            out.extend_from_slice(format!("\x1b[1;3{}mline {i}\x1b[0m\r\n", i % 8).as_bytes());
+        }
+        for chunk in out.chunks(16 * 1024) {
+            s.process(chunk);
+        }
+        let snap = s.snapshot(10_000);
+        assert_eq!(snap.scrollback.len(), 10_000);
+        assert!(!snap.truncated);
+        // 12,000 lines and the empty one at the cursor: 23 on the screen.
+        assert_eq!(snap.scrollback[0], "line 1977");
+        assert_eq!(snap.scrollback[9_999], "line 11976");
+        assert!(snap.screen.starts_with("line 11977\n"));
+        assert!(snap.screen.ends_with("line 11999"));
+    }
+
+    #[test]
+    fn erasing_the_screen_keeps_it_out_of_the_scrollback() {
+        let mut s = Screen::new(20, 3, 10);
+        s.process(b"a\r\nb\r\nc\r\nd\x1b[H\x1b[2Jx");
+        let snap = s.snapshot(10);
+        assert_eq!(snap.scrollback, ["a"]);
+        assert_eq!(snap.screen, "x");
+    }
+
+    #[test]
+    fn redraw_keeps_colours_attributes_cursor_and_modes() {
+        let mut s = Screen::new(30, 4, 10);
+        s.process(
+            b"plain \x1b[1;31mbold red\x1b[0m \x1b[38;5;200mindexed\x1b[0m\r\n\
+              \x1b[4;48;2;1;2;3munder rgb\x1b[0m\x1b[?1h\x1b[?2004h\x1b[3;5H",
+        );
+        let mut parser = vt100::Parser::new(4.try_into().unwrap(), 30.try_into().unwrap(), 0);
+        parser.process(&s.redraw());
+        let screen = parser.screen();
+        assert_eq!(screen.contents(), s.snapshot(0).screen);
+        assert_eq!(screen.cursor_position(), (2, 4));
+        assert_eq!(screen.cursor_position(), s.snapshot(0).cursor);
+        let plain = screen.cell(0, 0).unwrap();
+        assert!(!plain.bold());
+        assert_eq!(plain.fgcolor(), vt100::Color::Default);
+        let red = screen.cell(0, 6).unwrap();
+        assert!(red.bold());
+        assert_eq!(red.fgcolor(), vt100::Color::Idx(1));
+        assert_eq!(
+            screen.cell(0, 15).unwrap().fgcolor(),
+            vt100::Color::Idx(200)
+        );
+        let under = screen.cell(1, 0).unwrap();
+        assert!(under.underline());
+        assert_eq!(under.bgcolor(), vt100::Color::Rgb(1, 2, 3));
+        assert!(screen.application_cursor());
+        assert!(screen.bracketed_paste());
     }
 }

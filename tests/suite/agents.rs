@@ -343,6 +343,39 @@ fn output_shows_screen_cursor_and_scrollback() {
     );
 }
 
+/// The screen model keeps what Output shows: coloured text as text, a wide
+/// character once, and the text of 10,000 lines of scrollback after 12,000
+/// coloured lines (the parser's own history is emptied after each chunk).
+#[test]
+fn output_after_12000_coloured_lines_keeps_text_wide_characters_and_scrollback() {
+    let app = App::start();
+    let script = "i=0; while [ $i -lt 12000 ]; do printf '\\033[1;3%dmline %d\\033[0m\\n' $((i % 8)) $i; \
+                  i=$((i+1)); done; printf '\\033[32m\\346\\227\\245\\346\\234\\254 wide\\033[0m end'; sleep 60";
+    let id = app
+        .spawn(json!({"profile": "exec", "rows": 10, "cols": 40, "command": ["sh", "-c", script]}))
+        ["terminal"]
+        .as_u64()
+        .unwrap();
+    app.until_screen(id, "wide");
+    let output = app.request(json!({"Output": {"target": id, "lines": 10000}}))["Output"].clone();
+    assert_eq!(
+        output["screen"].as_str().unwrap(),
+        (11991..12000)
+            .map(|i| format!("line {i}\n"))
+            .collect::<String>()
+            + "日本 wide end",
+        "{output}"
+    );
+    // Two wide characters take four columns.
+    assert_eq!(output["cursor"], json!([9, 13]));
+    let scrollback = output["scrollback"].as_array().unwrap();
+    // The app keeps 10,000 lines: all of them were returned.
+    assert_eq!(scrollback.len(), 10_000);
+    assert_eq!(output["truncated"], false);
+    assert_eq!(scrollback[0], "line 1991");
+    assert_eq!(scrollback[9_999], "line 11990");
+}
+
 /// `nohup krad serve`: the app goes on at SIGHUP, and its terminals do not
 /// inherit the ignored SIGHUP (Close and the app's end hang them up).
 #[test]

@@ -1,67 +1,62 @@
-//! The vt100 parser's callbacks for a [`super::Screen`]: the bell, OSC 9 / OSC
-//! 777 notifications, OSC 7501 agent states, the title, and the scrollback rows
-//! that leave the top of the main screen.
+//! What a terminal's output signalled besides the screen: the bell and the
+//! title, as the parser reports them (its event listener), and OSC 9 / OSC 777
+//! notifications and OSC 7501 agent states, read from the OSC bodies the
+//! screen's scan collects (the parser ignores these sequences).
 
-use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use alacritty_terminal::event::{Event, EventListener};
 
 use super::Notification;
 
-/// The parser's callbacks: collects signals, the title and the scrollback.
+/// What was signalled since the screen last took it.
 #[derive(Debug, Default)]
-pub(super) struct Recorder {
+pub(super) struct Recorded {
+    /// The window title (empty when never set or reset).
     pub(super) title: String,
     pub(super) bells: usize,
     pub(super) notifications: Vec<Notification>,
     pub(super) agent_states: Vec<String>,
-    pub(super) scrollback: VecDeque<String>,
-    pub(super) scrollback_cap: usize,
-    /// Reused buffer for a row leaving the screen.
-    pub(super) row: String,
 }
 
-impl vt100::Callbacks for Recorder {
-    fn audible_bell(&mut self, _: &mut vt100::Screen) {
-        self.bells = self.bells.saturating_add(1);
-    }
-
-    fn set_window_title(&mut self, _: &mut vt100::Screen, title: &[u8]) {
-        self.title = String::from_utf8_lossy(title).into_owned();
-    }
-
-    fn unhandled_osc(&mut self, _: &mut vt100::Screen, params: &[&[u8]]) {
-        if let Some(notification) = notification(params) {
+impl Recorded {
+    /// Records what the OSC sequence with this body (what follows `ESC ]`, up
+    /// to its terminator) asks for, if it is a notification or an announced
+    /// state.
+    pub(super) fn osc(&mut self, body: &[u8]) {
+        let params: Vec<&[u8]> = body.split(|&b| b == b';').collect();
+        if let Some(notification) = notification(&params) {
             self.notifications.push(notification);
-        } else if let Some(state) = agent_state(params) {
+        } else if let Some(state) = agent_state(&params) {
             self.agent_states.push(state);
         }
     }
+}
 
-    fn on_scroll(&mut self, row: vt100::capture::RowContents<'_>, alternate_screen: bool) {
-        if alternate_screen || self.scrollback_cap == 0 {
-            return;
+/// The parser's event listener: keeps the title and counts bells in a
+/// [`Recorded`] the screen shares with it. Other events (answers to queries,
+/// clipboard requests...) are dropped: no one answers a program through the
+/// screen.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Recorder(Arc<Mutex<Recorded>>);
+
+impl Recorder {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Recorded> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl EventListener for Recorder {
+    fn send_event(&self, event: Event) {
+        match event {
+            Event::Bell => {
+                let mut recorded = self.lock();
+                recorded.bells = recorded.bells.saturating_add(1);
+            }
+            Event::Title(title) => self.lock().title = title,
+            Event::ResetTitle => self.lock().title.clear(),
+            _ => {}
         }
-        self.row.clear();
-        let mut state = vt100::capture::BasicFormattedCaptureState::new();
-        if row
-            .write_formatted_basic(&mut self.row, &mut state)
-            .is_err()
-        {
-            return;
-        }
-        // Once full, the oldest line's buffer takes the new one.
-        let mut line = if self.scrollback.len() >= self.scrollback_cap {
-            self.scrollback.pop_front().unwrap_or_default()
-        } else {
-            String::new()
-        };
-        line.clear();
-        if self.row.contains('\x1b') {
-            line.extend(vt100::capture::basic_formatted_to_plain(&self.row));
-        } else {
-            line.push_str(&self.row);
-        }
-        line.truncate(line.trim_end().len());
-        self.scrollback.push_back(line);
     }
 }
 

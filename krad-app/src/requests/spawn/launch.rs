@@ -38,7 +38,14 @@ pub(super) fn local_launch(
     let settings = &core.settings;
     let id = launch.me.terminal;
     let token_file = settings.token_dir.join(format!("{id}.token"));
-    private_file::write(&token_file, launch.token.expose().as_bytes()).map_err(|e| {
+    // A host whose terminals end with the app needs the token only in this run:
+    // no sync (a kept terminal's token must survive a crash).
+    let write = if core.host.restart_safe() {
+        private_file::write
+    } else {
+        private_file::write_for_this_run
+    };
+    write(&token_file, launch.token.expose().as_bytes()).map_err(|e| {
         ApiError::new(
             ErrorCode::Failed,
             format!("cannot write the terminal's token file: {e}"),
