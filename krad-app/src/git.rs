@@ -1,16 +1,19 @@
 //! Running the real `git` CLI: one command at a time, in a directory, with its
 //! output captured and its failure turned into a clear `failed` error.
 //!
-//! Commands run with `LC_ALL=C` (parseable messages), no terminal prompt, and
-//! are killed if the request that started them is dropped. On an SSH host they
-//! run through the host's control connection, the same way; a host that cannot
-//! be reached is `unavailable`, not `failed`.
+//! Commands run with `LC_ALL=C` (parseable messages) and no terminal prompt. On
+//! an SSH host they run through the host's control connection, the same way; a
+//! host that cannot be reached is `unavailable`, not `failed`.
 //!
 //! A local git does not die with the app: it runs in its own process group (a
 //! Ctrl-C meant for the app does not reach it) and writes its output to
 //! in-memory files, not pipes (a pipe whose reader died would kill it with
 //! SIGPIPE mid-merge). An app that dies while git writes leaves git to finish;
-//! the next start finds the result (see [`crate::intents`]).
+//! the next start finds the result (see [`crate::intents`]). Nor is it killed
+//! when the request that started it is dropped (a deadline, the app's stop): a
+//! git killed mid-write leaves its locks (`index.lock`, `packed-refs.lock`)
+//! behind, and every later git command in the repository fails until someone
+//! removes them by hand.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -269,8 +272,7 @@ impl Git {
             })
             .stdout(stdout.for_child().map_err(cannot_run)?)
             .stderr(stderr.for_child().map_err(cannot_run)?)
-            .process_group(0)
-            .kill_on_drop(true);
+            .process_group(0);
         for (k, v) in &self.env {
             command.env(k, v);
         }
