@@ -397,10 +397,12 @@ mod tests {
             .current_dir(&inner)
             .spawn()
             .unwrap();
+        // Until `sleep` runs: between sh's fork and the exec, the grandchild is
+        // a copy of `sh` (seen once under a CPU hog).
         let mut found = Vec::new();
         for _ in 0..500 {
             found = processes_inside(dir.path());
-            if !found.is_empty() {
+            if found.iter().any(|p| p.command == "sleep 30") {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
