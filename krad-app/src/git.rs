@@ -13,7 +13,11 @@
 //! when the request that started it is dropped (a deadline, the app's stop): a
 //! git killed mid-write leaves its locks (`index.lock`, `packed-refs.lock`)
 //! behind, and every later git command in the repository fails until someone
-//! removes them by hand.
+//! removes them by hand. A lock that a killed git (an agent's, say) left
+//! behind anyway is removed when it makes one of the app's commands fail, and
+//! the command is run again (see [`stale_lock`]).
+
+mod stale_lock;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -233,7 +237,6 @@ impl Git {
         args: &[S],
         stdin: Option<&[u8]>,
     ) -> Result<(Option<i32>, Vec<u8>, Vec<u8>), GitError> {
-        use tokio::io::AsyncWriteExt;
         if let Some(host) = &self.host {
             let mut script = format!(
                 "cd {} && env LC_ALL=C GIT_TERMINAL_PROMPT=0",
@@ -253,6 +256,50 @@ impl Git {
                 error
             });
         }
+        let (code, stdout, stderr) = self.run_local(args, stdin).await?;
+        if code == Some(0) {
+            return Ok((code, stdout, stderr));
+        }
+        let locks = stale_lock::named_locks(&String::from_utf8_lossy(&stderr));
+        if locks.is_empty() {
+            return Ok((code, stdout, stderr));
+        }
+        let git_dirs = self.git_dirs().await;
+        match stale_lock::clear(locks, git_dirs).await {
+            stale_lock::Verdict::NoLock => Ok((code, stdout, stderr)),
+            stale_lock::Verdict::Cleared(_) => self.run_local(args, stdin).await,
+            stale_lock::Verdict::Kept(why) => {
+                let mut stderr = stderr;
+                stderr.extend_from_slice(format!("\n({why})").as_bytes());
+                Ok((code, stdout, stderr))
+            }
+        }
+    }
+
+    /// The repository's git directory and common directory, absolute (none
+    /// when git cannot say).
+    async fn git_dirs(&self) -> Vec<std::path::PathBuf> {
+        let args = [
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-dir",
+            "--git-common-dir",
+        ];
+        match self.run_local(&args, None).await {
+            Ok((Some(0), out, _)) => (String::from_utf8_lossy(&out).lines())
+                .map(std::path::PathBuf::from)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Runs git on this machine (see the module's doc).
+    async fn run_local<S: AsRef<OsStr>>(
+        &self,
+        args: &[S],
+        stdin: Option<&[u8]>,
+    ) -> Result<(Option<i32>, Vec<u8>, Vec<u8>), GitError> {
+        use tokio::io::AsyncWriteExt;
         let cannot_run = |e: std::io::Error| self.error(args, format!("cannot run git: {e}"), None);
         let stdout = OutputFile::new().map_err(cannot_run)?;
         let stderr = OutputFile::new().map_err(cannot_run)?;

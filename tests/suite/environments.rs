@@ -292,6 +292,45 @@ fn close_refuses_work_that_exists_nowhere_else_and_archives_with_force() {
     assert!(restored.join("committed.txt").is_file() && restored.join("uncommitted.txt").is_file());
 }
 
+/// A git killed while it held `packed-refs.lock` (an agent's `git commit` ended
+/// by a SIGKILL: a commit takes it to delete `AUTO_MERGE`) leaves it behind. The
+/// app's next git command that fails on it removes it — no process holds it —
+/// and goes on; a lock a live process holds open stays, and the error names the
+/// process.
+#[test]
+fn a_git_lock_left_by_a_killed_git_is_removed_and_one_in_use_is_named() {
+    let app = app_with_commit(None);
+    create(&app, "left");
+    create(&app, "held");
+    let lock = repo(&app).join(".git/packed-refs.lock");
+    std::fs::write(&lock, "").unwrap();
+    let close = |name: &str| app.request(json!({"Close": {"environment": name, "force": true}}));
+    assert_eq!(close("left"), json!("Ok"));
+    assert!(!lock.exists(), "the lock left behind is still there");
+    let branches = git(&repo(&app), &["branch", "--list", "krad/*"]);
+    assert!(!branches.contains("krad/left"), "{branches}");
+
+    // A process with the lock open (its fd 3): the Close fails and says who.
+    let mut holder = std::process::Command::new("sh")
+        .args(["-c", "exec 3>\"$0\"; exec sleep 60"])
+        .arg(&lock)
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(60), || {
+        std::fs::read_link(format!("/proc/{}/fd/3", holder.id())).is_ok_and(|t| t == lock)
+    });
+    let answer = close("held");
+    assert_eq!(code(&answer), "failed", "{answer}");
+    let message = answer["Error"]["message"].as_str().unwrap_or_default();
+    let named = format!("held by process {} (sleep 60)", holder.id());
+    assert!(message.contains(&named), "{answer}");
+    assert!(lock.exists());
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_eq!(close("held"), json!("Ok"));
+    assert!(!lock.exists());
+}
+
 #[test]
 fn a_merged_environment_closes_without_force() {
     let app = app_with_commit(None);
