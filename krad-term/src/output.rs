@@ -9,8 +9,8 @@
 //! moves chunks of bytes into a small bounded channel (its `send().await` is the
 //! back-pressure that, through the terminal's buffer, slows the program down to
 //! parsing speed); the pipeline parses at most [`BATCH_BYTES`] before it steps
-//! aside for other terminals' pipelines. The screen's lock is held for one chunk
-//! at a time, and the pipeline lets callers waiting for it in between chunks, so
+//! aside for other terminals' pipelines. The screen's lock is held for one feed
+//! (the chunks that were waiting, up to about [`FEED_BYTES`]) at a time, and the pipeline lets callers waiting for it in between chunks, so
 //! a snapshot is never stuck behind a long parse.
 
 use std::path::PathBuf;
@@ -31,6 +31,10 @@ pub(crate) const CHUNKS_IN_FLIGHT: usize = 8;
 /// Bytes parsed before events are sent, the transcript may be flushed and other
 /// terminals' pipelines get their turn, at most.
 const BATCH_BYTES: usize = 256 * 1024;
+
+/// Bytes of chunks that were waiting fed to the screen at once, at least (the
+/// screen's lock is held that long: a few milliseconds at most).
+const FEED_BYTES: usize = 64 * 1024;
 
 /// Chunks of output kept for an attacher that has not read them yet; one further
 /// behind is told it lagged (see [`Attachment::output`]).
@@ -184,7 +188,15 @@ async fn run(
         let mut signals = Signals::default();
         let mut batch = 0;
         let mut next = Some(first);
-        while let Some(bytes) = next {
+        while let Some(mut bytes) = next {
+            // Chunks already waiting are parsed together: fewer, longer runs
+            // of plain lines pass by the parser (see the screen's plain lines).
+            while bytes.len() < FEED_BYTES {
+                let Ok(more) = chunks.try_recv() else {
+                    break;
+                };
+                bytes.extend_from_slice(&more);
+            }
             if let Some(transcript) = &mut transcript {
                 transcript.write(&bytes);
             }

@@ -15,8 +15,12 @@
 //! them, so a terminal with a full scrollback costs about its text, and a
 //! snapshot only the lines it asks for. Erasing the scrollback (`CSI 3 J`)
 //! clears them.
+//!
+//! Long runs of plain lines (see [`plain`]) mostly pass by the parser: only the
+//! last screenful of them, and the colours they leave, are parsed.
 
 mod grid;
+mod plain;
 mod recorder;
 mod scan;
 
@@ -117,6 +121,14 @@ pub struct Screen {
     scrollback_cap: usize,
     cols: u16,
     rows: u16,
+    /// Before this index of the bytes being processed, the plain-lines path
+    /// was tried and is not tried again (see [`Screen::plain_lines`]).
+    plain_tried_until: usize,
+    /// Whether plain lines may skip the parser (off only to compare in tests).
+    plain_path: bool,
+    /// How many times plain lines skipped the parser (for the tests).
+    #[cfg(test)]
+    plain_skips: usize,
 }
 
 impl std::fmt::Debug for Screen {
@@ -176,6 +188,10 @@ impl Screen {
             scrollback_cap: scrollback_lines,
             cols,
             rows,
+            plain_tried_until: 0,
+            plain_path: true,
+            #[cfg(test)]
+            plain_skips: 0,
         }
     }
 
@@ -225,8 +241,14 @@ impl Screen {
         // `fed`: the bytes before it were fed to the parser or dropped.
         let mut fed = 0;
         let mut i = 0;
+        self.plain_tried_until = 0;
         while i < bytes.len() {
             match &mut self.scan {
+                Scan::Ground
+                    if bytes.len() - i >= PLAIN_MIN_BYTES && i >= self.plain_tried_until =>
+                {
+                    i = self.plain_lines(bytes, &mut fed, i);
+                }
                 Scan::Ground => match bytes[i..].iter().position(|&b| b == ESC) {
                     Some(p) => {
                         i += p + 1;
@@ -251,6 +273,13 @@ impl Screen {
                         let (screen, scrollback) = (csi.erases_screen(), csi.erases_scrollback());
                         if b == b'J' && (screen || scrollback) {
                             self.erase_at(bytes, &mut fed, i - 1, scrollback);
+                        } else if b == b'h' && csi.private_mode() {
+                            // It may switch to the alternate screen: the lines
+                            // that scrolled off the main one are taken first
+                            // (only the active screen's history can be read).
+                            self.parse(&bytes[fed..i - 1]);
+                            fed = i - 1;
+                            self.take_scrolled();
                         }
                         self.scan = next;
                     }
@@ -264,6 +293,175 @@ impl Screen {
         if fed < bytes.len() {
             self.parse(&bytes[fed..]);
         }
+    }
+
+    /// The fast path for plain lines (see [`plain`]), tried at `i` in the
+    /// ground state with the parser fed up to `fed`; returns where the scan
+    /// goes on (in the ground state), with the parser fed up to `fed` again.
+    ///
+    /// It feeds the parser line by line until a line feed is seen to scroll the
+    /// whole screen into the history (the cursor on the bottom row of a
+    /// full-screen region, on the main screen, with wrapping on and ASCII
+    /// character sets). Then of the plain lines that follow, all but the last
+    /// `rows` go straight to the scrollback, after the rows above the cursor;
+    /// the parser gets their SGR sequences since the last reset, then the last
+    /// `rows` lines, which scroll those rows (already kept) into its history.
+    fn plain_lines(&mut self, bytes: &[u8], fed: &mut usize, i: usize) -> usize {
+        let rows = usize::from(self.rows);
+        let mut at = i;
+        let mut probes = 0;
+        loop {
+            let Some(end) = plain::line_end(bytes, at, None) else {
+                self.plain_tried_until =
+                    memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |p| at + p + 1);
+                return at;
+            };
+            // All but the line feed, then the line feed alone: did it scroll
+            // the screen into the history?
+            self.parse(&bytes[*fed..end - 1]);
+            self.take_scrolled();
+            self.parse(&bytes[end - 1..end]);
+            *fed = end;
+            at = end;
+            let scrolled = self.term.grid().history_size() == 1;
+            self.take_scrolled();
+            if scrolled && self.plain_state() {
+                break;
+            }
+            probes += 1;
+            if probes > rows {
+                // Not the state it needs (another region, the alternate
+                // screen...): not again in this call.
+                self.plain_tried_until = bytes.len();
+                return at;
+            }
+        }
+        // The plain lines that follow: how many, where the last `rows` start.
+        let mut starts = std::collections::VecDeque::with_capacity(rows + 1);
+        let mut last_reset = None;
+        let mut end = at;
+        let mut reset_at = usize::MAX;
+        while let Some(next) = plain::line_end(bytes, end, Some(&mut reset_at)) {
+            if starts.len() > rows {
+                starts.pop_front();
+            }
+            starts.push_back(end);
+            if reset_at != usize::MAX {
+                last_reset = Some((end, reset_at));
+                reset_at = usize::MAX;
+            }
+            end = next;
+        }
+        self.plain_tried_until = end;
+        let skipped_end = match starts.get(1) {
+            Some(&first_fed) if starts.len() > rows && first_fed - at >= PLAIN_MIN_SKIP => {
+                first_fed
+            }
+            _ => return at,
+        };
+        // The parser's history must hold every row the last lines scroll off.
+        let cols = usize::from(self.cols.max(MIN_COLS));
+        let scrolls: usize = (starts
+            .iter()
+            .skip(1)
+            .zip(starts.iter().skip(2).chain([&end])))
+        .map(|(&start, &next)| plain::row_count(&bytes[start..next - 2], cols))
+        .sum();
+        if scrolls > self.scrollback_cap {
+            return at;
+        }
+        #[cfg(test)]
+        {
+            self.plain_skips += 1;
+        }
+        // The rows above the cursor scroll off first, then the skipped lines'.
+        let grid = self.term.grid();
+        let mut above = Vec::with_capacity(rows.saturating_sub(1));
+        for line in 0..rows.saturating_sub(1) {
+            let mut text = String::new();
+            grid::row_text(&grid[Line(line as i32)], &mut text);
+            above.push(text);
+        }
+        for text in above {
+            self.push_scrollback(|line| line.push_str(&text));
+        }
+        let mut line_start = at;
+        while line_start < skipped_end {
+            let Some(next) = plain::line_end(bytes, line_start, None) else {
+                break;
+            };
+            plain::rows(&bytes[line_start..next - 2], cols, |row| {
+                self.push_scrollback(|line| line.push_str(&String::from_utf8_lossy(row)));
+            });
+            line_start = next;
+        }
+        // The attributes the skipped lines leave: their SGRs since the last reset.
+        let sgr_from = match last_reset {
+            Some((line, reset)) if line < skipped_end => reset,
+            _ => at,
+        };
+        let sgrs = plain::sgr_sequences(&bytes[sgr_from..skipped_end]);
+        self.parse(&sgrs);
+        // The last `rows` lines scroll the rows kept above out of the screen.
+        self.parse(&bytes[skipped_end..end]);
+        *fed = end;
+        self.take_scrolled_after(rows.saturating_sub(1));
+        end
+    }
+
+    /// Whether the parser is in the state the plain-lines path assumes, beyond
+    /// the full-screen scroll seen: cursor at the start of the bottom row, main
+    /// screen, wrapping on, every character set ASCII, no synchronized update.
+    fn plain_state(&self) -> bool {
+        use alacritty_terminal::vte::ansi::{CharsetIndex, StandardCharset};
+        let cursor = &self.term.grid().cursor;
+        let mode = self.term.mode();
+        let ascii = [
+            CharsetIndex::G0,
+            CharsetIndex::G1,
+            CharsetIndex::G2,
+            CharsetIndex::G3,
+        ]
+        .into_iter()
+        .all(|g| cursor.charsets[g] == StandardCharset::Ascii);
+        self.plain_path
+            && cursor.point.line.0 == i32::from(self.rows) - 1
+            && cursor.point.column.0 == 0
+            && !cursor.input_needs_wrap
+            && mode.contains(TermMode::LINE_WRAP)
+            && !mode.contains(TermMode::ALT_SCREEN)
+            && ascii
+            && self.processor.sync_bytes_count() == 0
+    }
+
+    /// Adds a line to the scrollback, written by `write` into a cleared buffer
+    /// (the oldest line's, once the scrollback is full).
+    fn push_scrollback(&mut self, write: impl FnOnce(&mut String)) {
+        if self.scrollback_cap == 0 {
+            return;
+        }
+        let mut line = if self.scrollback.len() >= self.scrollback_cap {
+            self.scrollback.pop_front().unwrap_or_default()
+        } else {
+            String::new()
+        };
+        line.clear();
+        write(&mut line);
+        self.scrollback.push_back(line);
+    }
+
+    /// As [`Screen::take_scrolled`], the first `stale` lines of the history
+    /// dropped (rows already kept).
+    fn take_scrolled_after(&mut self, stale: usize) {
+        let grid = self.term.grid_mut();
+        let scrolled = grid.history_size();
+        for back in (1..=scrolled.saturating_sub(stale)).rev() {
+            let grid = self.term.grid();
+            let mut text = String::new();
+            grid::row_text(&grid[Line(-(back as i32))], &mut text);
+            self.push_scrollback(|line| line.push_str(&text));
+        }
+        self.term.grid_mut().clear_history();
     }
 
     /// Feeds the bytes up to the `J` at `j` that ends a `CSI 2 J` or `CSI 3 J`,
@@ -390,6 +588,12 @@ impl Screen {
         }
     }
 }
+
+/// The fewest bytes left in a call for the plain-lines path to be tried.
+const PLAIN_MIN_BYTES: usize = 4096;
+
+/// The fewest bytes of plain lines worth keeping from the parser.
+const PLAIN_MIN_SKIP: usize = 1024;
 
 /// The OSC buffer's capacity kept after a sequence (a longer one's is freed).
 const OSC_KEPT: usize = 1024;
@@ -782,5 +986,134 @@ mod tests {
         assert_eq!(under.bgcolor(), vt100::Color::Rgb(1, 2, 3));
         assert!(screen.application_cursor());
         assert!(screen.bracketed_paste());
+    }
+
+    /// A small random number generator (xorshift), seeded: the same cases each run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// Output in the shapes a terminal sees: runs of plain lines with colours,
+    /// and now and then what the plain-lines path must not skip (other
+    /// controls, scrolling regions, the alternate screen, character sets,
+    /// wrapping off, erases, titles, UTF-8, synchronized updates, bare LF/CR).
+    fn random_output(rng: &mut Rng, cols: usize, lines: usize, sgr_every: usize) -> Vec<u8> {
+        const SGRS: [&str; 9] = [
+            "\x1b[0m",
+            "\x1b[m",
+            "\x1b[1;32m",
+            "\x1b[2m",
+            "\x1b[31m",
+            "\x1b[7m",
+            "\x1b[38;5;208m",
+            "\x1b[48;2;10;20;30m",
+            "\x1b[0;4m",
+        ];
+        const OTHERS: [&str; 18] = [
+            "\t",
+            "\x07",
+            "\n",
+            "\r",
+            "\x1b[2J",
+            "\x1b[3J",
+            "\x1b[2;4r",
+            "\x1b[r",
+            "\x1b[?1049h",
+            "\x1b[?1049l",
+            "\x1b(0",
+            "\x1b(B",
+            "\x1b[?7l",
+            "\x1b[?7h",
+            "\x1b[H",
+            "\x1b]0;title\x07",
+            "\u{e9}\u{4e2d}",
+            "\x1b[?2026h",
+        ];
+        let mut out = String::new();
+        for _ in 0..lines {
+            if rng.below(120) == 0 {
+                out.push_str(OTHERS[rng.below(OTHERS.len())]);
+            }
+            if rng.below(30) == 0 {
+                // Back to the state plain lines can skip the parser in.
+                out.push_str("\x1b[?2026l\x1b[r\x1b[?1049l\x1b(B\x1b[?7h");
+            }
+            let len = match rng.below(10) {
+                0 => 0,
+                1 => cols * (1 + rng.below(3)),
+                _ => rng.below(cols * 2),
+            };
+            for _ in 0..len {
+                if rng.below(sgr_every) == 0 {
+                    out.push_str(SGRS[rng.below(SGRS.len())]);
+                }
+                out.push(if rng.below(5) == 0 {
+                    ' '
+                } else {
+                    (b'a' + rng.below(26) as u8) as char
+                });
+            }
+            if rng.below(25) != 0 {
+                out.push_str("\r\n");
+            }
+        }
+        out.into_bytes()
+    }
+
+    #[test]
+    fn plain_lines_skipping_the_parser_leave_what_the_parser_would() {
+        let mut skips = 0;
+        for (seed, (cols, rows, kept)) in
+            [(20, 5, 50), (80, 24, 1000), (7, 3, 8), (120, 40, 10_000)]
+                .into_iter()
+                .enumerate()
+        {
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (seed as u64 + 1));
+            let mut fast = Screen::new(cols, rows, kept);
+            let mut parsed = Screen::new(cols, rows, kept);
+            parsed.plain_path = false;
+            for round in 0..30 {
+                // Now and then few colours: attributes carry across many lines.
+                let sgr_every = if round % 2 == 0 { 12 } else { 2000 };
+                let output = random_output(&mut rng, usize::from(cols), 1000, sgr_every);
+                let mut rest = &output[..];
+                while !rest.is_empty() {
+                    let n = (1 + rng.below(20_000)).min(rest.len());
+                    let (chunk, after) = rest.split_at(n);
+                    assert_eq!(fast.process(chunk), parsed.process(chunk));
+                    let (a, b) = (fast.snapshot(kept), parsed.snapshot(kept));
+                    if a != b {
+                        let d = a
+                            .scrollback
+                            .iter()
+                            .zip(&b.scrollback)
+                            .position(|(x, y)| x != y);
+                        panic!(
+                            "chunk {:?}\nfast {} {:?}\nparsed {} {:?}\ndiff at {d:?}\nfast {:?}\nparsed {:?}",
+                            String::from_utf8_lossy(chunk),
+                            a.scrollback.len(),
+                            a.screen,
+                            b.scrollback.len(),
+                            b.screen,
+                            a.scrollback,
+                            b.scrollback
+                        );
+                    }
+                    rest = after;
+                }
+                let case = format!("{cols}x{rows}, {kept} kept, round {round}");
+                assert_eq!(fast.snapshot(kept), parsed.snapshot(kept), "{case}");
+                assert_eq!(fast.redraw(), parsed.redraw(), "{case}");
+            }
+            skips += fast.plain_skips;
+        }
+        assert!(skips > 100, "the plain-lines path was taken {skips} times");
     }
 }

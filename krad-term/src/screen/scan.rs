@@ -103,6 +103,12 @@ impl CsiScan {
         !self.invalid && !self.intermediate && self.private.is_none() && self.first == 2
     }
 
+    /// Whether it is a DEC private mode sequence (`CSI ? …`), which sets or
+    /// resets modes such as the alternate screen.
+    pub(super) fn private_mode(&self) -> bool {
+        !self.invalid && !self.intermediate && self.private == Some(b'?')
+    }
+
     pub(super) fn erases_scrollback(&self) -> bool {
         !self.invalid
             && !self.intermediate
