@@ -126,6 +126,9 @@ pub struct Screen {
     plain_tried_until: usize,
     /// Whether plain lines may skip the parser (off only to compare in tests).
     plain_path: bool,
+    /// Buffers the plain-lines path reuses: the lines found, a row's text.
+    plain_spans: Vec<plain::Span>,
+    plain_text: Vec<u8>,
     /// How many times plain lines skipped the parser (for the tests).
     #[cfg(test)]
     plain_skips: usize,
@@ -190,6 +193,8 @@ impl Screen {
             rows,
             plain_tried_until: 0,
             plain_path: true,
+            plain_spans: Vec::new(),
+            plain_text: Vec::new(),
             #[cfg(test)]
             plain_skips: 0,
         }
@@ -310,19 +315,26 @@ impl Screen {
         let rows = usize::from(self.rows);
         let mut at = i;
         let mut probes = 0;
+        let mut reset = None;
         loop {
-            let Some(end) = plain::line_end(bytes, at, None) else {
-                self.plain_tried_until =
-                    memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |p| at + p + 1);
-                return at;
+            let span = match plain::line(bytes, at, &mut reset) {
+                Ok(span) => span,
+                Err(not) => {
+                    // No plain line starts before the CR it stopped at.
+                    self.plain_tried_until = match not {
+                        plain::NotPlain::NoCr => bytes.len(),
+                        plain::NotPlain::Before(cr) => cr + 1,
+                    };
+                    return at;
+                }
             };
             // All but the line feed, then the line feed alone: did it scroll
             // the screen into the history?
-            self.parse(&bytes[*fed..end - 1]);
+            self.parse(&bytes[*fed..span.next - 1]);
             self.take_scrolled();
-            self.parse(&bytes[end - 1..end]);
-            *fed = end;
-            at = end;
+            self.parse(&bytes[span.next - 1..span.next]);
+            *fed = span.next;
+            at = span.next;
             let scrolled = self.term.grid().history_size() == 1;
             self.take_scrolled();
             if scrolled && self.plain_state() {
@@ -336,77 +348,86 @@ impl Screen {
                 return at;
             }
         }
-        // The plain lines that follow: how many, where the last `rows` start.
-        let mut starts = std::collections::VecDeque::with_capacity(rows + 1);
+        // The plain lines that follow, and the last SGR reset among them.
+        let mut spans = std::mem::take(&mut self.plain_spans);
+        spans.clear();
         let mut last_reset = None;
         let mut end = at;
-        let mut reset_at = usize::MAX;
-        while let Some(next) = plain::line_end(bytes, end, Some(&mut reset_at)) {
-            if starts.len() > rows {
-                starts.pop_front();
+        loop {
+            let mut reset = None;
+            let Ok(span) = plain::line(bytes, end, &mut reset) else {
+                break;
+            };
+            if let Some(reset) = reset {
+                last_reset = Some((spans.len(), reset));
             }
-            starts.push_back(end);
-            if reset_at != usize::MAX {
-                last_reset = Some((end, reset_at));
-                reset_at = usize::MAX;
-            }
-            end = next;
+            spans.push(span);
+            end = span.next;
         }
         self.plain_tried_until = end;
-        let skipped_end = match starts.get(1) {
-            Some(&first_fed) if starts.len() > rows && first_fed - at >= PLAIN_MIN_SKIP => {
-                first_fed
+        let skipped = self.plain_skip(bytes, at, &spans, last_reset);
+        self.plain_spans = spans;
+        match skipped {
+            Some(end) => {
+                *fed = end;
+                end
             }
-            _ => return at,
-        };
-        // The parser's history must hold every row the last lines scroll off.
+            None => at,
+        }
+    }
+
+    /// Of `spans` (the plain lines from `at` on, the parser fed up to `at`),
+    /// sends all but the last `rows` to the scrollback and feeds the parser
+    /// their SGRs since `last_reset` (a line's index, the reset's start), then
+    /// the last `rows`; returns where they end, or `None` when there are too
+    /// few to be worth it.
+    fn plain_skip(
+        &mut self,
+        bytes: &[u8],
+        at: usize,
+        spans: &[plain::Span],
+        last_reset: Option<(usize, usize)>,
+    ) -> Option<usize> {
+        let rows = usize::from(self.rows);
         let cols = usize::from(self.cols.max(MIN_COLS));
-        let scrolls: usize = (starts
-            .iter()
-            .skip(1)
-            .zip(starts.iter().skip(2).chain([&end])))
-        .map(|(&start, &next)| plain::row_count(&bytes[start..next - 2], cols))
-        .sum();
-        if scrolls > self.scrollback_cap {
-            return at;
+        let skipped = spans.len().checked_sub(rows).filter(|&n| n > 0)?;
+        let (kept_from_parser, fed) = spans.split_at(skipped);
+        let skipped_end = fed.first()?.start;
+        let end = fed.last()?.next;
+        // The parser's history must hold every row the last lines scroll off.
+        let scrolls: usize = fed.iter().map(|span| span.rows(cols)).sum();
+        if skipped_end - at < PLAIN_MIN_SKIP || scrolls > self.scrollback_cap {
+            return None;
         }
         #[cfg(test)]
         {
             self.plain_skips += 1;
         }
         // The rows above the cursor scroll off first, then the skipped lines'.
-        let grid = self.term.grid();
-        let mut above = Vec::with_capacity(rows.saturating_sub(1));
+        let mut text = String::new();
         for line in 0..rows.saturating_sub(1) {
-            let mut text = String::new();
-            grid::row_text(&grid[Line(line as i32)], &mut text);
-            above.push(text);
+            text.clear();
+            grid::row_text(&self.term.grid()[Line(line as i32)], &mut text);
+            self.push_scrollback(&text);
         }
-        for text in above {
-            self.push_scrollback(|line| line.push_str(&text));
-        }
-        let mut line_start = at;
-        while line_start < skipped_end {
-            let Some(next) = plain::line_end(bytes, line_start, None) else {
-                break;
-            };
-            plain::rows(&bytes[line_start..next - 2], cols, |row| {
-                self.push_scrollback(|line| line.push_str(&String::from_utf8_lossy(row)));
+        let mut buffer = std::mem::take(&mut self.plain_text);
+        for &span in kept_from_parser {
+            plain::rows(bytes, span, cols, &mut buffer, |row| {
+                self.push_scrollback(row)
             });
-            line_start = next;
         }
+        self.plain_text = buffer;
         // The attributes the skipped lines leave: their SGRs since the last reset.
         let sgr_from = match last_reset {
-            Some((line, reset)) if line < skipped_end => reset,
+            Some((line, reset)) if line < skipped => reset,
             _ => at,
         };
         let sgrs = plain::sgr_sequences(&bytes[sgr_from..skipped_end]);
         self.parse(&sgrs);
         // The last `rows` lines scroll the rows kept above out of the screen.
         self.parse(&bytes[skipped_end..end]);
-        *fed = end;
         self.take_scrolled_after(rows.saturating_sub(1));
-        end
+        Some(end)
     }
 
     /// Whether the parser is in the state the plain-lines path assumes, beyond
@@ -434,9 +455,9 @@ impl Screen {
             && self.processor.sync_bytes_count() == 0
     }
 
-    /// Adds a line to the scrollback, written by `write` into a cleared buffer
-    /// (the oldest line's, once the scrollback is full).
-    fn push_scrollback(&mut self, write: impl FnOnce(&mut String)) {
+    /// Adds a line to the scrollback (in the oldest line's buffer, once the
+    /// scrollback is full).
+    fn push_scrollback(&mut self, text: &str) {
         if self.scrollback_cap == 0 {
             return;
         }
@@ -446,20 +467,19 @@ impl Screen {
             String::new()
         };
         line.clear();
-        write(&mut line);
+        line.push_str(text);
         self.scrollback.push_back(line);
     }
 
     /// As [`Screen::take_scrolled`], the first `stale` lines of the history
     /// dropped (rows already kept).
     fn take_scrolled_after(&mut self, stale: usize) {
-        let grid = self.term.grid_mut();
-        let scrolled = grid.history_size();
+        let scrolled = self.term.grid().history_size();
+        let mut text = String::new();
         for back in (1..=scrolled.saturating_sub(stale)).rev() {
-            let grid = self.term.grid();
-            let mut text = String::new();
-            grid::row_text(&grid[Line(-(back as i32))], &mut text);
-            self.push_scrollback(|line| line.push_str(&text));
+            text.clear();
+            grid::row_text(&self.term.grid()[Line(-(back as i32))], &mut text);
+            self.push_scrollback(&text);
         }
         self.term.grid_mut().clear_history();
     }

@@ -10,31 +10,75 @@
 //! and only the SGR sequences since the last reset need to reach the parser,
 //! for the attributes the next lines are drawn with. See `Screen::plain_lines`.
 
-/// Where the plain line starting at `start` ends (just after its LF), or `None`
-/// when `bytes[start..]` does not start with one (or ends before its CR LF).
-/// `sgr_reset`, when given, is told the start of each SGR sequence that resets
-/// the attributes (its first parameter empty or 0).
+/// A plain line found in the bytes: where it starts, where it ends (just after
+/// its LF), and how many characters it shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Span {
+    pub start: usize,
+    pub next: usize,
+    pub visible: usize,
+}
+
+impl Span {
+    /// How many screen rows it fills on a screen `cols` wide (an empty line
+    /// fills one).
+    pub(super) fn rows(&self, cols: usize) -> usize {
+        self.visible.div_ceil(cols.max(1)).max(1)
+    }
+}
+
+/// Why no plain line starts where one was looked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NotPlain {
+    /// No CR follows (the line is not ended in these bytes).
+    NoCr,
+    /// Something else than a plain line stands before the CR at this index.
+    Before(usize),
+}
+
+/// The plain line starting at `start`. `sgr_reset` is set to the start of each
+/// SGR sequence in it that resets the attributes (its first parameter empty or 0).
 #[inline]
-pub(super) fn line_end(
+pub(super) fn line(
     bytes: &[u8],
     start: usize,
-    mut sgr_reset: Option<&mut usize>,
-) -> Option<usize> {
+    sgr_reset: &mut Option<usize>,
+) -> Result<Span, NotPlain> {
+    let cr = start + memchr::memchr(b'\r', &bytes[start..]).ok_or(NotPlain::NoCr)?;
+    match bytes.get(cr + 1) {
+        Some(b'\n') => {}
+        Some(_) => return Err(NotPlain::Before(cr)),
+        None => return Err(NotPlain::NoCr),
+    }
+    let mut visible = 0;
     let mut i = start;
     loop {
-        match *bytes.get(i)? {
-            0x20..=0x7e => i += 1,
-            b'\r' => return (*bytes.get(i + 1)? == b'\n').then_some(i + 2),
-            0x1b => {
-                let (end, resets) = sgr(bytes, i)?;
-                if resets && let Some(at) = sgr_reset.as_deref_mut() {
-                    *at = i;
-                }
-                i = end;
-            }
-            _ => return None,
+        let piece = memchr::memchr(0x1b, &bytes[i..cr]).map_or(cr, |p| i + p);
+        if !printable(&bytes[i..piece]) {
+            return Err(NotPlain::Before(cr));
         }
+        visible += piece - i;
+        if piece == cr {
+            return Ok(Span {
+                start,
+                next: cr + 2,
+                visible,
+            });
+        }
+        let (end, resets) = sgr(bytes, piece).ok_or(NotPlain::Before(cr))?;
+        if resets {
+            *sgr_reset = Some(piece);
+        }
+        i = end;
     }
+}
+
+/// Whether every byte is printable ASCII (no early exit: it vectorizes).
+#[inline]
+fn printable(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .fold(true, |ok, &b| ok & (b.wrapping_sub(0x20) < 0x5f))
 }
 
 /// The end of the SGR sequence at `at` (`ESC [ digits and ; m`) and whether it
@@ -59,45 +103,38 @@ fn sgr(bytes: &[u8], at: usize) -> Option<(usize, bool)> {
     }
 }
 
-/// Calls `row` with the text of each screen row the plain line `line` (without
-/// its CR LF) fills on a screen `cols` wide: its printable characters, SGR
+/// Calls `row` with the text of each screen row the plain line `span` of
+/// `bytes` fills on a screen `cols` wide: its printable characters, SGR
 /// sequences left out, `cols` to a row (an empty line fills one row), each row's
-/// trailing blanks trimmed.
-pub(super) fn rows(line: &[u8], cols: usize, mut row: impl FnMut(&[u8])) {
-    let mut text = Vec::with_capacity(line.len());
+/// trailing blanks trimmed. `text` is a buffer to reuse.
+pub(super) fn rows(
+    bytes: &[u8],
+    span: Span,
+    cols: usize,
+    text: &mut Vec<u8>,
+    mut row: impl FnMut(&str),
+) {
+    let line = &bytes[span.start..span.next - 2];
+    text.clear();
     let mut i = 0;
     while i < line.len() {
-        if line[i] == 0x1b {
-            i = sgr(line, i).map_or(line.len(), |(end, _)| end);
+        let piece = memchr::memchr(0x1b, &line[i..]).map_or(line.len(), |p| i + p);
+        text.extend_from_slice(&line[i..piece]);
+        i = if piece < line.len() {
+            sgr(line, piece).map_or(line.len(), |(end, _)| end)
         } else {
-            text.push(line[i]);
-            i += 1;
-        }
+            piece
+        };
     }
     if text.is_empty() {
-        row(&[]);
+        row("");
         return;
     }
     for chunk in text.chunks(cols.max(1)) {
         let kept = chunk.iter().rposition(|&b| b != b' ').map_or(0, |p| p + 1);
-        row(&chunk[..kept]);
+        // Printable ASCII: always UTF-8.
+        row(std::str::from_utf8(&chunk[..kept]).unwrap_or_default());
     }
-}
-
-/// How many screen rows the plain line `line` (without its CR LF) fills on a
-/// screen `cols` wide (see [`rows`]).
-pub(super) fn row_count(line: &[u8], cols: usize) -> usize {
-    let mut visible: usize = 0;
-    let mut i = 0;
-    while i < line.len() {
-        if line[i] == 0x1b {
-            i = sgr(line, i).map_or(line.len(), |(end, _)| end);
-        } else {
-            visible += 1;
-            i += 1;
-        }
-    }
-    visible.div_ceil(cols.max(1)).max(1)
 }
 
 /// The SGR sequences in `bytes` (plain lines), in order, for the parser.
@@ -124,10 +161,18 @@ mod tests {
     #[test]
     fn plain_lines_are_printable_ascii_and_sgr_ended_by_cr_lf() {
         let text = b"ab \x1b[1;32mc\x1b[0m\r\nnext";
-        let mut reset = usize::MAX;
-        assert_eq!(line_end(text, 0, Some(&mut reset)), Some(17));
-        assert_eq!(reset, 11);
-        assert_eq!(line_end(text, 17, None), None, "no CR LF yet");
+        let mut reset = None;
+        let span = line(text, 0, &mut reset).unwrap();
+        assert_eq!(
+            span,
+            Span {
+                start: 0,
+                next: 17,
+                visible: 4
+            }
+        );
+        assert_eq!(reset, Some(11));
+        assert_eq!(line(text, 17, &mut reset), Err(NotPlain::NoCr));
         for not_plain in [
             &b"a\tb\r\n"[..],
             b"a\nb\r\n",
@@ -136,8 +181,12 @@ mod tests {
             b"\xc3\xa9\r\n",
             b"a\rb\r\n",
             b"a\x1b[1:2m\r\n",
+            b"a\x7f\r\n",
         ] {
-            assert_eq!(line_end(not_plain, 0, None), None, "{not_plain:?}");
+            assert!(
+                matches!(line(not_plain, 0, &mut reset), Err(NotPlain::Before(_))),
+                "{not_plain:?}"
+            );
         }
     }
 
@@ -158,18 +207,21 @@ mod tests {
 
     #[test]
     fn rows_are_cut_at_the_width_and_trimmed() {
-        let mut got = Vec::new();
-        rows(b"\x1b[31mabcd  \x1b[0mef  gh", 4, |r| {
-            got.push(String::from_utf8_lossy(r).into_owned())
-        });
-        assert_eq!(got, ["abcd", "  ef", "  gh"]);
-        got.clear();
-        rows(b"\x1b[0m", 4, |r| {
-            got.push(String::from_utf8_lossy(r).into_owned())
-        });
-        assert_eq!(got, [""]);
-        assert_eq!(row_count(b"\x1b[31mabcd  \x1b[0mef  gh", 4), 3);
-        assert_eq!(row_count(b"abcd", 4), 1);
-        assert_eq!(row_count(b"\x1b[0m", 4), 1);
+        let cut = |text: &[u8], cols| {
+            let mut reset = None;
+            let span = line(text, 0, &mut reset).unwrap();
+            let mut got = Vec::new();
+            rows(text, span, cols, &mut Vec::new(), |r| {
+                got.push(r.to_owned())
+            });
+            assert_eq!(got.len(), span.rows(cols));
+            got
+        };
+        assert_eq!(
+            cut(b"\x1b[31mabcd  \x1b[0mef  gh\r\n", 4),
+            ["abcd", "  ef", "  gh"]
+        );
+        assert_eq!(cut(b"\x1b[0m\r\n", 4), [""]);
+        assert_eq!(cut(b"abcd\r\n", 4), ["abcd"]);
     }
 }
