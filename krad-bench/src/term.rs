@@ -84,7 +84,20 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
     let path = krad.dir.path().join("output.txt");
     let size = make_output(&path, ctx.mib)?;
-    let bytes = std::fs::read(&path)?;
+    // The screen models alone get the bytes as a terminal's reader does: a
+    // PTY turns each LF into CR LF (`onlcr`).
+    let from_pty = krad.dir.path().join("output-from-pty.txt");
+    let mut bytes = Vec::with_capacity(size as usize + size as usize / 64);
+    for line in std::fs::read(&path)?.split_inclusive(|&b| b == b'\n') {
+        match line.strip_suffix(b"\n") {
+            Some(text) => {
+                bytes.extend_from_slice(text);
+                bytes.extend_from_slice(b"\r\n");
+            }
+            None => bytes.extend_from_slice(line),
+        }
+    }
+    std::fs::write(&from_pty, &bytes)?;
     let mb = size as f64 / 1e6;
     let repeats = ctx.repeats.div_ceil(2).max(2);
     let mut rows: [Vec<f64>; 3] = Default::default();
@@ -103,7 +116,7 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
     let [null, pty, k] = [&rows[0], &rows[1], &rows[2]].map(|r| Summary::of(r));
     let mut models = String::new();
     for (candidate, row) in Candidate::ALL.iter().zip(&parsers) {
-        let kib = parsers::memory_kib(*candidate, &path)?;
+        let kib = parsers::memory_kib(*candidate, &from_pty)?;
         models.push_str(&format!(
             "| {} | {} | {:.1} |\n",
             candidate.label(),
@@ -120,7 +133,8 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
          | `cat` on a bare PTY, the harness reading and discarding | {} |\n\
          | `cat` in a krad terminal (PTY, screen, transcript) | {} |\n\n\
          * krad / bare PTY: {:.2}; krad / `/dev/null`: {:.3}\n\n\
-         Screen models alone, in process, {}×{}, {} lines of scrollback, fed 16 KiB at a time; \
+         Screen models alone, in process, {}×{}, {} lines of scrollback, fed 16 KiB at a time \
+         of the same output with CR LF line ends (as a PTY delivers it); \
          memory: one terminal holding the whole output (its resident set, measured in a process \
          of its own).\n\n\
          | model | MB/s median (min–max) | MiB per terminal |\n|---|---:|---:|\n{models}",

@@ -74,11 +74,13 @@ impl SharedScreen {
         })
     }
 
-    /// Runs `f` on the screen, ahead of the parser's next chunk.
+    /// Runs `f` on the screen, ahead of the parser's next chunk (the plain
+    /// lines that wait parsed first: see [`Screen::process_deferred`]).
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Screen) -> R) -> R {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let mut screen = self.lock();
         self.waiting.fetch_sub(1, Ordering::SeqCst);
+        screen.flush();
         f(&mut screen)
     }
 
@@ -91,7 +93,7 @@ impl SharedScreen {
     fn feed(&self, bytes: &[u8]) -> Signals {
         let signals = {
             let mut screen = self.lock();
-            let signals = screen.process(bytes);
+            let signals = screen.process_deferred(bytes);
             self.bracketed_paste
                 .store(screen.bracketed_paste(), Ordering::Relaxed);
             // Never waits: an attacher that lags loses its oldest chunks.

@@ -126,6 +126,12 @@ pub struct Screen {
     plain_tried_until: usize,
     /// Whether plain lines may skip the parser (off only to compare in tests).
     plain_path: bool,
+    /// Plain lines (and the start of one) not parsed yet: they change nothing
+    /// but the screen and scrollback, so they wait for more, to pass by the
+    /// parser together (see [`Screen::process_deferred`]).
+    pending: Vec<u8>,
+    /// Where the unfinished line of `pending` starts.
+    pending_line: usize,
     /// Buffers the plain-lines path reuses: the lines found, a row's text.
     plain_spans: Vec<plain::Span>,
     plain_text: Vec<u8>,
@@ -193,6 +199,8 @@ impl Screen {
             rows,
             plain_tried_until: 0,
             plain_path: true,
+            pending: Vec::new(),
+            pending_line: 0,
             plain_spans: Vec::new(),
             plain_text: Vec::new(),
             #[cfg(test)]
@@ -211,6 +219,41 @@ impl Screen {
         }
         self.take_scrolled();
         self.take_signals(&title_before)
+    }
+
+    /// As [`Screen::process`], but plain lines may wait, unparsed, for the
+    /// bytes that follow (up to [`PENDING_BYTES`]): call [`Screen::flush`]
+    /// before reading the screen. They signal nothing, so nothing signalled
+    /// waits.
+    pub fn process_deferred(&mut self, bytes: &[u8]) -> Signals {
+        let may_wait = self.plain_path && matches!(self.scan, Scan::Ground);
+        let from = self.pending_line;
+        self.pending.extend_from_slice(bytes);
+        if may_wait
+            && self.pending.len() <= PENDING_BYTES
+            && let Some(line) = plain::lines_through(&self.pending, from)
+        {
+            self.pending_line = line;
+            return Signals::default();
+        }
+        let pending = std::mem::take(&mut self.pending);
+        self.pending_line = 0;
+        let signals = self.process(&pending);
+        // The buffer, for the next plain lines.
+        self.pending = pending;
+        self.pending.clear();
+        signals
+    }
+
+    /// Parses the plain lines that wait (see [`Screen::process_deferred`]).
+    pub fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            self.pending_line = 0;
+            let _nothing_signalled = self.process(&pending);
+            self.pending = pending;
+            self.pending.clear();
+        }
     }
 
     fn parse(&mut self, bytes: &[u8]) {
@@ -611,6 +654,9 @@ impl Screen {
 
 /// The fewest bytes left in a call for the plain-lines path to be tried.
 const PLAIN_MIN_BYTES: usize = 4096;
+
+/// The most bytes of plain lines that wait for more before they are parsed.
+const PENDING_BYTES: usize = 128 * 1024;
 
 /// The fewest bytes of plain lines worth keeping from the parser.
 const PLAIN_MIN_SKIP: usize = 1024;
@@ -1105,29 +1151,27 @@ mod tests {
                 let output = random_output(&mut rng, usize::from(cols), 1000, sgr_every);
                 let mut rest = &output[..];
                 while !rest.is_empty() {
-                    let n = (1 + rng.below(20_000)).min(rest.len());
+                    // Chunks as a PTY gives them (up to 4 KiB), or larger.
+                    let most = if round % 3 == 0 { 4096 } else { 20_000 };
+                    let n = (1 + rng.below(most)).min(rest.len());
                     let (chunk, after) = rest.split_at(n);
-                    assert_eq!(fast.process(chunk), parsed.process(chunk));
-                    let (a, b) = (fast.snapshot(kept), parsed.snapshot(kept));
-                    if a != b {
-                        let d = a
-                            .scrollback
-                            .iter()
-                            .zip(&b.scrollback)
-                            .position(|(x, y)| x != y);
-                        panic!(
-                            "chunk {:?}\nfast {} {:?}\nparsed {} {:?}\ndiff at {d:?}\nfast {:?}\nparsed {:?}",
-                            String::from_utf8_lossy(chunk),
-                            a.scrollback.len(),
-                            a.screen,
-                            b.scrollback.len(),
-                            b.screen,
-                            a.scrollback,
-                            b.scrollback
-                        );
-                    }
                     rest = after;
+                    let deferred = rng.below(2) == 0;
+                    let signals = if deferred {
+                        fast.process_deferred(chunk)
+                    } else {
+                        fast.flush();
+                        fast.process(chunk)
+                    };
+                    assert_eq!(signals, parsed.process(chunk));
+                    if rng.below(4) != 0 {
+                        continue;
+                    }
+                    fast.flush();
+                    let case = format!("{cols}x{rows}, {kept} kept, round {round}");
+                    assert_eq!(fast.snapshot(kept), parsed.snapshot(kept), "{case}");
                 }
+                fast.flush();
                 let case = format!("{cols}x{rows}, {kept} kept, round {round}");
                 assert_eq!(fast.snapshot(kept), parsed.snapshot(kept), "{case}");
                 assert_eq!(fast.redraw(), parsed.redraw(), "{case}");

@@ -1605,14 +1605,18 @@ fn ten_environments_serve_on_their_own_ports_which_survive_a_restart_and_are_reu
     // A port taken by another program is reported by `krad envs`; the
     // environment's own server is not.
     let intruder = std::net::TcpListener::bind(("127.0.0.1", ports["web-0"][1] as u16)).unwrap();
-    let listed = stdout(&app.krad(&["envs"]));
+    let envs = app.krad(&["envs"]);
+    let listed = stdout(&envs);
     assert!(
         listed.contains(&format!(
             "{} (in use by pid {})",
             ports["web-0"][1],
             std::process::id()
         )),
-        "{listed}"
+        "krad envs exited {:?}, printed {listed:?} and on stderr {:?}; the app's log:\n{}",
+        envs.status.code(),
+        stderr(&envs),
+        app.log()
     );
     assert!(
         !listed.contains(&format!("{} (in use", ports["web-1"][0])),

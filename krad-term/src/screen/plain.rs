@@ -73,6 +73,46 @@ pub(super) fn line(
     }
 }
 
+/// Where the unfinished line of `bytes` starts, when `bytes[from..]` is plain
+/// lines and then the start of one (printable ASCII and SGR sequences, the last
+/// perhaps cut short, perhaps a final CR); `None` when it is not.
+pub(super) fn lines_through(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    loop {
+        match line(bytes, at, &mut None) {
+            Ok(span) => at = span.next,
+            Err(NotPlain::Before(_)) => return None,
+            Err(NotPlain::NoCr) => break,
+        }
+    }
+    // The unfinished line: no CR in it, or a CR as its last byte.
+    let rest = bytes[at..].strip_suffix(b"\r").unwrap_or(&bytes[at..]);
+    let mut i = 0;
+    while i < rest.len() {
+        let piece = memchr::memchr(0x1b, &rest[i..]).map_or(rest.len(), |p| i + p);
+        if !printable(&rest[i..piece]) {
+            return None;
+        }
+        if piece == rest.len() {
+            break;
+        }
+        match sgr(rest, piece) {
+            Some((end, _)) => i = end,
+            // Cut short at the end: `ESC`, `ESC [`, then digits and `;`.
+            None => {
+                let tail = &rest[piece + 1..];
+                let cut = tail.first().is_none_or(|&b| b == b'[')
+                    && tail
+                        .iter()
+                        .skip(1)
+                        .all(|&b| b.is_ascii_digit() || b == b';');
+                return cut.then_some(at);
+            }
+        }
+    }
+    Some(at)
+}
+
 /// Whether every byte is printable ASCII (no early exit: it vectorizes).
 #[inline]
 fn printable(bytes: &[u8]) -> bool {
@@ -187,6 +227,24 @@ mod tests {
                 matches!(line(not_plain, 0, &mut reset), Err(NotPlain::Before(_))),
                 "{not_plain:?}"
             );
+        }
+    }
+
+    #[test]
+    fn plain_lines_and_the_start_of_one_can_wait() {
+        assert_eq!(lines_through(b"ab\r\ncd\x1b[1m\r\nef", 0), Some(12));
+        assert_eq!(lines_through(b"ab\r\n", 0), Some(4));
+        assert_eq!(lines_through(b"", 0), Some(0));
+        for cut in [
+            &b"ab\r\nc\x1b"[..],
+            b"ab\r\nc\x1b[",
+            b"ab\r\nc\x1b[1;3",
+            b"ab\r\nc\r",
+        ] {
+            assert_eq!(lines_through(cut, 0), Some(4), "{cut:?}");
+        }
+        for not in [&b"ab\r\nc\x1b]"[..], b"ab\nc", b"a\x07", b"a\x1b[1Jb"] {
+            assert_eq!(lines_through(not, 0), None, "{not:?}");
         }
     }
 
