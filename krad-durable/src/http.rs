@@ -317,6 +317,16 @@ mod tests {
     }
 
     #[test]
+    fn etags_are_epoch_and_rev() {
+        let epoch = "0123456789abcdef0123456789abcdef";
+        for rev in [0, 7, u64::MAX] {
+            let etag = etag_of(epoch, rev);
+            assert_eq!(etag, format!("\"{epoch}-{rev}\""));
+            assert!(HeaderValue::from_maybe_shared(Bytes::from(etag)).is_ok());
+        }
+    }
+
+    #[test]
     fn weak_etags_match_once_stripped() {
         assert!(etag_matches("W/\"e-3\"", "\"e-3\""));
         assert!(etag_matches("\"e-3\"", "\"e-3\""));

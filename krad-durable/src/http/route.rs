@@ -267,6 +267,18 @@ mod tests {
                 .map(|e| e.code),
             Some("not-found")
         );
+        for longer in [
+            "/session/v1/pane/p1/events/more",
+            "/session/v1/hello/",
+            "/session/v1/a/b/c/d/e/f",
+            "/session/v1/",
+        ] {
+            assert_eq!(
+                find_route(&Method::GET, longer).err().map(|e| e.code),
+                Some("not-found"),
+                "{longer}"
+            );
+        }
         assert_eq!(percent_decode("a%20b%2"), "a b%2");
     }
 
