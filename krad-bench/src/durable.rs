@@ -317,10 +317,14 @@ async fn hyper_conn(stream: AsyncUnixStream, etag: HeaderValue) {
             Ok::<_, Infallible>(reply)
         }
     });
+    // Every option the facet's connections are built with
+    // (`krad-durable/src/server.rs`), so that only the facet differs.
     let _ = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(10))
         .keep_alive(true)
+        .half_close(true)
+        .max_buf_size(64 * 1024)
         .serve_connection(TokioIo::new(stream), service)
         .await;
 }

@@ -18,8 +18,11 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Body as _;
 use hyper::body::Incoming;
-use hyper::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH};
+use hyper::header::{
+    AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderName, HeaderValue, IF_NONE_MATCH,
+};
 use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -65,11 +68,17 @@ pub(crate) async fn handle(
     let request = Request::from_parts(parts, ());
     let mut body = Some(incoming);
     let reply = answer(&shared, &connection, &request, &mut body).await;
-    if let Some(unread) = body {
+    // A GET has no body: nothing to drain, and no timer to arm for it.
+    if let Some(unread) = body.filter(|b| !b.is_end_stream()) {
         // A body left unread when the connection closes makes the kernel
         // reset it, and the caller may lose the answer: read it first.
-        let _ =
-            tokio::time::timeout(DRAIN_TIME, Limited::new(unread, limits::BODY).collect()).await;
+        // (Boxed, as a POST's call below: hyper keeps this future for every
+        // connection, and a poll should not carry what a POST needs.)
+        let _ = Box::pin(tokio::time::timeout(
+            DRAIN_TIME,
+            Limited::new(unread, limits::BODY).collect(),
+        ))
+        .await;
     }
     reply
 }
@@ -107,8 +116,8 @@ async fn route(
     request: &Request<()>,
     body: &mut Option<Incoming>,
 ) -> Result<Reply, WireError> {
-    let path = request.uri().path().to_owned();
-    let route = find_route(request.method(), &path)?;
+    let path = request.uri().path();
+    let route = find_route(request.method(), path)?;
     check_version(shared, &route, request)?;
     let hello = matches!(route, Route::Get(GetRoute::Hello));
     if !hello && !shared.facet.ready() {
@@ -125,21 +134,40 @@ async fn route(
             let incoming = body
                 .take()
                 .ok_or_else(|| WireError::internal("the body was read twice"))?;
-            post::post_call(shared, caller, post, &path, request, incoming).await
+            Box::pin(post::post_call(
+                shared, caller, post, path, request, incoming,
+            ))
+            .await
         }
     }
 }
+
+/// [`VERSION_HEADER`] as a header name, looked up without parsing it again.
+const VERSION_NAME: HeaderName = HeaderName::from_static(VERSION_HEADER);
+
+/// [`VERSION_HEADER`]'s value for [`VERSION`], as it is compared.
+const VERSION_TEXT: &str = "1";
 
 /// The version header: every call but the first hello carries ours.
 fn check_version(shared: &Shared, route: &Route, request: &Request<()>) -> Result<(), WireError> {
     let version = request
         .headers()
-        .get(VERSION_HEADER)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_owned());
+        .get(VERSION_NAME)
+        .map(HeaderValue::as_bytes);
     match (route, version) {
         (Route::Get(GetRoute::Hello), None) => Ok(()),
-        (_, Some(v)) if v == VERSION.to_string() => Ok(()),
-        (_, Some(v)) => Err(incompatible(shared, &v)),
+        // The common case, without allocating: exactly ours, give or take
+        // ASCII spaces.
+        (_, Some(v)) if v.trim_ascii() == VERSION_TEXT.as_bytes() => Ok(()),
+        (_, Some(v)) => {
+            let v = String::from_utf8_lossy(v);
+            let v = v.trim();
+            if v == VERSION_TEXT {
+                Ok(())
+            } else {
+                Err(incompatible(shared, v))
+            }
+        }
         (_, None) => Err(WireError::bad_request(format!(
             "every call but the first hello carries {}: {VERSION}",
             "X-Collie-Session"
@@ -183,24 +211,39 @@ async fn snapshot(
     caller: Caller,
     request: &Request<()>,
 ) -> Result<Reply, WireError> {
-    let etag = format!("\"{}-{}\"", facet.epoch(), facet.rev());
-    let if_none_match = request
-        .headers()
-        .get(IF_NONE_MATCH)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    if if_none_match
-        .as_deref()
-        .is_some_and(|seen| etag_matches(seen, &etag))
-    {
+    let etag = etag_of(facet.epoch(), facet.rev());
+    let seen = request.headers().get(IF_NONE_MATCH);
+    if seen.is_some_and(|seen| match seen.to_str() {
+        Ok(seen) => etag_matches(seen, &etag),
+        Err(_) => etag_matches(&String::from_utf8_lossy(seen.as_bytes()), &etag),
+    }) {
         let mut reply = Response::new(Full::new(Bytes::new()));
         *reply.status_mut() = StatusCode::NOT_MODIFIED;
-        set_header(&mut reply, ETAG, &etag);
+        set_etag(&mut reply, etag);
         return Ok(reply);
     }
     let body = facet.clone().call(Call::Snapshot, caller).await?;
     let mut reply = json_reply(StatusCode::OK, &body);
-    set_header(&mut reply, ETAG, &etag);
+    set_etag(&mut reply, etag);
     Ok(reply)
+}
+
+/// The snapshot's tag, `"<epoch>-<rev>"`, made in one allocation.
+fn etag_of(epoch: &str, rev: u64) -> String {
+    use std::fmt::Write as _;
+    // 20 digits of a u64, two quotes and the dash.
+    let mut etag = String::with_capacity(epoch.len() + 23);
+    etag.push('"');
+    etag.push_str(epoch);
+    let _ = write!(etag, "-{rev}\"");
+    etag
+}
+
+/// Sets the ETag header from `etag`'s own bytes (no copy).
+fn set_etag(reply: &mut Reply, etag: String) {
+    if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(etag)) {
+        reply.headers_mut().insert(ETAG, value);
+    }
 }
 
 fn hello(facet: &dyn Facet, caller: &Caller) -> Value {
@@ -266,6 +309,22 @@ fn set_header(reply: &mut Reply, name: hyper::header::HeaderName, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_version_text_is_the_version() {
+        assert_eq!(VERSION_TEXT, VERSION.to_string());
+        assert_eq!(VERSION_NAME.as_str(), VERSION_HEADER);
+    }
+
+    #[test]
+    fn etags_are_epoch_and_rev() {
+        let epoch = "0123456789abcdef0123456789abcdef";
+        for rev in [0, 7, u64::MAX] {
+            let etag = etag_of(epoch, rev);
+            assert_eq!(etag, format!("\"{epoch}-{rev}\""));
+            assert!(HeaderValue::from_maybe_shared(Bytes::from(etag)).is_ok());
+        }
+    }
 
     #[test]
     fn weak_etags_match_once_stripped() {

@@ -21,7 +21,7 @@ use std::fs;
 use std::io::ErrorKind;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use crate::doctor::{self, DoctorCode};
@@ -347,9 +347,13 @@ const KEPT_VERDICTS: usize = 64;
 /// the process's start time from `/proc/PID/stat` cost an open, a read the
 /// kernel formats ~50 fields for, and a close. Without pidfds (Linux before
 /// 5.3), nothing is kept and every connection is looked at afresh.
+///
+/// The `poll` is made outside the lock: a thread preempted at that system
+/// call's return would otherwise hold up every other connection's check for
+/// its whole time off the CPU.
 #[derive(Default)]
 pub struct Callers {
-    verdicts: std::sync::Mutex<std::collections::HashMap<i32, Verdict>>,
+    verdicts: std::sync::Mutex<std::collections::HashMap<i32, Arc<Verdict>>>,
 }
 
 /// A kept verdict and the process it is about.
@@ -363,12 +367,18 @@ impl Callers {
     /// one of its terminals ([`is_own_descendant`], [`runs_in_a_terminal`]).
     pub fn is_own(&self, pid: i32) -> bool {
         let lock = || self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
-        {
+        let kept = lock().get(&pid).cloned();
+        if let Some(kept) = kept {
+            if still_running(&kept.process) {
+                return kept.own;
+            }
+            // Gone: drop it, unless another connection already put a newer
+            // verdict in its place.
             let mut verdicts = lock();
-            if let Some(kept) = verdicts.get(&pid) {
-                if still_running(&kept.process) {
-                    return kept.own;
-                }
+            if verdicts
+                .get(&pid)
+                .is_some_and(|now| Arc::ptr_eq(now, &kept))
+            {
                 verdicts.remove(&pid);
             }
         }
@@ -383,7 +393,7 @@ impl Callers {
             if verdicts.len() >= KEPT_VERDICTS {
                 verdicts.clear();
             }
-            verdicts.insert(pid, Verdict { own, process });
+            verdicts.insert(pid, Arc::new(Verdict { own, process }));
         }
         own
     }

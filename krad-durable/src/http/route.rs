@@ -77,8 +77,15 @@ pub(super) fn find_route(method: &Method, path: &str) -> Result<Route, WireError
         .strip_prefix(PREFIX)
         .and_then(|r| r.strip_prefix('/'))
         .ok_or_else(not_found)?;
-    let segments: Vec<&str> = rest.split('/').collect();
-    let route = match segments.as_slice() {
+    // No route has more than three segments: a longer path is not found
+    // without collecting it.
+    let mut segments = [""; 3];
+    let mut count = 0;
+    for segment in rest.split('/') {
+        *segments.get_mut(count).ok_or_else(not_found)? = segment;
+        count += 1;
+    }
+    let route = match segments.get(..count).unwrap_or_default() {
         ["hello"] => Route::Get(GetRoute::Hello),
         ["snapshot"] => Route::Get(GetRoute::Snapshot),
         ["conversations"] => Route::Get(GetRoute::Conversations),
@@ -260,6 +267,18 @@ mod tests {
                 .map(|e| e.code),
             Some("not-found")
         );
+        for longer in [
+            "/session/v1/pane/p1/events/more",
+            "/session/v1/hello/",
+            "/session/v1/a/b/c/d/e/f",
+            "/session/v1/",
+        ] {
+            assert_eq!(
+                find_route(&Method::GET, longer).err().map(|e| e.code),
+                Some("not-found"),
+                "{longer}"
+            );
+        }
         assert_eq!(percent_decode("a%20b%2"), "a b%2");
     }
 
