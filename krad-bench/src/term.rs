@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::Ctx;
 use crate::krad::Krad;
 use crate::parsers::{self, Candidate};
-use crate::util::{Summary, cpu_time, rss_kib, threads};
+use crate::util::{CpuTimes, Summary, cpu_between, cpu_time, rss_kib, threads};
 
 /// Writes `mib` MiB of compiler-like output with some colour to `path`.
 fn make_output(path: &Path, mib: usize) -> anyhow::Result<u64> {
@@ -150,17 +150,31 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Spawn-to-running latency: Spawn answered (the program running) against a
-/// plain fork/exec and one on a fresh PTY, from the harness.
+/// Spawn to running: each round starts `sleep 3600` three ways — a plain
+/// fork/exec, a fork/exec on a fresh PTY (the goal's baseline), and krad's Spawn
+/// (exec profile) until answered — plus a Hello to the app, the floor of any
+/// request. The order within a round alternates (baseline first, then krad first),
+/// and the figure to read is the median of the per-round ratios.
 pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
-    let rounds = ctx.repeats * 4;
-    let (mut plain, mut pty, mut k) = (Vec::new(), Vec::new(), Vec::new());
+    let rounds = ctx.repeats * 20;
+    let warm_up = 3;
+    let (mut plain, mut pty, mut k, mut hello) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut ids = Vec::new();
-    for round in 0..rounds + 2 {
-        let started = Instant::now();
-        let mut child = Command::new("sleep").arg("3600").spawn()?;
-        let a = started.elapsed().as_secs_f64() * 1000.0;
+    let load_before = load_average();
+    let cpu_before = CpuTimes::now();
+    for round in 0..rounds + warm_up {
+        let mut krad_spawn = || -> anyhow::Result<f64> {
+            let started = Instant::now();
+            ids.push(krad.spawn_exec(&["sleep", "3600"])?);
+            Ok(started.elapsed().as_secs_f64() * 1000.0)
+        };
+        let krad_first = round % 2 == 1;
+        let c_first = if krad_first {
+            Some(krad_spawn()?)
+        } else {
+            None
+        };
         let started = Instant::now();
         let p = nix::pty::openpty(None, None)?;
         let mut on_pty = Command::new("sleep")
@@ -170,38 +184,88 @@ pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
             .stderr(Stdio::from(p.slave))
             .spawn()?;
         let b = started.elapsed().as_secs_f64() * 1000.0;
+        let c = match c_first {
+            Some(c) => c,
+            None => krad_spawn()?,
+        };
         let started = Instant::now();
-        let id = krad.spawn_exec(&["sleep", "3600"])?;
-        let c = started.elapsed().as_secs_f64() * 1000.0;
-        ids.push(id);
+        let mut child = Command::new("sleep").arg("3600").spawn()?;
+        let a = started.elapsed().as_secs_f64() * 1000.0;
+        let started = Instant::now();
+        krad.call(json!("Hello"))?;
+        let h = started.elapsed().as_secs_f64() * 1000.0;
         let _ = child.kill();
         let _ = child.wait();
         let _ = on_pty.kill();
         let _ = on_pty.wait();
         drop(p.master);
-        if round >= 2 {
+        if round >= warm_up {
             plain.push(a);
             pty.push(b);
             k.push(c);
+            hello.push(h);
         }
     }
+    let cpu = cpu_between(cpu_before, CpuTimes::now());
+    let load_after = load_average();
     for id in ids {
         krad.call(json!({"Close": {"target": id}}))?;
     }
-    let ratio = Summary::of(&k.iter().zip(&pty).map(|(k, p)| k / p).collect::<Vec<_>>());
+    let per_round =
+        |of: &[f64], to: &[f64]| -> Vec<f64> { of.iter().zip(to).map(|(a, b)| a / b).collect() };
+    let to_pty = per_round(&k, &pty);
+    let to_hello = per_round(&k, &hello);
     ctx.out(&format!(
-        "### Spawn to running\n\n{rounds} rounds, each spawning `sleep 3600` three ways back to back; ms.\n\n\
-         | how | ms median (min–max) |\n|---|---:|\n\
+        "### Spawn to running\n\n{rounds} rounds (after {warm_up} unrecorded), each spawning \
+         `sleep 3600` three ways, krad and the PTY baseline in alternating order, and a \
+         Hello; ms, median (min–max) [quartiles].\n\n\
+         | how | ms |\n|---|---:|\n\
          | fork/exec from the harness | {} |\n\
          | fork/exec on a fresh PTY from the harness | {} |\n\
-         | krad Spawn (exec profile), until answered | {} |\n\n\
-         * krad / PTY spawn, per round: {}\n",
-        Summary::of(&plain).show(2),
-        Summary::of(&pty).show(2),
-        Summary::of(&k).show(2),
-        ratio.show(1),
+         | krad Spawn (exec profile), until answered | {} |\n\
+         | krad Hello, until answered | {} |\n\n\
+         * krad Spawn / PTY spawn, per round: {}\n\
+         * krad Spawn / krad Hello, per round: {}\n\
+         * load average before and after: {load_before} → {load_after}; busy {:.0} %, steal {:.1} %\n",
+        with_quartiles(&plain, 2),
+        with_quartiles(&pty, 2),
+        with_quartiles(&k, 2),
+        with_quartiles(&hello, 2),
+        with_quartiles(&to_pty, 2),
+        with_quartiles(&to_hello, 2),
+        cpu.busy_pct,
+        cpu.steal_pct,
     ));
     Ok(())
+}
+
+/// `median (min–max) [first–third quartile]`.
+fn with_quartiles(values: &[f64], decimals: usize) -> String {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let quartile = |q: f64| {
+        sorted
+            .get(((sorted.len().saturating_sub(1)) as f64 * q).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    format!(
+        "{} [{:.d$}–{:.d$}]",
+        Summary::of(values).show(decimals),
+        quartile(0.25),
+        quartile(0.75),
+        d = decimals
+    )
+}
+
+/// The 1-minute load average, from /proc/loadavg.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .unwrap_or("?")
+        .to_owned()
 }
 
 fn cpu_over(pid: u32, secs: f64) -> f64 {

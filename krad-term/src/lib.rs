@@ -32,6 +32,7 @@ mod output;
 mod program;
 pub mod pty;
 pub mod screen;
+mod start;
 pub mod tmux;
 mod transcript;
 
@@ -288,6 +289,15 @@ pub trait TerminalHost: Send + Sync + 'static {
         spec: SpawnSpec,
         events: mpsc::Sender<TerminalEvent>,
     ) -> Result<Arc<dyn Terminal>, SpawnError>;
+
+    /// Whether [`Self::spawn`] may wait on other processes (the tmux host waits
+    /// for tmux's answer), so that callers on an async runtime must call it on
+    /// a blocking thread. A host that only starts its program (the PTY host:
+    /// one `posix_spawn`, back once the program's `exec` began) answers `false`,
+    /// and is called in place, saving two thread hand-offs per spawn.
+    fn spawn_may_block(&self) -> bool {
+        true
+    }
 
     /// Whether terminals outlive the app: after a restart, [`Self::survivors`]
     /// finds them and [`Self::adopt`] takes them back.

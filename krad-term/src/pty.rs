@@ -13,6 +13,8 @@
 //! * attachers ([`Terminal::attach`]) follow the output pipeline's broadcast, which
 //!   never waits for them (see the `output` module).
 
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,6 +32,7 @@ use tokio::time::Instant;
 use crate::output::{self, SharedScreen};
 use crate::program::{checked_program, ended, group_gone, log_grace_kill, names_term, pgid};
 use crate::screen::Screen;
+use crate::start::{self, Program, Start};
 use crate::{
     Attachment, ExitStatus, Snapshot, SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost,
 };
@@ -84,6 +87,10 @@ impl TerminalHost for PtyHost {
     ) -> Result<Arc<dyn Terminal>, SpawnError> {
         Ok(Arc::new(PtyTerminal::spawn(spec, events)?))
     }
+
+    fn spawn_may_block(&self) -> bool {
+        false
+    }
 }
 
 /// What a terminal's handle, driver task and writer task share.
@@ -129,13 +136,21 @@ impl PtyTerminal {
         let (pty, pts) = pty_process::open().map_err(host_error)?;
         pty.resize(pty_process::Size::new(rows, cols))
             .map_err(host_error)?;
-        // `spawn` makes the program a session leader with the terminal as its
-        // controlling terminal (so its process group is its pid), and closes our
-        // copy of the terminal's program side.
-        let mut child = command(program, &spec)
-            .spawn(pts)
-            .map_err(|error| spawn_error(program, error))?;
-        let pid = child.id();
+        let terminal = rustix::pty::ptsname(&pty, Vec::new())
+            .map_err(|e| SpawnError::Host(format!("cannot name the terminal: {e}")))?;
+        // The program leads a session of its own with the terminal as its
+        // controlling terminal (so its process group is its pid).
+        let env = environment(&spec);
+        let child = start::start(&Start {
+            argv: &spec.argv,
+            cwd: &spec.cwd,
+            env: &env,
+            terminal: &terminal,
+        })
+        .map_err(|error| spawn_error(program, error))?;
+        // The program opened the terminal for itself.
+        drop(pts);
+        let pid = Some(child.id());
 
         let screen = Arc::new(SharedScreen::new(Screen::new(
             cols,
@@ -153,7 +168,9 @@ impl PtyTerminal {
                 if let Some(pgid) = pid.and_then(pgid) {
                     let _ = killpg(pgid, Signal::SIGKILL);
                 }
-                let _ = child.start_kill();
+                child.kill();
+                let mut child = child;
+                runtime.spawn(async move { child.wait().await });
                 return Err(SpawnError::Host(format!(
                     "cannot start the output pipeline: {error}"
                 )));
@@ -283,22 +300,20 @@ impl Terminal for PtyTerminal {
     }
 }
 
-/// The command that runs `program` (`spec.argv[0]`) with its arguments, in its
-/// directory, with `TERM` and the spec's variables.
-fn command(program: &str, spec: &SpawnSpec) -> pty_process::Command {
-    let mut command = pty_process::Command::new(program)
-        .args(&spec.argv[1..])
-        .current_dir(&spec.cwd);
+/// The environment of the program: the app's, minus `spec.env_remove`, plus
+/// `spec.env`, with `TERM` set to [`DEFAULT_TERM`] unless the spec names it.
+fn environment(spec: &SpawnSpec) -> BTreeMap<OsString, OsString> {
+    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
     if !names_term(spec) {
-        command = command.env("TERM", DEFAULT_TERM);
+        env.insert("TERM".into(), DEFAULT_TERM.into());
     }
     for key in &spec.env_remove {
-        command = command.env_remove(key);
+        env.remove(OsStr::new(key));
     }
     for (key, value) in &spec.env {
-        command = command.env(key, value);
+        env.insert(key.into(), value.into());
     }
-    command
+    env
 }
 
 /// Reads the terminal until the program ended and its output is all read, reaps
@@ -307,7 +322,7 @@ fn command(program: &str, spec: &SpawnSpec) -> pty_process::Command {
 async fn drive(
     id: u64,
     mut reader: pty_process::OwnedReadPty,
-    mut child: tokio::process::Child,
+    mut child: Program,
     output: output::Output,
     shared: Arc<Shared>,
     events: mpsc::Sender<TerminalEvent>,
@@ -388,13 +403,9 @@ async fn forward(read: io::Result<usize>, buf: &[u8], chunks: &mpsc::Sender<Vec<
     }
 }
 
-fn exit_status(id: u64, waited: io::Result<std::process::ExitStatus>) -> ExitStatus {
-    use std::os::unix::process::ExitStatusExt as _;
+fn exit_status(id: u64, waited: io::Result<ExitStatus>) -> ExitStatus {
     match waited {
-        Ok(status) => ExitStatus {
-            code: status.code(),
-            signal: status.signal(),
-        },
+        Ok(status) => status,
         Err(error) => {
             tracing::warn!(terminal = id, %error, "cannot get the program's exit status");
             ExitStatus {
@@ -458,8 +469,7 @@ fn host_error(error: pty_process::Error) -> SpawnError {
     SpawnError::Host(error.to_string())
 }
 
-fn spawn_error(program: &str, error: pty_process::Error) -> SpawnError {
-    let error = into_io(error);
+fn spawn_error(program: &str, error: io::Error) -> SpawnError {
     let not_a_program = matches!(
         error.kind(),
         io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied

@@ -583,6 +583,80 @@ async fn announced_states_are_never_dropped_when_the_app_is_behind() {
     assert_eq!(announced, expected);
 }
 
+/// The program leads a session of its own whose controlling terminal is its
+/// terminal (its group in the foreground), with no signal blocked and SIGPIPE
+/// not ignored, and gets its argv as given.
+#[tokio::test]
+async fn the_program_leads_a_session_on_its_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "read -r stat < /proc/$$/stat; echo \"stat: $stat\"; \
+                  grep -E '^Sig(Blk|Ign)' /proc/$$/status | tr '\\t' ' '; \
+                  echo \"tty: $(tty)\"; echo \"arg0: $0\"";
+    let (terminal, mut events) = start(spec(&["sh", "-c", script, "my-name"], dir.path()));
+    let pid = terminal.pid().unwrap().to_string();
+    let (_, status) = until_exit(&mut events).await;
+    assert_eq!(status, exited(0));
+    let screen = terminal.snapshot(100).screen;
+    let line = |prefix: &str| {
+        screen
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {screen:?}"))
+            .trim()
+            .to_owned()
+    };
+    // pid (comm) state ppid pgrp session tty_nr tpgid
+    let stat = line("stat: ");
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(fields[2], pid, "process group: {stat}");
+    assert_eq!(fields[3], pid, "session: {stat}");
+    assert_ne!(fields[4], "0", "no controlling terminal: {stat}");
+    assert_eq!(
+        fields[5], pid,
+        "not the terminal's foreground group: {stat}"
+    );
+    assert!(line("tty: ").starts_with("/dev/pts/"), "{screen}");
+    assert_eq!(line("SigBlk: "), "0000000000000000");
+    let ignored = u64::from_str_radix(&line("SigIgn: "), 16).unwrap();
+    assert_eq!(ignored & (1 << (13 - 1)), 0, "SIGPIPE ignored: {screen}");
+    assert_eq!(line("arg0: "), "my-name");
+}
+
+/// The program is found on the PATH the spec gives it, and an executable
+/// without `#!` runs with the shell, as `execvp` does.
+#[tokio::test]
+async fn the_program_is_found_on_its_own_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let tool = bin.join("krad-test-tool");
+    std::fs::write(&tool, "echo \"tool ran in $(pwd) as $0\"\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut spec = spec(&["krad-test-tool"], dir.path());
+    spec.env = vec![(
+        "PATH".to_owned(),
+        format!("{}:/usr/bin:/bin", bin.display()),
+    )];
+    let (terminal, mut events) = start(spec);
+    let (_, status) = until_exit(&mut events).await;
+    assert_eq!(status, exited(0));
+    let screen = terminal.snapshot(100).screen;
+    let cwd = dir.path().canonicalize().unwrap();
+    assert!(
+        screen.contains(&format!(
+            "tool ran in {} as {}",
+            cwd.display(),
+            tool.display()
+        )),
+        "{screen:?}"
+    );
+}
+
 #[tokio::test]
 async fn spawn_errors() {
     let dir = tempfile::tempdir().unwrap();

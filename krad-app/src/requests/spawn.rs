@@ -256,8 +256,9 @@ struct Newcomer {
 }
 
 /// Starts the prepared program on a new terminal of the app's terminal host,
-/// on a blocking thread: a host may run processes and wait for them (the tmux
-/// host waits for tmux's answer), which must never hold a runtime worker.
+/// on a blocking thread when the host may wait on other processes (the tmux
+/// host waits for tmux's answer), which must never hold a runtime worker; in
+/// place otherwise (the PTY host).
 /// On failure the local token file is removed again.
 async fn start_terminal(
     core: &Core,
@@ -283,9 +284,13 @@ async fn start_terminal(
         Some(tmux) => tmux,
         None => core.host.clone(),
     };
-    let started = tokio::task::spawn_blocking(move || host.spawn(spec, events))
-        .await
-        .unwrap_or_else(|e| Err(SpawnError::Host(format!("the terminal host failed: {e}"))));
+    let started = if host.spawn_may_block() {
+        tokio::task::spawn_blocking(move || host.spawn(spec, events))
+            .await
+            .unwrap_or_else(|e| Err(SpawnError::Host(format!("the terminal host failed: {e}"))))
+    } else {
+        host.spawn(spec, events)
+    };
     match started {
         Ok(terminal) => Ok((terminal, token_file)),
         Err(e) => {
