@@ -13,10 +13,15 @@ use tokio::sync::watch;
 use crate::{Core, EmbeddedApp};
 
 impl Handle<Wait> for EmbeddedApp {
+    // It answers `TimedOut` at its own timeout, before the bus's deadline.
+    const ANSWERS_BEFORE_DEADLINE: bool = true;
+
     async fn handle(&self, _ctx: &CallContext, request: Wait) -> Result<Waited, ApiError> {
         let core = &self.core;
-        let mut watches: Vec<watch::Receiver<AgentRecord>> = Vec::new();
-        for target in request.terminals() {
+        let targets = request.terminals();
+        // Exactly as many as the targets: a held Wait keeps this for its life.
+        let mut watches: Vec<watch::Receiver<AgentRecord>> = Vec::with_capacity(targets.len());
+        for target in targets {
             match core.store.watch(target) {
                 Some(w) => watches.push(w),
                 None => return Err(Core::no_terminal(target)),

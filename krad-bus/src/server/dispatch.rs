@@ -19,7 +19,7 @@ use super::{App, Bus, CallContext, Handle, HandleEncoded, connection};
 use crate::protocol::{
     Answer, ApiError, EncodedAnswer, Envelope, ErrorCode, Response, unsupported_version_message,
 };
-use crate::request::{Request, Rights, for_each_request};
+use crate::request::{Call, Request, Rights, for_each_request};
 use crate::token::Principal;
 
 /// What became of a request.
@@ -77,10 +77,8 @@ pub(crate) enum Prepared<'b, S, T> {
 
 /// A request to run: its work and what surrounds it.
 pub(crate) struct Running<'b, S, T> {
-    /// The work.
+    /// The work, its deadline included (see [`timed`]).
     pub(crate) work: Work<S, T>,
-    /// Answer `"TimedOut"` past this.
-    pub(crate) deadline: Option<Duration>,
     /// Cancel it when the client leaves.
     pub(crate) cancels_on_leave: bool,
     /// Counts it in Stats' `waits_pending` while it runs.
@@ -114,7 +112,6 @@ pub(crate) fn prepare<'b, A: App>(
     let running = |work, cancels_on_leave| {
         Prepared::Run(Running {
             work,
-            deadline,
             cancels_on_leave,
             _waiting,
         })
@@ -123,17 +120,17 @@ pub(crate) fn prepare<'b, A: App>(
     let ticket = match begin_at_most_once(&**app, mutates, &ctx, &request) {
         Once::Run(ticket) => ticket,
         Once::Answer(reply) => return Prepared::Reply(reply),
-        Once::AwaitFirst(first) => return running(Box::pin(first_answer(first)), true),
+        Once::AwaitFirst(first) => return running(timed(first_answer(first), deadline), true),
     };
     if !mutates {
         // Nothing to keep: the request's own future, and nothing around it.
-        return running(dispatch(bus, app, ctx, request), cancels_on_leave);
+        return running(dispatch(bus, app, ctx, request, deadline), cancels_on_leave);
     }
     let mut ctx = ctx;
     ctx.once = ticket.as_ref().map(Ticket::key);
     let work = run_and_keep(bus.clone(), app.clone(), ctx, request, ticket);
     if cancels_on_leave {
-        return running(Box::pin(work), true);
+        return running(timed(work, deadline), true);
     }
     // A mutation runs to completion whatever becomes of its connection; its
     // record (and its request_id's answer) tells what it did.
@@ -144,7 +141,7 @@ pub(crate) fn prepare<'b, A: App>(
             Reply::answer(ApiError::internal("the request failed inside the app"))
         })
     };
-    running(Box::pin(joined), false)
+    running(timed(joined, deadline), false)
 }
 
 /// Why [`checked`] did not pass a request.
@@ -265,7 +262,8 @@ async fn run_and_keep<A: App>(
     request: Request,
     ticket: Option<Ticket>,
 ) -> Reply<A::Subscription, A::Attachment> {
-    let reply = dispatch(&bus, &app, ctx, request).await;
+    // Its deadline is kept around this whole future (see `prepare`).
+    let reply = dispatch(&bus, &app, ctx, request, None).await;
     if let (Some(ticket), Some(log)) = (ticket, app.request_log()) {
         let answer = match &reply {
             Reply::Answer(response) => serde_json::to_value(&**response).ok(),
@@ -282,9 +280,9 @@ async fn run_and_keep<A: App>(
 
 /// Declares [`dispatch`] from the request list: every request, each with who
 /// serves it. Each request's future is boxed on its own, with the context and
-/// the request it owns: awaited inline, the largest of them would size every
-/// request's future (~18 KB, held by each waiting connection); boxed, a request
-/// carries only its own.
+/// the request it owns and the timer of its deadline: awaited inline, the
+/// largest of them would size every request's future (~18 KB, held by each
+/// waiting connection); boxed, a request carries only its own.
 macro_rules! declare_dispatch {
     ($($kind:ident($module:ident) by $served:ident,)*) => {
         fn dispatch<A: App>(
@@ -292,9 +290,10 @@ macro_rules! declare_dispatch {
             app: &Arc<A>,
             ctx: CallContext,
             request: Request,
+            deadline: Option<Duration>,
         ) -> Work<A::Subscription, A::Attachment> {
             match request {
-                $(Request::$kind(request) => serve_by!($served, bus, app, ctx, request),)*
+                $(Request::$kind(request) => serve_by!($served, bus, app, ctx, request, deadline),)*
             }
         }
     };
@@ -302,41 +301,93 @@ macro_rules! declare_dispatch {
 
 /// One arm of [`dispatch`], by who serves the request.
 macro_rules! serve_by {
-    (app, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {{
+    (app, $bus:ident, $app:ident, $ctx:ident, $request:ident, $deadline:ident) => {
+        by_app($app.clone(), $ctx, $request, $deadline)
+    };
+    (encoded, $bus:ident, $app:ident, $ctx:ident, $request:ident, $deadline:ident) => {{
         let app = $app.clone();
-        Box::pin(async move { Reply::answered(Handle::handle(&*app, &$ctx, $request).await) })
+        timed(
+            async move {
+                match HandleEncoded::handle_encoded(&*app, &$ctx, $request).await {
+                    Ok(answer) => Reply::Encoded(answer),
+                    Err(e) => Reply::answer(e),
+                }
+            },
+            $deadline,
+        )
     }};
-    (encoded, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {{
-        let app = $app.clone();
-        Box::pin(async move {
-            match HandleEncoded::handle_encoded(&*app, &$ctx, $request).await {
-                Ok(answer) => Reply::Encoded(answer),
-                Err(e) => Reply::answer(e),
-            }
-        })
-    }};
-    (bus, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {{
+    (bus, $bus:ident, $app:ident, $ctx:ident, $request:ident, $deadline:ident) => {{
         let (bus, app) = ($bus.clone(), $app.clone());
-        Box::pin(async move { Reply::answered(ServedByBus::serve($request, &bus, &*app).await) })
+        timed(
+            async move { Reply::answered(ServedByBus::serve($request, &bus, &*app).await) },
+            $deadline,
+        )
     }};
-    (stream, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {{
+    (stream, $bus:ident, $app:ident, $ctx:ident, $request:ident, $deadline:ident) => {{
         let app = $app.clone();
-        Box::pin(async move {
-            match app.subscribe(&$ctx, $request).await {
-                Ok(subscription) => Reply::Stream(Box::new(subscription)),
-                Err(e) => Reply::answer(e),
-            }
-        })
+        timed(
+            async move {
+                match app.subscribe(&$ctx, $request).await {
+                    Ok(subscription) => Reply::Stream(Box::new(subscription)),
+                    Err(e) => Reply::answer(e),
+                }
+            },
+            $deadline,
+        )
     }};
-    (attach, $bus:ident, $app:ident, $ctx:ident, $request:ident) => {{
+    (attach, $bus:ident, $app:ident, $ctx:ident, $request:ident, $deadline:ident) => {{
         let app = $app.clone();
-        Box::pin(async move {
-            match app.attach(&$ctx, $request).await {
-                Ok(attachment) => Reply::Attach(Box::new(attachment)),
-                Err(e) => Reply::answer(e),
-            }
-        })
+        timed(
+            async move {
+                match app.attach(&$ctx, $request).await {
+                    Ok(attachment) => Reply::Attach(Box::new(attachment)),
+                    Err(e) => Reply::answer(e),
+                }
+            },
+            $deadline,
+        )
     }};
+}
+
+/// A request the app answers through [`Handle`], boxed with what it owns. A
+/// handler that answers before the deadline by itself gets no timer here.
+fn by_app<A, R, S, T>(
+    app: Arc<A>,
+    ctx: CallContext,
+    request: R,
+    deadline: Option<Duration>,
+) -> Work<S, T>
+where
+    A: Handle<R> + Send + Sync + 'static,
+    R: Call + Send + 'static,
+    S: Send + 'static,
+    T: Send + 'static,
+{
+    let work = async move { Reply::answered(app.handle(&ctx, request).await) };
+    if <A as Handle<R>>::ANSWERS_BEFORE_DEADLINE {
+        Box::pin(work)
+    } else {
+        timed(work, deadline)
+    }
+}
+
+/// `work` boxed with its deadline: past it, the answer is `"TimedOut"` (and
+/// `work` is dropped). The timer lives in the work's own box, so a request
+/// without one (see [`Handle::ANSWERS_BEFORE_DEADLINE`]) carries none.
+fn timed<S, T>(
+    work: impl Future<Output = Reply<S, T>> + Send + 'static,
+    deadline: Option<Duration>,
+) -> Work<S, T> {
+    let Some(deadline) = deadline else {
+        return Box::pin(work);
+    };
+    Box::pin(async move {
+        tokio::select! {
+            biased;
+            reply = work => reply,
+            () = tokio::time::sleep(deadline) => Reply::answer(Response::TimedOut),
+        }
+    })
 }
 
 for_each_request!(declare_dispatch);
@@ -376,28 +427,15 @@ fn check_rights(request: &Request, principal: &Principal) -> Result<(), ApiError
     .with_detail(json!({ "request": kind.name() })))
 }
 
-/// Runs a request under its deadline, and cancels it if its client leaves.
-pub(crate) async fn run<S, T>(
-    work: Work<S, T>,
-    deadline: Option<Duration>,
-    watch: Option<&mut TcpStream>,
-) -> Reply<S, T> {
-    let expiry = async {
-        match deadline {
-            Some(d) => tokio::time::sleep(d).await,
-            None => std::future::pending().await,
-        }
-    };
-    let left = async {
-        match watch {
-            Some(stream) => connection::client_left(stream).await,
-            None => std::future::pending().await,
-        }
+/// Runs a request (its deadline is in its work: [`timed`]), and cancels it if
+/// its client leaves.
+pub(crate) async fn run<S, T>(work: Work<S, T>, watch: Option<&mut TcpStream>) -> Reply<S, T> {
+    let Some(stream) = watch else {
+        return work.await;
     };
     tokio::select! {
         biased;
         reply = work => reply,
-        () = expiry => Reply::answer(Response::TimedOut),
-        () = left => Reply::Left,
+        () = connection::client_left(stream) => Reply::Left,
     }
 }

@@ -87,6 +87,13 @@ pub trait App: Handlers + 'static {
 
 /// How the app answers one request: its typed answer, or the error.
 pub trait Handle<R: Call> {
+    /// The handler answers by itself before the request's deadline (Wait:
+    /// `"TimedOut"` at its own timeout, a second before the deadline), so the
+    /// bus keeps no timer of its own for it: a held Wait then carries one
+    /// timer, not two. Only for handlers that can never outlive the deadline;
+    /// the client leaving still cancels the request.
+    const ANSWERS_BEFORE_DEADLINE: bool = false;
+
     /// Answers `request` for the caller in `ctx`.
     fn handle(
         &self,
@@ -375,9 +382,10 @@ fn refuse_busy(stream: TcpStream, bus: &Arc<Bus>, tracker: &TaskTracker) {
 /// One connection, in three steps: reading its line and the order of checks
 /// ([`read_request`]) and writing the answer ([`respond`]) are boxed, each
 /// allocated only while it runs. What stays in the task itself is what a
-/// request needs while it runs — its boxed work, the timer of its deadline and
-/// the watch on its client — since a task is sized for its largest state and
-/// a held request (a Wait, for up to 30 minutes) keeps the whole of it.
+/// request needs while it runs — its boxed work (the timer of its deadline
+/// inside) and the watch on its client — since a task is sized for its
+/// largest state and a held request (a Wait, for up to 30 minutes) keeps the
+/// whole of it.
 async fn connection_task<A: App>(
     mut stream: TcpStream,
     bus: Arc<Bus>,
@@ -388,9 +396,14 @@ async fn connection_task<A: App>(
         Step::Gone => return,
         Step::Answer(reply, whole_line) => (reply, whole_line),
         Step::Run(running, whole_line) => {
-            let watch = running.cancels_on_leave.then_some(&mut stream);
-            let reply = dispatch::run(running.work, running.deadline, watch).await;
-            drop(running._waiting);
+            let dispatch::Running {
+                work,
+                cancels_on_leave,
+                _waiting,
+            } = running;
+            let watch = cancels_on_leave.then_some(&mut stream);
+            let reply = dispatch::run(work, watch).await;
+            drop(_waiting);
             (reply, whole_line)
         }
     };
