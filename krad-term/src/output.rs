@@ -146,11 +146,12 @@ const PARSE_THREADS: usize = 2;
 /// terminals.
 fn parsers() -> std::io::Result<&'static Runtime> {
     static PARSERS: OnceLock<std::io::Result<Runtime>> = OnceLock::new();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(PARSE_THREADS);
     PARSERS
         .get_or_init(|| {
+            // Asked once: it reads the cgroup's files each time.
+            let threads = std::thread::available_parallelism()
+                .map_or(1, usize::from)
+                .min(PARSE_THREADS);
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(threads)
                 .max_blocking_threads(1)
