@@ -276,11 +276,13 @@ fn serve(shared: &Shared, stream: TcpStream) {
                 serde_json::to_vec_pretty(&request.body).unwrap_or_default(),
             );
         }
-        let (keep, main) = answer(shared, &mut stream, &request, id);
+        let (keep, main, last_write) = answer(shared, &mut stream, &request, id);
         if let Some(index) = main {
             let mut state = shared.lock();
             if let Some(times) = state.main_times.get_mut(index) {
-                times.1 = Some(Instant::now());
+                // When its last bytes started on their way: the CLI may act on
+                // them (and report) before this thread runs again.
+                times.1 = Some(last_write.unwrap_or_else(Instant::now));
             }
             shared.changed.notify_all();
         }
@@ -339,17 +341,18 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Request> {
     Some(Request { method, path, body })
 }
 
-/// Answers one request; returns whether the connection may serve another, and the
-/// index of the main request it was.
+/// Answers one request; returns whether the connection may serve another, the
+/// index of the main request it was, and when its last write began.
 fn answer(
     shared: &Shared,
     stream: &mut TcpStream,
     request: &Request,
     id: u64,
-) -> (bool, Option<usize>) {
+) -> (bool, Option<usize>, Option<Instant>) {
     let mut index = None;
-    let keep = answer_inner(shared, stream, request, id, &mut index);
-    (keep, index)
+    let mut last_write = None;
+    let keep = answer_inner(shared, stream, request, id, &mut index, &mut last_write);
+    (keep, index, last_write)
 }
 
 fn answer_inner(
@@ -358,6 +361,7 @@ fn answer_inner(
     request: &Request,
     id: u64,
     index: &mut Option<usize>,
+    last_write: &mut Option<Instant>,
 ) -> bool {
     let path = request.path.split('?').next().unwrap_or_default();
     let api = if path.ends_with("/messages") || path.contains("/messages/") {
@@ -421,6 +425,7 @@ fn answer_inner(
             Turn::reply("ok")
         }
     });
+    *last_write = Some(Instant::now());
     if let Turn::Error { status, message } = &turn {
         // Claude Code's SDK honours `x-should-retry`; Codex is told not to retry in its
         // provider config: one scripted error is one error the user sees.
@@ -446,11 +451,16 @@ fn answer_inner(
     if stream.write_all(head.as_bytes()).is_err() {
         return false;
     }
-    let mut sse = Sse { stream, api };
+    let mut sse = Sse {
+        stream,
+        api,
+        last_write: None,
+    };
     let _ = match api {
         Api::Anthropic => stream_anthropic(shared, &mut sse, &turn, &model, id),
         Api::OpenAi => stream_openai(shared, &mut sse, &turn, &model, id),
     };
+    *last_write = sse.last_write.or(*last_write);
     false
 }
 
@@ -502,12 +512,15 @@ fn error_body(api: Api, status: u16, message: &str) -> Value {
 struct Sse<'a> {
     stream: &'a mut TcpStream,
     api: Api,
+    /// When the last event began to be written.
+    last_write: Option<Instant>,
 }
 
 impl Sse<'_> {
     fn event(&mut self, data: Value) -> std::io::Result<()> {
         let name = data["type"].as_str().unwrap_or("message");
         let frame = format!("event: {name}\ndata: {data}\n\n");
+        self.last_write = Some(Instant::now());
         self.stream.write_all(frame.as_bytes())?;
         self.stream.flush()
     }
