@@ -267,7 +267,7 @@ impl Git {
         let git_dirs = self.git_dirs().await;
         match stale_lock::clear(locks, git_dirs).await {
             stale_lock::Verdict::NoLock => Ok((code, stdout, stderr)),
-            stale_lock::Verdict::Cleared(_) => self.run_local(args, stdin).await,
+            stale_lock::Verdict::Cleared => self.run_local(args, stdin).await,
             stale_lock::Verdict::Kept(why) => {
                 let mut stderr = stderr;
                 stderr.extend_from_slice(format!("\n({why})").as_bytes());
@@ -278,7 +278,7 @@ impl Git {
 
     /// The repository's git directory and common directory, absolute (none
     /// when git cannot say).
-    async fn git_dirs(&self) -> Vec<std::path::PathBuf> {
+    async fn git_dirs(&self) -> Vec<PathBuf> {
         let args = [
             "rev-parse",
             "--path-format=absolute",
@@ -287,7 +287,7 @@ impl Git {
         ];
         match self.run_local(&args, None).await {
             Ok((Some(0), out, _)) => (String::from_utf8_lossy(&out).lines())
-                .map(std::path::PathBuf::from)
+                .map(PathBuf::from)
                 .collect(),
             _ => Vec::new(),
         }

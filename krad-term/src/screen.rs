@@ -227,6 +227,18 @@ impl Screen {
     /// waits.
     pub fn process_deferred(&mut self, bytes: &[u8]) -> Signals {
         let may_wait = self.plain_path && matches!(self.scan, Scan::Ground);
+        if self.pending.is_empty() {
+            // Nothing waits: other output goes to the parser without a copy.
+            let line = (may_wait && bytes.len() <= PENDING_BYTES)
+                .then(|| plain::lines_through(bytes, 0))
+                .flatten();
+            let Some(line) = line else {
+                return self.process(bytes);
+            };
+            self.pending.extend_from_slice(bytes);
+            self.pending_line = line;
+            return Signals::default();
+        }
         let from = self.pending_line;
         self.pending.extend_from_slice(bytes);
         if may_wait

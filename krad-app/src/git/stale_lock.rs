@@ -29,7 +29,7 @@ pub(crate) enum Verdict {
     NoLock,
     /// Every lock it names was left behind and is removed (or went away): run
     /// the command again.
-    Cleared(Vec<PathBuf>),
+    Cleared,
     /// A lock is in use or not the repository's: why it is kept, for the error.
     Kept(String),
 }
@@ -73,14 +73,12 @@ fn clear_blocking(locks: &[PathBuf], git_dirs: &[PathBuf]) -> Verdict {
         .iter()
         .filter_map(|d| d.canonicalize().ok())
         .collect();
-    let mut cleared = Vec::new();
     for lock in locks {
-        match clear_one(lock, &git_dirs) {
-            Ok(()) => cleared.push(lock.clone()),
-            Err(why) => return Verdict::Kept(why),
+        if let Err(why) = clear_one(lock, &git_dirs) {
+            return Verdict::Kept(why);
         }
     }
-    Verdict::Cleared(cleared)
+    Verdict::Cleared
 }
 
 /// Removes `lock` if it was left behind; Ok also when it is already gone.
