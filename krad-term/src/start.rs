@@ -11,9 +11,10 @@
 //!   process group);
 //! * the terminal's program side is opened as fd 0 without `O_NOCTTY`, which
 //!   makes it the session's controlling terminal, and copied to fds 1 and 2;
-//! * it moves to the program's directory; its signal mask is emptied and
-//!   SIGPIPE (ignored by the Rust runtime) goes back to its default, as
-//!   `std`'s `Command` does.
+//! * it moves to the program's directory; its signal mask is emptied and every
+//!   signal goes back to its default action, as a terminal emulator (tmux
+//!   among them) starts its programs: SIGPIPE, which the Rust runtime ignores,
+//!   and whatever the app was started ignoring (SIGHUP under `nohup`).
 //!
 //! The program is looked up on the `PATH` it is given (not the app's), as
 //! `execvp` would, so that a missing program is reported as one before
@@ -282,8 +283,11 @@ fn check(error: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// Spawn attributes: a new session, an empty signal mask, SIGPIPE at its
-/// default. Boxed: glibc's object is not documented as movable once initialized.
+/// Spawn attributes: a new session, an empty signal mask, every signal at its
+/// default action — as a terminal emulator starts its shell: a signal the app
+/// ignores (SIGHUP under `nohup`, SIGPIPE, which Rust ignores) is not ignored
+/// by its programs, so that Close's SIGHUP ends them. Boxed: glibc's object is
+/// not documented as movable once initialized.
 struct Attributes(Box<libc::posix_spawnattr_t>);
 
 impl Attributes {
@@ -294,17 +298,16 @@ impl Attributes {
         // SAFETY: `attr` points to writable memory of the right type.
         check(unsafe { libc::posix_spawnattr_init(&mut *attr) })?;
         let attributes = Self(attr);
-        // SAFETY: sigset_t is plain memory, filled by sigemptyset/sigaddset.
+        // SAFETY: sigset_t is plain memory, filled by sigemptyset/sigfillset.
         let mut empty: libc::sigset_t = unsafe { std::mem::zeroed() };
-        let mut pipe: libc::sigset_t = unsafe { std::mem::zeroed() };
+        let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: the sets are valid `sigset_t`s and the attributes initialized.
         unsafe {
             libc::sigemptyset(&mut empty);
-            libc::sigemptyset(&mut pipe);
-            libc::sigaddset(&mut pipe, libc::SIGPIPE);
+            libc::sigfillset(&mut all);
             let attr = attributes.as_ptr().cast_mut();
             check(libc::posix_spawnattr_setsigmask(attr, &empty))?;
-            check(libc::posix_spawnattr_setsigdefault(attr, &pipe))?;
+            check(libc::posix_spawnattr_setsigdefault(attr, &all))?;
             // All three fit a `c_short`, as `setflags` takes them.
             let flags = (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF)
                 as libc::c_short
@@ -404,5 +407,40 @@ mod tests {
             find_program("./x", dir.path(), &env).unwrap(),
             PathBuf::from("./x")
         );
+    }
+
+    /// What the app ignores, its programs do not: started under `nohup`, the
+    /// app ignores SIGHUP, and a program that inherited that would outlive
+    /// Close's hang-up.
+    #[tokio::test]
+    async fn a_program_starts_with_no_signal_ignored_or_blocked() {
+        // SIGUSR2: no other test of this process sends or expects it.
+        // SAFETY: setting a signal's disposition to SIG_IGN runs no handler.
+        let previous = unsafe { libc::signal(libc::SIGUSR2, libc::SIG_IGN) };
+        assert_ne!(previous, libc::SIG_ERR);
+        let dir = tempfile::tempdir().unwrap();
+        let argv = [
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "grep -E '^Sig(Ign|Blk)' /proc/self/status > status".to_owned(),
+        ];
+        let mut program = start(&Start {
+            argv: &argv,
+            cwd: dir.path(),
+            env: &env_with_path(DEFAULT_PATH),
+            terminal: c"/dev/null",
+        })
+        .unwrap();
+        let status = program.wait().await.unwrap();
+        assert_eq!(status.code, Some(0), "{status:?}");
+        let lines = std::fs::read_to_string(dir.path().join("status")).unwrap();
+        let mask = |name: &str| {
+            let line = lines.lines().find(|l| l.starts_with(name)).unwrap();
+            u64::from_str_radix(line[name.len()..].trim(), 16).unwrap()
+        };
+        assert_eq!(mask("SigBlk:"), 0, "{lines}");
+        // The standard signals (1 to 31). glibc's posix_spawn leaves its two
+        // internal real-time signals (32, 33) ignored, and so does `std`.
+        assert_eq!(mask("SigIgn:") & 0x7fff_ffff, 0, "{lines}");
     }
 }
