@@ -1,14 +1,19 @@
 //! Wait: until one agent, or all or any of several, stops (or exits).
 //! Answers at once when the condition already holds; each waiter wakes only when
 //! one of its own agents changes.
+//!
+//! A held Wait keeps only what its wait needs ([`Waiting`]): the request is
+//! read, and the watches taken, before the wait begins.
 
+use std::future::Future;
 use std::time::Duration;
 
-use futures_util::future::select_all;
+use futures_util::future::{Either, select_all};
 use krad_bus::protocol::{AgentRecord, AgentState, ApiError, Waited};
 use krad_bus::request::wait::{Until, Wait, WaitFor};
 use krad_bus::server::{CallContext, Handle};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::{Core, EmbeddedApp};
 
@@ -16,45 +21,75 @@ impl Handle<Wait> for EmbeddedApp {
     // It answers `TimedOut` at its own timeout, before the bus's deadline.
     const ANSWERS_BEFORE_DEADLINE: bool = true;
 
-    async fn handle(&self, _ctx: &CallContext, request: Wait) -> Result<Waited, ApiError> {
-        let core = &self.core;
+    // Not an `async fn`: its future would keep the request (and its copy of
+    // the targets) for as long as the wait lasts.
+    fn handle(
+        &self,
+        _ctx: &CallContext,
+        request: Wait,
+    ) -> impl Future<Output = Result<Waited, ApiError>> + Send {
+        match Waiting::new(&self.core, request) {
+            Ok(waiting) => Either::Left(waiting.until_met()),
+            Err(error) => Either::Right(std::future::ready(Err(error))),
+        }
+    }
+}
+
+/// A Wait, read: the watches of its agents, its condition and its deadline.
+struct Waiting {
+    /// Exactly as many as the targets.
+    watches: Vec<watch::Receiver<AgentRecord>>,
+    until: Until,
+    for_: WaitFor,
+    /// Asked with `target` (answered with one record, not a list).
+    one: bool,
+    deadline: Instant,
+}
+
+impl Waiting {
+    fn new(core: &Core, request: Wait) -> Result<Self, ApiError> {
         let targets = request.terminals();
-        // Exactly as many as the targets: a held Wait keeps this for its life.
-        let mut watches: Vec<watch::Receiver<AgentRecord>> = Vec::with_capacity(targets.len());
+        let mut watches = Vec::with_capacity(targets.len());
         for target in targets {
             match core.store.watch(target) {
                 Some(w) => watches.push(w),
                 None => return Err(Core::no_terminal(target)),
             }
         }
-        let until = request.until.unwrap_or_default();
-        let for_ = request.for_.unwrap_or_default();
-        let one = request.target.is_some();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(request.timeout_secs());
-        drop(request);
-        let met = |r: &AgentRecord| match for_ {
-            WaitFor::Stop => r.state.is_stopped(),
-            WaitFor::Exit => r.state == AgentState::Exited,
-        };
+        Ok(Self {
+            watches,
+            until: request.until.unwrap_or_default(),
+            for_: request.for_.unwrap_or_default(),
+            one: request.target.is_some(),
+            deadline: Instant::now() + Duration::from_secs(request.timeout_secs()),
+        })
+    }
+
+    fn holds(&self, all: bool, any: bool) -> bool {
+        match self.until {
+            Until::All => all,
+            Until::Any => any,
+        }
+    }
+
+    async fn until_met(mut self) -> Result<Waited, ApiError> {
         loop {
             // Only the states are looked at while waiting; the records are
             // copied out once the condition holds (a held Wait keeps none).
             let (mut all, mut any) = (true, false);
-            for w in &mut watches {
-                let m = met(&w.borrow_and_update());
+            for w in &mut self.watches {
+                let m = meets(self.for_, &w.borrow_and_update());
                 all &= m;
                 any |= m;
             }
-            let holds = |all: bool, any: bool| match until {
-                Until::All => all,
-                Until::Any => any,
-            };
-            if holds(all, any) {
+            if self.holds(all, any) {
                 let records: Vec<AgentRecord> =
-                    watches.iter().map(|w| w.borrow().clone()).collect();
+                    self.watches.iter().map(|w| w.borrow().clone()).collect();
                 // A change between the two looks is taken on the next turn.
-                if holds(records.iter().all(met), records.iter().any(met)) {
-                    return Ok(if one {
+                let all = records.iter().all(|r| meets(self.for_, r));
+                let any = records.iter().any(|r| meets(self.for_, r));
+                if self.holds(all, any) {
+                    return Ok(if self.one {
                         records
                             .into_iter()
                             .next()
@@ -65,9 +100,10 @@ impl Handle<Wait> for EmbeddedApp {
                 }
                 continue;
             }
+            let deadline = self.deadline;
             // Wait for any still-open watch to change. A watch whose agent was removed
             // keeps its final record (exited), which already meets the condition.
-            if let [only] = watches.as_mut_slice() {
+            if let [only] = self.watches.as_mut_slice() {
                 // One target (the usual Wait): no futures to gather.
                 if only.has_changed().is_err() {
                     tokio::time::sleep_until(deadline).await;
@@ -79,7 +115,8 @@ impl Handle<Wait> for EmbeddedApp {
                 }
                 continue;
             }
-            let open: Vec<_> = watches
+            let open: Vec<_> = self
+                .watches
                 .iter_mut()
                 .filter(|w| w.has_changed().is_ok())
                 .map(|w| Box::pin(w.changed()))
@@ -93,5 +130,12 @@ impl Handle<Wait> for EmbeddedApp {
                 () = tokio::time::sleep_until(deadline) => return Ok(Waited::TimedOut),
             }
         }
+    }
+}
+
+fn meets(for_: WaitFor, record: &AgentRecord) -> bool {
+    match for_ {
+        WaitFor::Stop => record.state.is_stopped(),
+        WaitFor::Exit => record.state == AgentState::Exited,
     }
 }
