@@ -11,6 +11,7 @@
 //! gives it back: this machine cannot tell whether it lives). A port is handed
 //! out only when no live holder has it and it can be bound on 127.0.0.1 now.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
@@ -238,22 +239,54 @@ pub fn bindable(port: u16) -> bool {
 /// The ports of a block that some program outside `environment_dir` listens on
 /// (taken between hand-out and use): with its pid when /proc tells.
 pub fn in_use(block: &[u16], environment_dir: &Path) -> Vec<PortInUse> {
-    block
+    in_use_each(&[(block.to_vec(), environment_dir.to_path_buf())])
+        .pop()
+        .unwrap_or_default()
+}
+
+/// [`in_use`] of several environments (each its block and its directory), in
+/// one read of the socket tables and at most one pass over the processes,
+/// whatever their number: a pass reads every descriptor of every process, which
+/// takes seconds on a busy machine.
+pub fn in_use_each(environments: &[(Vec<u16>, PathBuf)]) -> Vec<Vec<PortInUse>> {
+    let taken: Vec<u16> = environments
         .iter()
-        .filter(|port| !bindable(**port))
-        .filter_map(|&port| {
-            let pid = listener_pid(port);
-            let inside = pid
-                .and_then(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).ok())
-                .is_some_and(|cwd| cwd.starts_with(environment_dir));
-            (!inside).then_some(PortInUse { port, pid })
+        .flat_map(|(block, _)| block.iter().copied())
+        .filter(|port| !bindable(*port))
+        .collect();
+    let pids = listener_pids(&taken);
+    let mut cwds: HashMap<u32, Option<PathBuf>> = HashMap::new();
+    environments
+        .iter()
+        .map(|(block, dir)| {
+            block
+                .iter()
+                .filter(|port| taken.contains(port))
+                .filter_map(|&port| {
+                    let pid = pids.get(&port).copied();
+                    let inside = pid
+                        .and_then(|pid| {
+                            cwds.entry(pid)
+                                .or_insert_with(|| {
+                                    std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
+                                })
+                                .clone()
+                        })
+                        .is_some_and(|cwd| cwd.starts_with(dir));
+                    (!inside).then_some(PortInUse { port, pid })
+                })
+                .collect()
         })
         .collect()
 }
 
-/// The pid listening on `port`, from /proc/net/tcp{,6} and /proc/*/fd.
-fn listener_pid(port: u16) -> Option<u32> {
-    let mut inodes = Vec::new();
+/// The pid listening on each of `ports` that /proc tells of, from
+/// /proc/net/tcp{,6} and /proc/*/fd.
+fn listener_pids(ports: &[u16]) -> HashMap<u16, u32> {
+    let mut ports_of_socket: HashMap<String, u16> = HashMap::new();
+    if ports.is_empty() {
+        return HashMap::new();
+    }
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let Ok(text) = std::fs::read_to_string(table) else {
             continue;
@@ -268,30 +301,42 @@ fn listener_pid(port: u16) -> Option<u32> {
                 .next()
                 .and_then(|p| u16::from_str_radix(p, 16).ok());
             // 0A: LISTEN.
-            if local_port == Some(port) && fields[3] == "0A" {
-                inodes.push(format!("socket:[{}]", fields[9]));
+            if let Some(port) = local_port.filter(|p| ports.contains(p))
+                && fields[3] == "0A"
+            {
+                ports_of_socket.insert(format!("socket:[{}]", fields[9]), port);
             }
         }
     }
-    if inodes.is_empty() {
-        return None;
+    let mut pids = HashMap::new();
+    if ports_of_socket.is_empty() {
+        return pids;
     }
-    for proc_entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = proc_entry.file_name().to_str().and_then(|p| p.parse().ok()) else {
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return pids;
+    };
+    for process in processes.flatten() {
+        let Some(pid) = process.file_name().to_str().and_then(|p| p.parse().ok()) else {
             continue;
         };
-        let Ok(fds) = std::fs::read_dir(proc_entry.path().join("fd")) else {
+        let Ok(fds) = std::fs::read_dir(process.path().join("fd")) else {
             continue;
         };
         for fd in fds.flatten() {
-            if let Ok(target) = std::fs::read_link(fd.path())
-                && inodes.iter().any(|i| Path::new(i) == target)
-            {
-                return Some(pid);
+            let Ok(target) = std::fs::read_link(fd.path()) else {
+                continue;
+            };
+            if let Some(port) = target.to_str().and_then(|t| ports_of_socket.remove(t)) {
+                pids.insert(port, pid);
+                // Its other socket (IPv4 and IPv6) needs no looking for.
+                ports_of_socket.retain(|_, other| *other != port);
             }
         }
+        if ports_of_socket.is_empty() {
+            break;
+        }
     }
-    None
+    pids
 }
 
 #[cfg(test)]
@@ -303,7 +348,6 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         assert!(!bindable(port));
-        assert_eq!(listener_pid(port), Some(std::process::id()));
         let used = in_use(&[port], Path::new("/nonexistent-env"));
         assert_eq!(
             used,
@@ -311,6 +355,47 @@ mod tests {
                 port,
                 pid: Some(std::process::id())
             }]
+        );
+    }
+
+    /// One pass serves every environment: each gets its own ports, and a port
+    /// held from inside an environment's directory is that environment's own.
+    #[test]
+    fn the_ports_of_several_environments_are_found_at_once() {
+        let held: Vec<TcpListener> = (0..3)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let ports: Vec<u16> = held
+            .iter()
+            .map(|l| l.local_addr().unwrap().port())
+            .collect();
+        let free = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let here = std::env::current_dir().unwrap();
+        let used = in_use_each(&[
+            (vec![ports[0], free], PathBuf::from("/nonexistent-env")),
+            (vec![ports[1]], here),
+            (vec![ports[2]], PathBuf::from("/nonexistent-env")),
+            (Vec::new(), PathBuf::from("/nonexistent-env")),
+        ]);
+        let me = Some(std::process::id());
+        assert_eq!(
+            used,
+            vec![
+                vec![PortInUse {
+                    port: ports[0],
+                    pid: me
+                }],
+                Vec::new(),
+                vec![PortInUse {
+                    port: ports[2],
+                    pid: me
+                }],
+                Vec::new(),
+            ]
         );
     }
 

@@ -38,6 +38,14 @@ pub enum ClientError {
     /// The app closed the connection without answering.
     #[error("the app closed the connection without answering")]
     NoAnswer,
+    /// The app did not answer within the request's deadline and the client's
+    /// margin (it did not even answer `"TimedOut"`).
+    #[error(
+        "the app did not answer within {:.1} s, not even that it timed out: it is overloaded \
+         or stuck (what `krad serve` logged says more)",
+        .0.as_secs_f64()
+    )]
+    NoAnswerWithin(Duration),
     /// The answer is not JSON, or not a response this client knows.
     #[error("the app's answer could not be read: {0}")]
     BadAnswer(String),
@@ -108,7 +116,15 @@ impl Client {
         stream.set_read_timeout(Some(wait))?;
         let mut reader = BufReader::new(stream).take(MAX_RESPONSE as u64 + 1);
         let mut line = Vec::new();
-        reader.read_until(b'\n', &mut line)?;
+        reader
+            .read_until(b'\n', &mut line)
+            .map_err(|error| match error.kind() {
+                // The read timeout.
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                    ClientError::NoAnswerWithin(wait)
+                }
+                _ => ClientError::Io(error),
+            })?;
         if line.is_empty() {
             return Err(ClientError::NoAnswer);
         }
@@ -201,5 +217,48 @@ impl Iterator for MessageStream {
             ),
             Err(e) => Some(Err(e.into())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read as _;
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// An app that takes the request and never answers: the client says it
+    /// waited, and how long, not the socket's "Resource temporarily unavailable".
+    #[test]
+    fn an_app_that_never_answers_is_named_as_such() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = listener.local_addr().unwrap().to_string();
+        let silent = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0; 1];
+            // Holds the connection open until the client gives up.
+            while stream.read(&mut request).is_ok_and(|n| n > 0) {}
+        });
+        let client = Client::new(&endpoint, Token::new("t".repeat(32)), Caller::Client).unwrap();
+        let error = client
+            .call_value(
+                &serde_json::json!("Hello"),
+                None,
+                Duration::from_millis(200),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(error, ClientError::NoAnswerWithin(waited) if waited == Duration::from_millis(200)),
+            "{error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("the app did not answer within 0.2 s"),
+            "{error}"
+        );
+        drop(client);
+        drop(error);
+        silent.join().unwrap();
     }
 }

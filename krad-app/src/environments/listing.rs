@@ -2,10 +2,13 @@
 //! worktree — where it is, its branch and base, its terminals and its status,
 //! its age and its last disk measurement (never measured here: see [`super::disk`]).
 
-use krad_bus::protocol::{EnvironmentInfo, EnvironmentKind, EnvironmentStatus};
+use std::path::PathBuf;
+
+use krad_bus::protocol::{EnvironmentInfo, EnvironmentKind, EnvironmentStatus, PortInUse};
 
 use super::directory_gone;
 use crate::git::Git;
+use crate::port_registry;
 use crate::state_file::{EnvironmentRecord, Phase};
 use crate::{Core, MAIN};
 
@@ -39,6 +42,52 @@ pub(crate) async fn main_info(core: &Core) -> EnvironmentInfo {
 
 /// What Environments shows of a worktree.
 pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
+    let ports = super::ports::block(core, &record.name);
+    let ports_in_use = super::ports::in_use_of(core, record, &ports);
+    info_with(core, record, ports, ports_in_use)
+}
+
+/// What Environments shows of every worktree. The ports in use of all local
+/// ones are looked for together, in one pass over the processes, on a blocking
+/// thread: that pass takes seconds on a busy machine, and the request's
+/// deadline must be able to end it.
+pub(crate) async fn infos(core: &Core, records: &[EnvironmentRecord]) -> Vec<EnvironmentInfo> {
+    let blocks: Vec<Vec<u16>> = records
+        .iter()
+        .map(|record| super::ports::block(core, &record.name))
+        .collect();
+    let local: Vec<(Vec<u16>, PathBuf)> = records
+        .iter()
+        .zip(&blocks)
+        .filter(|(record, _)| record.host.is_none())
+        .map(|(record, block)| (block.clone(), record.path.clone()))
+        .collect();
+    let local_in_use = tokio::task::spawn_blocking(move || port_registry::in_use_each(&local))
+        .await
+        .unwrap_or_else(|error| {
+            tracing::warn!(%error, "cannot look for the environments' ports in use");
+            Vec::new()
+        });
+    let mut local_in_use = local_in_use.into_iter();
+    records
+        .iter()
+        .zip(blocks)
+        .map(|(record, ports)| {
+            let ports_in_use = match record.host {
+                None => local_in_use.next().unwrap_or_default(),
+                Some(_) => super::ports::in_use_of(core, record, &ports),
+            };
+            info_with(core, record, ports, ports_in_use)
+        })
+        .collect()
+}
+
+fn info_with(
+    core: &Core,
+    record: &EnvironmentRecord,
+    ports: Vec<u16>,
+    ports_in_use: Vec<PortInUse>,
+) -> EnvironmentInfo {
     let status = if directory_gone(record) {
         EnvironmentStatus::Missing
     } else {
@@ -48,7 +97,6 @@ pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
             Phase::SetupFailed => EnvironmentStatus::SetupFailed,
         }
     };
-    let ports = super::ports::block(core, &record.name);
     let disk = core.disk.get(&record.name);
     EnvironmentInfo {
         name: record.name.clone(),
@@ -66,7 +114,7 @@ pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
         terminals: core.store.terminals_of(&record.name),
         status,
         setup: record.setup.clone(),
-        ports_in_use: super::ports::in_use_of(core, record, &ports),
+        ports_in_use,
         ports,
         created_at: super::disk::created_at(record),
         disk_bytes: disk.as_ref().map(|d| d.bytes),

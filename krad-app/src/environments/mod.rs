@@ -53,7 +53,7 @@ use krad_bus::protocol::{ApiError, ErrorCode};
 use serde_json::json;
 
 pub(crate) use creation::{NewWorktree, create};
-pub(crate) use listing::{info, main_info};
+pub(crate) use listing::{info, infos, main_info};
 pub(crate) use naming::resolve_base;
 pub(crate) use recovery::restore;
 pub(crate) use removal::{close, commit_all};

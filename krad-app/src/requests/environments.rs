@@ -15,12 +15,7 @@ impl Handle<Environments> for EmbeddedApp {
     ) -> Result<Vec<EnvironmentInfo>, ApiError> {
         let core = &self.core;
         let mut all = vec![environments::main_info(core).await];
-        all.extend(
-            core.store
-                .environments()
-                .iter()
-                .map(|r| environments::info(core, r)),
-        );
+        all.extend(environments::infos(core, &core.store.environments()).await);
         Ok(all)
     }
 }
