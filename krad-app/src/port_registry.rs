@@ -246,8 +246,9 @@ pub fn in_use(block: &[u16], environment_dir: &Path) -> Vec<PortInUse> {
 
 /// [`in_use`] of several environments (each its block and its directory), in
 /// one read of the socket tables and at most one pass over the processes,
-/// whatever their number: a pass reads every descriptor of every process, which
-/// takes seconds on a busy machine.
+/// whatever their number: the tables list every connection of the machine
+/// (thousands, many of them closed), and a pass reads every descriptor of
+/// every process.
 pub fn in_use_each(environments: &[(Vec<u16>, PathBuf)]) -> Vec<Vec<PortInUse>> {
     let taken: Vec<u16> = environments
         .iter()

@@ -48,9 +48,10 @@ pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
 }
 
 /// What Environments shows of every worktree. The ports in use of all local
-/// ones are looked for together, in one pass over the processes, on a blocking
-/// thread: that pass takes seconds on a busy machine, and the request's
-/// deadline must be able to end it.
+/// ones are looked for together (one read of the socket tables, one pass over
+/// the processes), on a blocking thread: on a busy machine the socket tables
+/// list thousands of closed connections, and the request's deadline must be
+/// able to end the request while the look runs.
 pub(crate) async fn infos(core: &Core, records: &[EnvironmentRecord]) -> Vec<EnvironmentInfo> {
     let blocks: Vec<Vec<u16>> = records
         .iter()
