@@ -8,11 +8,17 @@
 //! address those pages stay the file's, untouched until read. The shared
 //! libraries, the stack and the heap are still placed at random; the binary's
 //! own code and data no longer are.
+//!
+//! A static build (`scripts/build-release`: `crt-static` with the `static`
+//! relocation model) is position-dependent already; there `-no-pie` is left
+//! to rustc, which would otherwise link a static PIE that the flag breaks.
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
-    if os == "linux" {
+    let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
+    let static_crt = features.split(',').any(|f| f == "crt-static");
+    if os == "linux" && !static_crt {
         println!("cargo::rustc-link-arg-bin=krad=-no-pie");
     }
 }

@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
 
 use krad_bus::protocol::{
-    AgentRecord, AgentState, RecordJson, RemovedInfo, SnapshotLine, StateSource, StreamLine,
-    StreamMessage, TerminalRef,
+    AgentRecord, AgentState, EncodedAnswer, RecordJson, RemovedInfo, SnapshotLine, StateSource,
+    StreamLine, StreamMessage, TerminalRef,
 };
 use krad_store::{Db, Kind, StoreError, Tx};
 use krad_term::Terminal;
@@ -109,6 +109,9 @@ struct Inner {
     /// Terminals kept in the state file whatever the host (those on SSH hosts
     /// that live in tmux there: a restarted app attaches to them again).
     kept_anyway: std::collections::BTreeSet<u64>,
+    /// List's answer for every agent, at the rev it was spliced at: every
+    /// change of an agent moves the rev, so a match means the same bytes.
+    list_answer: Option<(u64, EncodedAnswer)>,
 }
 
 /// The store. Its lock is held only for short, non-blocking work.
@@ -164,6 +167,7 @@ impl Store {
                 tombstones: 0,
                 keep_terminals: None,
                 kept_anyway: Default::default(),
+                list_answer: None,
             }),
             revs: watch::channel(start_rev).0,
             db,
@@ -529,14 +533,28 @@ impl Store {
             .collect()
     }
 
-    /// The agents' JSON, by terminal id, of one environment or all (List).
-    pub fn list_json(&self, environment: Option<&str>) -> Vec<RecordJson> {
-        self.lock()
-            .agents
-            .values()
-            .filter(|e| environment.is_none_or(|env| e.record.environment == env))
-            .map(|e| e.json.clone())
-            .collect()
+    /// List's answer: spliced from the records' JSON under the lock (no copy
+    /// of them is taken), and for every agent kept whole until the rev moves —
+    /// List after List while nothing changes answers the same bytes.
+    pub fn list_answer(&self, environment: Option<&str>) -> EncodedAnswer {
+        let mut inner = self.lock();
+        let Some(env) = environment else {
+            if let Some((rev, answer)) = &inner.list_answer
+                && *rev == inner.rev
+            {
+                return answer.clone();
+            }
+            let answer = EncodedAnswer::agents(inner.agents.values().map(|e| &e.json));
+            inner.list_answer = Some((inner.rev, answer.clone()));
+            return answer;
+        };
+        EncodedAnswer::agents(
+            inner
+                .agents
+                .values()
+                .filter(|e| e.record.environment == env)
+                .map(|e| &e.json),
+        )
     }
 
     /// An agent's JSON now.

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use krad_bus::protocol::{AgentRecord, AgentState, RecordJson, StateSource};
+use krad_bus::protocol::{AgentRecord, AgentState, RecordJson, Response, StateSource};
 use krad_term::{ExitStatus, Snapshot, Terminal};
 use tokio::sync::oneshot;
 
@@ -97,9 +97,50 @@ fn assert_cache_matches(store: &Store) {
     let record = store.record(7).unwrap();
     let cached = store.json(7).unwrap();
     assert_eq!(cached.as_str(), RecordJson::of(&record).as_str());
-    let listed = store.list_json(None);
-    assert_eq!(listed.len(), 1);
-    assert_eq!(listed[0].as_str(), cached.as_str());
+    let listed = Response::Agents(vec![record.clone()]).to_line();
+    assert_eq!(store.list_answer(None).as_bytes(), listed);
+    assert_eq!(
+        store.list_answer(Some(&record.environment)).as_bytes(),
+        listed
+    );
+}
+
+#[test]
+fn list_answer_follows_every_insert_update_and_removal() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_one(dir.path());
+    let profiles = Profiles::from_config(&Config::parse("").unwrap()).unwrap();
+    let profile = profiles.get("exec").unwrap();
+    let listed = |store: &Store| store.list_answer(None).as_bytes().to_vec();
+    let typed = |store: &Store, ids: &[u64]| {
+        let records = ids.iter().map(|id| store.record(*id).unwrap()).collect();
+        Response::Agents(records).to_line()
+    };
+    assert_eq!(listed(&store), typed(&store, &[7]));
+    // Asked again with nothing changed: the same bytes.
+    assert_eq!(listed(&store), typed(&store, &[7]));
+
+    let mut second = record();
+    second.terminal = 8;
+    second.environment = "wt-a".into();
+    store.insert(second, Arc::new(Nothing), profile, None);
+    assert_eq!(listed(&store), typed(&store, &[7, 8]));
+    assert_eq!(
+        store.list_answer(Some("wt-a")).as_bytes(),
+        typed(&store, &[8])
+    );
+
+    store.update(8, |e| {
+        e.record.title = Some("renamed".into());
+        true
+    });
+    assert_eq!(listed(&store), typed(&store, &[7, 8]));
+    assert!(String::from_utf8_lossy(&listed(&store)).contains("renamed"));
+
+    store.remove(7);
+    assert_eq!(listed(&store), typed(&store, &[8]));
+    store.remove(8);
+    assert_eq!(listed(&store), Response::Agents(Vec::new()).to_line());
 }
 
 #[test]

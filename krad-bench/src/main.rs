@@ -6,7 +6,7 @@
 //! CPU steal of the machine meanwhile, as Markdown for `docs/PERFORMANCE.md`.
 //!
 //! ```sh
-//! cargo build --release -p krad-cli
+//! scripts/build-release        # the release krad (static on Linux with glibc)
 //! cargo run --release -p krad-bench -- all
 //! ```
 
@@ -34,10 +34,12 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "krad-bench")]
 struct Cli {
-    /// The krad binary (default: $CARGO_TARGET_DIR/release/krad, else target/release/krad).
+    /// The krad binary (default: what scripts/build-release builds — under
+    /// $CARGO_TARGET_DIR, else target: <host triple>/release/krad on Linux with
+    /// glibc, release/krad elsewhere or when that is missing).
     #[arg(long, global = true)]
     krad: Option<PathBuf>,
-    /// Build `krad` (cargo build --release -p krad-cli) before measuring.
+    /// Build `krad` with scripts/build-release before measuring.
     #[arg(long, global = true)]
     build: bool,
     /// Pairs of runs (baseline, krad) per point.
@@ -194,11 +196,16 @@ fn workspace() -> PathBuf {
 
 fn find_krad(flag: Option<PathBuf>, build: bool) -> anyhow::Result<PathBuf> {
     if build {
-        let status = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
-            .args(["build", "--release", "-p", "krad-cli"])
-            .current_dir(workspace())
-            .status()?;
-        anyhow::ensure!(status.success(), "cargo build failed");
+        let script = workspace().join("scripts").join("build-release");
+        let built = std::process::Command::new(&script)
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .with_context(|| format!("cannot run {}", script.display()))?;
+        anyhow::ensure!(built.status.success(), "scripts/build-release failed");
+        if flag.is_none() {
+            let path = String::from_utf8_lossy(&built.stdout).trim().to_owned();
+            return Ok(workspace().join(path).canonicalize()?);
+        }
     }
     if let Some(path) = flag {
         return Ok(path);
@@ -206,13 +213,23 @@ fn find_krad(flag: Option<PathBuf>, build: bool) -> anyhow::Result<PathBuf> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("target"));
-    let krad = target.join("release").join("krad");
+    let plain = target.join("release").join("krad");
+    let krad = static_build(&target)
+        .filter(|path| path.exists())
+        .unwrap_or(plain);
     anyhow::ensure!(
         krad.exists(),
-        "{} is missing: build it (cargo build --release -p krad-cli) or pass --build",
+        "{} is missing: build it (scripts/build-release) or pass --build",
         krad.display()
     );
     Ok(krad.canonicalize()?)
+}
+
+/// Where scripts/build-release puts the static build, on Linux with glibc.
+fn static_build(target: &std::path::Path) -> Option<PathBuf> {
+    let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    cfg!(all(target_os = "linux", target_env = "gnu"))
+        .then(|| target.join(triple).join("release").join("krad"))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

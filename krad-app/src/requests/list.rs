@@ -16,7 +16,6 @@ impl HandleEncoded<List> for EmbeddedApp {
         if let Some(env) = &request.environment {
             core.check_environment(env)?;
         }
-        let records = core.store.list_json(request.environment.as_deref());
-        Ok(EncodedAnswer::agents(&records))
+        Ok(core.store.list_answer(request.environment.as_deref()))
     }
 }

@@ -46,9 +46,10 @@ impl RecordJson {
     }
 }
 
-/// A whole answer line (`\n` included), spliced from cached records.
+/// A whole answer line (`\n` included), spliced from cached records or kept
+/// whole (Hello's, List's while no agent changes): cheap to clone (shared).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EncodedAnswer(Vec<u8>);
+pub struct EncodedAnswer(Arc<[u8]>);
 
 impl EncodedAnswer {
     /// `{"Agent":{…}}`: the answer to Check (and Spawn, Wait with `target`).
@@ -57,17 +58,22 @@ impl EncodedAnswer {
         line.extend_from_slice(b"{\"Agent\":");
         line.extend_from_slice(record.as_str().as_bytes());
         line.extend_from_slice(b"}\n");
-        EncodedAnswer(line)
+        EncodedAnswer(line.into())
     }
 
     /// `{"Agents":[{…},…]}`: the answer to List.
-    pub fn agents(records: &[RecordJson]) -> EncodedAnswer {
-        let size: usize = records.iter().map(|r| r.len() + 1).sum();
+    pub fn agents<'r>(records: impl Iterator<Item = &'r RecordJson> + Clone) -> EncodedAnswer {
+        let size: usize = records.clone().map(|r| r.len() + 1).sum();
         let mut line = Vec::with_capacity(size + 16);
         line.extend_from_slice(b"{\"Agents\":");
         push_array(&mut line, records);
         line.extend_from_slice(b"}\n");
-        EncodedAnswer(line)
+        EncodedAnswer(line.into())
+    }
+
+    /// A response serialized once and answered as often as asked (Hello's).
+    pub fn of(response: &super::Response) -> EncodedAnswer {
+        EncodedAnswer(response.to_line().into())
     }
 
     /// The line's bytes.
@@ -76,9 +82,9 @@ impl EncodedAnswer {
     }
 }
 
-fn push_array(out: &mut Vec<u8>, records: &[RecordJson]) {
+fn push_array<'r>(out: &mut Vec<u8>, records: impl IntoIterator<Item = &'r RecordJson>) {
     out.push(b'[');
-    for (i, record) in records.iter().enumerate() {
+    for (i, record) in records.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -215,11 +221,11 @@ mod tests {
     fn list_answer_is_the_typed_answer_byte_for_byte() {
         let records = records();
         assert_eq!(
-            EncodedAnswer::agents(&jsons(&records)).as_bytes(),
+            EncodedAnswer::agents(jsons(&records).iter()).as_bytes(),
             Response::Agents(records.clone()).to_line()
         );
         assert_eq!(
-            EncodedAnswer::agents(&[]).as_bytes(),
+            EncodedAnswer::agents([].iter()).as_bytes(),
             Response::Agents(Vec::new()).to_line()
         );
     }

@@ -114,15 +114,12 @@ impl Envelope {
     /// `api_version`, `token`, `from`, `request` or `request_id` has the wrong shape.
     /// Unknown envelope fields are ignored.
     pub fn parse(line: &[u8]) -> Result<Envelope, ApiError> {
-        let value: Value = serde_json::from_slice(line).map_err(|e| {
-            ApiError::bad_request(format!("the request line is not valid JSON: {e}"))
-        })?;
-        let Value::Object(mut object) = value else {
-            return Err(ApiError::bad_request(
-                "the request line must be a JSON object (the envelope)",
-            ));
+        let mut fields = match serde_json::from_slice::<EnvelopeFields>(line) {
+            Ok(fields) => fields,
+            // Not JSON, or not an object: the slow path says which.
+            Err(_) => EnvelopeFields::of(line)?,
         };
-        let api_version = match object.remove("api_version") {
+        let api_version = match fields.api_version.take() {
             None | Some(Value::Null) => Number::from(API_VERSION),
             Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n,
             Some(_) => {
@@ -131,7 +128,7 @@ impl Envelope {
                 ));
             }
         };
-        let token = match object.remove("token") {
+        let token = match fields.token.take() {
             Some(Value::String(token)) => Token(token),
             Some(_) => {
                 return Err(ApiError::bad_request(
@@ -144,9 +141,9 @@ impl Envelope {
                 ));
             }
         };
-        let from = parse_from(object.remove("from"))?;
-        let request = parse_request(object.remove("request"))?;
-        let request_id = match object.remove("request_id") {
+        let from = parse_from(fields.from)?;
+        let request = parse_request(fields.request)?;
+        let request_id = match fields.request_id {
             None | Some(Value::Null) => None,
             Some(Value::String(id)) => Some(
                 RequestId::parse(&id)
@@ -170,6 +167,114 @@ impl Envelope {
     /// Whether the envelope speaks the version this app serves.
     pub fn speaks_v1(&self) -> bool {
         self.api_version.as_u64() == Some(API_VERSION)
+    }
+}
+
+/// The envelope's fields as they arrived, before their shapes are judged.
+///
+/// Read straight from the line: the keys are matched without being copied and
+/// unknown fields are skipped (still checked to be JSON), where a whole
+/// [`Value`] would allocate every key and value into a map only to take five
+/// of them out. A key given twice keeps its last value, as in a [`Value`].
+#[derive(Default)]
+struct EnvelopeFields {
+    api_version: Option<Value>,
+    token: Option<Value>,
+    from: Option<Value>,
+    request: Option<Value>,
+    request_id: Option<Value>,
+}
+
+impl EnvelopeFields {
+    /// The slow path, for a line that is not a JSON object: parsed whole, to
+    /// say what is wrong with it.
+    fn of(line: &[u8]) -> Result<EnvelopeFields, ApiError> {
+        let value: Value = serde_json::from_slice(line).map_err(|e| {
+            ApiError::bad_request(format!("the request line is not valid JSON: {e}"))
+        })?;
+        let Value::Object(mut object) = value else {
+            return Err(ApiError::bad_request(
+                "the request line must be a JSON object (the envelope)",
+            ));
+        };
+        Ok(EnvelopeFields {
+            api_version: object.remove("api_version"),
+            token: object.remove("token"),
+            from: object.remove("from"),
+            request: object.remove("request"),
+            request_id: object.remove("request_id"),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for EnvelopeFields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = EnvelopeFields;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("the envelope, a JSON object")
+            }
+
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<EnvelopeFields, M::Error> {
+                let mut fields = EnvelopeFields::default();
+                while let Some(key) = map.next_key::<Key>()? {
+                    let slot = match key {
+                        Key::ApiVersion => &mut fields.api_version,
+                        Key::Token => &mut fields.token,
+                        Key::From => &mut fields.from,
+                        Key::Request => &mut fields.request,
+                        Key::RequestId => &mut fields.request_id,
+                        Key::Other => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(fields)
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
+/// An envelope key, matched as it is read (never copied).
+enum Key {
+    ApiVersion,
+    Token,
+    From,
+    Request,
+    RequestId,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl serde::de::Visitor<'_> for Name {
+            type Value = Key;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an envelope field's name")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Key, E> {
+                Ok(match name {
+                    "api_version" => Key::ApiVersion,
+                    "token" => Key::Token,
+                    "from" => Key::From,
+                    "request" => Key::Request,
+                    "request_id" => Key::RequestId,
+                    _ => Key::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(Name)
     }
 }
 
@@ -275,6 +380,29 @@ mod tests {
         );
         assert_eq!(env.request.name, "Wait");
         assert_eq!(env.request_id.unwrap().as_str(), "a-1");
+    }
+
+    #[test]
+    fn reads_keys_as_json_does_escaped_repeated_or_unknown() {
+        // An escaped key is its unescaped name; a repeated key keeps its last
+        // value (as a parsed JSON object does); unknown fields of any shape are
+        // skipped.
+        let env = Envelope::parse(
+            br#"{"tok\u0065n":"t","from":"Server","from":"Client","x":{"y":[1,{"z":null}]},"request":"Hello","request":"Stats"}"#,
+        )
+        .unwrap();
+        assert_eq!(env.token.expose(), "t");
+        assert_eq!(env.from, Caller::Client);
+        assert_eq!(env.request.name, "Stats");
+        // A repeated key whose last value is wrong is refused, whatever came first.
+        assert!(
+            bad(r#"{"token":"t","token":5,"from":"Client","request":"Hello"}"#).contains("token")
+        );
+        // Broken JSON inside an unknown field is still broken JSON.
+        assert!(
+            bad(r#"{"token":"t","from":"Client","request":"Hello","x":[1,}"#)
+                .contains("not valid JSON")
+        );
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! The requests the bus answers itself, so that a busy app never delays them:
-//! Hello, Stats and Shutdown.
+//! Hello, Stats and Shutdown. Hello's answer never changes while the app runs:
+//! it is serialized once, when the bus is made, and written as those bytes.
 
 use std::future::Future;
 
+use super::dispatch::Reply;
 use super::{App, Bus};
-use crate::protocol::ApiError;
+use crate::protocol::{Answer, EncodedAnswer};
 use crate::request::Call;
 use crate::request::hello::{Hello, HelloInfo};
 use crate::request::shutdown::Shutdown;
@@ -12,33 +14,34 @@ use crate::request::stats::Stats;
 
 /// A request the bus answers (served `by bus` in the request list).
 pub(super) trait ServedByBus: Call {
-    /// Answers the request.
-    fn serve<A: App>(
+    /// Answers the request, as it is written.
+    fn reply<A: App>(
         self,
         bus: &Bus,
         app: &A,
-    ) -> impl Future<Output = Result<Self::Answer, ApiError>> + Send;
+    ) -> impl Future<Output = Reply<A::Subscription, A::Attachment>> + Send;
+}
+
+/// Hello's answer line, made once per bus.
+pub(super) fn hello_line() -> EncodedAnswer {
+    EncodedAnswer::of(&HelloInfo::of_this_process().into_response())
 }
 
 impl ServedByBus for Hello {
-    async fn serve<A: App>(self, _bus: &Bus, _app: &A) -> Result<HelloInfo, ApiError> {
-        Ok(HelloInfo::of_this_process())
+    async fn reply<A: App>(self, bus: &Bus, _app: &A) -> Reply<A::Subscription, A::Attachment> {
+        Reply::Encoded(bus.hello.clone())
     }
 }
 
 impl ServedByBus for Stats {
-    async fn serve<A: App>(
-        self,
-        bus: &Bus,
-        app: &A,
-    ) -> Result<crate::request::stats::StatsInfo, ApiError> {
-        Ok(bus.stats(app.agent_count().await))
+    async fn reply<A: App>(self, bus: &Bus, app: &A) -> Reply<A::Subscription, A::Attachment> {
+        Reply::answer(bus.stats(app.agent_count().await).into_response())
     }
 }
 
 impl ServedByBus for Shutdown {
-    async fn serve<A: App>(self, bus: &Bus, _app: &A) -> Result<(), ApiError> {
+    async fn reply<A: App>(self, bus: &Bus, _app: &A) -> Reply<A::Subscription, A::Attachment> {
         bus.request_shutdown(self.closes_terminals());
-        Ok(())
+        Reply::answer(().into_response())
     }
 }

@@ -50,10 +50,9 @@ pub(crate) async fn read_line(stream: &mut TcpStream) -> std::io::Result<LineRea
             });
         }
         if let Some(i) = memchr::memchr(b'\n', &buf[scanned..]) {
+            // The line is gone once its request is prepared (even a Wait keeps
+            // none of it), so its buffer's room is not worth a reallocation.
             buf.truncate(scanned + i);
-            // The line lives as long as its request (a Wait: up to 30 min); keep
-            // only its bytes, not the read buffer's room.
-            buf.shrink_to_fit();
             return Ok(LineRead::Line(buf));
         }
         scanned = buf.len();

@@ -319,7 +319,7 @@ macro_rules! serve_by {
     (bus, $bus:ident, $app:ident, $ctx:ident, $request:ident, $deadline:ident) => {{
         let (bus, app) = ($bus.clone(), $app.clone());
         timed(
-            async move { Reply::answered(ServedByBus::serve($request, &bus, &*app).await) },
+            async move { ServedByBus::reply($request, &bus, &*app).await },
             $deadline,
         )
     }};

@@ -197,6 +197,8 @@ pub struct Bus {
     busy_responders: Arc<Semaphore>,
     shutdown: CancellationToken,
     close_terminals: AtomicBool,
+    /// Hello's answer, serialized once.
+    hello: EncodedAnswer,
 }
 
 impl Bus {
@@ -212,6 +214,7 @@ impl Bus {
             started: Instant::now(),
             shutdown: CancellationToken::new(),
             close_terminals: AtomicBool::new(true),
+            hello: bus_requests::hello_line(),
         }
     }
 
