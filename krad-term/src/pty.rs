@@ -41,8 +41,10 @@ use crate::{
 /// model understands what xterm-compatible programs print.
 pub const DEFAULT_TERM: &str = "xterm-256color";
 
-/// Bytes read from the terminal at once, at most.
-const READ_BYTES: usize = 16 * 1024;
+/// Bytes read from the terminal at once, at most: a PTY gives at most 4 KiB per
+/// read, and what it holds already is read on into the same chunk (see
+/// [`read_more`]).
+const READ_BYTES: usize = 32 * 1024;
 
 /// Once the program ended, how long to wait for more output from processes that
 /// still hold its terminal open (before closing it on them)...
@@ -333,7 +335,10 @@ async fn drive(
     let mut status = None;
     while open && status.is_none() {
         tokio::select! {
-            read = reader.read(&mut buf) => open = forward(read, &buf, &chunks).await,
+            read = reader.read(&mut buf) => {
+                let read = read.map(|n| if n == 0 { 0 } else { n + read_more(&mut reader, &mut buf[n..]) });
+                open = forward(read, &buf, &chunks).await;
+            }
             waited = child.wait() => status = Some(exit_status(id, waited)),
         }
     }
@@ -380,6 +385,33 @@ async fn drain(
                 return;
             }
         }
+    }
+}
+
+/// After a read, reads on what the terminal holds already, without waiting, into
+/// `rest`; returns how many bytes. A program printing flat out fills the PTY
+/// faster than 4 KiB reads take it: its output goes to the pipeline in fewer,
+/// larger chunks, each one hand-off (and wake-up) of the parser instead of
+/// several. An error or the end is left for the next read to find again.
+fn read_more(reader: &mut pty_process::OwnedReadPty, rest: &mut [u8]) -> usize {
+    let mut filled = 0;
+    while filled < rest.len() {
+        match ready_now(reader.read(&mut rest[filled..])) {
+            Some(Ok(n)) if n > 0 => filled += n,
+            _ => break,
+        }
+    }
+    filled
+}
+
+/// Polls a future once: its output if it is ready now, `None` if it would wait.
+/// (The next real poll of the reader registers its waker again.)
+fn ready_now<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(output) => Some(output),
+        std::task::Poll::Pending => None,
     }
 }
 
