@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use tokio::io::{AsyncReadExt as _, AsyncWrite as _};
@@ -41,9 +42,9 @@ use crate::{
 /// model understands what xterm-compatible programs print.
 pub const DEFAULT_TERM: &str = "xterm-256color";
 
-/// Bytes read from the terminal at once, at most: a PTY gives at most 4 KiB per
-/// read, and what it holds already is read on into the same chunk (see
-/// [`read_more`]).
+/// Bytes read from the terminal into one chunk, at most: a read gives what the
+/// PTY holds (a few KiB), and what it holds then is read on into the same chunk
+/// (see [`read_more`]).
 const READ_BYTES: usize = 32 * 1024;
 
 /// Once the program ended, how long to wait for more output from processes that
@@ -396,23 +397,13 @@ async fn drain(
 fn read_more(reader: &mut pty_process::OwnedReadPty, rest: &mut [u8]) -> usize {
     let mut filled = 0;
     while filled < rest.len() {
-        match ready_now(reader.read(&mut rest[filled..])) {
+        // Polled once: the next real poll of the reader registers its waker again.
+        match reader.read(&mut rest[filled..]).now_or_never() {
             Some(Ok(n)) if n > 0 => filled += n,
             _ => break,
         }
     }
     filled
-}
-
-/// Polls a future once: its output if it is ready now, `None` if it would wait.
-/// (The next real poll of the reader registers its waker again.)
-fn ready_now<F: std::future::Future>(future: F) -> Option<F::Output> {
-    let mut future = std::pin::pin!(future);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match future.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(output) => Some(output),
-        std::task::Poll::Pending => None,
-    }
 }
 
 /// Hands what was read to the output pipeline; false when the terminal's output ended.

@@ -5,6 +5,7 @@
 use std::io::Read as _;
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -182,9 +183,10 @@ pub(crate) async fn stream<S: Subscription>(
         let mut last = message.is_shutting_down();
         batch.clear();
         message.write_to(&mut batch);
-        // More messages that are ready now join the same write.
+        // More messages that are ready now join the same write (polled once; a
+        // subscription's `next` is cancel-safe: dropping it loses nothing).
         while !last && batch.len() < BATCH_BYTES && !shutdown.is_cancelled() {
-            match ready_now(subscription.next()) {
+            match subscription.next().now_or_never() {
                 Some(Some(message)) => {
                     last = message.is_shutting_down();
                     message.write_to(&mut batch);
@@ -217,14 +219,3 @@ pub(crate) async fn stream<S: Subscription>(
 /// Bytes of ready messages gathered into one write, at most (a message that is
 /// larger on its own is written whole).
 const BATCH_BYTES: usize = 64 * 1024;
-
-/// Polls a future once: its output if it is ready now, `None` if it would wait.
-/// (A subscription's `next` is cancel-safe: dropping it loses nothing.)
-fn ready_now<F: std::future::Future>(future: F) -> Option<F::Output> {
-    let mut future = std::pin::pin!(future);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match future.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(output) => Some(output),
-        std::task::Poll::Pending => None,
-    }
-}
