@@ -20,7 +20,7 @@
 //!   wakes only for that agent, and still reads the final record after the
 //!   terminal was removed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
@@ -38,6 +38,11 @@ use crate::state_db::{NEXT_TERMINAL, REV_RESERVED};
 use crate::state_file::{
     EnvironmentRecord, GroupRecord, REV_RESERVATION, StateFile, TerminalEntry,
 };
+
+/// Changes kept as they were made, newest last: a subscriber less than this
+/// many changes behind gets each of them, not only each agent's latest (see
+/// [`Store::lines_since`]).
+const RECENT_CHANGES: usize = 1024;
 
 /// Tombstones of removed terminals kept for resuming subscribers; past this the
 /// oldest are dropped and a resume from before them gets a fresh snapshot.
@@ -112,6 +117,22 @@ struct Inner {
     /// List's answer for every agent, at the rev it was spliced at: every
     /// change of an agent moves the rev, so a match means the same bytes.
     list_answer: Option<(u64, EncodedAnswer)>,
+    /// The last [`RECENT_CHANGES`] changes, in rev order, with the environment
+    /// of each; every change after `recent_floor` is among them.
+    recent: VecDeque<(u64, String, StreamLine)>,
+    recent_floor: u64,
+}
+
+impl Inner {
+    /// Keeps a change as it was made, for subscribers a little behind.
+    fn remember(&mut self, rev: u64, environment: &str, line: StreamLine) {
+        if self.recent.len() == RECENT_CHANGES
+            && let Some((dropped, _, _)) = self.recent.pop_front()
+        {
+            self.recent_floor = dropped;
+        }
+        self.recent.push_back((rev, environment.to_owned(), line));
+    }
 }
 
 /// The store. Its lock is held only for short, non-blocking work.
@@ -168,6 +189,8 @@ impl Store {
                 keep_terminals: None,
                 kept_anyway: Default::default(),
                 list_answer: None,
+                recent: VecDeque::new(),
+                recent_floor: start_rev,
             }),
             revs: watch::channel(start_rev).0,
             db,
@@ -421,10 +444,12 @@ impl Store {
         let id = record.terminal;
         inner.changes.insert(rev, Change::Agent(id));
         self.keep(&mut inner, &record, token_file.as_ref());
+        let json = RecordJson::of(&record);
+        inner.remember(rev, &record.environment, StreamLine::Agent(json.clone()));
         inner.agents.insert(
             id,
             Entry {
-                json: RecordJson::of(&record),
+                json,
                 watch: watch::channel(record.clone()).0,
                 record: record.clone(),
                 terminal,
@@ -468,8 +493,10 @@ impl Store {
         let entry = inner.agents.get_mut(&id)?;
         entry.record.rev = rev;
         entry.json = RecordJson::of(&entry.record);
+        let line = StreamLine::Agent(entry.json.clone());
         let record = entry.record.clone();
         entry.watch.send_replace(record.clone());
+        inner.remember(rev, &record.environment, line);
         self.keep(&mut inner, &record, None);
         drop(inner);
         self.revs.send_replace(rev);
@@ -496,6 +523,8 @@ impl Store {
                 environment: entry.record.environment.clone(),
             },
         );
+        let removed = StreamMessage::Removed(RemovedInfo { terminal: id, rev });
+        inner.remember(rev, &entry.record.environment, StreamLine::Message(removed));
         inner.tombstones += 1;
         while inner.tombstones > MAX_TOMBSTONES {
             let oldest = inner
@@ -660,7 +689,10 @@ impl Store {
         (messages, inner.rev)
     }
 
-    /// The same as stream lines, agents as their kept JSON (a subscriber's).
+    /// The same as stream lines, agents as their kept JSON (a subscriber's):
+    /// every change, as it was made, while the last [`RECENT_CHANGES`] hold
+    /// all of those since `rev`; further behind, each changed agent once, as
+    /// it is now (conflated: the reader still ends at every current state).
     pub fn lines_since(
         &self,
         rev: u64,
@@ -668,6 +700,19 @@ impl Store {
         out: &mut impl Extend<StreamLine>,
     ) -> u64 {
         let inner = self.lock();
+        if rev >= inner.recent_floor {
+            // Every change since is kept as it was made: each of them, in order.
+            let wanted = |env: &str| environment.is_none_or(|e| e == env);
+            let start = inner.recent.partition_point(|(r, _, _)| *r <= rev);
+            out.extend(
+                inner
+                    .recent
+                    .range(start..)
+                    .filter(|(_, env, _)| wanted(env))
+                    .map(|(_, _, line)| line.clone()),
+            );
+            return inner.rev;
+        }
         for_changes_after(&inner, rev, environment, |change| {
             out.extend(Some(match change {
                 Changed::Agent(entry) => StreamLine::Agent(entry.json.clone()),

@@ -213,3 +213,53 @@ fn a_change_reported_true_rebuilds_the_cache() {
         .unwrap();
     assert_cache_matches(&store);
 }
+
+#[test]
+fn a_reader_a_little_behind_gets_every_change_and_one_far_behind_the_latest() {
+    use krad_bus::protocol::StreamLine;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_one(dir.path());
+    let retitle = |n: usize| {
+        store.update(7, |e| {
+            e.record.title = Some(format!("t{n}"));
+            true
+        });
+    };
+    let titles = |since: u64, environment: Option<&str>| {
+        let mut lines: Vec<StreamLine> = Vec::new();
+        store.lines_since(since, environment, &mut lines);
+        lines
+            .iter()
+            .map(|line| match line {
+                StreamLine::Agent(json) => {
+                    let record: AgentRecord = serde_json::from_str(json.as_str()).unwrap();
+                    record.title.unwrap_or_default()
+                }
+                other => panic!("not an agent: {other:?}"),
+            })
+            .collect::<Vec<_>>()
+    };
+
+    // A few changes behind: each of them, in order.
+    let since = store.rev();
+    (0..3).for_each(retitle);
+    assert_eq!(titles(since, None), ["t0", "t1", "t2"]);
+    assert_eq!(titles(since, Some("elsewhere")), Vec::<String>::new());
+
+    // Further behind than the changes kept: the agent once, as it is now.
+    let since = store.rev();
+    (0..super::RECENT_CHANGES + 5).for_each(retitle);
+    let last = format!("t{}", super::RECENT_CHANGES + 4);
+    assert_eq!(titles(since, None), [last]);
+
+    // A removal comes after the agent's last change.
+    let since = store.rev();
+    retitle(0);
+    store.remove(7);
+    let mut lines: Vec<StreamLine> = Vec::new();
+    store.lines_since(since, None, &mut lines);
+    assert!(matches!(
+        &lines[..],
+        [StreamLine::Agent(_), StreamLine::Message(_)]
+    ));
+}

@@ -1,6 +1,8 @@
 //! The SubscribeAgents stream: a snapshot, then every change in rev order,
-//! pulled from the store's change index (so a slow reader is conflated, not
-//! buffered), with a heartbeat every 15 s without a change. Agents go out as
+//! pulled from the store: each change as it was made while the reader is
+//! less than the store's last 1,024 changes behind, and past that from its
+//! change index (so a slow reader is conflated, not buffered without bound),
+//! with a heartbeat every 15 s without a change. Agents go out as
 //! the JSON the store keeps for each record: one serialization per change,
 //! whatever the number of subscribers.
 //!
