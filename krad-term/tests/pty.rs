@@ -479,11 +479,16 @@ async fn close_kills_what_the_program_leaves_in_its_group() {
         assert!(Instant::now() < deadline, "the grandchild never got ready");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let grandchild: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // The grandchild may be ready before the shell wrote its pid (the file
+    // then exists, still empty): wait for the number.
+    let grandchild: i32 = loop {
+        let read = std::fs::read_to_string(&pidfile).unwrap_or_default();
+        if let Ok(pid) = read.trim().parse() {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the shell never wrote the pid");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     let grace = Duration::from_millis(1500);
     let started = Instant::now();
     terminal.close(grace);
