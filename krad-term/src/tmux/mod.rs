@@ -47,7 +47,9 @@
 //! runs notify no control client). The client sees `%window-renamed`, reads the
 //! pane's `pane_dead_status` / `pane_dead_signal`, takes the final screen from
 //! tmux (tmux drops the output it had not yet passed to control clients when a
-//! pane dies — a program's last words — but its screen has them), and once every
+//! pane dies — a program's last words — but its screen has them; the pane's
+//! process is a small runner ([`runner`]) that lets the pane die only once tmux
+//! has read all its program printed), and once every
 //! byte of output was parsed sends `Exited` and closes the window. A pane that
 //! dies while the app is away stays dead, with its status and last screen, until
 //! a restarted app takes it back.
@@ -80,6 +82,7 @@ mod later;
 mod place;
 mod reader;
 mod reply;
+mod runner;
 mod seed;
 mod server;
 mod spawn;

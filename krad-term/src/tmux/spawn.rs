@@ -21,6 +21,7 @@ use super::common::{ID_OPTION, REPLY_TIMEOUT, SESSION, window_name};
 use super::connection::{Connection, Slot};
 use super::exit::finish_gone;
 use super::reply::Reply;
+use super::runner::runner_argv;
 use super::seed::seed_line;
 use super::server::{PaneInfo, Server};
 use super::state::{Orphans, Pipeline};
@@ -137,8 +138,9 @@ fn open_window_line(
     (line, replies)
 }
 
-/// The `new-window` command running `spec.argv` in its directory, with `TERM`
-/// and the spec's variables, printing `pane window pid`.
+/// The `new-window` command running `spec.argv` (through the pane's runner) in
+/// its directory, with `TERM` and the spec's variables, printing `pane window
+/// pid`.
 fn new_window(spec: &SpawnSpec, window: &str) -> String {
     let cwd = spec.cwd.to_string_lossy().replace('#', "##");
     let mut line = format!(
@@ -154,9 +156,10 @@ fn new_window(spec: &SpawnSpec, window: &str) -> String {
         line.push_str(&quote(format!("{key}={value}").as_bytes()));
     }
     line.push_str(" --");
-    // One argument would go through the shell; `env` runs it as it is.
-    if spec.argv.len() == 1 {
-        line.push_str(" env --");
+    // The runner runs the argv as it is (one argument is not given to a shell).
+    for word in runner_argv() {
+        line.push(' ');
+        line.push_str(&quote(word.as_bytes()));
     }
     for arg in &spec.argv {
         line.push(' ');
