@@ -14,6 +14,11 @@ use crate::krad::Krad;
 use crate::parsers::{self, Candidate};
 use crate::util::{CpuTimes, Summary, cpu_between, cpu_time, rss_kib, threads};
 
+/// Back-to-back pairs (bare PTY, then krad) of the output benchmark, at least:
+/// over 10 pairs, three runs of the same build on a quiet machine gave medians
+/// of 0.78, 0.92 and 1.14.
+const OUTPUT_PAIRS: usize = 24;
+
 /// Writes `mib` MiB of compiler-like output with some colour to `path`.
 fn make_output(path: &Path, mib: usize) -> anyhow::Result<u64> {
     let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
@@ -100,9 +105,10 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
     std::fs::write(&from_pty, &bytes)?;
     let mb = size as f64 / 1e6;
     // The terminal against the bare PTY in back-to-back pairs, twice as many as
-    // `--repeats` (a bare PTY's speed moves by a fifth or more from one
-    // round to the next); the screen models alone, in rounds of their own.
-    let pairs = (ctx.repeats * 2).max(4);
+    // `--repeats` and at least [`OUTPUT_PAIRS`] (a bare PTY's speed moves by a
+    // fifth, at times by five times, from one round to the next); the screen
+    // models alone, in rounds of their own.
+    let pairs = (ctx.repeats * 2).max(OUTPUT_PAIRS);
     let repeats = ctx.repeats.div_ceil(2).max(2);
     let mut rows: [Vec<f64>; 3] = Default::default();
     let mut parsers: Vec<Vec<f64>> = vec![Vec::new(); Candidate::ALL.len()];
@@ -112,10 +118,12 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
     for _ in 0..repeats {
         rows[0].push(mb / to_dev_null(&path)?);
     }
+    let cpu_before = CpuTimes::now();
     for _ in 0..pairs {
         rows[1].push(mb / through_pty(&path)?);
         rows[2].push(mb / through_krad(&krad, &path)?);
     }
+    let cpu = cpu_between(cpu_before, CpuTimes::now());
     for _ in 0..repeats {
         for (candidate, row) in Candidate::ALL.iter().zip(&mut parsers) {
             row.push(mb / parsers::parse_secs(*candidate, &bytes)?);
@@ -149,7 +157,8 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
          | `cat` on a bare PTY, the harness reading and discarding | {} |\n\
          | `cat` in a krad terminal (PTY, screen, transcript) | {} |\n\n\
          * krad / bare PTY, per back-to-back pair: {} (goal ≥ 0.80); of the medians: {:.2}; \
-         krad / `/dev/null`: {:.3}\n\n\
+         krad / `/dev/null`: {:.3}\n\
+         * over the pairs: busy {:.0} %, the VM host's steal {:.1} %\n\n\
          Screen models alone, in process, {}×{}, {} lines of scrollback, fed 16 KiB at a time \
          of the same output with CR LF line ends (as a PTY delivers it); \
          memory: one terminal holding the whole output (its resident set, measured in a process \
@@ -161,6 +170,8 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
         per_pair.show(2),
         k.median / pty.median,
         k.median / null.median,
+        cpu.busy_pct,
+        cpu.steal_pct,
         parsers::COLS,
         parsers::ROWS,
         parsers::SCROLLBACK,
