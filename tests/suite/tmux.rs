@@ -107,9 +107,9 @@ fn spawn_send_output_wait_and_close_work_as_on_the_default_host() {
     );
 }
 
-/// tmux before 3.7 closes a pane whose program ended without reading what the
-/// program left in the terminal (it checks only for piped panes): a program that
-/// prints a lot and ends at once lost its last lines. Every pane is piped.
+/// tmux lets a pane die before reading what its program left in the terminal:
+/// a program that printed a lot and ended at once lost its last lines. The
+/// pane's runner waits until tmux has read them.
 #[test]
 fn a_program_s_last_words_after_much_output_are_on_its_final_screen() {
     let app = App::start_config(TMUX);
@@ -129,6 +129,30 @@ fn a_program_s_last_words_after_much_output_are_on_its_final_screen() {
             "{output}"
         );
     }
+}
+
+/// Ctrl-C and Ctrl-\ go to the program, not to the pane's runner, which ends
+/// as the program ended (killed by SIGINT); a program that handles them lives on.
+#[test]
+fn ctrl_c_reaches_the_program_and_its_end_is_told_as_it_was() {
+    let app = App::start_config(TMUX);
+    let interrupted = app.spawn_sh("echo ready; exec sleep 600");
+    let _server = TmuxServer::of(&app, interrupted);
+    let handling = app.spawn_sh("trap 'echo caught' QUIT; echo ready; while :; do sleep 1; done");
+    app.until_screen(interrupted, "ready");
+    app.until_screen(handling, "ready");
+
+    let sent = app.request(json!({"Send": {"target": handling, "keys": ["C-\\"]}}));
+    assert_eq!(sent["Sent"]["delivered"], true, "{sent}");
+    app.until_screen(handling, "caught");
+    let record = app.record(handling);
+    assert_ne!(record["state"], "exited", "{record}");
+
+    app.request(json!({"Send": {"target": interrupted, "keys": ["C-c"]}}));
+    let waited =
+        app.request(json!({"Wait": {"target": interrupted, "for": "exit", "timeout_secs": 20}}));
+    assert_eq!(waited["Agent"]["signal"], 2, "{waited}");
+    assert_eq!(waited["Agent"]["exit_code"], Value::Null, "{waited}");
 }
 
 #[test]
