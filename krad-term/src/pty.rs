@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
 
-use futures_util::FutureExt as _;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use tokio::io::{AsyncReadExt as _, AsyncWrite as _};
@@ -42,10 +41,12 @@ use crate::{
 /// model understands what xterm-compatible programs print.
 pub const DEFAULT_TERM: &str = "xterm-256color";
 
-/// Bytes read from the terminal into one chunk, at most: a read gives what the
-/// PTY holds (a few KiB), and what it holds then is read on into the same chunk
-/// (see [`read_more`]).
-const READ_BYTES: usize = 32 * 1024;
+/// Bytes read from the terminal at once, at most (a PTY gives at most 4 KiB per
+/// read). Reading on into one larger chunk while the terminal holds more halved
+/// the app's hand-offs to the parser, but left one of two flooding terminals
+/// unread for seconds at a time in krad-term's `a_flood_of_output_blocks_nothing`
+/// (one read per wake-up keeps them even), so it was undone.
+const READ_BYTES: usize = 16 * 1024;
 
 /// Once the program ended, how long to wait for more output from processes that
 /// still hold its terminal open (before closing it on them)...
@@ -336,10 +337,7 @@ async fn drive(
     let mut status = None;
     while open && status.is_none() {
         tokio::select! {
-            read = reader.read(&mut buf) => {
-                let read = read.map(|n| if n == 0 { 0 } else { n + read_more(&mut reader, &mut buf[n..]) });
-                open = forward(read, &buf, &chunks).await;
-            }
+            read = reader.read(&mut buf) => open = forward(read, &buf, &chunks).await,
             waited = child.wait() => status = Some(exit_status(id, waited)),
         }
     }
@@ -387,23 +385,6 @@ async fn drain(
             }
         }
     }
-}
-
-/// After a read, reads on what the terminal holds already, without waiting, into
-/// `rest`; returns how many bytes. A program printing flat out fills the PTY
-/// faster than 4 KiB reads take it: its output goes to the pipeline in fewer,
-/// larger chunks, each one hand-off (and wake-up) of the parser instead of
-/// several. An error or the end is left for the next read to find again.
-fn read_more(reader: &mut pty_process::OwnedReadPty, rest: &mut [u8]) -> usize {
-    let mut filled = 0;
-    while filled < rest.len() {
-        // Polled once: the next real poll of the reader registers its waker again.
-        match reader.read(&mut rest[filled..]).now_or_never() {
-            Some(Ok(n)) if n > 0 => filled += n,
-            _ => break,
-        }
-    }
-    filled
 }
 
 /// Hands what was read to the output pipeline; false when the terminal's output ended.
