@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+mod master;
 mod output;
 mod program;
 pub mod pty;

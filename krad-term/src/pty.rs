@@ -16,7 +16,6 @@
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::Poll;
@@ -24,11 +23,11 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
-use tokio::io::{AsyncReadExt as _, AsyncWrite as _};
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+use crate::master;
 use crate::output::{self, SharedScreen};
 use crate::program::{checked_program, ended, group_gone, log_grace_kill, names_term, pgid};
 use crate::screen::Screen;
@@ -41,12 +40,10 @@ use crate::{
 /// model understands what xterm-compatible programs print.
 pub const DEFAULT_TERM: &str = "xterm-256color";
 
-/// Bytes read from the terminal at once, at most (a PTY gives at most 4 KiB per
-/// read). Reading on into one larger chunk while the terminal holds more halved
-/// the app's hand-offs to the parser, but left one of two flooding terminals
-/// unread for seconds at a time in krad-term's `a_flood_of_output_blocks_nothing`
-/// (one read per wake-up keeps them even), so it was undone.
-const READ_BYTES: usize = 16 * 1024;
+/// Bytes read from the terminal into one chunk for the parser, at most: a PTY
+/// gives at most 4 KiB per read, and what it holds already is read on into the
+/// same chunk (see [`master::Reader::read_chunk`]).
+const READ_BYTES: usize = 32 * 1024;
 
 /// Once the program ended, how long to wait for more output from processes that
 /// still hold its terminal open (before closing it on them)...
@@ -102,7 +99,7 @@ impl TerminalHost for PtyHost {
 struct Shared {
     screen: Arc<SharedScreen>,
     /// The write half of the terminal (it also resizes it); `None` once closed.
-    pty: Mutex<Option<pty_process::OwnedWritePty>>,
+    pty: Mutex<Option<master::Writer>>,
     exit: OnceLock<ExitStatus>,
     /// Whether the terminal is over: program reaped, output parsed, terminal closed.
     over: watch::Sender<bool>,
@@ -111,7 +108,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn pty(&self) -> MutexGuard<'_, Option<pty_process::OwnedWritePty>> {
+    fn pty(&self) -> MutexGuard<'_, Option<master::Writer>> {
         self.pty.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -137,11 +134,8 @@ impl PtyTerminal {
         let cols = spec.cols.max(1);
         let rows = spec.rows.max(1);
 
-        let (pty, pts) = pty_process::open().map_err(host_error)?;
-        pty.resize(pty_process::Size::new(rows, cols))
-            .map_err(host_error)?;
-        let terminal = rustix::pty::ptsname(&pty, Vec::new())
-            .map_err(|e| SpawnError::Host(format!("cannot name the terminal: {e}")))?;
+        let opened = master::open(cols, rows)
+            .map_err(|e| SpawnError::Host(format!("cannot open a terminal: {e}")))?;
         // The program leads a session of its own with the terminal as its
         // controlling terminal (so its process group is its pid).
         let env = environment(&spec);
@@ -149,11 +143,11 @@ impl PtyTerminal {
             argv: &spec.argv,
             cwd: &spec.cwd,
             env: &env,
-            terminal: &terminal,
+            terminal: &opened.name,
         })
         .map_err(|error| spawn_error(program, error))?;
         // The program opened the terminal for itself.
-        drop(pts);
+        drop(opened.program_side);
         let pid = Some(child.id());
 
         let screen = Arc::new(SharedScreen::new(Screen::new(
@@ -161,13 +155,19 @@ impl PtyTerminal {
             rows,
             spec.scrollback_lines,
         )));
-        let output = match output::start(
-            spec.id,
-            Arc::clone(&screen),
-            spec.transcript.clone(),
-            events.clone(),
-        ) {
-            Ok(output) => output,
+        let started = opened.master.try_clone().and_then(|reader| {
+            let reader = master::Reader::new(reader)?;
+            let writer = master::Writer::new(opened.master)?;
+            let output = output::start(
+                spec.id,
+                Arc::clone(&screen),
+                spec.transcript.clone(),
+                events.clone(),
+            )?;
+            Ok((reader, writer, output))
+        });
+        let (reader, writer, output) = match started {
+            Ok(started) => started,
             Err(error) => {
                 if let Some(pgid) = pid.and_then(pgid) {
                     let _ = killpg(pgid, Signal::SIGKILL);
@@ -181,7 +181,6 @@ impl PtyTerminal {
             }
         };
 
-        let (reader, writer) = pty.into_split();
         let shared = Arc::new(Shared {
             screen,
             pty: Mutex::new(Some(writer)),
@@ -250,9 +249,7 @@ impl Terminal for PtyTerminal {
         // lock: the writer task must not wait for the parser.)
         self.shared.screen.with(|screen| screen.resize(cols, rows));
         match self.shared.pty().as_ref() {
-            Some(pty) => pty
-                .resize(pty_process::Size::new(rows, cols))
-                .map_err(into_io),
+            Some(pty) => pty.resize(cols, rows),
             None => Err(ended()),
         }
     }
@@ -325,19 +322,18 @@ fn environment(spec: &SpawnSpec) -> BTreeMap<OsString, OsString> {
 /// `Exited`.
 async fn drive(
     id: u64,
-    mut reader: pty_process::OwnedReadPty,
+    reader: master::Reader,
     mut child: Program,
     output: output::Output,
     shared: Arc<Shared>,
     events: mpsc::Sender<TerminalEvent>,
 ) {
     let output::Output { chunks, parsed } = output;
-    let mut buf = vec![0; READ_BYTES];
     let mut open = true;
     let mut status = None;
     while open && status.is_none() {
         tokio::select! {
-            read = reader.read(&mut buf) => open = forward(read, &buf, &chunks).await,
+            chunk = reader.read_chunk(READ_BYTES) => open = forward(chunk, &chunks).await,
             waited = child.wait() => status = Some(exit_status(id, waited)),
         }
     }
@@ -346,7 +342,7 @@ async fn drive(
         None => exit_status(id, child.wait().await),
     };
     if open {
-        drain(id, &mut reader, &mut buf, &chunks).await;
+        drain(id, &reader, &chunks).await;
     }
     drop(reader);
     drop(chunks);
@@ -361,18 +357,13 @@ async fn drive(
 
 /// Once the program ended: reads what is left, until every process let go of the
 /// terminal (EIO), or it stays quiet for [`DRAIN_IDLE`], or [`DRAIN_MAX`] passed.
-async fn drain(
-    id: u64,
-    reader: &mut pty_process::OwnedReadPty,
-    buf: &mut [u8],
-    chunks: &mpsc::Sender<Vec<u8>>,
-) {
+async fn drain(id: u64, reader: &master::Reader, chunks: &mpsc::Sender<Vec<u8>>) {
     let deadline = Instant::now() + DRAIN_MAX;
     loop {
         let until = deadline.min(Instant::now() + DRAIN_IDLE);
-        match tokio::time::timeout_at(until, reader.read(buf)).await {
-            Ok(read) => {
-                if !forward(read, buf, chunks).await {
+        match tokio::time::timeout_at(until, reader.read_chunk(READ_BYTES)).await {
+            Ok(chunk) => {
+                if !forward(chunk, chunks).await {
                     return;
                 }
             }
@@ -387,23 +378,16 @@ async fn drain(
     }
 }
 
-/// Hands what was read to the output pipeline; false when the terminal's output ended.
-async fn forward(read: io::Result<usize>, buf: &[u8], chunks: &mpsc::Sender<Vec<u8>>) -> bool {
-    match read {
-        Ok(0) => false,
-        Ok(n) => {
+/// Hands a chunk read to the output pipeline; false when the terminal's output
+/// ended.
+async fn forward(chunk: Option<Vec<u8>>, chunks: &mpsc::Sender<Vec<u8>>) -> bool {
+    match chunk {
+        Some(chunk) => {
             // Fails only if the output pipeline died; then output is read and dropped.
-            let _ = chunks.send(buf[..n].to_vec()).await;
+            let _ = chunks.send(chunk).await;
             true
         }
-        Err(error) if error.kind() == io::ErrorKind::Interrupted => true,
-        // EIO: every process closed the terminal.
-        Err(error) => {
-            if error.raw_os_error() != Some(Errno::EIO as i32) {
-                tracing::warn!(%error, "cannot read the terminal; its output ends here");
-            }
-            false
-        }
+        None => false,
     }
 }
 
@@ -437,7 +421,7 @@ async fn write_all(shared: &Shared, mut bytes: &[u8]) -> io::Result<()> {
     while !bytes.is_empty() {
         // The lock is held for one non-blocking write attempt, never across a wait.
         let written = std::future::poll_fn(|cx| match shared.pty().as_mut() {
-            Some(pty) => Pin::new(pty).poll_write(cx, bytes),
+            Some(pty) => pty.poll_write(cx, bytes),
             None => Poll::Ready(Err(ended())),
         })
         .await?;
@@ -459,18 +443,6 @@ fn input_full(queued: usize) -> io::Error {
             crate::MAX_QUEUED_INPUT
         ),
     )
-}
-
-fn into_io(error: pty_process::Error) -> io::Error {
-    match error {
-        pty_process::Error::Io(error) => error,
-        pty_process::Error::Rustix(errno) => io::Error::from_raw_os_error(errno.raw_os_error()),
-        other => io::Error::other(other.to_string()),
-    }
-}
-
-fn host_error(error: pty_process::Error) -> SpawnError {
-    SpawnError::Host(error.to_string())
 }
 
 fn spawn_error(program: &str, error: io::Error) -> SpawnError {

@@ -1,0 +1,169 @@
+//! A pseudo-terminal's master side, the app's end of a PTY terminal: opening it,
+//! and the two halves it is used through.
+//!
+//! * [`Reader`]: the program's output, read in chunks of what waits at once;
+//! * [`Writer`]: input and resizes.
+//!
+//! Each half is a descriptor of its own, registered with the runtime's event
+//! loop for its one direction only.
+
+use std::ffi::CString;
+use std::fs::OpenOptions;
+use std::io;
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::task::{Context, Poll, ready};
+
+use rustix::pty::OpenptFlags;
+use rustix::termios::Winsize;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
+/// A freshly opened terminal.
+pub(crate) struct Opened {
+    /// The master side (non-blocking, close-on-exec).
+    pub(crate) master: OwnedFd,
+    /// The program side, held open until the program opened it for itself.
+    pub(crate) program_side: OwnedFd,
+    /// The program side's path (`/dev/pts/N`).
+    pub(crate) name: CString,
+}
+
+/// Opens a new terminal of `cols` × `rows`.
+pub(crate) fn open(cols: u16, rows: u16) -> io::Result<Opened> {
+    let master =
+        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+    rustix::pty::grantpt(&master)?;
+    rustix::pty::unlockpt(&master)?;
+    let name = rustix::pty::ptsname(&master, Vec::new())?;
+    let program_side = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(std::ffi::OsStr::from_bytes(name.as_bytes()))?
+        .into();
+    rustix::io::ioctl_fionbio(&master, true)?;
+    resize(&master, cols, rows)?;
+    Ok(Opened {
+        master,
+        program_side,
+        name,
+    })
+}
+
+/// Sets the terminal's size (the program gets SIGWINCH).
+fn resize(master: &OwnedFd, cols: u16, rows: u16) -> io::Result<()> {
+    let size = Winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    Ok(rustix::termios::tcsetwinsize(master.as_fd(), size)?)
+}
+
+/// Registers `fd` with the current runtime's event loop for `interest`.
+#[allow(unsafe_code)]
+pub(crate) fn register(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: the `AsyncFd` owns the descriptor: it stays open, and the same
+    // descriptor, until the `AsyncFd` is dropped.
+    unsafe { AsyncFd::register_with_interest(fd, interest) }.map_err(Into::into)
+}
+
+/// The reading half: registered on the runtime it is made on, for readability only.
+#[derive(Debug)]
+pub(crate) struct Reader {
+    fd: AsyncFd<OwnedFd>,
+}
+
+impl Reader {
+    /// Registers `master` (a descriptor of its own) on the current runtime.
+    pub(crate) fn new(master: OwnedFd) -> io::Result<Self> {
+        Ok(Self {
+            fd: register(master, Interest::READABLE)?,
+        })
+    }
+
+    /// Waits for output, then reads all that waits, up to `max` bytes, into one
+    /// chunk (a PTY gives 4 KiB per read at most: a program printing flat out
+    /// reaches the parser in fewer, larger chunks). `None` once the terminal's
+    /// output ended (EOF, or EIO: every process closed the terminal).
+    ///
+    /// Cancel-safe: it waits only before it reads.
+    pub(crate) async fn read_chunk(&self, max: usize) -> Option<Vec<u8>> {
+        loop {
+            let mut ready = match self.fd.readable().await {
+                Ok(ready) => ready,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot wait for the terminal's output; its output ends here");
+                    return None;
+                }
+            };
+            let mut chunk = vec![0; max];
+            let mut filled = 0;
+            let ended = loop {
+                if filled == max {
+                    break false;
+                }
+                match rustix::io::read(self.fd.get_ref(), &mut chunk[filled..]) {
+                    Ok(0) => break true,
+                    Ok(n) => filled += n,
+                    Err(rustix::io::Errno::INTR) => {}
+                    Err(rustix::io::Errno::AGAIN) => {
+                        // Wait for the next readiness event (one that came
+                        // since `ready` was given is kept).
+                        ready.clear_ready();
+                        break false;
+                    }
+                    Err(error) => {
+                        if error != rustix::io::Errno::IO {
+                            tracing::warn!(%error, "cannot read the terminal; its output ends here");
+                        }
+                        break true;
+                    }
+                }
+            };
+            if filled > 0 {
+                // An end is found again by the next read.
+                chunk.truncate(filled);
+                return Some(chunk);
+            }
+            if ended {
+                return None;
+            }
+        }
+    }
+}
+
+/// The writing half: registered on the runtime it is made on, for writability only.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    fd: AsyncFd<OwnedFd>,
+}
+
+impl Writer {
+    /// Registers `master` (a descriptor of its own) on the current runtime.
+    pub(crate) fn new(master: OwnedFd) -> io::Result<Self> {
+        Ok(Self {
+            fd: register(master, Interest::WRITABLE)?,
+        })
+    }
+
+    /// Writes some of `bytes` once the terminal takes input.
+    pub(crate) fn poll_write(&self, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
+        loop {
+            let mut guard = ready!(self.fd.poll_write_ready(cx))?;
+            match guard.try_io(|fd| Ok(rustix::io::write(fd.get_ref(), bytes)?)) {
+                Ok(written) => return Poll::Ready(written),
+                // Not writable after all: readiness cleared, wait again.
+                Err(_would_block) => {}
+            }
+        }
+    }
+
+    /// Sets the terminal's size.
+    pub(crate) fn resize(&self, cols: u16, rows: u16) -> io::Result<()> {
+        resize(self.fd.get_ref(), cols, rows)
+    }
+}
