@@ -8,7 +8,8 @@
 //!   sees the old contents or the new, never a part; a symlink at the path is
 //!   replaced, never followed.
 //! * [`write_for_this_run`] does the same without the syncs, for a file no
-//!   later run of the app reads.
+//!   later run of the app reads, and writes a new file in place (no temp file,
+//!   no rename: nothing reads it before it is whole).
 //! * [`append_json_line`] adds a line to a log (a conversation) without a sync:
 //!   a crash may lose its last lines, never the earlier ones.
 
@@ -26,11 +27,26 @@ pub(crate) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     sync_dir(&dir)
 }
 
-/// Replaces the file at `path` with `bytes` atomically, without syncing: for a
-/// file that matters only while this run of the app lasts (the token of a
-/// terminal that ends with the app). Saves a Spawn two syncs.
+/// Writes the file at `path` without syncing: for a file that matters only
+/// while this run of the app lasts (the token of a terminal that ends with the
+/// app; saves a Spawn two syncs). Written in place when there is no file at
+/// `path` (the usual case: a terminal's id is never given twice), which saves a
+/// temp file and a rename; replaced atomically as [`write`] does otherwise (a
+/// symlink included, never followed).
 pub(crate) fn write_for_this_run(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    replace(path, bytes, false).map(drop)
+    let new = match write_new(path, bytes, false) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            parent_dir(path)?;
+            write_new(path, bytes, false)
+        }
+        new => new,
+    };
+    match new {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            replace(path, bytes, false).map(drop)
+        }
+        new => new,
+    }
 }
 
 /// Writes `bytes` to a new temp file beside `path` (synced if `sync`) and
@@ -92,18 +108,21 @@ fn temp_beside(dir: &Path, path: &Path) -> PathBuf {
     dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()))
 }
 
-/// Writes a new 0600 file (never an existing one), synced if `sync`.
+/// Writes a new 0600 file (never an existing one), synced if `sync`; removes
+/// it again if it cannot be written whole.
 fn write_new(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)?;
-    file.write_all(bytes)?;
-    if sync {
-        file.sync_all()?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| if sync { file.sync_all() } else { Ok(()) });
+    if written.is_err() {
+        let _ = std::fs::remove_file(path);
     }
-    Ok(())
+    written
 }
 
 /// Syncs a directory, so that a rename in it lasts. A file system that cannot
@@ -153,6 +172,34 @@ mod tests {
         assert_eq!(std::fs::read(&elsewhere).unwrap(), b"kept");
         assert_eq!(std::fs::read(&path).unwrap(), b"secret");
         assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
+    }
+
+    #[test]
+    fn writes_for_this_run_new_in_place_and_replaces_what_is_there() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("tokens");
+        let path = dir.join("7.token");
+        write_for_this_run(&path, b"one").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one");
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir), 0o700);
+        write_for_this_run(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        // A symlink left at the path is replaced, not followed.
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::write(&elsewhere, "kept").unwrap();
+        let linked = dir.join("8.token");
+        std::os::unix::fs::symlink(&elsewhere, &linked).unwrap();
+        write_for_this_run(&linked, b"secret").unwrap();
+        assert_eq!(std::fs::read(&elsewhere).unwrap(), b"kept");
+        assert_eq!(std::fs::read(&linked).unwrap(), b"secret");
+        assert!(!std::fs::symlink_metadata(&linked).unwrap().is_symlink());
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["7.token", "8.token"]);
     }
 
     #[test]

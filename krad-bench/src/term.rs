@@ -183,7 +183,8 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
 /// fork/exec, a fork/exec on a fresh PTY (the goal's baseline), and krad's Spawn
 /// (exec profile) until answered — plus a Hello to the app, the floor of any
 /// request. The order within a round alternates (baseline first, then krad first),
-/// and the figure to read is the median of the per-round ratios.
+/// and the figure to read is the median of the per-round ratios — to the PTY
+/// baseline, and to the floor of a Spawn over the bus (a Hello plus a PTY spawn).
 pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
     let rounds = ctx.repeats * 20;
@@ -244,6 +245,9 @@ pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
         |of: &[f64], to: &[f64]| -> Vec<f64> { of.iter().zip(to).map(|(a, b)| a / b).collect() };
     let to_pty = per_round(&k, &pty);
     let to_hello = per_round(&k, &hello);
+    // The least any Spawn over the bus can take: a round trip and a PTY spawn.
+    let floor: Vec<f64> = hello.iter().zip(&pty).map(|(h, p)| h + p).collect();
+    let to_floor = per_round(&k, &floor);
     ctx.out(&format!(
         "### Spawn to running\n\n{rounds} rounds (after {warm_up} unrecorded), each spawning \
          `sleep 3600` three ways, krad and the PTY baseline in alternating order, and a \
@@ -255,6 +259,7 @@ pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
          | krad Hello, until answered | {} |\n\n\
          * krad Spawn / PTY spawn, per round: {}\n\
          * krad Spawn / krad Hello, per round: {}\n\
+         * krad Spawn / (krad Hello + PTY spawn), per round: {}\n\
          * load average before and after: {load_before} → {load_after}; busy {:.0} %, steal {:.1} %\n",
         with_quartiles(&plain, 2),
         with_quartiles(&pty, 2),
@@ -262,6 +267,7 @@ pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
         with_quartiles(&hello, 2),
         with_quartiles(&to_pty, 2),
         with_quartiles(&to_hello, 2),
+        with_quartiles(&to_floor, 2),
         cpu.busy_pct,
         cpu.steal_pct,
     ));
