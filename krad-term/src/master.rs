@@ -167,3 +167,45 @@ impl Writer {
         resize(self.fd.get_ref(), cols, rows)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    /// What the program side printed, then the end once it is closed.
+    #[tokio::test]
+    async fn a_chunk_holds_what_was_printed_and_the_end_follows_it() {
+        let opened = open(80, 24).unwrap();
+        let reader = Reader::new(opened.master.try_clone().unwrap()).unwrap();
+        let mut program_side = std::fs::File::from(opened.program_side);
+        program_side.write_all(b"hello").unwrap();
+        drop(program_side);
+        let mut read = Vec::new();
+        while let Some(chunk) = reader.read_chunk(32 * 1024).await {
+            assert!(!chunk.is_empty() && chunk.len() <= 32 * 1024);
+            read.extend_from_slice(&chunk);
+        }
+        assert_eq!(read, b"hello");
+        // The end stays the end.
+        assert_eq!(reader.read_chunk(32 * 1024).await, None);
+    }
+
+    /// Input written to the master side reaches the program side; the size set
+    /// is the terminal's.
+    #[tokio::test]
+    async fn input_reaches_the_program_side_and_resizes_hold() {
+        let opened = open(80, 24).unwrap();
+        let writer = Writer::new(opened.master).unwrap();
+        // A whole line: the program side reads lines (canonical mode).
+        let written = std::future::poll_fn(|cx| writer.poll_write(cx, b"x\n")).await;
+        assert_eq!(written.unwrap(), 2);
+        writer.resize(100, 30).unwrap();
+        let size = rustix::termios::tcgetwinsize(&opened.program_side).unwrap();
+        assert_eq!((size.ws_col, size.ws_row), (100, 30));
+        let mut line = [0u8; 8];
+        let n = rustix::io::read(&opened.program_side, &mut line).unwrap();
+        assert_eq!(&line[..n], b"x\n");
+    }
+}
