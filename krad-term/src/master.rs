@@ -65,7 +65,7 @@ fn resize(master: &OwnedFd, cols: u16, rows: u16) -> io::Result<()> {
 
 /// Registers `fd` with the current runtime's event loop for `interest`.
 #[allow(unsafe_code)]
-pub(crate) fn register(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
+fn register(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
     // SAFETY: the `AsyncFd` owns the descriptor: it stays open, and the same
     // descriptor, until the `AsyncFd` is dropped.
     unsafe { AsyncFd::register_with_interest(fd, interest) }.map_err(Into::into)
