@@ -179,12 +179,6 @@ impl Underway {
         &mut self.intent.plan
     }
 
-    /// Whether it runs under a request id (a retry after a crash would want its
-    /// outcome).
-    pub fn answers_a_request_id(&self) -> bool {
-        self.intent.once.is_some()
-    }
-
     /// Writes the intent as it stands, in its own transaction.
     pub fn save(&self) -> Result<(), ApiError> {
         self.db.write(|tx| self.write(tx)).map_err(cannot_record)

@@ -238,6 +238,7 @@ impl EmbeddedApp {
         }
         self.core.extensions.shutdown().await;
         self.core.hosts.shutdown(close_terminals).await;
+        self.core.store.release_terminal_ids();
         let _ = std::fs::remove_dir_all(&self.core.settings.token_dir);
         tracing::info!(terminals = terminals.len(), close_terminals, "app stopped");
     }

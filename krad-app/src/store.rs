@@ -100,9 +100,18 @@ enum Change {
     Removed { terminal: u64, environment: String },
 }
 
+/// Terminal ids reserved in the store at once. A Spawn with nothing else to
+/// record writes only when the block runs out; a crash skips what was left of
+/// it (ids are never given twice, and after a crash not always dense), a clean
+/// stop gives it back ([`Store::release_terminal_ids`]).
+pub const TERMINAL_ID_BLOCK: u64 = 16;
+
 struct Inner {
     rev: u64,
     persisted: StateFile,
+    /// Terminal ids below this are reserved in the store (its next-terminal
+    /// counter): they may be given without a write (see [`TERMINAL_ID_BLOCK`]).
+    terminals_reserved: u64,
     start_rev: u64,
     resume_floor: u64,
     agents: BTreeMap<u64, Entry>,
@@ -177,6 +186,7 @@ impl Store {
         Ok(Store {
             inner: Mutex::new(Inner {
                 rev: start_rev,
+                terminals_reserved: persisted.next_terminal,
                 persisted: StateFile {
                     rev_reserved: start_rev + REV_RESERVATION,
                     ..persisted
@@ -317,22 +327,58 @@ impl Store {
             .collect()
     }
 
-    /// Gives out the next terminal id, persisted before it is used, with more
-    /// changes (given the id) in the same transaction.
+    /// Gives out the next terminal id, reserved in the store before it is
+    /// used (never given twice, across crashes too); a write only once every
+    /// [`TERMINAL_ID_BLOCK`] ids.
+    pub fn allocate_terminal_id(&self) -> std::io::Result<u64> {
+        self.allocate_terminal(None::<fn(&Tx<'_>, u64) -> Result<(), StoreError>>)
+    }
+
+    /// [`Store::allocate_terminal_id`] with more changes (given the id) in one
+    /// transaction, made now.
     pub fn allocate_terminal_id_with(
         &self,
         also: impl FnOnce(&Tx<'_>, u64) -> Result<(), StoreError>,
     ) -> std::io::Result<u64> {
+        self.allocate_terminal(Some(also))
+    }
+
+    fn allocate_terminal(
+        &self,
+        also: Option<impl FnOnce(&Tx<'_>, u64) -> Result<(), StoreError>>,
+    ) -> std::io::Result<u64> {
         let mut inner = self.lock();
         let id = inner.persisted.next_terminal;
-        self.db
-            .write(|tx| {
-                tx.set_counter(NEXT_TERMINAL, id + 1)?;
-                also(tx, id)
-            })
-            .map_err(io)?;
+        let reserve = (id >= inner.terminals_reserved).then_some(id + TERMINAL_ID_BLOCK);
+        if reserve.is_some() || also.is_some() {
+            self.db
+                .write(|tx| {
+                    if let Some(reserved) = reserve {
+                        tx.set_counter(NEXT_TERMINAL, reserved)?;
+                    }
+                    also.map_or(Ok(()), |also| also(tx, id))
+                })
+                .map_err(io)?;
+        }
+        if let Some(reserved) = reserve {
+            inner.terminals_reserved = reserved;
+        }
         inner.persisted.next_terminal = id + 1;
         Ok(id)
+    }
+
+    /// Gives back the terminal ids reserved and not given (a clean stop): the
+    /// next run goes on from the next id, not past the block.
+    pub fn release_terminal_ids(&self) {
+        let mut inner = self.lock();
+        let next = inner.persisted.next_terminal;
+        if inner.terminals_reserved <= next {
+            return;
+        }
+        match self.db.write(|tx| tx.set_counter(NEXT_TERMINAL, next)) {
+            Ok(()) => inner.terminals_reserved = next,
+            Err(e) => tracing::warn!("cannot give back the terminal ids reserved: {e}"),
+        }
     }
 
     fn bump(&self, inner: &mut Inner) -> u64 {

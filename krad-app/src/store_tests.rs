@@ -263,3 +263,63 @@ fn a_reader_a_little_behind_gets_every_change_and_one_far_behind_the_latest() {
         [StreamLine::Agent(_), StreamLine::Message(_)]
     ));
 }
+
+/// The next-terminal counter the store holds.
+fn stored_next_terminal(store: &Store) -> u64 {
+    store
+        .db()
+        .read(|tx| tx.counter(crate::state_db::NEXT_TERMINAL))
+        .unwrap()
+        .unwrap()
+}
+
+/// Terminal ids are reserved a block at a time: within it none is written,
+/// none is given twice after a crash (a reopen without a clean stop), and a
+/// clean stop gives the rest back so that ids go on densely.
+#[test]
+fn terminal_ids_are_reserved_a_block_at_a_time_and_never_given_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(crate::state_db::open(dir.path()).unwrap()).unwrap();
+    let first = store.allocate_terminal_id().unwrap();
+    let reserved = stored_next_terminal(&store);
+    assert_eq!(reserved, first + super::TERMINAL_ID_BLOCK);
+    let mut given = vec![first];
+    for _ in 1..super::TERMINAL_ID_BLOCK {
+        given.push(store.allocate_terminal_id().unwrap());
+        assert_eq!(
+            stored_next_terminal(&store),
+            reserved,
+            "no write within the block"
+        );
+    }
+    // The block ran out: the next id reserves another.
+    given.push(store.allocate_terminal_id().unwrap());
+    assert_eq!(
+        stored_next_terminal(&store),
+        reserved + super::TERMINAL_ID_BLOCK
+    );
+    // One with more to record writes at once, and stays in the block.
+    let with = store.allocate_terminal_id_with(|_, _| Ok(())).unwrap();
+    given.push(with);
+    assert_eq!(
+        stored_next_terminal(&store),
+        reserved + super::TERMINAL_ID_BLOCK
+    );
+    assert!(
+        given.windows(2).all(|w| w[1] == w[0] + 1),
+        "ids go up one by one: {given:?}"
+    );
+    let last = *given.last().unwrap();
+    drop(store);
+
+    // A crash: the next run starts past the whole block.
+    let store = Store::open(crate::state_db::open(dir.path()).unwrap()).unwrap();
+    let after_crash = store.allocate_terminal_id().unwrap();
+    assert!(after_crash > last, "{after_crash} after {last}");
+    // A clean stop gives back what was not given.
+    store.release_terminal_ids();
+    assert_eq!(stored_next_terminal(&store), after_crash + 1);
+    drop(store);
+    let store = Store::open(crate::state_db::open(dir.path()).unwrap()).unwrap();
+    assert_eq!(store.allocate_terminal_id().unwrap(), after_crash + 1);
+}

@@ -13,8 +13,10 @@ use serde_json::{Value, json};
 /// A running `krad serve`.
 pub struct Krad {
     child: Child,
-    /// Its temp directory (repository, api.json, log).
+    /// Its temp directory (repository, log).
     pub dir: tempfile::TempDir,
+    /// Its runtime directory (api.json, its terminals' token files).
+    _run: tempfile::TempDir,
     /// Its bus.
     pub endpoint: SocketAddr,
     /// Its pid.
@@ -47,7 +49,8 @@ impl Krad {
             std::fs::create_dir_all(repo.join(".krad"))?;
             std::fs::write(repo.join(".krad").join("config.toml"), config)?;
         }
-        let api_json = dir.path().join("run").join("api.json");
+        let run = runtime_dir()?;
+        let api_json = run.path().join("api.json");
         let log = std::fs::File::create(dir.path().join("app.log"))?;
         let mut child = Command::new(krad)
             .args(["serve", "--json"])
@@ -71,8 +74,10 @@ impl Krad {
         if let Some(out) = child.stdout.take() {
             BufReader::new(out).read_line(&mut first)?;
         }
-        let serving: Value = serde_json::from_str(&first)
-            .with_context(|| format!("krad serve printed {first:?}"))?;
+        let serving: Value = serde_json::from_str(&first).with_context(|| {
+            let log = std::fs::read_to_string(dir.path().join("app.log")).unwrap_or_default();
+            format!("krad serve printed {first:?}; its log:\n{log}")
+        })?;
         let endpoint = serving["Serving"]["endpoint"]
             .as_str()
             .context("no endpoint")?
@@ -83,6 +88,7 @@ impl Krad {
         Ok(Krad {
             child,
             dir,
+            _run: run,
             endpoint,
             pid,
             api_json,
@@ -128,6 +134,30 @@ impl Krad {
             .join(format!("terminals-{}", self.pid));
         Ok(std::fs::read_to_string(dir.join(format!("{id}.token")))?)
     }
+}
+
+/// A runtime directory for the app's api.json and its terminals' token files,
+/// on the kind of file system a user's has: under `$XDG_RUNTIME_DIR` (krad's
+/// default place for api.json; a tmpfs on a systemd machine), else under
+/// `/dev/shm`, else a plain temp directory. A Spawn writes a token file there:
+/// on this machine's ext4 `/tmp` a new file costs 160 µs, on tmpfs 10 µs
+/// (docs/PERFORMANCE.md, seventh pass).
+fn runtime_dir() -> anyhow::Result<tempfile::TempDir> {
+    let tmpfs = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| Some(PathBuf::from("/dev/shm")))
+        .filter(|dir| dir.is_dir());
+    let made = match tmpfs {
+        // Private, as api.json's directory must be.
+        Some(base) => tempfile::Builder::new()
+            .prefix("krad-bench-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(base)
+            .or_else(|_| tempfile::tempdir()),
+        None => tempfile::tempdir(),
+    };
+    made.context("cannot make a runtime directory")
 }
 
 impl Drop for Krad {

@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::Ctx;
 use crate::krad::Krad;
 use crate::parsers::{self, Candidate};
-use crate::util::{CpuTimes, Summary, cpu_between, cpu_time, rss_kib, threads};
+use crate::util::{CpuTimes, Summary, cpu_between, cpu_time, cpu_time_exact, rss_kib, threads};
 
 /// Back-to-back pairs (bare PTY, then krad) of the output benchmark, at least:
 /// over 10 pairs, three runs of the same build on a quiet machine gave medians
@@ -193,7 +193,9 @@ pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
     let mut ids = Vec::new();
     let load_before = load_average();
     let cpu_before = CpuTimes::now();
+    let mut app_cpu = Duration::ZERO;
     for round in 0..rounds + warm_up {
+        let app_cpu_before = cpu_time_exact(krad.pid);
         let mut krad_spawn = || -> anyhow::Result<f64> {
             let started = Instant::now();
             ids.push(krad.spawn_exec(&["sleep", "3600"])?);
@@ -224,6 +226,9 @@ pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
         let started = Instant::now();
         krad.call(json!("Hello"))?;
         let h = started.elapsed().as_secs_f64() * 1000.0;
+        if round >= warm_up {
+            app_cpu += cpu_time_exact(krad.pid).saturating_sub(app_cpu_before);
+        }
         let _ = child.kill();
         let _ = child.wait();
         let _ = on_pty.kill();
@@ -260,6 +265,8 @@ pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
          * krad Spawn / PTY spawn, per round: {}\n\
          * krad Spawn / krad Hello, per round: {}\n\
          * krad Spawn / (krad Hello + PTY spawn), per round: {}\n\
+         * the app's CPU time per round (a Spawn and a Hello; its threads, not the new \
+         program's): {:.0} µs\n\
          * load average before and after: {load_before} → {load_after}; busy {:.0} %, steal {:.1} %\n",
         with_quartiles(&plain, 2),
         with_quartiles(&pty, 2),
@@ -268,6 +275,7 @@ pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
         with_quartiles(&to_pty, 2),
         with_quartiles(&to_hello, 2),
         with_quartiles(&to_floor, 2),
+        app_cpu.as_secs_f64() * 1e6 / rounds.max(1) as f64,
         cpu.busy_pct,
         cpu.steal_pct,
     ));

@@ -42,9 +42,17 @@ pub const ATTACH_BACKLOG: usize = 256;
 
 /// A screen shared between the thread that parses output into it and the callers
 /// that read it (snapshots) or resize it.
+///
+/// The screen itself is made on first use — the program's first output, or
+/// a caller that reads or resizes it first: making one allocates and touches
+/// its two grids (0.15–0.3 ms of CPU for 120 × 40), which a Spawn's answer
+/// need not wait for and a terminal that never prints never needs
+/// (docs/PERFORMANCE.md, seventh pass).
 #[derive(Debug)]
 pub(crate) struct SharedScreen {
-    screen: Mutex<Screen>,
+    screen: OnceLock<Mutex<Screen>>,
+    /// What the screen is made with: columns, rows, scrollback lines.
+    made_with: (u16, u16, usize),
     /// Callers waiting for the lock; the parser lets them in between chunks.
     waiting: AtomicUsize,
     /// The screen's bracketed-paste mode, readable without the lock.
@@ -55,14 +63,24 @@ pub(crate) struct SharedScreen {
 }
 
 impl SharedScreen {
-    pub(crate) fn new(screen: Screen) -> Self {
-        let bracketed_paste = AtomicBool::new(screen.bracketed_paste());
+    /// A screen of `cols` × `rows` keeping `scrollback_lines`, made on first use.
+    pub(crate) fn new(cols: u16, rows: u16, scrollback_lines: usize) -> Self {
         Self {
-            screen: Mutex::new(screen),
+            screen: OnceLock::new(),
+            made_with: (cols, rows, scrollback_lines),
             waiting: AtomicUsize::new(0),
-            bracketed_paste,
+            // A new screen's mode: off.
+            bracketed_paste: AtomicBool::new(false),
             tap: broadcast::channel(ATTACH_BACKLOG).0,
         }
+    }
+
+    /// The screen, made now if no one did yet.
+    fn make(&self) -> &Mutex<Screen> {
+        self.screen.get_or_init(|| {
+            let (cols, rows, scrollback_lines) = self.made_with;
+            Mutex::new(Screen::new(cols, rows, scrollback_lines))
+        })
     }
 
     /// The screen now and the output from here on, for an attacher.
@@ -108,7 +126,7 @@ impl SharedScreen {
 
     fn lock(&self) -> MutexGuard<'_, Screen> {
         // A panic while parsing leaves a screen that is still worth showing.
-        self.screen.lock().unwrap_or_else(PoisonError::into_inner)
+        self.make().lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Gives callers that wait for the lock a chance to take it before the parser
@@ -170,13 +188,58 @@ pub(crate) fn start(
     transcript: Option<PathBuf>,
     events: mpsc::Sender<TerminalEvent>,
 ) -> std::io::Result<Output> {
-    let (chunks, receiver) = mpsc::channel(CHUNKS_IN_FLIGHT);
-    let (done, parsed) = oneshot::channel();
-    parsers()?.spawn(async move {
-        run(id, &screen, transcript, receiver, &events).await;
-        drop(done);
-    });
-    Ok(Output { chunks, parsed })
+    Ok(later(id, screen, transcript, events)?.start())
+}
+
+/// The output pipeline of terminal `id`, to start at its first output (see
+/// [`Unstarted`]). Fails as [`start`] would (the parsers' threads cannot be
+/// made); once this succeeded, starting cannot fail.
+pub(crate) fn later(
+    id: u64,
+    screen: Arc<SharedScreen>,
+    transcript: Option<PathBuf>,
+    events: mpsc::Sender<TerminalEvent>,
+) -> std::io::Result<Unstarted> {
+    Ok(Unstarted {
+        parsers: parsers()?,
+        id,
+        screen,
+        transcript,
+        events,
+    })
+}
+
+/// An output pipeline not started yet. A PTY terminal starts its own when the
+/// program first prints: starting one wakes a parser thread, which a Spawn's
+/// answer need not wait for (on two cores it competes with the new program
+/// for the CPU), and a terminal that never prints never needs.
+#[derive(Debug)]
+pub(crate) struct Unstarted {
+    parsers: &'static Runtime,
+    id: u64,
+    screen: Arc<SharedScreen>,
+    transcript: Option<PathBuf>,
+    events: mpsc::Sender<TerminalEvent>,
+}
+
+impl Unstarted {
+    /// Starts the pipeline.
+    pub(crate) fn start(self) -> Output {
+        let Unstarted {
+            parsers,
+            id,
+            screen,
+            transcript,
+            events,
+        } = self;
+        let (chunks, receiver) = mpsc::channel(CHUNKS_IN_FLIGHT);
+        let (done, parsed) = oneshot::channel();
+        parsers.spawn(async move {
+            run(id, &screen, transcript, receiver, &events).await;
+            drop(done);
+        });
+        Output { chunks, parsed }
+    }
 }
 
 async fn run(
@@ -186,8 +249,14 @@ async fn run(
     mut chunks: mpsc::Receiver<Vec<u8>>,
     events: &mpsc::Sender<TerminalEvent>,
 ) {
-    let mut transcript = transcript.map(|path| Transcript::open(&path, id));
+    // Opened at the first output, as the screen is made at the first (see
+    // [`SharedScreen`]): a terminal that never prints costs neither.
+    let mut unopened = transcript;
+    let mut transcript = None;
     while let Some(first) = chunks.recv().await {
+        if let Some(path) = unopened.take() {
+            transcript = Some(Transcript::open(&path, id));
+        }
         let mut signals = Signals::default();
         let mut batch = 0;
         let mut next = Some(first);

@@ -30,7 +30,6 @@ use tokio::time::Instant;
 use crate::master;
 use crate::output::{self, SharedScreen};
 use crate::program::{checked_program, ended, group_gone, log_grace_kill, names_term, pgid};
-use crate::screen::Screen;
 use crate::start::{self, Program, Start};
 use crate::{
     Attachment, ExitStatus, Snapshot, SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost,
@@ -150,15 +149,11 @@ impl PtyTerminal {
         drop(opened.program_side);
         let pid = Some(child.id());
 
-        let screen = Arc::new(SharedScreen::new(Screen::new(
-            cols,
-            rows,
-            spec.scrollback_lines,
-        )));
+        let screen = Arc::new(SharedScreen::new(cols, rows, spec.scrollback_lines));
         let started = opened.master.try_clone().and_then(|reader| {
             let reader = master::Reader::new(reader)?;
             let writer = master::Writer::new(opened.master)?;
-            let output = output::start(
+            let output = output::later(
                 spec.id,
                 Arc::clone(&screen),
                 spec.transcript.clone(),
@@ -324,16 +319,16 @@ async fn drive(
     id: u64,
     reader: master::Reader,
     mut child: Program,
-    output: output::Output,
+    output: output::Unstarted,
     shared: Arc<Shared>,
     events: mpsc::Sender<TerminalEvent>,
 ) {
-    let output::Output { chunks, parsed } = output;
+    let mut pipeline = Pipeline::Unstarted(Some(output));
     let mut open = true;
     let mut status = None;
     while open && status.is_none() {
         tokio::select! {
-            chunk = reader.read_chunk(READ_BYTES) => open = forward(chunk, &chunks).await,
+            chunk = reader.read_chunk(READ_BYTES) => open = forward(chunk, &mut pipeline).await,
             waited = child.wait() => status = Some(exit_status(id, waited)),
         }
     }
@@ -342,12 +337,14 @@ async fn drive(
         None => exit_status(id, child.wait().await),
     };
     if open {
-        drain(id, &reader, &chunks).await;
+        drain(id, &reader, &mut pipeline).await;
     }
     drop(reader);
-    drop(chunks);
-    // Resolves with an error when the output pipeline is done (it drops its sender).
-    let _ = parsed.await;
+    if let Pipeline::Started(output::Output { chunks, parsed }) = pipeline {
+        drop(chunks);
+        // Resolves with an error when the output pipeline is done (it drops its sender).
+        let _ = parsed.await;
+    }
     shared.pty().take();
     let _ = shared.exit.set(status);
     shared.over.send_replace(true);
@@ -357,13 +354,13 @@ async fn drive(
 
 /// Once the program ended: reads what is left, until every process let go of the
 /// terminal (EIO), or it stays quiet for [`DRAIN_IDLE`], or [`DRAIN_MAX`] passed.
-async fn drain(id: u64, reader: &master::Reader, chunks: &mpsc::Sender<Vec<u8>>) {
+async fn drain(id: u64, reader: &master::Reader, pipeline: &mut Pipeline) {
     let deadline = Instant::now() + DRAIN_MAX;
     loop {
         let until = deadline.min(Instant::now() + DRAIN_IDLE);
         match tokio::time::timeout_at(until, reader.read_chunk(READ_BYTES)).await {
             Ok(chunk) => {
-                if !forward(chunk, chunks).await {
+                if !forward(chunk, pipeline).await {
                     return;
                 }
             }
@@ -378,13 +375,36 @@ async fn drain(id: u64, reader: &master::Reader, chunks: &mpsc::Sender<Vec<u8>>)
     }
 }
 
+/// A terminal's output pipeline: started at the program's first output (see
+/// [`output::Unstarted`]).
+enum Pipeline {
+    /// Nothing printed yet (`None` only while it starts).
+    Unstarted(Option<output::Unstarted>),
+    Started(output::Output),
+}
+
+impl Pipeline {
+    /// Where chunks go, the pipeline started if it was not.
+    fn chunks(&mut self) -> Option<&mpsc::Sender<Vec<u8>>> {
+        if let Pipeline::Unstarted(unstarted) = self {
+            *self = Pipeline::Started(unstarted.take()?.start());
+        }
+        match self {
+            Pipeline::Started(output) => Some(&output.chunks),
+            Pipeline::Unstarted(_) => None,
+        }
+    }
+}
+
 /// Hands a chunk read to the output pipeline; false when the terminal's output
 /// ended.
-async fn forward(chunk: Option<Vec<u8>>, chunks: &mpsc::Sender<Vec<u8>>) -> bool {
+async fn forward(chunk: Option<Vec<u8>>, pipeline: &mut Pipeline) -> bool {
     match chunk {
         Some(chunk) => {
             // Fails only if the output pipeline died; then output is read and dropped.
-            let _ = chunks.send(chunk).await;
+            if let Some(chunks) = pipeline.chunks() {
+                let _ = chunks.send(chunk).await;
+            }
             true
         }
         None => false,

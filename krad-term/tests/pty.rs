@@ -367,6 +367,36 @@ async fn transcript_has_all_output_and_is_private() {
     );
 }
 
+/// A program that never prints costs no transcript file and no screen work:
+/// its pipeline starts at the first output. Its screen still answers (empty,
+/// at its size, resized on demand) and its end is reported as any other.
+#[tokio::test]
+async fn a_terminal_that_never_prints_has_an_empty_screen_and_no_transcript() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("transcripts/2.log");
+    let mut spec = sh("read x; exit 4", dir.path());
+    spec.transcript = Some(path.clone());
+    let (terminal, mut events) = start(spec);
+    // Nothing is typed (it would echo); the program ends with the close below.
+    let snapshot = terminal.snapshot(100);
+    assert_eq!(snapshot.screen, "");
+    assert!(snapshot.scrollback.is_empty());
+    assert_eq!(snapshot.size, (80, 24));
+    terminal.resize(100, 30).unwrap();
+    assert_eq!(terminal.snapshot(0).size, (100, 30));
+    terminal.close(Duration::from_secs(5));
+    let (_, status) = until_exit(&mut events).await;
+    assert!(
+        status.code.is_some() || status.signal.is_some(),
+        "{status:?}"
+    );
+    assert!(
+        !path.exists(),
+        "a transcript for a terminal that printed nothing"
+    );
+    assert_eq!(terminal.snapshot(0).screen, "");
+}
+
 #[tokio::test]
 async fn an_unwritable_transcript_does_not_stop_the_terminal() {
     let dir = tempfile::tempdir().unwrap();

@@ -57,7 +57,7 @@ pub(crate) async fn spawn(
     // A new worktree's setup runs before any agent starts there.
     let (cwd, host) = environments::ready(core, &environment).await?;
     let host = environments::host(core, host.as_deref())?;
-    let (terminal, mut underway) = allocate_id(core, ctx)?;
+    let (terminal, mut underway) = allocate_id(core, ctx, variant.is_some())?;
     if let Some((group, n)) = &variant {
         // The group knows its variant's terminal before the program starts:
         // after a crash, `run_variants::resume` never starts it twice.
@@ -95,42 +95,95 @@ pub(crate) async fn spawn(
     let before = agent_record(&newcomer, &request, &profile, shown.clone(), None);
     core.store.keep_before_start(&before, prepared.3.as_ref());
     launching(&mut underway, before);
-    // The rest runs in a task of its own: a caller that leaves (or times out)
-    // while the program starts leaves no orphan — the terminal is recorded and
-    // watched all the same.
+    let (spec, token_file) = spawn_spec(core, terminal, &request, prepared);
+    let host = terminal_host(core, newcomer.host.as_deref());
+    let after = AfterStart {
+        newcomer,
+        request,
+        profile,
+        shown,
+        events,
+        token_file,
+        underway,
+    };
+    if !host.spawn_may_block() {
+        // The PTY host starts the program in place and never waits: nothing
+        // from here to the record can be cancelled half-way.
+        let start = core.launching.begin(&after.newcomer.me);
+        let spawned = host.spawn(spec, events_tx);
+        let recorded = record_started(core, spawned, after);
+        drop(start);
+        return recorded;
+    }
+    // A host that waits (the tmux host waits for tmux's answer) starts on a
+    // blocking thread, which must never hold a runtime worker, in a task of
+    // its own: a caller that leaves (or times out) while the program starts
+    // leaves no orphan — the terminal is recorded and watched all the same.
     let core = core.clone();
     let finish = tokio::spawn(async move {
         // Its token works from now on: a request with it waits for its record.
-        let start = core.launching.begin(&newcomer.me);
-        let (terminal, token_file) = start_terminal(
-            &core,
-            newcomer.host.as_deref(),
-            newcomer.me.terminal,
-            &request,
-            prepared,
-            events_tx,
-        )
-        .await
-        .inspect_err(|_| core.store.forget_kept(newcomer.me.terminal))?;
-        let record = agent_record(&newcomer, &request, &profile, shown, terminal.pid());
-        let record = core
-            .store
-            .insert(record, terminal.clone(), profile.clone(), token_file);
-        watch(
-            &core,
-            newcomer.me.terminal,
-            terminal,
-            events,
-            profile,
-            request.prompt,
-        );
+        let start = core.launching.begin(&after.newcomer.me);
+        let spawned = tokio::task::spawn_blocking(move || host.spawn(spec, events_tx))
+            .await
+            .unwrap_or_else(|e| Err(SpawnError::Host(format!("the terminal host failed: {e}"))));
+        let recorded = record_started(&core, spawned, after);
         drop(start);
-        drop(underway);
-        Ok(record)
+        recorded
     });
     finish
         .await
         .map_err(|e| ApiError::internal(format!("the Spawn's start was lost: {e}")))?
+}
+
+/// What a Spawn still has to do once its program started (or failed to).
+struct AfterStart {
+    newcomer: Newcomer,
+    request: Spawn,
+    profile: Arc<Profile>,
+    /// The command as shown in the record.
+    shown: Vec<String>,
+    events: tokio::sync::mpsc::Receiver<TerminalEvent>,
+    /// The terminal's token file here, if it has one.
+    token_file: Option<PathBuf>,
+    /// Its intent, if it records one (see [`allocate_id`]).
+    underway: Option<Underway>,
+}
+
+/// Records a terminal whose program started and sets its watcher going; for
+/// one that did not, removes its token file and the record kept before the
+/// start, and says why.
+fn record_started(
+    core: &Arc<Core>,
+    spawned: Result<Arc<dyn Terminal>, SpawnError>,
+    after: AfterStart,
+) -> Result<AgentRecord, ApiError> {
+    let AfterStart {
+        newcomer,
+        request,
+        profile,
+        shown,
+        events,
+        token_file,
+        underway,
+    } = after;
+    let id = newcomer.me.terminal;
+    let terminal = match spawned {
+        Ok(terminal) => terminal,
+        Err(e) => {
+            if let Some(file) = &token_file {
+                let _ = std::fs::remove_file(file);
+            }
+            core.store.forget_kept(id);
+            return Err(spawn_failed(id, &e));
+        }
+    };
+    let record = agent_record(&newcomer, &request, &profile, shown, terminal.pid());
+    let record = core
+        .store
+        .insert(record, terminal.clone(), profile.clone(), token_file);
+    watch(core, id, terminal, events, profile, request.prompt);
+    drop(underway);
+    Ok(record)
 }
 
 /// The environment a new terminal goes to (the caller's by default, else
@@ -199,9 +252,28 @@ fn profile_and_command(
     Ok((profile, command))
 }
 
-/// A new terminal id, recorded so that it is never given twice, with the
-/// Spawn's intent in the same transaction (see [`crate::intents`]).
-fn allocate_id(core: &Core, ctx: &CallContext) -> Result<(u64, Underway), ApiError> {
+/// A new terminal id, reserved so that it is never given twice, and the
+/// Spawn's intent, recorded in the same transaction (see [`crate::intents`])
+/// when a crash could leave it something to settle: the answer to its request
+/// id, or the variant it starts (RunVariants resumes those that never
+/// started). Without either, recovery would have nothing to take forward or
+/// back — the terminal is on record or not (`keep_before_start`) and no answer
+/// is kept — so no intent is written, nor removed afterwards.
+fn allocate_id(
+    core: &Core,
+    ctx: &CallContext,
+    variant: bool,
+) -> Result<(u64, Option<Underway>), ApiError> {
+    let cannot = |e: std::io::Error| {
+        ApiError::new(
+            ErrorCode::Failed,
+            format!("cannot record the new terminal: {e}"),
+        )
+    };
+    if ctx.once.is_none() && !variant {
+        let id = core.store.allocate_terminal_id().map_err(cannot)?;
+        return Ok((id, None));
+    }
     let mut underway = None;
     let id = core
         .store
@@ -218,23 +290,18 @@ fn allocate_id(core: &Core, ctx: &CallContext) -> Result<(u64, Underway), ApiErr
             underway = Some(intent);
             Ok(())
         })
-        .map_err(|e| {
-            ApiError::new(
-                ErrorCode::Failed,
-                format!("cannot record the new terminal: {e}"),
-            )
-        })?;
+        .map_err(cannot)?;
     let underway = underway.ok_or_else(|| ApiError::internal("the Spawn's intent was not made"))?;
-    Ok((id, underway))
+    Ok((id, Some(underway)))
 }
 
 /// Records in the Spawn's intent, just before its program starts, the record
 /// it answers with: a crash from then on is answered with it on a retry, and
 /// the program never starts twice (at most once, as request ids promise).
-fn launching(underway: &mut Underway, record: AgentRecord) {
-    if !underway.answers_a_request_id() && record.variant.is_none() {
+fn launching(underway: &mut Option<Underway>, record: AgentRecord) {
+    let Some(underway) = underway else {
         return;
-    }
+    };
     let terminal = record.terminal;
     if let Plan::Spawn { started, .. } = underway.plan_mut() {
         *started = Some(Box::new(record));
@@ -255,19 +322,14 @@ struct Newcomer {
     variant: Option<(String, u32)>,
 }
 
-/// Starts the prepared program on a new terminal of the app's terminal host,
-/// on a blocking thread when the host may wait on other processes (the tmux
-/// host waits for tmux's answer), which must never hold a runtime worker; in
-/// place otherwise (the PTY host).
-/// On failure the local token file is removed again.
-async fn start_terminal(
+/// What the terminal host is given to start terminal `id`, and the token file
+/// of a local terminal (removed again if its program does not start).
+fn spawn_spec(
     core: &Core,
-    on: Option<&Host>,
     id: u64,
     request: &Spawn,
     (argv, cwd, env, token_file): Prepared,
-    events: tokio::sync::mpsc::Sender<TerminalEvent>,
-) -> Result<(Arc<dyn Terminal>, Option<PathBuf>), ApiError> {
+) -> (SpawnSpec, Option<PathBuf>) {
     let spec = SpawnSpec {
         id,
         argv,
@@ -279,26 +341,15 @@ async fn start_terminal(
         transcript: Some(crate::transcripts::path(core, id)),
         scrollback_lines: core.settings.config.terminals.scrollback,
     };
-    // A host's terminals in tmux there go through its own tmux client.
-    let host: Arc<dyn TerminalHost> = match on.and_then(Host::tmux_terminals) {
+    (spec, token_file)
+}
+
+/// The terminal host a new terminal starts on: the app's, or for a host whose
+/// terminals live in tmux there, its own tmux client.
+fn terminal_host(core: &Core, on: Option<&Host>) -> Arc<dyn TerminalHost> {
+    match on.and_then(Host::tmux_terminals) {
         Some(tmux) => tmux,
         None => core.host.clone(),
-    };
-    let started = if host.spawn_may_block() {
-        tokio::task::spawn_blocking(move || host.spawn(spec, events))
-            .await
-            .unwrap_or_else(|e| Err(SpawnError::Host(format!("the terminal host failed: {e}"))))
-    } else {
-        host.spawn(spec, events)
-    };
-    match started {
-        Ok(terminal) => Ok((terminal, token_file)),
-        Err(e) => {
-            if let Some(file) = &token_file {
-                let _ = std::fs::remove_file(file);
-            }
-            Err(spawn_failed(id, &e))
-        }
     }
 }
 

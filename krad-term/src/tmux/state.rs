@@ -41,7 +41,7 @@ impl Shared {
     pub(super) fn new(id: u64, (cols, rows): (u16, u16), scrollback_lines: usize) -> Self {
         Self {
             id,
-            screen: Arc::new(SharedScreen::new(Screen::new(cols, rows, scrollback_lines))),
+            screen: Arc::new(SharedScreen::new(cols, rows, scrollback_lines)),
             scrollback_lines,
             pane: OnceLock::new(),
             window: OnceLock::new(),
