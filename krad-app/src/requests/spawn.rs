@@ -108,7 +108,8 @@ pub(crate) async fn spawn(
     };
     if !host.spawn_may_block() {
         // The PTY host starts the program in place and never waits: nothing
-        // from here to the record can be cancelled half-way.
+        // from here to the record can be cancelled half-way. Its token works
+        // from now on: a request with it waits for its record.
         let start = core.launching.begin(&after.newcomer.me);
         let spawned = host.spawn(spec, events_tx);
         let recorded = record_started(core, spawned, after);
