@@ -264,7 +264,7 @@ pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
          | krad Hello, until answered | {} |\n\n\
          * krad Spawn / PTY spawn, per round: {}\n\
          * krad Spawn / krad Hello, per round: {}\n\
-         * krad Spawn / (krad Hello + PTY spawn), per round: {}\n\
+         * krad Spawn / (krad Hello + PTY spawn), per round: {}; of the medians: {:.2}\n\
          * the app's CPU time per round (a Spawn and a Hello; its threads, not the new \
          program's): {:.0} µs\n\
          * load average before and after: {load_before} → {load_after}; busy {:.0} %, steal {:.1} %\n",
@@ -275,6 +275,7 @@ pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
         with_quartiles(&to_pty, 2),
         with_quartiles(&to_hello, 2),
         with_quartiles(&to_floor, 2),
+        Summary::of(&k).median / (Summary::of(&hello).median + Summary::of(&pty).median),
         app_cpu.as_secs_f64() * 1e6 / rounds.max(1) as f64,
         cpu.busy_pct,
         cpu.steal_pct,
