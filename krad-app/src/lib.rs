@@ -112,6 +112,8 @@ pub(crate) struct Core {
     pub disk: environments::disk::DiskUse,
     /// The hosts' port registries: their calls in turn, what they said last.
     pub host_ports: environments::ports::HostPorts,
+    /// The environments' port blocks as last read from the store.
+    pub port_blocks: environments::ports::KnownBlocks,
 }
 
 /// The app `krad serve` runs. Each request it answers is an
@@ -185,6 +187,7 @@ impl EmbeddedApp {
                 asks,
                 feed: Arc::default(),
                 host_ports: Default::default(),
+                port_blocks: Default::default(),
                 request_log,
                 environments_changed: tokio::sync::watch::channel(0).0,
                 disk: Default::default(),

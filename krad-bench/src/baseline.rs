@@ -95,38 +95,42 @@ pub fn serve(mode: Mode, reply_bytes: usize) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        println!("{}", listener.local_addr()?);
-        let reply: Arc<[u8]> = reply_of(reply_bytes).into();
-        let (release, released) = watch::channel(false);
-        let release = Arc::new(release);
-        let (publish, _) = broadcast::channel::<Arc<[u8]>>(1024);
-        let held = Arc::new(AtomicU64::new(0));
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let reply = reply.clone();
-            match mode {
-                Mode::Line => {
-                    tokio::spawn(line_conn(stream, reply));
-                }
-                Mode::Hold => {
-                    tokio::spawn(hold_conn(
-                        stream,
-                        reply,
-                        release.clone(),
-                        released.clone(),
-                        held.clone(),
-                    ));
-                }
-                Mode::Fanout => {
-                    tokio::spawn(fanout_conn(stream, publish.clone(), held.clone()));
-                }
+    // The accept loop runs on a worker, as krad's does: a connection's task
+    // then starts on the worker that accepted it, with no thread to wake.
+    runtime.block_on(async move { tokio::spawn(accept_loop(mode, reply_bytes)).await? })
+}
+
+async fn accept_loop(mode: Mode, reply_bytes: usize) -> anyhow::Result<()> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    println!("{}", listener.local_addr()?);
+    let reply: Arc<[u8]> = reply_of(reply_bytes).into();
+    let (release, released) = watch::channel(false);
+    let release = Arc::new(release);
+    let (publish, _) = broadcast::channel::<Arc<[u8]>>(1024);
+    let held = Arc::new(AtomicU64::new(0));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let reply = reply.clone();
+        match mode {
+            Mode::Line => {
+                tokio::spawn(line_conn(stream, reply));
+            }
+            Mode::Hold => {
+                tokio::spawn(hold_conn(
+                    stream,
+                    reply,
+                    release.clone(),
+                    released.clone(),
+                    held.clone(),
+                ));
+            }
+            Mode::Fanout => {
+                tokio::spawn(fanout_conn(stream, publish.clone(), held.clone()));
             }
         }
-    })
+    }
 }
 
 async fn read_line(stream: &mut TcpStream) -> Option<Vec<u8>> {

@@ -5,7 +5,7 @@
 //! * [`Writer`]: input and resizes.
 //!
 //! Each half is a descriptor of its own, registered with the runtime's event
-//! loop for its one direction only.
+//! loop for its one direction only (the writing half at its first write).
 
 use std::ffi::CString;
 use std::fs::OpenOptions;
@@ -136,24 +136,42 @@ impl Reader {
     }
 }
 
-/// The writing half: registered on the runtime it is made on, for writability only.
+/// The writing half: registered for writability only, on the runtime of its
+/// first write (a terminal never written to costs no registration).
 #[derive(Debug)]
-pub(crate) struct Writer {
-    fd: AsyncFd<OwnedFd>,
+pub(crate) enum Writer {
+    /// Not written to yet.
+    Unregistered(OwnedFd),
+    Registered(AsyncFd<OwnedFd>),
+    /// Only while a registration fails (the descriptor is then closed).
+    Lost,
 }
 
 impl Writer {
-    /// Registers `master` (a descriptor of its own) on the current runtime.
-    pub(crate) fn new(master: OwnedFd) -> io::Result<Self> {
-        Ok(Self {
-            fd: register(master, Interest::WRITABLE)?,
-        })
+    /// The writing half on `master` (a descriptor of its own).
+    pub(crate) fn new(master: OwnedFd) -> Self {
+        Self::Unregistered(master)
     }
 
-    /// Writes some of `bytes` once the terminal takes input.
-    pub(crate) fn poll_write(&self, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
+    /// Writes some of `bytes` once the terminal takes input. Must be called
+    /// within a tokio runtime.
+    pub(crate) fn poll_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if matches!(self, Self::Unregistered(_))
+            && let Self::Unregistered(master) = std::mem::replace(self, Self::Lost)
+        {
+            *self = Self::Registered(register(master, Interest::WRITABLE)?);
+        }
+        let Self::Registered(fd) = self else {
+            return Poll::Ready(Err(io::Error::other(
+                "the terminal's input could not be registered",
+            )));
+        };
         loop {
-            let mut guard = ready!(self.fd.poll_write_ready(cx))?;
+            let mut guard = ready!(fd.poll_write_ready(cx))?;
             match guard.try_io(|fd| Ok(rustix::io::write(fd.get_ref(), bytes)?)) {
                 Ok(written) => return Poll::Ready(written),
                 // Not writable after all: readiness cleared, wait again.
@@ -164,7 +182,13 @@ impl Writer {
 
     /// Sets the terminal's size.
     pub(crate) fn resize(&self, cols: u16, rows: u16) -> io::Result<()> {
-        resize(self.fd.get_ref(), cols, rows)
+        match self {
+            Self::Unregistered(master) => resize(master, cols, rows),
+            Self::Registered(fd) => resize(fd.get_ref(), cols, rows),
+            Self::Lost => Err(io::Error::other(
+                "the terminal's input could not be registered",
+            )),
+        }
     }
 }
 
@@ -197,10 +221,15 @@ mod tests {
     #[tokio::test]
     async fn input_reaches_the_program_side_and_resizes_hold() {
         let opened = open(80, 24).unwrap();
-        let writer = Writer::new(opened.master).unwrap();
+        let mut writer = Writer::new(opened.master);
+        // Before the first write (not registered yet) and after it.
+        writer.resize(90, 20).unwrap();
+        let size = rustix::termios::tcgetwinsize(&opened.program_side).unwrap();
+        assert_eq!((size.ws_col, size.ws_row), (90, 20));
         // A whole line: the program side reads lines (canonical mode).
         let written = std::future::poll_fn(|cx| writer.poll_write(cx, b"x\n")).await;
         assert_eq!(written.unwrap(), 2);
+        assert!(matches!(writer, Writer::Registered(_)));
         writer.resize(100, 30).unwrap();
         let size = rustix::termios::tcgetwinsize(&opened.program_side).unwrap();
         assert_eq!((size.ws_col, size.ws_row), (100, 30));

@@ -58,8 +58,10 @@ pub(crate) struct SharedScreen {
     /// The screen's bracketed-paste mode, readable without the lock.
     bracketed_paste: AtomicBool,
     /// Attachers: each chunk parsed, sent under the screen's lock so that an
-    /// attacher's redraw and its first chunk meet exactly.
-    tap: broadcast::Sender<Arc<[u8]>>,
+    /// attacher's redraw and its first chunk meet exactly. Made (under that
+    /// lock) for the first attacher: its ring of [`ATTACH_BACKLOG`] slots is
+    /// half a new terminal's memory, and most are never attached to.
+    tap: OnceLock<broadcast::Sender<Arc<[u8]>>>,
 }
 
 impl SharedScreen {
@@ -71,7 +73,7 @@ impl SharedScreen {
             waiting: AtomicUsize::new(0),
             // A new screen's mode: off.
             bracketed_paste: AtomicBool::new(false),
-            tap: broadcast::channel(ATTACH_BACKLOG).0,
+            tap: OnceLock::new(),
         }
     }
 
@@ -88,7 +90,10 @@ impl SharedScreen {
         self.with(|screen| Attachment {
             screen: screen.redraw(),
             size: screen.size(),
-            output: self.tap.subscribe(),
+            output: self
+                .tap
+                .get_or_init(|| broadcast::channel(ATTACH_BACKLOG).0)
+                .subscribe(),
         })
     }
 
@@ -115,8 +120,8 @@ impl SharedScreen {
             self.bracketed_paste
                 .store(screen.bracketed_paste(), Ordering::Relaxed);
             // Never waits: an attacher that lags loses its oldest chunks.
-            if self.tap.receiver_count() > 0 {
-                let _ = self.tap.send(Arc::from(bytes));
+            if let Some(tap) = self.tap.get().filter(|tap| tap.receiver_count() > 0) {
+                let _ = tap.send(Arc::from(bytes));
             }
             signals
         };

@@ -8,13 +8,14 @@
 //!   terminals) and reaps the program; once
 //!   the program ended and all its output was parsed it records the exit status,
 //!   closes the terminal and sends [`TerminalEvent::Exited`], last;
-//! * a writer task writes queued input, whole and in order;
+//! * a writer task, started at the first write, writes queued input, whole and
+//!   in order;
 //! * [`Terminal::close`] spawns a task that kills the process group after the grace;
 //! * attachers ([`Terminal::attach`]) follow the output pipeline's broadcast, which
 //!   never waits for them (see the `output` module).
 
 use std::collections::BTreeMap;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -30,7 +31,7 @@ use tokio::time::Instant;
 use crate::master;
 use crate::output::{self, SharedScreen};
 use crate::program::{checked_program, ended, group_gone, log_grace_kill, names_term, pgid};
-use crate::start::{self, Program, Start};
+use crate::start::{self, Environment, Program, Start};
 use crate::{
     Attachment, ExitStatus, Snapshot, SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost,
 };
@@ -120,7 +121,8 @@ struct PtyTerminal {
     id: u64,
     pid: Option<u32>,
     shared: Arc<Shared>,
-    writes: mpsc::UnboundedSender<WriteRequest>,
+    /// The writer task's queue, made with the task at the first write.
+    writes: OnceLock<mpsc::UnboundedSender<WriteRequest>>,
     runtime: Handle,
 }
 
@@ -137,7 +139,7 @@ impl PtyTerminal {
             .map_err(|e| SpawnError::Host(format!("cannot open a terminal: {e}")))?;
         // The program leads a session of its own with the terminal as its
         // controlling terminal (so its process group is its pid).
-        let env = environment(&spec);
+        let env = environment(&spec).map_err(|error| spawn_error(program, error))?;
         let child = start::start(&Start {
             argv: &spec.argv,
             cwd: &spec.cwd,
@@ -152,7 +154,7 @@ impl PtyTerminal {
         let screen = Arc::new(SharedScreen::new(cols, rows, spec.scrollback_lines));
         let started = opened.master.try_clone().and_then(|reader| {
             let reader = master::Reader::new(reader)?;
-            let writer = master::Writer::new(opened.master)?;
+            let writer = master::Writer::new(opened.master);
             let output = output::later(
                 spec.id,
                 Arc::clone(&screen),
@@ -183,8 +185,6 @@ impl PtyTerminal {
             over: watch::Sender::new(false),
             queued_input: AtomicUsize::new(0),
         });
-        let (writes, requests) = mpsc::unbounded_channel();
-        runtime.spawn(write_loop(Arc::clone(&shared), requests));
         runtime.spawn(drive(
             spec.id,
             reader,
@@ -198,7 +198,7 @@ impl PtyTerminal {
             id: spec.id,
             pid,
             shared,
-            writes,
+            writes: OnceLock::new(),
             runtime,
         })
     }
@@ -225,7 +225,13 @@ impl Terminal for PtyTerminal {
         self.shared
             .queued_input
             .fetch_add(bytes.len(), Ordering::AcqRel);
-        if let Err(mpsc::error::SendError((bytes, reply))) = self.writes.send((bytes, reply)) {
+        let writes = self.writes.get_or_init(|| {
+            let (writes, requests) = mpsc::unbounded_channel();
+            self.runtime
+                .spawn(write_loop(Arc::clone(&self.shared), requests));
+            writes
+        });
+        if let Err(mpsc::error::SendError((bytes, reply))) = writes.send((bytes, reply)) {
             self.shared
                 .queued_input
                 .fetch_sub(bytes.len(), Ordering::AcqRel);
@@ -298,18 +304,15 @@ impl Terminal for PtyTerminal {
 
 /// The environment of the program: the app's, minus `spec.env_remove`, plus
 /// `spec.env`, with `TERM` set to [`DEFAULT_TERM`] unless the spec names it.
-fn environment(spec: &SpawnSpec) -> BTreeMap<OsString, OsString> {
-    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+fn environment(spec: &SpawnSpec) -> io::Result<Environment> {
+    let mut given: BTreeMap<OsString, OsString> = BTreeMap::new();
     if !names_term(spec) {
-        env.insert("TERM".into(), DEFAULT_TERM.into());
-    }
-    for key in &spec.env_remove {
-        env.remove(OsStr::new(key));
+        given.insert("TERM".into(), DEFAULT_TERM.into());
     }
     for (key, value) in &spec.env {
-        env.insert(key.into(), value.into());
+        given.insert(key.into(), value.into());
     }
-    env
+    Environment::of_app(&spec.env_remove, &given)
 }
 
 /// Reads the terminal until the program ended and its output is all read, reaps

@@ -16,7 +16,9 @@
 //!   among them) starts its programs: SIGPIPE, which the Rust runtime ignores,
 //!   and whatever the app was started ignoring (SIGHUP under `nohup`).
 //!
-//! The program is looked up on the `PATH` it is given (not the app's), as
+//! Its environment ([`Environment`]) is the app's own, encoded once (the app
+//! never changes it), with a terminal's variables removed and added. The
+//! program is looked up on the `PATH` it is given (not the app's), as
 //! `execvp` would, so that a missing program is reported as one before
 //! anything starts. The app then waits for it through a pidfd, on the runtime's
 //! event loop, with no thread and no SIGCHLD handler of its own.
@@ -25,12 +27,14 @@
 //! wrapper for `POSIX_SPAWN_SETSID` with a working directory.
 #![allow(unsafe_code)]
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use nix::unistd::{AccessFlags, access};
 use rustix::process::{Pid, PidfdFlags, WaitIdOptions, WaitOptions};
@@ -45,13 +49,88 @@ pub(crate) struct Start<'a> {
     /// Its working directory.
     pub cwd: &'a Path,
     /// Its whole environment.
-    pub env: &'a BTreeMap<OsString, OsString>,
+    pub env: &'a Environment,
     /// The terminal's program side (`/dev/pts/N`).
     pub terminal: &'a CStr,
 }
 
 /// The `PATH` a program is looked up on when its environment has none (glibc's).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+/// A program's environment, ready for `exec`.
+pub(crate) struct Environment {
+    /// `NAME=value`: the app's own (encoded once) first, then the given ones.
+    pairs: Vec<Cow<'static, CStr>>,
+    /// Its `PATH`, if it has one.
+    path: Option<OsString>,
+}
+
+impl Environment {
+    /// The app's environment without the variables `removed` names or `given`
+    /// sets, then `given`.
+    pub(crate) fn of_app(
+        removed: &[String],
+        given: &BTreeMap<OsString, OsString>,
+    ) -> io::Result<Self> {
+        Self::build(app_environment(), removed, given)
+    }
+
+    fn build(
+        inherited: &'static [(OsString, CString)],
+        removed: &[String],
+        given: &BTreeMap<OsString, OsString>,
+    ) -> io::Result<Self> {
+        let dropped =
+            |key: &OsStr| given.contains_key(key) || removed.iter().any(|r| OsStr::new(r) == key);
+        let mut pairs = Vec::with_capacity(inherited.len() + given.len());
+        let mut path = None;
+        for (key, pair) in inherited {
+            if dropped(key) {
+                continue;
+            }
+            if key == "PATH" {
+                path = pair
+                    .to_bytes()
+                    .get(key.len() + 1..)
+                    .map(|value| OsStr::from_bytes(value).to_os_string());
+            }
+            pairs.push(Cow::Borrowed(pair.as_c_str()));
+        }
+        for (key, value) in given {
+            if key.is_empty() || key.as_bytes().contains(&b'=') {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{key:?} cannot name an environment variable"),
+                ));
+            }
+            if key == "PATH" {
+                path = Some(value.clone());
+            }
+            pairs.push(Cow::Owned(encode(key, value)?));
+        }
+        Ok(Self { pairs, path })
+    }
+}
+
+/// The app's own environment, each variable with its `NAME=value`: read and
+/// encoded the first time a program starts (nothing in krad changes it).
+fn app_environment() -> &'static [(OsString, CString)] {
+    static APP: OnceLock<Vec<(OsString, CString)>> = OnceLock::new();
+    APP.get_or_init(|| {
+        std::env::vars_os()
+            .filter_map(|(key, value)| Some((key.clone(), encode(&key, &value).ok()?)))
+            .collect()
+    })
+}
+
+/// `NAME=value`, as `exec` takes it.
+fn encode(key: &OsStr, value: &OsStr) -> io::Result<CString> {
+    let mut pair = Vec::with_capacity(key.len() + 1 + value.len());
+    pair.extend_from_slice(key.as_bytes());
+    pair.push(b'=');
+    pair.extend_from_slice(value.as_bytes());
+    c_string(&pair, "an environment variable")
+}
 
 /// A started program, until it is reaped.
 #[derive(Debug)]
@@ -123,39 +202,24 @@ pub(crate) fn start(how: &Start<'_>) -> io::Result<Program> {
             "no program given",
         ));
     };
-    let path = find_program(name, how.cwd, how.env)?;
+    let path = find_program(name, how.cwd, how.env.path.as_deref())?;
     let argv = how
         .argv
         .iter()
         .map(|arg| c_string(arg.as_bytes(), "an argument"))
         .collect::<io::Result<Vec<_>>>()?;
-    let env = how
-        .env
-        .iter()
-        .map(|(key, value)| {
-            if key.is_empty() || key.as_bytes().contains(&b'=') {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("{key:?} cannot name an environment variable"),
-                ));
-            }
-            let mut pair = key.as_bytes().to_vec();
-            pair.push(b'=');
-            pair.extend_from_slice(value.as_bytes());
-            c_string(&pair, "an environment variable")
-        })
-        .collect::<io::Result<Vec<_>>>()?;
+    let env = &how.env.pairs;
     let cwd = c_string(how.cwd.as_os_str().as_bytes(), "the working directory")?;
     let program = c_string(path.as_os_str().as_bytes(), "the program's path")?;
 
-    let pid = match spawn(&program, &argv, &env, &cwd, how.terminal) {
+    let pid = match spawn(&program, &argv, env, &cwd, how.terminal) {
         // What `execvp` does with a file the kernel cannot run (a script
         // without `#!`): run it with the shell.
         Err(error) if error.raw_os_error() == Some(libc::ENOEXEC) => {
             let shell = c"/bin/sh".to_owned();
             let mut with_shell = vec![shell.clone(), program.clone()];
             with_shell.extend(argv.iter().skip(1).cloned());
-            spawn(&shell, &with_shell, &env, &cwd, how.terminal).map_err(|_| error)?
+            spawn(&shell, &with_shell, env, &cwd, how.terminal).map_err(|_| error)?
         }
         started => started?,
     };
@@ -185,7 +249,7 @@ fn abandon(pid: Pid, error: io::Error) -> io::Error {
 /// The path `name` is run from: itself when it holds a `/`; otherwise the
 /// first executable file of that name in a directory of the program's `PATH`
 /// (relative directories are the program's working directory's).
-fn find_program(name: &str, cwd: &Path, env: &BTreeMap<OsString, OsString>) -> io::Result<PathBuf> {
+fn find_program(name: &str, cwd: &Path, path: Option<&OsStr>) -> io::Result<PathBuf> {
     if name.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
@@ -195,9 +259,7 @@ fn find_program(name: &str, cwd: &Path, env: &BTreeMap<OsString, OsString>) -> i
     if name.contains('/') {
         return Ok(PathBuf::from(name));
     }
-    let path = env
-        .get(OsStr::new("PATH"))
-        .map_or(OsStr::new(DEFAULT_PATH), OsString::as_os_str);
+    let path = path.unwrap_or(OsStr::new(DEFAULT_PATH));
     let mut denied = false;
     for dir in path.as_bytes().split(|&b| b == b':') {
         let dir = if dir.is_empty() {
@@ -238,7 +300,7 @@ fn c_string(bytes: &[u8], what: &str) -> io::Result<CString> {
 fn spawn(
     program: &CStr,
     argv: &[CString],
-    env: &[CString],
+    env: &[Cow<'_, CStr>],
     cwd: &CStr,
     terminal: &CStr,
 ) -> io::Result<Pid> {
@@ -266,10 +328,10 @@ fn spawn(
 }
 
 /// The pointers of `strings`, then a null pointer, as `exec` takes them.
-fn null_terminated(strings: &[CString]) -> Vec<*mut libc::c_char> {
+fn null_terminated<S: AsRef<CStr>>(strings: &[S]) -> Vec<*mut libc::c_char> {
     strings
         .iter()
-        .map(|s| s.as_ptr().cast_mut())
+        .map(|s| s.as_ref().as_ptr().cast_mut())
         .chain(std::iter::once(std::ptr::null_mut()))
         .collect()
 }
@@ -374,8 +436,9 @@ impl Drop for FileActions {
 mod tests {
     use super::*;
 
-    fn env_with_path(path: &str) -> BTreeMap<OsString, OsString> {
-        BTreeMap::from([(OsString::from("PATH"), OsString::from(path))])
+    fn env_with_path(path: &str) -> Environment {
+        let given = BTreeMap::from([(OsString::from("PATH"), OsString::from(path))]);
+        Environment::build(&[], &[], &given).unwrap()
     }
 
     #[test]
@@ -387,26 +450,66 @@ mod tests {
         std::fs::write(&tool, "#!/bin/sh\n").unwrap();
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let env = env_with_path(&format!("/nonexistent:{}", bin.display()));
-        assert_eq!(find_program("tool", dir.path(), &env).unwrap(), tool);
-        let missing = find_program("no-such-tool", dir.path(), &env).unwrap_err();
+        let path = OsString::from(format!("/nonexistent:{}", bin.display()));
+        let env = Some(path.as_os_str());
+        assert_eq!(find_program("tool", dir.path(), env).unwrap(), tool);
+        let missing = find_program("no-such-tool", dir.path(), env).unwrap_err();
         assert_eq!(missing.kind(), io::ErrorKind::NotFound);
         // Not executable: permission denied, as exec says.
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let denied = find_program("tool", dir.path(), &env).unwrap_err();
+        let denied = find_program("tool", dir.path(), env).unwrap_err();
         assert_eq!(denied.kind(), io::ErrorKind::PermissionDenied);
         // A relative PATH entry is the working directory's.
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let relative = env_with_path("bin");
         assert_eq!(
-            find_program("tool", dir.path(), &relative).unwrap(),
+            find_program("tool", dir.path(), Some(OsStr::new("bin"))).unwrap(),
             dir.path().join("bin").join("tool")
         );
         // A path is used as given.
         assert_eq!(
-            find_program("./x", dir.path(), &env).unwrap(),
+            find_program("./x", dir.path(), env).unwrap(),
             PathBuf::from("./x")
         );
+    }
+
+    /// The app's variables go on unless removed or given anew; given ones come
+    /// last, and the `PATH` looked up is the one the program gets.
+    #[test]
+    fn an_environment_is_the_apps_minus_the_removed_plus_the_given() {
+        let app = |key: &str, value: &str| {
+            let key = OsString::from(key);
+            let pair = encode(&key, OsStr::new(value)).unwrap();
+            (key, pair)
+        };
+        let inherited: &'static [(OsString, CString)] = Box::leak(Box::new([
+            app("HOME", "/home/a"),
+            app("PATH", "/app/bin"),
+            app("KRAD_ADE_TOKEN", "secret"),
+            app("LANG", "C"),
+        ]));
+        let shown = |env: &Environment| -> Vec<String> {
+            env.pairs
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect()
+        };
+        let given = BTreeMap::from([(OsString::from("LANG"), OsString::from("fr"))]);
+        let env = Environment::build(inherited, &["KRAD_ADE_TOKEN".to_owned()], &given).unwrap();
+        assert_eq!(shown(&env), ["HOME=/home/a", "PATH=/app/bin", "LANG=fr"]);
+        assert_eq!(env.path.as_deref(), Some(OsStr::new("/app/bin")));
+        // A given PATH is the one looked up; a removed one leaves none.
+        let given = BTreeMap::from([(OsString::from("PATH"), OsString::from("/mine"))]);
+        let env = Environment::build(inherited, &[], &given).unwrap();
+        assert_eq!(env.path.as_deref(), Some(OsStr::new("/mine")));
+        assert_eq!(shown(&env).last().map(String::as_str), Some("PATH=/mine"));
+        let env = Environment::build(inherited, &["PATH".to_owned()], &BTreeMap::new()).unwrap();
+        assert_eq!(env.path, None);
+        // A name exec cannot take, or a NUL, is refused.
+        for (key, value) in [("", "x"), ("A=B", "x"), ("A", "x\0y")] {
+            let given = BTreeMap::from([(OsString::from(key), OsString::from(value))]);
+            let refused = Environment::build(inherited, &[], &given).err().unwrap();
+            assert_eq!(refused.kind(), io::ErrorKind::InvalidInput, "{key:?}");
+        }
     }
 
     /// What the app ignores, its programs do not: started under `nohup`, the

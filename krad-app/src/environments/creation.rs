@@ -60,6 +60,7 @@ pub(crate) async fn create(
         let saved = core
             .store
             .put_environment_with(record.clone(), |tx| ports::put(tx, name, &block));
+        core.port_blocks.forget(name);
         if let Err(e) = saved {
             ports::give_back(core, &block).await;
             return Err(ApiError::new(

@@ -228,9 +228,57 @@ fn stored_block(core: &Core, name: &str) -> Option<Block> {
 
 /// An environment's ports (empty without a block).
 pub(crate) fn block(core: &Core, name: &str) -> Vec<u16> {
-    stored_block(core, name)
-        .map(|b| b.ports)
-        .unwrap_or_default()
+    core.port_blocks.ports(name, || {
+        stored_block(core, name)
+            .map(|b| b.ports)
+            .unwrap_or_default()
+    })
+}
+
+/// The environments' ports as last read from the store, so that a Spawn (and
+/// every other reader) does not read the store for them each time: kept as
+/// they are read, forgotten whenever a block is written or removed.
+#[derive(Default)]
+pub(crate) struct KnownBlocks(Mutex<Known>);
+
+#[derive(Default)]
+struct Known {
+    /// Bumped by every write: a read that began before one is not kept.
+    writes: u64,
+    ports: HashMap<String, Arc<[u16]>>,
+}
+
+impl KnownBlocks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `environment`'s ports, read by `read` unless known.
+    fn ports(&self, environment: &str, read: impl FnOnce() -> Vec<u16>) -> Vec<u16> {
+        let writes = {
+            let known = self.lock();
+            if let Some(ports) = known.ports.get(environment) {
+                return ports.to_vec();
+            }
+            known.writes
+        };
+        let ports = read();
+        let mut known = self.lock();
+        if known.writes == writes {
+            known
+                .ports
+                .insert(environment.to_owned(), Arc::from(ports.as_slice()));
+        }
+        ports
+    }
+
+    /// Forgets `environment`'s ports: call once its block was written or
+    /// removed (committed).
+    pub(crate) fn forget(&self, environment: &str) {
+        let mut known = self.lock();
+        known.writes += 1;
+        known.ports.remove(environment);
+    }
 }
 
 /// Gives a block back to its machine's registry without touching the store (a
@@ -269,11 +317,12 @@ pub(crate) async fn release(core: &Core, name: &str) {
     let Some(block) = stored_block(core, name) else {
         return;
     };
-    if let Err(e) = core
+    let removed = core
         .store
         .db()
-        .write(|tx| tx.remove(Kind::PortBlock, name).map(|_| ()))
-    {
+        .write(|tx| tx.remove(Kind::PortBlock, name).map(|_| ()));
+    core.port_blocks.forget(name);
+    if let Err(e) = removed {
         tracing::warn!(environment = name, "cannot forget the port block: {e}");
         return;
     }
@@ -296,6 +345,7 @@ pub(crate) fn restore(core: &Arc<Core>) {
                 .store
                 .db()
                 .write(|tx| tx.remove(Kind::PortBlock, &name).map(|_| ()));
+            core.port_blocks.forget(&name);
         }
         match block.host {
             Some(host) => {
@@ -531,6 +581,34 @@ mod tests {
             "export KRAD_PORT=20000 KRAD_PORTS='20000 20001' PORT=20000 && "
         );
         assert_eq!(shell_exports(&[]), "");
+    }
+
+    /// Read once, then known until forgotten; a read that a write overtook is
+    /// answered but not kept.
+    #[test]
+    fn known_blocks_are_read_once_and_forgotten_on_every_write() {
+        let known = KnownBlocks::default();
+        let reads = std::cell::Cell::new(0);
+        let read = |ports: Vec<u16>| {
+            reads.set(reads.get() + 1);
+            ports
+        };
+        assert_eq!(known.ports("w", || read(vec![20000])), [20000]);
+        assert_eq!(known.ports("w", || read(vec![1])), [20000]);
+        assert_eq!(known.ports("main", || read(Vec::new())), Vec::<u16>::new());
+        assert_eq!(known.ports("main", || read(vec![1])), Vec::<u16>::new());
+        assert_eq!(reads.get(), 2);
+        known.forget("w");
+        assert_eq!(known.ports("w", || read(vec![20001])), [20001]);
+        assert_eq!(reads.get(), 3);
+        // A write lands while "v" is being read: what was read is not kept.
+        let raced = known.ports("v", || {
+            known.forget("v");
+            read(vec![20002])
+        });
+        assert_eq!(raced, [20002]);
+        assert_eq!(known.ports("v", || read(vec![20003])), [20003]);
+        assert_eq!(reads.get(), 5);
     }
 
     #[test]

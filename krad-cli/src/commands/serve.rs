@@ -67,7 +67,13 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(args, place, json))
+    // The app runs on a worker, not on this thread: a connection accepted
+    // there starts its task on that same worker, with no thread to wake.
+    runtime.block_on(async move {
+        tokio::spawn(serve(args, place, json))
+            .await
+            .unwrap_or_else(|e| Err(anyhow::anyhow!("the app stopped abruptly: {e}")))
+    })
 }
 
 /// The repository, the config and the app's directories; refuses to start
