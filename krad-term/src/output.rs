@@ -59,8 +59,8 @@ pub(crate) struct SharedScreen {
     bracketed_paste: AtomicBool,
     /// Attachers: each chunk parsed, sent under the screen's lock so that an
     /// attacher's redraw and its first chunk meet exactly. Made (under that
-    /// lock) for the first attacher: its ring of [`ATTACH_BACKLOG`] slots is
-    /// half a new terminal's memory, and most are never attached to.
+    /// lock) for the first attacher: most terminals are never attached to,
+    /// and its ring of [`ATTACH_BACKLOG`] slots is allocated up front.
     tap: OnceLock<broadcast::Sender<Arc<[u8]>>>,
 }
 
