@@ -29,7 +29,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use krad_bus::protocol::{AgentRecord, AgentState, StateSource, TerminalRef};
 use krad_term::{AdoptSpec, Attachment, ExitStatus, Snapshot, Survivor, Terminal, TerminalEvent};
@@ -125,6 +124,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
     for (name, terminals) in on_hosts {
         if let Ok(host) = core.hosts.get(&name) {
             let (core, lead) = (core.clone(), lead.clone());
+            host.await_new_tokens(terminals.iter().map(|me| me.terminal));
             tokio::spawn(async move { new_tokens_once_up(&core, &host, &terminals, &lead).await });
         }
     }
@@ -208,6 +208,7 @@ async fn restore_host_terminals(core: &Arc<Core>) {
         tracing::info!(host = %name, terminals = terminals.len(), "taking back the terminals on the host once its link is up");
         let core = core.clone();
         let lead = lead.clone();
+        host.await_new_tokens(terminals.iter().map(|me| me.terminal));
         tokio::spawn(async move { new_tokens_once_up(&core, &host, &terminals, &lead).await });
     }
 }
@@ -258,21 +259,17 @@ fn watch_again(
 
 /// Connects to `host` (again and again, with backoff, until it is up or the
 /// app stops), then writes each terminal's token file there again with this
-/// run's token.
+/// run's token. Until then the terminals' calls with the last run's token are
+/// refused `unauthorized` but retryable (the caller noted them with
+/// [`Host::await_new_tokens`]).
 async fn new_tokens_once_up(
     core: &Arc<Core>,
     host: &Arc<Host>,
     terminals: &[TerminalRef],
     lead: &BTreeSet<u64>,
 ) {
-    let mut backoff = Duration::from_millis(250);
-    while let Err(error) = host.connect().await {
-        if host.is_stopping() {
-            return;
-        }
-        tracing::info!(host = %host.name, "the terminals there wait for the link: {}", error.message);
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(15));
+    if !host.open_for_waiting_terminals().await {
+        return;
     }
     let dir = host.tmux_files_dir();
     for me in terminals {
@@ -294,6 +291,7 @@ async fn new_tokens_once_up(
                 error.message
             ),
         }
+        host.has_new_token(me.terminal);
     }
     // The link may have come up before they waited for it.
     host.resume_terminals();

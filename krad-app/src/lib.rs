@@ -301,6 +301,10 @@ impl App for EmbeddedApp {
         launching::Launching::started(&self.core, terminal)
     }
 
+    fn token_being_renewed(&self, terminal: &TerminalRef) -> bool {
+        self.core.store.knows(terminal) && self.core.hosts.token_being_renewed(terminal.terminal)
+    }
+
     async fn agent_count(&self) -> u64 {
         self.core.store.count() as u64
     }

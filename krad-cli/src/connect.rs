@@ -2,18 +2,25 @@
 //! variables, otherwise from api.json; `--endpoint` and `--token-file` override.
 //!
 //! Inside a krad terminal on an SSH host (`KRAD_ADE_TERMINAL` set, and
-//! `KRAD_ADE_RETRY_SECS`, which the app gives host terminals: 60), a refused
-//! connection is tried again for that long, backing off: there the bus is
-//! reached through the link's reverse forward, which is gone while the link is
-//! down, and an agent's `krad report` must not be lost to a blip. A refused
-//! connection never carried the request, so trying again is safe. So is an
-//! `unauthorized` answer there, within the same bound, once the token file was
-//! read again: an app started again (after a crash) rewrites the terminal's
-//! token file on the host a moment after its link (and so the forward) is up,
-//! and a call in between carries the last run's token. An unauthorized request
-//! was never carried out. Terminals on this machine get no retry: a refused bus
-//! there is an app that is not running, and their hooks must not hang on it.
-
+//! `KRAD_ADE_RETRY_SECS`, which the app gives host terminals: 60), a call
+//! that did not get through is tried again for that long, every 250 ms at
+//! first and then every second, so that it gets through within a second of
+//! the link being back: there the bus is reached through the link's reverse
+//! forward, which is gone (refused) or half gone (a connection taken by a
+//! frozen or dying sshd, then reset) while the link is down, and an agent's
+//! `krad report` must not be lost to a blip. A refused connection never
+//! carried the request; a reset one may have, so it is tried again only when
+//! that is safe: a request that is not at-most-once (reads, Report, Ask), or
+//! one with a `request_id` (the CLI gives one to an at-most-once request for
+//! the purpose, so the app answers a repeat with the first answer).
+//!
+//! An `unauthorized` answer is tried again only when the app says it is
+//! worth it (`retryable`: it started again and has not yet written this
+//! terminal's new token to its token file on the host), or when the token
+//! file changed since it was read; each time the file is read again. Any
+//! other `unauthorized` (a wrong token, another terminal's) fails at once,
+//! exit 4. Terminals on this machine get no retry: a refused bus there is an
+//! app that is not running, and their hooks must not hang on it.
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -42,12 +49,14 @@ pub struct Bus {
     client: Client,
     /// The app's pid, when api.json told it.
     pub pid: Option<u32>,
-    /// Inside a krad terminal on an SSH host: how long a refused connection
-    /// (or an unauthorized call) is tried again.
-    retries_refused: Option<Duration>,
+    /// Inside a krad terminal on an SSH host: how long a call that did not get
+    /// through is tried again (see the module's doc).
+    retry_window: Option<Duration>,
     /// The token file the token came from, read again before an unauthorized
     /// call is tried again.
     token_file: Option<PathBuf>,
+    /// The token the client presents (its `Debug` never shows it).
+    token: Token,
     /// The API version asked for, if not this client's own.
     api_version: Option<u64>,
 }
@@ -59,9 +68,10 @@ const ANSWER_MARGIN: Duration = Duration::from_secs(5);
 pub const RETRY_ENV: &str = "KRAD_ADE_RETRY_SECS";
 const MAX_REFUSED_RETRY: Duration = Duration::from_secs(600);
 /// The first pause before trying again, doubled each time up to
-/// [`MAX_RETRY_PAUSE`].
+/// [`MAX_RETRY_PAUSE`]: a call gets through within a second of the bus being
+/// back.
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(250);
-const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 impl Bus {
     /// Finds the bus. A missing or stale api.json is [`Exit::Unreachable`].
@@ -93,7 +103,7 @@ impl Bus {
         } else {
             Caller::Client
         };
-        let retries_refused = matches!(from, Caller::Terminal(_))
+        let retry_window = matches!(from, Caller::Terminal(_))
             .then(|| env_nonempty(RETRY_ENV)?.parse::<u64>().ok())
             .flatten()
             .map(|secs| Duration::from_secs(secs).min(MAX_REFUSED_RETRY))
@@ -103,13 +113,14 @@ impl Bus {
             (None, Some(_)) => env_nonempty("KRAD_ADE_TOKEN_FILE").map(PathBuf::from),
             (None, None) => None,
         };
-        let client = Client::new(&endpoint, token, from)
+        let client = Client::new(&endpoint, token.clone(), from)
             .map_err(|e| Failure::new(Exit::Usage, e.to_string()))?;
         Ok(Bus {
             client,
             pid,
-            retries_refused,
+            retry_window,
             token_file,
+            token,
             api_version: None,
         })
     }
@@ -139,14 +150,10 @@ impl Bus {
         request: R,
         request_id: Option<&str>,
     ) -> Result<Reply<R::Answer>, Failure> {
-        // A copy to send again (the request is consumed by a call).
-        let copy = self
-            .retries_refused
-            .and_then(|window| Some((window, serde_json::to_value(&request).ok()?)));
-        let mut result = self.client.call(request, request_id, ANSWER_MARGIN);
-        if let Some((window, copy)) = copy {
-            result = self.retry::<R>(result, &copy, request_id, window);
-        }
+        let result = match self.retry_window {
+            None => self.client.call(request, request_id, ANSWER_MARGIN),
+            Some(window) => self.call_with_retries(request, request_id, window),
+        };
         let Answered { raw, answer, .. } = result.map_err(client_failure)?;
         match answer {
             Ok(answer) => Ok(Reply { raw, answer }),
@@ -160,85 +167,166 @@ impl Bus {
     }
 }
 
+/// Why a call is tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Again {
+    /// Nothing listens: the link (and its forward) is down.
+    Refused,
+    /// A connection taken, then dropped without an answer.
+    Dropped,
+    /// The app has not given this terminal its new token yet.
+    NewToken,
+    /// The token file holds another token than the one sent: at once.
+    TokenChanged,
+}
+
+impl Again {
+    /// What `krad` says on stderr the first time.
+    fn says(self) -> &'static str {
+        match self {
+            Again::Refused => "refuses connections (is the link to the app down?)",
+            Again::Dropped => {
+                "dropped the connection without an answer (is the link to the app down?)"
+            }
+            Again::NewToken | Again::TokenChanged => {
+                "does not take this terminal's token yet (was the app started again?)"
+            }
+        }
+    }
+}
+
 impl Bus {
-    /// Tries `copy` (the request) again while the bus refuses connections or
-    /// (the token file read again each time) answers `unauthorized`, for up to
-    /// `window`, backing off; says so once on stderr.
-    fn retry<R: Call>(
+    /// Calls `request`, trying again for up to `window` while the call does
+    /// not get through (see the module's doc); says so once on stderr for
+    /// each reason.
+    fn call_with_retries<R: Call>(
         &self,
-        mut result: Result<Answered<R::Answer>, ClientError>,
-        copy: &Value,
+        request: R,
         request_id: Option<&str>,
         window: Duration,
     ) -> Result<Answered<R::Answer>, ClientError> {
+        // A copy to send again (a call consumes the request).
+        let Ok(copy) = serde_json::to_value(&request) else {
+            return self.client.call(request, request_id, ANSWER_MARGIN);
+        };
+        // A dropped call is repeated only if that is safe: with an id, an
+        // at-most-once request is answered, not run, a second time.
+        let own_id = (R::AT_MOST_ONCE && request_id.is_none()).then(retry_request_id);
+        let request_id = request_id.or(own_id.as_deref());
         let until = Instant::now() + window;
         let mut pause = FIRST_RETRY_PAUSE;
-        let (mut said_refused, mut said_token) = (false, false);
-        let mut renewed: Option<Client> = None;
+        let mut said = Vec::new();
+        // The client with the token read last, and that token.
+        let mut renewed = None::<(Client, Token)>;
+        let mut request = Some(request);
         loop {
-            let token_refused = !refused(&result) && unauthorized(&result);
-            if !(refused(&result) || token_refused && self.token_file.is_some())
-                || Instant::now() >= until
-            {
-                return result;
-            }
-            let said = if token_refused {
-                &mut said_token
-            } else {
-                &mut said_refused
+            let this_call = match request.take() {
+                Some(first) => first,
+                None => serde_json::from_value::<R>(copy.clone())
+                    .map_err(|e| ClientError::BadAnswer(format!("cannot repeat the call: {e}")))?,
             };
-            if !*said {
-                *said = true;
-                let what = if token_refused {
-                    "does not take this terminal's token yet (was the app started again?)"
-                } else {
-                    "refuses connections (is the link to the app down?)"
-                };
-                eprintln!(
-                    "krad: the bus at {} {what}; retrying for up to {} s",
-                    self.client.endpoint(),
-                    window.as_secs()
-                );
+            let (client, sent_token) = match &renewed {
+                Some((client, token)) => (client, token),
+                None => (&self.client, &self.token),
+            };
+            let result = client.call(this_call, request_id, ANSWER_MARGIN);
+            let again = match &result {
+                Err(error) if refused(error) => Some(Again::Refused),
+                Err(error) if dropped(error) => Some(Again::Dropped),
+                Ok(answered) => match unauthorized(answered) {
+                    Some(true) => Some(Again::NewToken),
+                    Some(false) if self.token_changed(sent_token) => Some(Again::TokenChanged),
+                    _ => None,
+                },
+                Err(_) => None,
+            };
+            let Some(again) = again.filter(|_| Instant::now() < until) else {
+                return result;
+            };
+            if again != Again::TokenChanged {
+                if !said.contains(&again) {
+                    said.push(again);
+                    eprintln!(
+                        "krad: the bus at {} {}; retrying for up to {} s",
+                        self.client.endpoint(),
+                        again.says(),
+                        window.as_secs()
+                    );
+                }
+                std::thread::sleep(pause.min(until.saturating_duration_since(Instant::now())));
+                pause = (pause * 2).min(MAX_RETRY_PAUSE);
             }
-            std::thread::sleep(pause.min(until.saturating_duration_since(Instant::now())));
-            pause = (pause * 2).min(MAX_RETRY_PAUSE);
-            if token_refused && let Some(client) = self.renewed_client() {
+            if matches!(again, Again::NewToken | Again::TokenChanged)
+                && let Some(client) = self.renewed_client()
+            {
                 renewed = Some(client);
             }
-            let Ok(again) = serde_json::from_value::<R>(copy.clone()) else {
-                return result;
-            };
-            let client = renewed.as_ref().unwrap_or(&self.client);
-            result = client.call(again, request_id, ANSWER_MARGIN);
         }
     }
 
-    /// A client with the token in the token file now, if it can be read.
-    fn renewed_client(&self) -> Option<Client> {
+    /// Whether the token file now holds a token other than `sent`.
+    fn token_changed(&self, sent: &Token) -> bool {
+        self.token_file
+            .as_deref()
+            .and_then(|file| read_token_file(file).ok())
+            .is_some_and(|now| now != *sent)
+    }
+
+    /// A client with the token in the token file now, and that token, if
+    /// the file can be read.
+    fn renewed_client(&self) -> Option<(Client, Token)> {
         let token = read_token_file(self.token_file.as_deref()?).ok()?;
         let endpoint = self.client.endpoint().to_string();
-        let client = Client::new(&endpoint, token, self.client.caller().clone()).ok()?;
-        Some(match self.api_version {
+        let client = Client::new(&endpoint, token.clone(), self.client.caller().clone()).ok()?;
+        let client = match self.api_version {
             Some(version) => client.with_api_version(version),
             None => client,
-        })
+        };
+        Some((client, token))
     }
 }
 
-/// Whether the app answered `unauthorized` (the request was not carried out).
-fn unauthorized<T>(result: &Result<Answered<T>, ClientError>) -> bool {
-    matches!(
-        result,
-        Ok(Answered { answer: Err(Response::Error(error)), .. })
-            if error.code == ErrorCode::Unauthorized
-    )
+/// A request id of the CLI's own, for a call it may send twice.
+fn retry_request_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("krad-retry-{}-{nanos}", std::process::id())
+}
+
+/// `Some(retryable)` when the app answered `unauthorized` (the request was
+/// not carried out); `retryable`: the app says to read the token file again.
+fn unauthorized<T>(answered: &Answered<T>) -> Option<bool> {
+    match &answered.answer {
+        Err(Response::Error(error)) if error.code == ErrorCode::Unauthorized => {
+            Some(error.retryable)
+        }
+        _ => None,
+    }
+}
+
+/// Whether a connection was taken and then dropped without an answer (reset,
+/// closed): through an SSH forward, what a frozen or dying sshd does.
+fn dropped(error: &ClientError) -> bool {
+    use std::io::ErrorKind;
+    match error {
+        ClientError::NoAnswer => true,
+        ClientError::Io(error) => matches!(
+            error.kind(),
+            ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::BrokenPipe
+                | ErrorKind::UnexpectedEof
+        ),
+        _ => false,
+    }
 }
 
 /// Whether a call found nothing listening (its request never left).
-fn refused<T>(result: &Result<T, ClientError>) -> bool {
+fn refused(error: &ClientError) -> bool {
     matches!(
-        result,
-        Err(ClientError::Unreachable { source, .. })
+        error,
+        ClientError::Unreachable { source, .. }
             if source.kind() == std::io::ErrorKind::ConnectionRefused
     )
 }

@@ -23,6 +23,7 @@ mod environments;
 mod extensions;
 mod gc;
 mod hardening;
+mod host_down;
 mod in_process;
 mod isolation;
 mod remote_tmux;

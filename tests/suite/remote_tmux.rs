@@ -621,58 +621,6 @@ fn host_terminals_whose_tmux_server_died_while_the_link_was_down_end_without_a_c
     );
 }
 
-#[test]
-fn an_unauthorized_call_from_a_host_terminal_is_tried_again_with_its_token_file_read_again() {
-    use std::io::BufRead;
-    let app = App::start();
-    let id = app.spawn_sh("sleep 600");
-    let token = std::fs::read_to_string(app.token_dir().join(format!("{id}.token"))).unwrap();
-    // The token file as a restarted app finds it on a host: the last run's
-    // token, until the app writes this run's.
-    let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("terminal.token");
-    std::fs::write(&token_file, "krad-token-of-the-last-run").unwrap();
-    let krad = |retry: bool| {
-        let mut command = Command::new(crate::support::KRAD);
-        command
-            .args(["report", "idle", "-m", "with the new token"])
-            .env("KRAD_ADE_ENDPOINT", app.endpoint.to_string())
-            .env("KRAD_ADE_TOKEN_FILE", &token_file)
-            .env("KRAD_ADE_ENVIRONMENT", "main")
-            .env("KRAD_ADE_TERMINAL", id.to_string())
-            .env_remove("KRAD_ADE_TOKEN")
-            .env_remove("KRAD_ADE_API_JSON")
-            .env_remove("KRAD_ADE_RETRY_SECS")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if retry {
-            command.env("KRAD_ADE_RETRY_SECS", "60");
-        }
-        command
-    };
-    // A terminal here (no retry): refused at once.
-    let out = krad(false).output().unwrap();
-    assert_ne!(exit_code(&out), 0, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("unauthorized") || stderr(&out).contains("token"),
-        "{}",
-        stderr(&out)
-    );
-    // A host terminal's call says it waits, and goes through once the file
-    // holds this run's token.
-    let mut cli = krad(true).spawn().unwrap();
-    let mut said = std::io::BufReader::new(cli.stderr.take().unwrap());
-    let mut line = String::new();
-    said.read_line(&mut line).unwrap();
-    assert!(
-        line.contains("does not take this terminal's token yet"),
-        "{line}"
-    );
-    assert!(cli.try_wait().unwrap().is_none(), "it gave up");
-    std::fs::write(&token_file, token.trim()).unwrap();
-    goes_through(cli, said, &app, id, "with the new token");
-}
-
 /// A `krad report` left retrying succeeds within 60 s, and its message lands.
 fn goes_through(
     mut cli: std::process::Child,

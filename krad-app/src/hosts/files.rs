@@ -114,17 +114,23 @@ impl Host {
     /// first): exit code, stdout, stderr. Without `stdin`, the script reaches the
     /// host through ssh's stdin, never on a command line; with `stdin` (the data
     /// for the script), the script is an argument of `ssh` and must hold no
-    /// secret (paths and git arguments only).
+    /// secret (paths and git arguments only). Should the link go down
+    /// meanwhile, the script's ssh is ended and the answer is `unavailable`
+    /// at once, as for any request while the host is down.
     pub async fn run(
         self: &Arc<Self>,
         script: &str,
         stdin: Option<&[u8]>,
     ) -> Result<(Option<i32>, Vec<u8>, Vec<u8>), ApiError> {
+        let mut drops = self.drops.subscribe();
         self.connect().await?;
-        self.run_raw(script, stdin).await.map_err(|e| {
-            ApiError::new(ErrorCode::Unavailable, format!("host {:?}: {e}", self.name))
-                .with_detail(json!({ "host": self.name }))
-        })
+        tokio::select! {
+            ran = self.run_raw(script, stdin) => ran.map_err(|e| {
+                ApiError::new(ErrorCode::Unavailable, format!("host {:?}: {e}", self.name))
+                    .with_detail(json!({ "host": self.name }))
+            }),
+            _ = drops.changed() => Err(self.refusal_while_down()),
+        }
     }
 
     pub(super) async fn run_raw(

@@ -15,8 +15,14 @@ use super::Host;
 
 /// How long a connection may take to come up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
-/// The longest wait between two reconnection attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(15);
+/// The first wait before re-opening a link that went down.
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// The longest wait between two attempts to re-open a link: a host that comes
+/// back is up again within this (plus ssh's own connect), so its agents' calls
+/// get through within about 2 s of it. An attempt is one `ssh` process, and a
+/// refused one ends at once: cheap enough to make every 2 s while a host is
+/// down.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// How many times a first connection asks again for the port saved by an
 /// earlier run (its old session on the host may still hold it) before taking
 /// any port.
@@ -28,29 +34,27 @@ impl Host {
     /// Makes sure the control connection and its forward are up; returns the
     /// port the bus is forwarded to on the host. A host that cannot be reached
     /// is `unavailable` with ssh's own reason.
+    ///
+    /// Never waits on ssh for a host that is `down` (re-opened in the
+    /// background) or that `failed` while another attempt runs: the answer is
+    /// `unavailable` at once with the reason known.
     pub async fn connect(self: &Arc<Self>) -> Result<u16, ApiError> {
-        let _serial = self.connecting.lock().await;
-        {
-            let link = self.lock();
-            if link.state == LinkState::Up
-                && let Some(port) = link.port
-            {
-                return Ok(port);
+        if let Some(known) = self.known_answer(false) {
+            return known;
+        }
+        let _serial = match self.connecting.try_lock() {
+            Ok(serial) => serial,
+            Err(_) => {
+                // An attempt runs: a first connection is waited for; a host
+                // already known to fail is refused at once.
+                if let Some(known) = self.known_answer(true) {
+                    return known;
+                }
+                self.connecting.lock().await
             }
-            // Lost, and being re-opened in the background: say so at once
-            // rather than make every request wait on ssh.
-            if link.state == LinkState::Down {
-                return Err(ApiError::new(
-                    ErrorCode::Unavailable,
-                    format!(
-                        "host {:?} is down since {}: {}; krad re-opens the link by itself",
-                        self.name,
-                        link.since,
-                        link.error.as_deref().unwrap_or("the link was lost")
-                    ),
-                )
-                .with_detail(json!({ "host": self.name })));
-            }
+        };
+        if let Some(known) = self.known_answer(false) {
+            return known;
         }
         let (wanted, failed_before) = {
             let link = self.lock();
@@ -65,15 +69,82 @@ impl Host {
             Ok(port) => Ok(port),
             Err(reason) => {
                 self.set(LinkState::Failed, Some(reason.clone()));
-                Err(ApiError::new(
-                    ErrorCode::Unavailable,
-                    format!(
-                        "cannot reach host {:?} ({}): {reason}",
-                        self.name, self.config.ssh
-                    ),
-                )
-                .with_detail(json!({ "host": self.name })))
+                Err(self.unavailable(format!(
+                    "cannot reach host {:?} ({}): {reason}",
+                    self.name, self.config.ssh
+                )))
             }
+        }
+    }
+
+    /// What a request that needs the link is answered without trying: the
+    /// port when it is up; `unavailable` when it is down (being re-opened in
+    /// the background), and, with `failed_too`, when it failed (an attempt
+    /// runs now). `None`: try.
+    fn known_answer(&self, failed_too: bool) -> Option<Result<u16, ApiError>> {
+        let link = self.lock();
+        match (link.state, link.port) {
+            (LinkState::Up, Some(port)) => Some(Ok(port)),
+            (LinkState::Down, _) => Some(Err(self.unavailable(format!(
+                "host {:?} is down since {}: {}; krad re-opens the link by itself",
+                self.name,
+                link.since,
+                link.error.as_deref().unwrap_or("the link was lost")
+            )))),
+            (LinkState::Failed, _) if failed_too => Some(Err(self.unavailable(format!(
+                "cannot reach host {:?} ({}) since {}: {}",
+                self.name,
+                self.config.ssh,
+                link.since,
+                link.error.as_deref().unwrap_or("the connection failed")
+            )))),
+            _ => None,
+        }
+    }
+
+    /// What a request is answered once the link went down under it.
+    pub(super) fn refusal_while_down(&self) -> ApiError {
+        match self.known_answer(false) {
+            Some(Err(refusal)) => refusal,
+            _ => self.unavailable(format!(
+                "the link to host {:?} went down; krad re-opens it by itself",
+                self.name
+            )),
+        }
+    }
+
+    /// `unavailable` (retryable) for this host, with `message`.
+    fn unavailable(&self, message: String) -> ApiError {
+        ApiError::new(ErrorCode::Unavailable, message).with_detail(json!({ "host": self.name }))
+    }
+
+    /// Opens the link for terminals that wait on it (a restarted app's, kept
+    /// on the host): again and again until it is up or the app stops, the
+    /// host `down` with ssh's reason meanwhile (krad re-opens it; requests
+    /// are answered `unavailable` at once). Whether it is up.
+    pub async fn open_for_waiting_terminals(self: &Arc<Self>) -> bool {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            if self.stopping.is_set() {
+                return false;
+            }
+            let attempt = {
+                let _serial = self.connecting.lock().await;
+                if let Some(Ok(_)) = self.known_answer(false) {
+                    return true;
+                }
+                let wanted = self.lock().port.unwrap_or(0);
+                self.open_asking_for(wanted).await
+            };
+            match attempt {
+                Ok(_) => return true,
+                Err(reason) => {
+                    tracing::info!(host = %self.name, "the terminals there wait for the link: {reason}");
+                    self.set(LinkState::Down, Some(reason));
+                }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
@@ -331,14 +402,15 @@ impl Host {
             }
             let reason = match ssh_reason(&said) {
                 said if said.is_empty() => format!(
-                    "the ssh control connection ended ({})",
+                    "the ssh control connection ended ({}): the host stopped answering \
+                     its keepalives, or closed the connection",
                     status.map(|s| s.to_string()).unwrap_or_default()
                 ),
                 said => said,
             };
             tracing::warn!(host = %self.name, "ssh link down: {reason}");
             self.set(LinkState::Down, Some(reason));
-            let mut backoff = Duration::from_millis(250);
+            let mut backoff = FIRST_BACKOFF;
             loop {
                 if self.stopping.is_set() {
                     return;

@@ -30,7 +30,7 @@
 //! the host, [`tmux`] the terminals in tmux there.
 
 use krad_bus::protocol::{HostStatus, LinkState};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -94,6 +94,12 @@ pub struct Host {
     stopping: tokio_util_cancel::Flag,
     /// The terminals in tmux on the host, through one control client.
     terminals: Arc<TmuxHost>,
+    /// Terminals taken over from the last run whose token file on the host
+    /// still holds that run's token: written again once the link is up.
+    awaiting_tokens: Mutex<BTreeSet<u64>>,
+    /// Counts the times the link went from `up` to `down`: what runs on the
+    /// host through it stops waiting then.
+    drops: tokio::sync::watch::Sender<u64>,
 }
 
 /// A tiny stop flag (no extra dependency).
@@ -164,6 +170,8 @@ impl Hosts {
                     }),
                     connecting: tokio::sync::Mutex::new(()),
                     stopping: Default::default(),
+                    awaiting_tokens: Mutex::default(),
+                    drops: tokio::sync::watch::Sender::new(0),
                 };
                 (name.clone(), Arc::new(host))
             })
@@ -192,6 +200,15 @@ impl Hosts {
         self.hosts.values().map(|h| h.status()).collect()
     }
 
+    /// Whether `terminal` is a host terminal taken over from the last run
+    /// that has not been given this run's token yet (its calls with the last
+    /// run's token are refused, but retryable: see docs/hosts.md).
+    pub fn token_being_renewed(&self, terminal: u64) -> bool {
+        self.hosts
+            .values()
+            .any(|host| lock(&host.awaiting_tokens).contains(&terminal))
+    }
+
     /// Closes every control connection. With `close_terminals`, the terminals
     /// on the hosts end too: this app's tmux server there is ended and its
     /// terminals' files removed (else they live on, for the next app).
@@ -207,7 +224,19 @@ impl Hosts {
 
 impl Host {
     fn lock(&self) -> std::sync::MutexGuard<'_, Link> {
-        self.link.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.link)
+    }
+
+    /// Notes that `terminals`, taken over from the last run, wait for this
+    /// run's token on the host.
+    pub fn await_new_tokens(&self, terminals: impl IntoIterator<Item = u64>) {
+        lock(&self.awaiting_tokens).extend(terminals);
+    }
+
+    /// Notes that `terminal`'s token file on the host holds this run's token
+    /// (or could not be written: then its calls fail for good).
+    pub fn has_new_token(&self, terminal: u64) {
+        lock(&self.awaiting_tokens).remove(&terminal);
     }
 
     /// The link's state now.
@@ -228,12 +257,19 @@ impl Host {
     }
 
     fn set(&self, state: LinkState, error: Option<String>) {
-        let mut link = self.lock();
-        if link.state != state {
-            link.since = now_rfc3339();
+        let went_down = {
+            let mut link = self.lock();
+            let went_down = link.state == LinkState::Up && state == LinkState::Down;
+            if link.state != state {
+                link.since = now_rfc3339();
+            }
+            link.state = state;
+            link.error = error;
+            went_down
+        };
+        if went_down {
+            self.drops.send_modify(|drops| *drops += 1);
         }
-        link.state = state;
-        link.error = error;
     }
 
     /// The `krad` to run on the host.
@@ -311,6 +347,11 @@ impl Host {
         format!("{home}/.krad-ade/{}", self.app_name)
     }
 }
+/// A lock that a panic elsewhere does not poison for good.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// What an earlier run saved of host `name`.
 fn read_saved(state: &std::path::Path, name: &str) -> Saved {
     std::fs::read(state.join(format!("{name}.json")))

@@ -17,7 +17,8 @@ use super::counters::GaugeGuard;
 use super::request_log::{Begin, Ticket};
 use super::{App, Bus, CallContext, Handle, HandleEncoded, connection};
 use crate::protocol::{
-    Answer, ApiError, EncodedAnswer, Envelope, ErrorCode, Response, unsupported_version_message,
+    Answer, ApiError, Caller, EncodedAnswer, Envelope, ErrorCode, Response, TerminalRef,
+    unsupported_version_message,
 };
 use crate::request::{Call, Request, Rights, for_each_request};
 use crate::token::Principal;
@@ -166,6 +167,23 @@ pub(crate) fn unauthorized() -> ApiError {
     )
 }
 
+/// `unauthorized`, retryable: the caller names a terminal the app took over
+/// from its last run and has not given this run's token yet.
+fn token_being_renewed(terminal: &TerminalRef) -> ApiError {
+    let mut error = ApiError::new(
+        ErrorCode::Unauthorized,
+        format!(
+            "the app started again and has not given terminal {} its new token yet \
+             (it is written to the terminal's token file once its host's link is up): \
+             read the token file again and retry",
+            terminal.terminal
+        ),
+    )
+    .with_detail(json!({ "terminal": terminal.terminal }));
+    error.retryable = true;
+    error
+}
+
 /// Steps 1 to 4 of the order of checks: the line, the token, the version, then
 /// the request and the caller's right to make it.
 fn checked<A: App>(
@@ -178,7 +196,12 @@ fn checked<A: App>(
     let principal = bus
         .secret
         .authenticate(&envelope.from, &envelope.token)
-        .ok_or_else(unauthorized)?;
+        .ok_or_else(|| match &envelope.from {
+            Caller::Terminal(terminal) if app.token_being_renewed(terminal) => {
+                token_being_renewed(terminal)
+            }
+            _ => unauthorized(),
+        })?;
     if let Some(terminal) = principal.terminal()
         && !app.knows_terminal(terminal)
     {

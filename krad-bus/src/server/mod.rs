@@ -63,6 +63,17 @@ pub trait App: Handlers + 'static {
         None
     }
 
+    /// Whether `terminal` is one the app took over from its last run and has
+    /// not given this run's token yet (an SSH host's terminal: its token file
+    /// there is written again once the link is up). A call naming it with
+    /// another token is refused `unauthorized` but retryable, so that its
+    /// `krad` reads the token file again and retries; any other wrong token
+    /// is refused for good.
+    fn token_being_renewed(&self, terminal: &TerminalRef) -> bool {
+        let _ = terminal;
+        false
+    }
+
     /// Where the answers of at-most-once requests are kept (section 8); `None`
     /// serves every request id as if it were new.
     fn request_log(&self) -> Option<&request_log::RequestLog>;
