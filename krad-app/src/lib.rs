@@ -39,6 +39,7 @@ pub mod store;
 mod subscription;
 mod terminal_token;
 mod transcripts;
+pub mod usage;
 mod watcher;
 
 use std::net::SocketAddr;
@@ -221,6 +222,7 @@ impl EmbeddedApp {
         leftovers::clean(&self.core).await;
         notify::start(&self.core);
         environments::disk::start(&self.core);
+        tokio::spawn(usage::run(Arc::downgrade(&self.core)));
         endpoints
     }
 

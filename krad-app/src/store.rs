@@ -487,6 +487,8 @@ impl Store {
         let mut inner = self.lock();
         let rev = self.bump(&mut inner);
         record.rev = rev;
+        // Sampled anew (a record taken back from the last run kept its last).
+        record.usage = None;
         let id = record.terminal;
         inner.changes.insert(rev, Change::Agent(id));
         self.keep(&mut inner, &record, token_file.as_ref());
@@ -721,6 +723,9 @@ pub fn set_state(
 
 #[path = "store_changes.rs"]
 mod changes;
+
+#[path = "store_usage.rs"]
+mod usage;
 
 #[cfg(test)]
 #[path = "store_tests.rs"]

@@ -80,6 +80,7 @@ fn record() -> AgentRecord {
         started_at: "2026-12-02T00:00:00.000Z".into(),
         state_since: "2026-12-02T00:00:00.000Z".into(),
         rev: 0,
+        usage: None,
     }
 }
 

@@ -19,6 +19,7 @@ mod parsers;
 mod store;
 mod stream;
 mod term;
+mod usage;
 mod util;
 mod waits;
 
@@ -98,6 +99,8 @@ enum Bench {
     Spawn,
     /// CPU the app uses while agents sit idle.
     Idle,
+    /// What sampling the terminals' CPU and memory costs (`--agents` of them).
+    Usage,
     /// The durable facet on its Unix socket: the 304 snapshot poll against HTTP
     /// baselines, the full snapshot and an events read (~1 min).
     Durable,
@@ -250,7 +253,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         return parsers::print_memory(*candidate, output);
     }
     let nofile = util::raise_nofile();
-    let krad = if matches!(cli.bench, Bench::Store) {
+    let krad = if matches!(cli.bench, Bench::Store | Bench::Usage) {
         // Measures the store alone: no app to find.
         PathBuf::from("krad")
     } else {
@@ -305,6 +308,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     if all || matches!(cli.bench, Bench::Store) {
         store::store(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::Usage) {
+        usage::usage(&ctx)?;
     }
     Ok(())
 }

@@ -77,6 +77,7 @@ impl Cli {
             Command::Rename(args) => rename::run(args, &connect, json),
             Command::Subscribe(args) => subscribe::run(args, &connect, json),
             Command::Watch(args) => watch::run(args, &connect, json),
+            Command::Top(args) => top::run(args, &connect, json),
             Command::Envs(args) => envs::run(args, &connect, json),
             Command::Worktree(args) => worktree::run(args, &connect, json),
             Command::Changes(args) => changes::run(args, &connect, json),
@@ -131,6 +132,8 @@ pub enum Command {
     Subscribe(commands::subscribe::SubscribeArgs),
     /// Show a live table of the agents (SubscribeAgents).
     Watch(commands::watch::WatchArgs),
+    /// Show the agents by the CPU and memory they use, live (List).
+    Top(commands::top::TopArgs),
     /// List the environments: main and the worktrees.
     Envs(commands::envs::EnvsArgs),
     /// Create worktree environments.

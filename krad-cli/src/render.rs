@@ -143,6 +143,23 @@ impl<'a> Agent<'a> {
         row
     }
 
+    /// The CPU cell: `12.5%` of one core, as last sampled; `-` before the
+    /// first sample and on an SSH host.
+    pub fn cpu_cell(&self) -> String {
+        self.0.usage.as_ref().map_or_else(
+            || "-".to_owned(),
+            |u| format!("{:.1}%", u.cpu_percent.value()),
+        )
+    }
+
+    /// The MEM cell: the process tree's resident memory (`180.2 MiB`), or `-`.
+    pub fn memory_cell(&self) -> String {
+        self.0
+            .usage
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |u| bytes(u.rss_bytes))
+    }
+
     /// `4 fix-login idle (hook) — <message>`.
     pub fn summary_line(&self) -> String {
         let mut line = self.id();

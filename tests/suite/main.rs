@@ -35,6 +35,7 @@ mod ssh_environments;
 mod tmux;
 mod transport;
 mod truth;
+mod usage;
 mod waits;
 
 mod real;

@@ -397,6 +397,7 @@ fn agent_record(
         started_at: now.clone(),
         state_since: now,
         rev: 0,
+        usage: None,
     }
 }
 

@@ -89,7 +89,8 @@ impl StateSource {
 ///  "command":["claude","fix the login bug"],"lead":false,"parent":2,
 ///  "group":null,"variant":null,"state":"working","state_source":"hook",
 ///  "message":"running tests","exit_code":null,"signal":null,"pid":12345,
-///  "title":"✳ Fixing login","started_at":"…","state_since":"…","rev":57}
+///  "title":"✳ Fixing login","started_at":"…","state_since":"…","rev":57,
+///  "usage":{"cpu_percent":3.5,"rss_bytes":183500800,"processes":4,"sampled_at":"…"}}
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentRecord {
@@ -134,4 +135,67 @@ pub struct AgentRecord {
     pub state_since: String,
     /// Bumped at every change; a value of the app's global rev.
     pub rev: u64,
+    /// What its processes use, as last sampled (every 2 s, without a new
+    /// rev); absent until the first sample and for a terminal on an SSH host;
+    /// an exited terminal keeps its last sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// What a terminal's processes use: the program and every process below it.
+///
+/// # Format
+///
+/// ```json
+/// {"cpu_percent":12.5,"rss_bytes":183500800,"processes":4,"sampled_at":"…"}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// CPU time over the last sample period, in percent of one core (above
+    /// 100 when the tree keeps more than one core busy), to a tenth.
+    pub cpu_percent: Tenths,
+    /// Resident memory of the whole tree, in bytes (pages shared between
+    /// its processes counted in each).
+    pub rss_bytes: u64,
+    /// How many processes the tree has.
+    pub processes: u32,
+    /// When it was sampled (RFC 3339 UTC).
+    pub sampled_at: String,
+}
+
+/// A number with one decimal, kept as tenths (so records compare exactly);
+/// a plain JSON number on the wire (`12.5`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Tenths(pub u32);
+
+impl Tenths {
+    /// The value as a float (`125` tenths → `12.5`).
+    pub fn value(self) -> f64 {
+        f64::from(self.0) / 10.0
+    }
+
+    /// `value` rounded to a tenth; negative and non-finite values are 0.
+    pub fn of(value: f64) -> Tenths {
+        if value.is_finite() && value > 0.0 {
+            Tenths((value * 10.0).round().min(f64::from(u32::MAX)) as u32)
+        } else {
+            Tenths(0)
+        }
+    }
+}
+
+impl Serialize for Tenths {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.0.is_multiple_of(10) {
+            serializer.serialize_u32(self.0 / 10)
+        } else {
+            serializer.serialize_f64(self.value())
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Tenths {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Tenths::of(f64::deserialize(deserializer)?))
+    }
 }

@@ -202,6 +202,7 @@ mod tests {
             started_at: "2026-12-01T00:00:00.000Z".into(),
             state_since: "2026-12-01T00:00:01.000Z".into(),
             rev: 57 + terminal,
+            usage: None,
         }
     }
 

@@ -15,7 +15,7 @@ pub mod keys;
 mod response;
 mod stream;
 
-pub use agent::{AgentRecord, AgentState, StateSource};
+pub use agent::{AgentRecord, AgentState, StateSource, Tenths, Usage};
 pub use answer::{Answer, Streamed, Waited};
 pub use ask::{AnsweredInfo, AskAnswer, AskInfo, DecidedBy};
 pub use attach::{

@@ -14,7 +14,9 @@ use crate::render::{self, Agent, Column};
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "SINCE is how long the agent has been in its STATE; SOURCE says where the \
-state came from (hook, process, screen, quiet, input).\n\n\
+state came from (hook, process, screen, quiet, input). CPU (percent of one core) and MEM \
+(resident memory) are those of the agent's whole process tree, sampled every 2 s (`-` \
+before the first sample and on SSH hosts); `krad top` follows them live.\n\n\
 Examples:\n  krad ls\n  krad ls --env feat-x\n  krad ls --json | jq '.Agents[] | select(.state == \"idle\") | .terminal'"
 )]
 pub struct LsArgs {
@@ -24,7 +26,7 @@ pub struct LsArgs {
 }
 
 /// The table's columns; MESSAGE takes the width that is left.
-const COLUMNS: [Column; 8] = [
+const COLUMNS: [Column; 10] = [
     Column::new("ID", 2, 8),
     Column::new("NAME", 4, 24),
     Column::new("ENV", 3, 16),
@@ -32,6 +34,8 @@ const COLUMNS: [Column; 8] = [
     Column::new("STATE", 5, 8),
     Column::new("SOURCE", 6, 7),
     Column::new("SINCE", 5, 5),
+    Column::new("CPU", 3, 7),
+    Column::new("MEM", 3, 10),
     Column::new("MESSAGE", 0, usize::MAX),
 ];
 
@@ -58,7 +62,13 @@ fn agents_table(agents: &[AgentRecord], now: SystemTime, width: usize) -> Vec<St
     }
     let rows: Vec<Vec<String>> = agents
         .iter()
-        .map(|record| Agent(record).row(now, true))
+        .map(|record| {
+            let agent = Agent(record);
+            let mut row = agent.row(now, true);
+            let message = row.pop().unwrap_or_default();
+            row.extend([agent.cpu_cell(), agent.memory_cell(), message]);
+            row
+        })
         .collect();
     render::table(&COLUMNS, &rows, width)
 }
@@ -74,12 +84,17 @@ mod tests {
         let full = render::test_record(json!({"terminal":4,"environment":"main",
             "name":"fix-login","profile":"claude","state":"idle","state_source":"hook",
             "message":"All 48 tests pass.\nDone.","state_since":"2020-01-01T00:00:00Z","rev":57}));
-        let bare = render::test_record(json!({"terminal":5}));
+        let bare = render::test_record(json!({"terminal":5,
+            "usage":{"cpu_percent":12.5,"rss_bytes":3_145_728,"processes":2,"sampled_at":"x"}}));
         let lines = agents_table(&[full, bare], SystemTime::now(), 100);
         assert_eq!(lines.len(), 3);
         assert!(lines[0].starts_with("ID  NAME"), "{lines:#?}");
         assert!(lines[1].contains("fix-login") && lines[1].contains("All 48 tests pass. Done."));
         assert!(lines[2].starts_with("5   -"), "{lines:#?}");
+        assert!(
+            lines[2].contains("12.5%") && lines[2].contains("3.0 MiB"),
+            "{lines:#?}"
+        );
         assert!(lines.iter().all(|l| l.chars().count() <= 100));
         assert_eq!(agents_table(&[], SystemTime::now(), 100), vec!["no agents"]);
     }
@@ -99,7 +114,9 @@ mod tests {
         let cells: Vec<&str> = lines[1].split_whitespace().collect();
         assert_eq!(
             cells,
-            ["7", "dreamer", "main", "claude", "?", "?", "12s", "zzz"],
+            [
+                "7", "dreamer", "main", "claude", "?", "?", "12s", "-", "-", "zzz"
+            ],
             "{lines:#?}"
         );
     }

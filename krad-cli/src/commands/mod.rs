@@ -30,6 +30,7 @@ pub mod spawn;
 pub mod stats;
 pub mod stop;
 pub mod subscribe;
+pub mod top;
 pub mod variants;
 pub mod wait;
 pub mod watch;

@@ -1,0 +1,261 @@
+//! What each terminal costs the machine: CPU and resident memory of its whole
+//! process tree (the program and every process below it), read from `/proc`
+//! every [`PERIOD`] by one task, off the request path, and written into the
+//! records without a new rev ([`crate::store::Store::set_usage`]).
+//!
+//! One sample reads `/proc/<pid>/stat` of every process once (the tree is
+//! found from each process's parent), so its cost grows with the machine's
+//! processes, not with the terminals: docs/PERFORMANCE.md has it measured.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use krad_bus::protocol::{Tenths, Usage};
+
+use crate::Core;
+use crate::store::now_rfc3339;
+
+/// How often the terminals' processes are sampled.
+pub const PERIOD: Duration = Duration::from_secs(2);
+
+/// One process as `/proc/<pid>/stat` tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Process {
+    parent: u32,
+    /// CPU time used, in clock ticks: its own and that of its children it
+    /// waited for (so a child's time is not lost when it ends).
+    ticks: u64,
+    /// Resident pages.
+    resident_pages: u64,
+}
+
+/// Parses `/proc/<pid>/stat`. The command name may hold spaces and
+/// parentheses: the fields are read after its last `)`.
+fn parse_stat(text: &str) -> Option<Process> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state (0), ppid (1), … utime (11), stime (12),
+    // cutime (13), cstime (14), … rss (21).
+    let number = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    let signed = |i: usize| fields.get(i)?.parse::<i64>().ok();
+    let waited = |i: usize| signed(i).map(|t| t.max(0) as u64);
+    Some(Process {
+        parent: u32::try_from(number(1)?).ok()?,
+        ticks: number(11)? + number(12)? + waited(13)? + waited(14)?,
+        resident_pages: signed(21)?.max(0) as u64,
+    })
+}
+
+/// Every process on the machine now.
+fn processes() -> HashMap<u32, Process> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return HashMap::new();
+    };
+    dir.flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            Some((pid, parse_stat(&stat)?))
+        })
+        .collect()
+}
+
+/// A tree's totals: ticks, resident pages, processes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Totals {
+    ticks: u64,
+    resident_pages: u64,
+    processes: u32,
+}
+
+/// The totals of each root's tree (a root that is gone has none).
+fn trees(all: &HashMap<u32, Process>, roots: &[u32]) -> HashMap<u32, Totals> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for (&pid, process) in all {
+        children.entry(process.parent).or_default().push(pid);
+    }
+    let mut totals = HashMap::new();
+    for &root in roots {
+        if !all.contains_key(&root) {
+            continue;
+        }
+        let mut sum = Totals::default();
+        let mut stack = vec![root];
+        while let Some(pid) = stack.pop() {
+            let Some(process) = all.get(&pid) else {
+                continue;
+            };
+            sum.ticks += process.ticks;
+            sum.resident_pages += process.resident_pages;
+            sum.processes += 1;
+            stack.extend(children.get(&pid).into_iter().flatten().copied());
+        }
+        totals.insert(root, sum);
+    }
+    totals
+}
+
+/// What the last sample saw of each terminal: its pid and tree's ticks.
+type Seen = HashMap<u64, (u32, u64)>;
+
+/// The sampler: what it needs of the machine, and what it saw last.
+struct Sampler {
+    ticks_per_second: f64,
+    page_size: u64,
+    seen: Seen,
+    at: Instant,
+}
+
+impl Sampler {
+    fn new() -> Sampler {
+        let sysconf = |name| nix::unistd::sysconf(name).ok().flatten().filter(|&v| v > 0);
+        Sampler {
+            ticks_per_second: sysconf(nix::unistd::SysconfVar::CLK_TCK).unwrap_or(100) as f64,
+            page_size: sysconf(nix::unistd::SysconfVar::PAGE_SIZE).unwrap_or(4096) as u64,
+            seen: Seen::new(),
+            at: Instant::now(),
+        }
+    }
+
+    /// One sample of `terminals` (id, pid): each one's usage. A terminal seen
+    /// for the first time gets its CPU from its next sample on (0 until then).
+    fn sample(&mut self, terminals: &[(u64, u32)]) -> Vec<(u64, Usage)> {
+        let now = Instant::now();
+        let elapsed = now.duration_since(self.at).as_secs_f64();
+        self.at = now;
+        let roots: Vec<u32> = terminals.iter().map(|&(_, pid)| pid).collect();
+        let totals = trees(&processes(), &roots);
+        let sampled_at = now_rfc3339();
+        let mut seen = Seen::new();
+        let mut usages = Vec::new();
+        for &(id, pid) in terminals {
+            let Some(tree) = totals.get(&pid) else {
+                continue;
+            };
+            let cpu = match self.seen.get(&id) {
+                Some(&(was_pid, was_ticks)) if was_pid == pid && elapsed > 0.0 => {
+                    tree.ticks.saturating_sub(was_ticks) as f64 / self.ticks_per_second / elapsed
+                        * 100.0
+                }
+                _ => 0.0,
+            };
+            seen.insert(id, (pid, tree.ticks));
+            usages.push((
+                id,
+                Usage {
+                    cpu_percent: Tenths::of(cpu),
+                    rss_bytes: tree.resident_pages * self.page_size,
+                    processes: tree.processes,
+                    sampled_at: sampled_at.clone(),
+                },
+            ));
+        }
+        self.seen = seen;
+        usages
+    }
+}
+
+/// Samples the terminals every [`PERIOD`] until the app's core is gone.
+pub(crate) async fn run(core: std::sync::Weak<Core>) {
+    let mut sampler = Sampler::new();
+    let mut every = tokio::time::interval(PERIOD);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let Some(live) = core.upgrade() else {
+            return;
+        };
+        let terminals = live.store.usage_targets();
+        drop(live);
+        if terminals.is_empty() {
+            sampler.seen.clear();
+            continue;
+        }
+        let sampled = tokio::task::spawn_blocking(move || {
+            let usages = sampler.sample(&terminals);
+            (sampler, usages)
+        })
+        .await;
+        let Ok((back, usages)) = sampled else {
+            return;
+        };
+        sampler = back;
+        let Some(live) = core.upgrade() else {
+            return;
+        };
+        live.store.set_usage(usages);
+    }
+}
+
+/// One sample of the given processes' trees, for `krad-bench usage`: how
+/// long a sample of `pids` takes is what the sampler costs the app.
+pub fn sample_once(pids: &[u32]) -> usize {
+    trees(&processes(), pids).len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stat_line_is_read_after_the_name_whatever_it_holds() {
+        let line = "4242 (my (odd) prog) S 100 4242 4242 34816 4242 4194304 300 0 0 0 \
+                    150 50 7 3 20 0 1 0 123456 10485760 2560 18446744073709551615";
+        assert_eq!(
+            parse_stat(line),
+            Some(Process {
+                parent: 100,
+                ticks: 150 + 50 + 7 + 3,
+                resident_pages: 2560
+            })
+        );
+        assert_eq!(parse_stat("4242 (cut short) S 1"), None);
+        assert_eq!(parse_stat("no name at all"), None);
+    }
+
+    #[test]
+    fn a_tree_sums_its_processes_and_not_its_neighbours() {
+        let process = |parent, ticks, resident_pages| Process {
+            parent,
+            ticks,
+            resident_pages,
+        };
+        let all = HashMap::from([
+            (10, process(1, 100, 10)),
+            (11, process(10, 20, 5)),
+            (12, process(11, 3, 1)),
+            (20, process(1, 999, 999)),
+        ]);
+        let totals = trees(&all, &[10, 20, 30]);
+        assert_eq!(
+            totals[&10],
+            Totals {
+                ticks: 123,
+                resident_pages: 16,
+                processes: 3
+            }
+        );
+        assert_eq!(totals[&20].processes, 1);
+        assert!(
+            !totals.contains_key(&30),
+            "a root that is gone has no totals"
+        );
+    }
+
+    #[test]
+    fn a_busy_process_shows_in_its_terminal_s_cpu() {
+        // This test's own process stands for a terminal: a thread of it spins.
+        let me = std::process::id();
+        let mut sampler = Sampler::new();
+        assert_eq!(sampler.sample(&[(1, me)])[0].1.cpu_percent, Tenths(0));
+        let until = Instant::now() + Duration::from_millis(300);
+        let mut spins = 0u64;
+        while Instant::now() < until {
+            spins = spins.wrapping_add(1);
+        }
+        std::hint::black_box(spins);
+        let usage = &sampler.sample(&[(1, me)])[0].1;
+        assert!(usage.cpu_percent > Tenths(200), "{usage:?}");
+        assert!(usage.rss_bytes > 0 && usage.processes >= 1, "{usage:?}");
+    }
+}
