@@ -31,25 +31,6 @@ pub mod wait;
 use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode};
 use krad_bus::token::Principal;
 
-/// Only Client and lead terminals make new environments or pick variants: a
-/// plain terminal acts inside its own environment only.
-pub(crate) fn not_for_plain_terminals(
-    principal: &Principal,
-    request: &str,
-) -> Result<(), ApiError> {
-    match principal {
-        Principal::Terminal(me) => Err(ApiError::new(
-            ErrorCode::Forbidden,
-            format!(
-                "terminal {} is not a lead terminal: {request} reaches beyond its environment",
-                me.terminal
-            ),
-        )
-        .with_detail(serde_json::json!({ "request": request }))),
-        Principal::Client | Principal::Durable | Principal::Lead(_) => Ok(()),
-    }
-}
-
 /// A plain terminal may Send to and Close only the terminals it spawned, in its
 /// own environment; Client and lead terminals may act on any.
 pub(crate) fn may_act_on(

@@ -12,7 +12,7 @@ use krad_bus::request::spawn::Spawn;
 use krad_bus::server::{CallContext, Handle};
 use serde_json::json;
 
-use super::{not_for_plain_terminals, spawn};
+use super::spawn;
 use crate::environments::{self, NewWorktree};
 use crate::hosts::Host;
 use crate::intents::{self, Underway};
@@ -34,7 +34,6 @@ async fn run(
     ctx: &CallContext,
     request: RunVariants,
 ) -> Result<VariantsInfo, ApiError> {
-    not_for_plain_terminals(&ctx.principal, "RunVariants")?;
     let profile = known_profile(core, &request)?;
     let group = match &request.name {
         Some(name) => name.clone(),

@@ -60,7 +60,7 @@ pub struct RestoreArchive {
 
 impl Call for RestoreArchive {
     const KIND: RequestKind = RequestKind::RestoreArchive;
-    const RIGHTS: Rights = Rights::Scoped;
+    const RIGHTS: Rights = Rights::ClientAndLeads;
     const AT_MOST_ONCE: bool = true;
     type Answer = EnvironmentInfo;
     const DEADLINE: Option<Duration> = Some(deadline::LONG);

@@ -54,7 +54,7 @@ pub fn check_name(request: &str, field: &str, name: &str) -> Result<(), ApiError
 
 impl Call for CreateWorktree {
     const KIND: RequestKind = RequestKind::CreateWorktree;
-    const RIGHTS: Rights = Rights::Scoped;
+    const RIGHTS: Rights = Rights::ClientAndLeads;
     const AT_MOST_ONCE: bool = true;
     type Answer = EnvironmentInfo;
     const DEADLINE: Option<Duration> = Some(deadline::LONG);

@@ -43,7 +43,7 @@ pub struct RunVariants {
 
 impl Call for RunVariants {
     const KIND: RequestKind = RequestKind::RunVariants;
-    const RIGHTS: Rights = Rights::Scoped;
+    const RIGHTS: Rights = Rights::ClientAndLeads;
     const AT_MOST_ONCE: bool = true;
     type Answer = VariantsInfo;
     const DEADLINE: Option<Duration> = Some(deadline::LONG);
