@@ -17,6 +17,7 @@ use krad_bus::protocol::{
     AgentRecord, AgentState, ApiError, AttachInput, AttachMessage, DataInfo, ErrorCode, ExitedInfo,
     ScreenInfo, StateSource, TmuxInfo,
 };
+use krad_bus::request::RequestKind;
 use krad_bus::request::attach::Attach;
 use krad_bus::server::{Attachment as BusAttachment, CallContext};
 use krad_term::{Attachment, NativeAttach, Terminal};
@@ -41,7 +42,7 @@ pub(crate) fn handle(
     let Some(record) = core.store.watch(id) else {
         return Err(Core::no_terminal(id));
     };
-    may_act_on(&ctx.principal, "Attach", &record.borrow())?;
+    may_act_on(&ctx.principal, RequestKind::Attach, &record.borrow())?;
     let Some(terminal) = core.store.with(id, |e| e.terminal.clone()) else {
         return Err(Core::no_terminal(id));
     };
@@ -198,7 +199,10 @@ impl BusAttachment for Attacher {
         match input {
             AttachInput::Input(data) => {
                 let bytes = BASE64.decode(data.data.as_bytes()).map_err(|e| {
-                    ApiError::bad_request(format!("Attach: Input data is not base64: {e}"))
+                    ApiError::bad_request(format!(
+                        "{}: Input data is not base64: {e}",
+                        RequestKind::Attach.name()
+                    ))
                 })?;
                 if bytes.is_empty() {
                     return Ok(());

@@ -29,13 +29,14 @@ pub mod update_environment;
 pub mod wait;
 
 use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode};
+use krad_bus::request::RequestKind;
 use krad_bus::token::Principal;
 
 /// A plain terminal may Send to and Close only the terminals it spawned, in its
 /// own environment; Client and lead terminals may act on any.
 pub(crate) fn may_act_on(
     principal: &Principal,
-    request: &str,
+    request: RequestKind,
     record: &AgentRecord,
 ) -> Result<(), ApiError> {
     let Principal::Terminal(me) = principal else {
@@ -47,9 +48,11 @@ pub(crate) fn may_act_on(
     Err(ApiError::new(
         ErrorCode::Forbidden,
         format!(
-            "terminal {} may {request} only terminals it spawned in its environment; terminal {} is not one",
-            me.terminal, record.terminal
+            "terminal {} may {} only terminals it spawned in its environment; terminal {} is not one",
+            me.terminal,
+            request.name(),
+            record.terminal
         ),
     )
-    .with_detail(serde_json::json!({ "request": request, "terminal": record.terminal })))
+    .with_detail(serde_json::json!({ "request": request.name(), "terminal": record.terminal })))
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use krad_bus::protocol::{ApiError, ErrorCode, VariantInfo, VariantsInfo};
+use krad_bus::request::RequestKind;
 use krad_bus::request::run_variants::RunVariants;
 use krad_bus::request::spawn::Spawn;
 use krad_bus::server::{CallContext, Handle};
@@ -135,11 +136,11 @@ fn known_profile(core: &Core, request: &RunVariants) -> Result<String, ApiError>
         .clone()
         .unwrap_or_else(|| core.profiles.default_name().to_owned());
     if core.profiles.get(&profile).is_none() {
-        return Err(ApiError::new(
+        return Err(RequestKind::RunVariants.field_error(
             ErrorCode::Invalid,
-            format!("RunVariants: unknown profile {profile:?}"),
-        )
-        .with_detail(json!({ "request": "RunVariants", "field": "profile" })));
+            "profile",
+            format!("unknown profile {profile:?}"),
+        ));
     }
     Ok(profile)
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use krad_bus::protocol::{AgentRecord, AgentState, ApiError, ErrorCode, StateSource, TerminalRef};
+use krad_bus::request::RequestKind;
 use krad_bus::request::spawn::Spawn;
 use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
@@ -434,11 +435,9 @@ fn watch(
 }
 
 fn forbidden(message: String) -> ApiError {
-    ApiError::new(ErrorCode::Forbidden, message)
-        .with_detail(serde_json::json!({ "request": "Spawn" }))
+    RequestKind::Spawn.error(ErrorCode::Forbidden, message)
 }
 
 fn invalid(field: &str, message: String) -> ApiError {
-    ApiError::new(ErrorCode::Invalid, format!("Spawn: {message}"))
-        .with_detail(serde_json::json!({ "request": "Spawn", "field": field }))
+    RequestKind::Spawn.field_error(ErrorCode::Invalid, field, message)
 }

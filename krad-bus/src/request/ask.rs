@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
 
-use super::{Call, RequestKind, Rights, deadline, invalid};
+use super::{Call, RequestKind, Rights, deadline};
 use crate::protocol::ApiError;
 use crate::protocol::AskAnswer;
 use crate::protocol::{AnsweredInfo, AskInfo};
@@ -107,14 +107,16 @@ impl Call for Ask {
     fn deadline(&self) -> Option<Duration> {
         Some(deadline::waited(self.expiry_secs()))
     }
-    const CANCELS_ON_LEAVE: bool = true;
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        true
+    }
 
     fn validate(&self) -> Result<(), ApiError> {
         match self.expires_in_secs {
-            Some(0) => return Err(invalid("Ask", "expires_in_secs", "at least 1 second")),
+            Some(0) => return Err(Self::KIND.invalid("expires_in_secs", "at least 1 second")),
             Some(s) if s > deadline::MAX_WAIT_SECS => {
-                return Err(invalid(
-                    "Ask",
+                return Err(Self::KIND.invalid(
                     "expires_in_secs",
                     format!("at most {} seconds", deadline::MAX_WAIT_SECS),
                 ));
@@ -123,13 +125,13 @@ impl Call for Ask {
         }
         match self.kind {
             AskKind::Permission if self.tool.as_ref().is_none_or(|t| t.name.is_empty()) => {
-                Err(invalid("Ask", "tool", "a permission names its tool"))
+                Err(Self::KIND.invalid("tool", "a permission names its tool"))
             }
             AskKind::Choice if self.options.as_ref().is_none_or(Vec::is_empty) => {
-                Err(invalid("Ask", "options", "a choice needs options"))
+                Err(Self::KIND.invalid("options", "a choice needs options"))
             }
             AskKind::Form if self.fields.as_ref().is_none_or(Vec::is_empty) => {
-                Err(invalid("Ask", "fields", "a form needs fields"))
+                Err(Self::KIND.invalid("fields", "a form needs fields"))
             }
             _ => Ok(()),
         }

@@ -33,6 +33,12 @@ impl Call for SubscribeAgents {
     const RIGHTS: Rights = Rights::Anyone;
     const AT_MOST_ONCE: bool = false;
     type Answer = Streamed;
-    const DEADLINE: Option<Duration> = None;
-    const CANCELS_ON_LEAVE: bool = true;
+
+    fn deadline(&self) -> Option<Duration> {
+        None
+    }
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        true
+    }
 }

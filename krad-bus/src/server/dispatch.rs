@@ -108,7 +108,7 @@ pub(crate) fn prepare<'b, A: App>(
     let deadline = request.deadline();
     let cancels_on_leave = request.cancels_when_client_leaves();
     let _waiting = request.is_wait().then(|| bus.counters.wait_guard());
-    let mutates = request.kind().mutates();
+    let mutates = request.kind().at_most_once();
     let running = |work, cancels_on_leave| {
         Prepared::Run(Running {
             work,
