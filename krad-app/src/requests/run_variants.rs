@@ -17,7 +17,7 @@ use super::spawn;
 use crate::environments::{self, NewWorktree};
 use crate::hosts::Host;
 use crate::intents::{self, Underway};
-use crate::state_file::{GroupRecord, Phase, VariantRecord};
+use crate::state_file::{GroupRecord, Phase};
 use crate::{Core, EmbeddedApp};
 
 impl Handle<RunVariants> for EmbeddedApp {
@@ -229,7 +229,9 @@ async fn start_variant(
         )
         .await?;
     }
-    record_variant(core, group, n, &environment, None)?;
+    core.store
+        .record_variant(group, n, &environment, None)
+        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}")))?;
     let spawn_request = Spawn {
         environment: Some(environment.clone()),
         profile: Some(plan.profile.clone()),
@@ -244,29 +246,6 @@ async fn start_variant(
         environment,
         terminal: agent.terminal,
     })
-}
-
-/// Records a variant's environment, and its terminal once it has an id.
-pub(crate) fn record_variant(
-    core: &Core,
-    group: &str,
-    n: u32,
-    environment: &str,
-    terminal: Option<u64>,
-) -> Result<(), ApiError> {
-    core.store
-        .update_group(group, |g| {
-            if let Some(g) = g {
-                g.variants.insert(
-                    n,
-                    VariantRecord {
-                        environment: environment.to_owned(),
-                        terminal,
-                    },
-                );
-            }
-        })
-        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}")))
 }
 
 /// `variants-1`, `variants-2`, … the first whose group and environments are free.

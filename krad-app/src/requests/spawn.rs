@@ -62,7 +62,11 @@ pub(crate) async fn spawn(
     if let Some((group, n)) = &variant {
         // The group knows its variant's terminal before the program starts:
         // after a crash, `run_variants::resume` never starts it twice.
-        super::run_variants::record_variant(core, group, *n, &environment, Some(terminal))?;
+        core.store
+            .record_variant(group, *n, &environment, Some(terminal))
+            .map_err(|e| {
+                ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}"))
+            })?;
     }
     let newcomer = Newcomer {
         me: TerminalRef {
