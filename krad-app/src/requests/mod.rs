@@ -1,4 +1,7 @@
-//! One handler per request the app answers, and the rights rules they share.
+//! How the bus reaches the app: one handler per request the app answers (an
+//! `impl Handle<TheRequest> for EmbeddedApp`, or for SubscribeAgents and
+//! Attach what [`App`] opens), each checking the caller's scope, calling the
+//! domain and returning its answer; and the rights rules they share.
 
 pub mod answer;
 pub mod archives;
@@ -28,9 +31,16 @@ pub mod subscribe_agents;
 pub mod update_environment;
 pub mod wait;
 
-use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode};
+use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode, TerminalRef};
 use krad_bus::request::RequestKind;
+use krad_bus::request::attach::Attach;
+use krad_bus::request::subscribe_agents::SubscribeAgents;
+use krad_bus::server::request_log::RequestLog;
+use krad_bus::server::{App, CallContext, Waiting};
 use krad_bus::token::Principal;
+
+use crate::attacher::Attacher;
+use crate::{AgentStream, EmbeddedApp};
 
 /// A plain terminal may Send to and Close only the terminals it spawned, in its
 /// own environment; Client and lead terminals may act on any.
@@ -55,4 +65,37 @@ pub(crate) fn may_act_on(
         ),
     )
     .with_detail(serde_json::json!({ "request": request.name(), "terminal": record.terminal })))
+}
+
+impl App for EmbeddedApp {
+    type Subscription = AgentStream;
+    type Attachment = Attacher;
+
+    fn request_log(&self) -> Option<&RequestLog> {
+        Some(&self.core.request_log)
+    }
+
+    fn knows_terminal(&self, terminal: &TerminalRef) -> bool {
+        self.core.store.knows(terminal)
+    }
+
+    fn terminal_starting(&self, terminal: &TerminalRef) -> Option<Waiting> {
+        crate::launching::Launching::started(&self.core, terminal)
+    }
+
+    async fn agent_count(&self) -> u64 {
+        self.core.store.count() as u64
+    }
+
+    async fn subscribe(
+        &self,
+        ctx: &CallContext,
+        request: SubscribeAgents,
+    ) -> Result<AgentStream, ApiError> {
+        subscribe_agents::open(&self.core, ctx, request)
+    }
+
+    async fn attach(&self, ctx: &CallContext, request: Attach) -> Result<Attacher, ApiError> {
+        attach::open(&self.core, ctx, request)
+    }
 }
