@@ -40,7 +40,7 @@ pub(super) async fn run(facet: &AppFacet, call: Call, caller: Caller) -> Answer 
         Call::Send { pane, text, turn } => steer::send(core, &pane, text, turn).await,
         Call::Abort { pane, turn } => steer::abort(core, &pane, turn).await,
         Call::Action { pane, action } => steer::belt_action(core, &pane, &action).await,
-        Call::Rename { target, title } => layout::rename(core, target, &title),
+        Call::Rename { target, title } => layout::rename(core, target, &title).await,
         Call::Close { target } => layout::close(core, target).await,
         Call::Starter {
             starter,
