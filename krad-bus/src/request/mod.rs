@@ -68,16 +68,16 @@ pub trait Call: DeserializeOwned + Serialize + Into<Request> + Send + 'static {
         Ok(())
     }
 
-    /// How long the app may take before it answers `"TimedOut"`; `None` for
-    /// streams. The default is [`deadline::STANDARD`].
+    /// How long the app may take before it answers `"TimedOut"`. The default:
+    /// [`deadline::STANDARD`]; none for a stream ([`Answer::STREAMS`]).
     fn deadline(&self) -> Option<Duration> {
-        Some(deadline::STANDARD)
+        (!Self::Answer::STREAMS).then_some(deadline::STANDARD)
     }
 
     /// Whether it waits on something, so that a client closing its connection
-    /// cancels it (section 2). The default is no.
+    /// cancels it (section 2). The default: only a stream.
     fn cancels_when_client_leaves(&self) -> bool {
-        false
+        Self::Answer::STREAMS
     }
 
     /// Whether it counts in Stats' `waits_pending` while it runs.
@@ -414,6 +414,18 @@ mod tests {
         assert_eq!(e.detail.unwrap()["field"], "target");
         let e = Request::parse("Ask", Some(json!({"kind": "permission", "tool": {}}))).unwrap_err();
         assert_eq!(e.detail.unwrap()["field"], "tool.name", "{}", e.message);
+    }
+
+    #[test]
+    fn streams_have_no_deadline_and_end_when_their_client_leaves() {
+        for name in ["SubscribeAgents", "Attach"] {
+            let request = Request::parse(name, Some(json!({"target": 1}))).unwrap();
+            assert_eq!(request.deadline(), None, "{name}");
+            assert!(request.cancels_when_client_leaves(), "{name}");
+        }
+        let hello = Request::parse("Hello", None).unwrap();
+        assert_eq!(hello.deadline(), Some(deadline::STANDARD));
+        assert!(!hello.cancels_when_client_leaves());
     }
 
     #[test]
