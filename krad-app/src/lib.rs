@@ -15,7 +15,6 @@
 //! * `adopt` — taking back, after a restart, the terminals a restart-safe
 //!   host (tmux) kept running.
 
-// The Code runner (`code` names the request module here).
 mod adopt;
 mod announced;
 mod asks;
@@ -35,7 +34,6 @@ pub mod notify;
 pub mod port_registry;
 mod private_file;
 pub mod profile;
-#[path = "code.rs"]
 mod program;
 mod remote_tmux;
 mod requests;

@@ -1,14 +1,14 @@
-//! `Ask`, `Answer` and `Asks`: an agent asks the user a question, and a person
-//! (or a client on their behalf) answers it (section 10, the durable facet).
+//! `Ask`: an agent asks the user a question, and waits for the answer a person
+//! (or a client on their behalf) gives with [`super::answer::Answer`] (section
+//! 10, the durable facet); [`super::asks::Asks`] lists the open ones.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
 
 use super::{Call, RequestKind, Rights, deadline};
+use crate::protocol::AnsweredInfo;
 use crate::protocol::ApiError;
-use crate::protocol::AskAnswer;
-use crate::protocol::{AnsweredInfo, AskInfo};
 
 /// How long an ask stays open when it does not say (seconds).
 pub const DEFAULT_EXPIRY_SECS: u64 = 600;
@@ -136,50 +136,4 @@ impl Call for Ask {
             _ => Ok(()),
         }
     }
-}
-
-/// The Answer request (Client and lead terminals; never a terminal about its own ask).
-///
-/// # Format
-///
-/// ```json
-/// {"Answer":{"ask":"a-3f2a…","answer":{"option":"allow"}}}
-/// {"Answer":{"ask":"a-77b0…","answer":{"text":"use SQLite"}}}
-/// "Ok"
-/// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Answer {
-    /// The ask's id.
-    pub ask: String,
-    /// `{"option": id}` for a permission or choice, `{"text": …}`, or `{"fields": {…}}`.
-    pub answer: AskAnswer,
-}
-
-impl Call for Answer {
-    const KIND: RequestKind = RequestKind::Answer;
-    const RIGHTS: Rights = Rights::ClientAndLeads;
-    const AT_MOST_ONCE: bool = true;
-    type Answer = ();
-}
-
-/// The Asks request: the open asks, oldest first.
-///
-/// # Format
-///
-/// ```json
-/// {"Asks":{"terminal":4}}
-/// {"Asks":[{"ask":"a-3f2a…","terminal":4,"kind":"permission","title":"Bash: rm -rf build","options":[…],…}]}
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Asks {
-    /// Only this terminal's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub terminal: Option<u64>,
-}
-
-impl Call for Asks {
-    const KIND: RequestKind = RequestKind::Asks;
-    const RIGHTS: Rights = Rights::Anyone;
-    const AT_MOST_ONCE: bool = false;
-    type Answer = Vec<AskInfo>;
 }

@@ -8,8 +8,10 @@
 //! line and a line in [`for_each_request!`]; then the app's handler
 //! (`impl Handle<TheRequest>`). Nothing compiles until the handler exists.
 
+pub mod answer;
 pub mod archives;
 pub mod ask;
+pub mod asks;
 pub mod attach;
 pub mod changes;
 pub mod check;
@@ -149,8 +151,8 @@ macro_rules! for_each_request {
             Hosts(hosts) by app,
             CheckHost(hosts) by app,
             Ask(ask) by app,
-            Answer(ask) by app,
-            Asks(ask) by app,
+            Answer(answer) by app,
+            Asks(asks) by app,
             Stats(stats) by bus,
             Shutdown(shutdown) by bus,
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use krad_bus::request::Call as _;
 use krad_bus::request::close::Close;
 use krad_bus::request::rename::{MAX_NAME_CHARS, Rename};
-use krad_durable::wire::{Answer, Target, WireError};
+use krad_durable::wire::{Target, WireError, WireResult};
 use serde_json::json;
 
 use super::{bus_request, from_api, no_pane, spawn, tab_terminal, workspace_exists};
@@ -17,7 +17,7 @@ use crate::{Core, MAIN};
 /// and its title are one, under one length limit ([`MAX_NAME_CHARS`]; a longer
 /// title is cut to it, as the wire cuts what is longer than its own); an empty
 /// title takes the name away, giving the tab back its own title.
-pub(super) async fn rename(core: &Arc<Core>, target: Target, title: &str) -> Answer {
+pub(super) async fn rename(core: &Arc<Core>, target: Target, title: &str) -> WireResult {
     let title: String = title.chars().take(MAX_NAME_CHARS).collect();
     match target {
         Target::Workspace(workspace) => {
@@ -47,7 +47,7 @@ pub(super) async fn rename(core: &Arc<Core>, target: Target, title: &str) -> Ans
     Ok(json!({"result": "renamed", "title": title}))
 }
 
-pub(super) async fn close(core: &Arc<Core>, target: Target) -> Answer {
+pub(super) async fn close(core: &Arc<Core>, target: Target) -> WireResult {
     let request = match target {
         Target::Pane(id) | Target::Tab(id) => {
             let terminal = id
@@ -97,7 +97,7 @@ pub(super) async fn start(
     starter: &str,
     workspace: Option<String>,
     prompt: Option<String>,
-) -> Answer {
+) -> WireResult {
     let profile = core
         .profiles
         .get(starter)
