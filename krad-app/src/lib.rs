@@ -5,19 +5,25 @@
 //! * [`store`] — the one state store (records, revs, the change index), with
 //!   [`state_file`] for what survives a restart.
 //! * [`watcher`] — one task per terminal turning its events into agent states.
-//! * [`requests`] — one handler per request.
-//! * [`subscription`] — the SubscribeAgents stream.
+//! * `requests` — how the bus reaches the app: one adapter per request (check
+//!   the caller's scope, call the domain, answer), and the `App` impl.
+//! * `spawning` — starting an agent on a new terminal (Spawn, each variant).
+//! * `environments` — worktrees, their setup, archives, variant groups
+//!   (running and picking them), garbage collection.
+//! * `attacher` — one client attached to a terminal; `subscription` — the
+//!   SubscribeAgents stream.
 //! * `adopt` — taking back, after a restart, the terminals a restart-safe
 //!   host (tmux) kept running.
 
-// The Code runner (`code` names the request module here).
 mod adopt;
 mod announced;
 mod asks;
+mod attacher;
 mod closing;
 pub mod config;
 mod durable;
 mod environments;
+mod extensions;
 mod git;
 mod hosts;
 mod input;
@@ -28,11 +34,11 @@ pub mod notify;
 pub mod port_registry;
 mod private_file;
 pub mod profile;
-#[path = "code.rs"]
 mod program;
 mod remote_tmux;
 mod requests;
 mod screen_questions;
+mod spawning;
 pub mod state_db;
 pub mod state_file;
 pub mod store;
@@ -47,11 +53,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use krad_bus::protocol::{ApiError, ErrorCode, TerminalRef};
-use krad_bus::request::attach as attach_request;
-use krad_bus::request::subscribe_agents;
+use krad_bus::protocol::{ApiError, ErrorCode};
 use krad_bus::server::request_log::RequestLog;
-use krad_bus::server::{App, CallContext};
+
 use krad_bus::token::Secret;
 use krad_term::{TerminalHost, TmuxHost};
 
@@ -165,7 +169,7 @@ impl EmbeddedApp {
         if host.restart_safe() {
             store.keep_terminals(&settings.endpoint.to_string());
         }
-        let extensions = requests::extensions::manager(&settings);
+        let extensions = extensions::manager(&settings);
         let asks = asks::Asks::default();
         asks.keep_decided_in(db.clone(), &settings.state_dir.join("asks-decided.jsonl"));
         let hosts = hosts::Hosts::new(
@@ -284,46 +288,5 @@ impl Core {
             .environment(name)
             .map(|record| record.path)
             .ok_or_else(|| environments::not_found_environment(name))
-    }
-}
-
-impl App for EmbeddedApp {
-    type Subscription = AgentStream;
-    type Attachment = requests::attach::Attacher;
-
-    fn request_log(&self) -> Option<&RequestLog> {
-        Some(&self.core.request_log)
-    }
-
-    fn knows_terminal(&self, terminal: &TerminalRef) -> bool {
-        self.core.store.knows(terminal)
-    }
-
-    fn terminal_starting(&self, terminal: &TerminalRef) -> Option<krad_bus::server::Waiting> {
-        launching::Launching::started(&self.core, terminal)
-    }
-
-    fn token_being_renewed(&self, terminal: &TerminalRef) -> bool {
-        self.core.store.knows(terminal) && self.core.hosts.token_being_renewed(terminal.terminal)
-    }
-
-    async fn agent_count(&self) -> u64 {
-        self.core.store.count() as u64
-    }
-
-    async fn subscribe(
-        &self,
-        ctx: &CallContext,
-        request: subscribe_agents::SubscribeAgents,
-    ) -> Result<AgentStream, ApiError> {
-        requests::subscribe_agents::handle(&self.core, ctx, request)
-    }
-
-    async fn attach(
-        &self,
-        ctx: &CallContext,
-        request: attach_request::Attach,
-    ) -> Result<requests::attach::Attacher, ApiError> {
-        requests::attach::handle(&self.core, ctx, request)
     }
 }

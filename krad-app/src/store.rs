@@ -36,7 +36,7 @@ use tokio::sync::watch;
 use crate::profile::Profile;
 use crate::state_db::{NEXT_TERMINAL, REV_RESERVED};
 use crate::state_file::{
-    EnvironmentRecord, GroupRecord, REV_RESERVATION, StateFile, TerminalEntry,
+    EnvironmentRecord, GroupRecord, REV_RESERVATION, StateFile, TerminalEntry, VariantRecord,
 };
 
 /// Changes kept as they were made, newest last: a subscriber less than this
@@ -287,6 +287,28 @@ impl Store {
         change: impl FnOnce(&mut Option<GroupRecord>),
     ) -> std::io::Result<()> {
         self.update_group_with(name, change, |_| Ok(()))
+    }
+
+    /// Records variant `n` of `group`: its environment, and its terminal once
+    /// it has an id (a group that is gone is left alone).
+    pub fn record_variant(
+        &self,
+        group: &str,
+        n: u32,
+        environment: &str,
+        terminal: Option<u64>,
+    ) -> std::io::Result<()> {
+        self.update_group(group, |g| {
+            if let Some(g) = g {
+                g.variants.insert(
+                    n,
+                    VariantRecord {
+                        environment: environment.to_owned(),
+                        terminal,
+                    },
+                );
+            }
+        })
     }
 
     /// The same, with more changes in the same transaction.

@@ -1,7 +1,7 @@
 //! The command line as clap sees it: global flags and one subcommand per file
 //! under `commands/`.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::commands;
 use crate::connect::ConnectArgs;
@@ -97,7 +97,7 @@ impl Cli {
             Command::Raw(args) => raw::run(args, &connect, json),
             Command::Stats(args) => stats::run(args, &connect, json),
             Command::Stop(args) => stop::run(args, &connect, json),
-            Command::Completions(args) => completions::run(args),
+            Command::Completions(args) => completions::run(args, Cli::command()),
             Command::Internal(args) => internal::run(args),
         }
     }

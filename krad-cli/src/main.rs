@@ -5,7 +5,7 @@ mod cli;
 mod commands;
 mod connect;
 mod exit;
-mod output;
+mod print;
 mod render;
 
 use std::process::ExitCode;

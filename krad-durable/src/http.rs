@@ -30,7 +30,7 @@ use self::route::{GetRoute, Query, Route, find_route};
 use crate::limits;
 use crate::request_ids::RequestIds;
 use crate::tls::Token;
-use crate::wire::{Call, Caller, Facet, SERVICE, VERSION, VERSION_HEADER, WireError};
+use crate::wire::{Facet, Peer, SERVICE, VERSION, VERSION_HEADER, WireCall, WireError};
 
 /// What every connection of the facet shares.
 pub(crate) struct Shared {
@@ -49,7 +49,7 @@ pub(crate) struct Shared {
 
 /// What the accept loop learned of one connection.
 pub(crate) struct Connection {
-    pub caller: Caller,
+    pub caller: Peer,
     /// The bearer token every request must carry (TLS).
     pub token: Option<Arc<Token>>,
     /// Why the caller is refused (it is one of the app's own descendants).
@@ -178,7 +178,7 @@ fn check_version(shared: &Shared, route: &Route, request: &Request<()>) -> Resul
 /// A GET: hello, the snapshot (with its ETag), or a call its query names.
 async fn get_reply(
     facet: &Arc<dyn Facet>,
-    caller: Caller,
+    caller: Peer,
     route: GetRoute,
     request: &Request<()>,
 ) -> Result<Reply, WireError> {
@@ -186,16 +186,16 @@ async fn get_reply(
     let call = match route {
         GetRoute::Hello => return Ok(json_reply(StatusCode::OK, &hello(facet.as_ref(), &caller))),
         GetRoute::Snapshot => return snapshot(facet, caller, request).await,
-        GetRoute::Events(pane) => Call::Events {
+        GetRoute::Events(pane) => WireCall::Events {
             pane,
             after: query.event_cursor()?,
             epoch: query.value("epoch").map(str::to_owned),
         },
-        GetRoute::Conversations => Call::Conversations {
+        GetRoute::Conversations => WireCall::Conversations {
             after: query.page_cursor()?,
             limit: query.limit(limits::CONVERSATIONS_PAGE)?,
         },
-        GetRoute::Items(conversation) => Call::Items {
+        GetRoute::Items(conversation) => WireCall::Items {
             conversation,
             after: query.page_cursor()?,
             limit: query.limit(limits::ITEMS_PAGE)?,
@@ -208,7 +208,7 @@ async fn get_reply(
 /// `GET /snapshot`: 304 when `If-None-Match` names the current tag.
 async fn snapshot(
     facet: &Arc<dyn Facet>,
-    caller: Caller,
+    caller: Peer,
     request: &Request<()>,
 ) -> Result<Reply, WireError> {
     let etag = etag_of(facet.epoch(), facet.rev());
@@ -222,7 +222,7 @@ async fn snapshot(
         set_etag(&mut reply, etag);
         return Ok(reply);
     }
-    let body = facet.clone().call(Call::Snapshot, caller).await?;
+    let body = facet.clone().call(WireCall::Snapshot, caller).await?;
     let mut reply = json_reply(StatusCode::OK, &body);
     set_etag(&mut reply, etag);
     Ok(reply)
@@ -246,7 +246,7 @@ fn set_etag(reply: &mut Reply, etag: String) {
     }
 }
 
-fn hello(facet: &dyn Facet, caller: &Caller) -> Value {
+fn hello(facet: &dyn Facet, caller: &Peer) -> Value {
     json!({
         "service": SERVICE,
         "protocol": {"min": VERSION, "max": VERSION},

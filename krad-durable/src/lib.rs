@@ -1,8 +1,9 @@
 //! The durable facet: the app seen as a *durable agent* by Collie, the phone's
 //! bridge (see `docs/durable.md` and the contract `durable-facet-v1.md`).
 //!
-//! * [`wire`] — what a call is once parsed ([`wire::Call`]), the errors the wire
-//!   knows, and the [`Facet`] the app implements.
+//! * [`wire`] — what a call is once parsed ([`wire::WireCall`], from a
+//!   [`wire::Peer`]), the errors the wire knows, and the [`Facet`] the app
+//!   implements.
 //! * [`limits`] — the seed's limit table and the cutting and cleaning of text.
 //! * [`request_ids`] — at-most-once POSTs: the request-id log of one epoch (one
 //!   per transport).
@@ -27,4 +28,4 @@ pub mod tls;
 pub mod wire;
 
 pub use server::DurableServer;
-pub use wire::{Call, Caller, Facet, Transport, WireError};
+pub use wire::{Facet, Peer, Transport, WireCall, WireError};

@@ -19,7 +19,7 @@ use crate::http::{self, Connection, Shared};
 use crate::request_ids::RequestIds;
 use crate::socket;
 use crate::tls::Token;
-use crate::wire::{Caller, Facet, Transport};
+use crate::wire::{Facet, Peer, Transport};
 
 /// Connections served at once per transport; past it a caller waits for a slot.
 const MAX_CONNECTIONS: usize = 256;
@@ -60,7 +60,7 @@ impl DurableServer {
             // up its parents reads /proc and must not hold up accepts.
             async move {
                 let connection = Arc::new(Connection {
-                    caller: Caller {
+                    caller: Peer {
                         transport: Transport::Socket,
                     },
                     token: None,
@@ -83,7 +83,7 @@ impl DurableServer {
         let token = Arc::new(token);
         tokio::spawn(accept_loop("TLS", listener, move |stream| {
             let connection = Arc::new(Connection {
-                caller: Caller {
+                caller: Peer {
                     transport: Transport::Tls,
                 },
                 token: Some(token.clone()),

@@ -28,7 +28,7 @@ pub enum Transport {
 /// what a request may do (`allow-always` only over the socket) is decided by
 /// its own transport, whichever other transports are on.
 #[derive(Debug, Clone, Copy)]
-pub struct Caller {
+pub struct Peer {
     /// The transport it came by.
     pub transport: Transport,
 }
@@ -46,7 +46,7 @@ pub enum Target {
 
 /// A call, parsed and checked against the wire's rules; the app carries it out.
 #[derive(Debug, Clone)]
-pub enum Call {
+pub enum WireCall {
     /// `GET /snapshot`.
     Snapshot,
     /// `GET /pane/:id/events?after=N&epoch=E`.
@@ -196,10 +196,10 @@ impl WireError {
 }
 
 /// What a call gives: the body of a 200, or an error.
-pub type Answer = Result<Value, WireError>;
+pub type WireResult = Result<Value, WireError>;
 
 /// A call's work, detached from the connection that asked for it.
-pub type CallFuture = Pin<Box<dyn Future<Output = Answer> + Send + 'static>>;
+pub type WireFuture = Pin<Box<dyn Future<Output = WireResult> + Send + 'static>>;
 
 /// The app behind the facet.
 pub trait Facet: Send + Sync + 'static {
@@ -212,10 +212,10 @@ pub trait Facet: Send + Sync + 'static {
     /// hello's `host.name`.
     fn host_name(&self) -> String;
     /// hello's `caps` for this caller.
-    fn caps(&self, caller: &Caller) -> Value;
+    fn caps(&self, caller: &Peer) -> Value;
     /// Carries a call out. The future runs to its end even when the caller
     /// leaves, so that a retried request id finds what the first try did.
-    fn call(self: Arc<Self>, call: Call, caller: Caller) -> CallFuture;
+    fn call(self: Arc<Self>, call: WireCall, caller: Peer) -> WireFuture;
 }
 
 /// A fresh epoch: 128 random bits in hex.

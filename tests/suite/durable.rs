@@ -661,3 +661,25 @@ fn malformed_requests_get_errors_and_the_facet_goes_on() {
     assert_eq!(collie.get("/snapshot").status, 200);
     drop(idle);
 }
+
+/// Issue 35: the phone's rename of a tab is `krad rename`'s — the record's name
+/// and the tab's title are one, under Rename's one length limit.
+#[test]
+fn renaming_a_tab_on_the_phone_renames_the_terminal() {
+    let (app, socket) = start();
+    let collie = Collie::connect(&socket);
+    let id = app.spawn_sh("sleep 60");
+    let renamed = collie.post(
+        "/rename",
+        &json!({"request_id": "rt1", "tab": format!("t{id}"), "title": "fix-login"}),
+    );
+    assert_eq!(renamed.status, 200, "{}", renamed.text);
+    assert_eq!(app.record(id)["name"], "fix-login");
+    let long = "y".repeat(150);
+    let cut = collie.post(
+        "/rename",
+        &json!({"request_id": "rt2", "tab": format!("t{id}"), "title": long}),
+    );
+    assert_eq!(cut.status, 200, "{}", cut.text);
+    assert_eq!(app.record(id)["name"], "y".repeat(100));
+}

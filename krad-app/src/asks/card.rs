@@ -5,8 +5,9 @@
 use std::time::{Duration, SystemTime};
 
 use krad_bus::protocol::{ApiError, AskAnswer, AskInfo, ErrorCode, TerminalRef};
+use krad_bus::request::RequestKind;
 use krad_bus::request::ask::{Ask, AskField, AskKind, AskOption, AskTool};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{MAX_CARD_INPUT, MAX_FIELDS, MAX_OPTIONS, MAX_TITLE};
 
@@ -139,10 +140,7 @@ fn clean(text: &str, max: usize) -> (String, bool) {
 
 /// Checks an answer against the ask's kind and options.
 pub(super) fn check_answer(info: &AskInfo, answer: &AskAnswer) -> Result<(), ApiError> {
-    let bad = |why: String| {
-        ApiError::new(ErrorCode::Invalid, format!("Answer: {why}"))
-            .with_detail(json!({ "request": "Answer", "field": "answer" }))
-    };
+    let bad = |why: String| RequestKind::Answer.field_error(ErrorCode::Invalid, "answer", why);
     match (info.kind, answer) {
         (AskKind::Permission | AskKind::Choice, AskAnswer::Option(option)) => {
             if !info.options.iter().any(|o| &o.id == option) {

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use krad_bus::protocol::StreamMessage;
 use krad_durable::tls::{TlsMaterial, TlsSettings};
-use krad_durable::wire::{Call, CallFuture, Caller, Facet, Transport, new_epoch};
+use krad_durable::wire::{Facet, Peer, Transport, WireCall, WireFuture, new_epoch};
 use krad_durable::{DurableServer, socket};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -62,7 +62,7 @@ impl Facet for AppFacet {
         self.name.clone()
     }
 
-    fn caps(&self, caller: &Caller) -> Value {
+    fn caps(&self, caller: &Peer) -> Value {
         json!({
             "asks": true,
             "answer": true,
@@ -79,7 +79,7 @@ impl Facet for AppFacet {
         })
     }
 
-    fn call(self: Arc<Self>, call: Call, caller: Caller) -> CallFuture {
+    fn call(self: Arc<Self>, call: WireCall, caller: Peer) -> WireFuture {
         Box::pin(async move { calls::run(&self, call, caller).await })
     }
 }
@@ -140,7 +140,7 @@ impl Durable {
 }
 
 /// Starts the facet the config asks for; `None` when `[durable]` is absent.
-/// Call before `restore`, and [`Durable::set_ready`] after it.
+/// WireCall before `restore`, and [`Durable::set_ready`] after it.
 pub(crate) async fn start(core: &Arc<Core>) -> Result<Option<Durable>, String> {
     let Some(config) = core.settings.config.durable.clone() else {
         return Ok(None);

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use krad_bus::protocol::AgentRecord;
 use krad_durable::limits;
-use krad_durable::wire::{Caller, Transport};
+use krad_durable::wire::{Peer, Transport};
 use serde_json::{Value, json};
 
 use super::ask_wire::{strip_allow_always, wire_ask};
@@ -15,7 +15,7 @@ use super::pane_log::pane_title;
 use crate::{Core, MAIN};
 
 /// The layout as the phone reads it.
-pub(super) fn build(core: &Core, epoch: &str, caller: &Caller) -> Value {
+pub(super) fn build(core: &Core, epoch: &str, caller: &Peer) -> Value {
     let mut by_workspace: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut names: Vec<String> = vec![MAIN.to_owned()];
     names.extend(
@@ -92,7 +92,7 @@ pub(super) fn build(core: &Core, epoch: &str, caller: &Caller) -> Value {
 /// under the 4 MiB Collie reads (panes' other fields are small and bounded).
 const ASKS_BYTES: usize = 3 * 1024 * 1024;
 
-fn tab(core: &Core, record: &AgentRecord, caller: &Caller, budget: &mut usize) -> Value {
+fn tab(core: &Core, record: &AgentRecord, caller: &Peer, budget: &mut usize) -> Value {
     let mut asks: Vec<Value> = Vec::new();
     for info in core
         .asks

@@ -41,6 +41,7 @@ mod naming;
 pub(crate) mod ports;
 mod recovery;
 mod removal;
+pub(crate) mod run_variants;
 mod setup;
 pub mod snapshot;
 pub mod update;

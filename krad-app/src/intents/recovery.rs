@@ -100,7 +100,7 @@ pub(crate) async fn recover(core: &Arc<Core>) {
             }
             Plan::RunVariants { group, request } => {
                 let resumed =
-                    crate::requests::run_variants::resume(core, group, request, &never_started);
+                    environments::run_variants::resume(core, group, request, &never_started);
                 match resumed.await {
                     Ok(info) => Outcome::Done(info.into_response()),
                     Err(e) if core.store.group(group).is_none() => {

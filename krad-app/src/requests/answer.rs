@@ -7,7 +7,7 @@
 //! made (never `conflict` against itself).
 
 use krad_bus::protocol::{ApiError, DecidedBy};
-use krad_bus::request::ask::Answer;
+use krad_bus::request::answer::Answer;
 use krad_bus::server::{CallContext, Handle};
 
 use crate::EmbeddedApp;

@@ -6,7 +6,6 @@ use krad_bus::protocol::{ApiError, ArchiveInfo, EnvironmentInfo};
 use krad_bus::request::archives::{Archives, RestoreArchive};
 use krad_bus::server::{CallContext, Handle};
 
-use super::not_for_plain_terminals;
 use crate::EmbeddedApp;
 use crate::environments::{self, archives};
 use crate::intents::{Plan, Underway};
@@ -32,7 +31,6 @@ impl Handle<RestoreArchive> for EmbeddedApp {
         request: RestoreArchive,
     ) -> Result<EnvironmentInfo, ApiError> {
         let core = &self.core;
-        not_for_plain_terminals(&ctx.principal, "RestoreArchive")?;
         let name = request.as_name.unwrap_or_else(|| request.name.clone());
         let host = environments::host(core, request.host.as_deref())?;
         // Its retry after a crash is a CreateWorktree's: the environment if it

@@ -1,7 +1,7 @@
 //! Asks: the open asks, oldest first.
 
 use krad_bus::protocol::{ApiError, AskInfo};
-use krad_bus::request::ask::Asks;
+use krad_bus::request::asks::Asks;
 use krad_bus::server::{CallContext, Handle};
 
 use crate::EmbeddedApp;

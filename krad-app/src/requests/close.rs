@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use krad_bus::protocol::{ApiError, ErrorCode};
+use krad_bus::request::RequestKind;
 use krad_bus::request::close::Close;
 use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
@@ -25,12 +26,15 @@ async fn close(core: &Arc<Core>, ctx: &CallContext, request: Close) -> Result<()
         return close_environment(core, ctx, &environment, request.force.unwrap_or(false)).await;
     }
     let Some(id) = request.target else {
-        return Err(ApiError::bad_request("Close: field \"target\" is missing"));
+        return Err(ApiError::bad_request(format!(
+            "{}: field \"target\" is missing",
+            RequestKind::Close.name()
+        )));
     };
     let Some(record) = core.store.record(id) else {
         return Err(Core::no_terminal(id));
     };
-    may_act_on(&ctx.principal, "Close", &record)?;
+    may_act_on(&ctx.principal, RequestKind::Close, &record)?;
     closing::close_terminal(core, id).await
 }
 

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use krad_bus::protocol::{ApiError, CodeResultInfo, ErrorCode};
+use krad_bus::request::RequestKind;
 use krad_bus::request::code::Code;
 use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
@@ -27,7 +28,9 @@ impl Handle<Code> for EmbeddedApp {
                     me.terminal, me.environment, request.environment
                 ),
             )
-            .with_detail(json!({ "request": "Code", "environment": request.environment })));
+            .with_detail(
+                json!({ "request": RequestKind::Code.name(), "environment": request.environment }),
+            ));
         }
         let cwd = core.environment_path(&request.environment)?;
         let timeout = Duration::from_secs(request.timeout_secs());

@@ -4,7 +4,6 @@ use krad_bus::protocol::{ApiError, EnvironmentInfo};
 use krad_bus::request::create_worktree::CreateWorktree;
 use krad_bus::server::{CallContext, Handle};
 
-use super::not_for_plain_terminals;
 use crate::EmbeddedApp;
 use crate::environments::{self, NewWorktree};
 use crate::intents::{Plan, Underway};
@@ -16,7 +15,6 @@ impl Handle<CreateWorktree> for EmbeddedApp {
         request: CreateWorktree,
     ) -> Result<EnvironmentInfo, ApiError> {
         let core = &self.core;
-        not_for_plain_terminals(&ctx.principal, "CreateWorktree")?;
         let _underway = Underway::begin(
             core.store.db(),
             ctx,

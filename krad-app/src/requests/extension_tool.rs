@@ -14,14 +14,9 @@ impl Handle<ExtensionTool> for EmbeddedApp {
         _ctx: &CallContext,
         request: ExtensionTool,
     ) -> Result<ToolResultInfo, ApiError> {
-        let core = &self.core;
-        match core
+        self.core
             .extensions
             .call(&request.extension, &request.tool, request.arguments)
             .await
-        {
-            Ok(result) => Ok(result),
-            Err(e) => Err(e),
-        }
     }
 }

@@ -1,14 +1,12 @@
-//! Extensions: the MCP servers the config names, their state and their tools.
-//! Listing never starts a server: one not used yet is `stopped`, with no tools.
-
-use std::path::Path;
+//! Extensions: the MCP servers the config names ([`crate::extensions`]), their
+//! state and their tools. Listing never starts a server: one not used yet is
+//! `stopped`, with no tools.
 
 use krad_bus::protocol::{ApiError, ExtensionInfo};
 use krad_bus::request::extensions::Extensions;
 use krad_bus::server::{CallContext, Handle};
-use krad_ext::{ExtensionManager, Limits, ServerSpec};
 
-use crate::{EmbeddedApp, Settings};
+use crate::EmbeddedApp;
 
 impl Handle<Extensions> for EmbeddedApp {
     async fn handle(
@@ -17,49 +15,5 @@ impl Handle<Extensions> for EmbeddedApp {
         _request: Extensions,
     ) -> Result<Vec<ExtensionInfo>, ApiError> {
         Ok(self.core.extensions.list())
-    }
-}
-
-/// The manager for the `[extensions.NAME]` tables of the config; a relative
-/// `cwd` is taken from the repository, a missing one is the repository.
-pub(crate) fn manager(settings: &Settings) -> ExtensionManager {
-    let specs = settings
-        .config
-        .extensions
-        .iter()
-        .map(|(name, config)| {
-            let spec = ServerSpec {
-                command: config.command.clone(),
-                args: config.args.clone(),
-                env: config.env.clone(),
-                cwd: resolve(&settings.root, config.cwd.as_deref()),
-            };
-            (name.clone(), spec)
-        })
-        .collect();
-    ExtensionManager::new(specs, Limits::default())
-}
-
-fn resolve(root: &Path, cwd: Option<&Path>) -> std::path::PathBuf {
-    match cwd {
-        Some(dir) if dir.is_absolute() => dir.to_path_buf(),
-        Some(dir) => root.join(dir),
-        None => root.to_path_buf(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cwd_is_taken_from_the_repository() {
-        let root = Path::new("/repo");
-        assert_eq!(resolve(root, None), Path::new("/repo"));
-        assert_eq!(
-            resolve(root, Some(Path::new("tools"))),
-            Path::new("/repo/tools")
-        );
-        assert_eq!(resolve(root, Some(Path::new("/srv"))), Path::new("/srv"));
     }
 }

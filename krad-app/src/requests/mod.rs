@@ -1,4 +1,7 @@
-//! One handler per request the app answers, and the rights rules they share.
+//! How the bus reaches the app: one handler per request the app answers (an
+//! `impl Handle<TheRequest> for EmbeddedApp`, or for SubscribeAgents and
+//! Attach what [`App`] opens), each checking the caller's scope, calling the
+//! domain and returning its answer; and the rights rules they share.
 
 pub mod answer;
 pub mod archives;
@@ -9,12 +12,12 @@ pub mod changes;
 pub mod check;
 pub mod close;
 pub mod code;
+pub mod collect_environments;
 pub mod conflicts;
 pub mod create_worktree;
 pub mod environments;
 pub mod extension_tool;
 pub mod extensions;
-pub mod gc;
 pub mod hosts;
 pub mod list;
 pub mod output;
@@ -28,33 +31,22 @@ pub mod subscribe_agents;
 pub mod update_environment;
 pub mod wait;
 
-use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode};
+use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode, TerminalRef};
+use krad_bus::request::RequestKind;
+use krad_bus::request::attach::Attach;
+use krad_bus::request::subscribe_agents::SubscribeAgents;
+use krad_bus::server::request_log::RequestLog;
+use krad_bus::server::{App, CallContext, Waiting};
 use krad_bus::token::Principal;
 
-/// Only Client and lead terminals make new environments or pick variants: a
-/// plain terminal acts inside its own environment only.
-pub(crate) fn not_for_plain_terminals(
-    principal: &Principal,
-    request: &str,
-) -> Result<(), ApiError> {
-    match principal {
-        Principal::Terminal(me) => Err(ApiError::new(
-            ErrorCode::Forbidden,
-            format!(
-                "terminal {} is not a lead terminal: {request} reaches beyond its environment",
-                me.terminal
-            ),
-        )
-        .with_detail(serde_json::json!({ "request": request }))),
-        Principal::Client | Principal::Durable | Principal::Lead(_) => Ok(()),
-    }
-}
+use crate::attacher::Attacher;
+use crate::{AgentStream, EmbeddedApp};
 
 /// A plain terminal may Send to and Close only the terminals it spawned, in its
 /// own environment; Client and lead terminals may act on any.
 pub(crate) fn may_act_on(
     principal: &Principal,
-    request: &str,
+    request: RequestKind,
     record: &AgentRecord,
 ) -> Result<(), ApiError> {
     let Principal::Terminal(me) = principal else {
@@ -66,9 +58,48 @@ pub(crate) fn may_act_on(
     Err(ApiError::new(
         ErrorCode::Forbidden,
         format!(
-            "terminal {} may {request} only terminals it spawned in its environment; terminal {} is not one",
-            me.terminal, record.terminal
+            "terminal {} may {} only terminals it spawned in its environment; terminal {} is not one",
+            me.terminal,
+            request.name(),
+            record.terminal
         ),
     )
-    .with_detail(serde_json::json!({ "request": request, "terminal": record.terminal })))
+    .with_detail(serde_json::json!({ "request": request.name(), "terminal": record.terminal })))
+}
+
+impl App for EmbeddedApp {
+    type Subscription = AgentStream;
+    type Attachment = Attacher;
+
+    fn request_log(&self) -> Option<&RequestLog> {
+        Some(&self.core.request_log)
+    }
+
+    fn knows_terminal(&self, terminal: &TerminalRef) -> bool {
+        self.core.store.knows(terminal)
+    }
+
+    fn terminal_starting(&self, terminal: &TerminalRef) -> Option<Waiting> {
+        crate::launching::Launching::started(&self.core, terminal)
+    }
+
+    fn token_being_renewed(&self, terminal: &TerminalRef) -> bool {
+        self.core.store.knows(terminal) && self.core.hosts.token_being_renewed(terminal.terminal)
+    }
+
+    async fn agent_count(&self) -> u64 {
+        self.core.store.count() as u64
+    }
+
+    async fn subscribe(
+        &self,
+        ctx: &CallContext,
+        request: SubscribeAgents,
+    ) -> Result<AgentStream, ApiError> {
+        subscribe_agents::open(&self.core, ctx, request)
+    }
+
+    async fn attach(&self, ctx: &CallContext, request: Attach) -> Result<Attacher, ApiError> {
+        attach::open(&self.core, ctx, request)
+    }
 }

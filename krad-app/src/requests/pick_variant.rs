@@ -4,7 +4,6 @@ use krad_bus::protocol::{ApiError, PickedInfo};
 use krad_bus::request::pick_variant::PickVariant;
 use krad_bus::server::{CallContext, Handle};
 
-use super::not_for_plain_terminals;
 use crate::EmbeddedApp;
 use crate::environments::variants;
 
@@ -15,7 +14,6 @@ impl Handle<PickVariant> for EmbeddedApp {
         request: PickVariant,
     ) -> Result<PickedInfo, ApiError> {
         let core = &self.core;
-        not_for_plain_terminals(&ctx.principal, "PickVariant")?;
         variants::pick(core, ctx, request).await
     }
 }

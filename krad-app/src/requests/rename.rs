@@ -1,6 +1,7 @@
 //! Rename: a terminal's new name, in its record and as its pane's title.
 
 use krad_bus::protocol::{AgentRecord, ApiError};
+use krad_bus::request::RequestKind;
 use krad_bus::request::rename::Rename;
 use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
@@ -15,7 +16,7 @@ impl Handle<Rename> for EmbeddedApp {
         let record = core.store.record(id).ok_or_else(|| Core::no_terminal(id))?;
         let itself = matches!(&ctx.principal, Principal::Terminal(me) if me.terminal == id);
         if !itself {
-            may_act_on(&ctx.principal, "Rename", &record)?;
+            may_act_on(&ctx.principal, RequestKind::Rename, &record)?;
         }
         let name = request.name;
         let renamed = core

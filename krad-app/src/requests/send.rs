@@ -2,6 +2,7 @@
 
 use krad_bus::protocol::keys::Key;
 use krad_bus::protocol::{AgentRecord, AgentState, ApiError, ErrorCode, SentInfo, StateSource};
+use krad_bus::request::RequestKind;
 use krad_bus::request::send::{Send, When};
 use krad_bus::server::{CallContext, Handle};
 
@@ -19,7 +20,7 @@ impl Handle<Send> for EmbeddedApp {
             return Err(Core::no_terminal(id));
         };
         let record = watch.borrow_and_update().clone();
-        may_act_on(&ctx.principal, "Send", &record)?;
+        may_act_on(&ctx.principal, RequestKind::Send, &record)?;
         if request.when == Some(When::Idle) {
             // Hold the text until the agent is idle or asking (the bus's deadline bounds it).
             loop {

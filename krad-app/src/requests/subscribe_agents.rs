@@ -6,7 +6,8 @@ use krad_bus::server::CallContext;
 
 use crate::{AgentStream, Core};
 
-pub(crate) fn handle(
+/// Checks the request and opens the stream.
+pub(crate) fn open(
     core: &Core,
     _ctx: &CallContext,
     request: SubscribeAgents,

@@ -3,6 +3,7 @@
 //! environment.
 
 use krad_bus::protocol::{ApiError, ErrorCode, UpdatedInfo};
+use krad_bus::request::RequestKind;
 use krad_bus::request::update_environment::UpdateEnvironment;
 use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
@@ -20,14 +21,13 @@ impl Handle<UpdateEnvironment> for EmbeddedApp {
         if let Principal::Terminal(me) = &ctx.principal
             && me.environment != request.environment
         {
-            return Err(ApiError::new(
+            return Err(RequestKind::UpdateEnvironment.error(
                 ErrorCode::Forbidden,
                 format!(
                     "terminal {} is not a lead terminal: it may update only its own environment ({:?})",
                     me.terminal, me.environment
                 ),
-            )
-            .with_detail(serde_json::json!({ "request": "UpdateEnvironment" })));
+            ));
         }
         let how = request.how.unwrap_or_default();
         let _underway = Underway::begin(

@@ -21,6 +21,11 @@ pub trait Answer: Sized + Send + 'static {
     /// The answer a response stands for; the response back when it is another
     /// (an error, `"TimedOut"`, or the answer of another request).
     fn from_response(response: Response) -> Result<Self, Response>;
+
+    /// The request is answered by a stream (SubscribeAgents, Attach): served
+    /// until its client leaves, so it has no deadline, and its client leaving
+    /// ends it (see [`crate::request::Call`]'s defaults).
+    const STREAMS: bool = false;
 }
 
 /// Declares the answers that are exactly one response variant.
@@ -123,6 +128,8 @@ impl Answer for Waited {
 pub enum Streamed {}
 
 impl Answer for Streamed {
+    const STREAMS: bool = true;
+
     fn into_response(self) -> Response {
         match self {}
     }

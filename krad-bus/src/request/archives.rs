@@ -60,16 +60,19 @@ pub struct RestoreArchive {
 
 impl Call for RestoreArchive {
     const KIND: RequestKind = RequestKind::RestoreArchive;
-    const RIGHTS: Rights = Rights::Scoped;
+    const RIGHTS: Rights = Rights::ClientAndLeads;
     const AT_MOST_ONCE: bool = true;
     type Answer = EnvironmentInfo;
-    const DEADLINE: Option<Duration> = Some(deadline::LONG);
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
 
     fn validate(&self) -> Result<(), ApiError> {
         // An archive of `name` taken twice is `name-2`: still a name.
-        check_name("RestoreArchive", "name", &self.name)?;
+        check_name(Self::KIND, "name", &self.name)?;
         if let Some(name) = &self.as_name {
-            check_name("RestoreArchive", "as", name)?;
+            check_name(Self::KIND, "as", name)?;
         }
         Ok(())
     }

@@ -1,14 +1,14 @@
-//! `Ask`, `Answer` and `Asks`: an agent asks the user a question, and a person
-//! (or a client on their behalf) answers it (section 10, the durable facet).
+//! `Ask`: an agent asks the user a question, and waits for the answer a person
+//! (or a client on their behalf) gives with [`super::answer::Answer`] (section
+//! 10, the durable facet); [`super::asks::Asks`] lists the open ones.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
 
-use super::{Call, RequestKind, Rights, deadline, invalid};
+use super::{Call, RequestKind, Rights, deadline};
+use crate::protocol::AnsweredInfo;
 use crate::protocol::ApiError;
-use crate::protocol::AskAnswer;
-use crate::protocol::{AnsweredInfo, AskInfo};
 
 /// How long an ask stays open when it does not say (seconds).
 pub const DEFAULT_EXPIRY_SECS: u64 = 600;
@@ -107,14 +107,16 @@ impl Call for Ask {
     fn deadline(&self) -> Option<Duration> {
         Some(deadline::waited(self.expiry_secs()))
     }
-    const CANCELS_ON_LEAVE: bool = true;
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        true
+    }
 
     fn validate(&self) -> Result<(), ApiError> {
         match self.expires_in_secs {
-            Some(0) => return Err(invalid("Ask", "expires_in_secs", "at least 1 second")),
+            Some(0) => return Err(Self::KIND.invalid("expires_in_secs", "at least 1 second")),
             Some(s) if s > deadline::MAX_WAIT_SECS => {
-                return Err(invalid(
-                    "Ask",
+                return Err(Self::KIND.invalid(
                     "expires_in_secs",
                     format!("at most {} seconds", deadline::MAX_WAIT_SECS),
                 ));
@@ -123,61 +125,15 @@ impl Call for Ask {
         }
         match self.kind {
             AskKind::Permission if self.tool.as_ref().is_none_or(|t| t.name.is_empty()) => {
-                Err(invalid("Ask", "tool", "a permission names its tool"))
+                Err(Self::KIND.invalid("tool", "a permission names its tool"))
             }
             AskKind::Choice if self.options.as_ref().is_none_or(Vec::is_empty) => {
-                Err(invalid("Ask", "options", "a choice needs options"))
+                Err(Self::KIND.invalid("options", "a choice needs options"))
             }
             AskKind::Form if self.fields.as_ref().is_none_or(Vec::is_empty) => {
-                Err(invalid("Ask", "fields", "a form needs fields"))
+                Err(Self::KIND.invalid("fields", "a form needs fields"))
             }
             _ => Ok(()),
         }
     }
-}
-
-/// The Answer request (Client and lead terminals; never a terminal about its own ask).
-///
-/// # Format
-///
-/// ```json
-/// {"Answer":{"ask":"a-3f2a…","answer":{"option":"allow"}}}
-/// {"Answer":{"ask":"a-77b0…","answer":{"text":"use SQLite"}}}
-/// "Ok"
-/// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Answer {
-    /// The ask's id.
-    pub ask: String,
-    /// `{"option": id}` for a permission or choice, `{"text": …}`, or `{"fields": {…}}`.
-    pub answer: AskAnswer,
-}
-
-impl Call for Answer {
-    const KIND: RequestKind = RequestKind::Answer;
-    const RIGHTS: Rights = Rights::ClientAndLeads;
-    const AT_MOST_ONCE: bool = true;
-    type Answer = ();
-}
-
-/// The Asks request: the open asks, oldest first.
-///
-/// # Format
-///
-/// ```json
-/// {"Asks":{"terminal":4}}
-/// {"Asks":[{"ask":"a-3f2a…","terminal":4,"kind":"permission","title":"Bash: rm -rf build","options":[…],…}]}
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Asks {
-    /// Only this terminal's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub terminal: Option<u64>,
-}
-
-impl Call for Asks {
-    const KIND: RequestKind = RequestKind::Asks;
-    const RIGHTS: Rights = Rights::Anyone;
-    const AT_MOST_ONCE: bool = false;
-    type Answer = Vec<AskInfo>;
 }

@@ -2,7 +2,6 @@
 //! and size going back — the second streaming request (section 5).
 
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
 
 use super::{Call, RequestKind, Rights};
 use crate::protocol::Streamed;
@@ -35,6 +34,4 @@ impl Call for Attach {
     const RIGHTS: Rights = Rights::Scoped;
     const AT_MOST_ONCE: bool = false;
     type Answer = Streamed;
-    const DEADLINE: Option<Duration> = None;
-    const CANCELS_ON_LEAVE: bool = true;
 }

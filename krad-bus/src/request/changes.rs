@@ -30,5 +30,8 @@ impl Call for Changes {
     const RIGHTS: Rights = Rights::Anyone;
     const AT_MOST_ONCE: bool = false;
     type Answer = ChangesInfo;
-    const DEADLINE: Option<Duration> = Some(deadline::LONG);
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
 }

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Call, RequestKind, Rights, deadline, invalid};
+use super::{Call, RequestKind, Rights, deadline};
 use crate::protocol::AgentRecord;
 use crate::protocol::ApiError;
 
@@ -55,8 +55,7 @@ impl Call for Check {
 
     fn validate(&self) -> Result<(), ApiError> {
         match self.wait_secs {
-            Some(secs) if secs > deadline::MAX_WAIT_SECS => Err(invalid(
-                "Check",
+            Some(secs) if secs > deadline::MAX_WAIT_SECS => Err(Self::KIND.invalid(
                 "wait_secs",
                 format!("at most {} seconds, not {secs}", deadline::MAX_WAIT_SECS),
             )),

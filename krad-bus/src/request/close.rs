@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Call, RequestKind, Rights, deadline, invalid};
-use crate::protocol::ApiError;
+use super::{Call, RequestKind, Rights, deadline};
+use crate::protocol::{ApiError, ErrorCode};
 
 /// The Close request.
 ///
@@ -35,19 +35,21 @@ impl Call for Close {
     const RIGHTS: Rights = Rights::Scoped;
     const AT_MOST_ONCE: bool = true;
     type Answer = ();
-    const DEADLINE: Option<Duration> = Some(deadline::LONG);
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
 
     fn validate(&self) -> Result<(), ApiError> {
         match (&self.target, &self.environment) {
-            (Some(_), Some(_)) => Err(invalid(
-                "Close",
-                "environment",
-                "give target or environment, not both",
+            (Some(_), Some(_)) => {
+                Err(Self::KIND.invalid("environment", "give target or environment, not both"))
+            }
+            (None, None) => Err(Self::KIND.field_error(
+                ErrorCode::BadRequest,
+                "target",
+                "field \"target\" (or \"environment\") is missing",
             )),
-            (None, None) => Err(ApiError::bad_request(
-                "Close: field \"target\" (or \"environment\") is missing",
-            )
-            .with_detail(serde_json::json!({"request": "Close", "field": "target"}))),
             _ => Ok(()),
         }
     }

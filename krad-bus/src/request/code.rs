@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Call, RequestKind, Rights, deadline, invalid};
+use super::{Call, RequestKind, Rights, deadline};
 use crate::protocol::ApiError;
 use crate::protocol::CodeResultInfo;
 
@@ -44,21 +44,22 @@ impl Call for Code {
     const RIGHTS: Rights = Rights::Scoped;
     const AT_MOST_ONCE: bool = true;
     type Answer = CodeResultInfo;
-    const DEADLINE: Option<Duration> = Some(deadline::LONGEST);
-    const CANCELS_ON_LEAVE: bool = true;
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONGEST)
+    }
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        true
+    }
 
     fn validate(&self) -> Result<(), ApiError> {
         if self.command.first().is_none_or(|p| p.is_empty()) {
-            return Err(invalid(
-                "Code",
-                "command",
-                "the argv must start with a program",
-            ));
+            return Err(Self::KIND.invalid("command", "the argv must start with a program"));
         }
         match self.timeout_secs {
-            Some(0) => Err(invalid("Code", "timeout_secs", "at least 1 second")),
-            Some(secs) if secs > MAX_TIMEOUT_SECS => Err(invalid(
-                "Code",
+            Some(0) => Err(Self::KIND.invalid("timeout_secs", "at least 1 second")),
+            Some(secs) if secs > MAX_TIMEOUT_SECS => Err(Self::KIND.invalid(
                 "timeout_secs",
                 format!("at most {MAX_TIMEOUT_SECS} seconds, not {secs}"),
             )),

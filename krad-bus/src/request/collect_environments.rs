@@ -5,13 +5,8 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Call, RequestKind, Rights};
+use super::{Call, RequestKind, Rights, deadline};
 use crate::protocol::{ApiError, CollectedInfo, ErrorCode};
-
-/// How long a collection may take before the app answers `"TimedOut"` (it
-/// runs to its end all the same): each environment's teardown may take its
-/// time, and removing a large worktree is a large delete.
-pub const DEADLINE: Duration = Duration::from_secs(600);
 
 /// The CollectEnvironments request.
 ///
@@ -47,19 +42,19 @@ impl Call for CollectEnvironments {
     const RIGHTS: Rights = Rights::ClientAndLeads;
     const AT_MOST_ONCE: bool = true;
     type Answer = CollectedInfo;
-    const DEADLINE: Option<Duration> = Some(DEADLINE);
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::COLLECTION)
+    }
 
     fn validate(&self) -> Result<(), ApiError> {
         if self.merged != Some(true) && self.older_than_secs.is_none() {
-            return Err(ApiError::new(
+            return Err(Self::KIND.field_error(
                 ErrorCode::Invalid,
-                "CollectEnvironments: no selector: pass \"merged\": true and/or \
+                "merged",
+                "no selector: pass \"merged\": true and/or \
                  \"older_than_secs\" (krad gc --merged, krad gc --older-than 7d)",
-            )
-            .with_detail(serde_json::json!({
-                "request": "CollectEnvironments",
-                "field": "merged",
-            })));
+            ));
         }
         Ok(())
     }

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use super::create_worktree::check_name;
-use super::{Call, RequestKind, Rights, deadline, invalid};
+use super::{Call, RequestKind, Rights, deadline};
 use crate::protocol::{ApiError, ConflictsInfo};
 
 /// The Conflicts request.
@@ -38,21 +38,23 @@ impl Call for Conflicts {
     const RIGHTS: Rights = Rights::Anyone;
     const AT_MOST_ONCE: bool = false;
     type Answer = ConflictsInfo;
-    const DEADLINE: Option<Duration> = Some(deadline::LONG);
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
 
     fn validate(&self) -> Result<(), ApiError> {
         let Some(names) = &self.environments else {
             return Ok(());
         };
         if names.is_empty() || names.len() > MAX_ENVIRONMENTS {
-            return Err(invalid(
-                "Conflicts",
+            return Err(Self::KIND.invalid(
                 "environments",
                 format!("name 1 to {MAX_ENVIRONMENTS} environments, or leave it out for all"),
             ));
         }
         for name in names {
-            check_name("Conflicts", "environments", name)?;
+            check_name(Self::KIND, "environments", name)?;
         }
         Ok(())
     }

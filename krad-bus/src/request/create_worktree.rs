@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Call, RequestKind, Rights, deadline, invalid};
+use super::{Call, RequestKind, Rights, deadline};
 use crate::protocol::ApiError;
 use crate::protocol::EnvironmentInfo;
 
@@ -32,7 +32,7 @@ pub struct CreateWorktree {
 
 /// Whether `name` may name an environment: 1–64 of `[A-Za-z0-9._-]`, not
 /// starting with `.` or `-`.
-pub fn check_name(request: &str, field: &str, name: &str) -> Result<(), ApiError> {
+pub fn check_name(request: RequestKind, field: &str, name: &str) -> Result<(), ApiError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with(['.', '-'])
@@ -42,8 +42,7 @@ pub fn check_name(request: &str, field: &str, name: &str) -> Result<(), ApiError
     if ok {
         Ok(())
     } else {
-        Err(invalid(
-            request,
+        Err(request.invalid(
             field,
             format!(
                 "{name:?} is not a name: use 1 to 64 letters, digits, '.', '_' or '-', not starting with '.' or '-'"
@@ -54,30 +53,25 @@ pub fn check_name(request: &str, field: &str, name: &str) -> Result<(), ApiError
 
 impl Call for CreateWorktree {
     const KIND: RequestKind = RequestKind::CreateWorktree;
-    const RIGHTS: Rights = Rights::Scoped;
+    const RIGHTS: Rights = Rights::ClientAndLeads;
     const AT_MOST_ONCE: bool = true;
     type Answer = EnvironmentInfo;
-    const DEADLINE: Option<Duration> = Some(deadline::LONG);
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
 
     fn validate(&self) -> Result<(), ApiError> {
-        check_name("CreateWorktree", "name", &self.name)?;
+        check_name(Self::KIND, "name", &self.name)?;
         if let Some(branch) = &self.branch
             && (branch.is_empty() || branch.starts_with('-') || branch.contains(['\0', ' ', '\n']))
         {
-            return Err(invalid(
-                "CreateWorktree",
-                "branch",
-                format!("{branch:?} is not a branch name"),
-            ));
+            return Err(Self::KIND.invalid("branch", format!("{branch:?} is not a branch name")));
         }
         if let Some(base) = &self.base
             && (base.is_empty() || base.starts_with('-') || base.contains('\0'))
         {
-            return Err(invalid(
-                "CreateWorktree",
-                "base",
-                format!("{base:?} is not a ref"),
-            ));
+            return Err(Self::KIND.invalid("base", format!("{base:?} is not a ref")));
         }
         Ok(())
     }

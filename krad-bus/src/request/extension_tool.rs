@@ -31,6 +31,12 @@ impl Call for ExtensionTool {
     const RIGHTS: Rights = Rights::Anyone;
     const AT_MOST_ONCE: bool = false;
     type Answer = ToolResultInfo;
-    const DEADLINE: Option<Duration> = Some(deadline::LONGEST);
-    const CANCELS_ON_LEAVE: bool = true;
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONGEST)
+    }
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        true
+    }
 }

@@ -45,5 +45,8 @@ impl Call for CheckHost {
     const RIGHTS: Rights = Rights::Anyone;
     const AT_MOST_ONCE: bool = false;
     type Answer = Vec<HostStatus>;
-    const DEADLINE: Option<Duration> = Some(deadline::LONG);
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
 }

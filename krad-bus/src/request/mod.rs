@@ -8,8 +8,10 @@
 //! line and a line in [`for_each_request!`]; then the app's handler
 //! (`impl Handle<TheRequest>`). Nothing compiles until the handler exists.
 
+pub mod answer;
 pub mod archives;
 pub mod ask;
+pub mod asks;
 pub mod attach;
 pub mod changes;
 pub mod check;
@@ -37,6 +39,7 @@ pub mod subscribe_agents;
 pub mod update_environment;
 pub mod wait;
 
+use std::fmt::Display;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -47,6 +50,10 @@ use crate::protocol::{Answer, ApiError, ErrorCode};
 
 /// One request: its fields (decoded by serde, then checked by [`Call::validate`])
 /// and every fact about it the bus, the app and the clients need.
+///
+/// Each fact is said one way: the constants are facts about the request's kind
+/// (they never depend on its fields); the functions may look at the fields, and
+/// a request overrides one only when it differs from the default.
 pub trait Call: DeserializeOwned + Serialize + Into<Request> + Send + 'static {
     /// Its name.
     const KIND: RequestKind;
@@ -63,38 +70,22 @@ pub trait Call: DeserializeOwned + Serialize + Into<Request> + Send + 'static {
         Ok(())
     }
 
-    /// How long the app may take before it answers `"TimedOut"` when that does
-    /// not depend on the fields; `None` for streams.
-    const DEADLINE: Option<Duration> = Some(deadline::STANDARD);
-
-    /// Whether a client closing its connection cancels it, when that does not
-    /// depend on the fields.
-    const CANCELS_ON_LEAVE: bool = false;
-
-    /// How long the app may take before it answers `"TimedOut"`; `None` for streams.
+    /// How long the app may take before it answers `"TimedOut"`. The default:
+    /// [`deadline::STANDARD`]; none for a stream ([`Answer::STREAMS`]).
     fn deadline(&self) -> Option<Duration> {
-        Self::DEADLINE
+        (!Self::Answer::STREAMS).then_some(deadline::STANDARD)
     }
 
     /// Whether it waits on something, so that a client closing its connection
-    /// cancels it (section 2).
+    /// cancels it (section 2). The default: only a stream.
     fn cancels_when_client_leaves(&self) -> bool {
-        Self::CANCELS_ON_LEAVE
+        Self::Answer::STREAMS
     }
 
     /// Whether it counts in Stats' `waits_pending` while it runs.
     fn is_wait(&self) -> bool {
         false
     }
-}
-
-/// `invalid`, naming the request and the field.
-pub(crate) fn invalid(request: &str, field: &str, why: impl std::fmt::Display) -> ApiError {
-    ApiError::new(
-        ErrorCode::Invalid,
-        format!("{request}: field \"{field}\": {why}"),
-    )
-    .with_detail(serde_json::json!({ "request": request, "field": field }))
 }
 
 /// The deadlines of section 5, in one place.
@@ -110,6 +101,10 @@ pub mod deadline {
     pub const LONGEST: Duration = Duration::from_secs(120);
     /// The longest a Wait or a Check may ask to wait, in seconds.
     pub const MAX_WAIT_SECS: u64 = 1800;
+    /// CollectEnvironments: each environment's teardown may take its time, and
+    /// removing a large worktree is a large delete (it runs to its end all the
+    /// same).
+    pub const COLLECTION: Duration = Duration::from_secs(600);
     /// Added to the time a Wait or Check asked for.
     pub const WAIT_GRACE: Duration = Duration::from_secs(1);
 
@@ -156,8 +151,8 @@ macro_rules! for_each_request {
             Hosts(hosts) by app,
             CheckHost(hosts) by app,
             Ask(ask) by app,
-            Answer(ask) by app,
-            Asks(ask) by app,
+            Answer(answer) by app,
+            Asks(asks) by app,
             Stats(stats) by bus,
             Shutdown(shutdown) by bus,
         }
@@ -197,7 +192,7 @@ macro_rules! declare_requests {
             }
 
             /// Whether a `request_id` makes this request at-most-once (section 8).
-            pub fn mutates(self) -> bool {
+            pub fn at_most_once(self) -> bool {
                 match self {
                     $(RequestKind::$kind => <$module::$kind as Call>::AT_MOST_ONCE,)*
                 }
@@ -290,6 +285,29 @@ impl RequestKind {
     pub fn from_name(name: &str) -> Option<RequestKind> {
         Self::ALL.iter().copied().find(|kind| kind.name() == name)
     }
+
+    /// An error about this request as a whole: the message as given, the
+    /// detail naming the request.
+    pub fn error(self, code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError::new(code, message).with_detail(serde_json::json!({ "request": self.name() }))
+    }
+
+    /// An error about one of this request's fields: `<request>: <message>`, the
+    /// detail naming the request and the field.
+    pub fn field_error(self, code: ErrorCode, field: &str, message: impl Display) -> ApiError {
+        ApiError::new(code, format!("{}: {message}", self.name()))
+            .with_detail(serde_json::json!({ "request": self.name(), "field": field }))
+    }
+
+    /// `invalid`: a field well-formed but impossible (`<request>: field
+    /// "<field>": <why>`).
+    pub fn invalid(self, field: &str, why: impl Display) -> ApiError {
+        self.field_error(
+            ErrorCode::Invalid,
+            field,
+            format_args!("field \"{field}\": {why}"),
+        )
+    }
 }
 
 impl Request {
@@ -341,8 +359,7 @@ fn fields_of<T: Call>(fields: Option<Value>) -> Result<T, ApiError> {
             (".", None) => (path.clone(), inner),
             (_, None) => (path.clone(), format!("field \"{path}\": {inner}")),
         };
-        ApiError::bad_request(format!("{}: {message}", kind.name()))
-            .with_detail(serde_json::json!({ "request": kind.name(), "field": field }))
+        kind.field_error(ErrorCode::BadRequest, &field, message)
     })?;
     decoded.validate()?;
     Ok(decoded)
@@ -399,6 +416,18 @@ mod tests {
         assert_eq!(e.detail.unwrap()["field"], "target");
         let e = Request::parse("Ask", Some(json!({"kind": "permission", "tool": {}}))).unwrap_err();
         assert_eq!(e.detail.unwrap()["field"], "tool.name", "{}", e.message);
+    }
+
+    #[test]
+    fn streams_have_no_deadline_and_end_when_their_client_leaves() {
+        for name in ["SubscribeAgents", "Attach"] {
+            let request = Request::parse(name, Some(json!({"target": 1}))).unwrap();
+            assert_eq!(request.deadline(), None, "{name}");
+            assert!(request.cancels_when_client_leaves(), "{name}");
+        }
+        let hello = Request::parse("Hello", None).unwrap();
+        assert_eq!(hello.deadline(), Some(deadline::STANDARD));
+        assert!(!hello.cancels_when_client_leaves());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Call, RequestKind, Rights, invalid};
+use super::{Call, RequestKind, Rights};
 use crate::protocol::ApiError;
 use crate::protocol::OutputInfo;
 
@@ -41,11 +41,9 @@ impl Call for Output {
 
     fn validate(&self) -> Result<(), ApiError> {
         match self.lines {
-            Some(n) if n > MAX_LINES => Err(invalid(
-                "Output",
-                "lines",
-                format!("at most {MAX_LINES}, not {n}"),
-            )),
+            Some(n) if n > MAX_LINES => {
+                Err(Self::KIND.invalid("lines", format!("at most {MAX_LINES}, not {n}")))
+            }
             _ => Ok(()),
         }
     }

@@ -53,8 +53,11 @@ pub struct PickVariant {
 
 impl Call for PickVariant {
     const KIND: RequestKind = RequestKind::PickVariant;
-    const RIGHTS: Rights = Rights::Scoped;
+    const RIGHTS: Rights = Rights::ClientAndLeads;
     const AT_MOST_ONCE: bool = true;
     type Answer = PickedInfo;
-    const DEADLINE: Option<Duration> = Some(deadline::LONG);
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Call, RequestKind, Rights, invalid};
+use super::{Call, RequestKind, Rights};
 use crate::protocol::{AgentRecord, ApiError};
 
 /// The longest name, in characters.
@@ -43,21 +43,15 @@ impl Call for Rename {
             return Ok(());
         };
         if name.trim().is_empty() {
-            return Err(invalid(
-                "Rename",
-                "name",
-                "a name cannot be blank (null takes the name away)",
-            ));
+            return Err(
+                Self::KIND.invalid("name", "a name cannot be blank (null takes the name away)")
+            );
         }
         if name.chars().count() > MAX_NAME_CHARS {
-            return Err(invalid(
-                "Rename",
-                "name",
-                format!("at most {MAX_NAME_CHARS} characters"),
-            ));
+            return Err(Self::KIND.invalid("name", format!("at most {MAX_NAME_CHARS} characters")));
         }
         if name.chars().any(char::is_control) {
-            return Err(invalid("Rename", "name", "no control characters"));
+            return Err(Self::KIND.invalid("name", "no control characters"));
         }
         Ok(())
     }

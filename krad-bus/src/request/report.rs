@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Call, RequestKind, Rights, invalid};
+use super::{Call, RequestKind, Rights};
 use crate::protocol::AgentState;
 use crate::protocol::ApiError;
 
@@ -66,8 +66,7 @@ impl Call for Report {
                     || session.len() > 128
                     || !session.bytes().all(|b| (0x21..=0x7e).contains(&b)) =>
             {
-                Err(invalid(
-                    "Report",
+                Err(Self::KIND.invalid(
                     "session",
                     "a session id is 1–128 bytes of printable ASCII without spaces",
                 ))

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Call, RequestKind, Rights, create_worktree::check_name, deadline, invalid};
+use super::{Call, RequestKind, Rights, create_worktree::check_name, deadline};
 use crate::protocol::ApiError;
 use crate::protocol::VariantsInfo;
 
@@ -43,37 +43,30 @@ pub struct RunVariants {
 
 impl Call for RunVariants {
     const KIND: RequestKind = RequestKind::RunVariants;
-    const RIGHTS: Rights = Rights::Scoped;
+    const RIGHTS: Rights = Rights::ClientAndLeads;
     const AT_MOST_ONCE: bool = true;
     type Answer = VariantsInfo;
-    const DEADLINE: Option<Duration> = Some(deadline::LONG);
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
 
     fn validate(&self) -> Result<(), ApiError> {
         if !(1..=MAX_COUNT).contains(&self.count) {
-            return Err(invalid(
-                "RunVariants",
-                "count",
-                format!("1 to {MAX_COUNT}, not {}", self.count),
-            ));
+            return Err(
+                Self::KIND.invalid("count", format!("1 to {MAX_COUNT}, not {}", self.count))
+            );
         }
         if let Some(name) = &self.name {
-            check_name("RunVariants", "name", name)?;
+            check_name(Self::KIND, "name", name)?;
             if name.len() > 60 {
-                return Err(invalid(
-                    "RunVariants",
-                    "name",
-                    "at most 60 characters (variants add -N)",
-                ));
+                return Err(Self::KIND.invalid("name", "at most 60 characters (variants add -N)"));
             }
         }
         if let Some(command) = &self.command
             && command.first().is_none_or(|p| p.is_empty())
         {
-            return Err(invalid(
-                "RunVariants",
-                "command",
-                "the argv must start with a program",
-            ));
+            return Err(Self::KIND.invalid("command", "the argv must start with a program"));
         }
         Ok(())
     }

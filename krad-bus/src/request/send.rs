@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Call, RequestKind, Rights, invalid};
+use super::{Call, RequestKind, Rights};
 use crate::protocol::ApiError;
 use crate::protocol::SentInfo;
 use crate::protocol::keys::Key;
@@ -68,22 +68,20 @@ impl Call for Send {
 
     fn validate(&self) -> Result<(), ApiError> {
         if self.text.len() > MAX_TEXT {
-            return Err(invalid(
-                "Send",
+            return Err(Self::KIND.invalid(
                 "text",
                 format!("at most {MAX_TEXT} bytes, not {}", self.text.len()),
             ));
         }
         let keys = self.keys.as_deref().unwrap_or_default();
         if keys.len() > MAX_KEYS {
-            return Err(invalid(
-                "Send",
+            return Err(Self::KIND.invalid(
                 "keys",
                 format!("at most {MAX_KEYS} keys, not {}", keys.len()),
             ));
         }
         if let Some(e) = keys.iter().find_map(|k| Key::parse(k).err()) {
-            return Err(invalid("Send", "keys", e));
+            return Err(Self::KIND.invalid("keys", e));
         }
         Ok(())
     }

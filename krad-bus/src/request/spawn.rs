@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Call, RequestKind, Rights, deadline, invalid};
+use super::{Call, RequestKind, Rights, deadline};
 use crate::protocol::AgentRecord;
 use crate::protocol::ApiError;
 
@@ -57,40 +57,33 @@ impl Call for Spawn {
     const RIGHTS: Rights = Rights::Scoped;
     const AT_MOST_ONCE: bool = true;
     type Answer = AgentRecord;
-    const DEADLINE: Option<Duration> = Some(deadline::LONG);
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
 
     fn validate(&self) -> Result<(), ApiError> {
         if let Some(command) = &self.command
             && command.first().is_none_or(|p| p.is_empty())
         {
-            return Err(invalid(
-                "Spawn",
-                "command",
-                "the argv must start with a program",
-            ));
+            return Err(Self::KIND.invalid("command", "the argv must start with a program"));
         }
         for (field, side) in [("cols", self.cols), ("rows", self.rows)] {
             if let Some(side) = side
                 && !(1..=MAX_SIDE).contains(&side)
             {
-                return Err(invalid(
-                    "Spawn",
-                    field,
-                    format!("1 to {MAX_SIDE}, not {side}"),
-                ));
+                return Err(Self::KIND.invalid(field, format!("1 to {MAX_SIDE}, not {side}")));
             }
         }
         if let Some(env) = &self.env {
             for name in env.keys() {
                 if name.is_empty() || name.contains(['=', '\0']) {
-                    return Err(invalid(
-                        "Spawn",
-                        "env",
-                        format!("{name:?} is not a variable name"),
-                    ));
+                    return Err(
+                        Self::KIND.invalid("env", format!("{name:?} is not a variable name"))
+                    );
                 }
                 if name.starts_with("KRAD_ADE_") {
-                    return Err(invalid("Spawn", "env", format!("{name} is set by the app")));
+                    return Err(Self::KIND.invalid("env", format!("{name} is set by the app")));
                 }
             }
         }

@@ -1,7 +1,6 @@
 //! `SubscribeAgents`: a stream of every change to the agents (section 6).
 
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
 
 use super::{Call, RequestKind, Rights};
 use crate::protocol::Streamed;
@@ -33,6 +32,4 @@ impl Call for SubscribeAgents {
     const RIGHTS: Rights = Rights::Anyone;
     const AT_MOST_ONCE: bool = false;
     type Answer = Streamed;
-    const DEADLINE: Option<Duration> = None;
-    const CANCELS_ON_LEAVE: bool = true;
 }

@@ -47,9 +47,12 @@ impl Call for UpdateEnvironment {
     const RIGHTS: Rights = Rights::Scoped;
     const AT_MOST_ONCE: bool = true;
     type Answer = UpdatedInfo;
-    const DEADLINE: Option<Duration> = Some(deadline::LONG);
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(deadline::LONG)
+    }
 
     fn validate(&self) -> Result<(), ApiError> {
-        check_name("UpdateEnvironment", "environment", &self.environment)
+        check_name(Self::KIND, "environment", &self.environment)
     }
 }

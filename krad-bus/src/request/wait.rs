@@ -3,9 +3,9 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::{Call, RequestKind, Rights, deadline, invalid};
-use crate::protocol::ApiError;
+use super::{Call, RequestKind, Rights, deadline};
 use crate::protocol::Waited;
+use crate::protocol::{ApiError, ErrorCode};
 
 /// With several targets: wait for all of them, or for the first.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,7 +86,10 @@ impl Call for Wait {
     fn deadline(&self) -> Option<Duration> {
         Some(deadline::waited(self.timeout_secs()))
     }
-    const CANCELS_ON_LEAVE: bool = true;
+
+    fn cancels_when_client_leaves(&self) -> bool {
+        true
+    }
 
     fn is_wait(&self) -> bool {
         true
@@ -95,26 +98,22 @@ impl Call for Wait {
     fn validate(&self) -> Result<(), ApiError> {
         match (&self.target, &self.targets) {
             (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "Wait",
-                    "targets",
-                    "give target or targets, not both",
-                ));
+                return Err(Self::KIND.invalid("targets", "give target or targets, not both"));
             }
             (None, None) => {
-                return Err(ApiError::bad_request(
-                    "Wait: field \"target\" (or \"targets\") is missing",
-                )
-                .with_detail(serde_json::json!({"request": "Wait", "field": "target"})));
+                return Err(Self::KIND.field_error(
+                    ErrorCode::BadRequest,
+                    "target",
+                    "field \"target\" (or \"targets\") is missing",
+                ));
             }
             (None, Some(ts)) if ts.is_empty() => {
-                return Err(invalid("Wait", "targets", "name at least one terminal"));
+                return Err(Self::KIND.invalid("targets", "name at least one terminal"));
             }
             _ => {}
         }
         match self.timeout_secs {
-            Some(secs) if secs > deadline::MAX_WAIT_SECS => Err(invalid(
-                "Wait",
+            Some(secs) if secs > deadline::MAX_WAIT_SECS => Err(Self::KIND.invalid(
                 "timeout_secs",
                 format!("at most {} seconds, not {secs}", deadline::MAX_WAIT_SECS),
             )),

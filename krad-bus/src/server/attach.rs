@@ -16,6 +16,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::{ApiError, AttachInput, AttachMessage, MAX_LINE};
+use crate::request::RequestKind;
 
 /// What an Attach connection serves: the app's side of the stream.
 pub trait Attachment: Send + 'static {
@@ -61,7 +62,8 @@ pub(crate) async fn serve<A: Attachment>(
         }
         if input.len() >= MAX_LINE {
             let error = ApiError::bad_request(format!(
-                "Attach: a line is longer than {MAX_LINE} bytes (the limit, its \\n included)"
+                "{}: a line is longer than {MAX_LINE} bytes (the limit, its \\n included)",
+                RequestKind::Attach.name()
             ));
             let _ = write(&mut writer, &AttachMessage::Error(error), shutdown).await;
             break;

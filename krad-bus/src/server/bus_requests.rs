@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use super::dispatch::Reply;
+use super::reply::Reply;
 use super::{App, Bus};
 use crate::protocol::{Answer, EncodedAnswer};
 use crate::request::Call;

@@ -14,50 +14,14 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::counters::GaugeGuard;
+use super::reply::Reply;
 use super::request_log::{Begin, Ticket};
 use super::{App, Bus, CallContext, Handle, HandleEncoded, connection};
 use crate::protocol::{
-    Answer, ApiError, Caller, EncodedAnswer, Envelope, ErrorCode, Response, TerminalRef,
-    unsupported_version_message,
+    ApiError, Caller, Envelope, ErrorCode, Response, TerminalRef, unsupported_version_message,
 };
 use crate::request::{Call, Request, Rights, for_each_request};
 use crate::token::Principal;
-
-/// What became of a request.
-///
-/// Its larger payloads are boxed, so a `Reply` is a few words: every future
-/// that will hold one (a connection's task while its request is held, a
-/// request's boxed work) reserves room for it from the start, for as long as
-/// the request runs — a Wait, up to 30 minutes.
-pub(crate) enum Reply<S, T> {
-    /// Write this answer.
-    Answer(Box<Response>),
-    /// Write this answer line, spliced by the app from cached JSON.
-    Encoded(EncodedAnswer),
-    /// Write this answer, as recorded earlier (a replay).
-    Recorded(serde_json::Value),
-    /// Serve this stream.
-    Stream(Box<S>),
-    /// Serve this attachment (lines both ways).
-    Attach(Box<T>),
-    /// The client left while its request waited; nothing is written.
-    Left,
-}
-
-impl<S, T> Reply<S, T> {
-    /// Write this answer (an error, `"TimedOut"` …).
-    pub(crate) fn answer(response: impl Into<Response>) -> Self {
-        Reply::Answer(Box::new(response.into()))
-    }
-
-    /// A handler's typed result, as the response on the wire.
-    fn answered<R: Answer>(result: Result<R, ApiError>) -> Self {
-        match result {
-            Ok(answer) => Reply::answer(answer.into_response()),
-            Err(e) => Reply::answer(e),
-        }
-    }
-}
 
 /// A request's work, boxed on its own.
 pub(crate) type Work<S, T> = Pin<Box<dyn Future<Output = Reply<S, T>> + Send>>;
@@ -109,7 +73,7 @@ pub(crate) fn prepare<'b, A: App>(
     let deadline = request.deadline();
     let cancels_on_leave = request.cancels_when_client_leaves();
     let _waiting = request.is_wait().then(|| bus.counters.wait_guard());
-    let mutates = request.kind().mutates();
+    let mutates = request.kind().at_most_once();
     let running = |work, cancels_on_leave| {
         Prepared::Run(Running {
             work,

@@ -9,6 +9,7 @@ mod bus_requests;
 mod connection;
 pub mod counters;
 mod dispatch;
+mod reply;
 pub mod request_log;
 
 use std::future::Future;
@@ -29,7 +30,8 @@ use crate::request::stats::StatsInfo;
 use crate::request::{Call, attach as attach_request, for_each_request, subscribe_agents};
 use crate::token::{Principal, Secret};
 use connection::LineRead;
-use dispatch::{Prepared, Reply};
+use dispatch::Prepared;
+use reply::Reply;
 
 pub use attach::Attachment;
 pub use dispatch::Waiting;

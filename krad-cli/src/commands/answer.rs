@@ -1,12 +1,12 @@
 //! `krad answer`: decides an agent's open ask.
 
 use krad_bus::protocol::AskAnswer;
-use krad_bus::request::ask::Answer;
+use krad_bus::request::answer::Answer;
 use serde_json::{Value, json};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::{Exit, Failure};
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad answer`.
 #[derive(Debug, clap::Args)]
@@ -50,8 +50,8 @@ pub fn run(args: AnswerArgs, connect: &ConnectArgs, json_out: bool) -> anyhow::R
         answer: AskAnswer::from_value(answer),
     };
     let reply = Bus::find(connect)?.send(request, None)?;
-    output::emit(json_out, &reply, |()| {
-        output::line(&format!("answered {}", args.ask));
+    print::emit(json_out, &reply, |()| {
+        print::line(&format!("answered {}", args.ask));
     });
     Ok(Exit::Success)
 }

@@ -4,7 +4,7 @@ use krad_bus::request::hello::Hello;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad api`.
 #[derive(Debug, clap::Args)]
@@ -15,15 +15,15 @@ pub struct ApiArgs {}
 pub fn run(_args: ApiArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let bus = Bus::find(connect)?;
     let reply = bus.send(Hello {}, None)?;
-    output::emit(json, &reply, |hello| {
+    print::emit(json, &reply, |hello| {
         let pid = hello.pid.map(|p| format!(", pid {p}")).unwrap_or_default();
-        output::line(&format!(
+        print::line(&format!(
             "agents API v{} at {} (build {}{pid})",
             hello.api_version,
             bus.endpoint(),
             hello.build,
         ));
-        output::line(&format!("requests: {}", hello.requests.join(", ")));
+        print::line(&format!("requests: {}", hello.requests.join(", ")));
     });
     Ok(Exit::Success)
 }

@@ -7,7 +7,7 @@ use krad_bus::request::archives::{Archives, RestoreArchive};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad archive`.
 #[derive(Debug, clap::Args)]
@@ -71,7 +71,7 @@ pub fn run(args: ArchiveArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resu
     match args.command {
         ArchiveCommand::Ls { host } => {
             let reply = Bus::find(connect)?.send(Archives { host }, None)?;
-            output::emit(json, &reply, |archives| output::lines(ls_lines(archives)));
+            print::emit(json, &reply, |archives| print::lines(ls_lines(archives)));
         }
         ArchiveCommand::Restore {
             name,
@@ -85,7 +85,7 @@ pub fn run(args: ArchiveArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resu
                 host,
             };
             let reply = Bus::find(connect)?.send(request, request_id.as_deref())?;
-            output::emit(json, &reply, |env| output::line(&restored_line(env)));
+            print::emit(json, &reply, |env| print::line(&restored_line(env)));
         }
     }
     Ok(Exit::Success)

@@ -1,11 +1,12 @@
 //! `krad asks`: the questions agents are waiting on, oldest first.
 
 use krad_bus::protocol::AskInfo;
-use krad_bus::request::ask::{AskKind, Asks};
+use krad_bus::request::ask::AskKind;
+use krad_bus::request::asks::Asks;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 use crate::render;
 
 /// Arguments of `krad asks`.
@@ -25,7 +26,7 @@ pub fn run(args: AsksArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
         terminal: args.terminal,
     };
     let reply = Bus::find(connect)?.send(request, None)?;
-    output::emit(json, &reply, |asks| output::lines(asks_lines(asks)));
+    print::emit(json, &reply, |asks| print::lines(asks_lines(asks)));
     Ok(Exit::Success)
 }
 

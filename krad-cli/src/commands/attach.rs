@@ -28,7 +28,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::connect::{Bus, ConnectArgs, answer_failure, client_failure};
 use crate::exit::{Exit, Failure};
-use crate::output;
+use crate::print;
 use crate::render::Agent;
 
 /// How long the app may take with the first message.
@@ -414,7 +414,7 @@ fn report(bus: &Bus, target: u64, ending: Ending, json: bool) -> anyhow::Result<
         Ending::Signal(_) => ("signal", Exit::Success),
     };
     if json {
-        output::json(&json!({"Attach": {
+        print::json(&json!({"Attach": {
             "terminal": target,
             "ended": ended,
             "exited": match &ending { Ending::Exited(info) => Some(info), _ => None },
@@ -444,7 +444,7 @@ fn report(bus: &Bus, target: u64, ending: Ending, json: bool) -> anyhow::Result<
         }
         Ending::AppGone => format!("krad: the app went away; detached from terminal {target}"),
     };
-    output::line(&text);
+    print::line(&text);
     Ok(exit)
 }
 

@@ -8,7 +8,7 @@ use krad_bus::request::changes::Changes;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 use crate::render;
 
 /// Arguments of `krad changes`.
@@ -47,11 +47,11 @@ pub fn run(args: ChangesArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resu
         patch: Some(args.patch),
     };
     let reply = Bus::find(connect)?.send(request, None)?;
-    output::emit(json, &reply, |changes| {
+    print::emit(json, &reply, |changes| {
         if args.patch {
             print_patch(changes, args.color);
         } else {
-            output::lines(diffstat(changes));
+            print::lines(diffstat(changes));
         }
     });
     Ok(Exit::Success)
@@ -67,7 +67,7 @@ fn print_patch(changes: &ChangesInfo, color: ColorWhen) {
         }
     };
     for line in changes.patch.as_deref().unwrap_or_default().lines() {
-        output::line(&if colour { paint(line) } else { line.to_owned() });
+        print::line(&if colour { paint(line) } else { line.to_owned() });
     }
     if changes.truncated {
         eprintln!("krad: the patch was cut at the answer's size limit");

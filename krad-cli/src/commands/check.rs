@@ -7,7 +7,7 @@ use krad_bus::request::check::Check;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 use crate::render::{self, Agent};
 
 use super::wait::parse_wait_secs;
@@ -39,8 +39,8 @@ pub fn run(args: CheckArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         since_rev: args.since_rev,
     };
     let reply = Bus::find(connect)?.send(request, None)?;
-    output::emit(json, &reply, |record| {
-        output::lines(summary(record, SystemTime::now()));
+    print::emit(json, &reply, |record| {
+        print::lines(summary(record, SystemTime::now()));
     });
     Ok(Exit::Success)
 }

@@ -5,7 +5,7 @@ use krad_bus::request::close::Close;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad close`.
 #[derive(Debug, clap::Args)]
@@ -46,6 +46,6 @@ pub fn run(args: CloseArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         force: args.force.then_some(true),
     };
     let reply = Bus::find(connect)?.send(request, None)?;
-    output::emit(json, &reply, |()| output::line(&format!("closed {what}")));
+    print::emit(json, &reply, |()| print::line(&format!("closed {what}")));
     Ok(Exit::Success)
 }

@@ -10,7 +10,7 @@ use krad_bus::request::code::{Code, MAX_TIMEOUT_SECS};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::{Exit, Failure};
-use crate::output;
+use crate::print;
 
 /// The most stdin a Code request can carry: the request line is at most 64 KiB,
 /// and the envelope and the JSON escaping need room.
@@ -73,7 +73,7 @@ pub fn run(args: CodeArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
         timeout_secs: args.timeout,
     };
     let reply = Bus::find(connect)?.send(request, None)?;
-    output::emit(json, &reply, pass_through);
+    print::emit(json, &reply, pass_through);
     Ok(outcome(&reply.answer))
 }
 

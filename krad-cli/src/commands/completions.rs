@@ -1,8 +1,5 @@
 //! `krad completions`: shell completion scripts, generated from the command line.
 
-use clap::CommandFactory;
-
-use crate::cli::Cli;
 use crate::exit::Exit;
 
 /// Arguments of `krad completions`.
@@ -16,9 +13,8 @@ pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
 
-/// Prints the completion script.
-pub fn run(args: CompletionsArgs) -> anyhow::Result<Exit> {
-    let mut command = Cli::command();
+/// Prints the completion script of `command`, the whole command line (`krad`).
+pub fn run(args: CompletionsArgs, mut command: clap::Command) -> anyhow::Result<Exit> {
     clap_complete::generate(args.shell, &mut command, "krad", &mut std::io::stdout());
     Ok(Exit::Success)
 }

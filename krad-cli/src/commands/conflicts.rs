@@ -9,7 +9,7 @@ use krad_bus::request::conflicts::Conflicts;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad conflicts`.
 #[derive(Debug, clap::Args)]
@@ -55,7 +55,7 @@ pub fn run(args: ConflictsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Re
     };
     if !args.watch {
         let reply = bus.send(request, None)?;
-        output::emit(json, &reply, |info| output::lines(matrix(info)));
+        print::emit(json, &reply, |info| print::lines(matrix(info)));
         return Ok(Exit::Success);
     }
     let live = !json && std::io::stdout().is_terminal();
@@ -65,7 +65,7 @@ pub fn run(args: ConflictsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Re
             Ok(reply) => reply,
             Err(failure) if failure.exit == Exit::Unreachable && last.is_some() => {
                 if !json {
-                    output::line("the app stopped");
+                    print::line("the app stopped");
                 }
                 return Ok(Exit::Success);
             }
@@ -78,14 +78,14 @@ pub fn run(args: ConflictsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Re
         };
         if last.as_ref() != Some(&text) {
             if live {
-                output::line(&format!(
+                print::line(&format!(
                     "\x1b[H\x1b[2Jkrad conflicts: asked every {} s — Ctrl-C to quit\n{text}",
                     POLL.as_secs()
                 ));
             } else if json || last.is_none() {
-                output::line(&text);
+                print::line(&text);
             } else {
-                output::line(&format!("\n{text}"));
+                print::line(&format!("\n{text}"));
             }
             last = Some(text);
         }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use krad_durable::doctor::{self, Report};
 
 use crate::exit::{Exit, Failure};
-use crate::output;
+use crate::print;
 
 /// The variable both Collie and the app read the socket path from.
 const SOCKET_VAR: &str = "COLLIE_DURABLE_SOCKET";
@@ -71,7 +71,7 @@ fn doctor(args: DoctorArgs, json: bool) -> anyhow::Result<Exit> {
                 format!("cannot print the report as JSON ({e}): is the path valid UTF-8?"),
             )
         })?;
-        output::json(&value);
+        print::json(&value);
     } else {
         print_text(&report);
     }
@@ -123,7 +123,7 @@ fn print_text(report: &Report) {
         if let Some(problem) = &segment.problem {
             line = format!("{}  {problem}", line.trim_end());
         }
-        output::line(line.trim_end());
+        print::line(line.trim_end());
     }
     let verdict = match (report.code, &report.problem) {
         (None, _) => format!(
@@ -133,7 +133,7 @@ fn print_text(report: &Report) {
         (Some(code), Some(problem)) => format!("{code}: {problem}"),
         (Some(code), None) => code.to_string(),
     };
-    output::line(&verdict);
+    print::line(&verdict);
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use krad_bus::request::update_environment::{UpdateEnvironment, UpdateHow};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad env`.
 #[derive(Debug, clap::Args)]
@@ -64,7 +64,7 @@ pub fn run(args: EnvArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<E
         }),
     };
     let reply = Bus::find(connect)?.send(request, request_id.as_deref())?;
-    output::emit(json, &reply, |updated| output::line(&updated_line(updated)));
+    print::emit(json, &reply, |updated| print::line(&updated_line(updated)));
     Ok(Exit::Success)
 }
 

@@ -5,7 +5,7 @@ use krad_bus::request::environments::Environments;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 use crate::render::{self, Column};
 
 /// Arguments of `krad envs`.
@@ -24,8 +24,8 @@ pub struct EnvsArgs {}
 /// Lists the environments.
 pub fn run(_args: EnvsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let reply = Bus::find(connect)?.send(Environments {}, None)?;
-    output::emit(json, &reply, |envs| {
-        output::lines(envs_table(envs, render::terminal_width()));
+    print::emit(json, &reply, |envs| {
+        print::lines(envs_table(envs, render::terminal_width()));
     });
     Ok(Exit::Success)
 }

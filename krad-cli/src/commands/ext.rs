@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::{Exit, Failure};
-use crate::output;
+use crate::print;
 use crate::render::{self, Column};
 
 /// Arguments of `krad ext`.
@@ -94,8 +94,8 @@ const COLUMNS: [Column; 4] = [
 
 fn ls(args: ExtLsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let reply = Bus::find(connect)?.send(Extensions {}, None)?;
-    output::emit(json, &reply, |extensions| {
-        output::lines(extensions_lines(
+    print::emit(json, &reply, |extensions| {
+        print::lines(extensions_lines(
             extensions,
             args.tools,
             render::terminal_width(),
@@ -159,11 +159,11 @@ fn call(args: ExtCallArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
         arguments,
     };
     let reply = Bus::find(connect)?.send(request, None)?;
-    output::emit(json, &reply, |result| {
+    print::emit(json, &reply, |result| {
         for item in &result.content {
             match (item["type"].as_str(), item["text"].as_str()) {
-                (Some("text"), Some(text)) => output::line(text.strip_suffix('\n').unwrap_or(text)),
-                _ => output::json(item),
+                (Some("text"), Some(text)) => print::line(text.strip_suffix('\n').unwrap_or(text)),
+                _ => print::json(item),
             }
         }
         if result.truncated {

@@ -12,7 +12,7 @@ use krad_bus::request::collect_environments::CollectEnvironments;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 use crate::render;
 
 /// Arguments of `krad gc`.
@@ -74,7 +74,7 @@ pub fn run(args: GcArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Ex
     let reply = bus.send(request, args.request_id.as_deref());
     drop(progress);
     let reply = reply?;
-    output::emit(json, &reply, |info| output::lines(report(info)));
+    print::emit(json, &reply, |info| print::lines(report(info)));
     Ok(Exit::Success)
 }
 

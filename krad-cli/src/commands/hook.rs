@@ -150,7 +150,7 @@ fn permission_request(event: &Value, connect: &ConnectArgs) -> Exit {
         }
     };
     if let Some(decision) = claude_decision(rule.as_ref(), &answered) {
-        crate::output::json(&decision);
+        crate::print::json(&decision);
     }
     Exit::Success
 }

@@ -6,7 +6,7 @@ use krad_bus::request::hosts::{CheckHost, Hosts};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 use crate::render::{self, Column};
 
 /// Arguments of `krad hosts`.
@@ -38,8 +38,8 @@ pub fn run(args: HostsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         None => bus.send(Hosts {}, None)?,
         Some(HostsCommand::Check { name }) => bus.send(CheckHost { name }, None)?,
     };
-    output::emit(json, &reply, |hosts| {
-        output::lines(hosts_table(hosts, render::terminal_width()));
+    print::emit(json, &reply, |hosts| {
+        print::lines(hosts_table(hosts, render::terminal_width()));
     });
     Ok(Exit::Success)
 }

@@ -7,7 +7,7 @@ use krad_bus::request::list::List;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 use crate::render::{self, Agent, Column};
 
 /// Arguments of `krad ls`.
@@ -45,8 +45,8 @@ pub fn run(args: LsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Ex
         environment: args.environment,
     };
     let reply = Bus::find(connect)?.send(request, None)?;
-    output::emit(json, &reply, |agents| {
-        output::lines(agents_table(
+    print::emit(json, &reply, |agents| {
+        print::lines(agents_table(
             agents,
             SystemTime::now(),
             render::terminal_width(),

@@ -6,7 +6,7 @@ use krad_bus::request::output::{MAX_LINES, Output};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad output`.
 #[derive(Debug, clap::Args)]
@@ -34,8 +34,8 @@ pub fn run(args: OutputArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resul
         lines: args.lines,
     };
     let reply = Bus::find(connect)?.send(request, None)?;
-    output::emit(json, &reply, |info| {
-        output::lines(text_lines(info));
+    print::emit(json, &reply, |info| {
+        print::lines(text_lines(info));
         if info.truncated {
             eprintln!("krad: there is more scrollback than shown (--lines, at most {MAX_LINES})");
         }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::connect::{Bus, ConnectArgs, answer_failure};
 use crate::exit::{Exit, Failure};
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad raw`.
 #[derive(Debug, clap::Args)]
@@ -50,7 +50,7 @@ pub fn run(args: RawArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result<
     let mut exit = None;
     for message in messages {
         let message = message.map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
-        output::json(&message);
+        print::json(&message);
         if exit.is_none() {
             exit = Some(answer_failure(&message).map_or(Exit::Success, |f| f.exit));
         }

@@ -5,7 +5,7 @@ use krad_bus::request::rename::Rename;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 use crate::render;
 
 /// Arguments of `krad rename`.
@@ -40,13 +40,13 @@ pub fn run(args: RenameArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resul
         name: args.name,
     };
     let reply = Bus::find(connect)?.send(request, None)?;
-    output::emit(json, &reply, |record| match &record.name {
-        Some(name) => output::line(&format!(
+    print::emit(json, &reply, |record| match &record.name {
+        Some(name) => print::line(&format!(
             "terminal {} is now {}",
             record.terminal,
             render::one_line(name)
         )),
-        None => output::line(&format!("terminal {} has no name", record.terminal)),
+        None => print::line(&format!("terminal {} has no name", record.terminal)),
     });
     Ok(Exit::Success)
 }

@@ -5,7 +5,7 @@ use krad_bus::request::report::{Report, ReportedState};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad report`.
 #[derive(Debug, clap::Args)]
@@ -56,6 +56,6 @@ pub fn run(args: ReportArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resul
         session: None,
     };
     let reply = Bus::find(connect)?.send(report, None)?;
-    output::emit(json, &reply, |()| {});
+    print::emit(json, &reply, |()| {});
     Ok(Exit::Success)
 }

@@ -8,7 +8,7 @@ use krad_bus::request::send::{MAX_TEXT, Send, When};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::{Exit, Failure};
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad send`.
 #[derive(Debug, clap::Args)]
@@ -75,13 +75,13 @@ pub fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
         when: args.when_idle.then_some(When::Idle),
     };
     let reply = Bus::find(connect)?.send(request, None)?;
-    output::emit(json, &reply, |sent| {
+    print::emit(json, &reply, |sent| {
         let delivered = if sent.delivered {
             "delivered"
         } else {
             "not delivered"
         };
-        output::line(&format!(
+        print::line(&format!(
             "sent to terminal {} ({delivered}; now {})",
             sent.terminal, sent.state
         ));

@@ -16,7 +16,7 @@ use krad_bus::token::Secret;
 use serde_json::json;
 
 use crate::exit::{Exit, Failure};
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad serve`.
 #[derive(Debug, clap::Args)]
@@ -252,7 +252,7 @@ fn announce(
     let socket = durable.and_then(|d| d.socket.as_ref());
     let tls = durable.and_then(|d| d.tls.as_ref());
     if json {
-        output::json(&json!({"Serving": {
+        print::json(&json!({"Serving": {
             "endpoint": endpoint,
             "api_json": api_json,
             "root": root,
@@ -291,7 +291,7 @@ fn announce(
             ));
         }
         text.push_str("\n  stop it with `krad stop` or Ctrl-C");
-        output::line(&text);
+        print::line(&text);
     }
 }
 

@@ -7,7 +7,7 @@ use krad_bus::request::spawn::{MAX_SIDE, Spawn};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 use crate::render::{self, Agent};
 
 use super::send::read_stdin_text;
@@ -70,7 +70,7 @@ pub fn run(args: SpawnArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         rows: args.rows,
     };
     let reply = Bus::find(connect)?.send(request, None)?;
-    output::emit(json, &reply, |record| output::line(&spawned_line(record)));
+    print::emit(json, &reply, |record| print::line(&spawned_line(record)));
     Ok(Exit::Success)
 }
 

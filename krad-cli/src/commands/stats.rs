@@ -4,7 +4,7 @@ use krad_bus::request::stats::{Stats, StatsInfo};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad stats`.
 #[derive(Debug, clap::Args)]
@@ -14,7 +14,7 @@ pub struct StatsArgs {}
 /// Prints the counters.
 pub fn run(_args: StatsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let reply = Bus::find(connect)?.send(Stats {}, None)?;
-    output::emit(json, &reply, |stats| output::lines(stats_lines(stats)));
+    print::emit(json, &reply, |stats| print::lines(stats_lines(stats)));
     Ok(Exit::Success)
 }
 

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::{Exit, Failure};
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad stop`.
 #[derive(Debug, clap::Args)]
@@ -45,9 +45,9 @@ pub fn run(args: StopArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
         }
     }
     if json {
-        output::json(&json!({"Stopped": {"pid": bus.pid, "endpoint": bus.endpoint()}}));
+        print::json(&json!({"Stopped": {"pid": bus.pid, "endpoint": bus.endpoint()}}));
     } else {
-        output::line("krad: the app stopped");
+        print::line("krad: the app stopped");
     }
     Ok(Exit::Success)
 }

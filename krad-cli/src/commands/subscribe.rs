@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::connect::{Bus, ConnectArgs, answer_failure, client_failure};
 use crate::exit::{Exit, Failure};
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad subscribe`.
 #[derive(Debug, clap::Args)]
@@ -82,7 +82,7 @@ pub(crate) fn print_stream(
 ) -> anyhow::Result<Exit> {
     for line in open(bus, environment, since_rev)? {
         let line = read(line)?;
-        output::json(&line.raw);
+        print::json(&line.raw);
         if matches!(line.message, Some(StreamMessage::ShuttingDown)) {
             break;
         }

@@ -10,7 +10,7 @@ use krad_bus::request::list::List;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::{Exit, Failure};
-use crate::output;
+use crate::print;
 use crate::render::{self, Agent, Column};
 
 /// Arguments of `krad top`.
@@ -79,13 +79,13 @@ pub fn run(args: TopArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<E
             Ok(reply) => reply,
             // Once shown, an app that stops ends the view, as `krad watch`.
             Err(failure) if drawn && failure.exit == Exit::Unreachable => {
-                output::line("the app stopped");
+                print::line("the app stopped");
                 return Ok(Exit::Success);
             }
             Err(failure) => return Err(anyhow::Error::new::<Failure>(failure)),
         };
         if json {
-            output::json(&reply.raw);
+            print::json(&reply.raw);
         } else {
             let width = render::terminal_width();
             let table = top_table(&reply.answer, args.sort, args.limit, width).join("\n");
@@ -97,7 +97,7 @@ pub fn run(args: TopArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<E
             } else {
                 table
             };
-            output::line(&frame);
+            print::line(&frame);
         }
         drawn = true;
         if args.once {

@@ -9,7 +9,7 @@ use krad_bus::request::run_variants::RunVariants;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 
 /// Arguments of `krad variants`.
 #[derive(Debug, clap::Args)]
@@ -128,10 +128,10 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
                 host,
             };
             let reply = bus.send(request, request_id.as_deref())?;
-            output::emit(json, &reply, |variants| {
-                output::line(&format!("group {}", variants.group));
+            print::emit(json, &reply, |variants| {
+                print::line(&format!("group {}", variants.group));
                 for v in &variants.variants {
-                    output::line(&format!(
+                    print::line(&format!(
                         "  variant {}: environment {}, terminal {}",
                         v.variant, v.environment, v.terminal
                     ));
@@ -162,15 +162,15 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
             };
             let reply = bus.send(request, request_id.as_deref())?;
             if let Some(would) = &reply.answer.dry_run {
-                output::emit(json, &reply, |picked| output::lines(dry_run_lines(picked)));
+                print::emit(json, &reply, |picked| print::lines(dry_run_lines(picked)));
                 if !would.conflicts.is_empty() {
                     return Ok(Exit::Conflict);
                 }
                 return Ok(Exit::Success);
             }
-            output::emit(json, &reply, |picked| {
+            print::emit(json, &reply, |picked| {
                 let (variant, branch, commit) = (picked.variant, &picked.branch, &picked.commit);
-                output::line(&match &picked.into {
+                print::line(&match &picked.into {
                     Some(into) => {
                         format!("picked variant {variant} ({branch}) into {into}, now at {commit}")
                     }

@@ -10,7 +10,7 @@ use krad_bus::request::{
 
 use crate::connect::{Bus, ConnectArgs, Reply, timed_out};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 use crate::render::Agent;
 
 /// Arguments of `krad wait`.
@@ -49,13 +49,13 @@ pub fn run(args: WaitArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
         Waited::TimedOut => return Err(timed_out().into()),
     };
     if json {
-        output::json(&raw);
+        print::json(&raw);
     }
     let mut exit = Exit::Success;
     for record in &records {
         let agent = Agent(record);
         if !json {
-            output::line(&agent.summary_line());
+            print::line(&agent.summary_line());
         }
         if let Some(failure) = agent.failure() {
             eprintln!("krad: terminal {} {failure}", agent.id());

@@ -12,7 +12,7 @@ use krad_bus::protocol::{AgentRecord, AgentState, StreamMessage};
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 use crate::render::{self, Agent, Column};
 
 use super::subscribe;
@@ -93,7 +93,7 @@ pub fn run(args: WatchArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         match message {
             Some(line) => match subscribe::read(line)?.message {
                 Some(StreamMessage::ShuttingDown) => {
-                    output::line("the app stopped");
+                    print::line("the app stopped");
                     return Ok(Exit::Success);
                 }
                 Some(message) => newly_asking = board.apply(message),
@@ -117,13 +117,13 @@ pub fn run(args: WatchArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         } else {
             board.table(now, width).join("\n")
         };
-        output::line(&frame);
+        print::line(&frame);
         if ring && newly_asking {
-            output::bell();
+            print::bell();
         }
         drawn = true;
     }
-    output::line("the app closed the stream");
+    print::line("the app closed the stream");
     Ok(Exit::Success)
 }
 

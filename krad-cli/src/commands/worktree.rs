@@ -5,7 +5,7 @@ use krad_bus::request::create_worktree::CreateWorktree;
 
 use crate::connect::{Bus, ConnectArgs};
 use crate::exit::Exit;
-use crate::output;
+use crate::print;
 use crate::render;
 
 /// Arguments of `krad worktree`.
@@ -56,7 +56,7 @@ pub fn run(args: WorktreeArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
         host,
     };
     let reply = Bus::find(connect)?.send(request, request_id.as_deref())?;
-    output::emit(json, &reply, |env| output::lines(created_lines(env)));
+    print::emit(json, &reply, |env| print::lines(created_lines(env)));
     Ok(Exit::Success)
 }
 

@@ -1,5 +1,5 @@
 //! A POST: its body read (≤ 64 KiB, a JSON object), its request id claimed so
-//! that the call runs at most once, and the [`Call`] its route and body name.
+//! that the call runs at most once, and the [`WireCall`] its route and body name.
 
 use std::sync::Arc;
 
@@ -13,12 +13,12 @@ use super::route::PostRoute;
 use super::{Reply, Shared, json_reply};
 use crate::limits;
 use crate::request_ids::{Claim, Finished};
-use crate::wire::{Call, Caller, Target, Transport, WireError};
+use crate::wire::{Peer, Target, Transport, WireCall, WireError};
 
 /// A POST: read the body, take its request id, run the call once.
 pub(super) async fn post_call(
     shared: &Arc<Shared>,
-    caller: Caller,
+    caller: Peer,
     route: PostRoute,
     path: &str,
     request: &Request<()>,
@@ -101,10 +101,10 @@ fn replayed(mut first: Finished) -> Finished {
 }
 
 /// The call a POST body asks for.
-fn post_body(route: PostRoute, body: &Map<String, Value>) -> Result<Call, WireError> {
+fn post_body(route: PostRoute, body: &Map<String, Value>) -> Result<WireCall, WireError> {
     Ok(match route {
         PostRoute::Answer(pane) => answer(pane, body)?,
-        PostRoute::Send(pane) => Call::Send {
+        PostRoute::Send(pane) => WireCall::Send {
             pane,
             text: match body.get("text") {
                 Some(Value::String(text)) => limits::cut(text, limits::SENT_TEXT),
@@ -112,20 +112,20 @@ fn post_body(route: PostRoute, body: &Map<String, Value>) -> Result<Call, WireEr
             },
             turn: number_field(body, "turn")?,
         },
-        PostRoute::Abort(pane) => Call::Abort {
+        PostRoute::Abort(pane) => WireCall::Abort {
             pane,
             turn: number_field(body, "turn")?.ok_or_else(|| {
                 WireError::bad_request("abort needs turn: the turn the phone saw")
             })?,
         },
-        PostRoute::Action(pane) => Call::Action {
+        PostRoute::Action(pane) => WireCall::Action {
             pane,
             action: id_field(body, "action")?
                 .ok_or_else(|| WireError::bad_request("action needs action: a belt button's id"))?,
         },
         PostRoute::Rename => rename(body)?,
         PostRoute::Close => close(body)?,
-        PostRoute::Starter(starter) => Call::Starter {
+        PostRoute::Starter(starter) => WireCall::Starter {
             starter,
             workspace: id_field(body, "workspace")?,
             prompt: match body.get("prompt") {
@@ -134,7 +134,7 @@ fn post_body(route: PostRoute, body: &Map<String, Value>) -> Result<Call, WireEr
                 Some(_) => return Err(WireError::bad_request("prompt is text")),
             },
         },
-        PostRoute::Reopen => Call::Reopen {
+        PostRoute::Reopen => WireCall::Reopen {
             conversation: id_field(body, "conversation")?
                 .ok_or_else(|| WireError::bad_request("reopen needs conversation"))?,
         },
@@ -142,8 +142,8 @@ fn post_body(route: PostRoute, body: &Map<String, Value>) -> Result<Call, WireEr
 }
 
 /// `POST /pane/:id/answer`: `{ask, revision?, answer}`.
-fn answer(pane: String, body: &Map<String, Value>) -> Result<Call, WireError> {
-    Ok(Call::Answer {
+fn answer(pane: String, body: &Map<String, Value>) -> Result<WireCall, WireError> {
+    Ok(WireCall::Answer {
         pane,
         ask: id_field(body, "ask")?
             .ok_or_else(|| WireError::bad_request("answer needs ask: the ask's id"))?,
@@ -160,7 +160,7 @@ fn answer(pane: String, body: &Map<String, Value>) -> Result<Call, WireError> {
 }
 
 /// `POST /rename`: `{workspace | tab, title}`.
-fn rename(body: &Map<String, Value>) -> Result<Call, WireError> {
+fn rename(body: &Map<String, Value>) -> Result<WireCall, WireError> {
     let target = match (id_field(body, "workspace")?, id_field(body, "tab")?) {
         (Some(workspace), None) => Target::Workspace(workspace),
         (None, Some(tab)) => Target::Tab(tab),
@@ -177,11 +177,11 @@ fn rename(body: &Map<String, Value>) -> Result<Call, WireError> {
     if title.trim().is_empty() {
         return Err(WireError::bad_request("title is empty"));
     }
-    Ok(Call::Rename { target, title })
+    Ok(WireCall::Rename { target, title })
 }
 
 /// `POST /close`: `{pane | tab | workspace}`.
-fn close(body: &Map<String, Value>) -> Result<Call, WireError> {
+fn close(body: &Map<String, Value>) -> Result<WireCall, WireError> {
     let target = match (
         id_field(body, "pane")?,
         id_field(body, "tab")?,
@@ -196,7 +196,7 @@ fn close(body: &Map<String, Value>) -> Result<Call, WireError> {
             ));
         }
     };
-    Ok(Call::Close { target })
+    Ok(WireCall::Close { target })
 }
 
 fn id_field(body: &Map<String, Value>, key: &str) -> Result<Option<String>, WireError> {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use krad_durable::limits;
-use krad_durable::wire::{Answer, WireError};
+use krad_durable::wire::{WireError, WireResult};
 use serde_json::{Value, json};
 
 use super::{spawn, workspace_exists};
@@ -67,7 +67,7 @@ pub(super) fn conversations(core: &Core, after: Option<&str>, limit: usize) -> V
     json!({"conversations": page, "next": last.map(|t| format!("k{t}"))})
 }
 
-pub(super) fn items(core: &Core, id: &str, after: Option<&str>, limit: usize) -> Answer {
+pub(super) fn items(core: &Core, id: &str, after: Option<&str>, limit: usize) -> WireResult {
     let (terminal, meta) = conversation(core, id)?;
     let from = match after {
         None => 0,
@@ -93,7 +93,7 @@ pub(super) fn items(core: &Core, id: &str, after: Option<&str>, limit: usize) ->
 
 /// Shows a closed conversation again: resumed in a new terminal when its
 /// profile can resume its session, else read-only.
-pub(super) async fn reopen(core: &Arc<Core>, id: &str) -> Answer {
+pub(super) async fn reopen(core: &Arc<Core>, id: &str) -> WireResult {
     let (terminal, meta) = conversation(core, id)?;
     let open = core.store.record(terminal).is_some();
     let workspace = if workspace_exists(core, &meta.workspace) {

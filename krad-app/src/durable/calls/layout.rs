@@ -2,15 +2,23 @@
 
 use std::sync::Arc;
 
+use krad_bus::request::Call as _;
 use krad_bus::request::close::Close;
-use krad_durable::wire::{Answer, Target, WireError};
+use krad_bus::request::rename::{MAX_NAME_CHARS, Rename};
+use krad_durable::wire::{Target, WireError, WireResult};
 use serde_json::json;
 
-use super::{bus_request, no_pane, spawn, tab_terminal, workspace_exists};
+use super::{bus_request, from_api, no_pane, spawn, tab_terminal, workspace_exists};
 use crate::durable::events::ItemKind;
 use crate::{Core, MAIN};
 
-pub(super) fn rename(core: &Core, target: Target, title: &str) -> Answer {
+/// Renames a workspace (its title on the phone), or a tab: a live terminal's
+/// tab through the Rename request, as `krad rename` does — its record's name
+/// and its title are one, under one length limit ([`MAX_NAME_CHARS`]; a longer
+/// title is cut to it, as the wire cuts what is longer than its own); an empty
+/// title takes the name away, giving the tab back its own title.
+pub(super) async fn rename(core: &Arc<Core>, target: Target, title: &str) -> WireResult {
+    let title: String = title.chars().take(MAX_NAME_CHARS).collect();
     match target {
         Target::Workspace(workspace) => {
             if !workspace_exists(core, &workspace) {
@@ -19,17 +27,27 @@ pub(super) fn rename(core: &Core, target: Target, title: &str) -> Answer {
                     format!("no workspace {workspace}"),
                 ));
             }
-            core.feed.rename(Some(&workspace), None, title);
+            core.feed.rename(Some(&workspace), None, &title);
         }
         Target::Tab(tab) | Target::Pane(tab) => {
             let terminal = tab_terminal(core, &tab)?;
-            core.feed.rename(None, Some(terminal), title);
+            let request = Rename {
+                target: terminal,
+                name: (!title.is_empty()).then(|| title.clone()),
+            };
+            request.validate().map_err(from_api)?;
+            if core.store.record(terminal).is_some() {
+                bus_request(core, request).await?;
+            } else {
+                // A closed conversation's tab, reopened: no terminal to name.
+                core.feed.rename(None, Some(terminal), &title);
+            }
         }
     }
     Ok(json!({"result": "renamed", "title": title}))
 }
 
-pub(super) async fn close(core: &Arc<Core>, target: Target) -> Answer {
+pub(super) async fn close(core: &Arc<Core>, target: Target) -> WireResult {
     let request = match target {
         Target::Pane(id) | Target::Tab(id) => {
             let terminal = id
@@ -79,7 +97,7 @@ pub(super) async fn start(
     starter: &str,
     workspace: Option<String>,
     prompt: Option<String>,
-) -> Answer {
+) -> WireResult {
     let profile = core
         .profiles
         .get(starter)

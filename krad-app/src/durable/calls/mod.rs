@@ -15,47 +15,47 @@ mod steer;
 use std::sync::Arc;
 
 use krad_bus::protocol::{ApiError, ErrorCode};
-use krad_bus::request::Call as BusRequest;
+use krad_bus::request::Call;
 use krad_bus::request::spawn::Spawn;
 use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
-use krad_durable::wire::{Answer, Call, Caller, WireError};
+use krad_durable::wire::{Peer, WireCall, WireError, WireResult};
 
 use super::AppFacet;
 use crate::{Core, EmbeddedApp, MAIN};
 
 pub(in crate::durable) use steer::type_text;
 
-pub(super) async fn run(facet: &AppFacet, call: Call, caller: Caller) -> Answer {
+pub(super) async fn run(facet: &AppFacet, call: WireCall, caller: Peer) -> WireResult {
     let core = &facet.core;
     match call {
-        Call::Snapshot => Ok(super::snapshot::build(core, &facet.epoch, &caller)),
-        Call::Events { pane, after, epoch } => pane::events(facet, &pane, after, epoch, caller),
-        Call::Answer {
+        WireCall::Snapshot => Ok(super::snapshot::build(core, &facet.epoch, &caller)),
+        WireCall::Events { pane, after, epoch } => pane::events(facet, &pane, after, epoch, caller),
+        WireCall::Answer {
             pane,
             ask,
             revision,
             answer,
         } => pane::answer_ask(core, &pane, &ask, revision, answer, caller),
-        Call::Send { pane, text, turn } => steer::send(core, &pane, text, turn).await,
-        Call::Abort { pane, turn } => steer::abort(core, &pane, turn).await,
-        Call::Action { pane, action } => steer::belt_action(core, &pane, &action).await,
-        Call::Rename { target, title } => layout::rename(core, target, &title),
-        Call::Close { target } => layout::close(core, target).await,
-        Call::Starter {
+        WireCall::Send { pane, text, turn } => steer::send(core, &pane, text, turn).await,
+        WireCall::Abort { pane, turn } => steer::abort(core, &pane, turn).await,
+        WireCall::Action { pane, action } => steer::belt_action(core, &pane, &action).await,
+        WireCall::Rename { target, title } => layout::rename(core, target, &title).await,
+        WireCall::Close { target } => layout::close(core, target).await,
+        WireCall::Starter {
             starter,
             workspace,
             prompt,
         } => layout::start(core, &starter, workspace, prompt).await,
-        Call::Conversations { after, limit } => {
+        WireCall::Conversations { after, limit } => {
             Ok(history::conversations(core, after.as_deref(), limit))
         }
-        Call::Items {
+        WireCall::Items {
             conversation,
             after,
             limit,
         } => history::items(core, &conversation, after.as_deref(), limit),
-        Call::Reopen { conversation } => history::reopen(core, &conversation).await,
+        WireCall::Reopen { conversation } => history::reopen(core, &conversation).await,
     }
 }
 
@@ -129,7 +129,7 @@ async fn spawn(
 
 /// Makes a bus request as the durable facet: through the app's own typed
 /// handler, as [`Principal::Durable`] (Client's rights).
-async fn bus_request<R: BusRequest>(core: &Arc<Core>, request: R) -> Result<R::Answer, WireError>
+async fn bus_request<R: Call>(core: &Arc<Core>, request: R) -> Result<R::Answer, WireError>
 where
     EmbeddedApp: Handle<R>,
 {

@@ -1,7 +1,7 @@
 //! A pane's events, and the phone's answers to its asks.
 
 use krad_durable::limits;
-use krad_durable::wire::{Answer, Caller, Transport, WireError};
+use krad_durable::wire::{Peer, Transport, WireError, WireResult};
 use serde_json::{Value, json};
 
 use super::super::AppFacet;
@@ -16,8 +16,8 @@ pub(super) fn events(
     pane: &str,
     after: Option<u64>,
     epoch: Option<String>,
-    caller: Caller,
-) -> Answer {
+    caller: Peer,
+) -> WireResult {
     let core = &facet.core;
     let terminal = pane_terminal(pane)?;
     let same_epoch = epoch.as_deref() == Some(facet.epoch.as_str());
@@ -50,8 +50,8 @@ pub(super) fn answer_ask(
     ask: &str,
     revision: Option<u64>,
     answer: Value,
-    caller: Caller,
-) -> Answer {
+    caller: Peer,
+) -> WireResult {
     let terminal = pane_terminal(pane)?;
     let allow_always = caller.transport == Transport::Socket;
     match core

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use krad_bus::request::send::Send;
 use krad_durable::limits;
-use krad_durable::wire::{Answer, WireError};
+use krad_durable::wire::{WireError, WireResult};
 use serde_json::json;
 
 use super::{bus_request, live_pane};
@@ -30,7 +30,12 @@ pub(in crate::durable) async fn type_text(
     Ok(())
 }
 
-pub(super) async fn send(core: &Arc<Core>, pane: &str, text: String, turn: Option<u64>) -> Answer {
+pub(super) async fn send(
+    core: &Arc<Core>,
+    pane: &str,
+    text: String,
+    turn: Option<u64>,
+) -> WireResult {
     let terminal = live_pane(core, pane)?;
     let PaneStatus {
         turn: current,
@@ -64,7 +69,7 @@ pub(super) async fn send(core: &Arc<Core>, pane: &str, text: String, turn: Optio
     }
 }
 
-pub(super) async fn abort(core: &Arc<Core>, pane: &str, turn: u64) -> Answer {
+pub(super) async fn abort(core: &Arc<Core>, pane: &str, turn: u64) -> WireResult {
     let terminal = live_pane(core, pane)?;
     let PaneStatus {
         turn: current,
@@ -91,7 +96,7 @@ pub(super) async fn abort(core: &Arc<Core>, pane: &str, turn: u64) -> Answer {
     Ok(json!({"result": "aborted", "turn": current, "asksDecided": decided}))
 }
 
-pub(super) async fn belt_action(core: &Arc<Core>, pane: &str, action: &str) -> Answer {
+pub(super) async fn belt_action(core: &Arc<Core>, pane: &str, action: &str) -> WireResult {
     let terminal = live_pane(core, pane)?;
     let keys = core
         .store

@@ -1,0 +1,444 @@
+//! Spawning an agent: a program on a new terminal in an environment, with its
+//! own token, the `KRAD_ADE_*` variables, the profile's hooks and its prompt —
+//! its id and intent recorded, the program started (here or on an SSH host:
+//! [`launch`]), its record kept and its watcher set going. Spawn's handler and
+//! RunVariants ([`crate::environments::run_variants`]) start agents here.
+
+mod launch;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use krad_bus::protocol::{AgentRecord, AgentState, ApiError, ErrorCode, StateSource, TerminalRef};
+use krad_bus::request::RequestKind;
+use krad_bus::request::spawn::Spawn;
+use krad_bus::server::CallContext;
+use krad_bus::token::Principal;
+use krad_term::{SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost};
+
+use self::launch::{Launch, Prepared, local_launch, remote_launch};
+use crate::config::PromptDelivery;
+use crate::hosts::Host;
+use crate::intents::{Plan, Underway};
+use crate::profile::Profile;
+use crate::store::now_rfc3339;
+use crate::{Core, MAIN, environments, terminal_token, watcher};
+
+/// The variables of the app's own environment a terminal never inherits (it
+/// is given its own).
+pub(crate) const BUS_VARIABLES: [&str; 4] = [
+    "KRAD_ADE_TOKEN",
+    "KRAD_ADE_API_JSON",
+    "KRAD_ADE_TOKEN_FILE",
+    "KRAD_ADE_ENDPOINT",
+];
+
+/// Default terminal size.
+const COLS: u16 = 120;
+const ROWS: u16 = 40;
+
+/// Events a terminal may queue before frequent ones are coalesced.
+const EVENT_QUEUE: usize = 64;
+
+/// Spawns an agent; `variant` marks it as a variant of a group (RunVariants).
+pub(crate) async fn spawn(
+    core: &Arc<Core>,
+    ctx: &CallContext,
+    request: Spawn,
+    variant: Option<(String, u32)>,
+) -> Result<AgentRecord, ApiError> {
+    let caller = ctx.principal.terminal();
+    let (environment, lead) = environment_and_lead(ctx, &request)?;
+    core.check_environment(&environment)?;
+    let (profile, command) = profile_and_command(core, &request)?;
+    // A new worktree's setup runs before any agent starts there.
+    let (cwd, host) = environments::ready(core, &environment).await?;
+    let host = environments::host(core, host.as_deref())?;
+    let (terminal, mut underway) = allocate_id(core, ctx, variant.is_some())?;
+    if let Some((group, n)) = &variant {
+        // The group knows its variant's terminal before the program starts:
+        // after a crash, `run_variants::resume` never starts it twice.
+        core.store
+            .record_variant(group, *n, &environment, Some(terminal))
+            .map_err(|e| {
+                ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}"))
+            })?;
+    }
+    let newcomer = Newcomer {
+        me: TerminalRef {
+            environment,
+            terminal,
+        },
+        lead,
+        parent: caller.map(|t| t.terminal),
+        host,
+        variant,
+    };
+    let token = terminal_token::mint(core, &newcomer.me, lead);
+    let mut shown = command.clone();
+    shown.extend(crate::profile::prompt_args(
+        &profile,
+        request.prompt.as_deref(),
+    ));
+    let launch = Launch {
+        me: &newcomer.me,
+        token: &token,
+        command,
+        prompt: request.prompt.as_deref(),
+        profile: &profile,
+        extra_env: request.env.as_ref(),
+    };
+    let prepared = match &newcomer.host {
+        None => local_launch(core, launch, cwd)?,
+        Some(host) => remote_launch(core, host, launch, &cwd).await?,
+    };
+    let (events_tx, events) = tokio::sync::mpsc::channel(EVENT_QUEUE);
+    let before = agent_record(&newcomer, &request, &profile, shown.clone(), None);
+    core.store.keep_before_start(&before, prepared.3.as_ref());
+    launching(&mut underway, before);
+    let (spec, token_file) = spawn_spec(core, terminal, &request, prepared);
+    let host = terminal_host(core, newcomer.host.as_deref());
+    let after = AfterStart {
+        newcomer,
+        request,
+        profile,
+        shown,
+        events,
+        token_file,
+        underway,
+    };
+    if !host.spawn_may_block() {
+        // The PTY host starts the program in place and never waits: nothing
+        // from here to the record can be cancelled half-way. Its token works
+        // from now on: a request with it waits for its record.
+        let start = core.launching.begin(&after.newcomer.me);
+        let spawned = host.spawn(spec, events_tx);
+        let recorded = record_started(core, spawned, after);
+        drop(start);
+        return recorded;
+    }
+    // A host that waits (the tmux host waits for tmux's answer) starts on a
+    // blocking thread, which must never hold a runtime worker, in a task of
+    // its own: a caller that leaves (or times out) while the program starts
+    // leaves no orphan — the terminal is recorded and watched all the same.
+    let core = core.clone();
+    let finish = tokio::spawn(async move {
+        // Its token works from now on: a request with it waits for its record.
+        let start = core.launching.begin(&after.newcomer.me);
+        let spawned = tokio::task::spawn_blocking(move || host.spawn(spec, events_tx))
+            .await
+            .unwrap_or_else(|e| Err(SpawnError::Host(format!("the terminal host failed: {e}"))));
+        let recorded = record_started(&core, spawned, after);
+        drop(start);
+        recorded
+    });
+    finish
+        .await
+        .map_err(|e| ApiError::internal(format!("the Spawn's start was lost: {e}")))?
+}
+
+/// What a Spawn still has to do once its program started (or failed to).
+struct AfterStart {
+    newcomer: Newcomer,
+    request: Spawn,
+    profile: Arc<Profile>,
+    /// The command as shown in the record.
+    shown: Vec<String>,
+    events: tokio::sync::mpsc::Receiver<TerminalEvent>,
+    /// The terminal's token file here, if it has one.
+    token_file: Option<PathBuf>,
+    /// Its intent, if it records one (see [`allocate_id`]).
+    underway: Option<Underway>,
+}
+
+/// Records a terminal whose program started and sets its watcher going; for
+/// one that did not, removes its token file and the record kept before the
+/// start, and says why.
+fn record_started(
+    core: &Arc<Core>,
+    spawned: Result<Arc<dyn Terminal>, SpawnError>,
+    after: AfterStart,
+) -> Result<AgentRecord, ApiError> {
+    let AfterStart {
+        newcomer,
+        request,
+        profile,
+        shown,
+        events,
+        token_file,
+        underway,
+    } = after;
+    let id = newcomer.me.terminal;
+    let terminal = match spawned {
+        Ok(terminal) => terminal,
+        Err(e) => {
+            if let Some(file) = &token_file {
+                let _ = std::fs::remove_file(file);
+            }
+            core.store.forget_kept(id);
+            return Err(spawn_failed(id, &e));
+        }
+    };
+    let record = agent_record(&newcomer, &request, &profile, shown, terminal.pid());
+    let record = core
+        .store
+        .insert(record, terminal.clone(), profile.clone(), token_file);
+    watch(core, id, terminal, events, profile, request.prompt);
+    drop(underway);
+    Ok(record)
+}
+
+/// The environment a new terminal goes to (the caller's by default, else
+/// `main`) and whether it is a lead terminal. A plain terminal spawns only
+/// plain terminals, in its own environment.
+fn environment_and_lead(ctx: &CallContext, request: &Spawn) -> Result<(String, bool), ApiError> {
+    let caller = ctx.principal.terminal();
+    let environment = request
+        .environment
+        .clone()
+        .or_else(|| caller.map(|t| t.environment.clone()))
+        .unwrap_or_else(|| MAIN.to_owned());
+    let lead = request.lead.unwrap_or(false);
+    if let Principal::Terminal(me) = &ctx.principal {
+        if environment != me.environment {
+            return Err(forbidden(format!(
+                "terminal {} may spawn only in its own environment {:?}, not {environment:?}",
+                me.terminal, me.environment
+            )));
+        }
+        if lead {
+            return Err(forbidden(format!(
+                "terminal {} is not a lead terminal and cannot spawn one",
+                me.terminal
+            )));
+        }
+    }
+    Ok((environment, lead))
+}
+
+/// The profile a Spawn names (or the default one) and the command it runs;
+/// refuses an empty command and a prompt the profile cannot take.
+fn profile_and_command(
+    core: &Core,
+    request: &Spawn,
+) -> Result<(Arc<Profile>, Vec<String>), ApiError> {
+    let profile_name = request
+        .profile
+        .clone()
+        .unwrap_or_else(|| core.profiles.default_name().to_owned());
+    let profile = core.profiles.get(&profile_name).ok_or_else(|| {
+        invalid(
+            "profile",
+            format!(
+                "unknown profile {profile_name:?}; profiles: {}",
+                core.profiles.names().join(", ")
+            ),
+        )
+    })?;
+    let command = request
+        .command
+        .clone()
+        .unwrap_or_else(|| profile.command.clone());
+    if command.is_empty() {
+        return Err(invalid(
+            "command",
+            format!("profile {profile_name:?} runs the command given: pass \"command\""),
+        ));
+    }
+    if request.prompt.is_some() && profile.prompt == PromptDelivery::None {
+        return Err(invalid(
+            "prompt",
+            format!("profile {profile_name:?} takes no prompt"),
+        ));
+    }
+    Ok((profile, command))
+}
+
+/// A new terminal id, reserved so that it is never given twice, and the
+/// Spawn's intent, recorded in the same transaction (see [`crate::intents`])
+/// when a crash could leave it something to settle: the answer to its request
+/// id, or the variant it starts (RunVariants resumes those that never
+/// started). Without either, recovery would have nothing to take forward or
+/// back — the terminal is on record or not (`keep_before_start`) and no answer
+/// is kept — so no intent is written, nor removed afterwards.
+fn allocate_id(
+    core: &Core,
+    ctx: &CallContext,
+    variant: bool,
+) -> Result<(u64, Option<Underway>), ApiError> {
+    let cannot = |e: std::io::Error| {
+        ApiError::new(
+            ErrorCode::Failed,
+            format!("cannot record the new terminal: {e}"),
+        )
+    };
+    if ctx.once.is_none() && !variant {
+        let id = core.store.allocate_terminal_id().map_err(cannot)?;
+        return Ok((id, None));
+    }
+    let mut underway = None;
+    let id = core
+        .store
+        .allocate_terminal_id_with(|tx, terminal| {
+            let intent = Underway::new(
+                core.store.db(),
+                ctx,
+                Plan::Spawn {
+                    terminal,
+                    started: None,
+                },
+            );
+            intent.write(tx)?;
+            underway = Some(intent);
+            Ok(())
+        })
+        .map_err(cannot)?;
+    let underway = underway.ok_or_else(|| ApiError::internal("the Spawn's intent was not made"))?;
+    Ok((id, Some(underway)))
+}
+
+/// Records in the Spawn's intent, just before its program starts, the record
+/// it answers with: a crash from then on is answered with it on a retry, and
+/// the program never starts twice (at most once, as request ids promise).
+fn launching(underway: &mut Option<Underway>, record: AgentRecord) {
+    let Some(underway) = underway else {
+        return;
+    };
+    let terminal = record.terminal;
+    if let Plan::Spawn { started, .. } = underway.plan_mut() {
+        *started = Some(Box::new(record));
+    }
+    if let Err(e) = underway.save() {
+        tracing::warn!(terminal, "cannot record the program's start: {}", e.message);
+    }
+}
+
+/// Who a new terminal is: its place on the bus and where it runs.
+struct Newcomer {
+    me: TerminalRef,
+    lead: bool,
+    /// The terminal that spawned it, if one did.
+    parent: Option<u64>,
+    host: Option<Arc<Host>>,
+    /// Its group and number when it is a variant.
+    variant: Option<(String, u32)>,
+}
+
+/// What the terminal host is given to start terminal `id`, and the token file
+/// of a local terminal (removed again if its program does not start).
+fn spawn_spec(
+    core: &Core,
+    id: u64,
+    request: &Spawn,
+    (argv, cwd, env, token_file): Prepared,
+) -> (SpawnSpec, Option<PathBuf>) {
+    let spec = SpawnSpec {
+        id,
+        argv,
+        cwd,
+        env,
+        env_remove: BUS_VARIABLES.map(String::from).to_vec(),
+        cols: request.cols.unwrap_or(COLS),
+        rows: request.rows.unwrap_or(ROWS),
+        transcript: Some(crate::transcripts::path(core, id)),
+        scrollback_lines: core.settings.config.terminals.scrollback,
+    };
+    (spec, token_file)
+}
+
+/// The terminal host a new terminal starts on: the app's, or for a host whose
+/// terminals live in tmux there, its own tmux client.
+fn terminal_host(core: &Core, on: Option<&Host>) -> Arc<dyn TerminalHost> {
+    match on.and_then(Host::tmux_terminals) {
+        Some(tmux) => tmux,
+        None => core.host.clone(),
+    }
+}
+
+/// `failed` for a program that could not start.
+fn spawn_failed(id: u64, error: &SpawnError) -> ApiError {
+    let message = match error {
+        SpawnError::Program { program, source }
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            format!("cannot start {program:?}: no such program on PATH")
+        }
+        other => other.to_string(),
+    };
+    ApiError::new(ErrorCode::Failed, message).with_detail(serde_json::json!({ "terminal": id }))
+}
+
+/// The record of a terminal that just started: `starting`.
+fn agent_record(
+    newcomer: &Newcomer,
+    request: &Spawn,
+    profile: &Profile,
+    command: Vec<String>,
+    pid: Option<u32>,
+) -> AgentRecord {
+    let now = now_rfc3339();
+    AgentRecord {
+        terminal: newcomer.me.terminal,
+        environment: newcomer.me.environment.clone(),
+        host: newcomer.host.as_ref().map(|h| h.name.clone()),
+        name: request.name.clone(),
+        profile: profile.name.clone(),
+        command,
+        lead: newcomer.lead,
+        parent: newcomer.parent,
+        group: newcomer.variant.as_ref().map(|v| v.0.clone()),
+        variant: newcomer.variant.as_ref().map(|v| v.1),
+        state: AgentState::Starting,
+        state_source: StateSource::Process,
+        message: None,
+        exit_code: None,
+        signal: None,
+        pid,
+        title: None,
+        started_at: now.clone(),
+        state_since: now,
+        rev: 0,
+        usage: None,
+    }
+}
+
+/// Notes how the prompt reaches the program (typed by the watcher, or in its
+/// argv) and starts the terminal's watcher.
+fn watch(
+    core: &Arc<Core>,
+    id: u64,
+    terminal: Arc<dyn Terminal>,
+    events: tokio::sync::mpsc::Receiver<TerminalEvent>,
+    profile: Arc<Profile>,
+    prompt: Option<String>,
+) {
+    let prompt_in_argv = profile.prompt == PromptDelivery::Arg && prompt.is_some();
+    let typed = (profile.prompt == PromptDelivery::Type)
+        .then_some(prompt)
+        .flatten();
+    if typed.is_some() || prompt_in_argv {
+        core.store.update(id, |e| {
+            e.prompt_pending = typed.is_some();
+            e.first_turn_pending = prompt_in_argv;
+            false
+        });
+    }
+    tokio::spawn(watcher::run(
+        core.clone(),
+        id,
+        terminal,
+        events,
+        typed,
+        profile.idle_after,
+        profile.hooks,
+    ));
+    tracing::info!(terminal = id, profile = %profile.name, "spawned");
+}
+
+fn forbidden(message: String) -> ApiError {
+    RequestKind::Spawn.error(ErrorCode::Forbidden, message)
+}
+
+fn invalid(field: &str, message: String) -> ApiError {
+    RequestKind::Spawn.field_error(ErrorCode::Invalid, field, message)
+}
