@@ -19,6 +19,16 @@ impl Store {
             .collect()
     }
 
+    /// The terminals on SSH hosts that have not exited: host name and id.
+    pub fn host_usage_targets(&self) -> Vec<(String, u64)> {
+        self.lock()
+            .agents
+            .values()
+            .filter(|e| e.record.state != AgentState::Exited)
+            .filter_map(|e| Some((e.record.host.clone()?, e.record.terminal)))
+            .collect()
+    }
+
     /// Writes each sample into its terminal's record. Waiters are not woken,
     /// and List's kept answer is spliced again at its next call.
     pub fn set_usage(&self, samples: impl IntoIterator<Item = (u64, Usage)>) {

@@ -6,6 +6,10 @@
 //! One sample reads `/proc/<pid>/stat` of every process once (the tree is
 //! found from each process's parent), so its cost grows with the machine's
 //! processes, not with the terminals: docs/PERFORMANCE.md has it measured.
+//!
+//! Terminals on an SSH host that live in tmux there are sampled the same way
+//! through the host's link, while it is up ([`crate::hosts::Host::processes_for_usage`]:
+//! the panes' pids and every `/proc/<pid>/stat` of the host in one `ssh`).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -60,6 +64,50 @@ fn processes() -> HashMap<u32, Process> {
         .collect()
 }
 
+/// Processes from `/proc/<pid>/stat` lines (a host's, read through its
+/// link): one line each, its pid first.
+fn processes_from_lines(text: &str) -> HashMap<u32, Process> {
+    text.lines()
+        .filter_map(|line| {
+            let pid = line.split_whitespace().next()?.parse().ok()?;
+            Some((pid, parse_stat(line)?))
+        })
+        .collect()
+}
+
+/// What a host said for a sample ([`crate::hosts::Host::processes_for_usage`]).
+#[derive(Debug)]
+struct HostSample {
+    ticks_per_second: f64,
+    page_size: u64,
+    /// Its panes: terminal id and pid.
+    panes: Vec<(u64, u32)>,
+    processes: HashMap<u32, Process>,
+}
+
+/// Reads what a host said for a sample; `None` if it makes no sense.
+fn parse_host_sample(text: &str) -> Option<HostSample> {
+    let mut sections = text.splitn(3, "---\n");
+    let mut machine = sections.next()?.lines();
+    let ticks_per_second: f64 = machine.next()?.trim().parse().ok()?;
+    let page_size: u64 = machine.next()?.trim().parse().ok()?;
+    let panes = sections
+        .next()?
+        .lines()
+        .filter_map(|line| {
+            let (id, pid) = line.trim().split_once(' ')?;
+            Some((id.parse().ok()?, pid.parse().ok()?))
+        })
+        .collect();
+    let processes = processes_from_lines(sections.next().unwrap_or_default());
+    (ticks_per_second > 0.0 && page_size > 0).then_some(HostSample {
+        ticks_per_second,
+        page_size,
+        panes,
+        processes,
+    })
+}
+
 /// A tree's totals: ticks, resident pages, processes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Totals {
@@ -107,24 +155,38 @@ struct Sampler {
 }
 
 impl Sampler {
-    fn new() -> Sampler {
+    /// A sampler of this machine's processes.
+    fn local() -> Sampler {
         let sysconf = |name| nix::unistd::sysconf(name).ok().flatten().filter(|&v| v > 0);
+        Sampler::with(
+            sysconf(nix::unistd::SysconfVar::CLK_TCK).unwrap_or(100) as f64,
+            sysconf(nix::unistd::SysconfVar::PAGE_SIZE).unwrap_or(4096) as u64,
+        )
+    }
+
+    /// A sampler of a machine whose clock ticks and pages are these.
+    fn with(ticks_per_second: f64, page_size: u64) -> Sampler {
         Sampler {
-            ticks_per_second: sysconf(nix::unistd::SysconfVar::CLK_TCK).unwrap_or(100) as f64,
-            page_size: sysconf(nix::unistd::SysconfVar::PAGE_SIZE).unwrap_or(4096) as u64,
+            ticks_per_second,
+            page_size,
             seen: Seen::new(),
             at: Instant::now(),
         }
     }
 
-    /// One sample of `terminals` (id, pid): each one's usage. A terminal seen
-    /// for the first time gets its CPU from its next sample on (0 until then).
-    fn sample(&mut self, terminals: &[(u64, u32)]) -> Vec<(u64, Usage)> {
+    /// One sample of `terminals` (id, pid) among the processes `all`: each
+    /// one's usage. A terminal seen for the first time gets its CPU from its
+    /// next sample on (0 until then).
+    fn sample(
+        &mut self,
+        all: &HashMap<u32, Process>,
+        terminals: &[(u64, u32)],
+    ) -> Vec<(u64, Usage)> {
         let now = Instant::now();
         let elapsed = now.duration_since(self.at).as_secs_f64();
         self.at = now;
         let roots: Vec<u32> = terminals.iter().map(|&(_, pid)| pid).collect();
-        let totals = trees(&processes(), &roots);
+        let totals = trees(all, &roots);
         let sampled_at = now_rfc3339();
         let mut seen = Seen::new();
         let mut usages = Vec::new();
@@ -155,9 +217,11 @@ impl Sampler {
     }
 }
 
-/// Samples the terminals every [`PERIOD`] until the app's core is gone.
+/// Samples the terminals every [`PERIOD`] until the app's core is gone: this
+/// machine's, then each SSH host's (at most a period each).
 pub(crate) async fn run(core: std::sync::Weak<Core>) {
-    let mut sampler = Sampler::new();
+    let mut here = Sampler::local();
+    let mut hosts: HashMap<String, Sampler> = HashMap::new();
     let mut every = tokio::time::interval(PERIOD);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -166,25 +230,66 @@ pub(crate) async fn run(core: std::sync::Weak<Core>) {
             return;
         };
         let terminals = live.store.usage_targets();
+        let on_hosts = live.store.host_usage_targets();
         drop(live);
         if terminals.is_empty() {
-            sampler.seen.clear();
-            continue;
+            here.seen.clear();
+        } else {
+            let sampled = tokio::task::spawn_blocking(move || {
+                let usages = here.sample(&processes(), &terminals);
+                (here, usages)
+            })
+            .await;
+            let Ok((back, usages)) = sampled else {
+                return;
+            };
+            here = back;
+            let Some(live) = core.upgrade() else {
+                return;
+            };
+            live.store.set_usage(usages);
         }
-        let sampled = tokio::task::spawn_blocking(move || {
-            let usages = sampler.sample(&terminals);
-            (sampler, usages)
-        })
-        .await;
-        let Ok((back, usages)) = sampled else {
-            return;
-        };
-        sampler = back;
-        let Some(live) = core.upgrade() else {
-            return;
-        };
-        live.store.set_usage(usages);
+        let mut by_host: HashMap<String, Vec<u64>> = HashMap::new();
+        for (host, id) in on_hosts {
+            by_host.entry(host).or_default().push(id);
+        }
+        hosts.retain(|name, _| by_host.contains_key(name));
+        for (name, ids) in by_host {
+            let Some(usages) = sample_host(&core, &name, &ids, &mut hosts).await else {
+                continue;
+            };
+            let Some(live) = core.upgrade() else {
+                return;
+            };
+            live.store.set_usage(usages);
+        }
     }
+}
+
+/// One sample of host `name`'s terminals `ids` through its link; `None`
+/// when the link is not up (or the host not in tmux, or too slow to answer).
+async fn sample_host(
+    core: &std::sync::Weak<Core>,
+    name: &str,
+    ids: &[u64],
+    samplers: &mut HashMap<String, Sampler>,
+) -> Option<Vec<(u64, Usage)>> {
+    let host = core.upgrade()?.hosts.get(name).ok()?;
+    let said = tokio::time::timeout(PERIOD, host.processes_for_usage())
+        .await
+        .ok()??;
+    let host = parse_host_sample(&said)?;
+    let sampler = samplers
+        .entry(name.to_owned())
+        .or_insert_with(|| Sampler::with(host.ticks_per_second, host.page_size));
+    sampler.ticks_per_second = host.ticks_per_second;
+    sampler.page_size = host.page_size;
+    let terminals: Vec<(u64, u32)> = host
+        .panes
+        .into_iter()
+        .filter(|(id, _)| ids.contains(id))
+        .collect();
+    Some(sampler.sample(&host.processes, &terminals))
 }
 
 /// One sample of the given processes' trees, for `krad-bench usage`: how
@@ -211,6 +316,20 @@ mod tests {
         );
         assert_eq!(parse_stat("4242 (cut short) S 1"), None);
         assert_eq!(parse_stat("no name at all"), None);
+    }
+
+    #[test]
+    fn a_host_s_sample_is_read_section_by_section() {
+        let said = "100\n4096\n---\n3 4242\n\n7 99\n---\n\
+                    4242 (sh) S 1 1 1 0 1 0 0 0 0 0 10 5 0 0 20 0 1 0 1 100 300\n\
+                    4243 (sleep) S 4242 1 1 0 1 0 0 0 0 0 1 1 0 0 20 0 1 0 1 100 200\n";
+        let host = parse_host_sample(said).unwrap();
+        assert_eq!((host.ticks_per_second, host.page_size), (100.0, 4096));
+        assert_eq!(host.panes, [(3, 4242), (7, 99)]);
+        let totals = trees(&host.processes, &[4242]);
+        assert_eq!(totals[&4242].processes, 2);
+        assert_eq!(totals[&4242].resident_pages, 500);
+        assert!(parse_host_sample("no numbers\n---\n").is_none());
     }
 
     #[test]
@@ -246,15 +365,18 @@ mod tests {
     fn a_busy_process_shows_in_its_terminal_s_cpu() {
         // This test's own process stands for a terminal: a thread of it spins.
         let me = std::process::id();
-        let mut sampler = Sampler::new();
-        assert_eq!(sampler.sample(&[(1, me)])[0].1.cpu_percent, Tenths(0));
+        let mut sampler = Sampler::local();
+        assert_eq!(
+            sampler.sample(&processes(), &[(1, me)])[0].1.cpu_percent,
+            Tenths(0)
+        );
         let until = Instant::now() + Duration::from_millis(300);
         let mut spins = 0u64;
         while Instant::now() < until {
             spins = spins.wrapping_add(1);
         }
         std::hint::black_box(spins);
-        let usage = &sampler.sample(&[(1, me)])[0].1;
+        let usage = &sampler.sample(&processes(), &[(1, me)])[0].1;
         assert!(usage.cpu_percent > Tenths(200), "{usage:?}");
         assert!(usage.rss_bytes > 0 && usage.processes >= 1, "{usage:?}");
     }

@@ -144,7 +144,7 @@ impl<'a> Agent<'a> {
     }
 
     /// The CPU cell: `12.5%` of one core, as last sampled; `-` before the
-    /// first sample and on an SSH host.
+    /// first sample and on an SSH host without tmux.
     pub fn cpu_cell(&self) -> String {
         self.0.usage.as_ref().map_or_else(
             || "-".to_owned(),

@@ -133,6 +133,28 @@ impl Host {
         }
     }
 
+    /// What the usage sampler needs of the host's terminals in tmux there,
+    /// read through the link only while it is up (never opening it): the
+    /// host's clock ticks per second and page size, each pane's terminal id
+    /// and pid, then every process's `/proc/<pid>/stat`, in sections split
+    /// by `---` lines. `None`: the link is not up, the host has no tmux, or
+    /// the read failed.
+    pub async fn processes_for_usage(&self) -> Option<String> {
+        if self.lock().state != krad_bus::protocol::LinkState::Up || self.has_tmux() != Some(true) {
+            return None;
+        }
+        let tmux = crate::remote_tmux::tmux_command(&self.app_name, &self.tmux_files_dir());
+        let script = format!(
+            "getconf CLK_TCK; getconf PAGESIZE; echo ---\n\
+             {tmux} list-panes -a -F '#{{@krad-terminal}} #{{pane_pid}}' 2>/dev/null; echo ---\n\
+             cat /proc/[0-9]*/stat 2>/dev/null\nexit 0"
+        );
+        match self.run_raw(&script, None).await {
+            Ok((Some(0), out, _)) => Some(String::from_utf8_lossy(&out).into_owned()),
+            _ => None,
+        }
+    }
+
     pub(super) async fn run_raw(
         &self,
         script: &str,

@@ -136,8 +136,8 @@ pub struct AgentRecord {
     /// Bumped at every change; a value of the app's global rev.
     pub rev: u64,
     /// What its processes use, as last sampled (every 2 s, without a new
-    /// rev); absent until the first sample and for a terminal on an SSH host;
-    /// an exited terminal keeps its last sample.
+    /// rev); absent until the first sample and for a terminal on an SSH host
+    /// without tmux; an exited terminal keeps its last sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }

@@ -16,7 +16,7 @@ use crate::render::{self, Agent, Column};
     after_help = "SINCE is how long the agent has been in its STATE; SOURCE says where the \
 state came from (hook, process, screen, quiet, input). CPU (percent of one core) and MEM \
 (resident memory) are those of the agent's whole process tree, sampled every 2 s (`-` \
-before the first sample and on SSH hosts); `krad top` follows them live.\n\n\
+before the first sample, and on SSH hosts without tmux); `krad top` follows them live.\n\n\
 Examples:\n  krad ls\n  krad ls --env feat-x\n  krad ls --json | jq '.Agents[] | select(.state == \"idle\") | .terminal'"
 )]
 pub struct LsArgs {

@@ -19,7 +19,7 @@ use crate::render::{self, Agent, Column};
 CPU is in percent of one core (above 100% when an agent keeps several cores busy), MEM \
 the resident memory of its processes (the program and every process below it), PROCS \
 how many there are; the app samples them every 2 s, off its request path. Agents on SSH \
-hosts show `-`. On a terminal the table is redrawn in place every 2 s; piped, a table is \
+hosts without tmux show `-`. On a terminal the table is redrawn in place every 2 s; piped, a table is \
 printed every 2 s, tables separated by a blank line. With --json, each refresh is List's \
 answer, one line. Ends when the app stops.
 
