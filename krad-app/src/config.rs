@@ -32,6 +32,11 @@
 //! desktop = true          # notify-send, when installed
 //! on = ["asking", "idle", "exited"]
 //! debounce_secs = 10      # at most one per terminal this often (exits always)
+//!
+//! [limits]                # a Spawn, RunVariants or Send past one: `busy`
+//! max_terminals = 20      # live terminals
+//! max_working = 8         # agents working at once
+//! min_free_memory_mib = 2048
 //! ```
 
 use std::collections::BTreeMap;
@@ -296,6 +301,9 @@ pub struct Config {
     pub durable: Option<DurableConfig>,
     /// Telling the user when an agent needs them (off without this table).
     pub notify: Option<crate::notify::NotifyConfig>,
+    /// Limits on live terminals, working agents and free memory (none by default).
+    #[serde(default)]
+    pub limits: crate::limits::LimitsConfig,
 }
 
 /// Why the config could not be used.
@@ -383,6 +391,7 @@ impl Config {
         if let Some(notify) = &config.notify {
             notify.validate()?;
         }
+        config.limits.validate()?;
         for (name, extension) in &config.extensions {
             if name.is_empty() || extension.command.is_empty() {
                 return Err(format!("extension {name:?} needs a command"));

@@ -30,6 +30,7 @@ mod input;
 mod intents;
 mod launching;
 mod leftovers;
+pub mod limits;
 pub mod notify;
 pub mod port_registry;
 mod private_file;

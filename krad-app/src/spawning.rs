@@ -51,6 +51,10 @@ pub(crate) async fn spawn(
     let (environment, lead) = environment_and_lead(ctx, &request)?;
     core.check_environment(&environment)?;
     let (profile, command) = profile_and_command(core, &request)?;
+    if variant.is_none() {
+        // RunVariants made room for all of its variants at once.
+        crate::limits::may_start(core, 1)?;
+    }
     // A new worktree's setup runs before any agent starts there.
     let (cwd, host) = environments::ready(core, &environment).await?;
     let host = environments::host(core, host.as_deref())?;

@@ -26,6 +26,7 @@ mod hardening;
 mod host_down;
 mod in_process;
 mod isolation;
+mod limits;
 mod remote_tmux;
 mod rename;
 mod rights;

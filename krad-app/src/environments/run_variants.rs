@@ -33,6 +33,7 @@ pub(crate) async fn run(
         None => free_group_name(core),
     };
     names_are_free(core, &group, request.count)?;
+    crate::limits::may_start(core, request.count as usize)?;
     let host = environments::host(core, request.host.as_deref())?;
     let (base_commit, base_environment) =
         environments::resolve_base(core, request.base.as_deref(), host.as_ref()).await?;

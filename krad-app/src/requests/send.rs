@@ -21,6 +21,7 @@ impl Handle<Send> for EmbeddedApp {
         };
         let record = watch.borrow_and_update().clone();
         may_act_on(&ctx.principal, RequestKind::Send, &record)?;
+        crate::limits::may_send(core, record.state)?;
         if request.when == Some(When::Idle) {
             // Hold the text until the agent is idle or asking (the bus's deadline bounds it).
             loop {

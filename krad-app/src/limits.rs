@@ -1,0 +1,230 @@
+//! `[limits]`: what keeps the machine alive when agents are started faster
+//! than it can take — at most so many live terminals, at most so many agents
+//! working at once, and a floor of free memory. A Spawn, RunVariants or Send
+//! that would pass one is answered `busy` (retryable) at once, saying which
+//! limit, the figure now, and when to try again (`detail.retry_after_secs`);
+//! nothing is started or sent.
+//!
+//! ```toml
+//! [limits]
+//! max_terminals = 20          # live terminals (not exited), hosts' included
+//! max_working = 8             # agents working (or starting) at once
+//! min_free_memory_mib = 2048  # MemAvailable below this: no new terminal
+//! ```
+
+use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::Core;
+
+/// How long a refused request is told to wait before trying again: the
+/// period at which agents' states and the machine's memory are seen to move.
+pub const RETRY_AFTER_SECS: u64 = 5;
+
+/// `[limits]` in the config; each limit off unless set.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// At most this many live (not exited) terminals.
+    pub max_terminals: Option<usize>,
+    /// At most this many agents working or starting at once.
+    pub max_working: Option<usize>,
+    /// No new terminal while the machine's available memory is below this.
+    pub min_free_memory_mib: Option<u64>,
+}
+
+impl LimitsConfig {
+    /// Checks what serde cannot: a limit of 0 would refuse everything.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_terminals == Some(0) || self.max_working == Some(0) {
+            return Err(
+                "[limits]: max_terminals and max_working must be at least 1 (leave one out for no limit)"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// What is live now, as the limits count it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Load {
+    /// Terminals that have not exited.
+    pub live: usize,
+    /// Agents working or starting.
+    pub working: usize,
+}
+
+/// Whether `count` new terminals may start now; `busy` if not.
+pub(crate) fn may_start(core: &Core, count: usize) -> Result<(), ApiError> {
+    let limits = &core.settings.config.limits;
+    if limits == &LimitsConfig::default() {
+        return Ok(());
+    }
+    refusal_to_start(limits, load(core), free_memory_mib(), count).map_or(Ok(()), Err)
+}
+
+/// Whether a Send may make an agent in `state` work now; `busy` if not.
+pub(crate) fn may_send(core: &Core, state: AgentState) -> Result<(), ApiError> {
+    let Some(max) = core.settings.config.limits.max_working else {
+        return Ok(());
+    };
+    if matches!(
+        state,
+        AgentState::Working | AgentState::Starting | AgentState::Exited
+    ) {
+        // Already counted, or nothing will run.
+        return Ok(());
+    }
+    let working = load(core).working;
+    if working < max {
+        return Ok(());
+    }
+    Err(busy(
+        format!(
+            "{working} agents are working, the limit ([limits] max_working = {max}): \
+             this Send would start one more; try again once one is done"
+        ),
+        json!({"limit": "max_working", "max": max, "working": working}),
+    ))
+}
+
+/// The terminals live and working now.
+fn load(core: &Core) -> Load {
+    core.store
+        .list(None)
+        .iter()
+        .fold(Load::default(), |mut load, record| {
+            if record.state != AgentState::Exited {
+                load.live += 1;
+            }
+            if matches!(record.state, AgentState::Working | AgentState::Starting) {
+                load.working += 1;
+            }
+            load
+        })
+}
+
+/// Why `count` new terminals may not start under `limits`, given the load
+/// and the free memory (`None`: unknown, not judged).
+fn refusal_to_start(
+    limits: &LimitsConfig,
+    load: Load,
+    free_mib: Option<u64>,
+    count: usize,
+) -> Option<ApiError> {
+    let more = |n: usize| match count {
+        1 => "one more".to_owned(),
+        n_new => format!("{n_new} more ({} in all)", n + n_new),
+    };
+    if let Some(max) = limits.max_terminals
+        && load.live + count > max
+    {
+        return Some(busy(
+            format!(
+                "{} terminals are live, the limit ([limits] max_terminals = {max}) leaves no \
+                 room for {}: close one (krad close) or try again later",
+                load.live,
+                more(load.live)
+            ),
+            json!({"limit": "max_terminals", "max": max, "live": load.live, "asked": count}),
+        ));
+    }
+    if let Some(max) = limits.max_working
+        && load.working + count > max
+    {
+        return Some(busy(
+            format!(
+                "{} agents are working, the limit ([limits] max_working = {max}) leaves no \
+                 room for {}: try again once one is done",
+                load.working,
+                more(load.working)
+            ),
+            json!({"limit": "max_working", "max": max, "working": load.working, "asked": count}),
+        ));
+    }
+    if let (Some(min), Some(free)) = (limits.min_free_memory_mib, free_mib)
+        && free < min
+    {
+        return Some(busy(
+            format!(
+                "the machine has {free} MiB of memory available, below [limits] \
+                 min_free_memory_mib = {min}: no new terminal until more is free"
+            ),
+            json!({"limit": "min_free_memory_mib", "min_mib": min, "free_mib": free}),
+        ));
+    }
+    None
+}
+
+/// `busy`, retryable, with `detail` and when to try again.
+fn busy(message: String, mut detail: serde_json::Value) -> ApiError {
+    if let Some(fields) = detail.as_object_mut() {
+        fields.insert("retry_after_secs".to_owned(), json!(RETRY_AFTER_SECS));
+    }
+    ApiError::new(ErrorCode::Busy, message).with_detail(detail)
+}
+
+/// The machine's available memory (`MemAvailable` in /proc/meminfo), MiB.
+fn free_memory_mib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    mem_available_mib(&text)
+}
+
+fn mem_available_mib(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(terminals: Option<usize>, working: Option<usize>, free: Option<u64>) -> LimitsConfig {
+        LimitsConfig {
+            max_terminals: terminals,
+            max_working: working,
+            min_free_memory_mib: free,
+        }
+    }
+
+    #[test]
+    fn each_limit_refuses_what_would_pass_it_and_says_which() {
+        let load = Load {
+            live: 3,
+            working: 2,
+        };
+        let none = LimitsConfig::default();
+        assert!(refusal_to_start(&none, load, Some(1), 100).is_none());
+        let at_four = limits(Some(4), None, None);
+        assert!(refusal_to_start(&at_four, load, None, 1).is_none());
+        let refused = refusal_to_start(&at_four, load, None, 2).unwrap();
+        assert_eq!(refused.code, ErrorCode::Busy);
+        assert!(refused.retryable);
+        let detail = refused.detail.unwrap();
+        assert_eq!(detail["limit"], "max_terminals");
+        assert_eq!(detail["retry_after_secs"], RETRY_AFTER_SECS);
+        assert!(
+            refused.message.contains("2 more (5 in all)"),
+            "{}",
+            refused.message
+        );
+        let working = refusal_to_start(&limits(None, Some(2), None), load, None, 1).unwrap();
+        assert_eq!(working.detail.unwrap()["limit"], "max_working");
+        let memory =
+            refusal_to_start(&limits(None, None, Some(2048)), load, Some(1000), 1).unwrap();
+        assert!(memory.message.contains("1000 MiB"), "{}", memory.message);
+        assert!(refusal_to_start(&limits(None, None, Some(2048)), load, None, 1).is_none());
+    }
+
+    #[test]
+    fn available_memory_is_read_from_meminfo() {
+        let meminfo = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   2097152 kB\n";
+        assert_eq!(mem_available_mib(meminfo), Some(2048));
+        assert_eq!(mem_available_mib("MemTotal: 1 kB\n"), None);
+        assert!(limits(Some(0), None, None).validate().is_err());
+        assert!(limits(Some(1), Some(1), Some(0)).validate().is_ok());
+    }
+}
