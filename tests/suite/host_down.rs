@@ -77,6 +77,7 @@ fn assert_unavailable(answer: &Value, because: &str) {
 /// the link is up again and a Spawn there works.
 #[test]
 fn sshd_stopped_is_down_with_ssh_s_reason_and_requests_are_unavailable_at_once() {
+    let _bound = crate::support::latency_bound();
     for extra in ["", "tmux = false\n"] {
         let mut sshd = Sshd::start();
         let app = app_with_env_on_host(&sshd, "far-stop", extra);
@@ -103,7 +104,7 @@ fn sshd_stopped_is_down_with_ssh_s_reason_and_requests_are_unavailable_at_once()
             let answer = app.request(request.clone());
             assert_unavailable(&answer, "connection refused");
             assert!(
-                asked.elapsed() < Duration::from_secs(2),
+                asked.elapsed() < stretched(Duration::from_secs(2)),
                 "{request} took {:?}",
                 asked.elapsed()
             );
@@ -154,6 +155,7 @@ fn reporter(dir: &Path) -> Value {
 /// being up again; one asked for after it is back, at once.
 #[test]
 fn after_a_killed_control_connection_an_agent_s_reports_get_through_within_2_s_of_the_link() {
+    let _bound = crate::support::latency_bound();
     for extra in ["", "tmux = false\n"] {
         let sshd = Sshd::start();
         let app = app_with_env_on_host(&sshd, "far-cut", extra);
@@ -185,12 +187,12 @@ fn after_a_killed_control_connection_an_agent_s_reports_get_through_within_2_s_o
             until_message(&app, id, "tick 2", Duration::from_secs(30));
             let late = back.elapsed();
             eprintln!("the report asked for while down got through {late:?} after the link");
-            assert!(late < Duration::from_secs(2), "{late:?}");
+            assert!(late < stretched(Duration::from_secs(2)), "{late:?}");
             let asked = Instant::now();
             std::fs::write(&go, "").unwrap();
             until_message(&app, id, "tick 3", Duration::from_secs(30));
             assert!(
-                asked.elapsed() < Duration::from_secs(2),
+                asked.elapsed() < stretched(Duration::from_secs(2)),
                 "{:?}",
                 asked.elapsed()
             );
@@ -225,6 +227,7 @@ fn after_a_killed_control_connection_an_agent_s_reports_get_through_within_2_s_o
 /// back and reports, within 15 s.
 #[test]
 fn a_frozen_then_continued_sshd_blocks_nothing_and_comes_back_within_15_s() {
+    let _bound = crate::support::latency_bound();
     let sshd = Sshd::start();
     let app = app_with_env_on_host(&sshd, "far-ice", "");
     let flags = tempfile::tempdir().unwrap();
@@ -251,7 +254,7 @@ fn a_frozen_then_continued_sshd_blocks_nothing_and_comes_back_within_15_s() {
         let answer = app.request(request.clone());
         assert!(answer.get("Error").is_none(), "{answer}");
         assert!(
-            asked.elapsed() < Duration::from_secs(2),
+            asked.elapsed() < stretched(Duration::from_secs(2)),
             "{request}: {:?}",
             asked.elapsed()
         );
@@ -264,7 +267,7 @@ fn a_frozen_then_continued_sshd_blocks_nothing_and_comes_back_within_15_s() {
     );
     assert_eq!(code(&answer), "unavailable", "{answer}");
     assert!(
-        asked.elapsed() < Duration::from_secs(2),
+        asked.elapsed() < stretched(Duration::from_secs(2)),
         "{:?}",
         asked.elapsed()
     );
@@ -289,7 +292,7 @@ fn a_frozen_then_continued_sshd_blocks_nothing_and_comes_back_within_15_s() {
     std::fs::write(&go, "").unwrap();
     until_message(&app, id, "tick 3", Duration::from_secs(15));
     assert!(
-        asked.elapsed() < Duration::from_secs(2),
+        asked.elapsed() < stretched(Duration::from_secs(2)),
         "{:?}",
         asked.elapsed()
     );
@@ -307,6 +310,7 @@ fn a_frozen_then_continued_sshd_blocks_nothing_and_comes_back_within_15_s() {
 /// terminals retry a refused bus.
 #[test]
 fn a_wrong_token_from_a_host_terminal_exits_4_within_1_s() {
+    let _bound = crate::support::latency_bound();
     let app = App::start();
     let one = app.spawn_sh("sleep 600");
     let two = app.spawn_sh("sleep 600");
@@ -331,7 +335,7 @@ fn a_wrong_token_from_a_host_terminal_exits_4_within_1_s() {
     let out = krad(two, &token_file);
     assert_eq!(exit_code(&out), 4, "{}", stderr(&out));
     assert!(
-        asked.elapsed() < Duration::from_secs(1),
+        asked.elapsed() < stretched(Duration::from_secs(1)),
         "{:?}",
         asked.elapsed()
     );
@@ -343,7 +347,7 @@ fn a_wrong_token_from_a_host_terminal_exits_4_within_1_s() {
     let out = krad(one, &forged);
     assert_eq!(exit_code(&out), 4, "{}", stderr(&out));
     assert!(
-        asked.elapsed() < Duration::from_secs(1),
+        asked.elapsed() < stretched(Duration::from_secs(1)),
         "{:?}",
         asked.elapsed()
     );
@@ -368,6 +372,7 @@ fn call_with_token(app: &App, environment: &str, terminal: u64, token: &str) -> 
 /// token file holds the new token.
 #[test]
 fn a_restarted_app_whose_host_is_down_says_so_and_takes_its_terminals_back_at_once() {
+    let _bound = crate::support::latency_bound();
     let mut sshd = Sshd::start();
     let mut app = app_with_env_on_host(&sshd, "far-again", "");
     let flags = tempfile::tempdir().unwrap();
@@ -402,7 +407,10 @@ fn a_restarted_app_whose_host_is_down_says_so_and_takes_its_terminals_back_at_on
     ] {
         let asked = Instant::now();
         assert_unavailable(&app.request(request.clone()), "connection refused");
-        assert!(asked.elapsed() < Duration::from_secs(2), "{request}");
+        assert!(
+            asked.elapsed() < stretched(Duration::from_secs(2)),
+            "{request}"
+        );
     }
     // The terminal's token is being renewed: a call with its last token is
     // worth retrying; a call naming a terminal the app does not have is not.
@@ -449,6 +457,7 @@ fn a_restarted_app_whose_host_is_down_says_so_and_takes_its_terminals_back_at_on
 /// after ssh's own time-out; thawed, the host is up again.
 #[test]
 fn a_spawn_on_a_host_that_freezes_under_it_is_unavailable_once_the_link_is_seen_down() {
+    let _bound = crate::support::latency_bound();
     for extra in ["", "tmux = false\n"] {
         let sshd = Sshd::start();
         let app = app_with_env_on_host(&sshd, "far-f", extra);
