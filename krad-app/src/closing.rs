@@ -48,6 +48,7 @@ pub(crate) async fn close_terminal(core: &Arc<Core>, id: u64) -> Result<(), ApiE
         }
         // The settings handed to its program (Claude Code's hooks), if any.
         let _ = std::fs::remove_dir_all(core.settings.state_dir.join("hooks").join(id.to_string()));
+        crate::sandbox::forget(core, id);
         if let Some(host) = entry.record.host.as_deref()
             && let Ok(host) = core.hosts.get(host)
         {

@@ -304,6 +304,9 @@ pub struct Config {
     /// Limits on live terminals, working agents and free memory (none by default).
     #[serde(default)]
     pub limits: crate::limits::LimitsConfig,
+    /// Which agents run contained (none by default).
+    #[serde(default)]
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 /// Why the config could not be used.
@@ -392,6 +395,7 @@ impl Config {
             notify.validate()?;
         }
         config.limits.validate()?;
+        config.sandbox.validate()?;
         for (name, extension) in &config.extensions {
             if name.is_empty() || extension.command.is_empty() {
                 return Err(format!("extension {name:?} needs a command"));

@@ -38,6 +38,7 @@ pub mod profile;
 mod program;
 mod remote_tmux;
 mod requests;
+pub mod sandbox;
 mod screen_questions;
 mod spawning;
 pub mod state_db;

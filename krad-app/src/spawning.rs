@@ -91,6 +91,7 @@ pub(crate) async fn spawn(
         prompt: request.prompt.as_deref(),
         profile: &profile,
         extra_env: request.env.as_ref(),
+        contained: crate::sandbox::wanted(core, &profile.name, request.sandbox),
     };
     let prepared = match &newcomer.host {
         None => local_launch(core, launch, cwd)?,

@@ -30,6 +30,7 @@ mod limits;
 mod remote_tmux;
 mod rename;
 mod rights;
+mod sandbox;
 mod secrets;
 mod ssh;
 mod ssh_environments;

@@ -231,6 +231,7 @@ async fn start_variant(
         command: plan.request.command.clone(),
         prompt: Some(plan.request.prompt.clone()),
         name: Some(format!("{group} #{n}")),
+        sandbox: plan.request.sandbox,
         ..Spawn::default()
     };
     let agent = spawning::spawn(core, ctx, spawn_request, Some((group.clone(), n))).await?;

@@ -23,6 +23,8 @@ pub(super) struct Launch<'a> {
     pub prompt: Option<&'a str>,
     pub profile: &'a Profile,
     pub extra_env: Option<&'a std::collections::BTreeMap<String, String>>,
+    /// It runs in a sandbox ([`crate::sandbox`]).
+    pub contained: bool,
 }
 
 /// argv, working directory, environment and local token file of a terminal.
@@ -63,13 +65,31 @@ pub(super) fn local_launch(
         ),
         HookKind::Codex | HookKind::None => None,
     };
-    let argv = profile::argv(
+    let mut argv = profile::argv(
         launch.profile,
         launch.command,
         launch.prompt,
         &settings.krad,
         claude_settings.as_deref(),
     );
+    if launch.contained {
+        let contained = crate::sandbox::Contained {
+            id,
+            cwd: &cwd,
+            readable: [
+                Some(token_file.clone()),
+                claude_settings,
+                Some(settings.krad.clone()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            hooks: launch.profile.hooks,
+        };
+        argv = crate::sandbox::wrap(core, contained, argv).inspect_err(|_| {
+            let _ = std::fs::remove_file(&token_file);
+        })?;
+    }
     let mut env: Vec<(String, String)> = launch.profile.env.clone().into_iter().collect();
     if let Some(extra) = launch.extra_env {
         env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -123,6 +143,16 @@ pub(super) async fn remote_launch(
     cwd: &Path,
 ) -> Result<Prepared, ApiError> {
     check_env_names(&launch)?;
+    if launch.contained {
+        return Err(ApiError::new(
+            ErrorCode::Failed,
+            format!(
+                "a sandbox for an agent on SSH host {:?} is not in this build yet: \
+                 run it without one (leave its profile out of [sandbox] profiles)",
+                host.name
+            ),
+        ));
+    }
     let port = host.connect().await?;
     let id = launch.me.terminal;
     let in_tmux = host.tmux_terminals().is_some();

@@ -39,6 +39,9 @@ pub struct RunVariants {
     /// An SSH host of the config: the variants live in the host's repository.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// `true`: every variant runs in a sandbox (see Spawn's `sandbox`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<bool>,
 }
 
 impl Call for RunVariants {

@@ -50,6 +50,10 @@ pub struct Spawn {
     /// Rows (default 40).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u16>,
+    /// `true`: run in a sandbox whatever the config says (`[sandbox]`; a
+    /// request can only tighten it: `false` is the config's choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<bool>,
 }
 
 impl Call for Spawn {

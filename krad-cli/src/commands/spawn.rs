@@ -21,7 +21,8 @@ terminal, or not at all). Words after `--` are the command to run instead of the
 Examples:
   krad spawn --profile claude --name fix-login --prompt 'fix the login bug'
   git diff | krad spawn --profile codex --prompt -
-  krad spawn --profile exec --env feat-x --var RUST_LOG=debug -- make test")]
+  krad spawn --profile exec --env feat-x --var RUST_LOG=debug -- make test
+  krad spawn --profile claude --env feat-x --sandbox --prompt 'refactor the parser'")]
 pub struct SpawnArgs {
     /// How to start the agent (shell, exec, claude, codex, or one from the config; default: the config's).
     #[arg(long, value_name = "P")]
@@ -44,6 +45,10 @@ pub struct SpawnArgs {
     /// An environment variable for the program (repeatable).
     #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
     pub vars: Vec<(String, String)>,
+    /// Run it in a sandbox (bubblewrap): writes only in its environment, a
+    /// private HOME; see docs/sandbox.md.
+    #[arg(long)]
+    pub sandbox: bool,
     /// The task for the agent; - reads it from stdin.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub prompt: Option<String>,
@@ -68,6 +73,7 @@ pub fn run(args: SpawnArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         env: (!args.vars.is_empty()).then(|| args.vars.into_iter().collect::<BTreeMap<_, _>>()),
         cols: args.cols,
         rows: args.rows,
+        sandbox: args.sandbox.then_some(true),
     };
     let reply = Bus::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |record| print::line(&spawned_line(record)));

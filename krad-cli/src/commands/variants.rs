@@ -44,6 +44,9 @@ pub enum VariantsCommand {
         /// Run the variants on an SSH host of the config.
         #[arg(long)]
         host: Option<String>,
+        /// Run every variant in a sandbox (see `krad spawn --sandbox`).
+        #[arg(long)]
+        sandbox: bool,
         /// Make the request at most once with this id (safe to retry).
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
@@ -106,6 +109,7 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
             name,
             base,
             host,
+            sandbox,
             request_id,
             command,
         } => {
@@ -126,6 +130,7 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
                 base,
                 name,
                 host,
+                sandbox: sandbox.then_some(true),
             };
             let reply = bus.send(request, request_id.as_deref())?;
             print::emit(json, &reply, |variants| {

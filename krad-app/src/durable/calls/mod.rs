@@ -120,6 +120,7 @@ async fn spawn(
         env: None,
         cols: None,
         rows: None,
+        sandbox: None,
     };
     let record = bus_request(core, request).await?;
     let asking = core.asks.has_open(record.terminal);

@@ -1,0 +1,244 @@
+//! Contained agents (issue 39, first slice): a terminal on this machine can
+//! run its program inside bubblewrap (`bwrap`), which sees the system and the
+//! tools read-only, its own environment's directory writable, a private
+//! `/tmp`, and a private `$HOME` that holds only what the profile's CLI needs
+//! (copied in at spawn) — not the user's `~/.ssh`, other tokens, other
+//! worktrees, the app's state or api.json. The network is shared (the bus on
+//! 127.0.0.1 works unchanged); network rules are not in this build yet.
+//!
+//! ```toml
+//! [sandbox]
+//! profiles = ["claude", "codex"]   # these profiles' agents always run contained
+//! network = "all"                  # the only setting in this build
+//! ```
+//!
+//! A Spawn or RunVariants with `"sandbox": true` runs contained whatever the
+//! config says; `false` cannot loosen what the config asks. See
+//! docs/sandbox.md.
+
+use std::path::{Path, PathBuf};
+
+use krad_bus::protocol::{ApiError, ErrorCode};
+use serde::Deserialize;
+
+use crate::Core;
+
+/// `[sandbox]` in the config.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// The profiles whose agents always run contained.
+    #[serde(default)]
+    pub profiles: Vec<String>,
+    /// What the sandbox may reach on the network: `all` (the default; the
+    /// only value this build takes).
+    #[serde(default)]
+    pub network: Option<String>,
+}
+
+impl SandboxConfig {
+    /// Checks what serde cannot: a network setting this build enforces.
+    pub fn validate(&self) -> Result<(), String> {
+        match self.network.as_deref() {
+            None | Some("all") => Ok(()),
+            Some(other) => Err(format!(
+                "[sandbox] network = {other:?}: this build shares the network with the \
+                 sandbox (\"all\"); \"none\" and allowlists are not there yet — leave \
+                 network out or set \"all\""
+            )),
+        }
+    }
+}
+
+/// The files of `$HOME` a profile's CLI needs, copied into the private home:
+/// its settings and credentials, nothing else of the user's.
+fn home_files(hooks: crate::config::HookKind) -> &'static [&'static str] {
+    match hooks {
+        crate::config::HookKind::Claude => &[
+            ".claude.json",
+            ".claude/.credentials.json",
+            ".claude/settings.json",
+        ],
+        crate::config::HookKind::Codex => &[".codex/auth.json", ".codex/config.toml"],
+        crate::config::HookKind::None => &[],
+    }
+}
+
+/// Whether a terminal of `profile` runs contained: the config says so for
+/// the profile, or the request asks (it can only tighten).
+pub(crate) fn wanted(core: &Core, profile: &str, asked: Option<bool>) -> bool {
+    asked == Some(true)
+        || core
+            .settings
+            .config
+            .sandbox
+            .profiles
+            .iter()
+            .any(|p| p == profile)
+}
+
+/// What a contained terminal is started with besides its own argv.
+pub struct Contained<'a> {
+    /// The terminal's id (its private home is named after it).
+    pub id: u64,
+    /// Its working directory: its environment's, the one writable place.
+    pub cwd: &'a Path,
+    /// Files it must read wherever they are: its token file, its hook
+    /// settings, the `krad` binary.
+    pub readable: Vec<PathBuf>,
+    /// The profile's hooks (which CLI's files its home gets).
+    pub hooks: crate::config::HookKind,
+}
+
+/// `argv` wrapped in bubblewrap as [`Contained`] says. A machine without
+/// bubblewrap is `failed`, saying what to install.
+pub(crate) fn wrap(
+    core: &Core,
+    contained: Contained<'_>,
+    argv: Vec<String>,
+) -> Result<Vec<String>, ApiError> {
+    let bwrap = find_bwrap().ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::Failed,
+            "this agent runs in a sandbox ([sandbox] or \"sandbox\": true), which needs \
+             bubblewrap: apt-get install bubblewrap",
+        )
+    })?;
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute() && h != Path::new("/"));
+    let private_home = core
+        .settings
+        .state_dir
+        .join("sandbox")
+        .join(contained.id.to_string());
+    prepare_home(&private_home, home.as_deref(), contained.hooks).map_err(|e| {
+        ApiError::new(
+            ErrorCode::Failed,
+            format!("cannot prepare the sandbox's home: {e}"),
+        )
+    })?;
+    let settings = &core.settings;
+    let mut args = vec![bwrap.display().to_string()];
+    let mut push = |words: &[&str]| args.extend(words.iter().map(|w| (*w).to_owned()));
+    push(&["--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev"]);
+    push(&["--unshare-pid", "--proc", "/proc", "--tmpfs", "/tmp"]);
+    let path = |p: &Path| p.display().to_string();
+    // Hidden: the user's home, the app's state and tokens, api.json.
+    let mut hidden: Vec<PathBuf> = Vec::new();
+    if let Some(home) = &home {
+        hidden.push(home.clone());
+    }
+    hidden.push(settings.state_dir.clone());
+    hidden.push(settings.token_dir.clone());
+    for dir in hidden.iter().filter(|d| d.is_dir()) {
+        args.extend(["--tmpfs".to_owned(), path(dir)]);
+    }
+    if let Ok(api_json) = krad_bus::api_json::default_path()
+        && api_json.exists()
+    {
+        args.extend(["--ro-bind".into(), "/dev/null".into(), path(&api_json)]);
+    }
+    if let Some(home) = &home {
+        args.extend(["--bind".into(), path(&private_home), path(home)]);
+    }
+    // The repository read-only again (it may live under the home), other
+    // worktrees hidden, this environment writable.
+    let root = &settings.root;
+    args.extend(["--ro-bind".into(), path(root), path(root)]);
+    let worktrees = crate::environments::worktrees_dir(core, None);
+    if worktrees.is_dir() {
+        args.extend(["--tmpfs".into(), path(&worktrees)]);
+    }
+    args.extend(["--bind".into(), path(contained.cwd), path(contained.cwd)]);
+    // A worktree's own git folder (its index and HEAD), so that git works there.
+    if let Some(git_dir) = worktree_git_dir(contained.cwd) {
+        args.extend(["--bind".into(), path(&git_dir), path(&git_dir)]);
+    }
+    for file in contained.readable.iter().filter(|f| f.exists()) {
+        args.extend(["--ro-bind".into(), path(file), path(file)]);
+    }
+    args.extend(["--chdir".into(), path(contained.cwd), "--".into()]);
+    args.extend(argv);
+    Ok(args)
+}
+
+/// The private home: made anew, with the profile's CLI files copied in.
+fn prepare_home(
+    private_home: &Path,
+    home: Option<&Path>,
+    hooks: crate::config::HookKind,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::remove_dir_all(private_home);
+    std::fs::create_dir_all(private_home)?;
+    std::fs::set_permissions(private_home, std::fs::Permissions::from_mode(0o700))?;
+    let Some(home) = home else {
+        return Ok(());
+    };
+    for file in home_files(hooks) {
+        let from = home.join(file);
+        if !from.is_file() {
+            continue;
+        }
+        let to = private_home.join(file);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::copy(&from, &to)?;
+    }
+    Ok(())
+}
+
+/// The git folder of the worktree at `cwd` (`gitdir:` in its `.git` file).
+fn worktree_git_dir(cwd: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(cwd.join(".git")).ok()?;
+    let dir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+    dir.is_absolute().then_some(dir).filter(|d| d.is_dir())
+}
+
+/// `bwrap` on PATH.
+fn find_bwrap() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("bwrap"))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Removes a closed terminal's private home.
+pub(crate) fn forget(core: &Core, id: u64) {
+    let _ = std::fs::remove_dir_all(core.settings.state_dir.join("sandbox").join(id.to_string()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_shared_network_is_taken_in_this_build() {
+        let config = |network: Option<&str>| SandboxConfig {
+            profiles: vec![],
+            network: network.map(str::to_owned),
+        };
+        assert!(config(None).validate().is_ok());
+        assert!(config(Some("all")).validate().is_ok());
+        let refused = config(Some("none")).validate().unwrap_err();
+        assert!(refused.contains("not there yet"), "{refused}");
+    }
+
+    #[test]
+    fn the_private_home_holds_the_cli_s_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".claude")).unwrap();
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(home.join(".claude/settings.json"), "{}").unwrap();
+        std::fs::write(home.join(".ssh/id_ed25519"), "secret").unwrap();
+        let private = dir.path().join("private");
+        prepare_home(&private, Some(&home), crate::config::HookKind::Claude).unwrap();
+        assert!(private.join(".claude/settings.json").is_file());
+        assert!(!private.join(".ssh").exists());
+        prepare_home(&private, Some(&home), crate::config::HookKind::None).unwrap();
+        assert!(!private.join(".claude").exists(), "made anew");
+    }
+}

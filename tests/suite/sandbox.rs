@@ -1,0 +1,135 @@
+//! Issue 39, contained agents (first slice): an agent in a sandbox writes
+//! only in its environment, sees a private HOME (no planted secret, no
+//! `~/.ssh`), neither api.json nor another terminal's token, and still
+//! reaches the bus.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{App, git};
+
+/// A first commit, so that worktrees can be made.
+fn committed(app: &App) {
+    let repo = app.dir.path().join("repo");
+    std::fs::write(repo.join("README.md"), "box\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+}
+
+/// What the contained program tries, one marker line each.
+const PROBE: &str = "\
+echo inside > inside.txt && echo WROTE-INSIDE; \
+(echo x > \"$REPO/outside.txt\") 2>/dev/null && echo WROTE-OUTSIDE || echo NO-OUTSIDE; \
+(echo x > \"$OTHER/other.txt\") 2>/dev/null && echo WROTE-OTHER || echo NO-OTHER; \
+cat \"$SECRET\" 2>/dev/null || echo NO-SECRET; \
+ls \"$HOME/.ssh\" >/dev/null 2>&1 && echo SEES-SSH || echo NO-SSH; \
+grep -q token \"$API_JSON\" 2>/dev/null && echo READ-API || echo NO-API; \
+cat \"$TOKEN\" 2>/dev/null && echo READ-TOKEN || echo NO-TOKEN; \
+echo x > \"/tmp/$PROBE_NAME\" && echo WROTE-TMP; \
+krad report idle -m contained; exec sleep 600";
+
+/// Spawns the probe in `environment` (`sandbox` as the request asks) and
+/// returns its screen once it reported.
+fn probe(app: &App, environment: &str, sandbox: Option<bool>, env: Value) -> String {
+    let mut spawn = json!({"profile": "exec", "environment": environment,
+        "command": ["sh", "-c", PROBE], "env": env});
+    if let Some(sandbox) = sandbox {
+        spawn["sandbox"] = json!(sandbox);
+    }
+    let answer = app.request(json!({ "Spawn": spawn }));
+    let id = answer["Agent"]["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    app.until(id, Duration::from_secs(30), |r| r["message"] == "contained");
+    app.until_screen(id, "NO-TOKEN")
+}
+
+#[test]
+fn a_contained_agent_writes_only_in_its_worktree_and_sees_no_secret() {
+    let app = App::start_config("[sandbox]\nprofiles = [\"exec\"]\n");
+    committed(&app);
+    let home = app.dir.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE KEY").unwrap();
+    let secret = home.join("secret.txt");
+    std::fs::write(&secret, "TOP SECRET").unwrap();
+    let repo = app.dir.path().join("repo");
+    let worktree = |name: &str| {
+        let created = app.request(json!({"CreateWorktree": {"name": name}}));
+        created["Environment"]["path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{created}"))
+            .to_owned()
+    };
+    let (mine, other) = (worktree("box"), worktree("next-door"));
+    let neighbour = app.spawn_sh("exec sleep 600");
+    let probe_name = format!("krad-sandbox-probe-{}", std::process::id());
+    let env = json!({
+        "REPO": repo.display().to_string(),
+        "OTHER": other,
+        "SECRET": secret.display().to_string(),
+        "API_JSON": app.dir.path().join("run/api.json").display().to_string(),
+        "TOKEN": app.token_dir().join(format!("{neighbour}.token")).display().to_string(),
+        "PROBE_NAME": probe_name,
+    });
+    let screen = probe(&app, "box", None, env);
+    for said in [
+        "WROTE-INSIDE",
+        "NO-OUTSIDE",
+        "NO-OTHER",
+        "NO-SECRET",
+        "NO-SSH",
+        "NO-API",
+        "NO-TOKEN",
+        "WROTE-TMP",
+    ] {
+        assert!(screen.contains(said), "no {said} in:\n{screen}");
+    }
+    assert!(
+        !screen.contains("TOP SECRET") && !screen.contains("PRIVATE KEY"),
+        "{screen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(std::path::Path::new(&mine).join("inside.txt")).unwrap(),
+        "inside\n"
+    );
+    assert!(!repo.join("outside.txt").exists());
+    assert!(
+        !std::env::temp_dir().join(&probe_name).exists(),
+        "its /tmp is its own"
+    );
+}
+
+#[test]
+fn a_spawn_can_ask_for_a_sandbox_and_cannot_leave_the_config_s() {
+    let app = App::start();
+    committed(&app);
+    let repo = app.dir.path().join("repo");
+    let env = |name: &str| {
+        json!({"REPO": repo.join(name).parent().unwrap().display().to_string(),
+            "OTHER": "/nonexistent", "SECRET": "/nonexistent", "API_JSON": "/nonexistent",
+            "TOKEN": "/nonexistent", "PROBE_NAME": format!("krad-probe-{name}-{}", std::process::id())})
+    };
+    // Without one, the repository is writable (what the sandbox takes away).
+    let free = probe(&app, "main", None, env("free"));
+    assert!(free.contains("WROTE-OUTSIDE"), "{free}");
+    std::fs::remove_file(repo.join("outside.txt")).unwrap();
+    app.request(json!({"CreateWorktree": {"name": "asked"}}));
+    let asked = probe(&app, "asked", Some(true), env("asked"));
+    assert!(asked.contains("NO-OUTSIDE"), "{asked}");
+    // `false` does not loosen the config's.
+    let contained = App::start_config("[sandbox]\nprofiles = [\"exec\"]\n");
+    committed(&contained);
+    contained.request(json!({"CreateWorktree": {"name": "kept"}}));
+    let repo = contained.dir.path().join("repo");
+    let kept = probe(
+        &contained,
+        "kept",
+        Some(false),
+        json!({"REPO": repo.display().to_string(), "OTHER": "/nonexistent",
+            "SECRET": "/nonexistent", "API_JSON": "/nonexistent", "TOKEN": "/nonexistent",
+            "PROBE_NAME": format!("krad-probe-kept-{}", std::process::id())}),
+    );
+    assert!(kept.contains("NO-OUTSIDE"), "{kept}");
+}
