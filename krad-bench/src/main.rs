@@ -16,6 +16,7 @@ mod durable;
 mod krad;
 mod load;
 mod parsers;
+mod sandbox;
 mod store;
 mod stream;
 mod term;
@@ -101,6 +102,8 @@ enum Bench {
     Idle,
     /// What sampling the terminals' CPU and memory costs (`--agents` of them).
     Usage,
+    /// What running in a sandbox (bubblewrap) adds to Spawn-to-running.
+    Sandbox,
     /// The durable facet on its Unix socket: the 304 snapshot poll against HTTP
     /// baselines, the full snapshot and an events read (~1 min).
     Durable,
@@ -311,6 +314,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     if all || matches!(cli.bench, Bench::Usage) {
         usage::usage(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::Sandbox) {
+        sandbox::sandbox(&ctx)?;
     }
     Ok(())
 }
