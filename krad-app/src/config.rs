@@ -306,7 +306,38 @@ pub struct Config {
     pub limits: crate::limits::LimitsConfig,
     /// Which agents run contained (none by default).
     #[serde(default)]
-    pub sandbox: crate::sandbox::SandboxConfig,
+    pub sandbox: SandboxConfig,
+}
+
+/// `[sandbox]` in the config: which agents run contained ([`crate::sandbox`]).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// The profiles whose agents always run contained.
+    #[serde(default)]
+    pub profiles: Vec<String>,
+    /// What the sandbox may reach on the network: `all` (the default) or
+    /// `none` (the bus only).
+    #[serde(default)]
+    pub network: Option<String>,
+}
+
+impl SandboxConfig {
+    /// Checks what serde cannot: a network setting this build enforces.
+    pub fn validate(&self) -> Result<(), String> {
+        match self.network.as_deref() {
+            None | Some("all") | Some("none") => Ok(()),
+            Some(other) => Err(format!(
+                "[sandbox] network = {other:?}: this build takes \"all\" (shared) or \
+                 \"none\" (the bus only); allowlists are not there yet"
+            )),
+        }
+    }
+
+    /// Whether the sandbox gets no network but the bus.
+    pub fn no_network(&self) -> bool {
+        self.network.as_deref() == Some("none")
+    }
 }
 
 /// Why the config could not be used.

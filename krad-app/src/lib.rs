@@ -121,6 +121,8 @@ pub(crate) struct Core {
     pub host_ports: environments::ports::HostPorts,
     /// The environments' port blocks as last read from the store.
     pub port_blocks: environments::ports::KnownBlocks,
+    /// The bus's Unix socket for sandboxes without a network.
+    pub bus_socket: sandbox::BusSocket,
 }
 
 /// The app `krad serve` runs. Each request it answers is an
@@ -195,6 +197,7 @@ impl EmbeddedApp {
                 feed: Arc::default(),
                 host_ports: Default::default(),
                 port_blocks: Default::default(),
+                bus_socket: Default::default(),
                 request_log,
                 environments_changed: tokio::sync::watch::channel(0).0,
                 disk: Default::default(),

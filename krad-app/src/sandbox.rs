@@ -4,12 +4,16 @@
 //! `/tmp`, and a private `$HOME` that holds only what the profile's CLI needs
 //! (copied in at spawn) — not the user's `~/.ssh`, other tokens, other
 //! worktrees, the app's state or api.json. The network is shared (the bus on
-//! 127.0.0.1 works unchanged); network rules are not in this build yet.
+//! 127.0.0.1 works unchanged), or none at all but the bus: a network
+//! namespace of its own, where `krad internal sandboxed` takes the bus's
+//! address and passes each connection to the app's Unix socket
+//! ([`BusSocket`]). That first process inside also makes itself the
+//! terminal's foreground, so that Ctrl-C reaches the agent, not bubblewrap.
 //!
 //! ```toml
 //! [sandbox]
 //! profiles = ["claude", "codex"]   # these profiles' agents always run contained
-//! network = "all"                  # the only setting in this build
+//! network = "none"                 # "all" (default): shared; "none": the bus only
 //! ```
 //!
 //! A Spawn or RunVariants with `"sandbox": true` runs contained whatever the
@@ -19,36 +23,8 @@
 use std::path::{Path, PathBuf};
 
 use krad_bus::protocol::{ApiError, ErrorCode};
-use serde::Deserialize;
 
 use crate::Core;
-
-/// `[sandbox]` in the config.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct SandboxConfig {
-    /// The profiles whose agents always run contained.
-    #[serde(default)]
-    pub profiles: Vec<String>,
-    /// What the sandbox may reach on the network: `all` (the default; the
-    /// only value this build takes).
-    #[serde(default)]
-    pub network: Option<String>,
-}
-
-impl SandboxConfig {
-    /// Checks what serde cannot: a network setting this build enforces.
-    pub fn validate(&self) -> Result<(), String> {
-        match self.network.as_deref() {
-            None | Some("all") => Ok(()),
-            Some(other) => Err(format!(
-                "[sandbox] network = {other:?}: this build shares the network with the \
-                 sandbox (\"all\"); \"none\" and allowlists are not there yet — leave \
-                 network out or set \"all\""
-            )),
-        }
-    }
-}
 
 /// The files of `$HOME` a profile's CLI needs, copied into the private home:
 /// its settings and credentials, nothing else of the user's.
@@ -119,10 +95,24 @@ pub(crate) fn wrap(
         )
     })?;
     let settings = &core.settings;
+    let no_network = settings.config.sandbox.no_network();
+    let bus_socket = if no_network {
+        Some(core.bus_socket.path(settings).map_err(|e| {
+            ApiError::new(
+                ErrorCode::Failed,
+                format!("cannot open the bus's socket for the sandbox: {e}"),
+            )
+        })?)
+    } else {
+        None
+    };
     let mut args = vec![bwrap.display().to_string()];
     let mut push = |words: &[&str]| args.extend(words.iter().map(|w| (*w).to_owned()));
     push(&["--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev"]);
     push(&["--unshare-pid", "--proc", "/proc", "--tmpfs", "/tmp"]);
+    if no_network {
+        push(&["--unshare-net"]);
+    }
     let path = |p: &Path| p.display().to_string();
     // Hidden: the user's home, the app's state and tokens, api.json.
     let mut hidden: Vec<PathBuf> = Vec::new();
@@ -158,9 +148,59 @@ pub(crate) fn wrap(
     for file in contained.readable.iter().filter(|f| f.exists()) {
         args.extend(["--ro-bind".into(), path(file), path(file)]);
     }
-    args.extend(["--chdir".into(), path(contained.cwd), "--".into()]);
+    if let Some(socket) = &bus_socket {
+        args.extend(["--bind".into(), path(socket), path(socket)]);
+    }
+    args.extend([
+        "--die-with-parent".into(),
+        "--chdir".into(),
+        path(contained.cwd),
+        "--".into(),
+    ]);
+    // The first process inside: the terminal's foreground (so that Ctrl-C
+    // reaches the program, not bubblewrap) and, without a network, the bus's
+    // own address relayed to the app's socket.
+    args.extend([path(&settings.krad), "internal".into(), "sandboxed".into()]);
+    if let Some(socket) = &bus_socket {
+        args.extend([
+            "--listen".into(),
+            settings.endpoint.to_string(),
+            "--to".into(),
+            path(socket),
+        ]);
+    }
+    args.push("--".into());
     args.extend(argv);
     Ok(args)
+}
+
+/// The app's Unix socket that leads to the bus, for sandboxes without a
+/// network: opened at the first such sandbox, each connection passed to the
+/// bus on 127.0.0.1 as it is (the bus checks the token as for any caller).
+#[derive(Default)]
+pub struct BusSocket(std::sync::OnceLock<PathBuf>);
+
+impl BusSocket {
+    /// The socket's path (`<state dir>/sandbox-bus.sock`), listening.
+    fn path(&self, settings: &crate::Settings) -> std::io::Result<PathBuf> {
+        if let Some(path) = self.0.get() {
+            return Ok(path.clone());
+        }
+        let path = settings.state_dir.join("sandbox-bus.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = tokio::net::UnixListener::bind(&path)?;
+        let bus = settings.endpoint;
+        tokio::spawn(async move {
+            while let Ok((mut inside, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    if let Ok(mut outside) = tokio::net::TcpStream::connect(bus).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inside, &mut outside).await;
+                    }
+                });
+            }
+        });
+        Ok(self.0.get_or_init(|| path).clone())
+    }
 }
 
 /// The private home: made anew, with the profile's CLI files copied in.
@@ -215,14 +255,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_shared_network_is_taken_in_this_build() {
-        let config = |network: Option<&str>| SandboxConfig {
+    fn a_shared_network_or_none_is_taken_in_this_build() {
+        let config = |network: Option<&str>| crate::config::SandboxConfig {
             profiles: vec![],
             network: network.map(str::to_owned),
         };
         assert!(config(None).validate().is_ok());
         assert!(config(Some("all")).validate().is_ok());
-        let refused = config(Some("none")).validate().unwrap_err();
+        assert!(config(Some("none")).validate().is_ok());
+        let refused = config(Some("api.anthropic.com")).validate().unwrap_err();
         assert!(refused.contains("not there yet"), "{refused}");
     }
 

@@ -133,3 +133,41 @@ fn a_spawn_can_ask_for_a_sandbox_and_cannot_leave_the_config_s() {
     );
     assert!(kept.contains("NO-OUTSIDE"), "{kept}");
 }
+
+/// `network = "none"`: the sandbox has a network of its own with nothing in
+/// it but the bus (relayed to the app's socket): a server on the machine's
+/// 127.0.0.1 is refused at once, `krad report` goes through, and Ctrl-C
+/// reaches the program without taking the bus away from it.
+#[test]
+fn without_a_network_a_contained_agent_reaches_the_bus_and_nothing_else() {
+    let outside = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = outside.local_addr().unwrap().port();
+    outside.set_nonblocking(true).unwrap();
+    let app = App::start_config("[sandbox]\nprofiles = [\"exec\"]\nnetwork = \"none\"\n");
+    committed(&app);
+    app.request(json!({"CreateWorktree": {"name": "offline"}}));
+    let script = format!(
+        "nc -z -w 2 127.0.0.1 {port} && echo REACHED || echo REFUSED; \
+         trap 'krad report idle -m after-interrupt' INT; \
+         krad report idle -m offline; while :; do sleep 0.1; done"
+    );
+    let answer = app.request(
+        json!({"Spawn": {"profile": "exec", "environment": "offline",
+        "command": ["sh", "-c", script]}}),
+    );
+    let id = answer["Agent"]["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    app.until(id, Duration::from_secs(30), |r| r["message"] == "offline");
+    let screen = app.until_screen(id, "REFUSED");
+    assert!(!screen.contains("REACHED"), "{screen}");
+    assert!(
+        outside.accept().is_err(),
+        "a connection reached the machine's 127.0.0.1"
+    );
+    let sent = app.request(json!({"Send": {"target": id, "keys": ["C-c"]}}));
+    assert!(sent["Sent"].is_object(), "{sent}");
+    app.until(id, Duration::from_secs(30), |r| {
+        r["message"] == "after-interrupt"
+    });
+}

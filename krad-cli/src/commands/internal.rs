@@ -12,6 +12,9 @@
 //!
 //! Each prints one JSON line ([`PortsAnswer`]); a failure is one line on
 //! stderr and exit 1.
+//!
+//! `krad internal sandboxed` is run by the app here, as the first process
+//! inside an agent's sandbox ([`super::sandboxed`]).
 
 use anyhow::{Context, bail};
 use krad_app::port_registry::{self, Holder, PortsAnswer, Registry};
@@ -37,6 +40,8 @@ pub struct InternalArgs {
 pub enum InternalCommand {
     /// This machine's registry of ports handed out to environments.
     Ports(PortsArgs),
+    /// The first process inside an agent's sandbox (the app runs it there).
+    Sandboxed(super::sandboxed::SandboxedArgs),
 }
 
 /// Arguments of `krad internal ports`.
@@ -88,7 +93,10 @@ pub enum PortsCommand {
 
 /// Runs `krad internal`.
 pub fn run(args: InternalArgs) -> anyhow::Result<Exit> {
-    let InternalCommand::Ports(ports) = args.command;
+    let ports = match args.command {
+        InternalCommand::Ports(ports) => ports,
+        InternalCommand::Sandboxed(args) => return super::sandboxed::run(args),
+    };
     let answer = run_ports(ports)?;
     println!("{}", serde_json::to_string(&answer)?);
     Ok(Exit::Success)

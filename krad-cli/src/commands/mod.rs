@@ -24,6 +24,7 @@ pub mod output;
 pub mod raw;
 pub mod rename;
 pub mod report;
+pub mod sandboxed;
 pub mod send;
 pub mod serve;
 pub mod spawn;

@@ -1,0 +1,121 @@
+//! `krad internal sandboxed [--listen 127.0.0.1:PORT --to SOCKET] -- PROGRAM…`
+//! (hidden): the first process inside an agent's sandbox (docs/sandbox.md).
+//!
+//! * It takes the terminal's foreground: a process group of its own, made
+//!   the terminal's, so that Ctrl-C and the other keys that signal reach the
+//!   program and not bubblewrap outside (which would end the sandbox).
+//! * In a sandbox without a network (`--listen`, `--to`), it takes the bus's
+//!   address in the sandbox's own network namespace, where nothing else
+//!   listens, and passes every connection to the app's Unix socket (bound
+//!   into the sandbox).
+//! * It runs the program and ends as the program ended: its exit code, the
+//!   signal that killed it, or 128 + the signal for Ctrl-C and Ctrl-\\,
+//!   which it outlives itself.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::Context;
+
+use crate::exit::Exit;
+
+/// Arguments of `krad internal sandboxed`.
+#[derive(Debug, clap::Args)]
+pub struct SandboxedArgs {
+    /// The address to take in the sandbox: the bus's, as its programs know it.
+    #[arg(long, value_name = "ADDR", requires = "to")]
+    pub listen: Option<SocketAddr>,
+    /// The app's Unix socket that leads to the bus.
+    #[arg(long, value_name = "PATH", requires = "listen")]
+    pub to: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(last = true, required = true)]
+    pub program: Vec<String>,
+}
+
+/// Takes the foreground, relays the bus if asked, runs the program; ends as
+/// it ended.
+pub fn run(args: SandboxedArgs) -> anyhow::Result<Exit> {
+    take_the_foreground();
+    if let (Some(listen), Some(to)) = (args.listen, args.to) {
+        let listener = TcpListener::bind(listen)
+            .with_context(|| format!("cannot take {listen} in the sandbox"))?;
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let to = to.clone();
+                std::thread::spawn(move || relay(stream, &to));
+            }
+        });
+    }
+    // Keys like Ctrl-C reach the program (same process group); the relay
+    // lives on until it ends. tokio installs a handler (not SIG_IGN, which
+    // the program would inherit), which stays for the process's life.
+    let signals = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .context("cannot start the relay's signal handling")?;
+    signals.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        for kind in [SignalKind::interrupt(), SignalKind::quit()] {
+            let _ = signal(kind);
+        }
+    });
+    let (program, rest) = args.program.split_first().context("no program to run")?;
+    let status = Command::new(program)
+        .args(rest)
+        .status()
+        .with_context(|| format!("cannot run {program}"))?;
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(signal) = status.signal() {
+        // A signal the relay does not handle ends it the same way; one it
+        // does (Ctrl-C, Ctrl-\\) as a shell says it: 128 + the signal.
+        if let Ok(signal) = nix::sys::signal::Signal::try_from(signal)
+            && !matches!(
+                signal,
+                nix::sys::signal::Signal::SIGINT | nix::sys::signal::Signal::SIGQUIT
+            )
+        {
+            let _ = nix::sys::signal::raise(signal);
+        }
+        std::process::exit(128 + signal);
+    }
+    std::process::exit(status.code().unwrap_or(1));
+}
+
+/// Makes a process group of this process the terminal's foreground (when
+/// standard input is a terminal), SIGTTOU held off meanwhile.
+fn take_the_foreground() {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+    let stdin = std::io::stdin();
+    if !nix::unistd::isatty(&stdin).unwrap_or(false) {
+        return;
+    }
+    let mut ttou = SigSet::empty();
+    ttou.add(Signal::SIGTTOU);
+    let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&ttou), None);
+    let me = nix::unistd::getpid();
+    if nix::unistd::setpgid(me, me).is_ok() {
+        let _ = nix::unistd::tcsetpgrp(&stdin, me);
+    }
+    let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&ttou), None);
+}
+
+/// Passes one connection both ways until either side closes.
+fn relay(tcp: TcpStream, to: &Path) {
+    let Ok(unix) = UnixStream::connect(to) else {
+        return;
+    };
+    let (Ok(mut tcp_in), Ok(mut unix_out)) = (tcp.try_clone(), unix.try_clone()) else {
+        return;
+    };
+    let upstream = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut tcp_in, &mut unix_out);
+        let _ = unix_out.shutdown(std::net::Shutdown::Write);
+    });
+    let (mut unix_in, mut tcp_out) = (unix, tcp);
+    let _ = std::io::copy(&mut unix_in, &mut tcp_out);
+    let _ = tcp_out.shutdown(std::net::Shutdown::Write);
+    let _ = upstream.join();
+}
