@@ -113,16 +113,7 @@ impl Terminal for QuietTerminal {
     }
 
     fn snapshot(&self, _scrollback_lines: usize) -> Snapshot {
-        Snapshot {
-            screen: String::new(),
-            cursor: (0, 0),
-            scrollback: Vec::new(),
-            truncated: false,
-            title: String::new(),
-            size: self.size,
-            bracketed_paste: false,
-            application_cursor: false,
-        }
+        Snapshot::blank(self.size)
     }
 
     fn bracketed_paste(&self) -> bool {
