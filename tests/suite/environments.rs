@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{App, Launch, code, exit_code, git, stderr, stdout, wait_until};
+use crate::support::{
+    App, Launch, code, each, exit_code, git, listed, named, stderr, stdout, wait_until,
+};
 
 fn write(dir: &Path, file: &str, text: &str) {
     let path = dir.join(file);
@@ -56,12 +58,7 @@ fn create_worktree_makes_an_environment_on_its_own_branch() {
     // The worktrees directory stays out of main's `git status`.
     assert_eq!(git(&repo(&app), &["status", "--porcelain"]), "");
     let envs = app.request(json!("Environments"))["Environments"].clone();
-    let names: Vec<&str> = envs
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = each(&envs, "name");
     assert_eq!(names, ["main", "fix-login"]);
     assert_eq!(envs[0]["kind"], "main");
     assert_eq!(envs[0]["branch"], "main");
@@ -84,13 +81,7 @@ fn create_worktree_failures_are_clear_and_change_nothing() {
         let answer = app.request(json!({"CreateWorktree": fields}));
         assert_eq!(code(&answer), expected, "{fields} → {answer}");
     }
-    assert_eq!(
-        app.request(json!("Environments"))["Environments"]
-            .as_array()
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(environments(&app).len(), 2);
 }
 
 #[test]
@@ -501,13 +492,7 @@ fn squash_lands_one_commit_and_branch_keeps_the_branch_only() {
     );
     assert!(repo(&app).join("result-sq-1.txt").is_file());
     assert_eq!(picked["commit"], git(&repo(&app), &["rev-parse", "HEAD"]));
-    assert_eq!(
-        app.request(json!("Environments"))["Environments"]
-            .as_array()
-            .unwrap()
-            .len(),
-        4
-    );
+    assert_eq!(environments(&app).len(), 4);
     let kept = app.request(json!({"PickVariant": {"group": "sq", "variant": 3, "how": "branch"}}))
         ["Picked"]
         .clone();
@@ -537,13 +522,7 @@ fn a_dirty_target_refuses_the_pick_and_nothing_changes() {
         std::fs::read_to_string(repo(&app).join("README.md")).unwrap(),
         "local edit\n"
     );
-    assert_eq!(
-        app.request(json!("Environments"))["Environments"]
-            .as_array()
-            .unwrap()
-            .len(),
-        4
-    );
+    assert_eq!(environments(&app).len(), 4);
 }
 
 #[test]
@@ -587,13 +566,7 @@ fn a_retried_request_id_replays_and_a_reused_one_is_refused() {
     let second = app.call(&envelope);
     assert_eq!(second["Environment"]["replayed"], true, "{second}");
     assert_eq!(second["Environment"]["path"], first["Environment"]["path"]);
-    assert_eq!(
-        app.request(json!("Environments"))["Environments"]
-            .as_array()
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(environments(&app).len(), 2);
     let mut other = app.envelope(json!({"CreateWorktree": {"name": "twice"}}));
     other["request_id"] = json!("create-once-1");
     assert_eq!(code(&app.call(&other)), "request_id_reused");
@@ -858,6 +831,11 @@ fn untouched(path: &Path) -> (String, String, Vec<u8>, String) {
     )
 }
 
+/// The environments the app lists.
+fn environments(app: &App) -> Vec<Value> {
+    listed(app, "Environments")
+}
+
 fn env_path(env: &Value) -> PathBuf {
     PathBuf::from(env["path"].as_str().unwrap())
 }
@@ -879,12 +857,7 @@ fn pair<'a>(answer: &'a Value, a: &str, b: &str) -> &'a Value {
 }
 
 fn environment<'a>(answer: &'a Value, name: &str) -> &'a Value {
-    answer["environments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == name)
-        .unwrap_or_else(|| panic!("no {name}: {answer}"))
+    named(&answer["environments"], name)
 }
 
 #[test]
@@ -912,12 +885,7 @@ fn conflicts_foresees_every_pair_and_each_base_from_committed_and_uncommitted_wo
         .collect();
     let answer = app.request(json!("Conflicts"));
     let answer = &answer["Conflicts"];
-    let names: Vec<&str> = answer["environments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = each(&answer["environments"], "name");
     assert_eq!(names, ["main", "a", "b", "c"], "{answer}");
     assert_eq!(answer["pairs"].as_array().unwrap().len(), 6, "{answer}");
     assert_eq!(pair(answer, "a", "b")["clean"], false);
@@ -966,12 +934,7 @@ fn conflicts_foresees_every_pair_and_each_base_from_committed_and_uncommitted_wo
     assert!(before == after, "Conflicts changed a worktree");
     // Named environments: only those, in the usual order.
     let some = app.request(json!({"Conflicts": {"environments": ["b", "a"]}}));
-    let names: Vec<&str> = some["Conflicts"]["environments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = each(&some["Conflicts"]["environments"], "name");
     assert_eq!(names, ["a", "b"]);
     assert_eq!(some["Conflicts"]["pairs"].as_array().unwrap().len(), 1);
     // Every error path.
@@ -1175,13 +1138,7 @@ fn a_dry_run_pick_says_what_would_land_and_changes_nothing() {
         .map(|p| untouched(p))
         .collect();
     assert!(before == after, "a dry run changed something");
-    assert_eq!(
-        app.request(json!("Environments"))["Environments"]
-            .as_array()
-            .unwrap()
-            .len(),
-        4
-    );
+    assert_eq!(environments(&app).len(), 4);
     // A dirty target is refused as the pick would refuse it.
     write(&repo(&app), "other.txt", "dirty\n");
     let dirty =
@@ -1681,12 +1638,7 @@ fn archives_are_listed_and_restored_as_environments_with_their_uncommitted_work(
     );
 
     let archives = app.request(json!("Archives"))["Archives"].clone();
-    let names: Vec<&str> = archives
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["name"].as_str().unwrap())
-        .collect();
+    let names = each(&archives, "name");
     assert!(
         names.contains(&"dirty") && names.contains(&"clean"),
         "{archives}"

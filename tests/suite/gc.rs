@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{App, Launch, code, exit_code, git, stderr, stdout, wait_until};
+use crate::support::{App, Launch, code, exit_code, git, named, stderr, stdout, wait_until};
 
 /// Measured again every second, so a test sees a change soon.
 const FAST_DISK: &str = "[environments]\ndisk_refresh_secs = 1\n";
@@ -63,12 +63,7 @@ fn collect(app: &App, fields: Value) -> Value {
 }
 
 fn entry<'a>(collected: &'a Value, name: &str) -> &'a Value {
-    collected["environments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == name)
-        .unwrap_or_else(|| panic!("{name} not in {collected}"))
+    named(&collected["environments"], name)
 }
 
 fn names(collected: &Value) -> Vec<String> {

@@ -437,6 +437,33 @@ pub fn read_all(stream: &mut TcpStream) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// What a request without fields that answers a list answers (`"Asks"` →
+/// `{"Asks":[…]}`).
+pub fn listed(app: &App, request: &str) -> Vec<Value> {
+    app.request(json!(request))[request]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// The object of a JSON array whose `name` is `name`.
+pub fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {list}"))
+}
+
+/// The `key` of each object of a JSON array (their ids, names …).
+pub fn each<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item[key].as_str().unwrap())
+        .collect()
+}
+
 /// The error code of an answer, or "" when it is not an error.
 pub fn code(answer: &Value) -> &str {
     answer["Error"]["code"].as_str().unwrap_or("")
