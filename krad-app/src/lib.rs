@@ -36,8 +36,10 @@ mod private_file;
 pub mod profile;
 mod program;
 mod remote_tmux;
+mod reports;
 mod requests;
 mod screen_questions;
+mod sending;
 mod spawning;
 pub mod state_db;
 pub mod state_file;
@@ -45,6 +47,7 @@ pub mod store;
 mod subscription;
 mod terminal_token;
 mod transcripts;
+mod waiting;
 mod watcher;
 
 use std::net::SocketAddr;
