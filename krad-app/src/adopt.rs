@@ -39,7 +39,7 @@ use crate::config::{HookKind, PromptDelivery};
 use crate::hosts::Host;
 use crate::profile::Profile;
 use crate::profile::shell_quote;
-use crate::state_file::TerminalEntry;
+use crate::records::TerminalEntry;
 use crate::store::set_state;
 use crate::{Core, private_file, terminal_token, transcripts, watcher};
 
