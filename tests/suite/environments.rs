@@ -23,18 +23,14 @@ fn repo(app: &App) -> PathBuf {
 
 /// An app whose repository has a first commit (and an optional config).
 fn app_with_commit(config: Option<&str>) -> App {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = crate::support::git_repo(dir.path());
-    write(&repo, "README.md", "hello\n");
-    write(&repo, "src/lib.rs", "fn one() {}\n");
-    std::fs::write(repo.join("logo.bin"), [0u8, 1, 2, 3, 255]).unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-q", "-m", "first"]);
-    App::launch(Launch {
-        reuse: Some(dir),
+    crate::support::app_with_first_commit(
+        &[
+            ("README.md", b"hello\n"),
+            ("src/lib.rs", b"fn one() {}\n"),
+            ("logo.bin", &[0, 1, 2, 3, 255]),
+        ],
         config,
-        ..Launch::default()
-    })
+    )
 }
 
 fn create(app: &App, name: &str) -> Value {
@@ -970,9 +966,7 @@ fn conflicts_foresees_every_pair_and_each_base_from_committed_and_uncommitted_wo
     let token = app.terminal_token(id);
     assert!(app.call_as(id, &token, json!("Conflicts"))["Conflicts"].is_object());
     // The CLI: a matrix, the conflicting files, and the raw answer with --json.
-    let out = app.krad(&["conflicts"]);
-    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
-    let text = stdout(&out);
+    let text = app.krad_ok(&["conflicts"]);
     assert!(
         text.contains("ENVIRONMENT") && text.contains("a and b: README.md"),
         "{text}"
@@ -1720,9 +1714,7 @@ fn archives_are_listed_and_restored_as_environments_with_their_uncommitted_work(
     assert_eq!(exit_code(&app.krad(&["archive", "restore", "nothing"])), 3);
 
     // ls, human and --json.
-    let out = app.krad(&["archive", "ls"]);
-    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
-    let text = stdout(&out);
+    let text = app.krad_ok(&["archive", "ls"]);
     assert!(
         text.contains("dirty") && text.contains("[uncommitted]") && text.contains("clean work"),
         "{text}"

@@ -201,6 +201,13 @@ impl App {
         self.krad_env(args, &[])
     }
 
+    /// Runs the CLI, which must exit 0; its stdout.
+    pub fn krad_ok(&self, args: &[&str]) -> String {
+        let out = self.krad(args);
+        assert_eq!(exit_code(&out), 0, "krad {args:?}: {}", stderr(&out));
+        stdout(&out)
+    }
+
     /// Runs the CLI with extra environment variables.
     pub fn krad_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         krad_cmd(&self.api_json, args, env)
@@ -415,6 +422,25 @@ pub fn krad_cmd(api_json: &Path, args: &[&str], env: &[(&str, &str)]) -> Output 
 }
 
 /// Runs git in `dir` with a fixed identity; returns its stdout, trimmed.
+/// An app whose repository has a first commit of `files` (path, contents),
+/// with `config` if given.
+pub fn app_with_first_commit(files: &[(&str, &[u8])], config: Option<&str>) -> App {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = git_repo(dir.path());
+    for (file, contents) in files {
+        let path = repo.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
+    }
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    App::launch(Launch {
+        reuse: Some(dir),
+        config,
+        ..Launch::default()
+    })
+}
+
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@t"])
