@@ -110,8 +110,7 @@ fn asks_expire_and_no_agent_answers_its_own() {
     assert_eq!(code(&own), "forbidden");
     app.until_screen(id, "\"by\":\"timeout\"");
     // A plain terminal may not answer at all.
-    let plain = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(plain);
+    let (plain, token) = app.plain_terminal();
     assert_eq!(
         code(&app.call_as(
             plain,

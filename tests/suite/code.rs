@@ -172,8 +172,7 @@ fn a_program_is_killed_with_its_group_when_its_client_leaves() {
 #[test]
 fn a_plain_terminal_runs_code_only_in_its_own_environment() {
     let app = App::start();
-    let plain = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(plain);
+    let (plain, token) = app.plain_terminal();
     let inside = app.call_as(
         plain,
         &token,

@@ -597,8 +597,7 @@ fn a_retried_request_id_replays_and_a_reused_one_is_refused() {
 #[test]
 fn plain_terminals_cannot_make_environments() {
     let app = app_with_commit(None);
-    let id = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(id);
+    let (id, token) = app.plain_terminal();
     for request in [
         json!({"CreateWorktree": {"name": "x"}}),
         json!({"RunVariants": {"count": 1, "prompt": "x"}}),
@@ -962,8 +961,7 @@ fn conflicts_foresees_every_pair_and_each_base_from_committed_and_uncommitted_wo
     );
     assert_eq!(gone["pairs"].as_array().unwrap().len(), 3, "{gone}");
     // Any terminal may ask (reading, like Environments).
-    let id = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(id);
+    let (id, token) = app.plain_terminal();
     assert!(app.call_as(id, &token, json!("Conflicts"))["Conflicts"].is_object());
     // The CLI: a matrix, the conflicting files, and the raw answer with --json.
     let text = app.krad_ok(&["conflicts"]);
@@ -1405,8 +1403,7 @@ fn update_refuses_conflicts_and_uncommitted_work_and_changes_nothing() {
     assert_eq!(code(&orphan), "not_found", "{orphan}");
     assert_eq!(orphan["Error"]["detail"]["environment"], "parent");
     // A plain terminal may update only its own environment.
-    let id = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(id);
+    let (id, token) = app.plain_terminal();
     assert_eq!(
         code(&app.call_as(
             id,

@@ -58,8 +58,7 @@ fn bad_names_and_unknown_terminals_are_refused() {
 fn a_plain_terminal_renames_itself_and_its_children_only() {
     let app = App::start();
     let stranger = app.spawn_sh("sleep 60");
-    let parent = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(parent);
+    let (parent, token) = app.plain_terminal();
     let child = app.call_as(
         parent,
         &token,

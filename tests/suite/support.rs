@@ -201,6 +201,12 @@ impl App {
         self.krad_env(args, &[])
     }
 
+    /// A plain terminal (its program sleeps a minute) and its token.
+    pub fn plain_terminal(&self) -> (u64, String) {
+        let id = self.spawn_sh("sleep 60");
+        (id, self.terminal_token(id))
+    }
+
     /// Runs the CLI, which must exit 0; its stdout.
     pub fn krad_ok(&self, args: &[&str]) -> String {
         let out = self.krad(args);
