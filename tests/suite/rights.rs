@@ -54,13 +54,7 @@ fn a_plain_terminal_sends_to_and_closes_only_its_own_children() {
     let app = App::start();
     let stranger = app.spawn_sh("sleep 60");
     let (parent, token) = app.plain_terminal();
-    let child = app.call_as(
-        parent,
-        &token,
-        json!({"Spawn": {"profile": "exec", "command": ["cat"]}}),
-    )["Agent"]["terminal"]
-        .as_u64()
-        .unwrap();
+    let child = app.spawn_as(parent, &token, &["cat"]);
     assert_eq!(
         code(&app.call_as(
             parent,

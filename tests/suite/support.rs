@@ -201,6 +201,19 @@ impl App {
         self.krad_env(args, &[])
     }
 
+    /// Terminal `parent` (with its `token`) spawns `command` in its own
+    /// environment: the new terminal's id.
+    pub fn spawn_as(&self, parent: u64, token: &str, command: &[&str]) -> u64 {
+        let answer = self.call_as(
+            parent,
+            token,
+            json!({"Spawn": {"profile": "exec", "command": command}}),
+        );
+        answer["Agent"]["terminal"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{answer}"))
+    }
+
     /// A plain terminal (its program sleeps a minute) and its token.
     pub fn plain_terminal(&self) -> (u64, String) {
         let id = self.spawn_sh("sleep 60");
