@@ -82,8 +82,8 @@ fn spawn_ls_check_output_send_close() {
 #[test]
 fn spawn_reads_the_prompt_from_stdin() {
     let app = App::start();
-    let mut child = Command::new(KRAD)
-        .args([
+    let out = app.krad_with_stdin(
+        &[
             "spawn",
             "--json",
             "--profile",
@@ -93,20 +93,9 @@ fn spawn_reads_the_prompt_from_stdin() {
             "--",
             "echo",
             "got:",
-        ])
-        .env("KRAD_ADE_API_JSON", &app.api_json)
-        .env_remove("KRAD_ADE_ENDPOINT")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"from stdin\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        ],
+        b"from stdin\n",
+    );
     let id = spawned_id(&out);
     app.until_screen(id, "got: from stdin");
 }

@@ -214,6 +214,18 @@ impl App {
             .unwrap_or_else(|| panic!("{answer}"))
     }
 
+    /// Runs the CLI with `stdin` on its standard input.
+    pub fn krad_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
+        let mut child = krad_command(&self.api_json, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
     /// A plain terminal (its program sleeps a minute) and its token.
     pub fn plain_terminal(&self) -> (u64, String) {
         let id = self.spawn_sh("sleep 60");
@@ -425,6 +437,17 @@ impl Drop for App {
 
 /// Runs the CLI with a given api.json location and extra environment.
 pub fn krad_cmd(api_json: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = krad_command(api_json, args);
+    cmd.stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// The CLI as a client of the app whose api.json is `api_json`, outside any
+/// terminal of it.
+fn krad_command(api_json: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(KRAD);
     cmd.args(args)
         .env("KRAD_ADE_API_JSON", api_json)
@@ -432,12 +455,8 @@ pub fn krad_cmd(api_json: &Path, args: &[&str], env: &[(&str, &str)]) -> Output 
         .env_remove("KRAD_ADE_TOKEN")
         .env_remove("KRAD_ADE_TOKEN_FILE")
         .env_remove("KRAD_ADE_ENVIRONMENT")
-        .env_remove("KRAD_ADE_TERMINAL")
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
+        .env_remove("KRAD_ADE_TERMINAL");
+    cmd
 }
 
 /// Runs git in `dir` with a fixed identity; returns its stdout, trimmed.
