@@ -117,10 +117,7 @@ impl App {
             )
             .spawn()
             .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        let first = first_line(&mut child);
         let serving: Value = serde_json::from_str(&first).unwrap_or_else(|e| {
             let log = std::fs::read_to_string(dir.path().join("app.log")).unwrap_or_default();
             panic!("krad serve printed {first:?}: {e}; its log:\n{log}")
@@ -526,6 +523,16 @@ pub fn each<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
         .iter()
         .map(|item| item[key].as_str().unwrap())
         .collect()
+}
+
+/// The first line a child printed on its piped stdout (`krad serve`'s
+/// `Serving` line), with its newline.
+pub fn first_line(child: &mut Child) -> String {
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    first
 }
 
 /// The error code of an answer, or "" when it is not an error.
