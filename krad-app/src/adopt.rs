@@ -38,7 +38,7 @@ use crate::config::{HookKind, PromptDelivery};
 use crate::hosts::Host;
 use crate::profile::Profile;
 use crate::profile::shell_quote;
-use crate::state_file::TerminalEntry;
+use crate::records::TerminalEntry;
 use crate::store::set_state;
 use crate::{Core, private_file, terminal_token, transcripts, watcher};
 
@@ -408,16 +408,7 @@ impl Terminal for Gone {
     }
 
     fn snapshot(&self, _scrollback_lines: usize) -> Snapshot {
-        Snapshot {
-            screen: String::new(),
-            cursor: (0, 0),
-            scrollback: Vec::new(),
-            truncated: false,
-            title: String::new(),
-            size: (80, 24),
-            bracketed_paste: false,
-            application_cursor: false,
-        }
+        Snapshot::blank((80, 24))
     }
 
     fn bracketed_paste(&self) -> bool {

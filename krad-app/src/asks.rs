@@ -24,6 +24,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+pub(crate) mod asking;
 mod card;
 
 pub(crate) use card::time_left;

@@ -3,7 +3,7 @@
 //!
 //! * [`config`] and [`profile`] — the config file and the profiles it defines.
 //! * [`store`] — the one state store (records, revs, the change index), with
-//!   [`state_file`] for what survives a restart.
+//!   [`records`] for what survives a restart.
 //! * [`watcher`] — one task per terminal turning its events into agent states.
 //! * `requests` — how the bus reaches the app: one adapter per request (check
 //!   the caller's scope, call the domain, answer), and the `App` impl.
@@ -36,18 +36,21 @@ pub mod port_registry;
 mod private_file;
 pub mod profile;
 mod program;
+pub mod records;
 mod remote_tmux;
+mod reports;
 mod requests;
 pub mod sandbox;
 mod screen_questions;
+mod sending;
 mod spawning;
 pub mod state_db;
-pub mod state_file;
 pub mod store;
 mod subscription;
 mod terminal_token;
 mod transcripts;
 pub mod usage;
+mod waiting;
 mod watcher;
 
 use std::net::SocketAddr;

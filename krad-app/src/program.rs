@@ -1,5 +1,6 @@
 //! The program runner behind Code: one program run to completion without a
-//! terminal, in its own process group, its output captured up to a cap.
+//! terminal, in its own process group, its output captured up to a cap; and
+//! where Code runs it ([`run_code`]: here, or on the environment's SSH host).
 //!
 //! * stdin: the given text is written (from its own future, so a program that
 //!   never reads it cannot hang the run), then closed; without text, stdin is
@@ -17,11 +18,16 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use krad_bus::protocol::{CodeResultInfo, MAX_RESPONSE};
+use krad_bus::protocol::{ApiError, CodeResultInfo, ErrorCode, MAX_RESPONSE};
+use krad_bus::request::code::Code;
 use krad_ext::ProcessGroup;
+use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::watch;
+
+use crate::Core;
+use crate::profile::shell_quote;
 
 /// The most bytes of stdout, and of stderr, a Code answer carries.
 pub(crate) const OUTPUT_CAP: usize = 1024 * 1024;
@@ -232,6 +238,82 @@ fn shrink(text: &mut String, target: usize) {
 
 fn json_len(text: &str) -> usize {
     serde_json::to_string(text).map_or(usize::MAX, |s| s.len())
+}
+
+/// Runs Code's program in its environment: here, with the environment's
+/// ports, or on its SSH host through the host's control connection, with the
+/// host's own `timeout` so that the program there ends with the run.
+pub(crate) async fn run_code(core: &Core, request: Code) -> Result<CodeResultInfo, ApiError> {
+    let cwd = core.environment_path(&request.environment)?;
+    let timeout = Duration::from_secs(request.timeout_secs());
+    let host = core
+        .store
+        .environment(&request.environment)
+        .and_then(|record| record.host);
+    let mut env = Vec::new();
+    let (argv, cwd) = match host {
+        None => {
+            crate::environments::ports::add_env(
+                &mut env,
+                &crate::environments::ports::block(core, &request.environment),
+            );
+            (request.command.clone(), cwd)
+        }
+        // On a host: through its control connection, with the host's own
+        // `timeout` so that the program there ends with the run.
+        Some(name) => {
+            let host = core.hosts.get(&name)?;
+            host.connect().await?;
+            let mut script = format!(
+                "cd {} && {}exec timeout -s KILL {} ",
+                shell_quote(&cwd.display().to_string()),
+                crate::environments::ports::shell_exports(&crate::environments::ports::block(
+                    core,
+                    &request.environment
+                )),
+                timeout.as_secs() + 1
+            );
+            script.push_str(
+                &request
+                    .command
+                    .iter()
+                    .map(|word| shell_quote(word))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+            let mut argv = vec!["ssh".to_owned()];
+            argv.extend(host.ssh_args(false));
+            argv.push("--".to_owned());
+            argv.push(script);
+            (argv, core.settings.root.clone())
+        }
+    };
+    let job = Program {
+        argv,
+        cwd,
+        stdin: request.stdin.clone(),
+        timeout,
+        env,
+    };
+    match run(job).await {
+        Ok(result) => Ok(result),
+        Err(e) => Err(ApiError::new(
+            ErrorCode::Failed,
+            format!(
+                "cannot start {:?} in environment {:?}: {e}",
+                request
+                    .command
+                    .first()
+                    .map(String::as_str)
+                    .unwrap_or_default(),
+                request.environment
+            ),
+        )
+        .with_detail(json!({
+            "environment": request.environment,
+            "command": request.command.first(),
+        }))),
+    }
 }
 
 #[cfg(test)]

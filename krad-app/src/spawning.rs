@@ -164,32 +164,40 @@ fn record_started(
     spawned: Result<Arc<dyn Terminal>, SpawnError>,
     after: AfterStart,
 ) -> Result<AgentRecord, ApiError> {
-    let AfterStart {
-        newcomer,
-        request,
-        profile,
-        shown,
-        events,
-        token_file,
-        underway,
-    } = after;
-    let id = newcomer.me.terminal;
+    let id = after.newcomer.me.terminal;
     let terminal = match spawned {
         Ok(terminal) => terminal,
         Err(e) => {
-            if let Some(file) = &token_file {
+            if let Some(file) = &after.token_file {
                 let _ = std::fs::remove_file(file);
             }
             core.store.forget_kept(id);
             return Err(spawn_failed(id, &e));
         }
     };
-    let record = agent_record(&newcomer, &request, &profile, shown, terminal.pid());
-    let record = core
-        .store
-        .insert(record, terminal.clone(), profile.clone(), token_file);
-    watch(core, id, terminal, events, profile, request.prompt);
-    drop(underway);
+    let record = agent_record(
+        &after.newcomer,
+        &after.request,
+        &after.profile,
+        after.shown,
+        terminal.pid(),
+    );
+    let record = core.store.insert(
+        record,
+        terminal.clone(),
+        after.profile.clone(),
+        after.token_file,
+    );
+    watch(
+        core,
+        id,
+        terminal,
+        after.events,
+        after.profile,
+        after.request.prompt,
+    );
+    // The intent goes once the terminal is on record.
+    drop(after.underway);
     Ok(record)
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use krad_bus::server::request_log::{self, Entry, KEPT_PER_CALLER, KeptAnswers, RequestLog};
 use krad_store::{Db, KeptAnswer, Kind};
 
-use crate::state_file::StatePath;
+use crate::records::StatePath;
 
 /// The store's file name in the state directory.
 pub const FILE: &str = "state.db";
@@ -166,7 +166,7 @@ pub fn request_log(db: &Arc<Db>) -> Result<RequestLog, String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::state_file::{GroupRecord, StateFile};
+    use crate::records::{GroupRecord, StateFile};
     use krad_bus::server::request_log::Begin;
     use krad_bus::token::Principal;
 

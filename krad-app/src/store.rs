@@ -34,10 +34,10 @@ use krad_term::Terminal;
 use tokio::sync::watch;
 
 use crate::profile::Profile;
-use crate::state_db::{NEXT_TERMINAL, REV_RESERVED};
-use crate::state_file::{
+use crate::records::{
     EnvironmentRecord, GroupRecord, REV_RESERVATION, StateFile, TerminalEntry, VariantRecord,
 };
+use crate::state_db::{NEXT_TERMINAL, REV_RESERVED};
 
 /// Changes kept as they were made, newest last: a subscriber less than this
 /// many changes behind gets each of them, not only each agent's latest (see

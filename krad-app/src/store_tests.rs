@@ -35,16 +35,7 @@ impl Terminal for Nothing {
     }
 
     fn snapshot(&self, _scrollback_lines: usize) -> Snapshot {
-        Snapshot {
-            screen: String::new(),
-            cursor: (0, 0),
-            scrollback: Vec::new(),
-            truncated: false,
-            title: String::new(),
-            size: (80, 24),
-            bracketed_paste: false,
-            application_cursor: false,
-        }
+        Snapshot::blank((80, 24))
     }
 
     fn bracketed_paste(&self) -> bool {

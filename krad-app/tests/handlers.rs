@@ -113,16 +113,7 @@ impl Terminal for QuietTerminal {
     }
 
     fn snapshot(&self, _scrollback_lines: usize) -> Snapshot {
-        Snapshot {
-            screen: String::new(),
-            cursor: (0, 0),
-            scrollback: Vec::new(),
-            truncated: false,
-            title: String::new(),
-            size: self.size,
-            bracketed_paste: false,
-            application_cursor: false,
-        }
+        Snapshot::blank(self.size)
     }
 
     fn bracketed_paste(&self) -> bool {
@@ -226,6 +217,25 @@ async fn check(app: &EmbeddedApp, target: u64, wait_secs: Option<u64>) -> AgentR
 }
 
 /// Waits (in the runtime, without holding it) for a std channel.
+/// A Client's Spawn whose start `host` holds, once the start has begun: its
+/// task, and what lets the start go on.
+async fn held_spawn(
+    fixture: &Fixture,
+    host: &HeldHost,
+) -> (
+    tokio::task::JoinHandle<Result<AgentRecord, krad_bus::protocol::ApiError>>,
+    std::sync::mpsc::Sender<()>,
+) {
+    let (began_rx, go) = host.hold_next();
+    let app = fixture.app.clone();
+    let spawning =
+        tokio::spawn(
+            async move { Handle::<Spawn>::handle(&*app, &client(), spawn_request()).await },
+        );
+    began(began_rx).await;
+    (spawning, go)
+}
+
 async fn began(began: std::sync::mpsc::Receiver<()>) {
     tokio::task::spawn_blocking(move || began.recv_timeout(Duration::from_secs(60)))
         .await
@@ -240,13 +250,7 @@ async fn began(began: std::sync::mpsc::Receiver<()>) {
 async fn a_start_held_by_the_terminal_host_blocks_no_other_request() {
     let host = Arc::new(HeldHost::default());
     let fixture = fixture(host.clone()).await;
-    let (began_rx, go) = host.hold_next();
-    let app = fixture.app.clone();
-    let spawning =
-        tokio::spawn(
-            async move { Handle::<Spawn>::handle(&*app, &client(), spawn_request()).await },
-        );
-    began(began_rx).await;
+    let (spawning, go) = held_spawn(&fixture, &host).await;
     // The start is held: List is answered all the same, before it gives up.
     assert!(list(&fixture.app).await.is_empty());
     assert!(
@@ -265,13 +269,7 @@ async fn a_start_held_by_the_terminal_host_blocks_no_other_request() {
 async fn a_start_whose_caller_left_still_records_its_terminal() {
     let host = Arc::new(HeldHost::default());
     let fixture = fixture(host.clone()).await;
-    let (began_rx, go) = host.hold_next();
-    let app = fixture.app.clone();
-    let spawning =
-        tokio::spawn(
-            async move { Handle::<Spawn>::handle(&*app, &client(), spawn_request()).await },
-        );
-    began(began_rx).await;
+    let (spawning, go) = held_spawn(&fixture, &host).await;
     spawning.abort();
     assert!(spawning.await.unwrap_err().is_cancelled());
     go.send(()).unwrap();

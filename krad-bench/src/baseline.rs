@@ -9,9 +9,8 @@
 //! * `fanout`: a `SUB` connection gets every line that a `PUB <line>` connection
 //!   publishes (a tokio broadcast channel) — the cost of a stream.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -49,16 +48,11 @@ impl Baseline {
             Mode::Hold => "hold",
             Mode::Fanout => "fanout",
         };
-        let mut child = Command::new(exe)
-            .args(["baseline-server", "--mode", mode, "--reply-bytes"])
-            .arg(reply_bytes.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()?;
-        let mut first = String::new();
-        if let Some(out) = child.stdout.take() {
-            BufReader::new(out).read_line(&mut first)?;
-        }
+        let (child, first) = crate::util::start_server(
+            Command::new(exe)
+                .args(["baseline-server", "--mode", mode, "--reply-bytes"])
+                .arg(reply_bytes.to_string()),
+        )?;
         let endpoint = first
             .trim()
             .parse()

@@ -1,6 +1,7 @@
 //! The bus: Hello and List throughput and latency against the `line` baseline,
 //! and `krad api` as a whole process against a minimal client and `nc`.
 
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -57,37 +58,19 @@ pub fn hello(ctx: &Ctx) -> anyhow::Result<()> {
     let mut ratios = Vec::new();
     for &clients in &ctx.clients {
         // A short warm-up of both, not counted.
-        closed_loop(
-            baseline.endpoint,
-            &line,
-            b"{",
-            clients,
-            Duration::from_millis(300),
-        );
-        closed_loop(
-            krad.endpoint,
-            &line,
-            b"{",
-            clients,
-            Duration::from_millis(300),
-        );
+        warm(baseline.endpoint, &line, clients);
+        warm(krad.endpoint, &line, clients);
         let mut b = Vec::new();
         let mut k = Vec::new();
         for _ in 0..ctx.repeats {
-            b.push(closed_loop(
+            b.push(measured(
+                ctx,
                 baseline.endpoint,
                 &line,
                 b"{\"Hello\"",
                 clients,
-                ctx.run(),
             ));
-            k.push(closed_loop(
-                krad.endpoint,
-                &line,
-                b"{\"Hello\"",
-                clients,
-                ctx.run(),
-            ));
+            k.push(measured(ctx, krad.endpoint, &line, b"{\"Hello\"", clients));
         }
         ctx.out(&row(clients, "baseline", &b));
         ctx.out(&row(clients, "krad", &k));
@@ -121,24 +104,12 @@ pub fn list(ctx: &Ctx) -> anyhow::Result<()> {
     ));
     let mut notes = Vec::new();
     for clients in [1, 16] {
-        closed_loop(
-            krad.endpoint,
-            &line,
-            b"{",
-            clients,
-            Duration::from_millis(300),
-        );
+        warm(krad.endpoint, &line, clients);
         let (mut s, mut b, mut k) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..ctx.repeats {
-            s.push(closed_loop(small.endpoint, &line, b"{", clients, ctx.run()));
-            b.push(closed_loop(same.endpoint, &line, b"{", clients, ctx.run()));
-            k.push(closed_loop(
-                krad.endpoint,
-                &line,
-                b"{\"Agents\"",
-                clients,
-                ctx.run(),
-            ));
+            s.push(measured(ctx, small.endpoint, &line, b"{", clients));
+            b.push(measured(ctx, same.endpoint, &line, b"{", clients));
+            k.push(measured(ctx, krad.endpoint, &line, b"{\"Agents\"", clients));
         }
         ctx.out(&row(clients, "baseline-hello", &s));
         ctx.out(&row(clients, "baseline", &b));
@@ -155,6 +126,17 @@ pub fn list(ctx: &Ctx) -> anyhow::Result<()> {
     }
     ctx.out("");
     Ok(())
+}
+
+/// A short closed loop that warms `endpoint`'s paths before a measure.
+fn warm(endpoint: SocketAddr, line: &[u8], clients: usize) {
+    closed_loop(endpoint, line, b"{", clients, Duration::from_millis(300));
+}
+
+/// A closed loop of `clients` for the run's length, each answer starting
+/// with `expect`.
+fn measured(ctx: &Ctx, endpoint: SocketAddr, line: &[u8], expect: &[u8], clients: usize) -> Run {
+    closed_loop(endpoint, line, expect, clients, ctx.run())
 }
 
 /// `krad api` as a whole process, against the minimal client and `nc`.

@@ -21,10 +21,10 @@
 //! (`/proc/PID/stat`), which is what an ETag or a cursor saves.
 
 use std::convert::Infallible;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -222,19 +222,14 @@ impl HttpBaseline {
             HttpKind::Raw => ("raw", dir.join("raw.sock")),
             HttpKind::Hyper => ("hyper", dir.join("hyper.sock")),
         };
-        let mut child = Command::new(std::env::current_exe()?)
-            .args(["durable-baseline", "--kind", name, "--etag", etag])
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--reply-file")
-            .arg(reply_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()?;
-        let mut first = String::new();
-        if let Some(out) = child.stdout.take() {
-            BufReader::new(out).read_line(&mut first)?;
-        }
+        let (child, first) = crate::util::start_server(
+            Command::new(std::env::current_exe()?)
+                .args(["durable-baseline", "--kind", name, "--etag", etag])
+                .arg("--socket")
+                .arg(&socket)
+                .arg("--reply-file")
+                .arg(reply_file),
+        )?;
         let pid = child.id();
         let baseline = HttpBaseline { child, socket, pid };
         anyhow::ensure!(

@@ -1,7 +1,23 @@
 //! Small measuring tools: summaries of repeats, percentiles, what /proc says
 //! about a process and about the machine's CPU (steal included).
 
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+/// Starts a helper server of the benchmark (a baseline) and reads the line it
+/// prints once it serves (its endpoint, or `ready`); empty if it printed none.
+pub fn start_server(command: &mut Command) -> std::io::Result<(Child, String)> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut first = String::new();
+    if let Some(out) = child.stdout.take() {
+        BufReader::new(out).read_line(&mut first)?;
+    }
+    Ok((child, first))
+}
 
 /// The median, min and max of a few repeats.
 #[derive(Debug, Clone, Copy, Default)]

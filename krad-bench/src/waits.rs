@@ -54,10 +54,14 @@ async fn open_waiters(
     Ok(handles)
 }
 
+/// The round, once every waiter released at `released` has its answer (or
+/// failed): how many were answered, how long the last and the median took.
 async fn collect(
     handles: Vec<tokio::task::JoinHandle<Option<Instant>>>,
     released: Instant,
-) -> (usize, f64, f64) {
+    rss_before_kib: u64,
+    rss_held_kib: u64,
+) -> Round {
     let mut times = Vec::with_capacity(handles.len());
     for handle in handles {
         if let Ok(Some(at)) = handle.await {
@@ -66,11 +70,13 @@ async fn collect(
     }
     times.sort_unstable();
     let all = times.last().copied().unwrap_or(0);
-    (
-        times.len(),
-        f64::from(all) / 1000.0,
-        f64::from(percentile(&times, 50.0)) / 1000.0,
-    )
+    Round {
+        rss_before_kib,
+        rss_held_kib,
+        release_all_ms: f64::from(all) / 1000.0,
+        release_p50_ms: f64::from(percentile(&times, 50.0)) / 1000.0,
+        answered: times.len(),
+    }
 }
 
 fn until<F: Fn() -> anyhow::Result<bool>>(limit: Duration, what: &str, f: F) -> anyhow::Result<()> {
@@ -115,14 +121,7 @@ fn krad_round(ctx: &Ctx, rt: &tokio::runtime::Runtime) -> anyhow::Result<Round> 
     let released = Instant::now();
     let answer = call_line(krad.endpoint, &report)?;
     anyhow::ensure!(answer == json!("Ok"), "Report: {answer}");
-    let (answered, all, p50) = rt.block_on(collect(handles, released));
-    Ok(Round {
-        rss_before_kib,
-        rss_held_kib,
-        release_all_ms: all,
-        release_p50_ms: p50,
-        answered,
-    })
+    Ok(rt.block_on(collect(handles, released, rss_before_kib, rss_held_kib)))
 }
 
 fn baseline_round(ctx: &Ctx, rt: &tokio::runtime::Runtime, reply: usize) -> anyhow::Result<Round> {
@@ -139,14 +138,7 @@ fn baseline_round(ctx: &Ctx, rt: &tokio::runtime::Runtime, reply: usize) -> anyh
     let rss_held_kib = rss_kib(baseline.pid);
     let released = Instant::now();
     call_raw(baseline.endpoint, b"RELEASE\n")?;
-    let (answered, all, p50) = rt.block_on(collect(handles, released));
-    Ok(Round {
-        rss_before_kib,
-        rss_held_kib,
-        release_all_ms: all,
-        release_p50_ms: p50,
-        answered,
-    })
+    Ok(rt.block_on(collect(handles, released, rss_before_kib, rss_held_kib)))
 }
 
 /// The Waits benchmark.

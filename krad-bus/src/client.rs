@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::protocol::{
-    API_VERSION, Answer, Caller, MAX_RESPONSE, OutgoingEnvelope, Response, Token,
+    API_VERSION, Caller, MAX_RESPONSE, OutgoingEnvelope, Response, Token, TypedAnswer,
 };
 use crate::request::{Call, Request};
 

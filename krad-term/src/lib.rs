@@ -167,6 +167,23 @@ pub struct Snapshot {
     pub application_cursor: bool,
 }
 
+impl Snapshot {
+    /// An empty screen of `size`: nothing scrolled off, no title, every mode
+    /// off — what a terminal without a screen of its own shows.
+    pub fn blank(size: (u16, u16)) -> Snapshot {
+        Snapshot {
+            screen: String::new(),
+            cursor: (0, 0),
+            scrollback: Vec::new(),
+            truncated: false,
+            title: String::new(),
+            size,
+            bracketed_paste: false,
+            application_cursor: false,
+        }
+    }
+}
+
 /// Why a terminal could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {

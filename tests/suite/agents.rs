@@ -454,8 +454,7 @@ fn close_hangs_up_then_kills_and_removes_the_terminal() {
 #[test]
 fn a_closed_terminals_token_stops_working() {
     let app = App::start();
-    let id = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(id);
+    let (id, token) = app.plain_terminal();
     assert!(app.call_as(id, &token, json!("Hello"))["Hello"].is_object());
     app.request(json!({"Close": {"target": id}}));
     assert_eq!(

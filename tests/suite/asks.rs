@@ -6,14 +6,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{App, code, exit_code, stderr, stdout};
+use crate::support::{App, code, each, exit_code, listed, stderr, stdout};
 
 /// The open asks.
 fn asks(app: &App) -> Vec<Value> {
-    app.request(json!("Asks"))["Asks"]
-        .as_array()
-        .unwrap()
-        .clone()
+    listed(app, "Asks")
 }
 
 fn until_ask(app: &App) -> Value {
@@ -39,12 +36,7 @@ fn an_agent_asks_a_client_answers_and_the_first_answer_wins() {
         ask["title"], "Bash: rm -rf build",
         "built from the tool, not the model's words"
     );
-    let options: Vec<&str> = ask["options"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["id"].as_str().unwrap())
-        .collect();
+    let options = each(&ask["options"], "id");
     assert_eq!(options, ["allow", "allow-always", "deny"]);
     let asking = app.until_state(id, "asking");
     assert_eq!(asking["state_source"], "hook");
@@ -118,8 +110,7 @@ fn asks_expire_and_no_agent_answers_its_own() {
     assert_eq!(code(&own), "forbidden");
     app.until_screen(id, "\"by\":\"timeout\"");
     // A plain terminal may not answer at all.
-    let plain = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(plain);
+    let (plain, token) = app.plain_terminal();
     assert_eq!(
         code(&app.call_as(
             plain,

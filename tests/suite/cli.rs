@@ -10,9 +10,7 @@ use crate::support::{App, KRAD, exit_code, krad_cmd, stderr, stdout};
 #[test]
 fn api_prints_version_build_and_pid() {
     let app = App::start();
-    let out = app.krad(&["api"]);
-    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
-    let text = stdout(&out);
+    let text = app.krad_ok(&["api"]);
     assert!(text.contains("agents API v1"), "{text}");
     assert!(text.contains(&format!("pid {}", app.pid)), "{text}");
     let out = app.krad(&["api", "--json"]);

@@ -16,6 +16,20 @@ fn spawned_id(out: &std::process::Output) -> u64 {
     answer["Agent"]["terminal"].as_u64().unwrap()
 }
 
+/// `krad spawn --json --profile exec -- sh -c SCRIPT`, and the new terminal's id.
+fn spawn_sh_cli(app: &App, script: &str) -> u64 {
+    spawned_id(&app.krad(&[
+        "spawn",
+        "--json",
+        "--profile",
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]))
+}
+
 #[test]
 fn spawn_ls_check_output_send_close() {
     let app = App::start();
@@ -68,8 +82,8 @@ fn spawn_ls_check_output_send_close() {
 #[test]
 fn spawn_reads_the_prompt_from_stdin() {
     let app = App::start();
-    let mut child = Command::new(KRAD)
-        .args([
+    let out = app.krad_with_stdin(
+        &[
             "spawn",
             "--json",
             "--profile",
@@ -79,20 +93,9 @@ fn spawn_reads_the_prompt_from_stdin() {
             "--",
             "echo",
             "got:",
-        ])
-        .env("KRAD_ADE_API_JSON", &app.api_json)
-        .env_remove("KRAD_ADE_ENDPOINT")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"from stdin\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        ],
+        b"from stdin\n",
+    );
     let id = spawned_id(&out);
     app.until_screen(id, "got: from stdin");
 }
@@ -100,36 +103,9 @@ fn spawn_reads_the_prompt_from_stdin() {
 #[test]
 fn wait_exits_0_5_or_9() {
     let app = App::start();
-    let ok = spawned_id(&app.krad(&[
-        "spawn",
-        "--json",
-        "--profile",
-        "exec",
-        "--",
-        "sh",
-        "-c",
-        "exit 0",
-    ]));
-    let bad = spawned_id(&app.krad(&[
-        "spawn",
-        "--json",
-        "--profile",
-        "exec",
-        "--",
-        "sh",
-        "-c",
-        "exit 3",
-    ]));
-    let busy = spawned_id(&app.krad(&[
-        "spawn",
-        "--json",
-        "--profile",
-        "exec",
-        "--",
-        "sh",
-        "-c",
-        "echo busy; sleep 60",
-    ]));
+    let ok = spawn_sh_cli(&app, "exit 0");
+    let bad = spawn_sh_cli(&app, "exit 3");
+    let busy = spawn_sh_cli(&app, "echo busy; sleep 60");
     assert_eq!(
         exit_code(&app.krad(&["wait", &ok.to_string(), "--exit"])),
         0

@@ -4,12 +4,11 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{App, KRAD, code, exit_code, stderr, stdout};
+use crate::support::{App, code, exit_code, stderr, stdout};
 
 fn run(app: &App, fields: Value) -> Value {
     app.request(json!({ "Code": fields }))
@@ -172,8 +171,7 @@ fn a_program_is_killed_with_its_group_when_its_client_leaves() {
 #[test]
 fn a_plain_terminal_runs_code_only_in_its_own_environment() {
     let app = App::start();
-    let plain = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(plain);
+    let (plain, token) = app.plain_terminal();
     let inside = app.call_as(
         plain,
         &token,
@@ -260,25 +258,10 @@ fn krad_code_passes_output_through_and_exits_9_on_failure() {
 #[test]
 fn krad_code_reads_its_own_stdin_with_a_dash() {
     let app = App::start();
-    let mut child = Command::new(KRAD)
-        .args(["code", "--stdin-file", "-", "--", "tr", "a-z", "A-Z"])
-        .env("KRAD_ADE_API_JSON", &app.api_json)
-        .env_remove("KRAD_ADE_ENDPOINT")
-        .env_remove("KRAD_ADE_TOKEN_FILE")
-        .env_remove("KRAD_ADE_ENVIRONMENT")
-        .env_remove("KRAD_ADE_TERMINAL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"piped in\n")
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
+    let output = app.krad_with_stdin(
+        &["code", "--stdin-file", "-", "--", "tr", "a-z", "A-Z"],
+        b"piped in\n",
+    );
     assert_eq!(exit_code(&output), 0, "{}", stderr(&output));
     assert_eq!(stdout(&output), "PIPED IN\n");
 }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::collie::{Collie, over_tls, panes};
 use crate::durable::{ASK_SCRIPT, assert_decided, pane_with_ask, start, start_with};
+use crate::support::each;
 
 #[test]
 fn every_ask_outcome() {
@@ -239,12 +240,7 @@ fn tls_takes_the_token_first_and_never_offers_allow_always() {
         assert!(Instant::now() < until, "no ask");
         std::thread::sleep(Duration::from_millis(50));
     };
-    let options: Vec<&str> = ask["options"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["id"].as_str().unwrap())
-        .collect();
+    let options = each(&ask["options"], "id");
     assert_eq!(options, ["allow", "deny"]);
     let answer = |request_id: &str, option: &str| {
         let body =

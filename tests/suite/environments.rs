@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{App, Launch, code, exit_code, git, stderr, stdout, wait_until};
+use crate::support::{
+    App, Launch, code, each, exit_code, git, listed, named, stderr, stdout, wait_until,
+};
 
 fn write(dir: &Path, file: &str, text: &str) {
     let path = dir.join(file);
@@ -21,18 +23,14 @@ fn repo(app: &App) -> PathBuf {
 
 /// An app whose repository has a first commit (and an optional config).
 fn app_with_commit(config: Option<&str>) -> App {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = crate::support::git_repo(dir.path());
-    write(&repo, "README.md", "hello\n");
-    write(&repo, "src/lib.rs", "fn one() {}\n");
-    std::fs::write(repo.join("logo.bin"), [0u8, 1, 2, 3, 255]).unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-q", "-m", "first"]);
-    App::launch(Launch {
-        reuse: Some(dir),
+    crate::support::app_with_first_commit(
+        &[
+            ("README.md", b"hello\n"),
+            ("src/lib.rs", b"fn one() {}\n"),
+            ("logo.bin", &[0, 1, 2, 3, 255]),
+        ],
         config,
-        ..Launch::default()
-    })
+    )
 }
 
 fn create(app: &App, name: &str) -> Value {
@@ -56,12 +54,7 @@ fn create_worktree_makes_an_environment_on_its_own_branch() {
     // The worktrees directory stays out of main's `git status`.
     assert_eq!(git(&repo(&app), &["status", "--porcelain"]), "");
     let envs = app.request(json!("Environments"))["Environments"].clone();
-    let names: Vec<&str> = envs
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = each(&envs, "name");
     assert_eq!(names, ["main", "fix-login"]);
     assert_eq!(envs[0]["kind"], "main");
     assert_eq!(envs[0]["branch"], "main");
@@ -84,13 +77,7 @@ fn create_worktree_failures_are_clear_and_change_nothing() {
         let answer = app.request(json!({"CreateWorktree": fields}));
         assert_eq!(code(&answer), expected, "{fields} → {answer}");
     }
-    assert_eq!(
-        app.request(json!("Environments"))["Environments"]
-            .as_array()
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(environments(&app).len(), 2);
 }
 
 #[test]
@@ -501,13 +488,7 @@ fn squash_lands_one_commit_and_branch_keeps_the_branch_only() {
     );
     assert!(repo(&app).join("result-sq-1.txt").is_file());
     assert_eq!(picked["commit"], git(&repo(&app), &["rev-parse", "HEAD"]));
-    assert_eq!(
-        app.request(json!("Environments"))["Environments"]
-            .as_array()
-            .unwrap()
-            .len(),
-        4
-    );
+    assert_eq!(environments(&app).len(), 4);
     let kept = app.request(json!({"PickVariant": {"group": "sq", "variant": 3, "how": "branch"}}))
         ["Picked"]
         .clone();
@@ -537,13 +518,7 @@ fn a_dirty_target_refuses_the_pick_and_nothing_changes() {
         std::fs::read_to_string(repo(&app).join("README.md")).unwrap(),
         "local edit\n"
     );
-    assert_eq!(
-        app.request(json!("Environments"))["Environments"]
-            .as_array()
-            .unwrap()
-            .len(),
-        4
-    );
+    assert_eq!(environments(&app).len(), 4);
 }
 
 #[test]
@@ -587,13 +562,7 @@ fn a_retried_request_id_replays_and_a_reused_one_is_refused() {
     let second = app.call(&envelope);
     assert_eq!(second["Environment"]["replayed"], true, "{second}");
     assert_eq!(second["Environment"]["path"], first["Environment"]["path"]);
-    assert_eq!(
-        app.request(json!("Environments"))["Environments"]
-            .as_array()
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(environments(&app).len(), 2);
     let mut other = app.envelope(json!({"CreateWorktree": {"name": "twice"}}));
     other["request_id"] = json!("create-once-1");
     assert_eq!(code(&app.call(&other)), "request_id_reused");
@@ -628,8 +597,7 @@ fn a_retried_request_id_replays_and_a_reused_one_is_refused() {
 #[test]
 fn plain_terminals_cannot_make_environments() {
     let app = app_with_commit(None);
-    let id = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(id);
+    let (id, token) = app.plain_terminal();
     for request in [
         json!({"CreateWorktree": {"name": "x"}}),
         json!({"RunVariants": {"count": 1, "prompt": "x"}}),
@@ -858,6 +826,11 @@ fn untouched(path: &Path) -> (String, String, Vec<u8>, String) {
     )
 }
 
+/// The environments the app lists.
+fn environments(app: &App) -> Vec<Value> {
+    listed(app, "Environments")
+}
+
 fn env_path(env: &Value) -> PathBuf {
     PathBuf::from(env["path"].as_str().unwrap())
 }
@@ -879,12 +852,7 @@ fn pair<'a>(answer: &'a Value, a: &str, b: &str) -> &'a Value {
 }
 
 fn environment<'a>(answer: &'a Value, name: &str) -> &'a Value {
-    answer["environments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == name)
-        .unwrap_or_else(|| panic!("no {name}: {answer}"))
+    named(&answer["environments"], name)
 }
 
 #[test]
@@ -912,12 +880,7 @@ fn conflicts_foresees_every_pair_and_each_base_from_committed_and_uncommitted_wo
         .collect();
     let answer = app.request(json!("Conflicts"));
     let answer = &answer["Conflicts"];
-    let names: Vec<&str> = answer["environments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = each(&answer["environments"], "name");
     assert_eq!(names, ["main", "a", "b", "c"], "{answer}");
     assert_eq!(answer["pairs"].as_array().unwrap().len(), 6, "{answer}");
     assert_eq!(pair(answer, "a", "b")["clean"], false);
@@ -966,12 +929,7 @@ fn conflicts_foresees_every_pair_and_each_base_from_committed_and_uncommitted_wo
     assert!(before == after, "Conflicts changed a worktree");
     // Named environments: only those, in the usual order.
     let some = app.request(json!({"Conflicts": {"environments": ["b", "a"]}}));
-    let names: Vec<&str> = some["Conflicts"]["environments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = each(&some["Conflicts"]["environments"], "name");
     assert_eq!(names, ["a", "b"]);
     assert_eq!(some["Conflicts"]["pairs"].as_array().unwrap().len(), 1);
     // Every error path.
@@ -1003,13 +961,10 @@ fn conflicts_foresees_every_pair_and_each_base_from_committed_and_uncommitted_wo
     );
     assert_eq!(gone["pairs"].as_array().unwrap().len(), 3, "{gone}");
     // Any terminal may ask (reading, like Environments).
-    let id = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(id);
+    let (id, token) = app.plain_terminal();
     assert!(app.call_as(id, &token, json!("Conflicts"))["Conflicts"].is_object());
     // The CLI: a matrix, the conflicting files, and the raw answer with --json.
-    let out = app.krad(&["conflicts"]);
-    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
-    let text = stdout(&out);
+    let text = app.krad_ok(&["conflicts"]);
     assert!(
         text.contains("ENVIRONMENT") && text.contains("a and b: README.md"),
         "{text}"
@@ -1175,13 +1130,7 @@ fn a_dry_run_pick_says_what_would_land_and_changes_nothing() {
         .map(|p| untouched(p))
         .collect();
     assert!(before == after, "a dry run changed something");
-    assert_eq!(
-        app.request(json!("Environments"))["Environments"]
-            .as_array()
-            .unwrap()
-            .len(),
-        4
-    );
+    assert_eq!(environments(&app).len(), 4);
     // A dirty target is refused as the pick would refuse it.
     write(&repo(&app), "other.txt", "dirty\n");
     let dirty =
@@ -1454,8 +1403,7 @@ fn update_refuses_conflicts_and_uncommitted_work_and_changes_nothing() {
     assert_eq!(code(&orphan), "not_found", "{orphan}");
     assert_eq!(orphan["Error"]["detail"]["environment"], "parent");
     // A plain terminal may update only its own environment.
-    let id = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(id);
+    let (id, token) = app.plain_terminal();
     assert_eq!(
         code(&app.call_as(
             id,
@@ -1681,12 +1629,7 @@ fn archives_are_listed_and_restored_as_environments_with_their_uncommitted_work(
     );
 
     let archives = app.request(json!("Archives"))["Archives"].clone();
-    let names: Vec<&str> = archives
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["name"].as_str().unwrap())
-        .collect();
+    let names = each(&archives, "name");
     assert!(
         names.contains(&"dirty") && names.contains(&"clean"),
         "{archives}"
@@ -1768,9 +1711,7 @@ fn archives_are_listed_and_restored_as_environments_with_their_uncommitted_work(
     assert_eq!(exit_code(&app.krad(&["archive", "restore", "nothing"])), 3);
 
     // ls, human and --json.
-    let out = app.krad(&["archive", "ls"]);
-    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
-    let text = stdout(&out);
+    let text = app.krad_ok(&["archive", "ls"]);
     assert!(
         text.contains("dirty") && text.contains("[uncommitted]") && text.contains("clean work"),
         "{text}"

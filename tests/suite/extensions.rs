@@ -168,9 +168,7 @@ fn a_tool_result_reaches_the_caller_as_the_server_gave_it() {
     assert_eq!(answer, annotated_answer());
 
     // Through the CLI: --json prints the answer as it came, the text as text.
-    let cli = app.krad(&["ext", "call", "fx", "annotated", "--json"]);
-    assert_eq!(exit_code(&cli), 0, "{}", stderr(&cli));
-    let printed = stdout(&cli);
+    let printed = app.krad_ok(&["ext", "call", "fx", "annotated", "--json"]);
     assert!(carries(&printed, "priority", "0.7"), "{printed}");
     assert!(!printed.contains("0.69999"), "{printed}");
     let answer: Value = serde_json::from_str(printed.trim()).unwrap();

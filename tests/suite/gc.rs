@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{App, Launch, code, exit_code, git, stderr, stdout, wait_until};
+use crate::support::{App, Launch, code, exit_code, git, named, stderr, stdout, wait_until};
 
 /// Measured again every second, so a test sees a change soon.
 const FAST_DISK: &str = "[environments]\ndisk_refresh_secs = 1\n";
@@ -18,16 +18,7 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 /// An app whose repository has a first commit.
 fn app(config: Option<&str>) -> App {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = crate::support::git_repo(dir.path());
-    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-q", "-m", "first"]);
-    App::launch(Launch {
-        reuse: Some(dir),
-        config,
-        ..Launch::default()
-    })
+    crate::support::app_with_first_commit(&[("README.md", b"hello\n")], config)
 }
 
 fn repo(app: &App) -> PathBuf {
@@ -63,12 +54,7 @@ fn collect(app: &App, fields: Value) -> Value {
 }
 
 fn entry<'a>(collected: &'a Value, name: &str) -> &'a Value {
-    collected["environments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == name)
-        .unwrap_or_else(|| panic!("{name} not in {collected}"))
+    named(&collected["environments"], name)
 }
 
 fn names(collected: &Value) -> Vec<String> {
@@ -142,9 +128,7 @@ fn disk_use_and_age_are_listed_and_the_disk_use_grows_after_a_file_is_written() 
             .is_some_and(|now| now >= first + 2 * 1024 * 1024)
     });
 
-    let envs = app.krad(&["envs"]);
-    assert_eq!(exit_code(&envs), 0, "{}", stderr(&envs));
-    let text = stdout(&envs);
+    let text = app.krad_ok(&["envs"]);
     assert!(text.contains("DISK") && text.contains("AGE"), "{text}");
     assert!(text.contains("MiB"), "{text}");
 }
@@ -179,9 +163,7 @@ fn gc_merged_removes_a_squash_merged_worktree_keeps_an_unmerged_one_and_a_dry_ru
     assert!(would["bytes"].as_u64().unwrap() > 0, "{would}");
     assert_eq!(dry["freed_bytes"], would["bytes"]);
 
-    let human = app.krad(&["gc", "--merged", "--dry-run"]);
-    assert_eq!(exit_code(&human), 0, "{}", stderr(&human));
-    let text = stdout(&human);
+    let text = app.krad_ok(&["gc", "--merged", "--dry-run"]);
     assert!(
         text.contains("would remove") && text.contains("squashed"),
         "{text}"
@@ -228,9 +210,7 @@ fn gc_older_than_selects_by_age() {
         dry.contains("\"aging\"")
     });
     assert!(path.is_dir());
-    let run = app.krad(&["gc", "--older-than", "1s", "--request-id", "gc-1"]);
-    assert_eq!(exit_code(&run), 0, "{}", stderr(&run));
-    let text = stdout(&run);
+    let text = app.krad_ok(&["gc", "--older-than", "1s", "--request-id", "gc-1"]);
     assert!(text.contains("removed") && text.contains("aging"), "{text}");
     assert!(text.contains("refs/krad/archive/aging"), "{text}");
     assert!(text.contains("freed"), "{text}");

@@ -237,10 +237,7 @@ impl Limited {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        let first = crate::support::first_line(&mut child);
         let serving: Value = serde_json::from_str(&first).unwrap();
         let endpoint = serving["Serving"]["endpoint"]
             .as_str()

@@ -58,14 +58,8 @@ fn bad_names_and_unknown_terminals_are_refused() {
 fn a_plain_terminal_renames_itself_and_its_children_only() {
     let app = App::start();
     let stranger = app.spawn_sh("sleep 60");
-    let parent = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(parent);
-    let child = app.call_as(
-        parent,
-        &token,
-        json!({"Spawn": {"profile": "exec", "command": ["sleep", "60"]}}),
-    );
-    let child = child["Agent"]["terminal"].as_u64().unwrap();
+    let (parent, token) = app.plain_terminal();
+    let child = app.spawn_as(parent, &token, &["sleep", "60"]);
     let rename = |target: u64, name: &str| {
         app.call_as(
             parent,

@@ -28,8 +28,7 @@ fn a_terminal_cannot_act_as_another_terminal_or_as_client() {
 #[test]
 fn a_plain_terminal_spawns_only_in_its_environment_and_never_a_lead() {
     let app = App::start();
-    let plain = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(plain);
+    let (plain, token) = app.plain_terminal();
     let outside = app.call_as(
         plain,
         &token,
@@ -54,15 +53,8 @@ fn a_plain_terminal_spawns_only_in_its_environment_and_never_a_lead() {
 fn a_plain_terminal_sends_to_and_closes_only_its_own_children() {
     let app = App::start();
     let stranger = app.spawn_sh("sleep 60");
-    let parent = app.spawn_sh("sleep 60");
-    let token = app.terminal_token(parent);
-    let child = app.call_as(
-        parent,
-        &token,
-        json!({"Spawn": {"profile": "exec", "command": ["cat"]}}),
-    )["Agent"]["terminal"]
-        .as_u64()
-        .unwrap();
+    let (parent, token) = app.plain_terminal();
+    let child = app.spawn_as(parent, &token, &["cat"]);
     assert_eq!(
         code(&app.call_as(
             parent,

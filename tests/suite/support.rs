@@ -117,10 +117,7 @@ impl App {
             )
             .spawn()
             .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        let first = first_line(&mut child);
         let serving: Value = serde_json::from_str(&first).unwrap_or_else(|e| {
             let log = std::fs::read_to_string(dir.path().join("app.log")).unwrap_or_default();
             panic!("krad serve printed {first:?}: {e}; its log:\n{log}")
@@ -199,6 +196,44 @@ impl App {
     /// Runs the CLI against this app (through api.json) with extra environment.
     pub fn krad(&self, args: &[&str]) -> Output {
         self.krad_env(args, &[])
+    }
+
+    /// Terminal `parent` (with its `token`) spawns `command` in its own
+    /// environment: the new terminal's id.
+    pub fn spawn_as(&self, parent: u64, token: &str, command: &[&str]) -> u64 {
+        let answer = self.call_as(
+            parent,
+            token,
+            json!({"Spawn": {"profile": "exec", "command": command}}),
+        );
+        answer["Agent"]["terminal"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{answer}"))
+    }
+
+    /// Runs the CLI with `stdin` on its standard input.
+    pub fn krad_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
+        let mut child = krad_command(&self.api_json, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// A plain terminal (its program sleeps a minute) and its token.
+    pub fn plain_terminal(&self) -> (u64, String) {
+        let id = self.spawn_sh("sleep 60");
+        (id, self.terminal_token(id))
+    }
+
+    /// Runs the CLI, which must exit 0; its stdout.
+    pub fn krad_ok(&self, args: &[&str]) -> String {
+        let out = self.krad(args);
+        assert_eq!(exit_code(&out), 0, "krad {args:?}: {}", stderr(&out));
+        stdout(&out)
     }
 
     /// Runs the CLI with extra environment variables.
@@ -399,6 +434,17 @@ impl Drop for App {
 
 /// Runs the CLI with a given api.json location and extra environment.
 pub fn krad_cmd(api_json: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = krad_command(api_json, args);
+    cmd.stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// The CLI as a client of the app whose api.json is `api_json`, outside any
+/// terminal of it.
+fn krad_command(api_json: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(KRAD);
     cmd.args(args)
         .env("KRAD_ADE_API_JSON", api_json)
@@ -406,15 +452,30 @@ pub fn krad_cmd(api_json: &Path, args: &[&str], env: &[(&str, &str)]) -> Output 
         .env_remove("KRAD_ADE_TOKEN")
         .env_remove("KRAD_ADE_TOKEN_FILE")
         .env_remove("KRAD_ADE_ENVIRONMENT")
-        .env_remove("KRAD_ADE_TERMINAL")
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
+        .env_remove("KRAD_ADE_TERMINAL");
+    cmd
 }
 
 /// Runs git in `dir` with a fixed identity; returns its stdout, trimmed.
+/// An app whose repository has a first commit of `files` (path, contents),
+/// with `config` if given.
+pub fn app_with_first_commit(files: &[(&str, &[u8])], config: Option<&str>) -> App {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = git_repo(dir.path());
+    for (file, contents) in files {
+        let path = repo.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
+    }
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    App::launch(Launch {
+        reuse: Some(dir),
+        config,
+        ..Launch::default()
+    })
+}
+
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@t"])
@@ -435,6 +496,43 @@ pub fn read_all(stream: &mut TcpStream) -> String {
     let mut out = Vec::new();
     let _ = stream.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What a request without fields that answers a list answers (`"Asks"` →
+/// `{"Asks":[…]}`).
+pub fn listed(app: &App, request: &str) -> Vec<Value> {
+    app.request(json!(request))[request]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// The object of a JSON array whose `name` is `name`.
+pub fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {list}"))
+}
+
+/// The `key` of each object of a JSON array (their ids, names …).
+pub fn each<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item[key].as_str().unwrap())
+        .collect()
+}
+
+/// The first line a child printed on its piped stdout (`krad serve`'s
+/// `Serving` line), with its newline.
+pub fn first_line(child: &mut Child) -> String {
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    first
 }
 
 /// The error code of an answer, or "" when it is not an error.

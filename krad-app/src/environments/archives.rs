@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::{NewWorktree, create, env_git, root_git, save};
 use crate::hosts::Host;
-use crate::state_file::EnvironmentRecord;
+use crate::records::EnvironmentRecord;
 use crate::{Core, MAIN};
 
 /// Where archives are kept.

@@ -19,7 +19,7 @@ use krad_bus::protocol::{
 use super::snapshot::{MergeOf, Merged, Snapshot, merge_all, snapshot};
 use super::{directory_gone, env_git, host, not_found_environment, root_git};
 use crate::git::Git;
-use crate::state_file::{EnvironmentRecord, Phase};
+use crate::records::{EnvironmentRecord, Phase};
 use crate::{Core, MAIN};
 
 /// How many environments are snapshotted at once.

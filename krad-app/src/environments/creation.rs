@@ -15,7 +15,7 @@ use crate::Core;
 use crate::git::Git;
 use crate::hosts::Host;
 use crate::profile::shell_quote;
-use crate::state_file::{EnvironmentRecord, Phase};
+use crate::records::{EnvironmentRecord, Phase};
 
 /// Options of a new worktree.
 pub(crate) struct NewWorktree<'a> {

@@ -19,7 +19,7 @@ use std::time::Duration;
 use krad_bus::protocol::LinkState;
 
 use crate::profile::shell_quote;
-use crate::state_file::EnvironmentRecord;
+use crate::records::EnvironmentRecord;
 use crate::{Core, MAIN};
 
 /// How often the disk use is measured again when nothing changes.
@@ -258,7 +258,7 @@ mod tests {
             host: None,
             group: None,
             variant: None,
-            phase: crate::state_file::Phase::Ready,
+            phase: crate::records::Phase::Ready,
             setup: None,
             created_at: None,
         };

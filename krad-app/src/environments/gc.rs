@@ -28,7 +28,7 @@ use super::removal::{self, Removal};
 use super::{env_git, host, root_git};
 use crate::Core;
 use crate::intents::{self, Plan, Underway};
-use crate::state_file::{EnvironmentRecord, Phase};
+use crate::records::{EnvironmentRecord, Phase};
 
 /// The longest command line shown for a process inside an environment.
 const COMMAND_SHOWN: usize = 200;

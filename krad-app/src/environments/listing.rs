@@ -9,7 +9,7 @@ use krad_bus::protocol::{EnvironmentInfo, EnvironmentKind, EnvironmentStatus, Po
 use super::directory_gone;
 use crate::git::Git;
 use crate::port_registry;
-use crate::state_file::{EnvironmentRecord, Phase};
+use crate::records::{EnvironmentRecord, Phase};
 use crate::{Core, MAIN};
 
 /// What Environments shows of `main`.

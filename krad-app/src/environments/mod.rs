@@ -64,7 +64,7 @@ pub(crate) use variants::recover_pick;
 use crate::Core;
 use crate::git::Git;
 use crate::hosts::Host;
-use crate::state_file::{EnvironmentRecord, Phase};
+use crate::records::{EnvironmentRecord, Phase};
 
 /// Where new worktrees go: `[worktrees] dir` (or `<repo>/.krad/worktrees`) here,
 /// `<root>/.krad/worktrees` on a host.

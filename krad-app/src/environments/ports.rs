@@ -30,7 +30,7 @@ use crate::Core;
 use crate::hosts::Host;
 use crate::port_registry::{self, Holder, PortsAnswer, Registry};
 use crate::profile::shell_quote;
-use crate::state_file::EnvironmentRecord;
+use crate::records::EnvironmentRecord;
 
 /// The first port handed out unless `[environments] first_port` says otherwise
 /// (below Linux's ephemeral range, 32768–60999).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::{save, worktrees_dir};
 use crate::git::Git;
-use crate::state_file::{EnvironmentRecord, Phase};
+use crate::records::{EnvironmentRecord, Phase};
 use crate::{Core, MAIN};
 
 /// Brings the records and the worktrees on disk back in line after a start;

@@ -14,7 +14,7 @@ use super::archives::UNCOMMITTED_SUBJECT;
 use super::merged::merged_by_content;
 use super::{conflict, env_git, host, not_found_environment, root_git};
 use crate::git::Git;
-use crate::state_file::EnvironmentRecord;
+use crate::records::EnvironmentRecord;
 use crate::{Core, MAIN, closing};
 
 /// Closes a worktree environment: its terminals, then — after recording its tip

@@ -18,8 +18,8 @@ use crate::Core;
 use crate::environments::{self, NewWorktree};
 use crate::hosts::Host;
 use crate::intents::{self, Underway};
+use crate::records::{GroupRecord, Phase};
 use crate::spawning;
-use crate::state_file::{GroupRecord, Phase};
 
 /// Starts a new group as `request` asks, and answers it.
 pub(crate) async fn run(

@@ -12,7 +12,7 @@ use serde_json::json;
 use super::{conflict, directory_gone, host, not_found_environment, save};
 use crate::hosts::Host;
 use crate::profile::shell_quote;
-use crate::state_file::{EnvironmentRecord, Phase};
+use crate::records::{EnvironmentRecord, Phase};
 use crate::{Core, MAIN};
 
 /// How much of the setup command's output is kept.

@@ -23,7 +23,7 @@ use super::snapshot::{MergeOf, merge, snapshot};
 use super::{close, commit_all, conflict, env_git, not_found_environment};
 use crate::git::Git;
 use crate::intents::{Merging, PickPlan, Plan, Underway};
-use crate::state_file::{EnvironmentRecord, GroupRecord};
+use crate::records::{EnvironmentRecord, GroupRecord};
 use crate::{Core, MAIN};
 
 /// git in a target environment, and its checked-out branch. `main` of a group on

@@ -19,7 +19,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use krad_bus::protocol::{Answer, ApiError, ErrorCode, Response};
+use krad_bus::protocol::{ApiError, ErrorCode, Response, TypedAnswer};
 use krad_store::Kind;
 
 use super::{Intent, Plan};

@@ -11,6 +11,7 @@ use krad_bus::request::answer::Answer;
 use krad_bus::server::{CallContext, Handle};
 
 use crate::EmbeddedApp;
+use crate::asks::asking;
 use crate::intents::{Plan, Underway};
 
 impl Handle<Answer> for EmbeddedApp {
@@ -38,7 +39,7 @@ impl Handle<Answer> for EmbeddedApp {
         match decided {
             Ok(_) => {
                 if let Some(terminal) = asker {
-                    super::ask::settle(core, terminal);
+                    asking::settle(core, terminal);
                 }
                 Ok(())
             }

@@ -1,132 +1,21 @@
-//! Ask: a terminal asks the user a question and waits for the decision. While
-//! it is open the agent is `asking`; when decided, `working` again — except when
-//! it expired: then the agent asks in its own terminal, and stays `asking` until
-//! it says otherwise (a hook, its exit, keys that answer it).
+//! Ask: a terminal asks the user a question and waits for the decision (see
+//! [`crate::asks::asking`]).
 
-use krad_bus::protocol::{
-    AgentState, AnsweredInfo, ApiError, AskAnswer, DecidedBy, ErrorCode, StateSource,
-};
+use krad_bus::protocol::{AnsweredInfo, ApiError, ErrorCode};
 use krad_bus::request::ask::Ask;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::asks::Raised;
-use crate::store::set_state;
-use crate::{Core, EmbeddedApp};
-
-/// Leaves the ask when the request is dropped (client gone, deadline), so that
-/// an ask nobody waits for any more is decided by `program`.
-struct Waiting<'a> {
-    core: &'a Core,
-    ask: String,
-    terminal: u64,
-    /// Whether the agent is taken as working again once the ask is decided:
-    /// yes when a person decided it; not when it expired (the question moved to
-    /// the agent's own terminal), nor when the agent went away from it and tells
-    /// its own state (its hooks or its screen say what it does next).
-    settle: bool,
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.core.asks.leave(&self.ask);
-        if self.settle {
-            settle(self.core, self.terminal);
-        }
-    }
-}
+use crate::EmbeddedApp;
+use crate::asks::asking;
 
 impl Handle<Ask> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Ask) -> Result<AnsweredInfo, ApiError> {
-        let core = &self.core;
         let Some(me) = ctx.principal.terminal() else {
             return Err(ApiError::new(
                 ErrorCode::Forbidden,
                 "only a terminal asks, about itself",
             ));
         };
-        let (info, mut decision) = match core.asks.raise(me, &request) {
-            Err(e) => return Err(e),
-            Ok(Raised::Decided(answered)) => return Ok(answered),
-            Ok(Raised::Open {
-                info,
-                decision,
-                fresh,
-            }) => {
-                if fresh {
-                    core.store.update(me.terminal, |e| {
-                        e.record.state != AgentState::Exited
-                            && set_state(
-                                &mut e.record,
-                                AgentState::Asking,
-                                StateSource::Hook,
-                                Some(info.title.clone()),
-                            )
-                    });
-                }
-                (info, decision)
-            }
-        };
-        let tells_its_state = core
-            .store
-            .with(me.terminal, |e| e.tells_its_state())
-            .unwrap_or(false);
-        let mut waiting = Waiting {
-            core,
-            ask: info.ask.clone(),
-            terminal: me.terminal,
-            settle: !tells_its_state,
-        };
-        // The ask's own expiry (a joined ask keeps the first call's).
-        let expiry =
-            tokio::time::sleep(crate::asks::time_left(&info, std::time::SystemTime::now()));
-        tokio::pin!(expiry);
-        let answered = loop {
-            if let Some(answered) = decision.borrow_and_update().clone() {
-                break answered;
-            }
-            tokio::select! {
-                changed = decision.changed() => {
-                    if changed.is_err() {
-                        break core
-                            .asks
-                            .decide(&info.ask, DecidedBy::Program, AskAnswer::Nothing, None)
-                            .unwrap_or_else(|_| gone(&info.ask));
-                    }
-                }
-                () = &mut expiry => {
-                    // Nobody answered in time; a concurrent answer may have won.
-                    match core.asks.decide(&info.ask, DecidedBy::Timeout, AskAnswer::Nothing, None) {
-                        Ok(answered) => break answered,
-                        Err(_) => continue,
-                    }
-                }
-            }
-        };
-        waiting.settle = match answered.by {
-            DecidedBy::Timeout => false,
-            DecidedBy::Program => !tells_its_state,
-            _ => true,
-        };
-        drop(waiting);
-        Ok(answered)
+        asking::ask(&self.core, me, request).await
     }
-}
-
-fn gone(ask: &str) -> krad_bus::protocol::AnsweredInfo {
-    krad_bus::protocol::AnsweredInfo {
-        ask: ask.to_owned(),
-        by: DecidedBy::Program,
-        answer: AskAnswer::Nothing,
-    }
-}
-
-/// Once its asks are decided, an agent left asking by them works again.
-pub(crate) fn settle(core: &Core, terminal: u64) {
-    if core.asks.has_open(terminal) {
-        return;
-    }
-    core.store.update(terminal, |e| {
-        e.record.state == AgentState::Asking
-            && set_state(&mut e.record, AgentState::Working, StateSource::Hook, None)
-    });
 }

@@ -1,143 +1,20 @@
-//! Report: a terminal says what its agent is doing (hooks call it).
+//! Report: a terminal says what its agent is doing (hooks call it); taken into
+//! its record by [`crate::reports`].
 
-use krad_bus::protocol::{AgentState, ApiError, ErrorCode, StateSource};
+use krad_bus::protocol::{ApiError, ErrorCode};
 use krad_bus::request::report::Report;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::store::{Entry, set_state};
-use crate::{Core, EmbeddedApp};
+use crate::{EmbeddedApp, reports};
 
 impl Handle<Report> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Report) -> Result<(), ApiError> {
-        let core = &self.core;
         let Some(me) = ctx.principal.terminal() else {
             return Err(ApiError::new(
                 ErrorCode::Forbidden,
                 "only a terminal reports, about itself",
             ));
         };
-        let id = me.terminal;
-        let state: AgentState = request.state.into();
-        decide_moot_asks(core, id, state);
-        let asking_through_bus = state == AgentState::Asking && core.asks.has_open(id);
-        let mut exited = false;
-        let updated = core.store.update(id, |e| {
-            if e.record.state == AgentState::Exited {
-                exited = true;
-                return false;
-            }
-            take_report(e, state, &request, asking_through_bus)
-        });
-        if updated.is_some()
-            && !exited
-            && let Some(session) = &request.session
-        {
-            core.feed.session(id, session);
-        }
-        match updated {
-            None => Err(Core::no_terminal(id)),
-            Some(_) if exited => Err(ApiError::new(
-                ErrorCode::Conflict,
-                format!("terminal {id} has exited"),
-            )
-            .with_detail(serde_json::json!({ "terminal": id }))),
-            Some(_) => Ok(()),
-        }
-    }
-}
-
-/// An agent that reports it works or is idle went on: the questions it asked
-/// through the bus are moot (answered in its own terminal, or dropped).
-fn decide_moot_asks(core: &Core, id: u64, state: AgentState) {
-    let moves_on = matches!(state, AgentState::Working | AgentState::Idle);
-    if moves_on && core.asks.has_open(id) {
-        let decided = core.asks.decide_all_by_program(id);
-        tracing::debug!(
-            terminal = id,
-            decided,
-            "asks decided by the agent moving on"
-        );
-    }
-}
-
-/// Takes a report into a live terminal's entry; whether its record changed.
-fn take_report(
-    e: &mut Entry,
-    state: AgentState,
-    request: &Report,
-    asking_through_bus: bool,
-) -> bool {
-    e.last_activity = std::time::Instant::now();
-    e.hook_heard = true;
-    e.reports += 1;
-    if state == AgentState::Idle && !e.prompt_pending {
-        // A turn ended: the one the command line started, if any.
-        e.first_turn_pending = false;
-    }
-    let mut changed = reported_state(e, state, request, asking_through_bus);
-    if let Some(title) = &request.title
-        && e.record.title.as_ref() != Some(title)
-    {
-        e.record.title = Some(title.clone());
-        changed = true;
-    }
-    changed
-}
-
-/// What the reported state and message do to the record.
-fn reported_state(
-    e: &mut Entry,
-    state: AgentState,
-    request: &Report,
-    asking_through_bus: bool,
-) -> bool {
-    if let Some(before) = &mut e.screen_question
-        && state != AgentState::Asking
-    {
-        // A question is on the screen (a trust dialog): it stays the state;
-        // what the hook says is the state once the question is gone.
-        if !(e.prompt_pending && state == AgentState::Idle) {
-            *before = (state, StateSource::Hook);
-        }
-        if request.message.is_some() {
-            e.pending_message = request.message.clone();
-        }
-        false
-    } else if e.prompt_pending && state == AgentState::Idle {
-        // Up, with its prompt about to be typed: not idle, but heard.
-        let current = e.record.state;
-        set_state(&mut e.record, current, StateSource::Hook, None)
-    } else if e.announces_state {
-        // The program's own announcements (OSC 7501) decide its state; a
-        // report only brings the message of the state it is in.
-        message_only(e, state, request.message.as_ref())
-    } else if asking_through_bus {
-        // The open ask's card names the tool and its input: better than the
-        // agent's generic "needs your permission".
-        set_state(&mut e.record, state, StateSource::Hook, None)
-    } else {
-        set_state(
-            &mut e.record,
-            state,
-            StateSource::Hook,
-            request.message.clone(),
-        )
-    }
-}
-
-/// A report's message, for an agent that announces its own state: the state's
-/// message when it is in that state, else kept for the announcement to come.
-fn message_only(e: &mut Entry, state: AgentState, message: Option<&String>) -> bool {
-    let source = e.record.state_source;
-    match message {
-        Some(message) if e.record.state == state => {
-            set_state(&mut e.record, state, source, Some(message.clone()))
-        }
-        // Ahead of the announcement: kept for it.
-        Some(message) => {
-            e.pending_message = Some(message.clone());
-            false
-        }
-        None => false,
+        reports::take(&self.core, me.terminal, &request)
     }
 }

@@ -1,16 +1,13 @@
-//! Send: types text and keys into a terminal, now or once the agent is idle.
+//! Send: types text and keys into a terminal, now or once the agent is idle
+//! (see [`crate::sending`]). Rights as [`super::may_act_on`] says.
 
-use krad_bus::protocol::keys::Key;
-use krad_bus::protocol::{AgentRecord, AgentState, ApiError, ErrorCode, SentInfo, StateSource};
+use krad_bus::protocol::{ApiError, SentInfo};
 use krad_bus::request::RequestKind;
-use krad_bus::request::send::{Send, When};
+use krad_bus::request::send::Send;
 use krad_bus::server::{CallContext, Handle};
 
 use super::may_act_on;
-use crate::input::{TypeError, type_into};
-use crate::intents::{Plan, Underway};
-use crate::store::set_state;
-use crate::{Core, EmbeddedApp};
+use crate::{Core, EmbeddedApp, sending};
 
 impl Handle<Send> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Send) -> Result<SentInfo, ApiError> {
@@ -22,88 +19,6 @@ impl Handle<Send> for EmbeddedApp {
         let record = watch.borrow_and_update().clone();
         may_act_on(&ctx.principal, RequestKind::Send, &record)?;
         crate::limits::may_send(core, record.state)?;
-        if request.when == Some(When::Idle) {
-            // Hold the text until the agent is idle or asking (the bus's deadline bounds it).
-            loop {
-                let state = watch.borrow_and_update().state;
-                if matches!(
-                    state,
-                    AgentState::Idle | AgentState::Asking | AgentState::Exited
-                ) {
-                    break;
-                }
-                if watch.changed().await.is_err() {
-                    break;
-                }
-            }
-        }
-        let Some(terminal) = core.store.with(id, |e| e.terminal.clone()) else {
-            return Err(Core::no_terminal(id));
-        };
-        if let Some(e) = exited(&watch.borrow()) {
-            return Err(e);
-        }
-        // Validated with the request: every key parses.
-        let keys: Vec<Key> = request
-            .keys
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|k| Key::parse(k).ok())
-            .collect();
-        let enter = request.enter.unwrap_or(false);
-        // A Report made while the text is written (the program may answer the
-        // moment it reads it) is newer than this Send: it keeps its state.
-        let reports_before = core.store.with(id, |e| e.reports).unwrap_or_default();
-        // Under a request id, the write is an intent: a crash while it runs is
-        // answered (not sent again) on the retry.
-        let _underway = match &ctx.once {
-            Some(_) => Some(Underway::begin(
-                core.store.db(),
-                ctx,
-                Plan::Send { terminal: id },
-            )?),
-            None => None,
-        };
-        if let Err(e) = type_into(terminal.as_ref(), &request.text, enter, &keys).await {
-            if let Some(e) = exited(&watch.borrow()) {
-                return Err(e);
-            }
-            // A program that does not read its input: retryable, once it reads.
-            let code = match &e {
-                TypeError::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => ErrorCode::Busy,
-                _ => ErrorCode::Failed,
-            };
-            return Err(
-                ApiError::new(code, format!("cannot write to terminal {id}: {e}"))
-                    .with_detail(serde_json::json!({ "terminal": id })),
-            );
-        }
-        // Keystrokes that can answer a question make an asking agent work again —
-        // unless the agent tells its states itself (hooks, announcements): then it
-        // stays asking until it says the question is gone.
-        let answers = enter || keys.iter().any(|k| k.ends_a_dialog() || k.is_char());
-        let after = core.store.update(id, |e| {
-            e.record.state == AgentState::Asking
-                && e.reports == reports_before
-                && answers
-                && !e.tells_its_state()
-                && set_state(&mut e.record, AgentState::Working, StateSource::Input, None)
-        });
-        Ok(SentInfo {
-            terminal: id,
-            delivered: true,
-            state: after.map_or(AgentState::Exited, |r| r.state),
-        })
+        sending::send(core, ctx, request, watch).await
     }
-}
-
-fn exited(record: &AgentRecord) -> Option<ApiError> {
-    (record.state == AgentState::Exited).then(|| {
-        ApiError::new(
-            ErrorCode::Conflict,
-            format!("terminal {} has exited; nothing was sent", record.terminal),
-        )
-        .with_detail(serde_json::json!({ "terminal": record.terminal }))
-    })
 }

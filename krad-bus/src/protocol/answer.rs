@@ -1,9 +1,10 @@
 //! Typed answers: what each request answers when it succeeds, and how it maps to
 //! (and from) the one [`Response`] enum on the wire.
 //!
-//! A request names its answer type in its `impl Call`; the server turns a
-//! handler's `Ok(answer)` into its response with [`Answer::into_response`], and a
-//! client decodes it back with [`Answer::from_response`].
+//! A request names its answer type in its `impl Call` (`type Answer`, a
+//! [`TypedAnswer`]); the server turns a handler's `Ok(answer)` into its
+//! response with [`TypedAnswer::into_response`], and a client decodes it back
+//! with [`TypedAnswer::from_response`].
 
 use super::{
     AgentRecord, AnsweredInfo, ArchiveInfo, AskInfo, ChangesInfo, CodeResultInfo, CollectedInfo,
@@ -14,7 +15,7 @@ use crate::request::hello::HelloInfo;
 use crate::request::stats::StatsInfo;
 
 /// A request's answer when it succeeds.
-pub trait Answer: Sized + Send + 'static {
+pub trait TypedAnswer: Sized + Send + 'static {
     /// The answer as the response on the wire.
     fn into_response(self) -> Response;
 
@@ -32,7 +33,7 @@ pub trait Answer: Sized + Send + 'static {
 macro_rules! one_variant_answers {
     ($($answer:ty => $variant:ident $(boxed $boxed:tt)?,)*) => {
         $(
-            impl Answer for $answer {
+            impl TypedAnswer for $answer {
                 fn into_response(self) -> Response {
                     Response::$variant(one_variant_answers!(@wrap self $($boxed)?))
                 }
@@ -78,7 +79,7 @@ one_variant_answers! {
 }
 
 /// `"Ok"`: done, nothing to say.
-impl Answer for () {
+impl TypedAnswer for () {
     fn into_response(self) -> Response {
         Response::Ok
     }
@@ -103,7 +104,7 @@ pub enum Waited {
     TimedOut,
 }
 
-impl Answer for Waited {
+impl TypedAnswer for Waited {
     fn into_response(self) -> Response {
         match self {
             Waited::Agent(record) => Response::Agent(record),
@@ -127,7 +128,7 @@ impl Answer for Waited {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Streamed {}
 
-impl Answer for Streamed {
+impl TypedAnswer for Streamed {
     const STREAMS: bool = true;
 
     fn into_response(self) -> Response {

@@ -16,7 +16,7 @@ mod response;
 mod stream;
 
 pub use agent::{AgentRecord, AgentState, StateSource, Tenths, Usage};
-pub use answer::{Answer, Streamed, Waited};
+pub use answer::{Streamed, TypedAnswer, Waited};
 pub use ask::{AnsweredInfo, AskAnswer, AskInfo, DecidedBy};
 pub use attach::{
     AttachInput, AttachMessage, DataInfo, ExitedInfo, ResizeInfo, ScreenInfo, TmuxInfo,

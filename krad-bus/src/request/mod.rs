@@ -46,7 +46,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::protocol::{Answer, ApiError, ErrorCode};
+use crate::protocol::{ApiError, ErrorCode, TypedAnswer};
 
 /// One request: its fields (decoded by serde, then checked by [`Call::validate`])
 /// and every fact about it the bus, the app and the clients need.
@@ -62,7 +62,7 @@ pub trait Call: DeserializeOwned + Serialize + Into<Request> + Send + 'static {
     /// Whether a `request_id` makes it at-most-once (section 8).
     const AT_MOST_ONCE: bool;
     /// What it answers when it succeeds.
-    type Answer: Answer;
+    type Answer: TypedAnswer;
 
     /// Checks what serde cannot (values well-formed but impossible: `invalid`);
     /// the default accepts everything.
@@ -71,7 +71,7 @@ pub trait Call: DeserializeOwned + Serialize + Into<Request> + Send + 'static {
     }
 
     /// How long the app may take before it answers `"TimedOut"`. The default:
-    /// [`deadline::STANDARD`]; none for a stream ([`Answer::STREAMS`]).
+    /// [`deadline::STANDARD`]; none for a stream ([`TypedAnswer::STREAMS`]).
     fn deadline(&self) -> Option<Duration> {
         (!Self::Answer::STREAMS).then_some(deadline::STANDARD)
     }

@@ -6,7 +6,7 @@ use std::future::Future;
 
 use super::reply::Reply;
 use super::{App, Bus};
-use crate::protocol::{Answer, EncodedAnswer};
+use crate::protocol::{EncodedAnswer, TypedAnswer};
 use crate::request::Call;
 use crate::request::hello::{Hello, HelloInfo};
 use crate::request::shutdown::Shutdown;

@@ -2,7 +2,7 @@
 //! or replayed), the stream or attachment it serves, or nothing when the client
 //! left. Made by the dispatch and by the requests the bus answers itself.
 
-use crate::protocol::{Answer, ApiError, EncodedAnswer, Response};
+use crate::protocol::{ApiError, EncodedAnswer, Response, TypedAnswer};
 
 /// What became of a request.
 ///
@@ -32,7 +32,7 @@ impl<S, T> Reply<S, T> {
     }
 
     /// A handler's typed result, as the response on the wire.
-    pub(crate) fn answered<R: Answer>(result: Result<R, ApiError>) -> Self {
+    pub(crate) fn answered<R: TypedAnswer>(result: Result<R, ApiError>) -> Self {
         match result {
             Ok(answer) => Reply::answer(answer.into_response()),
             Err(e) => Reply::answer(e),

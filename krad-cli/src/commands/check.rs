@@ -94,7 +94,7 @@ fn summary(record: &AgentRecord, now: SystemTime) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use krad_bus::protocol::{Answer, Response};
+    use krad_bus::protocol::{Response, TypedAnswer};
     use serde_json::json;
 
     #[test]

@@ -4,6 +4,7 @@
 use anyhow::Context;
 use krad_bus::protocol::ExtensionInfo;
 use krad_bus::request::{extension_tool::ExtensionTool, extensions::Extensions};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::connect::{Bus, ConnectArgs};
@@ -151,6 +152,19 @@ fn extensions_lines(extensions: &[ExtensionInfo], tools: bool, width: usize) -> 
     lines
 }
 
+/// An MCP content item, as far as the CLI prints it: text as its lines, any
+/// other kind (or a text item it cannot read) as its JSON. Unknown fields and
+/// kinds are fine.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Content {
+    Text {
+        text: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
 fn call(args: ExtCallArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let arguments = arguments(args.args_json.as_deref(), args.args)?;
     let request = ExtensionTool {
@@ -161,8 +175,8 @@ fn call(args: ExtCallArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
     let reply = Bus::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |result| {
         for item in &result.content {
-            match (item["type"].as_str(), item["text"].as_str()) {
-                (Some("text"), Some(text)) => print::line(text.strip_suffix('\n').unwrap_or(text)),
+            match Content::deserialize(item) {
+                Ok(Content::Text { text }) => print::line(text.strip_suffix('\n').unwrap_or(&text)),
                 _ => print::json(item),
             }
         }
@@ -222,6 +236,29 @@ fn parse_arg(text: &str) -> Result<(String, Value), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_items_are_read_by_kind_and_tolerate_the_unknown() {
+        let text = json!({"type": "text", "text": "hi\n", "annotations": {"x": 1}});
+        assert!(
+            matches!(Content::deserialize(&text), Ok(Content::Text { text }) if text == "hi\n")
+        );
+        for other in [
+            json!({"type": "image", "data": "AA==", "mimeType": "image/png"}),
+            json!({"type": "something-new"}),
+        ] {
+            assert!(
+                matches!(Content::deserialize(&other), Ok(Content::Other)),
+                "{other}"
+            );
+        }
+        for unreadable in [
+            json!({"type": "text", "text": 7}),
+            json!({"text": "no type"}),
+        ] {
+            assert!(Content::deserialize(&unreadable).is_err(), "{unreadable}");
+        }
+    }
     use serde_json::json;
 
     #[test]

@@ -76,7 +76,7 @@ fn agents_table(agents: &[AgentRecord], now: SystemTime, width: usize) -> Vec<St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use krad_bus::protocol::{Answer, Response};
+    use krad_bus::protocol::{Response, TypedAnswer};
     use serde_json::json;
 
     #[test]
