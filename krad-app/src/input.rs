@@ -54,15 +54,18 @@ pub(crate) async fn type_into(
     let wait = |more: bool, within: Duration| {
         more.then(|| (tokio::time::Instant::now() + within).min(budget))
     };
+    let shown = (!text.is_empty()).then(|| echo_of(text)).flatten();
     if !text.is_empty() {
         let more = enter || !keys.is_empty();
         let bytes = paste(text, terminal.bracketed_paste());
-        let shown = echo_of(text);
         write_taken(terminal, bytes, wait(more, PASTE_TAKEN_WITHIN), shown).await?;
     }
     if enter {
         let more = !keys.is_empty();
         write_taken(terminal, b"\r".to_vec(), wait(more, KEY_TAKEN_WITHIN), None).await?;
+        if let Some(shown) = shown {
+            press_again_if_left(terminal, shown, budget).await?;
+        }
     }
     for (i, key) in keys.iter().enumerate() {
         let bytes = key.bytes(terminal.snapshot(0).application_cursor);
@@ -70,6 +73,54 @@ pub(crate) async fn type_into(
         write_taken(terminal, bytes, wait(more, KEY_TAKEN_WITHIN), None).await?;
     }
     Ok(())
+}
+
+/// How long Enter may take to submit the text on the cursor's line.
+const SUBMITTED_WITHIN: Duration = Duration::from_millis(1000);
+/// How many more times Enter is pressed when the text stays there.
+const ENTER_AGAIN: usize = 2;
+
+/// Presses Enter again while the text (its echo `shown`) stays on the cursor's
+/// line — the input box — after Enter: a TUI busy a moment (Claude Code 2.1.332
+/// just after its trust dialog) drops a keystroke, and the prompt would wait
+/// there unsent. A program that took the line moved the cursor off it, or
+/// cleared it.
+async fn press_again_if_left(
+    terminal: &dyn Terminal,
+    shown: &str,
+    budget: tokio::time::Instant,
+) -> Result<(), TypeError> {
+    for _ in 0..ENTER_AGAIN {
+        let until = (tokio::time::Instant::now() + SUBMITTED_WITHIN).min(budget);
+        loop {
+            if !on_the_cursor_line(terminal, shown) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= until {
+                break;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        if tokio::time::Instant::now() >= budget {
+            return Ok(());
+        }
+        tracing::debug!(
+            terminal = terminal.id(),
+            "Enter was not taken: pressed again"
+        );
+        write_taken(terminal, b"\r".to_vec(), None, None).await?;
+    }
+    Ok(())
+}
+
+/// Whether the cursor's line shows `shown`.
+fn on_the_cursor_line(terminal: &dyn Terminal, shown: &str) -> bool {
+    let snapshot = terminal.snapshot(0);
+    snapshot
+        .screen
+        .lines()
+        .nth(usize::from(snapshot.cursor.0))
+        .is_some_and(|line| line.contains(shown))
 }
 
 /// What of a one-line text its echo shows for sure: its last few characters (a

@@ -13,7 +13,7 @@ struct Question {
     message: &'static str,
 }
 
-/// Claude Code 2.1 (checked against 2.1.197).
+/// Claude Code 2.1 (checked against 2.1.197 and 2.1.332).
 const CLAUDE: &[Question] = &[
     Question {
         marker: "Is this a project you created or one you trust",
@@ -34,6 +34,16 @@ const CLAUDE: &[Question] = &[
     Question {
         marker: "Not logged in · Run /login",
         message: "needs you: log in",
+    },
+    // 2.1.332 says nothing at startup; a prompt gets this line.
+    Question {
+        marker: "Not logged in · Please run /login",
+        message: "needs you: log in",
+    },
+    // 2.1.332 offers its auto mode at startup when manual mode is the default.
+    Question {
+        marker: "Make auto mode your default permission mode?",
+        message: "needs you: choose a permission mode",
     },
     Question {
         marker: "Choose the text style",
