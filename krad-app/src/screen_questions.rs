@@ -61,6 +61,11 @@ const CODEX: &[Question] = &[
         marker: "Trust this folder? Codex can",
         message: "needs you: trust this folder",
     },
+    // At startup, when a hook is new or changed and not trusted.
+    Question {
+        marker: "Hooks need review",
+        message: "needs you: review Codex's hooks",
+    },
 ];
 
 /// Text on Claude Code's screen while its own permission dialog is up.

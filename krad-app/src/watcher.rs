@@ -310,6 +310,16 @@ fn announcement(e: &mut Entry, announced: &str, screen: Option<&str>) -> bool {
         return false;
     };
     let turn_over = announced::ends_a_turn(announced);
+    if state == AgentState::Asking && e.profile.hooks == HookKind::Codex && e.permission_asks == 0 {
+        // Codex shows its dialog once its hooks are done: had krad's hook run,
+        // it would have raised an ask first.
+        message = message.map(|m| announced::unhooked(&m));
+        tracing::warn!(
+            terminal = e.record.terminal,
+            "Codex asks for an approval that krad's PermissionRequest hook never saw: \
+             its hooks did not run (not trusted?)"
+        );
+    }
     if e.first_turn_pending {
         if turn_over || state == AgentState::Asking {
             e.first_turn_pending = false;
@@ -435,10 +445,15 @@ fn dialog_shown(e: &mut Entry, screen: &str) -> bool {
     e.dialog_seen = true;
     let record = &mut e.record;
     // The announcement may come before the dialog is drawn.
-    if record.message.as_deref() == Some(announced::NEEDS_APPROVAL)
+    let unhooked = announced::unhooked(announced::NEEDS_APPROVAL);
+    let waiting = record.message.as_deref() == Some(announced::NEEDS_APPROVAL);
+    if (waiting || record.message.as_deref() == Some(unhooked.as_str()))
         && let Some(command) = announced::pending_command(screen)
     {
-        let message = announced::approval(command);
+        let mut message = announced::approval(command);
+        if !waiting {
+            message = announced::unhooked(&message);
+        }
         let source = record.state_source;
         return set_state(record, AgentState::Asking, source, Some(message));
     }

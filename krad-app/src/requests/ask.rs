@@ -6,7 +6,7 @@
 use krad_bus::protocol::{
     AgentState, AnsweredInfo, ApiError, AskAnswer, DecidedBy, ErrorCode, StateSource,
 };
-use krad_bus::request::ask::Ask;
+use krad_bus::request::ask::{Ask, AskKind};
 use krad_bus::server::{CallContext, Handle};
 
 use crate::asks::Raised;
@@ -54,6 +54,9 @@ impl Handle<Ask> for EmbeddedApp {
             }) => {
                 if fresh {
                     core.store.update(me.terminal, |e| {
+                        if request.kind == AskKind::Permission {
+                            e.permission_asks += 1;
+                        }
                         e.record.state != AgentState::Exited
                             && set_state(
                                 &mut e.record,
