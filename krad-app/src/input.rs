@@ -54,18 +54,15 @@ pub(crate) async fn type_into(
     let wait = |more: bool, within: Duration| {
         more.then(|| (tokio::time::Instant::now() + within).min(budget))
     };
-    let shown = (!text.is_empty()).then(|| echo_of(text)).flatten();
     if !text.is_empty() {
         let more = enter || !keys.is_empty();
         let bytes = paste(text, terminal.bracketed_paste());
+        let shown = echo_of(text);
         write_taken(terminal, bytes, wait(more, PASTE_TAKEN_WITHIN), shown).await?;
     }
     if enter {
         let more = !keys.is_empty();
         write_taken(terminal, b"\r".to_vec(), wait(more, KEY_TAKEN_WITHIN), None).await?;
-        if let Some(shown) = shown {
-            press_again_if_left(terminal, shown, budget).await?;
-        }
     }
     for (i, key) in keys.iter().enumerate() {
         let bytes = key.bytes(terminal.snapshot(0).application_cursor);
@@ -75,52 +72,62 @@ pub(crate) async fn type_into(
     Ok(())
 }
 
-/// How long Enter may take to submit the text on the cursor's line.
-const SUBMITTED_WITHIN: Duration = Duration::from_millis(1000);
-/// How many more times Enter is pressed when the text stays there.
-const ENTER_AGAIN: usize = 2;
+/// How long a typed prompt may take to be submitted before Enter is tried again.
+const SUBMITTED_WITHIN: Duration = Duration::from_millis(1500);
+/// How many more times Enter is tried.
+const SUBMIT_AGAIN: usize = 2;
+/// Between taking back a newline and pressing Enter again.
+const AFTER_BACKSPACE: Duration = Duration::from_millis(150);
 
-/// Presses Enter again while the text (its echo `shown`) stays on the cursor's
-/// line — the input box — after Enter: a TUI busy a moment (Claude Code 2.1.332
-/// just after its trust dialog) drops a keystroke, and the prompt would wait
-/// there unsent. A program that took the line moved the cursor off it, or
-/// cleared it.
-async fn press_again_if_left(
+/// After a typed prompt's Enter: until `submitted` says the program took the
+/// prompt, looks at the input line and tries again — Enter when the prompt
+/// still waits on the cursor's line (the key was dropped), Backspace and Enter
+/// when the cursor sits on a new empty line under it (Enter became a newline in
+/// the input box). Claude Code 2.1.332, busy a moment just after its trust
+/// dialog, did both. Anything else on the screen is left alone.
+pub(crate) async fn until_submitted(
     terminal: &dyn Terminal,
-    shown: &str,
-    budget: tokio::time::Instant,
+    text: &str,
+    submitted: impl Fn() -> bool,
 ) -> Result<(), TypeError> {
-    for _ in 0..ENTER_AGAIN {
-        let until = (tokio::time::Instant::now() + SUBMITTED_WITHIN).min(budget);
-        loop {
-            if !on_the_cursor_line(terminal, shown) {
+    let Some(shown) = echo_of(text) else {
+        return Ok(());
+    };
+    for _ in 0..SUBMIT_AGAIN {
+        let until = tokio::time::Instant::now() + SUBMITTED_WITHIN;
+        while tokio::time::Instant::now() < until {
+            if submitted() {
                 return Ok(());
             }
-            if tokio::time::Instant::now() >= until {
-                break;
-            }
-            tokio::time::sleep(POLL).await;
+            tokio::time::sleep(POLL * 5).await;
         }
-        if tokio::time::Instant::now() >= budget {
+        let snapshot = terminal.snapshot(0);
+        let lines: Vec<&str> = snapshot.screen.lines().collect();
+        let row = usize::from(snapshot.cursor.0);
+        let here = lines.get(row).copied().unwrap_or_default();
+        let above = row
+            .checked_sub(1)
+            .and_then(|r| lines.get(r))
+            .copied()
+            .unwrap_or_default();
+        if here.contains(shown) {
+            tracing::debug!(
+                terminal = terminal.id(),
+                "the prompt's Enter was dropped: again"
+            );
+        } else if here.trim().is_empty() && above.contains(shown) {
+            tracing::debug!(
+                terminal = terminal.id(),
+                "the prompt's Enter became a newline"
+            );
+            write_taken(terminal, b"\x7f".to_vec(), None, None).await?;
+            tokio::time::sleep(AFTER_BACKSPACE).await;
+        } else {
             return Ok(());
         }
-        tracing::debug!(
-            terminal = terminal.id(),
-            "Enter was not taken: pressed again"
-        );
         write_taken(terminal, b"\r".to_vec(), None, None).await?;
     }
     Ok(())
-}
-
-/// Whether the cursor's line shows `shown`.
-fn on_the_cursor_line(terminal: &dyn Terminal, shown: &str) -> bool {
-    let snapshot = terminal.snapshot(0);
-    snapshot
-        .screen
-        .lines()
-        .nth(usize::from(snapshot.cursor.0))
-        .is_some_and(|line| line.contains(shown))
 }
 
 /// What of a one-line text its echo shows for sure: its last few characters (a

@@ -45,6 +45,11 @@ const CLAUDE: &[Question] = &[
         marker: "Make auto mode your default permission mode?",
         message: "needs you: choose a permission mode",
     },
+    // 2.1.332 in auto mode, when its server-side check is out of reach.
+    Question {
+        marker: "Auto mode can't check actions in this session",
+        message: "needs you: auto mode can't check actions: stay in it or leave it",
+    },
     Question {
         marker: "Choose the text style",
         message: "needs you: finish Claude Code's setup",

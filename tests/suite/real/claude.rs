@@ -232,6 +232,67 @@ fn permissions_answered_in_its_own_terminal_with_keys() {
     assert!(!bed.repo.join("no.txt").exists());
 }
 
+/// Regression (issue 36): a lead's Claude that runs subagents must not flicker
+/// idle between them. Claude Code 2.1.332 runs a subagent in the background: its
+/// main turn stops (`Stop` with the subagent in `background_tasks`) and a new
+/// turn starts when the subagent is done. (2.1.197 runs it in the foreground.)
+#[test]
+fn a_subagent_keeps_it_working_until_the_turn_that_reads_its_report_ends() {
+    let bed = RealApp::start(Cli::Claude);
+    let replies = ["first words", "second words", "all done"];
+    let mut script = vec![Turn::tool(
+        "Agent",
+        json!({"description": "check a thing", "prompt": "SUBTASK check the thing",
+               "subagent_type": "general-purpose"}),
+    )];
+    script.extend(replies.iter().map(|r| Turn::reply(*r)));
+    bed.double.script(script);
+    let spawned_at = Instant::now();
+    // Manual mode: 2.1.332's auto mode would ask its server-side check about
+    // the subagent, which the double does not serve.
+    let id = bed.spawn(json!({"profile": "claude", "command": MANUAL, "prompt": "use a subagent"}));
+    let timeline = Timeline::follow(&bed.app, id);
+    let (working_at, _) = timeline.first_after(spawned_at, LONG, |r| r["state"] == "working");
+    // Settled: idle, and no request to the model for 2 s.
+    let until = Instant::now() + LONG;
+    let mut seen = 0;
+    loop {
+        std::thread::sleep(Duration::from_secs(2));
+        let n = bed.double.requests().len();
+        if n == seen && n >= 3 && bed.app.record(id)["state"] == "idle" {
+            break;
+        }
+        seen = n;
+        assert!(
+            Instant::now() < until,
+            "never settled: {}",
+            timeline.describe()
+        );
+    }
+    let n = bed.double.requests().len();
+    let (_, answered) = bed.answered(id, n);
+    let during = timeline.between(working_at, Instant::now());
+    let first_idle = during.iter().position(|s| s.starts_with("idle")).unwrap();
+    let (before, after) = during.split_at(first_idle);
+    assert!(
+        before
+            .iter()
+            .all(|s| s.starts_with("working") || s.starts_with("asking")),
+        "{during:#?}"
+    );
+    let done = format!("idle (hook) {}", replies[n - 2]);
+    assert!(
+        after.iter().all(|s| *s == done),
+        "idle before the turn that read the subagent's report: {during:#?}"
+    );
+    let (at, _) = timeline.first_after(answered, LONG, |r| r["state"] == "idle");
+    assert!(
+        at.saturating_duration_since(answered) <= bound(),
+        "{}",
+        timeline.describe()
+    );
+}
+
 /// The number of the dialog's option that reads `label` (`❯ 4. No` → `4`).
 fn option_key(screen: &str, label: &str) -> Option<String> {
     screen.lines().find_map(|line| {

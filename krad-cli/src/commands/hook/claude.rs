@@ -1,9 +1,13 @@
 //! Claude Code's hooks: `UserPromptSubmit`, `PreToolUse` and `PostToolUse`
-//! report `working`; `Stop` reports `idle` with the last assistant message,
-//! `StopFailure` `idle` with the error; `SessionStart` (a new, resumed or
-//! cleared session, not a compaction) reports `idle`; a `permission_prompt`
-//! notification reports `asking` and an `idle_prompt` one `idle`;
-//! `PermissionRequest` becomes an Ask on the bus.
+//! report `working`; `Stop` reports `idle` with the last assistant message —
+//! or `working` while background work it started (a subagent) is still in
+//! flight and will wake it; `StopFailure` reports `idle` with the error;
+//! `SessionStart` (a new, resumed or cleared session, not a compaction) reports
+//! `idle`; a `permission_prompt` or `agent_needs_input` notification reports
+//! `asking` and an `idle_prompt` one `idle`; `PermissionRequest` becomes an Ask
+//! on the bus.
+//! An event from within a subagent (it has an `agent_id`) never makes the
+//! agent idle: the main conversation goes on.
 
 use krad_bus::request::report::{Report, ReportedState};
 use serde::Deserialize;
@@ -39,6 +43,47 @@ pub struct ClaudeEvent {
     /// `PermissionRequest`: what "always allow" could keep. Kept as given, so
     /// that the one chosen goes back to Claude Code exactly.
     pub permission_suggestions: Vec<Value>,
+    /// Set when the event comes from within a subagent (2.1.332), not the main
+    /// conversation.
+    pub agent_id: Option<String>,
+    /// `Stop`: the background work still in flight that will wake the session
+    /// (2.1.332: a subagent runs in the background; the main turn stops, and a
+    /// new one starts when the subagent is done).
+    pub background_tasks: Vec<BackgroundTask>,
+}
+
+/// Background work a `Stop` says is in flight, as far as krad reads it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct BackgroundTask {
+    /// `subagent`, `shell`, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub description: String,
+}
+
+/// How many background tasks a message names.
+const NAMED_TASKS: usize = 3;
+
+/// The message of a stop that waits for background work.
+fn waiting_for(tasks: &[BackgroundTask]) -> String {
+    let named: Vec<&str> = tasks
+        .iter()
+        .take(NAMED_TASKS)
+        .map(|t| {
+            if t.description.is_empty() {
+                t.kind.as_str()
+            } else {
+                t.description.as_str()
+            }
+        })
+        .collect();
+    let more = tasks.len().saturating_sub(NAMED_TASKS);
+    let mut message = format!("waiting for background work: {}", named.join(", "));
+    if more > 0 {
+        message.push_str(&format!(" and {more} more"));
+    }
+    message
 }
 
 /// One of Claude Code's `permission_suggestions`, as far as krad reads it.
@@ -151,7 +196,15 @@ pub fn claude_report(event: &ClaudeEvent) -> Option<Report> {
         title: None,
         session: event.session_id.clone(),
     };
+    let in_subagent = event.agent_id.is_some();
     match event.hook_event_name.as_str() {
+        // A subagent's turn ending, failing or waiting is not the agent's.
+        "Stop" | "StopFailure" | "SessionStart" if in_subagent => None,
+        "Notification"
+            if in_subagent && event.notification_type.as_deref() == Some("idle_prompt") =>
+        {
+            None
+        }
         "UserPromptSubmit" => Some(report(ReportedState::Working, None)),
         // A compaction starts a session in the middle of a turn.
         "SessionStart" => match event.source.as_deref() {
@@ -183,6 +236,11 @@ pub fn claude_report(event: &ClaudeEvent) -> Option<Report> {
                 .map(|d| format!("{tool}: {}", d.lines().next().unwrap_or_default()));
             Some(report(ReportedState::Working, Some(detail.unwrap_or(tool))))
         }
+        // Paused until its background work wakes it: not done.
+        "Stop" if !event.background_tasks.is_empty() => Some(report(
+            ReportedState::Working,
+            Some(waiting_for(&event.background_tasks)),
+        )),
         "Stop" => {
             let message = event.last_assistant_message.clone().or_else(|| {
                 event
@@ -193,7 +251,12 @@ pub fn claude_report(event: &ClaudeEvent) -> Option<Report> {
             Some(report(ReportedState::Idle, message))
         }
         "Notification" => match event.notification_type.as_deref() {
-            Some("permission_prompt") => Some(report(ReportedState::Asking, event.message.clone())),
+            // `agent_needs_input` (2.1.332): an agent of the session — the main
+            // one when auto mode cannot check an action, or one in the
+            // background — waits for the user.
+            Some("permission_prompt" | "agent_needs_input") => {
+                Some(report(ReportedState::Asking, event.message.clone()))
+            }
             Some("idle_prompt") => Some(report(ReportedState::Idle, None)),
             _ => None,
         },
@@ -277,6 +340,19 @@ mod tests {
         );
         let r = report(json!({"hook_event_name":"Notification","notification_type":"permission_prompt","message":"Claude needs your permission to use Bash"})).unwrap();
         assert_eq!(r.state, ReportedState::Asking);
+        // As Claude Code 2.1.332 sent it when auto mode's check was unreachable.
+        let r = report(
+            json!({"hook_event_name":"Notification","notification_type":"agent_needs_input",
+            "message":"Auto mode can't check actions in this session and needs your choice"}),
+        )
+        .unwrap();
+        assert_eq!(
+            (r.state, r.message.as_deref()),
+            (
+                ReportedState::Asking,
+                Some("Auto mode can't check actions in this session and needs your choice")
+            )
+        );
         assert!(
             report(json!({"hook_event_name":"Notification","notification_type":"auth_success"}))
                 .is_none()
@@ -297,6 +373,61 @@ mod tests {
         let r = report(json!({"hook_event_name":"PostToolUse","tool_name":"Bash"})).unwrap();
         assert_eq!(r.state, ReportedState::Working);
         assert!(report(json!({"hook_event_name":"SomethingNew"})).is_none());
+    }
+
+    // Regression (issue 36): Claude Code 2.1.332 runs subagents in the
+    // background; its main turn stops meanwhile and a new one starts when they
+    // are done. Idle in between was a flicker.
+    #[test]
+    fn a_stop_with_background_work_in_flight_is_still_working() {
+        let r = report(
+            json!({"hook_event_name":"Stop","last_assistant_message":"R1",
+            "background_tasks":[{"id":"a3e","type":"subagent","status":"running",
+                "description":"check a thing"}],"session_crons":[]}),
+        )
+        .unwrap();
+        assert_eq!(
+            (r.state, r.message.as_deref()),
+            (
+                ReportedState::Working,
+                Some("waiting for background work: check a thing")
+            )
+        );
+        let r = report(
+            json!({"hook_event_name":"Stop","last_assistant_message":"R3",
+            "background_tasks":[],"session_crons":[]}),
+        )
+        .unwrap();
+        assert_eq!(
+            (r.state, r.message.as_deref()),
+            (ReportedState::Idle, Some("R3"))
+        );
+        let many: Vec<Value> = (0..5)
+            .map(|i| json!({"type":"shell","status":"running","description":format!("t{i}")}))
+            .collect();
+        let r = report(json!({"hook_event_name":"Stop","background_tasks":many})).unwrap();
+        assert_eq!(
+            r.message.as_deref(),
+            Some("waiting for background work: t0, t1, t2 and 2 more")
+        );
+    }
+
+    #[test]
+    fn a_subagent_s_events_never_make_it_idle() {
+        for event in ["Stop", "StopFailure", "SessionStart", "Notification"] {
+            assert!(
+                report(
+                    json!({"hook_event_name":event,"agent_id":"a3e","agent_type":"general-purpose",
+                    "notification_type":"idle_prompt","error":"server_error"})
+                )
+                .is_none(),
+                "{event}"
+            );
+        }
+        let r = report(json!({"hook_event_name":"PreToolUse","agent_id":"a3e",
+            "tool_name":"Bash","tool_input":{"command":"ls"}}))
+        .unwrap();
+        assert_eq!(r.state, ReportedState::Working);
     }
 
     #[test]
