@@ -240,12 +240,21 @@ fn permissions_answered_in_its_own_terminal_with_keys() {
 fn a_subagent_keeps_it_working_until_the_turn_that_reads_its_report_ends() {
     let bed = RealApp::start(Cli::Claude);
     let replies = ["first words", "second words", "all done"];
-    let mut script = vec![Turn::tool(
-        "Agent",
-        json!({"description": "check a thing", "prompt": "SUBTASK check the thing",
-               "subagent_type": "general-purpose"}),
-    )];
-    script.extend(replies.iter().map(|r| Turn::reply(*r)));
+    // The main turn's request comes first and is answered slowly: the subagent
+    // is done before that turn stops, so its Stop names no background work
+    // (the harder case; the other is a unit test's).
+    let mut script = vec![
+        Turn::tool(
+            "Agent",
+            json!({"description": "check a thing", "prompt": "SUBTASK check the thing",
+                   "subagent_type": "general-purpose"}),
+        ),
+        Turn::Slow {
+            text: replies[0].into(),
+            secs: 2,
+        },
+    ];
+    script.extend(replies[1..].iter().map(|r| Turn::reply(*r)));
     bed.double.script(script);
     let spawned_at = Instant::now();
     // Manual mode: 2.1.332's auto mode would ask its server-side check about

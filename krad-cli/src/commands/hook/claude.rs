@@ -241,6 +241,19 @@ pub fn claude_report(event: &ClaudeEvent) -> Option<Report> {
             ReportedState::Working,
             Some(waiting_for(&event.background_tasks)),
         )),
+        // A background subagent that finished before this turn stopped is not
+        // in `background_tasks`, but its report wakes the session at once.
+        "Stop"
+            if event
+                .transcript_path
+                .as_deref()
+                .is_some_and(|p| !agents_not_reported(p).is_empty()) =>
+        {
+            Some(report(
+                ReportedState::Working,
+                Some("waiting for background work: a subagent's report".to_owned()),
+            ))
+        }
         "Stop" => {
             let message = event.last_assistant_message.clone().or_else(|| {
                 event
@@ -262,6 +275,74 @@ pub fn claude_report(event: &ClaudeEvent) -> Option<Report> {
         },
         _ => None,
     }
+}
+
+/// How much of a transcript's end is read for background agents.
+const TRANSCRIPT_TAIL: u64 = 8 * 1024 * 1024;
+
+/// A transcript line's `toolUseResult` for an `Agent` call, as far as krad
+/// reads it: 2.1.332 writes `{"isAsync":true,"status":"async_launched",
+/// "agentId":…}` for a subagent it runs in the background.
+#[derive(Deserialize)]
+struct LaunchLine {
+    #[serde(rename = "toolUseResult")]
+    result: Launch,
+}
+
+#[derive(Deserialize)]
+struct Launch {
+    #[serde(default)]
+    status: String,
+    #[serde(rename = "agentId", default)]
+    agent_id: String,
+}
+
+/// A transcript line's type (`user`, `assistant`, `queue-operation`, …).
+#[derive(Deserialize)]
+struct LineKind {
+    #[serde(rename = "type", default)]
+    kind: String,
+}
+
+/// The background agents the transcript (its last 8 MiB) shows launched and
+/// not yet reported: no `<task-notification>` delivered to the session as a
+/// user message names them (`<task-id>ID</…>`).
+fn agents_not_reported(path: &str) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(TRANSCRIPT_TAIL)));
+    let mut bytes = Vec::new();
+    if file.read_to_end(&mut bytes).is_err() {
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let mut launched = Vec::new();
+    let mut reported = Vec::new();
+    for line in text.lines() {
+        if line.contains("async_launched")
+            && let Ok(launch) = serde_json::from_str::<LaunchLine>(line)
+            && launch.result.status == "async_launched"
+            && !launch.result.agent_id.is_empty()
+        {
+            launched.push(launch.result.agent_id);
+        }
+        // Delivered: in a user message. (A report the session has not read yet
+        // is in a `queue-operation` line.)
+        let delivered = line.contains("<task-id>")
+            && serde_json::from_str::<LineKind>(line).is_ok_and(|l| l.kind == "user");
+        let mut rest = if delivered { line } else { "" };
+        while let Some(start) = rest.find("<task-id>") {
+            rest = &rest[start + "<task-id>".len()..];
+            if let Some(end) = rest.find("</task-id>") {
+                reported.push(rest[..end].to_owned());
+            }
+        }
+    }
+    launched.retain(|id| !reported.contains(id));
+    launched
 }
 
 /// One line of a Claude Code transcript, as far as krad reads it.
@@ -409,6 +490,38 @@ mod tests {
         assert_eq!(
             r.message.as_deref(),
             Some("waiting for background work: t0, t1, t2 and 2 more")
+        );
+    }
+
+    // Regression (issue 36): a background subagent that finished before the
+    // turn that started it stopped is not in that Stop's `background_tasks`;
+    // the transcript shows it launched and not yet reported.
+    #[test]
+    fn a_stop_before_a_finished_subagent_s_report_is_still_working() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let launch = r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"toolu_1"}]},"toolUseResult":{"isAsync":true,"status":"async_launched","agentId":"adc48","description":"check a thing"}}"#;
+        std::fs::write(&path, format!("{launch}\n")).unwrap();
+        let stop = json!({"hook_event_name":"Stop","last_assistant_message":"main slow",
+            "background_tasks":[],"transcript_path":path});
+        let r = report(stop.clone()).unwrap();
+        assert_eq!(
+            (r.state, r.message.as_deref()),
+            (
+                ReportedState::Working,
+                Some("waiting for background work: a subagent's report")
+            )
+        );
+        // Queued for the session, not read yet: still waiting.
+        let queued = r#"{"type":"queue-operation","operation":"enqueue","content":"<task-notification>\n<task-id>adc48</task-id>\n</task-notification>"}"#;
+        std::fs::write(&path, format!("{launch}\n{queued}\n")).unwrap();
+        assert_eq!(report(stop.clone()).unwrap().state, ReportedState::Working);
+        let notified = r#"{"type":"user","message":{"content":"<task-notification>\n<task-id>adc48</task-id>\n<status>completed</status>\n</task-notification>"}}"#;
+        std::fs::write(&path, format!("{launch}\n{queued}\n{notified}\n")).unwrap();
+        let r = report(stop).unwrap();
+        assert_eq!(
+            (r.state, r.message.as_deref()),
+            (ReportedState::Idle, Some("main slow"))
         );
     }
 
