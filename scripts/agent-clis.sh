@@ -1,17 +1,38 @@
 #!/usr/bin/env bash
-# Installs the pinned real agent CLIs (Claude Code and Codex CLI) into DIR with npm,
-# once: a second run, or many at once, finds them there. Prints the bin directory.
+# Installs the pinned real agent CLIs (Claude Code and Codex CLI) with npm, once:
+# a second run, or many at once, finds them there. Prints the bin directory.
 # Never global: the packages, npm's cache and its logs all stay under DIR.
 #
-#   scripts/agent-clis.sh target/agent-clis   # -> target/agent-clis/node_modules/.bin
+#   scripts/agent-clis.sh target/agent-clis   # -> target/agent-clis/latest/node_modules/.bin
+#   KRAD_AGENT_CLIS=previous scripts/agent-clis.sh target/agent-clis
+#                                             # -> target/agent-clis/previous/node_modules/.bin
+#   scripts/agent-clis.sh --versions          # the pins of the chosen set, `name version` lines
+#
+# The pins, in one place. `latest` is what the registry had when they were last moved
+# (docs/agents.md, "Moving to a new CLI version"); `previous` is the set before it, kept
+# runnable so a difference can be told from a regression. Each set has its own directory.
 set -euo pipefail
 
-CLAUDE_VERSION=2.1.197
-CODEX_VERSION=0.171.0
+declare -A CLAUDE_VERSION=([latest]=2.1.332 [previous]=2.1.197)
+declare -A CODEX_VERSION=([latest]=0.171.0 [previous]=0.171.0)
 
-dir=${1:?usage: agent-clis.sh DIR}
-mkdir -p "$dir"
-dir=$(cd "$dir" && pwd)
+set_name=${KRAD_AGENT_CLIS:-latest}
+if [ -z "${CLAUDE_VERSION[$set_name]+x}" ]; then
+  echo "agent-clis: KRAD_AGENT_CLIS=$set_name is not a pin set (latest, previous)" >&2
+  exit 2
+fi
+claude=${CLAUDE_VERSION[$set_name]}
+codex=${CODEX_VERSION[$set_name]}
+
+if [ "${1:-}" = "--versions" ]; then
+  printf 'claude-code %s\ncodex %s\n' "$claude" "$codex"
+  exit 0
+fi
+
+root=${1:?usage: agent-clis.sh DIR | --versions}
+mkdir -p "$root/$set_name"
+root=$(cd "$root" && pwd)
+dir="$root/$set_name"
 bin="$dir/node_modules/.bin"
 
 installed() {
@@ -21,8 +42,8 @@ installed() {
 }
 
 ready() {
-  installed @anthropic-ai/claude-code "$CLAUDE_VERSION" &&
-    installed @openai/codex "$CODEX_VERSION" &&
+  installed @anthropic-ai/claude-code "$claude" &&
+    installed @openai/codex "$codex" &&
     [ -x "$bin/claude" ] && [ -x "$bin/codex" ]
 }
 
@@ -32,10 +53,11 @@ command -v npm >/dev/null || { echo "agent-clis: npm is not installed" >&2; exit
 exec 9>"$dir/.lock"
 flock 9
 if ! ready; then
-  export npm_config_cache="$dir/npm-cache"
+  # One npm cache for every set: a CLI both sets pin is downloaded once.
+  export npm_config_cache="$root/npm-cache"
   export npm_config_update_notifier=false
   npm install --prefix "$dir" --no-audit --no-fund --no-save --loglevel=error \
-    "@anthropic-ai/claude-code@$CLAUDE_VERSION" "@openai/codex@$CODEX_VERSION" >&2
+    "@anthropic-ai/claude-code@$claude" "@openai/codex@$codex" >&2
   ready || { echo "agent-clis: the install in $dir is incomplete" >&2; exit 1; }
 fi
 echo "$bin"

@@ -89,6 +89,21 @@ pub(crate) fn approval(command: &str) -> String {
     format!("{NEEDS_APPROVAL} to run: {command}")
 }
 
+/// What an approval's message adds when krad's `PermissionRequest` hook did not
+/// run for it (Codex skips a hook it does not trust, without a word): the
+/// approval is not on the bus, only in the agent's terminal.
+pub(crate) const HOOK_DID_NOT_RUN: &str =
+    " (krad's approval hook did not run: answer in its terminal)";
+
+/// `message` with [`HOOK_DID_NOT_RUN`], once.
+pub(crate) fn unhooked(message: &str) -> String {
+    if message.ends_with(HOOK_DID_NOT_RUN) {
+        message.to_owned()
+    } else {
+        format!("{message}{HOOK_DID_NOT_RUN}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,6 +72,64 @@ pub(crate) async fn type_into(
     Ok(())
 }
 
+/// How long a typed prompt may take to be submitted before Enter is tried again.
+const SUBMITTED_WITHIN: Duration = Duration::from_millis(1500);
+/// How many more times Enter is tried.
+const SUBMIT_AGAIN: usize = 2;
+/// Between taking back a newline and pressing Enter again.
+const AFTER_BACKSPACE: Duration = Duration::from_millis(150);
+
+/// After a typed prompt's Enter: until `submitted` says the program took the
+/// prompt, looks at the input line and tries again — Enter when the prompt
+/// still waits on the cursor's line (the key was dropped), Backspace and Enter
+/// when the cursor sits on a new empty line under it (Enter became a newline in
+/// the input box). Claude Code 2.1.332, busy a moment just after its trust
+/// dialog, did both. Anything else on the screen is left alone.
+pub(crate) async fn until_submitted(
+    terminal: &dyn Terminal,
+    text: &str,
+    submitted: impl Fn() -> bool,
+) -> Result<(), TypeError> {
+    let Some(shown) = echo_of(text) else {
+        return Ok(());
+    };
+    for _ in 0..SUBMIT_AGAIN {
+        let until = tokio::time::Instant::now() + SUBMITTED_WITHIN;
+        while tokio::time::Instant::now() < until {
+            if submitted() {
+                return Ok(());
+            }
+            tokio::time::sleep(POLL * 5).await;
+        }
+        let snapshot = terminal.snapshot(0);
+        let lines: Vec<&str> = snapshot.screen.lines().collect();
+        let row = usize::from(snapshot.cursor.0);
+        let here = lines.get(row).copied().unwrap_or_default();
+        let above = row
+            .checked_sub(1)
+            .and_then(|r| lines.get(r))
+            .copied()
+            .unwrap_or_default();
+        if here.contains(shown) {
+            tracing::debug!(
+                terminal = terminal.id(),
+                "the prompt's Enter was dropped: again"
+            );
+        } else if here.trim().is_empty() && above.contains(shown) {
+            tracing::debug!(
+                terminal = terminal.id(),
+                "the prompt's Enter became a newline"
+            );
+            write_taken(terminal, b"\x7f".to_vec(), None, None).await?;
+            tokio::time::sleep(AFTER_BACKSPACE).await;
+        } else {
+            return Ok(());
+        }
+        write_taken(terminal, b"\r".to_vec(), None, None).await?;
+    }
+    Ok(())
+}
+
 /// What of a one-line text its echo shows for sure: its last few characters (a
 /// long line may wrap anywhere before them). `None` for text whose echo can look
 /// otherwise (several lines become "[Pasted text]" in some TUIs).

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use sha2::{Digest, Sha256};
 
 use crate::config::{ActionConfig, Config, HookKind, ProfileConfig, PromptDelivery};
 
@@ -257,7 +258,7 @@ pub fn argv(
             Some(path) => vec!["--settings".into(), path.display().to_string()],
             None => Vec::new(),
         },
-        HookKind::Codex => vec!["-c".into(), codex_notify(krad)],
+        HookKind::Codex => codex_hooks(krad),
         HookKind::None => Vec::new(),
     };
     if !argv.is_empty() {
@@ -286,11 +287,67 @@ pub fn prompt_args(profile: &Profile, prompt: Option<&str>) -> Vec<String> {
     }
 }
 
-/// `notify=["<krad>","hook","codex"]`: Codex runs it after each turn with a JSON
-/// description of the turn as the last argument.
-fn codex_notify(krad: &Path) -> String {
+/// What the `codex` profile gives Codex, as `-c` overrides (so for this spawn
+/// only; the user's own config is never read nor written):
+/// * `notify=["<krad>","hook","codex"]`: Codex runs it after each turn with a
+///   JSON description of the turn as the last argument;
+/// * a `PermissionRequest` hook calling `krad hook codex`, which raises the
+///   approval as an Ask on the bus and prints the decision;
+/// * the trust for that hook: Codex runs a hook only once its hash was trusted
+///   (`hooks.state.<key>.trusted_hash`), and a session's own overrides may
+///   trust the hooks they bring ([`codex_hook_trust`]).
+fn codex_hooks(krad: &Path) -> Vec<String> {
     let program = serde_json::to_string(&krad.display().to_string()).unwrap_or_default();
-    format!("notify=[{program},\"hook\",\"codex\"]")
+    let command = codex_hook_command(krad);
+    let quoted = serde_json::to_string(&command).unwrap_or_default();
+    let (key, hash) = codex_hook_trust(&command);
+    vec![
+        "-c".into(),
+        format!("notify=[{program},\"hook\",\"codex\"]"),
+        "-c".into(),
+        format!(
+            "hooks.PermissionRequest=[{{matcher=\"{CODEX_HOOK_MATCHER}\",hooks=[{{type=\"command\",command={quoted},timeout={CODEX_HOOK_TIMEOUT}}}]}}]"
+        ),
+        "-c".into(),
+        format!(
+            "hooks.state={{{key}={{trusted_hash=\"{hash}\"}}}}",
+            key = serde_json::to_string(&key).unwrap_or_default()
+        ),
+    ]
+}
+
+/// The command of the hooks the `codex` profile gives Codex.
+pub fn codex_hook_command(krad: &Path) -> String {
+    format!("{} hook codex", shell_quote(&krad.display().to_string()))
+}
+
+/// Every approval (`*`: commands, patches, …) goes through the hook.
+const CODEX_HOOK_MATCHER: &str = "*";
+/// How long Codex lets the hook wait for a decision (seconds), as Claude Code.
+const CODEX_HOOK_TIMEOUT: u64 = 600;
+
+/// The key and hash that trust the `PermissionRequest` hook with `command`, as
+/// Codex (0.171) computes them: the key names the hook's place (the session's
+/// own overrides, `/<session-flags>/config.toml`, its event, its matcher group
+/// and handler), the hash is `sha256:` and the hex SHA-256 of the hook's
+/// normalized identity as JSON with sorted keys. Checked against the real
+/// Codex (`hooks/list` of its app-server, and the real tests: a hook that is
+/// not trusted never raises an ask).
+pub fn codex_hook_trust(command: &str) -> (String, String) {
+    let key = "/<session-flags>/config.toml:permission_request:0:0".to_owned();
+    // serde_json's maps are sorted: this is the canonical form.
+    let identity = json!({
+        "event_name": "permission_request",
+        "matcher": CODEX_HOOK_MATCHER,
+        "hooks": [{
+            "type": "command",
+            "command": command,
+            "timeout": CODEX_HOOK_TIMEOUT,
+            "async": false,
+        }],
+    });
+    let digest = Sha256::digest(identity.to_string().as_bytes());
+    (key, format!("sha256:{}", hex::encode(digest)))
 }
 
 /// The settings file given to Claude Code with `--settings`: hooks that call
@@ -388,14 +445,34 @@ mod tests {
             None,
         );
         assert_eq!(
-            built,
+            built[..3],
+            ["codex", "-c", "notify=[\"/bin/krad\",\"hook\",\"codex\"]"]
+        );
+        assert_eq!(
+            built[3..5],
             [
-                "codex",
                 "-c",
-                "notify=[\"/bin/krad\",\"hook\",\"codex\"]",
-                "--",
-                "go"
+                "hooks.PermissionRequest=[{matcher=\"*\",hooks=[{type=\"command\",command=\"/bin/krad hook codex\",timeout=600}]}]"
             ]
+        );
+        assert_eq!(built[5], "-c");
+        assert!(built[6].starts_with("hooks.state={\"/<session-flags>/config.toml:permission_request:0:0\"={trusted_hash=\"sha256:"));
+        assert_eq!(built[7..], ["--", "go"]);
+    }
+
+    #[test]
+    fn the_codex_hook_is_trusted_as_codex_computes_it() {
+        // The hash Codex 0.171.0's app-server gave for this hook (`hooks/list`,
+        // `currentHash`): tests/suite/real/FINDINGS.md.
+        let (key, hash) = codex_hook_trust("/bin/krad hook codex");
+        assert_eq!(key, "/<session-flags>/config.toml:permission_request:0:0");
+        assert_eq!(
+            hash,
+            "sha256:0c3bfe5d8efb4c14ddae8af32fc6fd9f07aed9d48dd3bb7a2943b8442510bec6"
+        );
+        assert_eq!(
+            codex_hook_command(Path::new("/a b/krad")),
+            "'/a b/krad' hook codex"
         );
     }
 

@@ -13,7 +13,7 @@ struct Question {
     message: &'static str,
 }
 
-/// Claude Code 2.1 (checked against 2.1.197).
+/// Claude Code 2.1 (checked against 2.1.197 and 2.1.332).
 const CLAUDE: &[Question] = &[
     Question {
         marker: "Is this a project you created or one you trust",
@@ -35,6 +35,21 @@ const CLAUDE: &[Question] = &[
         marker: "Not logged in · Run /login",
         message: "needs you: log in",
     },
+    // 2.1.332 says nothing at startup; a prompt gets this line.
+    Question {
+        marker: "Not logged in · Please run /login",
+        message: "needs you: log in",
+    },
+    // 2.1.332 offers its auto mode at startup when manual mode is the default.
+    Question {
+        marker: "Make auto mode your default permission mode?",
+        message: "needs you: choose a permission mode",
+    },
+    // 2.1.332 in auto mode, when its server-side check is out of reach.
+    Question {
+        marker: "Auto mode can't check actions in this session",
+        message: "needs you: auto mode can't check actions: stay in it or leave it",
+    },
     Question {
         marker: "Choose the text style",
         message: "needs you: finish Claude Code's setup",
@@ -50,6 +65,11 @@ const CODEX: &[Question] = &[
     Question {
         marker: "Trust this folder? Codex can",
         message: "needs you: trust this folder",
+    },
+    // At startup, when a hook is new or changed and not trusted.
+    Question {
+        marker: "Hooks need review",
+        message: "needs you: review Codex's hooks",
     },
 ];
 

@@ -79,6 +79,9 @@ pub struct Entry {
     pub pending_message: Option<String>,
     /// The agent's own permission dialog was seen on screen while it asked.
     pub dialog_seen: bool,
+    /// Permission asks it raised on the bus (its PermissionRequest hook ran): a
+    /// Codex approval dialog before any says its hook did not run.
+    pub permission_asks: u64,
     /// How many Reports it made: a Send that began before a Report does not
     /// overwrite the state that Report set.
     pub reports: u64,
@@ -532,6 +535,7 @@ impl Store {
                 screen_question: None,
                 pending_message: None,
                 dialog_seen: false,
+                permission_asks: 0,
                 reports: 0,
                 token_file,
             },

@@ -216,8 +216,32 @@ impl Watch {
         // terminal's events (a full queue would drop them).
         if let Some(prompt) = self.typed_prompt.take() {
             let terminal = self.terminal.clone();
+            // Claude Code's UserPromptSubmit hook says it took the prompt.
+            let heard = (self.hooks == HookKind::Claude).then(|| {
+                let core = self.core.clone();
+                let id = self.id;
+                let before = core.store.with(id, |e| e.reports).unwrap_or_default();
+                move || {
+                    core.store
+                        .with(id, |e| e.reports)
+                        .is_some_and(|r| r > before)
+                }
+            });
             self.typing = Some(tokio::spawn(async move {
                 type_prompt(terminal.as_ref(), &prompt).await;
+                // Checked aside: the prompt counts as typed now.
+                if let Some(heard) = heard {
+                    tokio::spawn(async move {
+                        let submitted =
+                            crate::input::until_submitted(terminal.as_ref(), &prompt, heard);
+                        if let Err(e) = submitted.await {
+                            tracing::warn!(
+                                terminal = terminal.id(),
+                                "could not submit the prompt: {e}"
+                            );
+                        }
+                    });
+                }
             }));
         }
     }
@@ -310,6 +334,16 @@ fn announcement(e: &mut Entry, announced: &str, screen: Option<&str>) -> bool {
         return false;
     };
     let turn_over = announced::ends_a_turn(announced);
+    if state == AgentState::Asking && e.profile.hooks == HookKind::Codex && e.permission_asks == 0 {
+        // Codex shows its dialog once its hooks are done: had krad's hook run,
+        // it would have raised an ask first.
+        message = message.map(|m| announced::unhooked(&m));
+        tracing::warn!(
+            terminal = e.record.terminal,
+            "Codex asks for an approval that krad's PermissionRequest hook never saw: \
+             its hooks did not run (not trusted?)"
+        );
+    }
     if e.first_turn_pending {
         if turn_over || state == AgentState::Asking {
             e.first_turn_pending = false;
@@ -353,6 +387,7 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
     let dialog = screen_questions::permission_dialog(hooks, &screen);
     let declined = screen_questions::declined(hooks, &screen);
     let mut dialog_gone = false;
+    let ask_open = core.asks.has_open(id);
     let error = (hooks == HookKind::Codex)
         .then(|| announced::codex_error(&screen))
         .flatten();
@@ -371,7 +406,7 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
         }
         match (question, e.screen_question) {
             (_, _) if e.record.state == AgentState::Exited => false,
-            (Some(message), before) => question_shown(e, message, before.is_none()),
+            (Some(message), before) => question_shown(e, message, before.is_none(), ask_open),
             (None, Some(before)) => question_gone(e, before),
             (None, None) if e.record.state == AgentState::Asking => {
                 if dialog {
@@ -396,10 +431,12 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
 }
 
 /// A question on the screen: `asking`, the state before kept (when `first`).
-fn question_shown(e: &mut Entry, message: &str, first: bool) -> bool {
+fn question_shown(e: &mut Entry, message: &str, first: bool, ask_open: bool) -> bool {
     let record = &mut e.record;
-    // A hook's own question (a permission) outranks the screen.
-    if record.state == AgentState::Asking && record.state_source == StateSource::Hook {
+    // A hook's own question on the bus (a permission) outranks the screen; a
+    // hook's word that it needs input (Claude Code's `agent_needs_input`) is
+    // this question: the screen tells when it is gone.
+    if record.state == AgentState::Asking && record.state_source == StateSource::Hook && ask_open {
         return false;
     }
     if first {
@@ -435,10 +472,15 @@ fn dialog_shown(e: &mut Entry, screen: &str) -> bool {
     e.dialog_seen = true;
     let record = &mut e.record;
     // The announcement may come before the dialog is drawn.
-    if record.message.as_deref() == Some(announced::NEEDS_APPROVAL)
+    let unhooked = announced::unhooked(announced::NEEDS_APPROVAL);
+    let waiting = record.message.as_deref() == Some(announced::NEEDS_APPROVAL);
+    if (waiting || record.message.as_deref() == Some(unhooked.as_str()))
         && let Some(command) = announced::pending_command(screen)
     {
-        let message = announced::approval(command);
+        let mut message = announced::approval(command);
+        if !waiting {
+            message = announced::unhooked(&message);
+        }
         let source = record.state_source;
         return set_state(record, AgentState::Asking, source, Some(message));
     }

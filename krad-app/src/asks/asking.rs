@@ -6,7 +6,7 @@
 use krad_bus::protocol::{
     AgentState, AnsweredInfo, ApiError, AskAnswer, DecidedBy, StateSource, TerminalRef,
 };
-use krad_bus::request::ask::Ask;
+use krad_bus::request::ask::{Ask, AskKind};
 
 use super::Raised;
 use crate::Core;
@@ -51,6 +51,9 @@ pub(crate) async fn ask(
         }) => {
             if fresh {
                 core.store.update(me.terminal, |e| {
+                    if request.kind == AskKind::Permission {
+                        e.permission_asks += 1;
+                    }
                     e.record.state != AgentState::Exited
                         && set_state(
                             &mut e.record,

@@ -1,7 +1,8 @@
-//! The real Codex CLI (0.171.0) in krad terminals, against the model double: the
-//! state timeline of every turn (from its OSC 7501 announcements), approvals
-//! answered with keys, API errors, a spawn without a prompt, a resume, prompts
-//! that look like subcommands, and sends that always submit.
+//! The real Codex CLI in krad terminals, against the model double: the state
+//! timeline of every turn (from its OSC 7501 announcements), approvals as bus
+//! asks (through its PermissionRequest hook) and answered with keys in its own
+//! dialog, a hook Codex does not trust, API errors, a spawn without a prompt, a
+//! resume, prompts that look like subcommands, and sends that always submit.
 
 use std::path::Path;
 use std::time::Instant;
@@ -10,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::timeline::{Timeline, bound};
 use super::turns::SUBCOMMAND_LOOKING;
-use super::turns::{answer_dialog, expect_turn, send_turn};
+use super::turns::{answer_dialog, asks, expect_turn, send_turn, until_ask};
 use super::{Cli, LONG, RealApp, Turn};
 
 /// Codex asks before running a command only in a read-only sandbox that asks.
@@ -113,12 +114,117 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
 }
 
 #[test]
+fn approvals_are_bus_asks_answered_from_the_cli_without_a_key() {
+    let bed = RealApp::start(Cli::Codex);
+    bed.double
+        .script(vec![escalated("touch allowed.txt"), Turn::reply("made it")]);
+    let id =
+        bed.spawn(json!({"profile": "codex", "command": ASKING_CODEX, "prompt": "make a file"}));
+    let timeline = Timeline::follow(&bed.app, id);
+    let ask = until_ask(&bed);
+    let (asked, _) = bed.double.wait_answered(1, LONG);
+    let (at, asking) = timeline.first_after(asked, LONG, |r| r["state"] == "asking");
+    assert!(
+        at.saturating_duration_since(asked) <= bound(),
+        "{}",
+        timeline.describe()
+    );
+    assert_eq!(asking["message"], "Bash: touch allowed.txt");
+    assert_eq!(asking["state_source"], "hook");
+    assert_eq!(ask["title"], "Bash: touch allowed.txt");
+    assert_eq!(ask["kind"], "permission");
+    // Codex takes no rule to keep from a hook: no "always allow" on its card.
+    let options: Vec<&str> = ask["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["allow", "deny"]);
+    // While the hook waits, Codex shows no dialog of its own.
+    assert!(
+        !bed.screen(id).contains("Would you like to run"),
+        "{}",
+        bed.screen(id)
+    );
+    let out = bed
+        .app
+        .krad(&["answer", ask["ask"].as_str().unwrap(), "allow"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let idle = timeline.first_after(at, LONG, |r| r["state"] == "idle").1;
+    assert_eq!(idle["message"], "made it", "{}", timeline.describe());
+    assert!(bed.repo.join("allowed.txt").exists());
+    assert!(asks(&bed).is_empty());
+
+    // Deny: the command does not run; the model hears why and the turn ends.
+    bed.double.script(vec![
+        escalated("touch denied.txt"),
+        Turn::reply("fine, I won't"),
+    ]);
+    bed.app
+        .request(json!({"Send": {"target": id, "text": "make another", "enter": true}}));
+    let ask = until_ask(&bed);
+    let asking = bed.app.until(id, LONG, |r| r["state"] == "asking");
+    assert_eq!(asking["message"], "Bash: touch denied.txt");
+    let out = bed
+        .app
+        .krad(&["answer", ask["ask"].as_str().unwrap(), "deny"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let idle = bed.app.until(id, LONG, |r| {
+        r["state"] == "idle" && r["message"] == "fine, I won't"
+    });
+    assert_eq!(idle["state_source"], "hook");
+    assert!(!bed.repo.join("denied.txt").exists());
+    let heard = bed.double.requests().last().unwrap().to_string();
+    assert!(
+        heard.contains("Denied by the user (via krad, client)"),
+        "{heard}"
+    );
+}
+
+#[test]
+fn a_hook_codex_does_not_trust_is_said_on_the_record() {
+    let bed = RealApp::start(Cli::Codex);
+    bed.double.script(vec![
+        escalated("touch unhooked.txt"),
+        Turn::reply("made it"),
+    ]);
+    // A later override takes back the trust the profile gave its hook.
+    let mut command: Vec<&str> = vec!["codex", "-c", "hooks.state={}"];
+    command.extend(&ASKING_CODEX[1..]);
+    let id = bed.spawn(json!({"profile": "codex", "command": command, "prompt": "make a file"}));
+    // Codex asks at startup whether to trust it: once skipped, it runs without.
+    let review = bed.app.until(id, LONG, |r| r["state"] == "asking");
+    assert_eq!(review["message"], "needs you: review Codex's hooks");
+    assert_eq!(review["state_source"], "screen");
+    bed.until_screen(id, "Continue without trusting");
+    // (Its approval dialog may follow at once: gone is when the message changed.
+    // Were "3" pressed again, it would decline the approval.)
+    answer_dialog(&bed, id, &["3"], |r| r["message"] != review["message"]);
+    let asking = bed.app.until(id, LONG, |r| {
+        r["state"] == "asking"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("needs your approval to run: touch unhooked.txt"))
+    });
+    assert_eq!(
+        asking["message"],
+        "needs your approval to run: touch unhooked.txt \
+         (krad's approval hook did not run: answer in its terminal)"
+    );
+    assert!(asks(&bed).is_empty(), "the hook never ran: no ask");
+    answer_dialog(&bed, id, &["y"], |r| r["state"] != "asking");
+    bed.app.until(id, LONG, |r| r["message"] == "made it");
+}
+
+#[test]
 fn approvals_are_asking_with_the_command_and_answered_with_keys() {
     let bed = RealApp::start(Cli::Codex);
     bed.double
         .script(vec![escalated("touch once.txt"), Turn::reply("made once")]);
-    let id =
-        bed.spawn(json!({"profile": "codex", "command": ASKING_CODEX, "prompt": "make a file"}));
+    // Nobody answers on the bus: after 2 s Codex shows its own dialog.
+    let id = bed.spawn(json!({"profile": "codex", "command": ASKING_CODEX,
+        "prompt": "make a file", "env": {"KRAD_PERMISSION_ASK_SECS": "2"}}));
     let timeline = Timeline::follow(&bed.app, id);
     let (asked, _) = bed.double.wait_answered(1, LONG);
     let (at, _) = timeline.first_after(asked, LONG, |r| r["state"] == "asking");

@@ -42,6 +42,7 @@ pub fn sends() -> usize {
 
 /// Installs the pinned CLIs (once per test process, once per target directory
 /// across processes) with `scripts/agent-clis.sh`; returns their bin directory.
+/// `KRAD_AGENT_CLIS=previous` runs the tests against the previous pins.
 pub fn clis() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {

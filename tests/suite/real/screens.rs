@@ -15,7 +15,9 @@ fn asking_with(bed: &RealApp, id: u64, message: &str) {
 #[test]
 fn claude_code_not_logged_in_needs_you_to_log_in() {
     let bed = RealApp::start(Cli::Claude);
-    let id = bed.spawn(json!({"profile": "claude", "env": {"ANTHROPIC_API_KEY": ""}}));
+    // 2.1.197 says so at startup, 2.1.332 once it gets a prompt.
+    let id = bed.spawn(json!({"profile": "claude", "prompt": "hello",
+        "env": {"ANTHROPIC_API_KEY": ""}}));
     asking_with(&bed, id, "needs you: log in");
 }
 
