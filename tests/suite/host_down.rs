@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::ssh::{Sshd, app_with_host_configured, process_tree, signal_all};
-use crate::support::{App, Launch, code, exit_code, stderr, stdout, stretched};
+use crate::support::{App, code, exit_code, stderr, stdout, stretched};
 
 fn host_status(app: &App) -> Value {
     app.request(json!("Hosts"))["Hosts"][0].clone()
@@ -124,14 +124,45 @@ fn sshd_stopped_is_down_with_ssh_s_reason_and_requests_are_unavailable_at_once()
         assert!(asked.elapsed() < Duration::from_secs(10));
         sshd.start_again();
         until_host(&app, Duration::from_secs(20), |s| s["state"] == "up");
-        let again = app.request(
-            json!({"Spawn": {"profile": "exec", "environment": "far-stop",
-            "command": ["sh", "-c", "krad report idle -m back; sleep 60"]}}),
+        let id = spawn_in(
+            &app,
+            "far-stop",
+            json!(["sh", "-c", "krad report idle -m back; sleep 60"]),
         );
-        let id = again["Agent"]["terminal"]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{again}"));
         app.until(id, Duration::from_secs(30), |r| r["message"] == "back");
+    }
+}
+
+/// Spawns `command` with the exec profile in `environment`; its terminal.
+fn spawn_in(app: &App, environment: &str, command: Value) -> u64 {
+    let answer = app.request(
+        json!({"Spawn": {"profile": "exec", "environment": environment, "command": command}}),
+    );
+    answer["Agent"]["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"))
+}
+
+/// The reporter agent (see [`reporter`]) in an environment, once it made its
+/// first report (`tick 1`), and the file that asks it for the next.
+struct Reporter {
+    id: u64,
+    go: std::path::PathBuf,
+    _flags: tempfile::TempDir,
+}
+
+impl Reporter {
+    fn start(app: &App, environment: &str) -> Reporter {
+        let flags = tempfile::tempdir().unwrap();
+        let id = spawn_in(app, environment, reporter(flags.path()));
+        let go = flags.path().join("go");
+        std::fs::write(&go, "").unwrap();
+        until_message(app, id, "tick 1", Duration::from_secs(30));
+        Reporter {
+            id,
+            go,
+            _flags: flags,
+        }
     }
 }
 
@@ -159,14 +190,8 @@ fn after_a_killed_control_connection_an_agent_s_reports_get_through_within_2_s_o
     for extra in ["", "tmux = false\n"] {
         let sshd = Sshd::start();
         let app = app_with_env_on_host(&sshd, "far-cut", extra);
-        let flags = tempfile::tempdir().unwrap();
-        let id = app.spawn(json!({"profile": "exec", "environment": "far-cut",
-            "command": reporter(flags.path())}))["terminal"]
-            .as_u64()
-            .unwrap();
-        let go = flags.path().join("go");
-        std::fs::write(&go, "").unwrap();
-        until_message(&app, id, "tick 1", Duration::from_secs(30));
+        let agent = Reporter::start(&app, "far-cut");
+        let (id, go) = (agent.id, agent.go.clone());
         let port = host_status(&app)["remote_port"].as_u64().unwrap();
         let pattern = format!("-M -N -S .*krad-ssh-.*/{}-far", app.pid);
         let killed = Command::new("pkill")
@@ -200,13 +225,11 @@ fn after_a_killed_control_connection_an_agent_s_reports_get_through_within_2_s_o
             // Without tmux the terminal ended with its link; a new one reports at once.
             app.until(id, Duration::from_secs(30), |r| r["state"] == "exited");
             let asked = Instant::now();
-            let again = app.request(
-                json!({"Spawn": {"profile": "exec", "environment": "far-cut",
-                "command": ["sh", "-c", "krad report idle -m fresh; sleep 60"]}}),
+            let again = spawn_in(
+                &app,
+                "far-cut",
+                json!(["sh", "-c", "krad report idle -m fresh; sleep 60"]),
             );
-            let again = again["Agent"]["terminal"]
-                .as_u64()
-                .unwrap_or_else(|| panic!("{again}"));
             app.until(again, Duration::from_secs(30), |r| r["message"] == "fresh");
             eprintln!(
                 "a new terminal reported {:?} after the link",
@@ -230,14 +253,8 @@ fn a_frozen_then_continued_sshd_blocks_nothing_and_comes_back_within_15_s() {
     let _bound = crate::support::latency_bound();
     let sshd = Sshd::start();
     let app = app_with_env_on_host(&sshd, "far-ice", "");
-    let flags = tempfile::tempdir().unwrap();
-    let id = app.spawn(json!({"profile": "exec", "environment": "far-ice",
-        "command": reporter(flags.path())}))["terminal"]
-        .as_u64()
-        .unwrap();
-    let go = flags.path().join("go");
-    std::fs::write(&go, "").unwrap();
-    until_message(&app, id, "tick 1", Duration::from_secs(30));
+    let agent = Reporter::start(&app, "far-ice");
+    let (id, go) = (agent.id, agent.go.clone());
     let frozen = process_tree(sshd.child.id());
     signal_all(&frozen, nix::sys::signal::Signal::SIGSTOP);
     let froze = Instant::now();
@@ -375,25 +392,12 @@ fn a_restarted_app_whose_host_is_down_says_so_and_takes_its_terminals_back_at_on
     let _bound = crate::support::latency_bound();
     let mut sshd = Sshd::start();
     let mut app = app_with_env_on_host(&sshd, "far-again", "");
-    let flags = tempfile::tempdir().unwrap();
-    let id = app.spawn(json!({"profile": "exec", "environment": "far-again",
-        "command": reporter(flags.path())}))["terminal"]
-        .as_u64()
-        .unwrap();
-    let go = flags.path().join("go");
-    std::fs::write(&go, "").unwrap();
-    until_message(&app, id, "tick 1", Duration::from_secs(30));
+    let agent = Reporter::start(&app, "far-again");
+    let (id, go) = (agent.id, agent.go.clone());
     app.signal(nix::sys::signal::Signal::SIGKILL);
     app.wait_exit(Duration::from_secs(10));
     sshd.stop();
-    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
-    drop(app);
-    let config = sshd.host_config("far", &dir.path().join("host-repo"), sshd.port);
-    let app = App::launch(Launch {
-        reuse: Some(dir),
-        config: Some(&config),
-        ..Launch::default()
-    });
+    let app = crate::ssh::again_with_host(app, &sshd, "");
     let down = until_host(&app, Duration::from_secs(20), |s| {
         s["state"] == "down"
             && s["error"]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::ssh::{Sshd, app_with_host_logged, process_tree, signal_all};
-use crate::support::{App, Launch, exit_code, stderr};
+use crate::support::{App, exit_code, stderr};
 
 /// The agent every test runs on the host: it writes its pid to `pid_file`,
 /// then counts, reading a line between two ticks and echoing it (a line
@@ -250,7 +250,7 @@ fn a_host_terminal_in_tmux_outlives_sshd_stopped_for_30_s() {
 #[test]
 fn a_killed_app_s_host_terminals_are_attached_again_by_the_next_app() {
     let sshd = Sshd::start();
-    let (mut app, remote) = app_with_host_logged(&sshd, "");
+    let (mut app, _remote) = app_with_host_logged(&sshd, "");
     let (id, pid, pid_file) = start_counter(&app, &sshd, "far-again");
     let go = sshd.dir.path().join("go");
     let ender = app.spawn(
@@ -268,14 +268,7 @@ fn a_killed_app_s_host_terminals_are_attached_again_by_the_next_app() {
     std::fs::write(&go, "").unwrap();
     let exit_file = host_file_eventually(&sshd, &format!("{ender}.exit"));
     assert_eq!(std::fs::read_to_string(exit_file).unwrap().trim(), "7");
-    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
-    drop(app);
-    let config = sshd.host_config("far", &remote, sshd.port);
-    let app = App::launch(Launch {
-        reuse: Some(dir),
-        config: Some(&config),
-        ..Launch::default()
-    });
+    let app = crate::ssh::again_with_host(app, &sshd, "");
     // The same terminal ids, the records as they were; the program never restarted.
     let record = app.record(id);
     assert_eq!(record["host"], "far", "{record}");
@@ -435,19 +428,12 @@ fn a_report_from_a_terminal_waits_for_a_refused_bus_to_come_back() {
 fn with_the_local_tmux_host_a_killed_app_s_host_terminals_are_taken_back() {
     let sshd = Sshd::start();
     let extra = format!("\n{}", crate::tmux::TMUX);
-    let (mut app, remote) = crate::ssh::app_with_host_configured(&sshd, "", &extra);
+    let (mut app, _remote) = crate::ssh::app_with_host_configured(&sshd, "", &extra);
     let (id, pid, pid_file) = start_counter(&app, &sshd, "far-local-tmux");
     let before = last_tick(&app, id);
     app.signal(nix::sys::signal::Signal::SIGKILL);
     app.wait_exit(Duration::from_secs(10));
-    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
-    drop(app);
-    let config = sshd.host_config("far", &remote, sshd.port) + &extra;
-    let app = App::launch(Launch {
-        reuse: Some(dir),
-        config: Some(&config),
-        ..Launch::default()
-    });
+    let app = crate::ssh::again_with_host(app, &sshd, &extra);
     // The new app takes it back from tmux on the host (whatever the local
     // terminal host), re-opens the link and gives the program its new token.
     assert_ne!(app.record(id)["state"], "exited");
@@ -504,23 +490,25 @@ fn spawn_on_host(app: &App, env: &str, script: &str) -> u64 {
 fn osc_notifications_and_7501_states_of_a_host_terminal_reach_the_app() {
     let sshd = Sshd::start();
     let app = app_with_worktree(&sshd, "far-osc");
-    // OSC 9 (a notification) decides the state from the screen, as here.
-    let notifying = spawn_on_host(
-        &app,
-        "far-osc",
-        "echo busy; sleep 0.3; printf '\\033]9;Approval requested: rm -rf build\\007'; sleep 60",
-    );
-    let record = app.until_state(notifying, "asking");
-    assert_eq!(record["state_source"], "screen", "{record}");
-    assert_eq!(record["message"], "Approval requested: rm -rf build");
-    // OSC 777 too.
-    let finishing = spawn_on_host(
-        &app,
-        "far-osc",
-        "echo busy; sleep 0.3; printf '\\033]777;notify;Codex;Turn complete\\007'; sleep 60",
-    );
-    let record = app.until_state(finishing, "idle");
-    assert_eq!(record["message"], "Codex: Turn complete", "{record}");
+    // OSC 9 and OSC 777 (notifications) decide the state from the screen, as here.
+    for (osc, state, message) in [
+        (
+            "9;Approval requested: rm -rf build",
+            "asking",
+            "Approval requested: rm -rf build",
+        ),
+        (
+            "777;notify;Codex;Turn complete",
+            "idle",
+            "Codex: Turn complete",
+        ),
+    ] {
+        let script = format!("echo busy; sleep 0.3; printf '\\033]{osc}\\007'; sleep 60");
+        let notifying = spawn_on_host(&app, "far-osc", &script);
+        let record = app.until_state(notifying, state);
+        assert_eq!(record["state_source"], "screen", "{record}");
+        assert_eq!(record["message"], message, "{record}");
+    }
     // Codex's OSC 7501 state announcements.
     let announcing = spawn_on_host(
         &app,
@@ -654,15 +642,7 @@ fn kept_host_terminals_end_when_the_host_no_longer_runs_them_in_tmux() {
     app.until_screen(id, "started");
     app.signal(nix::sys::signal::Signal::SIGKILL);
     app.wait_exit(Duration::from_secs(10));
-    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
-    drop(app);
-    let remote = dir.path().join("host-repo");
-    let config = sshd.host_config("far", &remote, sshd.port) + "tmux = false\n";
-    let app = App::launch(Launch {
-        reuse: Some(dir),
-        config: Some(&config),
-        ..Launch::default()
-    });
+    let app = crate::ssh::again_with_host(app, &sshd, "tmux = false\n");
     let ended = app.until(id, Duration::from_secs(60), |r| r["state"] == "exited");
     assert!(ended["exit_code"].is_null(), "{ended}");
     assert_eq!(host_status(&app)["tmux"], false);

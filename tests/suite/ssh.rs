@@ -187,6 +187,32 @@ pub(crate) fn app_with_host_configured(sshd: &Sshd, rust_log: &str, extra: &str)
     (app, remote)
 }
 
+/// `app` started again on its folder once it is gone (stopped or killed),
+/// with host `far` (this sshd, its repository in the folder's `host-repo`)
+/// and `extra` in its config.
+pub(crate) fn again_with_host(mut app: App, sshd: &Sshd, extra: &str) -> App {
+    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
+    drop(app);
+    let remote = dir.path().join("host-repo");
+    let config = sshd.host_config("far", &remote, sshd.port) + extra;
+    App::launch(Launch {
+        reuse: Some(dir),
+        config: Some(&config),
+        ..Launch::default()
+    })
+}
+
+/// Close of a dirty `environment`: refused (`conflict`) without `force`,
+/// done with it.
+pub(crate) fn close_by_force(app: &App, environment: &str) {
+    let refused = app.request(json!({"Close": {"environment": environment}}));
+    assert_eq!(code(&refused), "conflict", "{refused}");
+    assert_eq!(
+        app.request(json!({"Close": {"environment": environment, "force": true}})),
+        json!("Ok")
+    );
+}
+
 /// The file `name` in one of the app's folders on the host (`~/.krad-ade/*/`).
 pub(crate) fn host_file(sshd: &Sshd, name: &str) -> PathBuf {
     let base = sshd.dir.path().join("home/.krad-ade");
@@ -298,14 +324,7 @@ fn a_remote_worktrees_changes_and_close() {
     let result = &ran["CodeResult"];
     assert_eq!(result["exit_code"], 3, "{ran}");
     assert_eq!(result["stdout"], format!("{}\nn\n", path.display()));
-    assert_eq!(
-        code(&app.request(json!({"Close": {"environment": "far-c"}}))),
-        "conflict"
-    );
-    assert_eq!(
-        app.request(json!({"Close": {"environment": "far-c", "force": true}})),
-        json!("Ok")
-    );
+    close_by_force(&app, "far-c");
     assert!(!path.exists());
     assert_eq!(
         git(&remote, &["show", "refs/krad/archive/far-c:new.txt"]),
@@ -504,7 +523,7 @@ fn an_unreachable_host_is_unavailable_with_ssh_s_reason() {
 fn a_killed_app_s_control_master_and_host_token_folder_are_cleaned_by_the_next_app() {
     let sshd = Sshd::start();
     // Without tmux there, the terminal's files are the app's own (remote-<pid>).
-    let (mut app, remote) = app_with_host_configured(&sshd, "", "tmux = false\n");
+    let (mut app, _remote) = app_with_host_configured(&sshd, "", "tmux = false\n");
     app.request(json!({"CreateWorktree": {"name": "far-k", "host": "far"}}));
     let id = app.spawn(json!({"profile": "exec", "environment": "far-k", "command": ["sh", "-c", "krad report idle -m up; sleep 600"]}))
         ["terminal"]
@@ -537,14 +556,7 @@ fn a_killed_app_s_control_master_and_host_token_folder_are_cleaned_by_the_next_a
         alive(&master),
         "the dead app's master lives on (what is cleaned)"
     );
-    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
-    drop(app);
-    let config = sshd.host_config("far", &remote, sshd.port);
-    let app = App::launch(Launch {
-        reuse: Some(dir),
-        config: Some(&config),
-        ..Launch::default()
-    });
+    let app = again_with_host(app, &sshd, "");
     // Cleaned while the app started: the old master asked to exit, its socket gone.
     let until = Instant::now() + Duration::from_secs(10);
     while alive(&master) {

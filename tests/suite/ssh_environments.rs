@@ -14,27 +14,7 @@ use crate::support::{App, Launch, code, git, stdout, wait_until};
 /// An app whose config names host `far` (this sshd) with `host_extra` added to
 /// its `[hosts.far]` table and `extra` after it; and the host's repository.
 fn app_with_host(sshd: &Sshd, host_extra: &str, extra: &str) -> (App, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let local = crate::support::git_repo(dir.path());
-    std::fs::write(local.join("README.md"), "local\n").unwrap();
-    git(&local, &["add", "."]);
-    git(&local, &["commit", "-q", "-m", "local"]);
-    let remote = dir.path().join("host-repo");
-    std::fs::create_dir_all(&remote).unwrap();
-    git(&remote, &["init", "-q", "-b", "main"]);
-    std::fs::write(remote.join("app.txt"), "on the host\n").unwrap();
-    git(&remote, &["add", "."]);
-    git(&remote, &["commit", "-q", "-m", "remote"]);
-    let config = format!(
-        "{}{host_extra}{extra}",
-        sshd.host_config("far", &remote, sshd.port)
-    );
-    let app = App::launch(Launch {
-        reuse: Some(dir),
-        config: Some(&config),
-        ..Launch::default()
-    });
-    (app, remote)
+    crate::ssh::app_with_host_configured(sshd, "", &format!("{host_extra}{extra}"))
 }
 
 /// The host's port registry: its HOME (the sshd's `SetEnv`) has no runtime dir.
@@ -214,14 +194,7 @@ fn archives_on_a_host_are_listed_and_restored_there_with_their_uncommitted_work(
     std::fs::write(far.join("new.txt"), "untracked\n").unwrap();
     let dirty = status(&far);
     assert_eq!(dirty, ["?? new.txt", "M app.txt"]);
-    assert_eq!(
-        code(&app.request(json!({"Close": {"environment": "far-a"}}))),
-        "conflict"
-    );
-    assert_eq!(
-        app.request(json!({"Close": {"environment": "far-a", "force": true}})),
-        json!("Ok")
-    );
+    crate::ssh::close_by_force(&app, "far-a");
     assert!(!far.exists());
     let here = app.request(json!({"CreateWorktree": {"name": "here-a"}}))["Environment"]["path"]
         .as_str()
