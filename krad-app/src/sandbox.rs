@@ -114,28 +114,26 @@ pub(crate) fn wrap(
         push(&["--unshare-net"]);
     }
     let path = |p: &Path| p.display().to_string();
-    // Hidden: the user's home, the app's state and tokens, api.json.
-    let mut hidden: Vec<PathBuf> = Vec::new();
+    // Each mount covers what came before it, in this order: the private home
+    // over the user's; the repository again, read-only (it may live under the
+    // home); then what must not be seen, wherever it lives — the app's state
+    // (in the repository's git folder: other sandboxes' homes among it) and
+    // tokens, api.json, other worktrees; last, what this agent may use.
     if let Some(home) = &home {
-        hidden.push(home.clone());
+        args.extend(["--bind".into(), path(&private_home), path(home)]);
     }
-    hidden.push(settings.state_dir.clone());
-    hidden.push(settings.token_dir.clone());
-    for dir in hidden.iter().filter(|d| d.is_dir()) {
-        args.extend(["--tmpfs".to_owned(), path(dir)]);
+    let root = &settings.root;
+    args.extend(["--ro-bind".into(), path(root), path(root)]);
+    for dir in [&settings.state_dir, &settings.token_dir] {
+        if dir.is_dir() {
+            args.extend(["--tmpfs".to_owned(), path(dir)]);
+        }
     }
     if let Ok(api_json) = krad_bus::api_json::default_path()
         && api_json.exists()
     {
         args.extend(["--ro-bind".into(), "/dev/null".into(), path(&api_json)]);
     }
-    if let Some(home) = &home {
-        args.extend(["--bind".into(), path(&private_home), path(home)]);
-    }
-    // The repository read-only again (it may live under the home), other
-    // worktrees hidden, this environment writable.
-    let root = &settings.root;
-    args.extend(["--ro-bind".into(), path(root), path(root)]);
     let worktrees = crate::environments::worktrees_dir(core, None);
     if worktrees.is_dir() {
         args.extend(["--tmpfs".into(), path(&worktrees)]);

@@ -25,6 +25,7 @@ echo inside > inside.txt && echo WROTE-INSIDE; \
 cat \"$SECRET\" 2>/dev/null || echo NO-SECRET; \
 ls \"$HOME/.ssh\" >/dev/null 2>&1 && echo SEES-SSH || echo NO-SSH; \
 grep -q token \"$API_JSON\" 2>/dev/null && echo READ-API || echo NO-API; \
+[ -n \"$(ls -A \"$STATE\" 2>/dev/null)\" ] && echo SEES-STATE || echo NO-STATE; \
 cat \"$TOKEN\" 2>/dev/null && echo READ-TOKEN || echo NO-TOKEN; \
 echo x > \"/tmp/$PROBE_NAME\" && echo WROTE-TMP; \
 krad report idle -m contained; exec sleep 600";
@@ -72,6 +73,7 @@ fn a_contained_agent_writes_only_in_its_worktree_and_sees_no_secret() {
         "API_JSON": app.dir.path().join("run/api.json").display().to_string(),
         "TOKEN": app.token_dir().join(format!("{neighbour}.token")).display().to_string(),
         "PROBE_NAME": probe_name,
+        "STATE": repo.join(".git/krad").display().to_string(),
     });
     let screen = probe(&app, "box", None, env);
     for said in [
@@ -81,6 +83,7 @@ fn a_contained_agent_writes_only_in_its_worktree_and_sees_no_secret() {
         "NO-SECRET",
         "NO-SSH",
         "NO-API",
+        "NO-STATE",
         "NO-TOKEN",
         "WROTE-TMP",
     ] {
