@@ -45,7 +45,7 @@ pub struct ConnectArgs {
 
 /// A resolved connection to the bus.
 #[derive(Debug)]
-pub struct Bus {
+pub struct AppConnection {
     client: Client,
     /// The app's pid, when api.json told it.
     pub pid: Option<u32>,
@@ -73,9 +73,9 @@ const MAX_REFUSED_RETRY: Duration = Duration::from_secs(600);
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(250);
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(1);
 
-impl Bus {
+impl AppConnection {
     /// Finds the bus. A missing or stale api.json is [`Exit::Unreachable`].
-    pub fn find(args: &ConnectArgs) -> Result<Bus, Failure> {
+    pub fn find(args: &ConnectArgs) -> Result<AppConnection, Failure> {
         let inside = env_nonempty("KRAD_ADE_ENDPOINT");
         let mut pid = None;
         let mut from_api_json: Option<(String, Token)> = None;
@@ -115,7 +115,7 @@ impl Bus {
         };
         let client = Client::new(&endpoint, token.clone(), from)
             .map_err(|e| Failure::new(Exit::Usage, e.to_string()))?;
-        Ok(Bus {
+        Ok(AppConnection {
             client,
             pid,
             retry_window,
@@ -126,7 +126,7 @@ impl Bus {
     }
 
     /// Speaks another API version (for `krad raw --api-version`).
-    pub fn with_api_version(mut self, version: u64) -> Bus {
+    pub fn with_api_version(mut self, version: u64) -> AppConnection {
         self.client = self.client.with_api_version(version);
         self.api_version = Some(version);
         self
@@ -149,14 +149,14 @@ impl Bus {
         &self,
         request: R,
         request_id: Option<&str>,
-    ) -> Result<Reply<R::Answer>, Failure> {
+    ) -> Result<Received<R::Answer>, Failure> {
         let result = match self.retry_window {
             None => self.client.call(request, request_id, ANSWER_MARGIN),
             Some(window) => self.call_with_retries(request, request_id, window),
         };
         let Answered { raw, answer, .. } = result.map_err(client_failure)?;
         match answer {
-            Ok(answer) => Ok(Reply { raw, answer }),
+            Ok(answer) => Ok(Received { raw, answer }),
             Err(other) => Err(response_failure(&other).unwrap_or_else(|| {
                 Failure::new(
                     Exit::Failure,
@@ -195,7 +195,7 @@ impl Again {
     }
 }
 
-impl Bus {
+impl AppConnection {
     /// Calls `request`, trying again for up to `window` while the call does
     /// not get through (see the module's doc); says so once on stderr for
     /// each reason.
@@ -333,7 +333,7 @@ fn refused(error: &ClientError) -> bool {
 
 /// A request's answer: as the app wrote it (what `--json` prints) and typed.
 #[derive(Debug, Clone)]
-pub struct Reply<A> {
+pub struct Received<A> {
     /// The answer line as JSON.
     pub raw: Value,
     /// The typed answer.

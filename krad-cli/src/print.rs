@@ -5,11 +5,11 @@ use std::io::Write;
 
 use serde_json::Value;
 
-use crate::connect::Reply;
+use crate::connect::Received;
 
 /// Prints an answer: with `--json` the app's JSON as it came, otherwise what
 /// `human` prints of the typed answer.
-pub fn emit<A>(json: bool, reply: &Reply<A>, human: impl FnOnce(&A)) {
+pub fn emit<A>(json: bool, reply: &Received<A>, human: impl FnOnce(&A)) {
     if json {
         self::json(&reply.raw);
     } else {

@@ -4,7 +4,7 @@ use krad_bus::protocol::AskAnswer;
 use krad_bus::request::answer::Answer;
 use serde_json::{Value, json};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::{Exit, Failure};
 use crate::print;
 
@@ -49,7 +49,7 @@ pub fn run(args: AnswerArgs, connect: &ConnectArgs, json_out: bool) -> anyhow::R
         ask: args.ask.clone(),
         answer: AskAnswer::from_value(answer),
     };
-    let reply = Bus::find(connect)?.send(request, None)?;
+    let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json_out, &reply, |()| {
         print::line(&format!("answered {}", args.ask));
     });

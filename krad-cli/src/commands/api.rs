@@ -2,7 +2,7 @@
 
 use krad_bus::request::hello::Hello;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 
@@ -13,7 +13,7 @@ pub struct ApiArgs {}
 
 /// Sends Hello and prints what the app serves.
 pub fn run(_args: ApiArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
+    let bus = AppConnection::find(connect)?;
     let reply = bus.send(Hello {}, None)?;
     print::emit(json, &reply, |hello| {
         let pid = hello.pid.map(|p| format!(", pid {p}")).unwrap_or_default();

@@ -5,7 +5,7 @@
 use krad_bus::protocol::{ArchiveInfo, EnvironmentInfo};
 use krad_bus::request::archives::{Archives, RestoreArchive};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 
@@ -70,7 +70,7 @@ Examples:
 pub fn run(args: ArchiveArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     match args.command {
         ArchiveCommand::Ls { host } => {
-            let reply = Bus::find(connect)?.send(Archives { host }, None)?;
+            let reply = AppConnection::find(connect)?.send(Archives { host }, None)?;
             print::emit(json, &reply, |archives| print::lines(ls_lines(archives)));
         }
         ArchiveCommand::Restore {
@@ -84,7 +84,7 @@ pub fn run(args: ArchiveArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resu
                 as_name,
                 host,
             };
-            let reply = Bus::find(connect)?.send(request, request_id.as_deref())?;
+            let reply = AppConnection::find(connect)?.send(request, request_id.as_deref())?;
             print::emit(json, &reply, |env| print::line(&restored_line(env)));
         }
     }

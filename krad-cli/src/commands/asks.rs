@@ -4,7 +4,7 @@ use krad_bus::protocol::AskInfo;
 use krad_bus::request::ask::AskKind;
 use krad_bus::request::asks::Asks;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render;
@@ -25,7 +25,7 @@ pub fn run(args: AsksArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
     let request = Asks {
         terminal: args.terminal,
     };
-    let reply = Bus::find(connect)?.send(request, None)?;
+    let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |asks| print::lines(asks_lines(asks)));
     Ok(Exit::Success)
 }

@@ -26,7 +26,7 @@ use krad_bus::request::{Request, attach::Attach, check::Check};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::connect::{Bus, ConnectArgs, answer_failure, client_failure};
+use crate::connect::{AppConnection, ConnectArgs, answer_failure, client_failure};
 use crate::exit::{Exit, Failure};
 use crate::print;
 use crate::render::Agent;
@@ -85,7 +85,7 @@ pub fn run(args: AttachArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resul
         )
         .into());
     }
-    let bus = Bus::find(connect)?;
+    let bus = AppConnection::find(connect)?;
     let request = Request::Attach(Attach {
         target: args.target,
     });
@@ -394,7 +394,7 @@ fn tmux_key(key: u8) -> Option<String> {
 }
 
 /// Prints how the attachment ended and where the agent is now.
-fn report(bus: &Bus, target: u64, ending: Ending, json: bool) -> anyhow::Result<Exit> {
+fn report(bus: &AppConnection, target: u64, ending: Ending, json: bool) -> anyhow::Result<Exit> {
     let record = match &ending {
         Ending::AppGone | Ending::AppStopping => None,
         _ => {

@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use krad_bus::protocol::{ChangesInfo, FileStatus};
 use krad_bus::request::changes::Changes;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render;
@@ -46,7 +46,7 @@ pub fn run(args: ChangesArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resu
         environment: args.environment,
         patch: Some(args.patch),
     };
-    let reply = Bus::find(connect)?.send(request, None)?;
+    let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |changes| {
         if args.patch {
             print_patch(changes, args.color);

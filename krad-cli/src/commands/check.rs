@@ -5,7 +5,7 @@ use std::time::SystemTime;
 use krad_bus::protocol::AgentRecord;
 use krad_bus::request::check::Check;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render::{self, Agent};
@@ -38,7 +38,7 @@ pub fn run(args: CheckArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         wait_secs: args.wait_secs,
         since_rev: args.since_rev,
     };
-    let reply = Bus::find(connect)?.send(request, None)?;
+    let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |record| {
         print::lines(summary(record, SystemTime::now()));
     });

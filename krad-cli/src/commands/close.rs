@@ -3,7 +3,7 @@
 use clap::ArgGroup;
 use krad_bus::request::close::Close;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 
@@ -45,7 +45,7 @@ pub fn run(args: CloseArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         environment: args.environment,
         force: args.force.then_some(true),
     };
-    let reply = Bus::find(connect)?.send(request, None)?;
+    let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |()| print::line(&format!("closed {what}")));
     Ok(Exit::Success)
 }

@@ -8,7 +8,7 @@ use anyhow::Context;
 use krad_bus::protocol::CodeResultInfo;
 use krad_bus::request::code::{Code, MAX_TIMEOUT_SECS};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::{Exit, Failure};
 use crate::print;
 
@@ -72,7 +72,7 @@ pub fn run(args: CodeArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
         stdin,
         timeout_secs: args.timeout,
     };
-    let reply = Bus::find(connect)?.send(request, None)?;
+    let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, pass_through);
     Ok(outcome(&reply.answer))
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use krad_bus::protocol::{ConflictsEnvironment, ConflictsInfo};
 use krad_bus::request::conflicts::Conflicts;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 
@@ -49,7 +49,7 @@ const POLL: Duration = Duration::from_secs(2);
 
 /// Prints the matrix, once or on every change.
 pub fn run(args: ConflictsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
+    let bus = AppConnection::find(connect)?;
     let request = Conflicts {
         environments: (!args.environments.is_empty()).then_some(args.environments),
     };

@@ -4,7 +4,7 @@
 use krad_bus::protocol::UpdatedInfo;
 use krad_bus::request::update_environment::{UpdateEnvironment, UpdateHow};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 
@@ -63,7 +63,7 @@ pub fn run(args: EnvArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<E
             UpdateHow::Merge
         }),
     };
-    let reply = Bus::find(connect)?.send(request, request_id.as_deref())?;
+    let reply = AppConnection::find(connect)?.send(request, request_id.as_deref())?;
     print::emit(json, &reply, |updated| print::line(&updated_line(updated)));
     Ok(Exit::Success)
 }

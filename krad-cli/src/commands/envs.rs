@@ -3,7 +3,7 @@
 use krad_bus::protocol::EnvironmentInfo;
 use krad_bus::request::environments::Environments;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render::{self, Column};
@@ -23,7 +23,7 @@ pub struct EnvsArgs {}
 
 /// Lists the environments.
 pub fn run(_args: EnvsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let reply = Bus::find(connect)?.send(Environments {}, None)?;
+    let reply = AppConnection::find(connect)?.send(Environments {}, None)?;
     print::emit(json, &reply, |envs| {
         print::lines(envs_table(envs, render::terminal_width()));
     });

@@ -7,7 +7,7 @@ use krad_bus::request::{extension_tool::ExtensionTool, extensions::Extensions};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::{Exit, Failure};
 use crate::print;
 use crate::render::{self, Column};
@@ -94,7 +94,7 @@ const COLUMNS: [Column; 4] = [
 ];
 
 fn ls(args: ExtLsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let reply = Bus::find(connect)?.send(Extensions {}, None)?;
+    let reply = AppConnection::find(connect)?.send(Extensions {}, None)?;
     print::emit(json, &reply, |extensions| {
         print::lines(extensions_lines(
             extensions,
@@ -172,7 +172,7 @@ fn call(args: ExtCallArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
         tool: args.tool.clone(),
         arguments,
     };
-    let reply = Bus::find(connect)?.send(request, None)?;
+    let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |result| {
         for item in &result.content {
             match Content::deserialize(item) {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use krad_bus::protocol::{CollectAction, CollectedEnvironment, CollectedInfo, KeptBecause};
 use krad_bus::request::collect_environments::CollectEnvironments;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render;
@@ -64,7 +64,7 @@ pub fn run(args: GcArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Ex
         older_than_secs: args.older_than,
         dry_run: args.dry_run.then_some(true),
     };
-    let bus = Bus::find(connect)?;
+    let bus = AppConnection::find(connect)?;
     let doing = if args.dry_run {
         "looking"
     } else {

@@ -23,7 +23,7 @@ use krad_bus::request::ask::{Ask, AskKind, AskOption, AskTool};
 use krad_bus::request::deadline;
 use serde_json::{Value, json};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 
 mod claude;
@@ -88,7 +88,7 @@ pub fn run(args: HookArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result
         tracing::debug!("hook event ignored");
         return Ok(Exit::Success);
     };
-    let sent = Bus::find(connect).and_then(|bus| bus.send(report, None));
+    let sent = AppConnection::find(connect).and_then(|bus| bus.send(report, None));
     if let Err(e) = sent {
         tracing::debug!("hook could not report: {e}");
     }
@@ -163,7 +163,7 @@ fn ask(permission: Permission, connect: &ConnectArgs) -> Option<AnsweredInfo> {
         fields: None,
         expires_in_secs: Some(permission_ask_secs()),
     };
-    match Bus::find(connect).and_then(|bus| bus.send(ask, None)) {
+    match AppConnection::find(connect).and_then(|bus| bus.send(ask, None)) {
         Ok(reply) => Some(reply.answer),
         Err(e) => {
             tracing::debug!("permission request not routed: {e}");

@@ -4,7 +4,7 @@
 use krad_bus::protocol::HostStatus;
 use krad_bus::request::hosts::{CheckHost, Hosts};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render::{self, Column};
@@ -33,7 +33,7 @@ pub enum HostsCommand {
 
 /// Lists or checks hosts.
 pub fn run(args: HostsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
+    let bus = AppConnection::find(connect)?;
     let reply = match args.command {
         None => bus.send(Hosts {}, None)?,
         Some(HostsCommand::Check { name }) => bus.send(CheckHost { name }, None)?,

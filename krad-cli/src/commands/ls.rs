@@ -5,7 +5,7 @@ use std::time::SystemTime;
 use krad_bus::protocol::AgentRecord;
 use krad_bus::request::list::List;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render::{self, Agent, Column};
@@ -44,7 +44,7 @@ pub fn run(args: LsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Ex
     let request = List {
         environment: args.environment,
     };
-    let reply = Bus::find(connect)?.send(request, None)?;
+    let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |agents| {
         print::lines(agents_table(
             agents,

@@ -4,7 +4,7 @@
 use krad_bus::protocol::OutputInfo;
 use krad_bus::request::output::{MAX_LINES, Output};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 
@@ -33,7 +33,7 @@ pub fn run(args: OutputArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resul
         target: args.target,
         lines: args.lines,
     };
-    let reply = Bus::find(connect)?.send(request, None)?;
+    let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |info| {
         print::lines(text_lines(info));
         if info.truncated {

@@ -7,7 +7,7 @@ use std::io::Read;
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::connect::{Bus, ConnectArgs, answer_failure};
+use crate::connect::{AppConnection, ConnectArgs, answer_failure};
 use crate::exit::{Exit, Failure};
 use crate::print;
 
@@ -42,7 +42,7 @@ pub fn run(args: RawArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result<
         args.request.clone()
     };
     let request = parse_request(text.trim())?;
-    let bus = Bus::find(connect)?.with_api_version(args.api_version);
+    let bus = AppConnection::find(connect)?.with_api_version(args.api_version);
     let messages = bus
         .client()
         .stream(&request, args.request_id.as_deref())

@@ -3,7 +3,7 @@
 use clap::ArgGroup;
 use krad_bus::request::rename::Rename;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render;
@@ -39,7 +39,7 @@ pub fn run(args: RenameArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resul
         target: args.target,
         name: args.name,
     };
-    let reply = Bus::find(connect)?.send(request, None)?;
+    let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |record| match &record.name {
         Some(name) => print::line(&format!(
             "terminal {} is now {}",

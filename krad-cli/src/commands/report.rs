@@ -3,7 +3,7 @@
 
 use krad_bus::request::report::{Report, ReportedState};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 
@@ -55,7 +55,7 @@ pub fn run(args: ReportArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resul
         title: args.title,
         session: None,
     };
-    let reply = Bus::find(connect)?.send(report, None)?;
+    let reply = AppConnection::find(connect)?.send(report, None)?;
     print::emit(json, &reply, |()| {});
     Ok(Exit::Success)
 }

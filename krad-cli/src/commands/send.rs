@@ -6,7 +6,7 @@ use anyhow::Context;
 use krad_bus::protocol::keys::Key;
 use krad_bus::request::send::{MAX_TEXT, Send, When};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::{Exit, Failure};
 use crate::print;
 
@@ -74,7 +74,7 @@ pub fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
         enter: args.enter.then_some(true),
         when: args.when_idle.then_some(When::Idle),
     };
-    let reply = Bus::find(connect)?.send(request, None)?;
+    let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |sent| {
         let delivered = if sent.delivered {
             "delivered"

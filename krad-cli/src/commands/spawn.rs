@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use krad_bus::protocol::AgentRecord;
 use krad_bus::request::spawn::{MAX_SIDE, Spawn};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render::{self, Agent};
@@ -75,7 +75,7 @@ pub fn run(args: SpawnArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         rows: args.rows,
         sandbox: args.sandbox.then_some(true),
     };
-    let reply = Bus::find(connect)?.send(request, None)?;
+    let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |record| print::line(&spawned_line(record)));
     Ok(Exit::Success)
 }

@@ -2,7 +2,7 @@
 
 use krad_bus::request::stats::{Stats, StatsInfo};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 
@@ -13,7 +13,7 @@ pub struct StatsArgs {}
 
 /// Prints the counters.
 pub fn run(_args: StatsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let reply = Bus::find(connect)?.send(Stats {}, None)?;
+    let reply = AppConnection::find(connect)?.send(Stats {}, None)?;
     print::emit(json, &reply, |stats| print::lines(stats_lines(stats)));
     Ok(Exit::Success)
 }

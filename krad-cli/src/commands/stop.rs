@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use krad_bus::request::shutdown::Shutdown;
 use serde_json::json;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::{Exit, Failure};
 use crate::print;
 
@@ -23,7 +23,7 @@ pub struct StopArgs {
 
 /// Sends Shutdown and waits for the process to exit.
 pub fn run(args: StopArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
+    let bus = AppConnection::find(connect)?;
     let request = Shutdown {
         close_terminals: Some(!args.keep_terminals),
     };

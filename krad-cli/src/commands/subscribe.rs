@@ -6,7 +6,7 @@ use krad_bus::protocol::StreamMessage;
 use krad_bus::request::{Request, subscribe_agents::SubscribeAgents};
 use serde_json::Value;
 
-use crate::connect::{Bus, ConnectArgs, answer_failure, client_failure};
+use crate::connect::{AppConnection, ConnectArgs, answer_failure, client_failure};
 use crate::exit::{Exit, Failure};
 use crate::print;
 
@@ -32,13 +32,13 @@ pub struct SubscribeArgs {
 
 /// Prints the stream until the app stops or closes it.
 pub fn run(args: SubscribeArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
+    let bus = AppConnection::find(connect)?;
     print_stream(&bus, args.environment, args.since_rev)
 }
 
 /// Opens a SubscribeAgents stream.
 pub(crate) fn open(
-    bus: &Bus,
+    bus: &AppConnection,
     environment: Option<String>,
     since_rev: Option<u64>,
 ) -> Result<MessageStream, Failure> {
@@ -76,7 +76,7 @@ pub(crate) fn read(line: Result<Value, ClientError>) -> Result<Line, Failure> {
 /// success on `"ShuttingDown"` or when the app closes the stream; an `Error`
 /// message ends it with that error's exit code.
 pub(crate) fn print_stream(
-    bus: &Bus,
+    bus: &AppConnection,
     environment: Option<String>,
     since_rev: Option<u64>,
 ) -> anyhow::Result<Exit> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use krad_bus::protocol::AgentRecord;
 use krad_bus::request::list::List;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::{Exit, Failure};
 use crate::print;
 use crate::render::{self, Agent, Column};
@@ -68,7 +68,7 @@ const COLUMNS: [Column; 8] = [
 
 /// Lists the agents every 2 s (once with `--once`) and prints them busiest first.
 pub fn run(args: TopArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
+    let bus = AppConnection::find(connect)?;
     let live = !args.once && std::io::stdout().is_terminal();
     let mut drawn = false;
     loop {

@@ -7,7 +7,7 @@ use krad_bus::protocol::PickedInfo;
 use krad_bus::request::pick_variant::{How, PickVariant};
 use krad_bus::request::run_variants::RunVariants;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 
@@ -100,7 +100,7 @@ pub enum HowArg {
 
 /// Runs the variants subcommand.
 pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
+    let bus = AppConnection::find(connect)?;
     match args.command {
         VariantsCommand::Run {
             count,

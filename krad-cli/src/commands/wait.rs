@@ -8,7 +8,7 @@ use krad_bus::request::{
     wait::{Until, Wait, WaitFor},
 };
 
-use crate::connect::{Bus, ConnectArgs, Reply, timed_out};
+use crate::connect::{AppConnection, ConnectArgs, Received, timed_out};
 use crate::exit::Exit;
 use crate::print;
 use crate::render::Agent;
@@ -42,7 +42,7 @@ pub struct WaitArgs {
 
 /// Sends Wait and prints the records it answers.
 pub fn run(args: WaitArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let Reply { raw, answer } = Bus::find(connect)?.send(wait_request(&args), None)?;
+    let Received { raw, answer } = AppConnection::find(connect)?.send(wait_request(&args), None)?;
     let records = match answer {
         Waited::Agent(record) => vec![*record],
         Waited::Agents(records) => records,

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use krad_bus::protocol::{AgentRecord, AgentState, StreamMessage};
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render::{self, Agent, Column};
@@ -59,7 +59,7 @@ const TICK: Duration = Duration::from_secs(1);
 
 /// Follows the stream and redraws the table until the app stops.
 pub fn run(args: WatchArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let bus = Bus::find(connect)?;
+    let bus = AppConnection::find(connect)?;
     if json {
         return subscribe::print_stream(&bus, args.environment, None);
     }

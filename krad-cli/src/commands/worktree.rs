@@ -3,7 +3,7 @@
 use krad_bus::protocol::EnvironmentInfo;
 use krad_bus::request::create_worktree::CreateWorktree;
 
-use crate::connect::{Bus, ConnectArgs};
+use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render;
@@ -55,7 +55,7 @@ pub fn run(args: WorktreeArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
         branch,
         host,
     };
-    let reply = Bus::find(connect)?.send(request, request_id.as_deref())?;
+    let reply = AppConnection::find(connect)?.send(request, request_id.as_deref())?;
     print::emit(json, &reply, |env| print::lines(created_lines(env)));
     Ok(Exit::Success)
 }
