@@ -6,7 +6,9 @@
 //! * its SSH control masters, asked to exit (each still holds the old reverse
 //!   forward on its host), and their control sockets;
 //! * the temp files of its atomic writes (`.<name>.<pid>.<n>.tmp`, see
-//!   [`crate::private_file`]) in the state directory.
+//!   [`crate::private_file`]) in the state directory;
+//! * the private homes of its sandboxed terminals that were not taken back
+//!   (`<state dir>/sandbox/<id>`, with the CLIs' credentials copied in).
 //!
 //! Only what names a process that is gone, never this app's or a live one's.
 //! (The control masters go before the terminals on SSH hosts are taken back,
@@ -29,6 +31,7 @@ const MASTER_EXIT: Duration = Duration::from_secs(3);
 /// Cleans what dead apps left; call after the terminals were taken back.
 pub(crate) async fn clean(core: &Core) {
     token_folders(core);
+    sandbox_homes(core);
     temp_files(&core.settings.state_dir, 3);
     control_masters(&control_dir()).await;
 }
@@ -103,6 +106,26 @@ fn token_folders(core: &Core) {
         match std::fs::remove_dir_all(&path) {
             Ok(()) => tracing::info!(pid, "removed the token folder of an app that is gone"),
             Err(e) => tracing::warn!(pid, "cannot remove {}: {e}", path.display()),
+        }
+    }
+}
+
+/// Removes the sandboxes' private homes of terminals the store does not
+/// have (a closed terminal's goes at its Close; these are a dead app's).
+fn sandbox_homes(core: &Core) {
+    let Ok(entries) = std::fs::read_dir(core.settings.state_dir.join("sandbox")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if core.store.record(id).is_none() {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }

@@ -145,6 +145,16 @@ fn a_spawn_can_ask_for_a_sandbox_and_cannot_leave_the_config_s() {
 fn without_a_network_a_contained_agent_reaches_the_bus_and_nothing_else() {
     let outside = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = outside.local_addr().unwrap().port();
+    // The probe itself works here: outside a sandbox, nc reaches the server.
+    let reached = std::process::Command::new("nc")
+        .args(["-z", "-w", "2", "127.0.0.1", &port.to_string()])
+        .status()
+        .unwrap();
+    assert!(
+        reached.success(),
+        "nc cannot reach 127.0.0.1:{port} even here"
+    );
+    drop(outside.accept().unwrap());
     outside.set_nonblocking(true).unwrap();
     let app = App::start_config("[sandbox]\nprofiles = [\"exec\"]\nnetwork = \"none\"\n");
     committed(&app);
@@ -173,4 +183,36 @@ fn without_a_network_a_contained_agent_reaches_the_bus_and_nothing_else() {
     app.until(id, Duration::from_secs(30), |r| {
         r["message"] == "after-interrupt"
     });
+}
+
+/// A sandbox's private home (with the CLI's credentials copied in) goes with
+/// its terminal: at Close, and after a crash once the next app finds the
+/// terminal gone.
+#[test]
+fn a_sandbox_s_private_home_goes_with_its_terminal() {
+    let mut app = App::start_config("[sandbox]\nprofiles = [\"exec\"]\n");
+    let homes = app.dir.path().join("repo/.git/krad/sandbox");
+    let closed = app.spawn_sh("exec sleep 600");
+    assert!(homes.join(closed.to_string()).is_dir());
+    assert_eq!(
+        app.request(json!({"Close": {"target": closed}})),
+        json!("Ok")
+    );
+    assert!(!homes.join(closed.to_string()).exists());
+    let left = app.spawn_sh("exec sleep 600");
+    assert!(homes.join(left.to_string()).is_dir());
+    app.signal(nix::sys::signal::Signal::SIGKILL);
+    app.wait_exit(Duration::from_secs(10));
+    let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
+    drop(app);
+    let _again = App::launch(crate::support::Launch {
+        reuse: Some(dir),
+        config: Some("[sandbox]\nprofiles = [\"exec\"]\n"),
+        ..crate::support::Launch::default()
+    });
+    assert!(
+        !homes.join(left.to_string()).exists(),
+        "{}",
+        homes.display()
+    );
 }

@@ -31,7 +31,8 @@ pub enum ErrorCode {
     Unavailable,
     /// A `request_id` was used before for a different request.
     RequestIdReused,
-    /// Too many connections at once.
+    /// Not now, try again: too many connections at once, a program that does
+    /// not read its input, or a `[limits]` limit (`detail.retry_after_secs`).
     Busy,
     /// A bug in the app.
     Internal,

@@ -24,12 +24,14 @@ use crate::exit::Exit;
 /// Arguments of `krad internal`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Run by the app on an SSH host through its link; you do not call it yourself.
+Run by the app — `ports` on an SSH host through its link, `sandboxed` inside an \
+agent's sandbox; you do not call it yourself.
 
 Examples:
   krad internal ports --owner app-0123abcd claim --first 20000 --count 3
   krad internal ports --owner app-0123abcd release 20000 20001 20002
-  krad internal ports in-use --dir /srv/repo/.krad/worktrees/web 20000 20001")]
+  krad internal ports in-use --dir /srv/repo/.krad/worktrees/web 20000 20001
+  krad internal sandboxed --listen 127.0.0.1:41234 --to /repo/.git/krad/sandbox-bus.sock -- claude")]
 pub struct InternalArgs {
     #[command(subcommand)]
     pub command: InternalCommand,
