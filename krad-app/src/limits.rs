@@ -92,18 +92,8 @@ pub(crate) fn may_send(core: &Core, state: AgentState) -> Result<(), ApiError> {
 
 /// The terminals live and working now.
 fn load(core: &Core) -> Load {
-    core.store
-        .list(None)
-        .iter()
-        .fold(Load::default(), |mut load, record| {
-            if record.state != AgentState::Exited {
-                load.live += 1;
-            }
-            if matches!(record.state, AgentState::Working | AgentState::Starting) {
-                load.working += 1;
-            }
-            load
-        })
+    let (live, working) = core.store.live_and_working();
+    Load { live, working }
 }
 
 /// Why `count` new terminals may not start under `limits`, given the load

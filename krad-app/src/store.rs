@@ -693,6 +693,20 @@ impl Store {
         self.lock().agents.len()
     }
 
+    /// How many terminals have not exited, and how many are working or
+    /// starting (what `[limits]` counts), under the lock, no record copied.
+    pub fn live_and_working(&self) -> (usize, usize) {
+        let inner = self.lock();
+        let live = inner
+            .agents
+            .values()
+            .filter(|e| e.record.state != AgentState::Exited);
+        live.fold((0, 0), |(live, working), e| {
+            let busy = matches!(e.record.state, AgentState::Working | AgentState::Starting);
+            (live + 1, working + usize::from(busy))
+        })
+    }
+
     /// Whether the app hosts this terminal (in this environment).
     pub fn knows(&self, terminal: &TerminalRef) -> bool {
         self.with(terminal.terminal, |e| {
