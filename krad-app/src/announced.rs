@@ -95,6 +95,13 @@ pub(crate) fn approval(command: &str) -> String {
 pub(crate) const HOOK_DID_NOT_RUN: &str =
     " (krad's approval hook did not run: answer in its terminal)";
 
+/// The record's `hook_problem` once a Codex approval showed that krad's hook
+/// never saw.
+pub(crate) const CODEX_HOOK_SKIPPED: &str = "Codex showed an approval dialog that krad's \
+     PermissionRequest hook never saw: Codex skipped krad's hooks (not trusted), so its \
+     approvals are not asks; answer them in its terminal (krad attach), and start it again \
+     with the codex profile and no `-c hooks.…` override";
+
 /// `message` with [`HOOK_DID_NOT_RUN`], once.
 pub(crate) fn unhooked(message: &str) -> String {
     if message.ends_with(HOOK_DID_NOT_RUN) {

@@ -334,15 +334,20 @@ fn announcement(e: &mut Entry, announced: &str, screen: Option<&str>) -> bool {
         return false;
     };
     let turn_over = announced::ends_a_turn(announced);
+    let mut problem_found = false;
     if state == AgentState::Asking && e.profile.hooks == HookKind::Codex && e.permission_asks == 0 {
         // Codex shows its dialog once its hooks are done: had krad's hook run,
         // it would have raised an ask first.
         message = message.map(|m| announced::unhooked(&m));
-        tracing::warn!(
-            terminal = e.record.terminal,
-            "Codex asks for an approval that krad's PermissionRequest hook never saw: \
-             its hooks did not run (not trusted?)"
-        );
+        if e.record.hook_problem.is_none() {
+            tracing::warn!(
+                terminal = e.record.terminal,
+                "Codex asks for an approval that krad's PermissionRequest hook never saw: \
+                 its hooks did not run (not trusted?)"
+            );
+            e.record.hook_problem = Some(announced::CODEX_HOOK_SKIPPED.to_owned());
+            problem_found = true;
+        }
     }
     if e.first_turn_pending {
         if turn_over || state == AgentState::Asking {
@@ -370,8 +375,9 @@ fn announcement(e: &mut Entry, announced: &str, screen: Option<&str>) -> bool {
         AgentState::Idle if message.is_none() => message = e.pending_message.take(),
         _ => {}
     }
-    e.record.state != AgentState::Exited
-        && set_state(&mut e.record, state, StateSource::Hook, message)
+    let changed = e.record.state != AgentState::Exited
+        && set_state(&mut e.record, state, StateSource::Hook, message);
+    changed || problem_found
 }
 
 /// Reads the screen for what no hook tells:

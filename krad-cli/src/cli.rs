@@ -31,6 +31,7 @@ use crate::exit::{Exit, exit_codes_help};
         "  krad watch                  a live table of the agents\n",
         "  krad subscribe | jq -c .    every change as a JSON line\n",
         "  krad api                    the API version, build and pid the app serves\n",
+        "  krad doctor                 what is wrong: agents whose hooks did not run, hosts down\n",
         "  krad code -- cargo test -q  run a program in an environment, no terminal\n",
         "  krad conflicts --watch      which environments' work would conflict, kept current\n",
         "  krad gc --merged --dry-run  which merged worktrees could go, and the space they take\n",
@@ -66,6 +67,7 @@ impl Cli {
         match command {
             Command::Serve(args) => serve::run(args, json),
             Command::Api(args) => api::run(args, &connect, json),
+            Command::Doctor(args) => doctor::run(args, &connect, json),
             Command::Ls(args) => ls::run(args, &connect, json),
             Command::Check(args) => check::run(args, &connect, json),
             Command::Wait(args) => wait::run(args, &connect, json),
@@ -110,6 +112,8 @@ pub enum Command {
     Serve(commands::serve::ServeArgs),
     /// Show the API version, build and pid of the running app (Hello).
     Api(commands::api::ApiArgs),
+    /// Show what is wrong: agents whose hooks did not run, hosts whose link is down.
+    Doctor(commands::doctor::DoctorArgs),
     /// List the agents: id, name, environment, profile, state and last message (List).
     Ls(commands::ls::LsArgs),
     /// Show one agent's record, now or as soon as it changes (Check).

@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use std::borrow::Cow;
 
+use krad_mcp_fixture::annotated;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
     ContentBlock, CustomResult, Implementation, JsonObject, ListToolsResult,
@@ -185,27 +186,6 @@ fn tools() -> Vec<Tool> {
             schema(json!({"type": "object", "properties": {"result": {}}})),
         ),
     ]
-}
-
-/// What `annotated` answers, written as JSON: rmcp's typed model would turn the
-/// priority into an f32 and could not carry `x-extra` or `x-top`.
-fn annotated() -> Value {
-    json!({
-        "content": [
-            {
-                "type": "text",
-                "text": "annotated",
-                "annotations": {"audience": ["user"], "priority": 0.7},
-                "_meta": {"krad.test/item": 1},
-                "x-extra": {"kept": true}
-            },
-            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
-        ],
-        "structuredContent": {"answer": 42, "ratio": 0.7, "list": [1, 2.5, "three"]},
-        "isError": false,
-        "_meta": {"krad.test/trace": "t-1"},
-        "x-top": {"kept": true}
-    })
 }
 
 /// The fixture, with the tools whose results are written as JSON: they are

@@ -49,19 +49,7 @@ fn it_answers_initialize_and_lists_its_tools() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        names,
-        [
-            "echo",
-            "fail",
-            "slow",
-            "crash",
-            "big",
-            "mixed",
-            "annotated",
-            "raw"
-        ]
-    );
+    assert_eq!(names, krad_mcp_fixture::TOOL_NAMES);
     send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                 "params": {"name": "echo", "arguments": {"text": "hi"}}}));
     line.clear();

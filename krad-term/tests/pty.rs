@@ -34,7 +34,15 @@ fn sh(script: &str, cwd: &Path) -> SpawnSpec {
 }
 
 fn start(spec: SpawnSpec) -> (Arc<dyn Terminal>, mpsc::Receiver<TerminalEvent>) {
-    let (events, receiver) = mpsc::channel(64);
+    start_with_room_for(64, spec)
+}
+
+/// Starts `spec` with an events channel of `capacity` (1: the app is behind).
+fn start_with_room_for(
+    capacity: usize,
+    spec: SpawnSpec,
+) -> (Arc<dyn Terminal>, mpsc::Receiver<TerminalEvent>) {
+    let (events, receiver) = mpsc::channel(capacity);
     let terminal = PtyHost::new().spawn(spec, events).expect("spawn");
     (terminal, receiver)
 }
@@ -564,16 +572,8 @@ async fn exited_comes_after_the_final_output() {
 async fn exited_is_delivered_when_events_pile_up() {
     let dir = tempfile::tempdir().unwrap();
     // A channel of one: output events are dropped while nobody reads, Exited waits.
-    let (sender, mut events) = mpsc::channel(1);
-    let terminal = PtyHost::new()
-        .spawn(
-            sh(
-                "i=0; while [ $i -lt 200 ]; do printf '\\007l%d\\n' $i; i=$((i+1)); done",
-                dir.path(),
-            ),
-            sender,
-        )
-        .unwrap();
+    let bells_and_lines = "i=0; while [ $i -lt 200 ]; do printf '\\007l%d\\n' $i; i=$((i+1)); done";
+    let (terminal, mut events) = start_with_room_for(1, sh(bells_and_lines, dir.path()));
     // Let it finish without reading the events.
     let deadline = Instant::now() + TIMEOUT;
     while terminal.exit_status().is_none() {
@@ -590,16 +590,9 @@ async fn exited_is_delivered_when_events_pile_up() {
 async fn announced_states_are_never_dropped_when_the_app_is_behind() {
     let dir = tempfile::tempdir().unwrap();
     // A channel of one, read slowly: bells may be dropped, announcements may not.
-    let (sender, mut events) = mpsc::channel(1);
-    let _terminal = PtyHost::new()
-        .spawn(
-            sh(
-                "i=0; while [ $i -lt 30 ]; do printf '\\007\\033]7501;state=s%d\\007' $i; i=$((i+1)); done",
-                dir.path(),
-            ),
-            sender,
-        )
-        .unwrap();
+    let announcements =
+        "i=0; while [ $i -lt 30 ]; do printf '\\007\\033]7501;state=s%d\\007' $i; i=$((i+1)); done";
+    let (_terminal, mut events) = start_with_room_for(1, sh(announcements, dir.path()));
     let mut announced = Vec::new();
     let deadline = Instant::now() + TIMEOUT;
     loop {

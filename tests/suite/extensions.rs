@@ -91,19 +91,7 @@ fn listing_starts_nothing_and_a_call_starts_the_server_and_lists_its_tools() {
     assert!(after.get("error").is_none(), "{after}");
     let tools = after["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(
-        names,
-        [
-            "echo",
-            "fail",
-            "slow",
-            "crash",
-            "big",
-            "mixed",
-            "annotated",
-            "raw"
-        ]
-    );
+    assert_eq!(names, krad_mcp_fixture::TOOL_NAMES);
     assert_eq!(tools[0]["description"], "Answers the text it is given");
     assert_eq!(tools[0]["input_schema"]["required"], json!(["text"]));
 }
@@ -123,23 +111,9 @@ fn a_tool_error_is_an_answer_with_is_error_and_its_content() {
 /// The ToolResult the fixture's `annotated` tool must come back as: its result
 /// member for member, the contract's `is_error` beside them.
 fn annotated_answer() -> Value {
-    json!({"ToolResult": {
-        "content": [
-            {
-                "type": "text",
-                "text": "annotated",
-                "annotations": {"audience": ["user"], "priority": 0.7},
-                "_meta": {"krad.test/item": 1},
-                "x-extra": {"kept": true}
-            },
-            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
-        ],
-        "is_error": false,
-        "structuredContent": {"answer": 42, "ratio": 0.7, "list": [1, 2.5, "three"]},
-        "isError": false,
-        "_meta": {"krad.test/trace": "t-1"},
-        "x-top": {"kept": true}
-    }})
+    let mut result = krad_mcp_fixture::annotated();
+    result["is_error"] = json!(false);
+    json!({ "ToolResult": result })
 }
 
 /// Whether JSON text has member `key` with exactly the number text `number`.

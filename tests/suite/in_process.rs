@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use krad_bus::protocol::{
     ApiError, AttachInput, AttachMessage, EncodedAnswer, StreamLine, TerminalRef,
 };
-use krad_bus::request::{Call, attach, subscribe_agents};
+use krad_bus::request::Call;
 use krad_bus::server::{
-    self, App, Attachment, Bus, CallContext, Handle, HandleEncoded, ServerConfig, Subscription,
+    self, App, Attachment, Bus, CallContext, Handle, HandleEncoded, Open, ServerConfig,
+    Subscription,
 };
 use krad_bus::token::Secret;
 use serde_json::{Value, json};
@@ -50,9 +51,6 @@ impl Attachment for NoStream {
 }
 
 impl App for StuckApp {
-    type Subscription = NoStream;
-    type Attachment = NoStream;
-
     fn request_log(&self) -> Option<&krad_bus::server::request_log::RequestLog> {
         None
     }
@@ -62,14 +60,13 @@ impl App for StuckApp {
     async fn agent_count(&self) -> u64 {
         self.stuck().await
     }
-    async fn subscribe(
-        &self,
-        _: &CallContext,
-        _: subscribe_agents::SubscribeAgents,
-    ) -> Result<NoStream, ApiError> {
-        self.stuck().await
-    }
-    async fn attach(&self, _: &CallContext, _: attach::Attach) -> Result<NoStream, ApiError> {
+}
+
+/// Both streaming requests: a stream that never yields, once the app answers.
+impl<R: Call> Open<R> for StuckApp {
+    type Stream = NoStream;
+
+    async fn open(&self, _: &CallContext, _: R) -> Result<NoStream, ApiError> {
         self.stuck().await
     }
 }

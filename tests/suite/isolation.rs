@@ -41,31 +41,25 @@ fn apps_and_their_terminals_get_a_home_and_git_identity_of_their_own() {
 #[test]
 fn no_test_names_a_fixed_port() {
     let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/suite");
-    let mut stack = vec![suite];
     let mut found = Vec::new();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (n, line) in text.lines().enumerate() {
-                for address in ["127.0.0.1:", "localhost:"] {
-                    let Some(at) = line.find(address) else {
-                        continue;
-                    };
-                    let port: String = line[at + address.len()..]
-                        .chars()
-                        .take_while(char::is_ascii_digit)
-                        .collect();
-                    if !port.is_empty() && port != "0" && port != "1" {
-                        found.push(format!("{}:{}: {line}", path.display(), n + 1));
-                    }
+    let sources = crate::support::files_under(&suite);
+    assert!(sources.len() > 10, "the suite's files: {sources:?}");
+    for path in sources
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+    {
+        let text = std::fs::read_to_string(path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            for address in ["127.0.0.1:", "localhost:"] {
+                let Some(at) = line.find(address) else {
+                    continue;
+                };
+                let port: String = line[at + address.len()..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                if !port.is_empty() && port != "0" && port != "1" {
+                    found.push(format!("{}:{}: {line}", path.display(), n + 1));
                 }
             }
         }

@@ -15,6 +15,7 @@ mod cli_agents;
 mod code;
 mod collie;
 mod crash;
+mod doctor;
 mod durable;
 mod durable_asks;
 mod durable_doctor;

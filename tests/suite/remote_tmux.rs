@@ -126,6 +126,28 @@ fn start_counter(app: &App, sshd: &Sshd, worktree: &str) -> (u64, i32, PathBuf) 
     (id, read_pid(&pid_file), pid_file)
 }
 
+/// An app with host `far` (in tmux there, logged), and a counter started on
+/// it in a new worktree `worktree` (`start_counter`).
+fn counter_on_a_host(worktree: &str) -> (Sshd, App, (u64, i32, PathBuf)) {
+    let sshd = Sshd::start();
+    let (app, _remote) = app_with_host_logged(&sshd, "");
+    let counter = start_counter(&app, &sshd, worktree);
+    (sshd, app, counter)
+}
+
+/// Freezes sshd and the sessions it forked (SIGSTOP), and waits until the app
+/// sees the host `down`; gives the frozen processes (to SIGCONT).
+fn freeze_until_down(sshd: &Sshd, app: &App) -> Vec<i32> {
+    let frozen = process_tree(sshd.child.id());
+    signal_all(&frozen, nix::sys::signal::Signal::SIGSTOP);
+    let until = Instant::now() + Duration::from_secs(20);
+    while host_status(app)["state"] != "down" {
+        assert!(Instant::now() < until, "{}", host_status(app));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    frozen
+}
+
 /// After a cut: the same program runs on (never restarted), its output since
 /// shows on the screen, the record is not `exited`, and Send reaches it.
 fn same_program_goes_on(app: &App, id: u64, pid: i32, pid_file: &Path, before: u64) {
@@ -146,9 +168,7 @@ fn same_program_goes_on(app: &App, id: u64, pid: i32, pid_file: &Path, before: u
 
 #[test]
 fn a_host_terminal_in_tmux_outlives_a_killed_link() {
-    let sshd = Sshd::start();
-    let (app, _remote) = app_with_host_logged(&sshd, "");
-    let (id, pid, pid_file) = start_counter(&app, &sshd, "far-cut");
+    let (_sshd, app, (id, pid, pid_file)) = counter_on_a_host("far-cut");
     // Keys reach the program before the cut too.
     app.request(json!({"Send": {"target": id, "text": "before", "enter": true}}));
     app.until_screen(id, "got:before");
@@ -199,20 +219,11 @@ fn a_host_terminal_in_tmux_outlives_a_killed_link() {
 
 #[test]
 fn a_host_terminal_in_tmux_outlives_a_frozen_sshd() {
-    let sshd = Sshd::start();
-    let (app, _remote) = app_with_host_logged(&sshd, "");
-    let (id, pid, pid_file) = start_counter(&app, &sshd, "far-freeze");
+    let (sshd, app, (id, pid, pid_file)) = counter_on_a_host("far-freeze");
     let before = last_tick(&app, id);
     // sshd and the sessions it forked stop answering; tmux's server (a daemon
     // of its own) and the program under it go on.
-    let frozen = process_tree(sshd.child.id());
-    signal_all(&frozen, nix::sys::signal::Signal::SIGSTOP);
-    let cut = Instant::now();
-    let until = cut + Duration::from_secs(20);
-    while host_status(&app)["state"] != "down" {
-        assert!(Instant::now() < until, "{}", host_status(&app));
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let frozen = freeze_until_down(&sshd, &app);
     // The terminal shows it; the agent is not `exited`.
     app.until_screen(id, "link to host far is down");
     assert_ne!(app.record(id)["state"], "exited");
@@ -228,9 +239,7 @@ fn a_host_terminal_in_tmux_outlives_a_frozen_sshd() {
 
 #[test]
 fn a_host_terminal_in_tmux_outlives_sshd_stopped_for_30_s() {
-    let mut sshd = Sshd::start();
-    let (app, _remote) = app_with_host_logged(&sshd, "");
-    let (id, pid, pid_file) = start_counter(&app, &sshd, "far-restart");
+    let (mut sshd, app, (id, pid, pid_file)) = counter_on_a_host("far-restart");
     let before = last_tick(&app, id);
     // sshd stops for 30 s (the outage under test), every link with it...
     let stopped = Instant::now();
@@ -249,9 +258,7 @@ fn a_host_terminal_in_tmux_outlives_sshd_stopped_for_30_s() {
 
 #[test]
 fn a_killed_app_s_host_terminals_are_attached_again_by_the_next_app() {
-    let sshd = Sshd::start();
-    let (mut app, _remote) = app_with_host_logged(&sshd, "");
-    let (id, pid, pid_file) = start_counter(&app, &sshd, "far-again");
+    let (sshd, mut app, (id, pid, pid_file)) = counter_on_a_host("far-again");
     let go = sshd.dir.path().join("go");
     let ender = app.spawn(
         json!({"profile": "exec", "environment": "far-again", "command": ["sh", "-c",
@@ -282,9 +289,7 @@ fn a_killed_app_s_host_terminals_are_attached_again_by_the_next_app() {
 
 #[test]
 fn krad_stop_leaves_nothing_of_its_host_terminals_behind() {
-    let sshd = Sshd::start();
-    let (mut app, _remote) = app_with_host_logged(&sshd, "");
-    let (_id, pid, _pid_file) = start_counter(&app, &sshd, "far-stop");
+    let (sshd, mut app, (_id, pid, _pid_file)) = counter_on_a_host("far-stop");
     let home = sshd.dir.path().join("home");
     let on_host = format!("{}/.krad-ade", home.display());
     assert!(
@@ -442,17 +447,9 @@ fn with_the_local_tmux_host_a_killed_app_s_host_terminals_are_taken_back() {
 
 #[test]
 fn a_host_terminal_closed_while_the_link_is_down_ends_there_once_it_is_back() {
-    let sshd = Sshd::start();
-    let (app, _remote) = app_with_host_logged(&sshd, "");
-    let (id, pid, _pid_file) = start_counter(&app, &sshd, "far-close");
+    let (sshd, app, (id, pid, _pid_file)) = counter_on_a_host("far-close");
     let token = host_file_eventually(&sshd, &format!("{id}.token"));
-    let frozen = process_tree(sshd.child.id());
-    signal_all(&frozen, nix::sys::signal::Signal::SIGSTOP);
-    let until = Instant::now() + Duration::from_secs(20);
-    while host_status(&app)["state"] != "down" {
-        assert!(Instant::now() < until, "{}", host_status(&app));
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let frozen = freeze_until_down(&sshd, &app);
     // Closed here at once; the program there goes on meanwhile.
     assert_eq!(app.request(json!({"Close": {"target": id}})), json!("Ok"));
     assert!(alive(pid));
@@ -577,16 +574,8 @@ fn connections_to(port: u16) -> usize {
 
 #[test]
 fn host_terminals_whose_tmux_server_died_while_the_link_was_down_end_without_a_code() {
-    let sshd = Sshd::start();
-    let (app, _remote) = app_with_host_logged(&sshd, "");
-    let (id, pid, _pid_file) = start_counter(&app, &sshd, "far-reboot");
-    let frozen = process_tree(sshd.child.id());
-    signal_all(&frozen, nix::sys::signal::Signal::SIGSTOP);
-    let until = Instant::now() + Duration::from_secs(20);
-    while host_status(&app)["state"] != "down" {
-        assert!(Instant::now() < until, "{}", host_status(&app));
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (sshd, app, (id, pid, _pid_file)) = counter_on_a_host("far-reboot");
+    let frozen = freeze_until_down(&sshd, &app);
     // The host "reboots": the app's tmux server there dies with its programs.
     let on_host = format!("{}/.krad-ade", sshd.dir.path().join("home").display());
     let servers = pgrep(&on_host);

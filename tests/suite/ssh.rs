@@ -310,12 +310,7 @@ fn a_remote_worktrees_changes_and_close() {
     std::fs::write(path.join("new.txt"), "n\n").unwrap();
     let changes =
         app.request(json!({"Changes": {"environment": "far-c", "patch": true}}))["Changes"].clone();
-    let files: Vec<&str> = changes["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let files = crate::support::each(&changes["files"], "path");
     assert_eq!(files, ["app.txt", "new.txt"], "{changes}");
     assert!(changes["patch"].as_str().unwrap().contains("+changed"));
     // Code runs there too, through the host's control connection.

@@ -248,12 +248,7 @@ fn archives_on_a_host_are_listed_and_restored_there_with_their_uncommitted_work(
     assert_eq!(again["Environment"]["name"], "far-a");
     // Changes sees the restored work as its own.
     let changes = app.request(json!({"Changes": {"environment": "far-a"}}))["Changes"].clone();
-    let files: Vec<&str> = changes["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let files = crate::support::each(&changes["files"], "path");
     assert_eq!(files, ["app.txt", "new.txt"], "{changes}");
     // Taken names, unknown archives; the CLI.
     assert_eq!(

@@ -525,6 +525,25 @@ pub fn each<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// Every file below `dir`, at any depth (a folder that cannot be read is
+/// passed over).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let (mut folders, mut files) = (vec![dir.to_path_buf()], Vec::new());
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for path in entries.flatten().map(|entry| entry.path()) {
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
 /// The first line a child printed on its piped stdout (`krad serve`'s
 /// `Serving` line), with its newline.
 pub fn first_line(child: &mut Child) -> String {

@@ -101,9 +101,16 @@ pub(crate) async fn update(
         (tip.clone(), true)
     } else {
         let label = format!("{name} from {base_environment}");
+        let bringing = Bringing {
+            git: &git,
+            head: &before,
+            tip: &tip,
+            name,
+            label: &label,
+        };
         let new = match how {
-            UpdateHow::Merge => merged(&git, &before, &tip, name, &label).await?,
-            UpdateHow::Rebase => rebased(&git, &before, &tip, name, &label).await?,
+            UpdateHow::Merge => bringing.merged().await?,
+            UpdateHow::Rebase => bringing.rebased().await?,
         };
         let moved = match how {
             UpdateHow::Merge => {
@@ -216,110 +223,114 @@ fn some_files(files: &[String]) -> String {
     text
 }
 
-/// A merge commit of `head` and `tip`, made on objects only.
-async fn merged(
-    git: &Git,
-    head: &str,
-    tip: &str,
-    name: &str,
-    label: &str,
-) -> Result<String, ApiError> {
-    let result = merge(git, &MergeOf::new(head, tip)).await?;
-    if !result.conflicts.is_empty() {
-        return Err(conflicts(name, label, result.conflicts, None));
-    }
-    let mut args = git.identity_args().await;
-    let message = format!("krad: update {label}");
-    args.extend(
-        [
-            "commit-tree",
-            result.tree.as_str(),
-            "-p",
-            head,
-            "-p",
-            tip,
-            "-m",
-            message.as_str(),
-        ]
-        .map(str::to_owned),
-    );
-    Ok(git.text(&args).await?)
+/// Bringing `tip` into environment `name`'s `head` (`label` names both in
+/// commit messages and conflicts), made on objects only: the worktree moves
+/// after, by a fast-forward.
+struct Bringing<'a> {
+    git: &'a Git,
+    head: &'a str,
+    tip: &'a str,
+    name: &'a str,
+    label: &'a str,
 }
 
-/// `head`'s own commits (those not in `tip`, none whose change `tip` already
-/// has, no merges) replayed on `tip` one by one, as `git rebase` would, made
-/// on objects only. Commits that become empty are dropped.
-async fn rebased(
-    git: &Git,
-    head: &str,
-    tip: &str,
-    name: &str,
-    label: &str,
-) -> Result<String, ApiError> {
-    let range = format!("{tip}...{head}");
-    let list = git
-        .text(&[
-            "rev-list",
-            "--reverse",
-            "--topo-order",
-            "--no-merges",
-            "--right-only",
-            "--cherry-pick",
-            range.as_str(),
-        ])
-        .await?;
-    let identity = git.identity_args().await;
-    let mut onto = tip.to_owned();
-    let mut onto_tree = git.text(&["rev-parse", &format!("{tip}^{{tree}}")]).await?;
-    for commit in list.lines().filter(|l| !l.is_empty()) {
-        let parent = format!("{commit}^");
-        let step = merge(
-            git,
-            &MergeOf {
-                ours: onto.clone(),
-                theirs: commit.to_owned(),
-                base: Some(parent),
-            },
-        )
-        .await?;
-        if !step.conflicts.is_empty() {
-            return Err(conflicts(name, label, step.conflicts, Some(commit)));
+impl Bringing<'_> {
+    /// A merge commit of `head` and `tip`.
+    async fn merged(&self) -> Result<String, ApiError> {
+        let (git, head, tip) = (self.git, self.head, self.tip);
+        let result = merge(git, &MergeOf::new(head, tip)).await?;
+        if !result.conflicts.is_empty() {
+            return Err(conflicts(self.name, self.label, result.conflicts, None));
         }
-        if step.tree == onto_tree {
-            continue;
-        }
-        let facts = git
-            .bytes(&[
-                "show",
-                "-s",
-                "--date=raw",
-                "--format=%an%x00%ae%x00%ad%x00%B",
-                commit,
-            ])
-            .await?;
-        let mut parts = facts.splitn(4, |&b| b == 0);
-        let mut field = || String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned();
-        let (name, email, date, message) = (field(), field(), field(), field());
-        let message = message.trim_end().to_owned();
-        let author = git
-            .clone()
-            .with_env("GIT_AUTHOR_NAME", &name)
-            .with_env("GIT_AUTHOR_EMAIL", &email)
-            .with_env("GIT_AUTHOR_DATE", &date);
-        let mut args = identity.clone();
+        let mut args = git.identity_args().await;
+        let message = format!("krad: update {}", self.label);
         args.extend(
             [
                 "commit-tree",
-                step.tree.as_str(),
+                result.tree.as_str(),
                 "-p",
-                onto.as_str(),
+                head,
+                "-p",
+                tip,
                 "-m",
                 message.as_str(),
             ]
             .map(str::to_owned),
         );
-        onto = author.text(&args).await?;
-        onto_tree = step.tree;
+        Ok(git.text(&args).await?)
     }
-    Ok(onto)
+
+    /// `head`'s own commits (those not in `tip`, none whose change `tip` already
+    /// has, no merges) replayed on `tip` one by one, as `git rebase` would.
+    /// Commits that become empty are dropped.
+    async fn rebased(&self) -> Result<String, ApiError> {
+        let (git, head, tip, label) = (self.git, self.head, self.tip, self.label);
+        let range = format!("{tip}...{head}");
+        let list = git
+            .text(&[
+                "rev-list",
+                "--reverse",
+                "--topo-order",
+                "--no-merges",
+                "--right-only",
+                "--cherry-pick",
+                range.as_str(),
+            ])
+            .await?;
+        let identity = git.identity_args().await;
+        let mut onto = tip.to_owned();
+        let mut onto_tree = git.text(&["rev-parse", &format!("{tip}^{{tree}}")]).await?;
+        for commit in list.lines().filter(|l| !l.is_empty()) {
+            let parent = format!("{commit}^");
+            let step = merge(
+                git,
+                &MergeOf {
+                    ours: onto.clone(),
+                    theirs: commit.to_owned(),
+                    base: Some(parent),
+                },
+            )
+            .await?;
+            if !step.conflicts.is_empty() {
+                return Err(conflicts(self.name, label, step.conflicts, Some(commit)));
+            }
+            if step.tree == onto_tree {
+                continue;
+            }
+            let facts = git
+                .bytes(&[
+                    "show",
+                    "-s",
+                    "--date=raw",
+                    "--format=%an%x00%ae%x00%ad%x00%B",
+                    commit,
+                ])
+                .await?;
+            let mut parts = facts.splitn(4, |&b| b == 0);
+            let mut field =
+                || String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned();
+            let (name, email, date, message) = (field(), field(), field(), field());
+            let message = message.trim_end().to_owned();
+            let author = git
+                .clone()
+                .with_env("GIT_AUTHOR_NAME", &name)
+                .with_env("GIT_AUTHOR_EMAIL", &email)
+                .with_env("GIT_AUTHOR_DATE", &date);
+            let mut args = identity.clone();
+            args.extend(
+                [
+                    "commit-tree",
+                    step.tree.as_str(),
+                    "-p",
+                    onto.as_str(),
+                    "-m",
+                    message.as_str(),
+                ]
+                .map(str::to_owned),
+            );
+            onto = author.text(&args).await?;
+            onto_tree = step.tree;
+        }
+        Ok(onto)
+    }
 }

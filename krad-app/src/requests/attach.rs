@@ -1,29 +1,26 @@
 //! Attach: a terminal's screen and output, live, and the client's keystrokes
 //! back (see [`crate::attacher`]). Rights as Send's ([`super::may_act_on`]).
 
-use std::sync::Arc;
-
 use krad_bus::protocol::ApiError;
 use krad_bus::request::RequestKind;
 use krad_bus::request::attach::Attach;
-use krad_bus::server::CallContext;
+use krad_bus::server::{CallContext, Open};
 
 use super::may_act_on;
-use crate::Core;
 use crate::attacher::{self, Attacher};
+use crate::{Core, EmbeddedApp};
 
-/// Checks that the caller may attach to the terminal, and attaches.
-pub(crate) fn open(
-    core: &Arc<Core>,
-    ctx: &CallContext,
-    request: Attach,
-) -> Result<Attacher, ApiError> {
-    let id = request.target;
-    let Some(record) = core.store.watch(id) else {
-        return Err(Core::no_terminal(id));
-    };
-    may_act_on(&ctx.principal, RequestKind::Attach, &record.borrow())?;
-    let attacher = attacher::open(core, id, record)?;
-    tracing::debug!(terminal = id, caller = ?ctx.principal, "attached");
-    Ok(attacher)
+impl Open<Attach> for EmbeddedApp {
+    type Stream = Attacher;
+
+    async fn open(&self, ctx: &CallContext, request: Attach) -> Result<Attacher, ApiError> {
+        let id = request.target;
+        let Some(record) = self.core.store.watch(id) else {
+            return Err(Core::no_terminal(id));
+        };
+        may_act_on(&ctx.principal, RequestKind::Attach, &record.borrow())?;
+        let attacher = attacher::open(&self.core, id, record)?;
+        tracing::debug!(terminal = id, caller = ?ctx.principal, "attached");
+        Ok(attacher)
+    }
 }

@@ -1,7 +1,8 @@
 //! How the bus reaches the app: one handler per request the app answers (an
-//! `impl Handle<TheRequest> for EmbeddedApp`, or for SubscribeAgents and
-//! Attach what [`App`] opens), each checking the caller's scope, calling the
-//! domain and returning its answer; and the rights rules they share.
+//! `impl Handle<TheRequest> for EmbeddedApp`, or `impl Open<…>` for the two
+//! that stream, SubscribeAgents and Attach), each checking the caller's scope,
+//! calling the domain and returning its answer; and the rights rules they
+//! share.
 
 pub mod answer;
 pub mod archives;
@@ -33,14 +34,11 @@ pub mod wait;
 
 use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode, TerminalRef};
 use krad_bus::request::RequestKind;
-use krad_bus::request::attach::Attach;
-use krad_bus::request::subscribe_agents::SubscribeAgents;
 use krad_bus::server::request_log::RequestLog;
-use krad_bus::server::{App, CallContext, Waiting};
+use krad_bus::server::{App, Waiting};
 use krad_bus::token::Principal;
 
-use crate::attacher::Attacher;
-use crate::{AgentStream, EmbeddedApp};
+use crate::EmbeddedApp;
 
 /// A plain terminal may Send to and Close only the terminals it spawned, in its
 /// own environment; Client and lead terminals may act on any.
@@ -68,9 +66,6 @@ pub(crate) fn may_act_on(
 }
 
 impl App for EmbeddedApp {
-    type Subscription = AgentStream;
-    type Attachment = Attacher;
-
     fn request_log(&self) -> Option<&RequestLog> {
         Some(&self.core.request_log)
     }
@@ -89,17 +84,5 @@ impl App for EmbeddedApp {
 
     async fn agent_count(&self) -> u64 {
         self.core.store.count() as u64
-    }
-
-    async fn subscribe(
-        &self,
-        ctx: &CallContext,
-        request: SubscribeAgents,
-    ) -> Result<AgentStream, ApiError> {
-        subscribe_agents::open(&self.core, ctx, request)
-    }
-
-    async fn attach(&self, ctx: &CallContext, request: Attach) -> Result<Attacher, ApiError> {
-        attach::open(&self.core, ctx, request)
     }
 }

@@ -1,23 +1,27 @@
-//! SubscribeAgents: checks the request and opens the stream.
+//! SubscribeAgents: checks the environment it names and opens the stream
+//! ([`AgentStream`]).
 
 use krad_bus::protocol::ApiError;
 use krad_bus::request::subscribe_agents::SubscribeAgents;
-use krad_bus::server::CallContext;
+use krad_bus::server::{CallContext, Open};
 
-use crate::{AgentStream, Core};
+use crate::{AgentStream, EmbeddedApp};
 
-/// Checks the request and opens the stream.
-pub(crate) fn open(
-    core: &Core,
-    _ctx: &CallContext,
-    request: SubscribeAgents,
-) -> Result<AgentStream, ApiError> {
-    if let Some(env) = &request.environment {
-        core.check_environment(env)?;
+impl Open<SubscribeAgents> for EmbeddedApp {
+    type Stream = AgentStream;
+
+    async fn open(
+        &self,
+        _ctx: &CallContext,
+        request: SubscribeAgents,
+    ) -> Result<AgentStream, ApiError> {
+        if let Some(env) = &request.environment {
+            self.core.check_environment(env)?;
+        }
+        Ok(AgentStream::new(
+            self.core.store.clone(),
+            request.environment,
+            request.since_rev,
+        ))
     }
-    Ok(AgentStream::new(
-        core.store.clone(),
-        request.environment,
-        request.since_rev,
-    ))
 }

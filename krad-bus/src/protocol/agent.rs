@@ -140,6 +140,11 @@ pub struct AgentRecord {
     /// without tmux; an exited terminal keeps its last sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// What krad saw of the agent's hooks not running (Codex skips a hook it
+    /// does not trust without a word: its approvals then are not asks); absent
+    /// while they run as they should. `krad doctor` lists them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_problem: Option<String>,
 }
 
 /// What a terminal's processes use: the program and every process below it.

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::{ApiError, ErrorCode};
+use crate::request::RequestKind;
 
 /// What the app sends an attached client, one JSON line each.
 ///
@@ -133,8 +134,9 @@ impl AttachInput {
     pub fn parse(line: &[u8]) -> Result<AttachInput, ApiError> {
         let input: AttachInput = serde_json::from_slice(line).map_err(|e| {
             ApiError::bad_request(format!(
-                "Attach: expected {{\"Input\":{{\"data\":\"<base64>\"}}}} or \
-                 {{\"Resize\":{{\"cols\":…,\"rows\":…}}}}: {e}"
+                "{}: expected {{\"Input\":{{\"data\":\"<base64>\"}}}} or \
+                 {{\"Resize\":{{\"cols\":…,\"rows\":…}}}}: {e}",
+                RequestKind::Attach.name()
             ))
         })?;
         if let AttachInput::Resize(size) = &input
@@ -142,7 +144,10 @@ impl AttachInput {
         {
             return Err(ApiError::new(
                 ErrorCode::Invalid,
-                "Attach: Resize needs at least 1 column and 1 row",
+                format!(
+                    "{}: Resize needs at least 1 column and 1 row",
+                    RequestKind::Attach.name()
+                ),
             ));
         }
         Ok(input)

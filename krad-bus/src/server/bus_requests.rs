@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use super::reply::Reply;
-use super::{App, Bus};
+use super::{App, AttachmentOf, Bus, SubscriptionOf};
 use crate::protocol::{EncodedAnswer, TypedAnswer};
 use crate::request::Call;
 use crate::request::hello::{Hello, HelloInfo};
@@ -19,7 +19,7 @@ pub(super) trait ServedByBus: Call {
         self,
         bus: &Bus,
         app: &A,
-    ) -> impl Future<Output = Reply<A::Subscription, A::Attachment>> + Send;
+    ) -> impl Future<Output = Reply<SubscriptionOf<A>, AttachmentOf<A>>> + Send;
 }
 
 /// Hello's answer line, made once per bus.
@@ -28,19 +28,19 @@ pub(super) fn hello_line() -> EncodedAnswer {
 }
 
 impl ServedByBus for Hello {
-    async fn reply<A: App>(self, bus: &Bus, _app: &A) -> Reply<A::Subscription, A::Attachment> {
+    async fn reply<A: App>(self, bus: &Bus, _app: &A) -> Reply<SubscriptionOf<A>, AttachmentOf<A>> {
         Reply::Encoded(bus.hello.clone())
     }
 }
 
 impl ServedByBus for Stats {
-    async fn reply<A: App>(self, bus: &Bus, app: &A) -> Reply<A::Subscription, A::Attachment> {
+    async fn reply<A: App>(self, bus: &Bus, app: &A) -> Reply<SubscriptionOf<A>, AttachmentOf<A>> {
         Reply::answer(bus.stats(app.agent_count().await).into_response())
     }
 }
 
 impl ServedByBus for Shutdown {
-    async fn reply<A: App>(self, bus: &Bus, _app: &A) -> Reply<A::Subscription, A::Attachment> {
+    async fn reply<A: App>(self, bus: &Bus, _app: &A) -> Reply<SubscriptionOf<A>, AttachmentOf<A>> {
         bus.request_shutdown(self.closes_terminals());
         Reply::answer(().into_response())
     }

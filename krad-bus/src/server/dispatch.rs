@@ -16,10 +16,14 @@ use tokio::sync::watch;
 use super::counters::GaugeGuard;
 use super::reply::Reply;
 use super::request_log::{Begin, Ticket};
-use super::{App, Bus, CallContext, Handle, HandleEncoded, connection};
+use super::{
+    App, AttachmentOf, Bus, CallContext, Handle, HandleEncoded, Open, SubscriptionOf, connection,
+};
 use crate::protocol::{
     ApiError, Caller, Envelope, ErrorCode, Response, TerminalRef, unsupported_version_message,
 };
+use crate::request::attach::Attach;
+use crate::request::subscribe_agents::SubscribeAgents;
 use crate::request::{Call, Request, Rights, for_each_request};
 use crate::token::Principal;
 
@@ -63,7 +67,7 @@ pub(crate) fn prepare<'b, A: App>(
     app: &Arc<A>,
     line: &[u8],
     waited: bool,
-) -> Prepared<'b, A::Subscription, A::Attachment> {
+) -> Prepared<'b, SubscriptionOf<A>, AttachmentOf<A>> {
     let (ctx, request) = match checked(bus, &**app, line, waited) {
         Ok(checked) => checked,
         Err(Refusal::Error(e)) => return Prepared::Reply(Reply::answer(e)),
@@ -208,7 +212,7 @@ fn begin_at_most_once<A: App>(
     mutates: bool,
     ctx: &CallContext,
     request: &Request,
-) -> Once<A::Subscription, A::Attachment> {
+) -> Once<SubscriptionOf<A>, AttachmentOf<A>> {
     let (true, Some(id), Some(log)) = (mutates, &ctx.request_id, app.request_log()) else {
         return Once::Run(None);
     };
@@ -248,7 +252,7 @@ async fn run_and_keep<A: App>(
     ctx: CallContext,
     request: Request,
     ticket: Option<Ticket>,
-) -> Reply<A::Subscription, A::Attachment> {
+) -> Reply<SubscriptionOf<A>, AttachmentOf<A>> {
     // Its deadline is kept around this whole future (see `prepare`).
     let reply = dispatch(&bus, &app, ctx, request, None).await;
     if let (Some(ticket), Some(log)) = (ticket, app.request_log()) {
@@ -278,7 +282,7 @@ macro_rules! declare_dispatch {
             ctx: CallContext,
             request: Request,
             deadline: Option<Duration>,
-        ) -> Work<A::Subscription, A::Attachment> {
+        ) -> Work<SubscriptionOf<A>, AttachmentOf<A>> {
             match request {
                 $(Request::$kind(request) => serve_by!($served, bus, app, ctx, request, deadline),)*
             }
@@ -314,7 +318,7 @@ macro_rules! serve_by {
         let app = $app.clone();
         timed(
             async move {
-                match app.subscribe(&$ctx, $request).await {
+                match Open::<SubscribeAgents>::open(&*app, &$ctx, $request).await {
                     Ok(subscription) => Reply::Stream(Box::new(subscription)),
                     Err(e) => Reply::answer(e),
                 }
@@ -326,7 +330,7 @@ macro_rules! serve_by {
         let app = $app.clone();
         timed(
             async move {
-                match app.attach(&$ctx, $request).await {
+                match Open::<Attach>::open(&*app, &$ctx, $request).await {
                     Ok(attachment) => Reply::Attach(Box::new(attachment)),
                     Err(e) => Reply::answer(e),
                 }

@@ -39,18 +39,17 @@ pub use dispatch::Waiting;
 /// The app behind the bus: everything but the requests the bus answers itself
 /// (Hello, Stats, Shutdown).
 ///
-/// Each request the app answers is one [`Handle`] impl (see [`Handlers`]); the
-/// two streaming requests are methods here. The bus has already checked the
+/// Each request the app answers is one [`Handle`] impl (see [`Handlers`]), and
+/// each of the two streaming requests one [`Open`] impl. The bus has already checked the
 /// envelope, the token, the version, the fields and the caller's rights of
 /// section 4 (what a plain terminal may do inside its environment, and whom
 /// Report is about, are the app's to check).
-pub trait App: Handlers + 'static {
-    /// The stream a SubscribeAgents request reads from.
-    type Subscription: Subscription;
-
-    /// What an Attach request's connection serves.
-    type Attachment: Attachment;
-
+pub trait App:
+    Handlers
+    + Open<subscribe_agents::SubscribeAgents, Stream: Subscription>
+    + Open<attach_request::Attach, Stream: Attachment>
+    + 'static
+{
     /// Whether a terminal that authenticated with its token is one the app
     /// hosts; a closed terminal's token stops working.
     fn knows_terminal(&self, terminal: &TerminalRef) -> bool;
@@ -82,20 +81,27 @@ pub trait App: Handlers + 'static {
 
     /// How many agents the app knows, for Stats.
     fn agent_count(&self) -> impl Future<Output = u64> + Send;
+}
 
-    /// SubscribeAgents: the stream to serve, or the error to answer instead.
-    fn subscribe(
+/// The stream a SubscribeAgents request of app `A` reads from.
+pub type SubscriptionOf<A> = <A as Open<subscribe_agents::SubscribeAgents>>::Stream;
+
+/// What an Attach request's connection to app `A` serves.
+pub type AttachmentOf<A> = <A as Open<attach_request::Attach>>::Stream;
+
+/// How the app opens a request whose answer is a stream (SubscribeAgents,
+/// Attach): what the connection then serves, or the error to answer instead.
+/// The streaming counterpart of [`Handle`].
+pub trait Open<R: Call> {
+    /// What the connection serves once the request is accepted.
+    type Stream;
+
+    /// Opens `request` for the caller in `ctx`.
+    fn open(
         &self,
         ctx: &CallContext,
-        request: subscribe_agents::SubscribeAgents,
-    ) -> impl Future<Output = Result<Self::Subscription, ApiError>> + Send;
-
-    /// Attach: the attachment to serve, or the error to answer instead.
-    fn attach(
-        &self,
-        ctx: &CallContext,
-        request: attach_request::Attach,
-    ) -> impl Future<Output = Result<Self::Attachment, ApiError>> + Send;
+        request: R,
+    ) -> impl Future<Output = Result<Self::Stream, ApiError>> + Send;
 }
 
 /// How the app answers one request: its typed answer, or the error.
@@ -442,7 +448,7 @@ async fn read_request<'b, A: App>(
     stream: &mut TcpStream,
     bus: &'b Arc<Bus>,
     app: &Arc<A>,
-) -> Step<'b, A::Subscription, A::Attachment> {
+) -> Step<'b, SubscriptionOf<A>, AttachmentOf<A>> {
     let read = tokio::time::timeout(bus.config.line_timeout, connection::read_line(stream)).await;
     // After a whole line, a client that sent nothing more need not be lingered on.
     let whole_line = matches!(read, Ok(Ok(LineRead::Line(_))));

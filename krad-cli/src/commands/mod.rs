@@ -11,6 +11,7 @@ pub mod close;
 pub mod code;
 pub mod completions;
 pub mod conflicts;
+pub mod doctor;
 pub mod durable;
 pub mod env;
 pub mod envs;

@@ -230,9 +230,13 @@ impl TmuxHost {
         Ok(Arc::new(terminal))
     }
 
-    /// What the host gives its terminals.
-    fn room(&self) -> spawn::Room<'_> {
-        (&self.connection, self.orphans.as_ref())
+    /// Where the host opens its terminals.
+    fn site(&self) -> spawn::Site<'_, impl FnOnce() -> Result<Arc<Connection>, SpawnError>> {
+        spawn::Site {
+            server: &self.server,
+            room: (&self.connection, self.orphans.as_ref()),
+            connect: || self.connection(),
+        }
     }
 
     /// The socket name for the repository at `root`: `krad-<directory name>-<hash
@@ -313,14 +317,7 @@ impl TerminalHost for TmuxHost {
         spec: SpawnSpec,
         events: mpsc::Sender<TerminalEvent>,
     ) -> Result<Arc<dyn Terminal>, SpawnError> {
-        let terminal = spawn::spawn_terminal(
-            &self.server,
-            self.room(),
-            || self.connection(),
-            spec,
-            events,
-        )?;
-        Ok(Arc::new(terminal))
+        Ok(Arc::new(spawn::spawn_terminal(self.site(), spec, events)?))
     }
 
     fn restart_safe(&self) -> bool {
@@ -344,14 +341,7 @@ impl TerminalHost for TmuxHost {
         spec: AdoptSpec,
         events: mpsc::Sender<TerminalEvent>,
     ) -> Result<Arc<dyn Terminal>, SpawnError> {
-        let terminal = spawn::adopt_terminal(
-            &self.server,
-            self.room(),
-            || self.connection(),
-            spec,
-            events,
-        )?;
-        Ok(Arc::new(terminal))
+        Ok(Arc::new(spawn::adopt_terminal(self.site(), spec, events)?))
     }
 
     fn discard(&self, id: u64) {

@@ -2,8 +2,8 @@
 //! so that it sees the program's first byte and the environment never shows on
 //! a command line), and taking back a pane a previous run left — at once, or
 //! (on an SSH host) once the link is up, with the terminals a lost link left
-//! ([`take_back`]). The host passes in its server, its client's slot, and how to
-//! get its control client (`connect`, called once the spec was checked).
+//! ([`take_back`]). The host passes in a [`Site`]: its server, its client's
+//! slot, and how to get its control client (called once the spec was checked).
 
 use std::io;
 use std::path::Path;
@@ -31,21 +31,28 @@ use super::terminal::TmuxTerminal;
 /// where the terminal waits while the link is down.
 pub(super) type Room<'a> = (&'a Arc<Slot>, Option<&'a Orphans>);
 
-/// Starts `spec.argv` in a new window of `server`, through the control client
-/// `connect` gives.
+/// Where a host opens its terminals: its tmux server, its room, and how to get
+/// its control client (`connect`, called only once a spec was checked).
+pub(super) struct Site<'a, C> {
+    pub(super) server: &'a Server,
+    pub(super) room: Room<'a>,
+    pub(super) connect: C,
+}
+
+/// Starts `spec.argv` in a new window of the site's server, through its
+/// control client.
 pub(super) fn spawn_terminal(
-    server: &Server,
-    (slot, home): Room<'_>,
-    connect: impl FnOnce() -> Result<Arc<Connection>, SpawnError>,
+    site: Site<'_, impl FnOnce() -> Result<Arc<Connection>, SpawnError>>,
     spec: SpawnSpec,
     events: mpsc::Sender<TerminalEvent>,
 ) -> Result<TmuxTerminal, SpawnError> {
+    let (server, (slot, home)) = (site.server, site.room);
     let program = checked_program(&spec)?;
     if home.is_none() {
         // (On a host, the program is found there.)
         find_program(program, &spec.cwd, &spec.env)?;
     }
-    let connection = connect()?;
+    let connection = (site.connect)()?;
     let (cols, rows) = (spec.cols.max(1), spec.rows.max(1));
     let terminal = TmuxTerminal::new(slot, home, spec.id, (cols, rows), spec.scrollback_lines);
     let pipeline = terminal.pipeline(spec.transcript.clone(), events)?;
@@ -68,22 +75,21 @@ pub(super) fn spawn_terminal(
     Ok(terminal)
 }
 
-/// Takes back the pane of terminal `spec.id` from `server`, through the control
-/// client `connect` gives: its screen as tmux has it, then its output.
+/// Takes back the pane of terminal `spec.id` from the site's server, through
+/// its control client: its screen as tmux has it, then its output.
 pub(super) fn adopt_terminal(
-    server: &Server,
-    (slot, home): Room<'_>,
-    connect: impl FnOnce() -> Result<Arc<Connection>, SpawnError>,
+    site: Site<'_, impl FnOnce() -> Result<Arc<Connection>, SpawnError>>,
     spec: AdoptSpec,
     events: mpsc::Sender<TerminalEvent>,
 ) -> Result<TmuxTerminal, SpawnError> {
+    let (server, (slot, home)) = (site.server, site.room);
     let Some(info) = server.panes()?.into_iter().find(|p| p.id == spec.id) else {
         return Err(SpawnError::Host(format!(
             "terminal {} is no longer in tmux",
             spec.id
         )));
     };
-    let connection = connect()?;
+    let connection = (site.connect)()?;
     let terminal = TmuxTerminal::new(slot, home, spec.id, (80, 24), spec.scrollback_lines);
     let _ = terminal.shared.pane.set(info.pane.clone());
     let _ = terminal.shared.window.set(info.window.clone());

@@ -1,6 +1,7 @@
 //! The real Codex CLI in krad terminals, against the model double: the state
 //! timeline of every turn (from its OSC 7501 announcements), approvals as bus
-//! asks (through its PermissionRequest hook) and answered with keys in its own
+//! asks (through its PermissionRequest hook) answered from the CLI, a lead and
+//! the phone, and answered with keys in its own
 //! dialog, a hook Codex does not trust, API errors, a spawn without a prompt, a
 //! resume, prompts that look like subcommands, and sends that always submit.
 
@@ -182,6 +183,68 @@ fn approvals_are_bus_asks_answered_from_the_cli_without_a_key() {
     );
 }
 
+/// The same card answered by the other two who may: a lead agent over the
+/// bus, then the phone over the durable facet. Each answer reaches Codex
+/// without a key press.
+#[test]
+fn approvals_are_answered_by_a_lead_and_from_the_phone() {
+    let (bed, socket) = RealApp::start_with_phone(Cli::Codex);
+    bed.double.script(vec![
+        escalated("touch by-lead.txt"),
+        escalated("touch by-phone.txt"),
+        Turn::reply("both made"),
+    ]);
+    let lead = bed.spawn(json!({"profile": "exec", "lead": true, "command": ["sleep", "600"]}));
+    let lead_token = bed.app.terminal_token(lead);
+    let id =
+        bed.spawn(json!({"profile": "codex", "command": ASKING_CODEX, "prompt": "make two files"}));
+
+    let ask = until_ask(&bed);
+    assert_eq!(ask["title"], "Bash: touch by-lead.txt");
+    let answered = bed.app.call_as(
+        lead,
+        &lead_token,
+        json!({"Answer": {"ask": ask["ask"], "answer": {"option": "allow"}}}),
+    );
+    assert!(answered.get("Error").is_none(), "{answered}");
+
+    let mut phone = crate::collie::Collie::connect(&socket);
+    let pane = format!("p{id}");
+    let until = Instant::now() + LONG;
+    let card = loop {
+        if let Some(card) = phone
+            .asks(&pane)
+            .into_iter()
+            .find(|a| a["title"] == "Bash: touch by-phone.txt")
+        {
+            break card;
+        }
+        assert!(Instant::now() < until, "no second ask on the phone");
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    };
+    assert!(bed.repo.join("by-lead.txt").exists(), "allowed by the lead");
+    let taken = phone.answer(&pane, &card, "allow");
+    assert_eq!(
+        (taken.status, taken.body["result"].as_str()),
+        (200, Some("taken")),
+        "{}",
+        taken.text
+    );
+    bed.app.until(id, LONG, |r| {
+        r["state"] == "idle" && r["message"] == "both made"
+    });
+    assert!(
+        bed.repo.join("by-phone.txt").exists(),
+        "allowed by the phone"
+    );
+    assert!(asks(&bed).is_empty());
+    assert!(
+        !bed.screen(id).contains("Would you like to run"),
+        "no dialog of Codex's own: {}",
+        bed.screen(id)
+    );
+}
+
 #[test]
 fn a_hook_codex_does_not_trust_is_said_on_the_record() {
     let bed = RealApp::start(Cli::Codex);
@@ -213,6 +276,21 @@ fn a_hook_codex_does_not_trust_is_said_on_the_record() {
          (krad's approval hook did not run: answer in its terminal)"
     );
     assert!(asks(&bed).is_empty(), "the hook never ran: no ask");
+    // The record keeps it, and `krad doctor` lists it with what to do.
+    let problem = asking["hook_problem"].as_str().unwrap_or_default();
+    assert!(
+        problem.contains("PermissionRequest hook never saw"),
+        "{asking}"
+    );
+    let doctor = bed.app.krad(&["doctor"]);
+    assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        said.contains(&format!(
+            "PROBLEM terminal {id} (codex): Codex showed an approval dialog"
+        )),
+        "{said}"
+    );
     answer_dialog(&bed, id, &["y"], |r| r["state"] != "asking");
     bed.app.until(id, LONG, |r| r["message"] == "made it");
 }
@@ -313,26 +391,18 @@ fn without_a_prompt_it_is_idle_and_a_resumed_session_too() {
 
 /// The thread id of the rollout (under `sessions`) whose text has `prompt`.
 fn thread_id(sessions: &Path, prompt: &str) -> String {
-    let mut stack = vec![sessions.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            let first: Value = text
-                .lines()
-                .next()
-                .and_then(|l| serde_json::from_str(l).ok())
-                .unwrap_or(Value::Null);
-            if text.contains(prompt)
-                && !text.contains("Generate a concise")
-                && let Some(id) = first.pointer("/payload/id").and_then(Value::as_str)
-            {
-                return id.to_owned();
-            }
+    for path in crate::support::files_under(sessions) {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let first: Value = text
+            .lines()
+            .next()
+            .and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or(Value::Null);
+        if text.contains(prompt)
+            && !text.contains("Generate a concise")
+            && let Some(id) = first.pointer("/payload/id").and_then(Value::as_str)
+        {
+            return id.to_owned();
         }
     }
     panic!("no rollout with {prompt:?} under {}", sessions.display());

@@ -191,6 +191,26 @@ pub struct RealApp {
 impl RealApp {
     /// Starts a double and an app set up for `cli`.
     pub fn start(cli: Cli) -> RealApp {
+        Self::start_configured(cli, |_| None)
+    }
+
+    /// The same, with the durable facet on a socket of its own, as a phone
+    /// reaches it: the app and that socket's path.
+    pub fn start_with_phone(cli: Cli) -> (RealApp, PathBuf) {
+        let mut socket = PathBuf::new();
+        let bed = Self::start_configured(cli, |dir| {
+            socket = dir.join("collie").join("durable.sock");
+            Some(format!(
+                "[durable]\nname = \"test box\"\nsocket = \"{}\"\n",
+                socket.display()
+            ))
+        });
+        (bed, socket)
+    }
+
+    /// Starts a double and an app set up for `cli`, with the config `config`
+    /// gives for the app's folder.
+    fn start_configured(cli: Cli, config: impl FnOnce(&Path) -> Option<String>) -> RealApp {
         let bound = crate::support::latency_bound();
         clis();
         let double = ModelDouble::start();
@@ -202,9 +222,11 @@ impl RealApp {
             Cli::Claude => claude_env(&home, &repo, &double),
             Cli::Codex => codex_env(&home, &repo, &double),
         };
+        let config = config(dir.path());
         let app = App::launch(Launch {
             reuse: Some(dir),
             env,
+            config: config.as_deref(),
             ..Launch::default()
         });
         RealApp {
