@@ -68,9 +68,14 @@ pub(crate) async fn send(
         if let Some(e) = exited(&watch.borrow()) {
             return Err(e);
         }
-        // A program that does not read its input: retryable, once it reads.
+        // A program that does not read its input: retryable, once it reads. A
+        // terminal on an SSH host whose link is down: retryable, once the
+        // host's tmux client takes it back.
         let code = match &e {
             TypeError::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => ErrorCode::Busy,
+            TypeError::Io(io) if io.kind() == std::io::ErrorKind::NotConnected => {
+                ErrorCode::Unavailable
+            }
             _ => ErrorCode::Failed,
         };
         return Err(

@@ -156,8 +156,20 @@ fn same_program_goes_on(app: &App, id: u64, pid: i32, pid_file: &Path, before: u
     assert_eq!(read_pid(pid_file), pid, "the program was started again");
     let record = app.record(id);
     assert_ne!(record["state"], "exited", "{record}");
-    let sent = app.request(json!({"Send": {"target": id, "text": "after the cut", "enter": true}}));
-    assert!(sent["Sent"].is_object(), "{sent}");
+    // Ticks on the screen may be output that was under way at the cut: the
+    // terminal is taken back once Send stops answering `unavailable`.
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let sent =
+            app.request(json!({"Send": {"target": id, "text": "after the cut", "enter": true}}));
+        if sent["Sent"].is_object() {
+            break;
+        }
+        assert_eq!(sent["Error"]["code"], "unavailable", "{sent}");
+        assert_eq!(sent["Error"]["retryable"], true, "{sent}");
+        assert!(Instant::now() < until, "never taken back: {sent}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     app.until_screen(id, "got:after the cut");
     // Its `krad` reaches the bus again (the same port on the host, its token).
     app.request(json!({"Send": {"target": id, "text": "report back again", "enter": true}}));
@@ -232,6 +244,7 @@ fn a_host_terminal_in_tmux_outlives_a_frozen_sshd() {
     let sent = app.request(json!({"Send": {"target": id, "text": "while down", "enter": true}}));
     let said = sent["Error"]["message"].as_str().unwrap_or_default();
     assert!(said.contains("link"), "{sent}");
+    assert_eq!(sent["Error"]["code"], "unavailable", "{sent}");
     signal_all(&frozen, nix::sys::signal::Signal::SIGCONT);
     until_up_again(&app, 1);
     same_program_goes_on(&app, id, pid, &pid_file, before);

@@ -323,9 +323,10 @@ impl Reader {
                 }
                 return;
             };
+            // Reachable first: whoever sees the new screen can type into it.
+            pipeline.shared.waiting.store(false, Ordering::SeqCst);
             pipeline.shared.replace_screen(size, &bytes);
             pipeline.skip_output = false;
-            pipeline.shared.waiting.store(false, Ordering::SeqCst);
             if let Some(pid) = pipeline.shared.pid.get() {
                 lock(&self.connection.followed).insert(pane.to_owned(), *pid);
             }
