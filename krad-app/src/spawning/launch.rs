@@ -72,6 +72,10 @@ pub(super) fn local_launch(
         &settings.krad,
         claude_settings.as_deref(),
     );
+    let mut env: Vec<(String, String)> = launch.profile.env.clone().into_iter().collect();
+    if let Some(extra) = launch.extra_env {
+        env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
     if launch.contained {
         let contained = crate::sandbox::Contained {
             id,
@@ -85,14 +89,11 @@ pub(super) fn local_launch(
             .flatten()
             .collect(),
             hooks: launch.profile.hooks,
+            env: &env,
         };
         argv = crate::sandbox::wrap(core, contained, argv).inspect_err(|_| {
             let _ = std::fs::remove_file(&token_file);
         })?;
-    }
-    let mut env: Vec<(String, String)> = launch.profile.env.clone().into_iter().collect();
-    if let Some(extra) = launch.extra_env {
-        env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     crate::environments::ports::add_env(
         &mut env,
