@@ -24,6 +24,7 @@
 //! config says; `false` cannot loosen what the config asks. See
 //! docs/sandbox.md.
 
+pub(crate) mod host;
 pub mod net;
 
 use std::collections::HashMap;
