@@ -325,39 +325,35 @@ impl Net {
                 return;
             };
             let host = host.to_owned();
-            let seq = self.record(&host, port, "relay", self.policy.allows(&host, port));
-            if self.policy.allows(&host, port) {
-                self.forward(seq, inside, &host, port, &[]).await;
+            let allowed = self.policy.allows(&host, port);
+            let seq = self.record(&host, port, "relay", allowed);
+            if allowed {
+                let _ = self.forward(seq, inside, (&host, port), (&[], &[])).await;
             }
         }
     }
 
-    /// Connects to `host:port`, writes `first`, then copies both ways; the
-    /// attempt's bytes (or its failure) go to the log. None when the host
-    /// cannot be reached (the caller says so).
+    /// Connects to `host:port`, writes `to_host` there and `to_inside` back,
+    /// then copies both ways; the attempt's bytes (or its failure) go to the
+    /// log. The error when the host cannot be reached (the caller says so).
     async fn forward<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         seq: u64,
         mut inside: S,
-        host: &str,
-        port: u16,
-        first: &[u8],
-    ) -> Option<()> {
-        let mut outside = match TcpStream::connect((host, port)).await {
-            Ok(outside) => outside,
-            Err(e) => {
-                self.finish(seq, (0, 0), Some(format!("cannot connect: {e}")));
-                return None;
-            }
-        };
-        if outside.write_all(first).await.is_err() {
-            return Some(());
+        (host, port): (&str, u16),
+        (to_host, to_inside): (&[u8], &[u8]),
+    ) -> std::io::Result<()> {
+        let mut outside = TcpStream::connect((host, port)).await.inspect_err(|e| {
+            self.finish(seq, (0, 0), Some(format!("cannot connect: {e}")));
+        })?;
+        if outside.write_all(to_host).await.is_err() || inside.write_all(to_inside).await.is_err() {
+            return Ok(());
         }
         let moved = tokio::io::copy_bidirectional(&mut inside, &mut outside)
             .await
             .unwrap_or_default();
-        self.finish(seq, (moved.0 + first.len() as u64, moved.1), None);
-        Some(())
+        self.finish(seq, (moved.0 + to_host.len() as u64, moved.1), None);
+        Ok(())
     }
 
     /// The HTTP proxy: a CONNECT tunnel, or a plain `http://` request.
@@ -376,42 +372,24 @@ impl Net {
             return;
         };
         let via = if request.tunnel { "tunnel" } else { "proxy" };
-        let allowed = self.policy.allows(&request.host, request.port);
-        let seq = self.record(&request.host, request.port, via, allowed);
+        let (host, port) = (request.host.as_str(), request.port);
+        let allowed = self.policy.allows(host, port);
+        let seq = self.record(host, port, via, allowed);
         if !allowed {
             let body = format!(
-                "krad: {}:{} is not on this sandbox's allowlist; add it to [sandbox] allow \
-                 in .krad/config.toml to reach it\n",
-                request.host, request.port
+                "krad: {host}:{port} is not on this sandbox's allowlist; add it to [sandbox] \
+                 allow in .krad/config.toml to reach it\n"
             );
             let _ = answer(inside.get_mut(), 403, &body).await;
             return;
         }
-        let (host, port) = (request.host.clone(), request.port);
-        if request.tunnel {
-            let mut outside = match TcpStream::connect((host.as_str(), port)).await {
-                Ok(outside) => outside,
-                Err(e) => {
-                    self.finish(seq, (0, 0), Some(format!("cannot connect: {e}")));
-                    let body = format!("krad: cannot reach {host}:{port}: {e}\n");
-                    let _ = answer(inside.get_mut(), 502, &body).await;
-                    return;
-                }
-            };
-            let established = b"HTTP/1.1 200 Connection Established\r\n\r\n";
-            if inside.get_mut().write_all(established).await.is_err() {
-                return;
-            }
-            let moved = tokio::io::copy_bidirectional(&mut inside, &mut outside)
-                .await
-                .unwrap_or_default();
-            self.finish(seq, moved, None);
-        } else if self
-            .forward(seq, &mut inside, &host, port, &request.forwarded)
-            .await
-            .is_none()
-        {
-            let body = format!("krad: cannot reach {host}:{port}\n");
+        let first: (&[u8], &[u8]) = if request.tunnel {
+            (&[], b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        } else {
+            (&request.forwarded, &[])
+        };
+        if let Err(e) = self.forward(seq, &mut inside, (host, port), first).await {
+            let body = format!("krad: cannot reach {host}:{port}: {e}\n");
             let _ = answer(inside.get_mut(), 502, &body).await;
         }
     }
