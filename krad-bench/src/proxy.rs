@@ -33,13 +33,20 @@ pub fn proxy(ctx: &Ctx) -> anyhow::Result<()> {
     let net = Net::new(1, Policy::new([server.to_string()]));
     runtime.block_on(async { net.serve(&socket) })?;
     // The sandbox's first process, outside any sandbox: it takes the proxy's
-    // port on 127.0.0.1 and tells its program (which prints it).
+    // port on 127.0.0.1 and tells its program, which prints it and lives
+    // until its standard input closes (so that nothing outlives the run).
     let mut inner = Command::new(&ctx.krad)
         .args(["internal", "sandboxed", "--net"])
         .arg(&socket)
-        .args(["--", "sh", "-c", "echo \"$HTTPS_PROXY\"; exec sleep 3600"])
-        .stdin(Stdio::null())
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo \"$HTTPS_PROXY\"; exec cat >/dev/null",
+        ])
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .context("cannot start krad internal sandboxed")?;
     let mut line = String::new();
@@ -60,7 +67,7 @@ pub fn proxy(ctx: &Ctx) -> anyhow::Result<()> {
             ratios.push(b / a);
         }
     }
-    let _ = inner.kill();
+    drop(inner.stdin.take());
     let _ = inner.wait();
     let logged = net.info(None).attempts.len();
     anyhow::ensure!(logged == rounds + 1, "the proxy logged {logged} tunnels");
