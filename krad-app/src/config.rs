@@ -316,27 +316,47 @@ pub struct SandboxConfig {
     /// The profiles whose agents always run contained.
     #[serde(default)]
     pub profiles: Vec<String>,
-    /// What the sandbox may reach on the network: `all` (the default) or
-    /// `none` (the bus only).
+    /// What the sandbox may reach on the network: `all` (the default),
+    /// `none` (the bus only) or `allow` (the hosts of `allow`, through a
+    /// proxy the app runs, every attempt logged).
     #[serde(default)]
     pub network: Option<String>,
+    /// With `network = "allow"`: `host`, `host:port` or `*.domain` entries,
+    /// besides each profile's model API, allowed by default.
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
 impl SandboxConfig {
     /// Checks what serde cannot: a network setting this build enforces.
     pub fn validate(&self) -> Result<(), String> {
         match self.network.as_deref() {
+            None | Some("all") | Some("none") if !self.allow.is_empty() => Err(
+                "[sandbox] allow = [...] needs network = \"allow\" (\"all\" and \"none\" \
+                 take no list)"
+                    .into(),
+            ),
             None | Some("all") | Some("none") => Ok(()),
+            Some("allow") => self
+                .allow
+                .iter()
+                .try_for_each(|entry| crate::sandbox::net::Rule::parse(entry).map(drop)),
             Some(other) => Err(format!(
-                "[sandbox] network = {other:?}: this build takes \"all\" (shared) or \
-                 \"none\" (the bus only); allowlists are not there yet"
+                "[sandbox] network = {other:?}: use \"all\" (shared), \"none\" (the bus \
+                 only) or \"allow\" (the hosts of `allow`)"
             )),
         }
     }
 
-    /// Whether the sandbox gets no network but the bus.
-    pub fn no_network(&self) -> bool {
-        self.network.as_deref() == Some("none")
+    /// Whether the sandbox gets a network namespace of its own (nothing but
+    /// the bus, or the bus and the allowlist's proxy).
+    pub fn own_network(&self) -> bool {
+        matches!(self.network.as_deref(), Some("none" | "allow"))
+    }
+
+    /// Whether its connections go through the app's proxy and relays.
+    pub fn allowlist(&self) -> bool {
+        self.network.as_deref() == Some("allow")
     }
 }
 

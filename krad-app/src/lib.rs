@@ -126,6 +126,8 @@ pub(crate) struct Core {
     pub port_blocks: environments::ports::KnownBlocks,
     /// The bus's Unix socket for sandboxes without a network.
     pub bus_socket: sandbox::BusSocket,
+    /// The networks of sandboxes with an allowlist (their logs).
+    pub nets: sandbox::Nets,
 }
 
 /// The app `krad serve` runs. Each request it answers is an
@@ -201,6 +203,7 @@ impl EmbeddedApp {
                 host_ports: Default::default(),
                 port_blocks: Default::default(),
                 bus_socket: Default::default(),
+                nets: Default::default(),
                 request_log,
                 environments_changed: tokio::sync::watch::channel(0).0,
                 disk: Default::default(),

@@ -9,34 +9,44 @@
 //! address and passes each connection to the app's Unix socket
 //! ([`BusSocket`]). That first process inside also makes itself the
 //! terminal's foreground, so that Ctrl-C reaches the agent, not bubblewrap.
+//! With an allowlist (`network = "allow"`), the same namespace reaches the
+//! hosts of the list and the profile's model API through a proxy and relays
+//! the app runs, every attempt logged ([`net`]).
 //!
 //! ```toml
 //! [sandbox]
 //! profiles = ["claude", "codex"]   # these profiles' agents always run contained
-//! network = "none"                 # "all" (default): shared; "none": the bus only
+//! network = "allow"                # "all" (default): shared; "none": the bus only
+//! allow = ["github.com", "*.npmjs.org", "127.0.0.1:8080"]
 //! ```
 //!
 //! A Spawn or RunVariants with `"sandbox": true` runs contained whatever the
 //! config says; `false` cannot loosen what the config asks. See
 //! docs/sandbox.md.
 
+pub(crate) mod host;
+pub mod net;
+
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use krad_bus::protocol::{ApiError, ErrorCode};
 
 use crate::Core;
+use crate::config::HookKind;
 
 /// The files of `$HOME` a profile's CLI needs, copied into the private home:
 /// its settings and credentials, nothing else of the user's.
-fn home_files(hooks: crate::config::HookKind) -> &'static [&'static str] {
+fn home_files(hooks: HookKind) -> &'static [&'static str] {
     match hooks {
-        crate::config::HookKind::Claude => &[
+        HookKind::Claude => &[
             ".claude.json",
             ".claude/.credentials.json",
             ".claude/settings.json",
         ],
-        crate::config::HookKind::Codex => &[".codex/auth.json", ".codex/config.toml"],
-        crate::config::HookKind::None => &[],
+        HookKind::Codex => &[".codex/auth.json", ".codex/config.toml"],
+        HookKind::None => &[],
     }
 }
 
@@ -62,8 +72,11 @@ pub struct Contained<'a> {
     /// Files it must read wherever they are: its token file, its hook
     /// settings, the `krad` binary.
     pub readable: Vec<PathBuf>,
-    /// The profile's hooks (which CLI's files its home gets).
-    pub hooks: crate::config::HookKind,
+    /// The profile's hooks (which CLI's files its home gets, which model
+    /// API its allowlist has).
+    pub hooks: HookKind,
+    /// The profile's and the Spawn's environment (base URLs of model APIs).
+    pub env: &'a [(String, String)],
 }
 
 /// `argv` wrapped in bubblewrap as [`Contained`] says. A machine without
@@ -95,8 +108,8 @@ pub(crate) fn wrap(
         )
     })?;
     let settings = &core.settings;
-    let no_network = settings.config.sandbox.no_network();
-    let bus_socket = if no_network {
+    let own_network = settings.config.sandbox.own_network();
+    let bus_socket = if own_network {
         Some(core.bus_socket.path(settings).map_err(|e| {
             ApiError::new(
                 ErrorCode::Failed,
@@ -106,11 +119,22 @@ pub(crate) fn wrap(
     } else {
         None
     };
+    let allowlist = if settings.config.sandbox.allowlist() {
+        let policy = allowlist(core, contained.hooks, contained.env, home.as_deref());
+        Some(core.nets.open(core, contained.id, policy).map_err(|e| {
+            ApiError::new(
+                ErrorCode::Failed,
+                format!("cannot open the sandbox's network socket: {e}"),
+            )
+        })?)
+    } else {
+        None
+    };
     let mut args = vec![bwrap.display().to_string()];
     let mut push = |words: &[&str]| args.extend(words.iter().map(|w| (*w).to_owned()));
     push(&["--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev"]);
     push(&["--unshare-pid", "--proc", "/proc", "--tmpfs", "/tmp"]);
-    if no_network {
+    if own_network {
         push(&["--unshare-net"]);
     }
     let path = |p: &Path| p.display().to_string();
@@ -146,7 +170,7 @@ pub(crate) fn wrap(
     for file in contained.readable.iter().filter(|f| f.exists()) {
         args.extend(["--ro-bind".into(), path(file), path(file)]);
     }
-    if let Some(socket) = &bus_socket {
+    for socket in bus_socket.iter().chain(allowlist.iter().map(|(s, _)| s)) {
         args.extend(["--bind".into(), path(socket), path(socket)]);
     }
     args.extend([
@@ -166,6 +190,12 @@ pub(crate) fn wrap(
             "--to".into(),
             path(socket),
         ]);
+    }
+    if let Some((socket, ports)) = &allowlist {
+        args.extend(["--net".into(), path(socket)]);
+        for port in ports.iter().filter(|p| **p != settings.endpoint.port()) {
+            args.extend(["--relay".into(), format!("127.0.0.1:{port}")]);
+        }
     }
     args.push("--".into());
     args.extend(argv);
@@ -201,12 +231,114 @@ impl BusSocket {
     }
 }
 
-/// The private home: made anew, with the profile's CLI files copied in.
-fn prepare_home(
-    private_home: &Path,
+/// What a sandbox of this profile may reach: the config's list, the
+/// profile's model API, and the base URLs its environment or its CLI's
+/// config point it at (the model double, a gateway).
+fn allowlist(
+    core: &Core,
+    hooks: HookKind,
+    env: &[(String, String)],
     home: Option<&Path>,
-    hooks: crate::config::HookKind,
-) -> std::io::Result<()> {
+) -> net::Policy {
+    let var = |name: &str| {
+        env.iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(name).ok())
+    };
+    let mut entries = core.settings.config.sandbox.allow.clone();
+    let mut urls = Vec::new();
+    match hooks {
+        HookKind::Claude => {
+            entries.push("api.anthropic.com".into());
+            urls.extend(var("ANTHROPIC_BASE_URL"));
+        }
+        HookKind::Codex => {
+            entries.extend(["api.openai.com".into(), "chatgpt.com".into()]);
+            urls.extend(var("OPENAI_BASE_URL"));
+            let codex_home = var("CODEX_HOME")
+                .map(PathBuf::from)
+                .or_else(|| home.map(|h| h.join(".codex")));
+            if let Some(dir) = codex_home {
+                urls.extend(codex_base_urls(&dir.join("config.toml")));
+            }
+        }
+        HookKind::None => {}
+    }
+    for (host, port) in urls.iter().filter_map(|u| net::url_host_port(u)) {
+        entries.push(if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        });
+    }
+    net::Policy::new(entries)
+}
+
+/// The base URLs of a Codex config: its model providers' and its own.
+fn codex_base_urls(config: &Path) -> Vec<String> {
+    let Some(config) = std::fs::read_to_string(config)
+        .ok()
+        .and_then(|text| text.parse::<toml::Table>().ok())
+    else {
+        return Vec::new();
+    };
+    let own = ["openai_base_url", "chatgpt_base_url"]
+        .into_iter()
+        .filter_map(|key| config.get(key)?.as_str().map(str::to_owned));
+    let providers = config
+        .get("model_providers")
+        .and_then(toml::Value::as_table)
+        .into_iter()
+        .flat_map(|table| table.values())
+        .filter_map(|p| p.get("base_url")?.as_str().map(str::to_owned));
+    own.chain(providers).collect()
+}
+
+/// The networks of the sandboxes with an allowlist, by terminal.
+#[derive(Default)]
+pub struct Nets(Mutex<HashMap<u64, Arc<net::Net>>>);
+
+impl Nets {
+    /// A network for terminal `id`, serving its socket
+    /// (`<state dir>/sandbox/<id>.net.sock`): the socket and the loopback
+    /// ports to relay inside.
+    fn open(
+        &self,
+        core: &Core,
+        id: u64,
+        policy: net::Policy,
+    ) -> std::io::Result<(PathBuf, Vec<u16>)> {
+        let dir = core.settings.state_dir.join("sandbox");
+        std::fs::create_dir_all(&dir)?;
+        let socket = dir.join(format!("{id}.net.sock"));
+        let ports = policy.loopback_ports();
+        let net = net::Net::new(id, policy);
+        net.serve(&socket)?;
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, net);
+        Ok((socket, ports))
+    }
+
+    /// Terminal `id`'s network, when its sandbox has an allowlist.
+    pub fn get(&self, id: u64) -> Option<Arc<net::Net>> {
+        let nets = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        nets.get(&id).cloned()
+    }
+
+    fn forget(&self, id: u64) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+}
+
+/// The private home: made anew, with the profile's CLI files copied in.
+fn prepare_home(private_home: &Path, home: Option<&Path>, hooks: HookKind) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::remove_dir_all(private_home);
     std::fs::create_dir_all(private_home)?;
@@ -245,7 +377,10 @@ fn find_bwrap() -> Option<PathBuf> {
 
 /// Removes a closed terminal's private home.
 pub(crate) fn forget(core: &Core, id: u64) {
-    let _ = std::fs::remove_dir_all(core.settings.state_dir.join("sandbox").join(id.to_string()));
+    let dir = core.settings.state_dir.join("sandbox");
+    let _ = std::fs::remove_dir_all(dir.join(id.to_string()));
+    core.nets.forget(id);
+    let _ = std::fs::remove_file(dir.join(format!("{id}.net.sock")));
 }
 
 #[cfg(test)]
@@ -253,16 +388,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_shared_network_or_none_is_taken_in_this_build() {
-        let config = |network: Option<&str>| crate::config::SandboxConfig {
+    fn the_network_is_all_none_or_an_allowlist() {
+        let config = |network: Option<&str>, allow: &[&str]| crate::config::SandboxConfig {
             profiles: vec![],
             network: network.map(str::to_owned),
+            allow: allow.iter().map(|a| (*a).to_owned()).collect(),
         };
-        assert!(config(None).validate().is_ok());
-        assert!(config(Some("all")).validate().is_ok());
-        assert!(config(Some("none")).validate().is_ok());
-        let refused = config(Some("api.anthropic.com")).validate().unwrap_err();
-        assert!(refused.contains("not there yet"), "{refused}");
+        assert!(config(None, &[]).validate().is_ok());
+        assert!(config(Some("all"), &[]).validate().is_ok());
+        assert!(config(Some("none"), &[]).validate().is_ok());
+        assert!(
+            config(Some("allow"), &["github.com", "127.0.0.1:80"])
+                .validate()
+                .is_ok()
+        );
+        let refused = config(Some("api.anthropic.com"), &[])
+            .validate()
+            .unwrap_err();
+        assert!(refused.contains("\"allow\""), "{refused}");
+        let refused = config(Some("none"), &["github.com"])
+            .validate()
+            .unwrap_err();
+        assert!(refused.contains("needs network"), "{refused}");
+        let refused = config(Some("allow"), &["a/b"]).validate().unwrap_err();
+        assert!(refused.contains("\"a/b\""), "{refused}");
+    }
+
+    #[test]
+    fn a_codex_config_s_base_urls_are_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        std::fs::write(
+            &config,
+            "openai_base_url = \"https://gw.example.com/v1\"\n\
+             [model_providers.double]\nbase_url = \"http://127.0.0.1:4000/v1\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            codex_base_urls(&config),
+            ["https://gw.example.com/v1", "http://127.0.0.1:4000/v1"]
+        );
+        assert!(codex_base_urls(&dir.path().join("none.toml")).is_empty());
     }
 
     #[test]
@@ -274,10 +440,10 @@ mod tests {
         std::fs::write(home.join(".claude/settings.json"), "{}").unwrap();
         std::fs::write(home.join(".ssh/id_ed25519"), "secret").unwrap();
         let private = dir.path().join("private");
-        prepare_home(&private, Some(&home), crate::config::HookKind::Claude).unwrap();
+        prepare_home(&private, Some(&home), HookKind::Claude).unwrap();
         assert!(private.join(".claude/settings.json").is_file());
         assert!(!private.join(".ssh").exists());
-        prepare_home(&private, Some(&home), crate::config::HookKind::None).unwrap();
+        prepare_home(&private, Some(&home), HookKind::None).unwrap();
         assert!(!private.join(".claude").exists(), "made anew");
     }
 }

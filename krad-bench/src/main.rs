@@ -16,6 +16,7 @@ mod durable;
 mod krad;
 mod load;
 mod parsers;
+mod proxy;
 mod sandbox;
 mod store;
 mod stream;
@@ -104,6 +105,9 @@ enum Bench {
     Usage,
     /// What running in a sandbox (bubblewrap) adds to Spawn-to-running.
     Sandbox,
+    /// A download through a sandbox's allowlist proxy against a direct one
+    /// (`--mib` each).
+    Proxy,
     /// The durable facet on its Unix socket: the 304 snapshot poll against HTTP
     /// baselines, the full snapshot and an events read (~1 min).
     Durable,
@@ -317,6 +321,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     if all || matches!(cli.bench, Bench::Sandbox) {
         sandbox::sandbox(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::Proxy) {
+        proxy::proxy(&ctx)?;
     }
     Ok(())
 }

@@ -75,6 +75,7 @@ impl Cli {
             Command::Send(args) => send::run(args, &connect, json),
             Command::Attach(args) => attach::run(args, &connect, json),
             Command::Output(args) => output::run(args, &connect, json),
+            Command::Net(args) => net::run(args, &connect, json),
             Command::Close(args) => close::run(args, &connect, json),
             Command::Rename(args) => rename::run(args, &connect, json),
             Command::Subscribe(args) => subscribe::run(args, &connect, json),
@@ -128,6 +129,8 @@ pub enum Command {
     Attach(commands::attach::AttachArgs),
     /// Print what an agent's terminal shows: scrollback, then screen (Output).
     Output(commands::output::OutputArgs),
+    /// Show what a contained agent tried to reach on the network (Connections).
+    Net(commands::net::NetArgs),
     /// Close a terminal, or remove an environment (Close).
     Close(commands::close::CloseArgs),
     /// Give a terminal a new name, or take its name away (Rename).

@@ -32,6 +32,7 @@ mod remote_tmux;
 mod rename;
 mod rights;
 mod sandbox;
+mod sandbox_net;
 mod secrets;
 mod ssh;
 mod ssh_environments;

@@ -216,3 +216,75 @@ fn a_sandbox_s_private_home_goes_with_its_terminal() {
         homes.display()
     );
 }
+
+/// On an SSH host with bubblewrap (the loopback sshd: this machine), the
+/// launcher builds the same sandbox there: the worktree writable, the host's
+/// repository not, the host's HOME private (no planted secret, no token
+/// folders), the bus through the link. A config whose sandboxes have a
+/// network of their own is refused for a host, saying why.
+#[test]
+fn on_an_ssh_host_the_sandbox_is_built_there() {
+    let sshd = crate::ssh::Sshd::start();
+    let (app, remote) =
+        crate::ssh::app_with_host_configured(&sshd, "", "\n[sandbox]\nprofiles = [\"exec\"]\n");
+    let created = app.request(json!({"CreateWorktree": {"name": "far-box", "host": "far"}}));
+    let worktree = created["Environment"]["path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    let host_home = sshd.dir.path().join("home");
+    std::fs::write(host_home.join("secret.txt"), "HOST SECRET").unwrap();
+    let script = "echo inside > inside.txt && echo WROTE-INSIDE; \
+        (echo x > \"$REPO/outside.txt\") 2>/dev/null && echo WROTE-OUTSIDE || echo NO-OUTSIDE; \
+        cat \"$HOME/secret.txt\" 2>/dev/null || echo NO-SECRET; \
+        cat \"$NEIGHBOUR\" 2>/dev/null && echo READ-TOKEN || echo NO-TOKENS; \
+        krad report idle -m contained-far; exec sleep 600";
+    let neighbour = app.request(
+        json!({"Spawn": {"profile": "exec", "environment": "far-box",
+        "command": ["sh", "-c", "krad report idle -m next-door; exec sleep 600"]}}),
+    );
+    let neighbour = neighbour["Agent"]["terminal"].as_u64().unwrap();
+    app.until(neighbour, Duration::from_secs(30), |r| {
+        r["message"] == "next-door"
+    });
+    let neighbour_token = crate::ssh::host_file(&sshd, &format!("{neighbour}.token"));
+    let answer = app.request(
+        json!({"Spawn": {"profile": "exec", "environment": "far-box",
+        "command": ["sh", "-c", script], "env": {"REPO": remote.display().to_string(),
+        "NEIGHBOUR": neighbour_token.display().to_string()}}}),
+    );
+    let id = answer["Agent"]["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    app.until(id, Duration::from_secs(30), |r| {
+        r["message"] == "contained-far"
+    });
+    let screen = app.until_screen(id, "NO-TOKENS");
+    for said in ["WROTE-INSIDE", "NO-OUTSIDE", "NO-SECRET"] {
+        assert!(screen.contains(said), "no {said} in:\n{screen}");
+    }
+    assert!(
+        !screen.contains("HOST SECRET") && !screen.contains("READ-TOKEN"),
+        "{screen}"
+    );
+    assert!(std::path::Path::new(&worktree).join("inside.txt").is_file());
+    assert!(!remote.join("outside.txt").exists());
+    let private_home = crate::ssh::host_file(&sshd, &format!("{id}-home"));
+    assert!(private_home.is_dir());
+    assert_eq!(app.request(json!({"Close": {"target": id}})), json!("Ok"));
+    assert!(
+        !private_home.exists(),
+        "its private home on the host goes with it"
+    );
+
+    let (own_network, _) = crate::ssh::app_with_host_configured(
+        &sshd,
+        "",
+        "\n[sandbox]\nprofiles = [\"exec\"]\nnetwork = \"allow\"\n",
+    );
+    own_network.request(json!({"CreateWorktree": {"name": "far-net", "host": "far"}}));
+    let refused = own_network.request(json!({"Spawn": {"profile": "exec",
+        "environment": "far-net", "command": ["true"]}}));
+    let message = refused["Error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("shares the host's network"), "{refused}");
+}

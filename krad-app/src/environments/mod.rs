@@ -66,11 +66,16 @@ use crate::git::Git;
 use crate::hosts::Host;
 use crate::records::{EnvironmentRecord, Phase};
 
+/// Where new worktrees go on a host: `<root>/.krad/worktrees`.
+pub(crate) fn worktrees_dir_on(host: &Host) -> PathBuf {
+    Path::new(&host.config.root).join(".krad").join("worktrees")
+}
+
 /// Where new worktrees go: `[worktrees] dir` (or `<repo>/.krad/worktrees`) here,
 /// `<root>/.krad/worktrees` on a host.
 pub(crate) fn worktrees_dir(core: &Core, host: Option<&Arc<Host>>) -> PathBuf {
     if let Some(host) = host {
-        return Path::new(&host.config.root).join(".krad").join("worktrees");
+        return worktrees_dir_on(host);
     }
     match &core.settings.config.worktrees.dir {
         Some(dir) if dir.is_absolute() => dir.clone(),

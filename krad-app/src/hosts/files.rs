@@ -17,7 +17,7 @@ use crate::remote_tmux;
 
 impl Host {
     /// Removes closed terminals' files on the host (token, launcher, Claude
-    /// settings, attach script, exit status) and ends their tmux sessions;
+    /// settings, attach script, exit status, a sandbox's private home) and ends their tmux sessions;
     /// when the host cannot be reached, on the link's next way up.
     pub async fn remove_terminal_files(&self, ids: &[u64]) {
         if self.lock().state != LinkState::Up {
@@ -36,7 +36,10 @@ impl Host {
                     ["token", "launch", "attach", "exit", "exit.tmp"]
                         .map(|ext| format!("{dir}/{id}.{ext}"))
                         .into_iter()
-                        .chain([format!("{dir}/{id}-claude-settings.json")])
+                        .chain([
+                            format!("{dir}/{id}-claude-settings.json"),
+                            format!("{dir}/{id}-home"),
+                        ])
                 })
             })
             .map(|path| shell_quote(&path))
@@ -47,7 +50,7 @@ impl Host {
             .map(|id| format!("{tmux} kill-window -t '=krad:=krad-{id}' 2>/dev/null\n"))
             .collect();
         let script = format!(
-            "if command -v tmux >/dev/null 2>&1; then\n{sessions}fi\nrm -f -- {}",
+            "if command -v tmux >/dev/null 2>&1; then\n{sessions}fi\nrm -rf -- {}",
             files.join(" ")
         );
         if let Err(e) = self.run_raw(&script, None).await {

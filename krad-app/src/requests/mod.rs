@@ -15,6 +15,7 @@ pub mod close;
 pub mod code;
 pub mod collect_environments;
 pub mod conflicts;
+pub mod connections;
 pub mod create_worktree;
 pub mod environments;
 pub mod extension_tool;

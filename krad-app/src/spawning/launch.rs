@@ -72,6 +72,10 @@ pub(super) fn local_launch(
         &settings.krad,
         claude_settings.as_deref(),
     );
+    let mut env: Vec<(String, String)> = launch.profile.env.clone().into_iter().collect();
+    if let Some(extra) = launch.extra_env {
+        env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
     if launch.contained {
         let contained = crate::sandbox::Contained {
             id,
@@ -85,14 +89,11 @@ pub(super) fn local_launch(
             .flatten()
             .collect(),
             hooks: launch.profile.hooks,
+            env: &env,
         };
         argv = crate::sandbox::wrap(core, contained, argv).inspect_err(|_| {
             let _ = std::fs::remove_file(&token_file);
         })?;
-    }
-    let mut env: Vec<(String, String)> = launch.profile.env.clone().into_iter().collect();
-    if let Some(extra) = launch.extra_env {
-        env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     crate::environments::ports::add_env(
         &mut env,
@@ -144,14 +145,7 @@ pub(super) async fn remote_launch(
 ) -> Result<Prepared, ApiError> {
     check_env_names(&launch)?;
     if launch.contained {
-        return Err(ApiError::new(
-            ErrorCode::Failed,
-            format!(
-                "a sandbox for an agent on SSH host {:?} is not in this build yet: \
-                 run it without one (leave its profile out of [sandbox] profiles)",
-                host.name
-            ),
-        ));
+        crate::sandbox::host::check(core, host).await?;
     }
     let port = host.connect().await?;
     let id = launch.me.terminal;
@@ -190,12 +184,30 @@ pub(super) async fn remote_launch(
         claude_settings.as_deref(),
     );
     let launcher = format!("{dir}/{id}.launch");
+    let cwd_text = cwd.display().to_string();
+    let wrap = launch.contained.then(|| {
+        let on = crate::sandbox::host::OnHost {
+            id,
+            cwd: &cwd_text,
+            files_dir: &dir,
+            readable: [
+                Some(token_file.clone()),
+                claude_settings.as_ref().map(|p| p.display().to_string()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            hooks: launch.profile.hooks,
+            krad: &krad,
+        };
+        crate::sandbox::host::preamble(host, &on)
+    });
     let mut script = launcher_script(
         &launcher,
-        &cwd.display().to_string(),
+        &cwd_text,
         &env,
         krad.rsplit_once('/').map(|(dir, _)| dir),
-        &argv,
+        (wrap.as_deref(), &argv),
     );
     if in_tmux {
         // The program runs in a subshell; its status is written after it.
@@ -286,13 +298,15 @@ fn shell_name(name: &str) -> bool {
 /// The script a remote terminal starts with (`sh <launcher>`): it removes
 /// itself first, so that the values in it live on the host's disk only until the
 /// terminal starts; then it goes to `cwd`, exports `env`, puts `krad_dir` first
-/// on `PATH` and `exec`s `argv`. No value is ever an argument of a process.
+/// on `PATH` and `exec`s `argv` — after the sandbox's command line, which the
+/// `wrap` lines put in `"$@"`, for a contained terminal. No value is ever an
+/// argument of a process.
 fn launcher_script(
     launcher: &str,
     cwd: &str,
     env: &[(&str, String)],
     krad_dir: Option<&str>,
-    argv: &[String],
+    (wrap, argv): (Option<&str>, &[String]),
 ) -> String {
     let mut script = format!("rm -f -- {}\n", shell_quote(launcher));
     script.push_str(&format!("cd -- {} || exit 1\n", shell_quote(cwd)));
@@ -305,7 +319,13 @@ fn launcher_script(
             shell_quote(dir)
         ));
     }
-    script.push_str("exec");
+    match wrap {
+        Some(wrap) => {
+            script.push_str(wrap);
+            script.push_str("exec \"$@\"");
+        }
+        None => script.push_str("exec"),
+    }
     for word in argv {
         script.push(' ');
         script.push_str(&shell_quote(word));
@@ -342,7 +362,13 @@ mod tests {
     fn the_launcher_removes_itself_and_quotes_every_value() {
         let env = [("KEY", "it's $secret".to_owned())];
         let argv = ["codex".to_owned(), "--".to_owned(), "fix `it`".to_owned()];
-        let script = launcher_script("/h/.krad-ade/r/3.launch", "/w d", &env, Some("/bin"), &argv);
+        let script = launcher_script(
+            "/h/.krad-ade/r/3.launch",
+            "/w d",
+            &env,
+            Some("/bin"),
+            (None, &argv),
+        );
         assert_eq!(
             script,
             "rm -f -- /h/.krad-ade/r/3.launch\n\

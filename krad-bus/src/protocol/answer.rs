@@ -11,6 +11,7 @@ use super::{
     ConflictsInfo, EnvironmentInfo, ExtensionInfo, HostStatus, OutputInfo, PickedInfo, Response,
     SentInfo, ToolResultInfo, UpdatedInfo, VariantsInfo,
 };
+use crate::request::connections::ConnectionsInfo;
 use crate::request::hello::HelloInfo;
 use crate::request::stats::StatsInfo;
 
@@ -76,6 +77,7 @@ one_variant_answers! {
     AnsweredInfo => Answered,
     Vec<AskInfo> => Asks,
     ToolResultInfo => ToolResult,
+    ConnectionsInfo => Connections,
 }
 
 /// `"Ok"`: done, nothing to say.

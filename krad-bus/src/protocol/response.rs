@@ -65,6 +65,8 @@ pub enum Response {
     Asks(Vec<super::AskInfo>),
     /// The answer to ExtensionTool.
     ToolResult(super::ToolResultInfo),
+    /// The answer to Connections.
+    Connections(crate::request::connections::ConnectionsInfo),
     /// The request failed.
     Error(ApiError),
 }

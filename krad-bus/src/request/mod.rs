@@ -19,6 +19,7 @@ pub mod close;
 pub mod code;
 pub mod collect_environments;
 pub mod conflicts;
+pub mod connections;
 pub mod create_worktree;
 pub mod environments;
 pub mod extension_tool;
@@ -153,6 +154,7 @@ macro_rules! for_each_request {
             Ask(ask) by app,
             Answer(answer) by app,
             Asks(asks) by app,
+            Connections(connections) by app,
             Stats(stats) by bus,
             Shutdown(shutdown) by bus,
         }

@@ -31,7 +31,8 @@ Examples:
   krad internal ports --owner app-0123abcd claim --first 20000 --count 3
   krad internal ports --owner app-0123abcd release 20000 20001 20002
   krad internal ports in-use --dir /srv/repo/.krad/worktrees/web 20000 20001
-  krad internal sandboxed --listen 127.0.0.1:41234 --to /repo/.git/krad/sandbox-bus.sock -- claude")]
+  krad internal sandboxed --listen 127.0.0.1:41234 --to /repo/.git/krad/sandbox-bus.sock \\
+    --net /repo/.git/krad/sandbox/4.net.sock --relay 127.0.0.1:8080 -- claude")]
 pub struct InternalArgs {
     #[command(subcommand)]
     pub command: InternalCommand,

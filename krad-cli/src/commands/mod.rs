@@ -21,6 +21,7 @@ pub mod hook;
 pub mod hosts;
 pub mod internal;
 pub mod ls;
+pub mod net;
 pub mod output;
 pub mod raw;
 pub mod rename;

@@ -1,5 +1,6 @@
-//! `krad internal sandboxed [--listen 127.0.0.1:PORT --to SOCKET] -- PROGRAM…`
-//! (hidden): the first process inside an agent's sandbox (docs/sandbox.md).
+//! `krad internal sandboxed [--listen 127.0.0.1:PORT --to SOCKET] [--net
+//! SOCKET [--relay 127.0.0.1:PORT]…] -- PROGRAM…` (hidden): the first process
+//! inside an agent's sandbox (docs/sandbox.md).
 //!
 //! * It takes the terminal's foreground: a process group of its own, made
 //!   the terminal's, so that Ctrl-C and the other keys that signal reach the
@@ -8,6 +9,12 @@
 //!   address in the sandbox's own network namespace, where nothing else
 //!   listens, and passes every connection to the app's Unix socket (bound
 //!   into the sandbox).
+//! * In a sandbox with an allowlist (`--net`), it also takes a port for the
+//!   app's HTTP proxy, points the program at it (`HTTPS_PROXY`, `HTTP_PROXY`,
+//!   `ALL_PROXY`, lower case too; loopback left out by `NO_PROXY`), and takes
+//!   each allowed loopback address (`--relay`): every connection to them goes
+//!   to the app's network socket, which checks, logs and connects
+//!   (krad-app's `sandbox::net`).
 //! * It runs the program and ends as the program ended: its exit code, the
 //!   signal that killed it, or 128 + the signal for Ctrl-C and Ctrl-\\,
 //!   which it outlives itself.
@@ -30,6 +37,12 @@ pub struct SandboxedArgs {
     /// The app's Unix socket that leads to the bus.
     #[arg(long, value_name = "PATH", requires = "listen")]
     pub to: Option<PathBuf>,
+    /// The app's network socket of this sandbox (its proxy and relays).
+    #[arg(long, value_name = "PATH")]
+    pub net: Option<PathBuf>,
+    /// A loopback address to take in the sandbox and relay through `--net`.
+    #[arg(long, value_name = "ADDR", requires = "net")]
+    pub relay: Vec<SocketAddr>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub program: Vec<String>,
@@ -40,14 +53,15 @@ pub struct SandboxedArgs {
 pub fn run(args: SandboxedArgs) -> anyhow::Result<Exit> {
     take_the_foreground();
     if let (Some(listen), Some(to)) = (args.listen, args.to) {
-        let listener = TcpListener::bind(listen)
-            .with_context(|| format!("cannot take {listen} in the sandbox"))?;
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let to = to.clone();
-                std::thread::spawn(move || relay(stream, &to));
-            }
-        });
+        take(listen, to, None)?;
+    }
+    let mut proxy = None;
+    if let Some(net) = args.net {
+        for addr in args.relay {
+            take(addr, net.clone(), Some(format!("relay {addr}\n")))?;
+        }
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        proxy = Some(take(loopback, net, Some("proxy\n".into()))?);
     }
     // Keys like Ctrl-C reach the program (same process group); the relay
     // lives on until it ends. tokio installs a handler (not SIG_IGN, which
@@ -63,8 +77,22 @@ pub fn run(args: SandboxedArgs) -> anyhow::Result<Exit> {
         }
     });
     let (program, rest) = args.program.split_first().context("no program to run")?;
-    let status = Command::new(program)
-        .args(rest)
+    let mut command = Command::new(program);
+    command.args(rest);
+    if let Some(proxy) = proxy {
+        let url = format!("http://{proxy}");
+        for name in ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"] {
+            command.env(name, &url).env(name.to_lowercase(), &url);
+        }
+        let mut no_proxy = String::from("localhost,127.0.0.1,::1");
+        if let Ok(more) = std::env::var("NO_PROXY").or_else(|_| std::env::var("no_proxy")) {
+            no_proxy = format!("{no_proxy},{more}");
+        }
+        command
+            .env("NO_PROXY", &no_proxy)
+            .env("no_proxy", &no_proxy);
+    }
+    let status = command
         .status()
         .with_context(|| format!("cannot run {program}"))?;
     use std::os::unix::process::ExitStatusExt;
@@ -102,11 +130,31 @@ fn take_the_foreground() {
     let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&ttou), None);
 }
 
+/// Takes `addr` in the sandbox and passes each connection to the Unix
+/// socket `to`, `intro` first; answers the address taken.
+fn take(addr: SocketAddr, to: PathBuf, intro: Option<String>) -> anyhow::Result<SocketAddr> {
+    let listener =
+        TcpListener::bind(addr).with_context(|| format!("cannot take {addr} in the sandbox"))?;
+    let taken = listener.local_addr()?;
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (to, intro) = (to.clone(), intro.clone());
+            std::thread::spawn(move || relay(stream, &to, intro.as_deref()));
+        }
+    });
+    Ok(taken)
+}
+
 /// Passes one connection both ways until either side closes.
-fn relay(tcp: TcpStream, to: &Path) {
-    let Ok(unix) = UnixStream::connect(to) else {
+fn relay(tcp: TcpStream, to: &Path, intro: Option<&str>) {
+    let Ok(mut unix) = UnixStream::connect(to) else {
         return;
     };
+    if let Some(intro) = intro
+        && std::io::Write::write_all(&mut unix, intro.as_bytes()).is_err()
+    {
+        return;
+    }
     let (Ok(mut tcp_in), Ok(mut unix_out)) = (tcp.try_clone(), unix.try_clone()) else {
         return;
     };

@@ -6,6 +6,7 @@
 mod claude;
 mod codex;
 mod double;
+mod sandboxed;
 mod screens;
 mod smoke;
 mod timeline;
