@@ -37,6 +37,7 @@
 //! max_terminals = 20      # live terminals
 //! max_working = 8         # agents working at once
 //! min_free_memory_mib = 2048
+//! memory_max_mib = 4096   # per terminal, where cgroup v2 is delegated
 //! ```
 
 use std::collections::BTreeMap;
