@@ -118,6 +118,8 @@ fn memory_max_is_applied_where_cgroup_v2_is_delegated_and_refused_saying_why_whe
         plain.contains(&format!("memory limits per terminal: {memory}")),
         "{plain}"
     );
+    let doctor: Value = serde_json::from_str(&app.krad_ok(&["doctor", "--json"])).unwrap();
+    assert_eq!(doctor["memory_limits"], memory.as_str(), "{doctor}");
     let spawned = app
         .request(json!({"Spawn": {"profile": "exec", "command": ["sh", "-c", "exec sleep 600"]}}));
     if let Some(why) = memory.strip_prefix("unavailable: ") {
