@@ -24,7 +24,7 @@ pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 /// What to do where delegation does not exist, said with each refusal.
 const HOW_TO_DELEGATE: &str = "run the app in a cgroup v2 scope delegated to it, e.g. \
      `systemd-run --user --scope -p Delegate=yes krad serve` on a machine booted with \
-     the unified hierarchy, or remove memory_max_mib from [limits]";
+     the unified hierarchy, or remove memory_max_mib from [limits] and the profiles";
 
 /// Whether the app may put its terminals in memory-limited cgroups.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,8 +90,8 @@ impl Delegation {
             (Delegation::Unavailable(why), Some(mib)) => Err(ApiError::new(
                 ErrorCode::Invalid,
                 format!(
-                    "[limits] memory_max_mib = {mib} asks for a memory limit per terminal, \
-                     but this machine does not delegate cgroup v2 to the app: {why}; \
+                    "memory_max_mib = {mib} ([limits] or the profile) asks for a memory \
+                     limit per terminal, but this machine does not delegate cgroup v2 to the app: {why}; \
                      {HOW_TO_DELEGATE}"
                 ),
             )),

@@ -145,3 +145,29 @@ fn memory_max_is_applied_where_cgroup_v2_is_delegated_and_refused_saying_why_whe
         assert_eq!(max.trim(), (256u64 << 20).to_string());
     }
 }
+
+#[test]
+fn a_profile_memory_limit_applies_to_that_profile_only() {
+    let app = App::start_config(
+        "[profiles.small]\ncommand = [\"sh\", \"-c\", \"exec sleep 600\"]\nmemory_max_mib = 64\n",
+    );
+    let hello: Value = serde_json::from_str(&app.krad_ok(&["api", "--json"])).unwrap();
+    let memory = hello["Hello"]["memory_limits"].as_str().unwrap_or_default();
+    let small = app.request(json!({"Spawn": {"profile": "small"}}));
+    let other = app
+        .request(json!({"Spawn": {"profile": "exec", "command": ["sh", "-c", "exec sleep 600"]}}));
+    assert!(
+        other["Agent"].is_object(),
+        "no limit on another profile: {other}"
+    );
+    if memory.starts_with("unavailable") {
+        assert_eq!(code(&small), "invalid", "{small}");
+        let message = small["Error"]["message"].as_str().unwrap();
+        assert!(message.contains("memory_max_mib = 64"), "{message}");
+        assert_eq!(agents(&app), 1);
+    } else {
+        let pid = small["Agent"]["pid"].as_u64().unwrap();
+        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        assert!(cgroup.contains("krad-terminal-"), "{cgroup}");
+    }
+}
