@@ -21,7 +21,6 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::Core;
-use crate::profile::Profile;
 
 /// How long a refused request is told to wait before trying again: the
 /// period at which agents' states and the machine's memory are seen to move.
@@ -103,23 +102,20 @@ pub(crate) fn may_send(core: &Core, state: AgentState) -> Result<(), ApiError> {
     ))
 }
 
-/// The memory limit of a terminal of `profile`: its own, else `[limits]`'s.
-fn memory_max_mib(core: &Core, profile: &Profile) -> Option<u64> {
-    profile
-        .memory_max_mib
-        .or(core.settings.config.limits.memory_max_mib)
-}
-
-/// Whether a terminal of `profile` on this machine may start under its
-/// memory limit: `invalid`, saying why, where cgroup v2 is not delegated.
-pub(crate) fn may_limit_memory(core: &Core, profile: &Profile) -> Result<(), ApiError> {
-    crate::cgroup::here().check(memory_max_mib(core, profile))
+/// Whether a terminal on this machine whose profile asks for `profile_mib`
+/// may start under its memory limit (the profile's, else `[limits]`'s):
+/// `invalid`, saying why, where cgroup v2 is not delegated.
+pub(crate) fn may_limit_memory(core: &Core, profile_mib: Option<u64>) -> Result<(), ApiError> {
+    let limit = profile_mib.or(core.settings.config.limits.memory_max_mib);
+    crate::cgroup::here().check(limit)
 }
 
 /// Puts terminal `id`'s first process `pid` in its memory-limited cgroup,
-/// if its profile or `[limits]` asks; a failure is logged, the terminal runs.
-pub(crate) fn limit_memory(core: &Core, profile: &Profile, id: u64, pid: Option<u32>) {
-    let (Some(mib), Some(pid)) = (memory_max_mib(core, profile), pid) else {
+/// if its profile (`profile_mib`) or `[limits]` asks; a failure is logged,
+/// the terminal runs.
+pub(crate) fn limit_memory(core: &Core, profile_mib: Option<u64>, id: u64, pid: Option<u32>) {
+    let limit = profile_mib.or(core.settings.config.limits.memory_max_mib);
+    let (Some(mib), Some(pid)) = (limit, pid) else {
         return;
     };
     if let Err(e) = crate::cgroup::here().confine(id, pid, mib) {

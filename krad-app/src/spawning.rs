@@ -59,7 +59,7 @@ pub(crate) async fn spawn(
     let (cwd, host) = environments::ready(core, &environment).await?;
     let host = environments::host(core, host.as_deref())?;
     if host.is_none() {
-        crate::limits::may_limit_memory(core, &profile)?;
+        crate::limits::may_limit_memory(core, profile.memory_max_mib)?;
     }
     let (terminal, mut underway) = allocate_id(core, ctx, variant.is_some())?;
     if let Some((group, n)) = &variant {
@@ -179,7 +179,7 @@ fn record_started(
         }
     };
     if after.newcomer.host.is_none() {
-        crate::limits::limit_memory(core, &after.profile, id, terminal.pid());
+        crate::limits::limit_memory(core, after.profile.memory_max_mib, id, terminal.pid());
     }
     let record = agent_record(
         &after.newcomer,
