@@ -377,6 +377,7 @@ fn profile_of(core: &Core, name: &str) -> Arc<Profile> {
                 interrupt: "\u{3}".to_owned(),
                 actions: Vec::new(),
                 resume: Vec::new(),
+                memory_max_mib: None,
             })
         })
 }

@@ -37,6 +37,7 @@
 //! max_terminals = 20      # live terminals
 //! max_working = 8         # agents working at once
 //! min_free_memory_mib = 2048
+//! memory_max_mib = 4096   # per terminal, where cgroup v2 is delegated
 //! ```
 
 use std::collections::BTreeMap;
@@ -93,6 +94,9 @@ pub struct ProfileConfig {
     /// The arguments that resume a conversation, after the command; `{session}`
     /// is the agent's session id (claude: `["--resume", "{session}"]`).
     pub resume: Option<Vec<String>>,
+    /// This profile's terminals each in a cgroup v2 of this size, over
+    /// `[limits] memory_max_mib` (where cgroup v2 is delegated).
+    pub memory_max_mib: Option<u64>,
 }
 
 /// A belt button: a label and the keys it types.
@@ -418,6 +422,11 @@ impl Config {
             {
                 return Err(format!(
                     "profile {name:?}: command must start with a program"
+                ));
+            }
+            if profile.memory_max_mib == Some(0) {
+                return Err(format!(
+                    "profile {name:?}: memory_max_mib must be at least 1 (leave it out for no limit)"
                 ));
             }
             let actions = profile.actions.as_deref().unwrap_or_default();

@@ -19,6 +19,7 @@ mod adopt;
 mod announced;
 mod asks;
 mod attacher;
+pub mod cgroup;
 mod closing;
 pub mod config;
 mod durable;

@@ -10,7 +10,11 @@
 //! max_terminals = 20          # live terminals (not exited), hosts' included
 //! max_working = 8             # agents working (or starting) at once
 //! min_free_memory_mib = 2048  # MemAvailable below this: no new terminal
+//! memory_max_mib = 4096       # each terminal here in a cgroup v2 of this size
 //! ```
+//!
+//! `memory_max_mib` needs cgroup v2 delegated to the app (see [`crate::cgroup`]);
+//! without it a Spawn here is answered `invalid`, saying why.
 
 use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
 use serde::Deserialize;
@@ -32,11 +36,19 @@ pub struct LimitsConfig {
     pub max_working: Option<usize>,
     /// No new terminal while the machine's available memory is below this.
     pub min_free_memory_mib: Option<u64>,
+    /// Each terminal on this machine in a cgroup v2 whose `memory.max` is this.
+    pub memory_max_mib: Option<u64>,
 }
 
 impl LimitsConfig {
     /// Checks what serde cannot: a limit of 0 would refuse everything.
     pub fn validate(&self) -> Result<(), String> {
+        if self.memory_max_mib == Some(0) {
+            return Err(
+                "[limits]: memory_max_mib must be at least 1 (leave it out for no limit)"
+                    .to_owned(),
+            );
+        }
         if self.max_terminals == Some(0) || self.max_working == Some(0) {
             return Err(
                 "[limits]: max_terminals and max_working must be at least 1 (leave one out for no limit)"
@@ -88,6 +100,27 @@ pub(crate) fn may_send(core: &Core, state: AgentState) -> Result<(), ApiError> {
         ),
         json!({"limit": "max_working", "max": max, "working": working}),
     ))
+}
+
+/// Whether a terminal on this machine whose profile asks for `profile_mib`
+/// may start under its memory limit (the profile's, else `[limits]`'s):
+/// `invalid`, saying why, where cgroup v2 is not delegated.
+pub(crate) fn may_limit_memory(core: &Core, profile_mib: Option<u64>) -> Result<(), ApiError> {
+    let limit = profile_mib.or(core.settings.config.limits.memory_max_mib);
+    crate::cgroup::here().check(limit)
+}
+
+/// Puts terminal `id`'s first process `pid` in its memory-limited cgroup,
+/// if its profile (`profile_mib`) or `[limits]` asks; a failure is logged,
+/// the terminal runs.
+pub(crate) fn limit_memory(core: &Core, profile_mib: Option<u64>, id: u64, pid: Option<u32>) {
+    let limit = profile_mib.or(core.settings.config.limits.memory_max_mib);
+    let (Some(mib), Some(pid)) = (limit, pid) else {
+        return;
+    };
+    if let Err(e) = crate::cgroup::here().confine(id, pid, mib) {
+        tracing::warn!("terminal {id} runs without its memory limit: {e}");
+    }
 }
 
 /// The terminals live and working now.
@@ -177,6 +210,7 @@ mod tests {
             max_terminals: terminals,
             max_working: working,
             min_free_memory_mib: free,
+            memory_max_mib: None,
         }
     }
 
@@ -216,5 +250,10 @@ mod tests {
         assert_eq!(mem_available_mib("MemTotal: 1 kB\n"), None);
         assert!(limits(Some(0), None, None).validate().is_err());
         assert!(limits(Some(1), Some(1), Some(0)).validate().is_ok());
+        let no_memory = LimitsConfig {
+            memory_max_mib: Some(0),
+            ..LimitsConfig::default()
+        };
+        assert!(no_memory.validate().is_err());
     }
 }

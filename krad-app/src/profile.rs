@@ -66,6 +66,8 @@ pub struct Profile {
     pub actions: Vec<ActionConfig>,
     /// The arguments that resume a session (`{session}` replaced); empty: cannot.
     pub resume: Vec<String>,
+    /// Its terminals' memory limit (cgroup v2), over `[limits] memory_max_mib`.
+    pub memory_max_mib: Option<u64>,
 }
 
 /// Every profile the app knows, and the default one.
@@ -101,6 +103,7 @@ impl Profiles {
                             interrupt: CTRL_C.to_owned(),
                             actions: Vec::new(),
                             resume: Vec::new(),
+                            memory_max_mib: None,
                         },
                         change,
                     )
@@ -168,6 +171,9 @@ fn apply(mut profile: Profile, change: &ProfileConfig) -> Profile {
     if let Some(resume) = &change.resume {
         profile.resume = resume.clone();
     }
+    if change.memory_max_mib.is_some() {
+        profile.memory_max_mib = change.memory_max_mib;
+    }
     profile
 }
 
@@ -187,6 +193,7 @@ fn builtins() -> Vec<Profile> {
         interrupt: CTRL_C.to_owned(),
         actions: Vec::new(),
         resume: Vec::new(),
+        memory_max_mib: None,
     };
     let agent = |mut profile: Profile| {
         profile.interrupt = ESCAPE.to_owned();

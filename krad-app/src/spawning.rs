@@ -58,6 +58,9 @@ pub(crate) async fn spawn(
     // A new worktree's setup runs before any agent starts there.
     let (cwd, host) = environments::ready(core, &environment).await?;
     let host = environments::host(core, host.as_deref())?;
+    if host.is_none() {
+        crate::limits::may_limit_memory(core, profile.memory_max_mib)?;
+    }
     let (terminal, mut underway) = allocate_id(core, ctx, variant.is_some())?;
     if let Some((group, n)) = &variant {
         // The group knows its variant's terminal before the program starts:
@@ -175,6 +178,9 @@ fn record_started(
             return Err(spawn_failed(id, &e));
         }
     };
+    if after.newcomer.host.is_none() {
+        crate::limits::limit_memory(core, after.profile.memory_max_mib, id, terminal.pid());
+    }
     let record = agent_record(
         &after.newcomer,
         &after.request,

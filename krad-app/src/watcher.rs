@@ -154,6 +154,7 @@ impl Watch {
         match event {
             Some(TerminalEvent::Exited(status)) => {
                 exited(&self.core, self.id, status);
+                crate::cgroup::forget(self.id);
                 ControlFlow::Break(())
             }
             Some(event) => {
@@ -180,6 +181,7 @@ impl Watch {
                     signal: None,
                 });
                 exited(&self.core, self.id, status);
+                crate::cgroup::forget(self.id);
                 ControlFlow::Break(())
             }
         }

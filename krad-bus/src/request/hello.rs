@@ -27,6 +27,18 @@ pub struct HelloInfo {
     /// Every request this app serves, so a client can check before it asks.
     #[serde(default)]
     pub requests: Vec<String>,
+    /// Whether this app can limit a terminal's memory (cgroup v2 delegated,
+    /// or why not), as the app announced it at start (a wire addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limits: Option<String>,
+}
+
+/// What [`HelloInfo::memory_limits`] says, set once by the app at start.
+static MEMORY_LIMITS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets what Hello says of memory limits in this process (first call wins).
+pub fn announce_memory_limits(text: String) {
+    let _ = MEMORY_LIMITS.set(text);
 }
 
 impl HelloInfo {
@@ -40,6 +52,7 @@ impl HelloInfo {
                 .iter()
                 .map(|kind| kind.name().to_owned())
                 .collect(),
+            memory_limits: MEMORY_LIMITS.get().cloned(),
         }
     }
 }

@@ -24,6 +24,9 @@ pub fn run(_args: ApiArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
             hello.build,
         ));
         print::line(&format!("requests: {}", hello.requests.join(", ")));
+        if let Some(memory) = &hello.memory_limits {
+            print::line(&format!("memory limits per terminal: {memory}"));
+        }
     });
     Ok(Exit::Success)
 }

@@ -1,7 +1,8 @@
 //! `krad doctor`: what stands between the running app and its agents working
 //! as krad promises — the app itself (Hello), agents whose hooks did not run
 //! (a Codex that skipped krad's hooks: its approvals are not asks), and SSH
-//! hosts whose link is not up. Each problem says what to do next.
+//! hosts whose link is not up. Each problem says what to do next. It also
+//! says whether a memory limit per terminal can work here (cgroup v2).
 
 use krad_bus::protocol::{AgentRecord, HostStatus, LinkState};
 use krad_bus::request::hello::Hello;
@@ -42,6 +43,9 @@ struct Report {
     build: String,
     agents: usize,
     hosts: usize,
+    /// Whether `[limits] memory_max_mib` can work here (Hello's word).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_limits: Option<String>,
     problems: Vec<Problem>,
 }
 
@@ -60,6 +64,7 @@ pub fn run(_args: DoctorArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resu
         build: hello.build,
         agents: agents.len(),
         hosts: hosts.len(),
+        memory_limits: hello.memory_limits,
         problems,
     };
     if json {
@@ -111,6 +116,9 @@ fn human(report: &Report) -> Vec<String> {
         "ok      app at {} (agents API v{}, build {}): {} agents, {} hosts",
         report.endpoint, report.api_version, report.build, report.agents, report.hosts
     )];
+    if let Some(memory) = &report.memory_limits {
+        lines.push(format!("info    memory limits per terminal: {memory}"));
+    }
     if report.problems.is_empty() {
         lines.push("ok      no agent or host has a problem krad can see".to_owned());
     }
@@ -146,6 +154,7 @@ mod tests {
             build: "0.1.0".into(),
             agents: 1,
             hosts: 0,
+            memory_limits: None,
             problems: vec![problem],
         };
         let lines = human(&report);

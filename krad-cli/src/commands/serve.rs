@@ -119,6 +119,7 @@ async fn serve(args: ServeArgs, place: Place, json: bool) -> anyhow::Result<Exit
     // Signals are caught from before api.json exists, so that no stop leaves it behind.
     let signals = Signals::install()?;
     let secret = Arc::new(Secret::generate()?);
+    krad_bus::request::hello::announce_memory_limits(krad_app::cgroup::here().describe());
     let bus = Arc::new(Bus::new(secret.clone(), limits));
     let settings = Settings {
         root: place.root.clone(),
