@@ -37,6 +37,12 @@
 //! max_terminals = 20      # live terminals
 //! max_working = 8         # agents working at once
 //! min_free_memory_mib = 2048
+//!
+//! [prices.claude-sonnet-4-5]  # dollars per million tokens, over the built-in table
+//! input = 3.0
+//! output = 15.0
+//! cache_write = 3.75
+//! cache_read = 0.30
 //! ```
 
 use std::collections::BTreeMap;
@@ -307,6 +313,9 @@ pub struct Config {
     /// Which agents run contained (none by default).
     #[serde(default)]
     pub sandbox: SandboxConfig,
+    /// Model prices over the built-in ones (`crate::prices`), by model.
+    #[serde(default)]
+    pub prices: BTreeMap<String, crate::prices::Price>,
 }
 
 /// `[sandbox]` in the config: which agents run contained ([`crate::sandbox`]).

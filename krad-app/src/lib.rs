@@ -33,6 +33,7 @@ mod leftovers;
 pub mod limits;
 pub mod notify;
 pub mod port_registry;
+pub mod prices;
 mod private_file;
 pub mod profile;
 mod program;
@@ -48,6 +49,7 @@ pub mod state_db;
 pub mod store;
 mod subscription;
 mod terminal_token;
+mod tokens;
 mod transcripts;
 pub mod usage;
 mod waiting;
@@ -235,6 +237,7 @@ impl EmbeddedApp {
         notify::start(&self.core);
         environments::disk::start(&self.core);
         tokio::spawn(usage::run(Arc::downgrade(&self.core)));
+        tokio::spawn(tokens::run(Arc::downgrade(&self.core)));
         endpoints
     }
 

@@ -412,6 +412,7 @@ fn agent_record(
         state_since: now,
         rev: 0,
         usage: None,
+        tokens: None,
         hook_problem: None,
     }
 }

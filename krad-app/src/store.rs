@@ -85,6 +85,9 @@ pub struct Entry {
     /// How many Reports it made: a Send that began before a Report does not
     /// overwrite the state that Report set.
     pub reports: u64,
+    /// The files where its CLI records its model calls, as its hooks named
+    /// them ([`crate::tokens`] reads them).
+    pub transcripts: Vec<PathBuf>,
     /// `record` as JSON, rebuilt at every change of it.
     json: RecordJson,
     watch: watch::Sender<AgentRecord>,
@@ -537,6 +540,7 @@ impl Store {
                 dialog_seen: false,
                 permission_asks: 0,
                 reports: 0,
+                transcripts: Vec::new(),
                 token_file,
             },
         );
@@ -764,6 +768,8 @@ pub fn set_state(
 #[path = "store_changes.rs"]
 mod changes;
 
+#[path = "store_tokens.rs"]
+mod tokens;
 #[path = "store_usage.rs"]
 mod usage;
 

@@ -140,6 +140,11 @@ pub struct AgentRecord {
     /// without tmux; an exited terminal keeps its last sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The tokens its model calls used and their cost, from the agent's own
+    /// files (Claude Code, Codex), read every 2 s and written without a new
+    /// rev; absent until the agent's hooks named its files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<super::Tokens>,
     /// What krad saw of the agent's hooks not running (Codex skips a hook it
     /// does not trust without a word: its approvals then are not asks); absent
     /// while they run as they should. `krad doctor` lists them.

@@ -203,6 +203,7 @@ mod tests {
             state_since: "2026-12-01T00:00:01.000Z".into(),
             rev: 57 + terminal,
             usage: None,
+            tokens: None,
             hook_problem: None,
         }
     }
