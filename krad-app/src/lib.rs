@@ -19,6 +19,7 @@ mod adopt;
 mod announced;
 mod asks;
 mod attacher;
+mod budget;
 mod closing;
 pub mod config;
 mod durable;
@@ -128,6 +129,8 @@ pub(crate) struct Core {
     pub port_blocks: environments::ports::KnownBlocks,
     /// The bus's Unix socket for sandboxes without a network.
     pub bus_socket: sandbox::BusSocket,
+    /// The variant groups' cost limits.
+    pub group_budgets: budget::GroupBudgets,
 }
 
 /// The app `krad serve` runs. Each request it answers is an
@@ -206,6 +209,7 @@ impl EmbeddedApp {
                 request_log,
                 environments_changed: tokio::sync::watch::channel(0).0,
                 disk: Default::default(),
+                group_budgets: Default::default(),
             }),
         })
     }

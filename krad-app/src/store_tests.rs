@@ -73,6 +73,7 @@ fn record() -> AgentRecord {
         rev: 0,
         usage: None,
         tokens: None,
+        max_cost_usd: None,
         hook_problem: None,
     }
 }

@@ -306,7 +306,9 @@ pub(crate) async fn run(core: std::sync::Weak<Core>) {
         let Some(live) = core.upgrade() else {
             return;
         };
+        let changed: Vec<u64> = tokens.iter().map(|(id, _)| *id).collect();
         live.store.set_tokens(tokens);
+        crate::budget::check(&live, &changed).await;
     }
 }
 

@@ -204,6 +204,7 @@ mod tests {
             rev: 57 + terminal,
             usage: None,
             tokens: None,
+            max_cost_usd: None,
             hook_problem: None,
         }
     }

@@ -132,3 +132,54 @@ fn a_model_without_a_price_shows_its_tokens_and_why_it_has_no_cost() {
     let ls = bed.app.krad_ok(&["ls"]);
     assert!(ls.lines().nth(1).is_some_and(|l| l.contains(" ? ")), "{ls}");
 }
+
+#[test]
+fn claude_code_reaching_its_max_cost_is_interrupted_and_asks_until_the_limit_is_raised() {
+    let prices = (2.0, 10.0, 2.5, 0.2);
+    let bed = RealApp::start_with_config(
+        Cli::Claude,
+        "[prices.\"claude-opus-5-5\"]\ninput = 2.0\noutput = 10.0\ncache_write = 2.5\ncache_read = 0.2\n",
+    );
+    // The first call alone costs more than the limit; the turn goes on
+    // with a slow second call, which the interrupt cuts short.
+    let first = micros(sent(false, 1), prices);
+    let limit = first - 500;
+    bed.double.script(vec![
+        Turn::tool("Bash", json!({"command": "true", "description": "a step"})),
+        Turn::Slow {
+            text: "this reply is never finished".into(),
+            secs: 60,
+        },
+    ]);
+    let id = bed.spawn(json!({"profile": "claude", "prompt": "spend",
+        "max_cost_usd": limit as f64 / 1e6}));
+    let record = bed.app.until(id, LONG, |r| r["state_source"] == "budget");
+    let dollars = |m: u64| format!("${:.4}", m as f64 / 1e6);
+    assert_eq!(record["state"], "asking", "{record}");
+    assert_eq!(
+        record["message"],
+        format!("budget reached: {} of {}", dollars(first), dollars(limit)),
+        "{record}"
+    );
+    assert_eq!(cost_micros(&record["tokens"]), first, "{record}");
+    // The interrupt keys stopped the slow call: Claude Code says so.
+    bed.until_screen(id, "Interrupted");
+    // Its hooks' reports do not take it out of `asking`.
+    let ls = bed.app.krad_ok(&["ls"]);
+    assert!(ls.contains("budget reached"), "{ls}");
+    // Raising the limit lets it go on.
+    let raised = bed
+        .app
+        .krad(&["budget", &id.to_string(), "--max-cost", "1"]);
+    assert_eq!(crate::support::exit_code(&raised), 0, "{raised:?}");
+    let record = bed.app.record(id);
+    assert_eq!(record["state"], "idle", "{record}");
+    assert_eq!(record["message"], "budget raised to $1.00", "{record}");
+    assert_eq!(record["max_cost_usd"], 1.0, "{record}");
+    bed.double.script(vec![Turn::reply("going on")]);
+    bed.app
+        .request(json!({"Send": {"target": id, "text": "go on", "enter": true}}));
+    bed.app.until(id, LONG, |r| {
+        r["state"] == "idle" && r["message"] == "going on"
+    });
+}
