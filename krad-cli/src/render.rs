@@ -163,12 +163,7 @@ impl<'a> Agent<'a> {
     /// The COST cell: what its model calls cost (`$0.0123`), `?` when a
     /// model used has no price, `-` before its hooks named its files.
     pub fn cost_cell(&self) -> String {
-        match &self.0.tokens {
-            None => "-".to_owned(),
-            Some(tokens) => tokens
-                .cost_usd
-                .map_or_else(|| "?".to_owned(), |c| c.to_string()),
-        }
+        cost(self.0.tokens.as_ref())
     }
 
     /// The TOKENS cell: every token its model calls used, input (cached or
@@ -369,6 +364,16 @@ pub(crate) fn test_record(fields: serde_json::Value) -> AgentRecord {
         record.extend(fields.clone());
     }
     serde_json::from_value(record).expect("a whole record")
+}
+
+/// A COST cell: `$0.0123`, `?` without a price, `-` without tokens.
+pub fn cost(tokens: Option<&krad_bus::protocol::Tokens>) -> String {
+    match tokens {
+        None => "-".to_owned(),
+        Some(tokens) => tokens
+            .cost_usd
+            .map_or_else(|| "?".to_owned(), |c| c.to_string()),
+    }
 }
 
 /// A count, short: `950`, `12.3k`, `4.5M`.

@@ -32,6 +32,41 @@ pub struct Tokens {
     pub cost_unknown: Option<String>,
 }
 
+impl Tokens {
+    /// The sum of several agents' tokens (`None` for none): the cost is null
+    /// when one of them has none, `cost_unknown` says how many, and `model`
+    /// is absent.
+    pub fn sum<'a>(all: impl IntoIterator<Item = &'a Tokens>) -> Option<Tokens> {
+        let mut total: Option<Tokens> = None;
+        let mut unpriced = 0;
+        for tokens in all {
+            let sum = total.get_or_insert_with(|| Tokens {
+                cost_usd: Some(Dollars(0)),
+                ..Tokens::default()
+            });
+            sum.input += tokens.input;
+            sum.output += tokens.output;
+            sum.cache_write += tokens.cache_write;
+            sum.cache_read += tokens.cache_read;
+            match tokens.cost_usd {
+                Some(cost) => {
+                    sum.cost_usd = sum.cost_usd.map(|c| Dollars(c.0 + cost.0));
+                }
+                None => unpriced += 1,
+            }
+        }
+        if let Some(sum) = total.as_mut()
+            && unpriced > 0
+        {
+            sum.cost_usd = None;
+            sum.cost_unknown = Some(format!(
+                "{unpriced} of its agents used a model without a price"
+            ));
+        }
+        total
+    }
+}
+
 /// An amount in US dollars, kept as millionths (so records compare exactly);
 /// a plain JSON number on the wire (`0.0123`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -89,5 +124,20 @@ mod tests {
         assert_eq!(amount.to_string(), "$0.0123");
         assert_eq!(Dollars(2_500_000).to_string(), "$2.50");
         assert_eq!(Dollars::of(-1.0), Dollars(0));
+    }
+
+    #[test]
+    fn a_sum_has_a_cost_only_when_every_part_has_one() {
+        let priced = |input, cost: Option<u64>| Tokens {
+            input,
+            cost_usd: cost.map(Dollars),
+            ..Tokens::default()
+        };
+        let both = Tokens::sum(&[priced(1, Some(10)), priced(2, Some(5))]).unwrap();
+        assert_eq!((both.input, both.cost_usd), (3, Some(Dollars(15))));
+        let one_unknown = Tokens::sum(&[priced(1, Some(10)), priced(2, None)]).unwrap();
+        assert_eq!(one_unknown.cost_usd, None);
+        assert!(one_unknown.cost_unknown.unwrap().starts_with("1 of"));
+        assert_eq!(Tokens::sum(&[]), None);
     }
 }
