@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use krad_bus::protocol::{RecordJson, Tokens};
+use krad_bus::protocol::Tokens;
 
 use super::Store;
 
@@ -21,29 +21,8 @@ impl Store {
             .collect()
     }
 
-    /// Writes each terminal's tokens into its record. Waiters are not woken,
-    /// and List's kept answer is spliced again at its next call.
+    /// Writes each terminal's tokens into its record, without a new rev.
     pub fn set_tokens(&self, tokens: impl IntoIterator<Item = (u64, Tokens)>) {
-        let mut inner = self.lock();
-        let mut changed = false;
-        for (id, tokens) in tokens {
-            let Some(entry) = inner.agents.get_mut(&id) else {
-                continue;
-            };
-            let tokens = Some(tokens);
-            if entry.record.tokens == tokens {
-                continue;
-            }
-            entry.record.tokens = tokens.clone();
-            entry.json = RecordJson::of(&entry.record);
-            entry.watch.send_if_modified(|watched| {
-                watched.tokens = tokens;
-                false
-            });
-            changed = true;
-        }
-        if changed {
-            inner.list_answer = None;
-        }
+        self.write_in_place(tokens, |record| &mut record.tokens);
     }
 }
