@@ -7,10 +7,27 @@ use serde_json::{Value, json};
 
 use super::{Cli, LONG, RealApp, SentUsage, Turn};
 
+/// The model Claude Code is told to use (each pin has its own default).
+const CLAUDE_MODEL: &str = "claude-double-1";
+
+/// Prices of [`CLAUDE_MODEL`] in the config, and the same in the test.
+const CLAUDE_PRICES: &str =
+    "[prices.claude-double-1]\ninput = 2.0\noutput = 10.0\ncache_write = 2.5\ncache_read = 0.2\n";
+const PRICES: (f64, f64, f64, f64) = (2.0, 10.0, 2.5, 0.2);
+
+/// Spawn's fields for `profile`, Claude Code on [`CLAUDE_MODEL`].
+fn spawn_fields(profile: &str, prompt: &str) -> Value {
+    let mut fields = json!({"profile": profile, "prompt": prompt});
+    if profile == "claude" {
+        fields["env"] = json!({"ANTHROPIC_MODEL": CLAUDE_MODEL});
+    }
+    fields
+}
+
 /// Two turns, the first with a tool call: three main requests.
 fn three_requests(bed: &RealApp, profile: &str, tool: Turn) -> u64 {
     bed.double.script(vec![tool, Turn::reply("first done")]);
-    let id = bed.spawn(json!({"profile": profile, "prompt": "count"}));
+    let id = bed.spawn(spawn_fields(profile, "count"));
     bed.app.until(id, LONG, |r| {
         r["state"] == "idle" && r["message"] == "first done"
     });
@@ -75,11 +92,8 @@ fn cost_micros(tokens: &Value) -> u64 {
 
 #[test]
 fn claude_code_s_tokens_are_what_the_model_said_priced_from_the_config() {
-    let prices = (2.0, 10.0, 2.5, 0.2);
-    let bed = RealApp::start_with_config(
-        Cli::Claude,
-        "[prices.\"claude-opus-5-5\"]\ninput = 2.0\noutput = 10.0\ncache_write = 2.5\ncache_read = 0.2\n",
-    );
+    let prices = PRICES;
+    let bed = RealApp::start_with_config(Cli::Claude, CLAUDE_PRICES);
     let id = three_requests(
         &bed,
         "claude",
@@ -87,7 +101,7 @@ fn claude_code_s_tokens_are_what_the_model_said_priced_from_the_config() {
     );
     let want = sent(false, 3);
     let tokens = until_tokens(&bed, id, want);
-    assert_eq!(tokens["model"], "claude-opus-5-5", "{tokens}");
+    assert_eq!(tokens["model"], CLAUDE_MODEL, "{tokens}");
     assert_eq!(cost_micros(&tokens), micros(want, prices), "{tokens}");
     assert!(tokens["cost_unknown"].is_null());
     let ls = bed.app.krad_ok(&["ls"]);
@@ -121,12 +135,12 @@ fn codex_s_tokens_are_what_the_model_said_priced_from_the_built_in_table() {
 fn a_model_without_a_price_shows_its_tokens_and_why_it_has_no_cost() {
     let bed = RealApp::start(Cli::Claude);
     bed.double.script(vec![Turn::reply("priceless")]);
-    let id = bed.spawn(json!({"profile": "claude", "prompt": "count"}));
+    let id = bed.spawn(spawn_fields("claude", "count"));
     let tokens = until_tokens(&bed, id, sent(false, 1));
     assert!(tokens["cost_usd"].is_null(), "{tokens}");
     let why = tokens["cost_unknown"].as_str().unwrap_or_default();
     assert!(
-        why.contains("claude-opus-5-5") && why.contains("[prices"),
+        why.contains(CLAUDE_MODEL) && why.contains("[prices"),
         "{tokens}"
     );
     let ls = bed.app.krad_ok(&["ls"]);
@@ -135,11 +149,8 @@ fn a_model_without_a_price_shows_its_tokens_and_why_it_has_no_cost() {
 
 #[test]
 fn claude_code_reaching_its_max_cost_is_interrupted_and_asks_until_the_limit_is_raised() {
-    let prices = (2.0, 10.0, 2.5, 0.2);
-    let bed = RealApp::start_with_config(
-        Cli::Claude,
-        "[prices.\"claude-opus-5-5\"]\ninput = 2.0\noutput = 10.0\ncache_write = 2.5\ncache_read = 0.2\n",
-    );
+    let prices = PRICES;
+    let bed = RealApp::start_with_config(Cli::Claude, CLAUDE_PRICES);
     // The first call alone costs more than the limit; the turn goes on
     // with a slow second call, which the interrupt cuts short.
     let first = micros(sent(false, 1), prices);
@@ -151,8 +162,9 @@ fn claude_code_reaching_its_max_cost_is_interrupted_and_asks_until_the_limit_is_
             secs: 60,
         },
     ]);
-    let id = bed.spawn(json!({"profile": "claude", "prompt": "spend",
-        "max_cost_usd": limit as f64 / 1e6}));
+    let mut fields = spawn_fields("claude", "spend");
+    fields["max_cost_usd"] = json!(limit as f64 / 1e6);
+    let id = bed.spawn(fields);
     let record = bed.app.until(id, LONG, |r| r["state_source"] == "budget");
     let dollars = |m: u64| format!("${:.4}", m as f64 / 1e6);
     assert_eq!(record["state"], "asking", "{record}");
