@@ -38,6 +38,16 @@
 //! max_working = 8         # agents working at once
 //! min_free_memory_mib = 2048
 //! memory_max_mib = 4096   # per terminal, where cgroup v2 is delegated
+//!
+//! [budget]                # an agent whose model calls reach it is interrupted, `asking`
+//! max_cost_usd = 5.0      # per terminal (Spawn's max_cost_usd overrides it)
+//! max_group_cost_usd = 20.0  # per variant group (RunVariants' max_group_cost_usd)
+//!
+//! [prices.claude-sonnet-4-5]  # dollars per million tokens, over the built-in table
+//! input = 3.0
+//! output = 15.0
+//! cache_write = 3.75
+//! cache_read = 0.30
 //! ```
 
 use std::collections::BTreeMap;
@@ -311,6 +321,22 @@ pub struct Config {
     /// Which agents run contained (none by default).
     #[serde(default)]
     pub sandbox: SandboxConfig,
+    /// Cost limits (none by default).
+    #[serde(default)]
+    pub budget: BudgetConfig,
+    /// Model prices over the built-in ones (`crate::prices`), by model.
+    #[serde(default)]
+    pub prices: BTreeMap<String, crate::prices::Price>,
+}
+
+/// `[budget]` in the config: cost limits (`crate::budget`), each off unless set.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetConfig {
+    /// Each terminal's limit, in US dollars, unless its Spawn gives one.
+    pub max_cost_usd: Option<krad_bus::protocol::Dollars>,
+    /// Each variant group's limit, unless its RunVariants gives one.
+    pub max_group_cost_usd: Option<krad_bus::protocol::Dollars>,
 }
 
 /// `[sandbox]` in the config: which agents run contained ([`crate::sandbox`]).

@@ -19,6 +19,7 @@ mod adopt;
 mod announced;
 mod asks;
 mod attacher;
+mod budget;
 pub mod cgroup;
 mod closing;
 pub mod config;
@@ -34,6 +35,7 @@ mod leftovers;
 pub mod limits;
 pub mod notify;
 pub mod port_registry;
+pub mod prices;
 mod private_file;
 pub mod profile;
 mod program;
@@ -49,6 +51,7 @@ pub mod state_db;
 pub mod store;
 mod subscription;
 mod terminal_token;
+mod tokens;
 mod transcripts;
 pub mod usage;
 mod waiting;
@@ -129,6 +132,8 @@ pub(crate) struct Core {
     pub bus_socket: sandbox::BusSocket,
     /// The networks of sandboxes with an allowlist (their logs).
     pub nets: sandbox::Nets,
+    /// The variant groups' cost limits.
+    pub group_budgets: budget::GroupBudgets,
 }
 
 /// The app `krad serve` runs. Each request it answers is an
@@ -208,6 +213,7 @@ impl EmbeddedApp {
                 request_log,
                 environments_changed: tokio::sync::watch::channel(0).0,
                 disk: Default::default(),
+                group_budgets: Default::default(),
             }),
         })
     }
@@ -239,6 +245,7 @@ impl EmbeddedApp {
         notify::start(&self.core);
         environments::disk::start(&self.core);
         tokio::spawn(usage::run(Arc::downgrade(&self.core)));
+        tokio::spawn(tokens::run(Arc::downgrade(&self.core)));
         endpoints
     }
 

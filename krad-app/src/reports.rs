@@ -68,6 +68,12 @@ fn take_report(
         // A turn ended: the one the command line started, if any.
         e.first_turn_pending = false;
     }
+    if let Some(path) = request.transcript.as_deref().map(std::path::PathBuf::from)
+        && crate::tokens::acceptable(&path)
+        && !e.transcripts.contains(&path)
+    {
+        e.transcripts.push(path);
+    }
     let mut changed = reported_state(e, state, request, asking_through_bus);
     if let Some(title) = &request.title
         && e.record.title.as_ref() != Some(title)

@@ -44,9 +44,12 @@ const EVENT_QUEUE: usize = 64;
 pub(crate) async fn spawn(
     core: &Arc<Core>,
     ctx: &CallContext,
-    request: Spawn,
+    mut request: Spawn,
     variant: Option<(String, u32)>,
 ) -> Result<AgentRecord, ApiError> {
+    request.max_cost_usd = request
+        .max_cost_usd
+        .or(core.settings.config.budget.max_cost_usd);
     let caller = ctx.principal.terminal();
     let (environment, lead) = environment_and_lead(ctx, &request)?;
     core.check_environment(&environment)?;
@@ -418,6 +421,8 @@ fn agent_record(
         state_since: now,
         rev: 0,
         usage: None,
+        tokens: None,
+        max_cost_usd: request.max_cost_usd,
         hook_problem: None,
     }
 }

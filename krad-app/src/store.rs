@@ -85,6 +85,12 @@ pub struct Entry {
     /// How many Reports it made: a Send that began before a Report does not
     /// overwrite the state that Report set.
     pub reports: u64,
+    /// The files where its CLI records its model calls, as its hooks named
+    /// them ([`crate::tokens`] reads them).
+    pub transcripts: Vec<PathBuf>,
+    /// The user went on past its cost limit (sent to it while it was held):
+    /// not stopped again until a limit is set anew ([`crate::budget`]).
+    pub budget_waived: bool,
     /// `record` as JSON, rebuilt at every change of it.
     json: RecordJson,
     watch: watch::Sender<AgentRecord>,
@@ -537,6 +543,8 @@ impl Store {
                 dialog_seen: false,
                 permission_asks: 0,
                 reports: 0,
+                transcripts: Vec::new(),
+                budget_waived: false,
                 token_file,
             },
         );
@@ -737,6 +745,17 @@ pub fn set_state(
     source: StateSource,
     message: Option<String>,
 ) -> bool {
+    // Stopped at its cost limit: held until the limit is raised (Budget),
+    // the user types to it, or it exits (crate::budget).
+    let held = record.state == AgentState::Asking && record.state_source == StateSource::Budget;
+    if held
+        && !matches!(
+            source,
+            StateSource::Input | StateSource::Process | StateSource::Budget
+        )
+    {
+        return false;
+    }
     let mut changed = false;
     let new_state = record.state != state;
     if new_state || record.state_source != source {
@@ -764,6 +783,8 @@ pub fn set_state(
 #[path = "store_changes.rs"]
 mod changes;
 
+#[path = "store_tokens.rs"]
+mod tokens;
 #[path = "store_usage.rs"]
 mod usage;
 

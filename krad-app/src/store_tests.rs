@@ -72,6 +72,8 @@ fn record() -> AgentRecord {
         state_since: "2026-12-02T00:00:00.000Z".into(),
         rev: 0,
         usage: None,
+        tokens: None,
+        max_cost_usd: None,
         hook_problem: None,
     }
 }

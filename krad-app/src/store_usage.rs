@@ -4,7 +4,7 @@
 //! disk, since a sample is not a change of the agent (docs/agents.md, "What
 //! agents cost").
 
-use krad_bus::protocol::{AgentState, RecordJson, Usage};
+use krad_bus::protocol::{AgentRecord, AgentState, RecordJson, Usage};
 
 use super::Store;
 
@@ -32,21 +32,32 @@ impl Store {
     /// Writes each sample into its terminal's record. Waiters are not woken,
     /// and List's kept answer is spliced again at its next call.
     pub fn set_usage(&self, samples: impl IntoIterator<Item = (u64, Usage)>) {
+        self.write_in_place(samples, |record| &mut record.usage);
+    }
+
+    /// Writes each value into its terminal's record at `field`, and into its
+    /// JSON, without a new rev: waiters are not woken, and List's kept answer
+    /// is spliced again at its next call.
+    pub(super) fn write_in_place<T: Clone + PartialEq>(
+        &self,
+        values: impl IntoIterator<Item = (u64, T)>,
+        field: fn(&mut AgentRecord) -> &mut Option<T>,
+    ) {
         let mut inner = self.lock();
         let mut changed = false;
-        for (id, usage) in samples {
+        for (id, value) in values {
             let Some(entry) = inner.agents.get_mut(&id) else {
                 continue;
             };
-            let usage = Some(usage);
-            if entry.record.usage == usage {
+            let value = Some(value);
+            if *field(&mut entry.record) == value {
                 continue;
             }
-            entry.record.usage = usage.clone();
+            *field(&mut entry.record) = value.clone();
             entry.json = RecordJson::of(&entry.record);
             // The watched copy too, silently: waiters wait for changes.
             entry.watch.send_if_modified(|watched| {
-                watched.usage = usage;
+                *field(watched) = value;
                 false
             });
             changed = true;

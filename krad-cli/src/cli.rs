@@ -78,6 +78,7 @@ impl Cli {
             Command::Net(args) => net::run(args, &connect, json),
             Command::Close(args) => close::run(args, &connect, json),
             Command::Rename(args) => rename::run(args, &connect, json),
+            Command::Budget(args) => budget::run(args, &connect, json),
             Command::Subscribe(args) => subscribe::run(args, &connect, json),
             Command::Watch(args) => watch::run(args, &connect, json),
             Command::Top(args) => top::run(args, &connect, json),
@@ -135,11 +136,13 @@ pub enum Command {
     Close(commands::close::CloseArgs),
     /// Give a terminal a new name, or take its name away (Rename).
     Rename(commands::rename::RenameArgs),
+    /// Set what an agent's (or a variant group's) model calls may cost (Budget).
+    Budget(commands::budget::BudgetArgs),
     /// Print every change to the agents as JSON lines (SubscribeAgents).
     Subscribe(commands::subscribe::SubscribeArgs),
     /// Show a live table of the agents (SubscribeAgents).
     Watch(commands::watch::WatchArgs),
-    /// Show the agents by the CPU and memory they use, live (List).
+    /// Show the agents by the CPU, memory and cost they use, live (List).
     Top(commands::top::TopArgs),
     /// List the environments: main and the worktrees.
     Envs(commands::envs::EnvsArgs),

@@ -160,6 +160,21 @@ impl<'a> Agent<'a> {
             .map_or_else(|| "-".to_owned(), |u| bytes(u.rss_bytes))
     }
 
+    /// The COST cell: what its model calls cost (`$0.0123`), `?` when a
+    /// model used has no price, `-` before its hooks named its files.
+    pub fn cost_cell(&self) -> String {
+        cost(self.0.tokens.as_ref())
+    }
+
+    /// The TOKENS cell: every token its model calls used, input (cached or
+    /// not) and output (`12.3k`), or `-`.
+    pub fn tokens_cell(&self) -> String {
+        self.0.tokens.as_ref().map_or_else(
+            || "-".to_owned(),
+            |t| count(t.input + t.output + t.cache_write + t.cache_read),
+        )
+    }
+
     /// `4 fix-login idle (hook) — <message>`.
     pub fn summary_line(&self) -> String {
         let mut line = self.id();
@@ -349,6 +364,25 @@ pub(crate) fn test_record(fields: serde_json::Value) -> AgentRecord {
         record.extend(fields.clone());
     }
     serde_json::from_value(record).expect("a whole record")
+}
+
+/// A COST cell: `$0.0123`, `?` without a price, `-` without tokens.
+pub fn cost(tokens: Option<&krad_bus::protocol::Tokens>) -> String {
+    match tokens {
+        None => "-".to_owned(),
+        Some(tokens) => tokens
+            .cost_usd
+            .map_or_else(|| "?".to_owned(), |c| c.to_string()),
+    }
+}
+
+/// A count, short: `950`, `12.3k`, `4.5M`.
+pub fn count(n: u64) -> String {
+    match n {
+        0..1000 => n.to_string(),
+        1000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod cli;
 mod cli_agents;
 mod code;
 mod collie;
+mod cost;
 mod crash;
 mod doctor;
 mod durable;

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use krad_bus::protocol::{EnvironmentInfo, EnvironmentKind, EnvironmentStatus, PortInUse};
+use krad_bus::protocol::{EnvironmentInfo, EnvironmentKind, EnvironmentStatus, PortInUse, Tokens};
 
 use super::directory_gone;
 use crate::git::Git;
@@ -37,7 +37,14 @@ pub(crate) async fn main_info(core: &Core) -> EnvironmentInfo {
         created_at: None,
         disk_bytes: disk.as_ref().map(|d| d.bytes),
         disk_measured_at: disk.map(|d| d.at),
+        tokens: tokens_of(core, MAIN),
     }
+}
+
+/// The tokens of an environment's terminals together.
+fn tokens_of(core: &Core, environment: &str) -> Option<Tokens> {
+    let records = core.store.list(Some(environment));
+    Tokens::sum(records.iter().filter_map(|r| r.tokens.as_ref()))
 }
 
 /// What Environments shows of a worktree.
@@ -120,5 +127,6 @@ fn info_with(
         created_at: super::disk::created_at(record),
         disk_bytes: disk.as_ref().map(|d| d.bytes),
         disk_measured_at: disk.map(|d| d.at),
+        tokens: tokens_of(core, &record.name),
     }
 }

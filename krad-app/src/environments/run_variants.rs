@@ -34,6 +34,7 @@ pub(crate) async fn run(
     };
     names_are_free(core, &group, request.count)?;
     crate::limits::may_start(core, request.count as usize)?;
+    crate::budget::set_group_limit(core, &group, request.max_group_cost_usd);
     let host = environments::host(core, request.host.as_deref())?;
     let (base_commit, base_environment) =
         environments::resolve_base(core, request.base.as_deref(), host.as_ref()).await?;
@@ -232,6 +233,7 @@ async fn start_variant(
         prompt: Some(plan.request.prompt.clone()),
         name: Some(format!("{group} #{n}")),
         sandbox: plan.request.sandbox,
+        max_cost_usd: plan.request.max_cost_usd,
         ..Spawn::default()
     };
     let agent = spawning::spawn(core, ctx, spawn_request, Some((group.clone(), n))).await?;

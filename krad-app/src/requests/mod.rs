@@ -9,6 +9,7 @@ pub mod archives;
 pub mod ask;
 pub mod asks;
 pub mod attach;
+pub mod budget;
 pub mod changes;
 pub mod check;
 pub mod close;

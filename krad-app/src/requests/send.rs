@@ -18,6 +18,8 @@ impl Handle<Send> for EmbeddedApp {
         };
         let record = watch.borrow_and_update().clone();
         may_act_on(&ctx.principal, RequestKind::Send, &record)?;
+        // Sending to an agent its cost limit stopped is going on past it.
+        crate::budget::answered(core, id);
         crate::limits::may_send(core, record.state)?;
         sending::send(core, ctx, request, watch).await
     }

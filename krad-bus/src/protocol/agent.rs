@@ -61,6 +61,9 @@ pub enum StateSource {
     Quiet,
     /// Keystrokes were sent to an agent that was asking.
     Input,
+    /// Its model calls reached their cost limit: it was interrupted and is
+    /// `asking` until the limit is raised (Budget) or the user sends to it.
+    Budget,
     /// A value this build does not know, from a newer app: shown, never acted on.
     #[serde(other)]
     Other,
@@ -75,6 +78,7 @@ impl StateSource {
             StateSource::Screen => "screen",
             StateSource::Quiet => "quiet",
             StateSource::Input => "input",
+            StateSource::Budget => "budget",
             StateSource::Other => "?",
         }
     }
@@ -140,6 +144,15 @@ pub struct AgentRecord {
     /// without tmux; an exited terminal keeps its last sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The tokens its model calls used and their cost, from the agent's own
+    /// files (Claude Code, Codex), read every 2 s and written without a new
+    /// rev; absent until the agent's hooks named its files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<super::Tokens>,
+    /// What its model calls may cost, in US dollars (Spawn's `max_cost_usd`,
+    /// the config's `[budget]`); absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<super::Dollars>,
     /// What krad saw of the agent's hooks not running (Codex skips a hook it
     /// does not trust without a word: its approvals then are not asks); absent
     /// while they run as they should. `krad doctor` lists them.

@@ -203,6 +203,8 @@ mod tests {
             state_since: "2026-12-01T00:00:01.000Z".into(),
             rev: 57 + terminal,
             usage: None,
+            tokens: None,
+            max_cost_usd: None,
             hook_problem: None,
         }
     }

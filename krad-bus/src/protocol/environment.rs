@@ -100,6 +100,11 @@ pub struct EnvironmentInfo {
     /// When `disk_bytes` was measured (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_measured_at: Option<String>,
+    /// The tokens and cost of its terminals' model calls together (those
+    /// still listed); absent when none has any. A variant group's total is
+    /// the sum over its variants' environments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<super::Tokens>,
 }
 
 /// A port of an environment's block that another program holds.

@@ -14,6 +14,7 @@ mod host;
 pub mod keys;
 mod response;
 mod stream;
+mod tokens;
 
 pub use agent::{AgentRecord, AgentState, StateSource, Tenths, Usage};
 pub use answer::{Streamed, TypedAnswer, Waited};
@@ -36,6 +37,7 @@ pub use extension::{CodeResultInfo, ExtensionInfo, ExtensionState, ToolInfo, Too
 pub use host::{HostStatus, LinkState};
 pub use response::{Decoded, OutputInfo, Response, SentInfo};
 pub use stream::{HeartbeatInfo, RemovedInfo, SnapshotInfo, StreamMessage};
+pub use tokens::{Dollars, Tokens};
 
 /// The build of this crate, reported by Hello and in api.json.
 pub const BUILD: &str = env!("CARGO_PKG_VERSION");

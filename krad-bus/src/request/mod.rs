@@ -13,6 +13,7 @@ pub mod archives;
 pub mod ask;
 pub mod asks;
 pub mod attach;
+pub mod budget;
 pub mod changes;
 pub mod check;
 pub mod close;
@@ -133,6 +134,7 @@ macro_rules! for_each_request {
             Output(output) by app,
             Close(close) by app,
             Rename(rename) by app,
+            Budget(budget) by app,
             Report(report) by app,
             SubscribeAgents(subscribe_agents) by stream,
             Attach(attach) by attach,

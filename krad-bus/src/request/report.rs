@@ -51,6 +51,11 @@ pub struct Report {
     /// `thread-id`), so that a closed conversation can be resumed. A krad addition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// The file where the agent's CLI records its model calls (Claude Code's
+    /// transcript, Codex's rollout file): an absolute path to a `.jsonl`
+    /// file, which the app reads for the agent's tokens. A krad addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
 }
 
 impl Call for Report {
@@ -60,6 +65,14 @@ impl Call for Report {
     type Answer = ();
 
     fn validate(&self) -> Result<(), ApiError> {
+        if let Some(path) = &self.transcript
+            && (!path.starts_with('/') || !path.ends_with(".jsonl") || path.len() > 4096)
+        {
+            return Err(Self::KIND.invalid(
+                "transcript",
+                "a transcript is an absolute path to a .jsonl file (at most 4096 bytes)",
+            ));
+        }
         match &self.session {
             Some(session)
                 if session.is_empty()

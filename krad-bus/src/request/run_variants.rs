@@ -42,6 +42,15 @@ pub struct RunVariants {
     /// `true`: every variant runs in a sandbox (see Spawn's `sandbox`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<bool>,
+    /// What each variant's model calls may cost, in US dollars (Spawn's
+    /// `max_cost_usd`). A krad addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<crate::protocol::Dollars>,
+    /// What the whole group's may cost, in US dollars (over the config's
+    /// `[budget] max_group_cost_usd`): reached, every variant still running
+    /// is interrupted and shown `asking` (Budget raises it). A krad addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_group_cost_usd: Option<crate::protocol::Dollars>,
 }
 
 impl Call for RunVariants {

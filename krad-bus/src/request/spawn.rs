@@ -54,6 +54,11 @@ pub struct Spawn {
     /// request can only tighten it: `false` is the config's choice).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<bool>,
+    /// What its model calls may cost, in US dollars (over the config's
+    /// `[budget] max_cost_usd`): reached, the agent is interrupted and shown
+    /// `asking` until the limit is raised (Budget). A krad addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<crate::protocol::Dollars>,
 }
 
 impl Call for Spawn {

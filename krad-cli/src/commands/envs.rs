@@ -13,11 +13,14 @@ use crate::render::{self, Column};
 #[command(after_help = "\
 DISK is the environment's disk use as the app last measured it (in the background, every \
 60 s by default and soon after an environment is created or closed; `[environments] \
-disk_refresh_secs`), `?` until measured. AGE is the time since it was created.
+disk_refresh_secs`), `?` until measured. AGE is the time since it was created. COST is \
+what its agents' model calls cost together (`krad ls`'s COST); each variant group's total \
+follows the table.
 
 Examples:
   krad envs
   krad envs --json | jq '.Environments[] | {name, disk_bytes, created_at}'
+  krad envs --json | jq '.Environments[] | {name, cost: .tokens.cost_usd}'
   krad gc --merged --dry-run        what could go, and what it would free")]
 pub struct EnvsArgs {}
 
@@ -49,6 +52,7 @@ fn envs_table(envs: &[EnvironmentInfo], width: usize) -> Vec<String> {
                 group,
                 terminals.join(","),
                 env.disk_bytes.map_or_else(|| "?".to_owned(), render::bytes),
+                render::cost(env.tokens.as_ref()),
                 env.created_at
                     .as_deref()
                     .and_then(|at| render::elapsed(at, now))
@@ -67,11 +71,40 @@ fn envs_table(envs: &[EnvironmentInfo], width: usize) -> Vec<String> {
         Column::new("GROUP", 5, 20),
         Column::new("TERMINALS", 9, 16),
         Column::new("DISK", 4, 10),
+        Column::new("COST", 4, 9),
         Column::new("AGE", 3, 5),
         Column::new("PORTS", 5, 60),
         Column::new("PATH", 4, 200),
     ];
-    render::table(&columns, &rows, width)
+    let mut lines = render::table(&columns, &rows, width);
+    lines.extend(group_totals(envs));
+    lines
+}
+
+/// `group login: $0.0400 over 3 variants`, for each variant group, by name.
+fn group_totals(envs: &[EnvironmentInfo]) -> Vec<String> {
+    let mut groups: std::collections::BTreeMap<&str, Vec<&EnvironmentInfo>> = Default::default();
+    for env in envs {
+        if let Some(group) = &env.group {
+            groups.entry(group).or_default().push(env);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(group, variants)| {
+            let total =
+                krad_bus::protocol::Tokens::sum(variants.iter().filter_map(|e| e.tokens.as_ref()));
+            let tokens = total
+                .as_ref()
+                .map_or(0, |t| t.input + t.output + t.cache_write + t.cache_read);
+            format!(
+                "group {group}: {} ({} tokens) over {} variants",
+                render::cost(total.as_ref()),
+                render::count(tokens),
+                variants.len()
+            )
+        })
+        .collect()
 }
 
 /// An environment's ports, with those another program holds marked `in use`.

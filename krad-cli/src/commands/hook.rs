@@ -199,6 +199,13 @@ pub fn decision(always: Option<&Value>, answered: &AnsweredInfo) -> Option<Value
     }))
 }
 
+/// A CLI's file of its model calls, as Report takes it (an absolute path
+/// to a `.jsonl` file); `None` for anything else.
+fn transcript(path: Option<&str>) -> Option<String> {
+    path.filter(|p| p.starts_with('/') && p.ends_with(".jsonl") && p.len() <= 4096)
+        .map(str::to_owned)
+}
+
 fn cut(mut message: String) -> String {
     if message.len() > MAX_MESSAGE {
         let mut end = MAX_MESSAGE;

@@ -16,7 +16,9 @@ use crate::render::{self, Agent, Column};
     after_help = "SINCE is how long the agent has been in its STATE; SOURCE says where the \
 state came from (hook, process, screen, quiet, input). CPU (percent of one core) and MEM \
 (resident memory) are those of the agent's whole process tree, sampled every 2 s (`-` \
-before the first sample, and on SSH hosts without tmux); `krad top` follows them live.\n\n\
+before the first sample, and on SSH hosts without tmux); `krad top` follows them live. \
+COST is what the agent's model calls cost at the config's prices, from its CLI's own files \
+(Claude Code, Codex): `?` for a model without a price, `-` for an agent without such files.\n\n\
 Examples:\n  krad ls\n  krad ls --env feat-x\n  krad ls --json | jq '.Agents[] | select(.state == \"idle\") | .terminal'"
 )]
 pub struct LsArgs {
@@ -26,7 +28,7 @@ pub struct LsArgs {
 }
 
 /// The table's columns; MESSAGE takes the width that is left.
-const COLUMNS: [Column; 10] = [
+const COLUMNS: [Column; 11] = [
     Column::new("ID", 2, 8),
     Column::new("NAME", 4, 24),
     Column::new("ENV", 3, 16),
@@ -36,6 +38,7 @@ const COLUMNS: [Column; 10] = [
     Column::new("SINCE", 5, 5),
     Column::new("CPU", 3, 7),
     Column::new("MEM", 3, 10),
+    Column::new("COST", 4, 9),
     Column::new("MESSAGE", 0, usize::MAX),
 ];
 
@@ -66,7 +69,12 @@ fn agents_table(agents: &[AgentRecord], now: SystemTime, width: usize) -> Vec<St
             let agent = Agent(record);
             let mut row = agent.row(now, true);
             let message = row.pop().unwrap_or_default();
-            row.extend([agent.cpu_cell(), agent.memory_cell(), message]);
+            row.extend([
+                agent.cpu_cell(),
+                agent.memory_cell(),
+                agent.cost_cell(),
+                message,
+            ]);
             row
         })
         .collect();
@@ -85,17 +93,21 @@ mod tests {
             "name":"fix-login","profile":"claude","state":"idle","state_source":"hook",
             "message":"All 48 tests pass.\nDone.","state_since":"2020-01-01T00:00:00Z","rev":57}));
         let bare = render::test_record(json!({"terminal":5,
-            "usage":{"cpu_percent":12.5,"rss_bytes":3_145_728,"processes":2,"sampled_at":"x"}}));
-        let lines = agents_table(&[full, bare], SystemTime::now(), 100);
+            "usage":{"cpu_percent":12.5,"rss_bytes":3_145_728,"processes":2,"sampled_at":"x"},
+            "tokens":{"input":1,"output":2,"cache_write":0,"cache_read":0,"model":"m",
+                "cost_usd":0.0123,"cost_unknown":null}}));
+        let lines = agents_table(&[full, bare], SystemTime::now(), 120);
         assert_eq!(lines.len(), 3);
         assert!(lines[0].starts_with("ID  NAME"), "{lines:#?}");
         assert!(lines[1].contains("fix-login") && lines[1].contains("All 48 tests pass. Done."));
         assert!(lines[2].starts_with("5   -"), "{lines:#?}");
         assert!(
-            lines[2].contains("12.5%") && lines[2].contains("3.0 MiB"),
+            lines[2].contains("12.5%")
+                && lines[2].contains("3.0 MiB")
+                && lines[2].contains("$0.0123"),
             "{lines:#?}"
         );
-        assert!(lines.iter().all(|l| l.chars().count() <= 100));
+        assert!(lines.iter().all(|l| l.chars().count() <= 120));
         assert_eq!(agents_table(&[], SystemTime::now(), 100), vec!["no agents"]);
     }
 
@@ -115,7 +127,7 @@ mod tests {
         assert_eq!(
             cells,
             [
-                "7", "dreamer", "main", "claude", "?", "?", "12s", "-", "-", "zzz"
+                "7", "dreamer", "main", "claude", "?", "?", "12s", "-", "-", "-", "zzz"
             ],
             "{lines:#?}"
         );

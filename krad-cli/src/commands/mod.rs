@@ -5,6 +5,7 @@ pub mod api;
 pub mod archive;
 pub mod asks;
 pub mod attach;
+pub mod budget;
 pub mod changes;
 pub mod check;
 pub mod close;

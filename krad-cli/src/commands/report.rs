@@ -54,6 +54,7 @@ pub fn run(args: ReportArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resul
         message: args.message,
         title: args.title,
         session: None,
+        transcript: None,
     };
     let reply = AppConnection::find(connect)?.send(report, None)?;
     print::emit(json, &reply, |()| {});

@@ -22,7 +22,8 @@ Examples:
   krad spawn --profile claude --name fix-login --prompt 'fix the login bug'
   git diff | krad spawn --profile codex --prompt -
   krad spawn --profile exec --env feat-x --var RUST_LOG=debug -- make test
-  krad spawn --profile claude --env feat-x --sandbox --prompt 'refactor the parser'")]
+  krad spawn --profile claude --env feat-x --sandbox --prompt 'refactor the parser'
+  krad spawn --profile claude --max-cost 2.50 --prompt 'port the tests'")]
 pub struct SpawnArgs {
     /// How to start the agent (shell, exec, claude, codex, or one from the config; default: the config's).
     #[arg(long, value_name = "P")]
@@ -49,6 +50,10 @@ pub struct SpawnArgs {
     /// private HOME; see docs/sandbox.md.
     #[arg(long)]
     pub sandbox: bool,
+    /// What its model calls may cost, in US dollars: reached, it is
+    /// interrupted and shown asking (`krad budget` raises it).
+    #[arg(long, value_name = "USD", value_parser = super::budget::dollars)]
+    pub max_cost: Option<krad_bus::protocol::Dollars>,
     /// The task for the agent; - reads it from stdin.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub prompt: Option<String>,
@@ -74,6 +79,7 @@ pub fn run(args: SpawnArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         cols: args.cols,
         rows: args.rows,
         sandbox: args.sandbox.then_some(true),
+        max_cost_usd: args.max_cost,
     };
     let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |record| print::line(&spawned_line(record)));

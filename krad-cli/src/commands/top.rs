@@ -19,13 +19,16 @@ use crate::render::{self, Agent, Column};
 CPU is in percent of one core (above 100% when an agent keeps several cores busy), MEM \
 the resident memory of its processes (the program and every process below it), PROCS \
 how many there are; the app samples them every 2 s, off its request path. Agents on SSH \
-hosts without tmux show `-`. On a terminal the table is redrawn in place every 2 s; piped, a table is \
+hosts without tmux show `-`. TOKENS and COST are those of the agent's model calls, read \
+from its CLI's own files (Claude Code, Codex) every 2 s and priced from the config \
+(`?`: a model without a price). On a terminal the table is redrawn in place every 2 s; piped, a table is \
 printed every 2 s, tables separated by a blank line. With --json, each refresh is List's \
 answer, one line. Ends when the app stops.
 
 Examples:
   krad top
   krad top --sort mem --limit 10
+  krad top --sort cost --once
   krad top --once --json | jq '.Agents[] | {terminal, usage}'")]
 pub struct TopArgs {
     /// Only the agents of this environment.
@@ -49,13 +52,15 @@ pub enum SortBy {
     Cpu,
     /// Resident memory, largest first.
     Mem,
+    /// What the model calls cost, dearest first.
+    Cost,
 }
 
 /// How often the table is refreshed: the app's sampling period.
 const REFRESH: Duration = Duration::from_secs(2);
 
 /// The table's columns; MESSAGE takes the width that is left.
-const COLUMNS: [Column; 8] = [
+const COLUMNS: [Column; 10] = [
     Column::new("ID", 2, 8),
     Column::new("NAME", 4, 24),
     Column::new("ENV", 3, 16),
@@ -63,6 +68,8 @@ const COLUMNS: [Column; 8] = [
     Column::new("CPU", 3, 7),
     Column::new("MEM", 3, 10),
     Column::new("PROCS", 5, 5),
+    Column::new("TOKENS", 6, 7),
+    Column::new("COST", 4, 9),
     Column::new("MESSAGE", 0, usize::MAX),
 ];
 
@@ -119,6 +126,11 @@ fn header(agents: &[AgentRecord], sort: SortBy) -> String {
         .filter_map(|a| a.usage.as_ref())
         .map(|u| u.rss_bytes)
         .sum();
+    let cost: u64 = agents
+        .iter()
+        .filter_map(|a| a.tokens.as_ref()?.cost_usd)
+        .map(|c| c.0)
+        .sum();
     let count = match agents.len() {
         1 => "1 agent".to_owned(),
         n => format!("{n} agents"),
@@ -126,10 +138,12 @@ fn header(agents: &[AgentRecord], sort: SortBy) -> String {
     let by = match sort {
         SortBy::Cpu => "cpu",
         SortBy::Mem => "mem",
+        SortBy::Cost => "cost",
     };
     format!(
-        "krad top: {count} — {cpu:.1}% CPU, {} — by {by} — Ctrl-C to quit",
-        render::bytes(memory)
+        "krad top: {count} — {cpu:.1}% CPU, {}, {} — by {by} — Ctrl-C to quit",
+        render::bytes(memory),
+        krad_bus::protocol::Dollars(cost)
     )
 }
 
@@ -145,11 +159,12 @@ fn top_table(
         return vec!["no agents".to_owned()];
     }
     let mut sorted: Vec<&AgentRecord> = agents.iter().collect();
-    let weight = |a: &AgentRecord| {
-        a.usage.as_ref().map(|u| match sort {
-            SortBy::Cpu => (u64::from(u.cpu_percent.0), u.rss_bytes),
+    let weight = |a: &AgentRecord| match sort {
+        SortBy::Cost => a.tokens.as_ref().and_then(|t| t.cost_usd).map(|c| (c.0, 0)),
+        _ => a.usage.as_ref().map(|u| match sort {
             SortBy::Mem => (u.rss_bytes, u64::from(u.cpu_percent.0)),
-        })
+            _ => (u64::from(u.cpu_percent.0), u.rss_bytes),
+        }),
     };
     sorted.sort_by(|a, b| weight(b).cmp(&weight(a)).then(a.terminal.cmp(&b.terminal)));
     let rows: Vec<Vec<String>> = sorted
@@ -170,6 +185,8 @@ fn top_table(
                     .usage
                     .as_ref()
                     .map_or_else(|| "-".to_owned(), |u| u.processes.to_string()),
+                agent.tokens_cell(),
+                agent.cost_cell(),
                 agent.message_cell(),
             ]
         })
@@ -217,7 +234,7 @@ mod tests {
         assert_eq!(top_table(&[], SortBy::Cpu, None, 100), ["no agents"]);
         let header = header(&agents, SortBy::Mem);
         assert!(
-            header.contains("3 agents — 85.5% CPU, 910.0 MiB — by mem"),
+            header.contains("3 agents — 85.5% CPU, 910.0 MiB, $0.0000 — by mem"),
             "{header}"
         );
     }

@@ -47,6 +47,12 @@ pub enum VariantsCommand {
         /// Run every variant in a sandbox (see `krad spawn --sandbox`).
         #[arg(long)]
         sandbox: bool,
+        /// What each variant's model calls may cost, in US dollars.
+        #[arg(long, value_name = "USD", value_parser = super::budget::dollars)]
+        max_cost: Option<krad_bus::protocol::Dollars>,
+        /// What the whole group's may cost, in US dollars (`krad budget --group` raises it).
+        #[arg(long, value_name = "USD", value_parser = super::budget::dollars)]
+        max_group_cost: Option<krad_bus::protocol::Dollars>,
         /// Make the request at most once with this id (safe to retry).
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
@@ -110,6 +116,8 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
             base,
             host,
             sandbox,
+            max_cost,
+            max_group_cost,
             request_id,
             command,
         } => {
@@ -131,6 +139,8 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
                 name,
                 host,
                 sandbox: sandbox.then_some(true),
+                max_cost_usd: max_cost,
+                max_group_cost_usd: max_group_cost,
             };
             let reply = bus.send(request, request_id.as_deref())?;
             print::emit(json, &reply, |variants| {

@@ -54,6 +54,47 @@ impl Turn {
     }
 }
 
+/// The tokens the double says a main request used: distinct for each (its
+/// number `n` from 1), so that a sum shows which were counted. Anthropic's
+/// `input` excludes the cache's; OpenAI's includes `cached`. Side requests
+/// (titles) say [`SIDE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SentUsage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_write: u64,
+    pub cache_read: u64,
+}
+
+impl SentUsage {
+    /// What main request `n` (from 1) is told it used.
+    pub fn of(api_openai: bool, n: u64) -> SentUsage {
+        if api_openai {
+            SentUsage {
+                input: 2000 + 10 * n,
+                output: 60 + n,
+                cache_write: 0,
+                cache_read: 500 + n,
+            }
+        } else {
+            SentUsage {
+                input: 1000 + 10 * n,
+                output: 40 + n,
+                cache_write: 200 + n,
+                cache_read: 300 + n,
+            }
+        }
+    }
+}
+
+/// What side requests are told they used.
+pub const SIDE: SentUsage = SentUsage {
+    input: 7,
+    output: 3,
+    cache_write: 0,
+    cache_read: 0,
+};
+
 /// Which API a request speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Api {
@@ -411,6 +452,10 @@ fn answer_inner(
         .as_str()
         .unwrap_or("double")
         .to_owned();
+    let usage = match *index {
+        Some(i) => SentUsage::of(api == Api::OpenAi, i as u64 + 1),
+        None => SIDE,
+    };
     let turn = turn.unwrap_or_else(|| {
         // Side requests that want JSON (both CLIs' title generation) get a title.
         let format = &request.body["output_config"]["format"];
@@ -441,8 +486,8 @@ fn answer_inner(
     }
     if request.body["stream"] != true {
         let body = match api {
-            Api::Anthropic => anthropic_message(&turn, &model, id),
-            Api::OpenAi => openai_response(&turn, &model, id, "completed"),
+            Api::Anthropic => anthropic_message(&turn, &model, id, usage),
+            Api::OpenAi => openai_response(&turn, &model, id, "completed", usage),
         };
         return json_answer(stream, 200, &body);
     }
@@ -457,8 +502,8 @@ fn answer_inner(
         last_write: None,
     };
     let _ = match api {
-        Api::Anthropic => stream_anthropic(shared, &mut sse, &turn, &model, id),
-        Api::OpenAi => stream_openai(shared, &mut sse, &turn, &model, id),
+        Api::Anthropic => stream_anthropic(shared, &mut sse, &turn, &model, id, usage),
+        Api::OpenAi => stream_openai(shared, &mut sse, &turn, &model, id, usage),
     };
     *last_write = sse.last_write.or(*last_write);
     false
@@ -581,9 +626,11 @@ impl Sse<'_> {
     }
 }
 
-fn usage_anthropic(output: u64) -> Value {
-    json!({"input_tokens": 42, "output_tokens": output, "cache_creation_input_tokens": 0,
-           "cache_read_input_tokens": 0})
+/// Anthropic's usage object: `output` tokens so far.
+fn usage_anthropic(usage: SentUsage, output: u64) -> Value {
+    json!({"input_tokens": usage.input, "output_tokens": output,
+           "cache_creation_input_tokens": usage.cache_write,
+           "cache_read_input_tokens": usage.cache_read})
 }
 
 /// The blocks of an Anthropic answer for a (non-error) turn.
@@ -602,11 +649,11 @@ fn anthropic_blocks(turn: &Turn, id: u64) -> (Vec<Value>, &'static str) {
     }
 }
 
-fn anthropic_message(turn: &Turn, model: &str, id: u64) -> Value {
+fn anthropic_message(turn: &Turn, model: &str, id: u64, usage: SentUsage) -> Value {
     let (content, stop) = anthropic_blocks(turn, id);
     json!({"id": format!("msg_double{id}"), "type": "message", "role": "assistant", "model": model,
            "content": content, "stop_reason": stop, "stop_sequence": null,
-           "usage": usage_anthropic(5)})
+           "usage": usage_anthropic(usage, usage.output)})
 }
 
 fn stream_anthropic(
@@ -615,10 +662,11 @@ fn stream_anthropic(
     turn: &Turn,
     model: &str,
     id: u64,
+    usage: SentUsage,
 ) -> std::io::Result<()> {
     sse.event(json!({"type": "message_start", "message": {
         "id": format!("msg_double{id}"), "type": "message", "role": "assistant", "model": model,
-        "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage_anthropic(1)}}))?;
+        "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage_anthropic(usage, 1)}}))?;
     if let Turn::Hang = turn {
         return sse.hang(shared);
     }
@@ -649,7 +697,7 @@ fn stream_anthropic(
     }
     sse.event(
         json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
-        "usage": {"output_tokens": 5}}),
+        "usage": usage_anthropic(usage, usage.output)}),
     )?;
     sse.event(json!({"type": "message_stop"}))
 }
@@ -669,7 +717,7 @@ fn openai_item(turn: &Turn, id: u64, status: &str) -> Value {
     }
 }
 
-fn openai_response(turn: &Turn, model: &str, id: u64, status: &str) -> Value {
+fn openai_response(turn: &Turn, model: &str, id: u64, status: &str, usage: SentUsage) -> Value {
     let output = if status == "completed" {
         vec![openai_item(turn, id, "completed")]
     } else {
@@ -677,9 +725,11 @@ fn openai_response(turn: &Turn, model: &str, id: u64, status: &str) -> Value {
     };
     json!({"id": format!("resp_double{id}"), "object": "response", "created_at": 0, "status": status,
            "model": model, "output": output,
-           "usage": {"input_tokens": 42, "input_tokens_details": {"cached_tokens": 0},
-                     "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
-                     "total_tokens": 47}})
+           "usage": {"input_tokens": usage.input,
+                     "input_tokens_details": {"cached_tokens": usage.cache_read},
+                     "output_tokens": usage.output,
+                     "output_tokens_details": {"reasoning_tokens": 0},
+                     "total_tokens": usage.input + usage.output}})
 }
 
 fn stream_openai(
@@ -688,8 +738,10 @@ fn stream_openai(
     turn: &Turn,
     model: &str,
     id: u64,
+    usage: SentUsage,
 ) -> std::io::Result<()> {
-    sse.event(json!({"type": "response.created", "response": openai_response(turn, model, id, "in_progress")}))?;
+    sse.event(json!({"type": "response.created",
+        "response": openai_response(turn, model, id, "in_progress", usage)}))?;
     if let Turn::Hang = turn {
         return sse.hang(shared);
     }
@@ -717,5 +769,6 @@ fn stream_openai(
         json!({"type": "response.output_item.done", "output_index": 0,
         "item": openai_item(turn, id, "completed")}),
     )?;
-    sse.event(json!({"type": "response.completed", "response": openai_response(turn, model, id, "completed")}))
+    sse.event(json!({"type": "response.completed",
+        "response": openai_response(turn, model, id, "completed", usage)}))
 }

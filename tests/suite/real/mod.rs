@@ -5,6 +5,7 @@
 
 mod claude;
 mod codex;
+mod cost;
 mod double;
 mod sandboxed;
 mod screens;
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-pub use double::{ModelDouble, Turn, last_user_text};
+pub use double::{ModelDouble, SentUsage, Turn, last_user_text};
 
 use crate::support::{App, Launch, git_repo};
 
@@ -207,6 +208,11 @@ impl RealApp {
             ))
         });
         (bed, socket)
+    }
+
+    /// Starts a double and an app set up for `cli`, with this config.
+    pub fn start_with_config(cli: Cli, config: &str) -> RealApp {
+        Self::start_configured(cli, |_| Some(config.to_owned()))
     }
 
     /// Starts a double and an app set up for `cli`, with the config `config`

@@ -121,6 +121,7 @@ async fn spawn(
         cols: None,
         rows: None,
         sandbox: None,
+        max_cost_usd: None,
     };
     let record = bus_request(core, request).await?;
     let asking = core.asks.has_open(record.terminal);

@@ -195,6 +195,7 @@ pub fn claude_report(event: &ClaudeEvent) -> Option<Report> {
         message: message.map(cut),
         title: None,
         session: event.session_id.clone(),
+        transcript: super::transcript(event.transcript_path.as_deref()),
     };
     let in_subagent = event.agent_id.is_some();
     match event.hook_event_name.as_str() {

@@ -81,7 +81,46 @@ pub fn codex_report(notification: &CodexNotification) -> Option<Report> {
         message: notification.last_assistant_message.clone().map(cut),
         title: None,
         session: notification.thread_id.clone(),
+        transcript: notification
+            .thread_id
+            .as_deref()
+            .and_then(rollout_file)
+            .and_then(|path| super::transcript(path.to_str())),
     })
+}
+
+/// The rollout file Codex keeps of thread `thread`:
+/// `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-THREAD.jsonl` (`CODEX_HOME`
+/// defaults to `~/.codex`), the newest days looked at first.
+fn rollout_file(thread: &str) -> Option<std::path::PathBuf> {
+    let home = std::env::var_os("CODEX_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".codex")))?;
+    let suffix = format!("-{thread}.jsonl");
+    let newest_first = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        entries.sort_unstable_by(|a, b| b.cmp(a));
+        entries
+    };
+    for year in newest_first(&home.join("sessions")) {
+        for month in newest_first(&year) {
+            for day in newest_first(&month) {
+                if let Some(file) = newest_first(&day).into_iter().find(|f| {
+                    f.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("rollout-") && n.ends_with(&suffix))
+                }) {
+                    return Some(file);
+                }
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

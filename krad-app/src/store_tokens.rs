@@ -1,0 +1,28 @@
+//! What the token reader ([`crate::tokens`]) reads from the store and writes
+//! into it: the files each terminal's hooks named, and each one's tokens,
+//! written into its record and JSON in place — without a new rev, a stream
+//! line or a write to disk, as the CPU and memory samples are
+//! (docs/agents.md, "What agents cost").
+
+use std::path::PathBuf;
+
+use krad_bus::protocol::Tokens;
+
+use super::Store;
+
+impl Store {
+    /// The terminals whose hooks named files of their model calls: id and files.
+    pub fn token_targets(&self) -> Vec<(u64, Vec<PathBuf>)> {
+        self.lock()
+            .agents
+            .values()
+            .filter(|e| e.record.host.is_none() && !e.transcripts.is_empty())
+            .map(|e| (e.record.terminal, e.transcripts.clone()))
+            .collect()
+    }
+
+    /// Writes each terminal's tokens into its record, without a new rev.
+    pub fn set_tokens(&self, tokens: impl IntoIterator<Item = (u64, Tokens)>) {
+        self.write_in_place(tokens, |record| &mut record.tokens);
+    }
+}
