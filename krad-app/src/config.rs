@@ -37,6 +37,10 @@
 //! max_terminals = 20      # live terminals
 //! max_working = 8         # agents working at once
 //! min_free_memory_mib = 2048
+//!
+//! [ui]                    # the page in a browser (docs/ui.md); on by default
+//! enabled = true
+//! port = 0                # on 127.0.0.1; 0: one the system picks
 //! ```
 
 use std::collections::BTreeMap;
@@ -307,6 +311,28 @@ pub struct Config {
     /// Which agents run contained (none by default).
     #[serde(default)]
     pub sandbox: SandboxConfig,
+    /// The page in a browser (on by default, docs/ui.md).
+    #[serde(default)]
+    pub ui: UiConfig,
+}
+
+/// `[ui]` in the config: the app's page on 127.0.0.1 (docs/ui.md).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UiConfig {
+    /// Whether the page is served (default: yes).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Its port on 127.0.0.1 (default 0: one the system picks).
+    #[serde(default)]
+    pub port: u16,
+}
+
+impl UiConfig {
+    /// Whether the page is served.
+    pub fn on(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
 }
 
 /// `[sandbox]` in the config: which agents run contained ([`crate::sandbox`]).
