@@ -11,11 +11,15 @@ const el = (tag, attrs = {}, ...children) => {
     else if (k === "dataset") Object.assign(node.dataset, v);
     else node.setAttribute(k, v);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child != null) node.append(child instanceof Node ? child : String(child));
   }
   return node;
 };
+
+// Replaces a node's children (arrays flattened, nulls left out).
+const put = (node, ...children) =>
+  node.replaceChildren(...children.flat(Infinity).filter((c) => c != null));
 
 // --- the socket -----------------------------------------------------------
 let socket;
@@ -102,6 +106,8 @@ function startBoard() {
     }
     renderBoard();
     loadAsks();
+    const known = new Set(environments.map((e) => e.name));
+    if ([...agents.values()].some((a) => !known.has(a.environment))) loadEnvironments();
   }, () => {});
 }
 function noteAgent(agent, live) {
@@ -129,7 +135,7 @@ function renderBoard() {
   const body = $("#agents");
   const rows = [...agents.values()].sort((a, b) =>
     (NEEDS_YOU[a.state] ?? 5) - (NEEDS_YOU[b.state] ?? 5) || a.terminal - b.terminal);
-  body.replaceChildren(...rows.map((a) => el("tr", {
+  put(body, ...rows.map((a) => el("tr", {
       class: a.state === "asking" ? "needs-you" : "", dataset: { terminal: a.terminal, state: a.state } },
     el("td", {}, a.terminal),
     el("td", {}, a.name || a.profile),
@@ -164,7 +170,7 @@ async function loadAsks() {
     const answer = await call({ Asks: {} });
     renderAsks(answer.Asks || []);
   } catch (e) {
-    $("#ask-cards").replaceChildren(el("p", { class: "error" }, e.message));
+    put($("#ask-cards"), el("p", { class: "error" }, e.message));
   } finally {
     asksLoading = false;
   }
@@ -172,7 +178,7 @@ async function loadAsks() {
 function renderAsks(asks) {
   $("#ask-count").textContent = asks.length ? `(${asks.length})` : "";
   $("#no-asks").hidden = asks.length > 0;
-  $("#ask-cards").replaceChildren(...asks.map((a) => {
+  put($("#ask-cards"), ...asks.map((a) => {
     const agent = agents.get(a.terminal);
     const text = el("textarea", { rows: 2, placeholder: "or answer in words" });
     const answer = async (value) => {
@@ -194,6 +200,7 @@ function renderAsks(asks) {
 
 // --- terminals ------------------------------------------------------------
 const terminals = new Map();
+window.kradTerminals = terminals; // for the browser test's measurements
 const b64encode = (text) => {
   const bytes = new TextEncoder().encode(text);
   let binary = "";
@@ -253,15 +260,27 @@ function detach(terminal) {
 
 // --- environments, changes, reviews, variants -------------------------------
 let environments = [];
+let envLoading = false, envAgain = false, groupsShown = "";
 async function loadEnvironments() {
+  if (envLoading) { envAgain = true; return; }
+  envLoading = true;
   try {
     const answer = await call("Environments");
     environments = answer.Environments || [];
-  } catch (e) { $("#env-list").replaceChildren(el("p", { class: "error" }, e.message)); return; }
-  $("#env-list").replaceChildren(...environments.map((env) =>
+  } catch (e) {
+    put($("#env-list"), el("p", { class: "error" }, e.message));
+    return;
+  } finally {
+    envLoading = false;
+    if (envAgain) { envAgain = false; setTimeout(loadEnvironments, 200); }
+  }
+  put($("#env-list"), ...environments.map((env) =>
     el("button", { type: "button", class: "env", dataset: { env: env.name }, onclick: () => showEnvironment(env.name) },
       env.name, env.group ? ` · ${env.group}#${env.variant}` : "")));
-  renderGroups();
+  // The variants' panels are redrawn only when the groups change, so that an
+  // open dry run stays.
+  const shown = JSON.stringify(environments.filter((e) => e.group).map((e) => [e.name, e.group, e.variant]));
+  if (shown !== groupsShown) { groupsShown = shown; renderGroups(); }
 }
 setInterval(() => socket?.readyState === 1 && loadEnvironments(), 10000);
 
@@ -270,7 +289,7 @@ function renderGroups() {
   for (const env of environments) {
     if (env.group) (groups.get(env.group) || groups.set(env.group, []).get(env.group)).push(env);
   }
-  $("#groups").replaceChildren(...[...groups].map(([group, envs]) => {
+  put($("#groups"), ...[...groups].map(([group, envs]) => {
     const row = el("div", { class: "groups-row" });
     for (const env of envs.sort((a, b) => a.variant - b.variant)) {
       const files = el("div", { class: "quiet" }, "…");
@@ -283,20 +302,20 @@ function renderGroups() {
       call({ Changes: { environment: env.name } }).then((a) => {
         const c = a.Changes;
         const added = c.files.reduce((n, f) => n + f.added, 0), removed = c.files.reduce((n, f) => n + f.removed, 0);
-        files.replaceChildren(`${c.files.length} files, +${added} −${removed}`, ...c.files.map((f) => el("div", {}, `${f.status[0]} ${f.path}`)));
-      }).catch((e) => files.replaceChildren(el("span", { class: "error" }, e.message)));
+        put(files, `${c.files.length} files, +${added} −${removed}`, ...c.files.map((f) => el("div", {}, `${f.status[0]} ${f.path}`)));
+      }).catch((e) => put(files, el("span", { class: "error" }, e.message)));
     }
     return el("div", {}, el("h3", {}, `group ${group}`), row);
   }));
 }
 async function dryRun(group, variant, panel) {
   panel.hidden = false;
-  panel.replaceChildren("what would land…");
+  put(panel, "what would land…");
   try {
     const answer = await call({ PickVariant: { group, variant, dry_run: true } });
     const run = answer.Picked.dry_run || {};
     const conflicts = run.conflicts || [];
-    panel.replaceChildren(
+    put(panel, 
       el("div", { class: "dry-run" }, `Into ${answer.Picked.into}: ${(run.files || []).length} files`,
         ...(run.files || []).map((f) => el("div", {}, `· ${f}`)),
         conflicts.length ? el("div", { class: "error" }, `conflicts: ${conflicts.join(", ")}`) : null,
@@ -304,22 +323,24 @@ async function dryRun(group, variant, panel) {
       conflicts.length ? null : el("button", { type: "button", class: "danger confirm-pick", onclick: async () => {
         try {
           const picked = await call({ PickVariant: { group, variant } });
-          panel.replaceChildren(el("div", { class: "picked" }, `picked variant ${variant}: ${picked.Picked.commit.slice(0, 10)} on ${picked.Picked.into}`));
+          const done = `picked variant ${variant} of ${group}: ${picked.Picked.commit.slice(0, 10)} on ${picked.Picked.into}`;
+          put($("#pick-result"), el("div", { class: "picked" }, done));
+          put(panel, done);
           loadEnvironments();
         } catch (e) { panel.append(el("p", { class: "error" }, e.message)); }
       } }, `Pick variant ${variant}`),
       " ", el("button", { type: "button", onclick: () => { panel.hidden = true; } }, "cancel"));
-  } catch (e) { panel.replaceChildren(el("p", { class: "error" }, e.message)); }
+  } catch (e) { put(panel, el("p", { class: "error" }, e.message)); }
 }
 $("#conflicts").addEventListener("click", async () => {
   const view = $("#conflict-view");
   try {
     const answer = await call({ Conflicts: {} });
     const pairs = answer.Conflicts.pairs || [];
-    view.replaceChildren(el("div", { class: "card" }, el("strong", {}, "Conflicts between environments"),
+    put(view, el("div", { class: "card" }, el("strong", {}, "Conflicts between environments"),
       pairs.length ? pairs.map((p) => el("div", { class: p.clean ? "" : "error" },
         `${p.a} ↔ ${p.b}: ${p.clean ? "clean" : p.files.join(", ")}`)) : el("div", { class: "quiet" }, "none")));
-  } catch (e) { view.replaceChildren(el("p", { class: "error" }, e.message)); }
+  } catch (e) { put(view, el("p", { class: "error" }, e.message)); }
 });
 
 const KEYWORDS = new Set(("fn let mut pub use mod struct enum impl trait match if else for while loop return " +
@@ -366,16 +387,28 @@ function parsePatch(patch) {
   }
   return files;
 }
+// The text of a file's line now (new side), as the diff shows it.
+function lineNow(files, path, line) {
+  const file = files.find((f) => f.path === path);
+  for (const hunk of file?.hunks || []) {
+    const found = hunk.lines.find((l) => l.new === line);
+    if (found) return found.text;
+  }
+  return undefined;
+}
 async function showEnvironment(name) {
   const view = $("#env-view");
-  view.replaceChildren(el("p", { class: "quiet" }, `changes of ${name}…`));
+  put(view, el("p", { class: "quiet" }, `changes of ${name}…`));
   let changes, reviews;
   try {
     [changes, reviews] = await Promise.all([call({ Changes: { environment: name, patch: true } }), ask({ reviews: name })]);
-  } catch (e) { view.replaceChildren(el("p", { class: "error" }, e.message)); return; }
+  } catch (e) { put(view, el("p", { class: "error" }, e.message)); return; }
   const c = changes.Changes;
   const env = environments.find((e) => e.name === name);
-  const target = (env?.terminals || []).find((t) => agents.get(t)?.state !== "exited") ?? env?.terminals?.[0];
+  // The environment's agent: a live one of the board's (its lead first).
+  const live = [...agents.values()].filter((a) => a.environment === name && a.state !== "exited")
+    .sort((a, b) => (b.lead - a.lead) || a.terminal - b.terminal);
+  const target = live[0]?.terminal ?? env?.terminals?.[0];
   const comments = new Map(); // "path:line" → {path, line, code, textarea}
   const sendButton = el("button", { type: "button", class: "primary send-review", disabled: "" }, "send comments");
   const status = el("span", { class: "quiet review-status" });
@@ -384,7 +417,8 @@ async function showEnvironment(name) {
     sendButton.textContent = `send ${n} comment${n === 1 ? "" : "s"} to ${target != null ? "agent " + target : "no agent"}`;
     if (n && target != null) sendButton.removeAttribute("disabled"); else sendButton.setAttribute("disabled", "");
   };
-  const files = parsePatch(c.patch || "").map((f) => el("div", { class: "diff", dataset: { path: f.path } },
+  const parsed = parsePatch(c.patch || "");
+  const files = parsed.map((f) => el("div", { class: "diff", dataset: { path: f.path } },
     el("div", { class: "file" }, f.path),
     f.hunks.map((h) => [el("div", { class: "hunk" }, h.header), h.lines.map((l) => {
       const number = l.new ?? l.old;
@@ -392,9 +426,9 @@ async function showEnvironment(name) {
         el("span", { class: "no", title: "comment on this line" }, number),
         el("span", { class: "code" }, l.kind === "add" ? "+" : l.kind === "del" ? "-" : " ", highlight(l.text)));
       row.firstChild.addEventListener("click", () => {
-        const key = `${f.path}:${number}`;
+        const key = `${f.path}:${l.kind}:${number}`;
         if (comments.has(key)) { comments.get(key).textarea.focus(); return; }
-        const textarea = el("textarea", { rows: 2, placeholder: `comment on ${key}` });
+        const textarea = el("textarea", { rows: 2, placeholder: `comment on ${f.path}:${number}` });
         textarea.addEventListener("input", refreshButton);
         comments.set(key, { path: f.path, line: number, code: l.text, textarea });
         row.classList.add("picked");
@@ -420,8 +454,13 @@ async function showEnvironment(name) {
   const earlier = (reviews.Reviews || []).map((r) => el("div", { class: "reviews" },
     el("div", {}, `asked ${new Date(r.sent_at * 1000).toLocaleString()} at ${r.head.slice(0, 10) || "?"}` +
       (r.head && r.head !== c.head ? ` — changed since (now ${c.head.slice(0, 10)})` : " — nothing changed since")),
-    r.comments.map((x) => el("div", { class: "quiet" }, `${x.path}:${x.line} — ${x.text}`))));
-  view.replaceChildren(
+    r.comments.map((x) => {
+      const now = lineNow(parsed, x.path, x.line);
+      const changed = now === undefined ? "not in the diff any more" : now !== x.code ? `now: ${now.trim()}` : "unchanged";
+      return el("div", { class: "quiet earlier-comment", dataset: { changed: String(now !== x.code) } },
+        `${x.path}:${x.line} — ${x.text}`, el("span", { class: now !== x.code ? "changed" : "" }, ` (${changed})`));
+    })));
+  put(view, 
     el("h3", {}, `${name}: ${c.files.length} files against ${c.base.slice(0, 10)}`, c.truncated ? " (cut)" : ""),
     earlier.length ? el("div", {}, el("strong", {}, "Earlier reviews"), earlier) : null,
     el("div", {}, sendButton, " ", status),
@@ -461,14 +500,14 @@ $("#close-form").addEventListener("submit", (event) => {
       panel.hidden = true; result(`closed ${target ? "agent " + target : environment}`);
     } catch (e) {
       if (e.code === "conflict" && !force) {
-        panel.replaceChildren(el("p", { class: "error" }, e.message),
+        put(panel, el("p", { class: "error" }, e.message),
           el("p", {}, "Force still archives it first: nothing is lost."),
           el("button", { type: "button", class: "danger", onclick: () => go(true) }, "close anyway"));
       } else { result(e.message, true); }
     }
   };
   panel.hidden = false;
-  panel.replaceChildren(el("p", {}, `Close ${what}.`),
+  put(panel, el("p", {}, `Close ${what}.`),
     el("button", { type: "button", class: "danger", onclick: () => go(false) }, "close"), " ",
     el("button", { type: "button", onclick: () => { panel.hidden = true; } }, "cancel"));
 });
