@@ -214,7 +214,16 @@ fn measure_board_first_paint_and_keystroke_round_trip() {
         browser.until("document.body.dataset.agents === '100'", LONG);
         paints.push(browser.eval("window.kradFirstPaint").as_f64().unwrap());
     }
+    // The CLI's board in the same run: `krad ls` of the same 100 agents.
+    let ls: Vec<f64> = (0..7)
+        .map(|_| {
+            let start = Instant::now();
+            assert!(app.krad(&["ls"]).status.success());
+            start.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
     let page = echoing(&app);
+    browser.until(&format!("{} !== null", row(page)), LONG);
     browser.click(&format!(
         "#agents tr[data-terminal=\"{page}\"] button.attach"
     ));
@@ -235,9 +244,10 @@ fn measure_board_first_paint_and_keystroke_round_trip() {
         .collect();
     let attach_ms = krad_attach_round_trips(&app, echoing(&app), 200);
     eprintln!(
-        "board first paint, 100 agents: median {:.1} ms of {paints:?}\n\
+        "board first paint, 100 agents: median {:.1} ms of {paints:?}; krad ls: median {:.1} ms\n\
          keystroke round trip: page {:.2} ms median (p90 {:.2}), krad attach {:.2} ms median (p90 {:.2})",
         median(paints.clone()),
+        median(ls),
         median(page_ms.clone()),
         p90(&page_ms),
         median(attach_ms.clone()),
