@@ -179,7 +179,15 @@ async fn send_review(relay: &Relay, draft: Draft) -> Result<Value, String> {
     }});
     let request = Bus::judge(&send)?;
     let answer = relay.bus.call(&request).await?;
+    if answer == "TimedOut" {
+        return Err(format!(
+            "agent {} did not come to its prompt within Send's deadline, so the comments were not \
+             sent; they are still on the page: send them again when it is idle",
+            draft.target
+        ));
+    }
     if answer.get("Sent").is_none() {
+        // An error of the bus's (an exited agent: conflict), for the page to show.
         return Ok(answer);
     }
     let review = relay

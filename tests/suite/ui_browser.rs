@@ -188,6 +188,36 @@ fn the_page_in_a_real_chromium_watches_types_answers_reviews_and_picks() {
     );
     let repo = app.dir.path().join("repo");
     assert!(git(&repo, &["ls-files"]).contains(&format!("result-{first}.txt")));
+
+    // The forms: spawn an agent, then close it after the confirmation.
+    browser.eval(
+        "(() => { const f = document.querySelector('#spawn-form'); f.profile.value = 'exec'; \
+         f.name.value = 'from-the-page'; f.command.value = 'sleep 600'; \
+         f.querySelector('button').click(); return true; })()",
+    );
+    browser.until(
+        "document.querySelector('#form-result').innerText.startsWith('started from-the-page')",
+        LONG,
+    );
+    let spawned = app.request(json!("List"))["Agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "from-the-page")
+        .map(|a| a["terminal"].as_u64().unwrap())
+        .expect("the form's Spawn made an agent");
+    browser.eval(&format!(
+        "(() => {{ const f = document.querySelector('#close-form'); f.target.value = '{spawned}'; \
+         f.querySelector('button[type=submit]').click(); return true; }})()"
+    ));
+    let confirm = browser.eval("document.querySelector('#close-form .confirm').innerText");
+    assert!(confirm.as_str().unwrap().contains("SIGHUP"), "{confirm}");
+    assert!(
+        app.record(spawned)["state"] != "exited",
+        "nothing closes before the confirmation"
+    );
+    browser.click("#close-form .confirm button.danger");
+    browser.until(&format!("{} === null", row(spawned)), LONG);
 }
 
 /// A program printing nothing, in its own terminal, for the round trips.
