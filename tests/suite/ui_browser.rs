@@ -9,16 +9,13 @@
 //! first paint with 100 agents and a keystroke's round trip through the page's
 //! terminal against `krad attach`, for docs/PERFORMANCE.md.
 
-use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::attach::Pty;
 use crate::chromium::Chromium;
-use crate::support::{App, KRAD, app_with_first_commit, git};
+use crate::support::{App, app_with_first_commit, git};
 use crate::ui::login_url;
 
 const LONG: Duration = Duration::from_secs(30);
@@ -294,44 +291,15 @@ fn p90(ms: &[f64]) -> f64 {
 /// `krad attach` on a real pseudo-terminal: from a key written to the
 /// terminal it runs in to its echo printed there, `n` times, in milliseconds.
 fn krad_attach_round_trips(app: &App, target: u64, n: usize) -> Vec<f64> {
-    let pty = nix::pty::openpty(None, None).unwrap();
-    let mut master = std::fs::File::from(pty.master);
-    let slave: OwnedFd = pty.slave;
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let mut reader = master.try_clone().unwrap();
-    let sink = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(read) = reader.read(&mut buf) {
-            if read == 0 {
-                break;
-            }
-            sink.lock().unwrap().extend_from_slice(&buf[..read]);
-        }
-    });
-    let io = || Stdio::from(slave.try_clone().unwrap());
-    let mut child = Command::new(KRAD)
-        .args(["attach", &target.to_string()])
-        .env("KRAD_ADE_API_JSON", &app.api_json)
-        .env_remove("KRAD_ADE_ENDPOINT")
-        .env_remove("KRAD_ADE_TOKEN_FILE")
-        .env_remove("KRAD_ADE_TERMINAL")
-        .stdin(io())
-        .stdout(io())
-        .stderr(io())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + LONG;
-    while !String::from_utf8_lossy(&seen.lock().unwrap()).contains("ready") {
-        assert!(Instant::now() < until, "krad attach showed nothing");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut pty = Pty::open();
+    let mut child = pty.krad_attach(app, &[&target.to_string()]);
+    pty.until("ready");
     let mut times = Vec::new();
     for _ in 0..n {
-        let before = seen.lock().unwrap().len();
+        let before = pty.seen_len();
         let start = Instant::now();
-        master.write_all(b"k").unwrap();
-        while seen.lock().unwrap().len() == before {
+        pty.type_keys(b"k");
+        while pty.seen_len() == before {
             assert!(start.elapsed() < LONG, "no echo through krad attach");
             std::thread::sleep(Duration::from_micros(50));
         }
