@@ -48,6 +48,10 @@
 //! output = 15.0
 //! cache_write = 3.75
 //! cache_read = 0.30
+//!
+//! [ui]                    # the page in a browser (docs/ui.md); on by default
+//! enabled = true
+//! port = 0                # on 127.0.0.1; 0: one the system picks
 //! ```
 
 use std::collections::BTreeMap;
@@ -327,6 +331,9 @@ pub struct Config {
     /// Model prices over the built-in ones (`crate::prices`), by model.
     #[serde(default)]
     pub prices: BTreeMap<String, crate::prices::Price>,
+    /// The page in a browser (on by default, docs/ui.md).
+    #[serde(default)]
+    pub ui: UiConfig,
 }
 
 /// `[budget]` in the config: cost limits (`crate::budget`), each off unless set.
@@ -337,6 +344,25 @@ pub struct BudgetConfig {
     pub max_cost_usd: Option<krad_bus::protocol::Dollars>,
     /// Each variant group's limit, unless its RunVariants gives one.
     pub max_group_cost_usd: Option<krad_bus::protocol::Dollars>,
+}
+
+/// `[ui]` in the config: the app's page on 127.0.0.1 (docs/ui.md).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UiConfig {
+    /// Whether the page is served (default: yes).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Its port on 127.0.0.1 (default 0: one the system picks).
+    #[serde(default)]
+    pub port: u16,
+}
+
+impl UiConfig {
+    /// Whether the page is served.
+    pub fn on(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
 }
 
 /// `[sandbox]` in the config: which agents run contained ([`crate::sandbox`]).

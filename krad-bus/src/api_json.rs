@@ -42,6 +42,10 @@ pub struct ApiJson {
     pub started_at: String,
     /// The repository the app serves.
     pub root: PathBuf,
+    /// The page's address (`http://127.0.0.1:<port>/`), when `[ui]` is on;
+    /// `krad ui` asks it for a login link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ui: Option<String>,
 }
 
 /// Why api.json could not be used.
@@ -256,6 +260,7 @@ mod tests {
             build: "0.1.0".into(),
             started_at: "2026-11-29T00:00:00Z".into(),
             root: "/repo".into(),
+            ui: None,
         }
     }
 

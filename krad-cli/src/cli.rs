@@ -29,6 +29,7 @@ use crate::exit::{Exit, exit_codes_help};
         "                              type into terminal 4 once it is idle\n",
         "  krad attach 4               jump into terminal 4's TUI; Ctrl-\\ detaches\n",
         "  krad watch                  a live table of the agents\n",
+        "  krad ui                     the app in a browser: board, terminals, asks, diffs\n",
         "  krad subscribe | jq -c .    every change as a JSON line\n",
         "  krad api                    the API version, build and pid the app serves\n",
         "  krad doctor                 what is wrong: agents whose hooks did not run, hosts down\n",
@@ -101,6 +102,7 @@ impl Cli {
             Command::Raw(args) => raw::run(args, &connect, json),
             Command::Stats(args) => stats::run(args, &connect, json),
             Command::Stop(args) => stop::run(args, &connect, json),
+            Command::Ui(args) => ui::run(args, json),
             Command::Completions(args) => completions::run(args, Cli::command()),
             Command::Internal(args) => internal::run(args),
         }
@@ -182,6 +184,8 @@ pub enum Command {
     Stats(commands::stats::StatsArgs),
     /// Stop the running app.
     Stop(commands::stop::StopArgs),
+    /// Open the app's page in a browser, logged in (prints a one-time login URL).
+    Ui(commands::ui::UiArgs),
     /// Print shell completions.
     Completions(commands::completions::CompletionsArgs),
     /// What an app runs on an SSH host through its link (not for you).

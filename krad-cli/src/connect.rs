@@ -394,6 +394,12 @@ fn not_running(why: &str) -> Failure {
 }
 
 fn read_api_json() -> Result<(String, Token, u32), Failure> {
+    let found = running_app()?;
+    Ok((found.endpoint, found.token, found.pid))
+}
+
+/// api.json of the app that is running (a stale or missing one: exit 7).
+pub fn running_app() -> Result<api_json::ApiJson, Failure> {
     let path = api_json::default_path().map_err(|e| not_running(&e.to_string()))?;
     match api_json::read(&path) {
         Ok(found) => {
@@ -404,7 +410,7 @@ fn read_api_json() -> Result<(String, Token, u32), Failure> {
                     found.pid
                 )));
             }
-            Ok((found.endpoint, found.token, found.pid))
+            Ok(found)
         }
         Err(ApiJsonError::Missing(path)) => Err(not_running(&format!("no {}", path.display()))),
         Err(e) => Err(not_running(&e.to_string())),

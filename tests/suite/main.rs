@@ -10,6 +10,7 @@ mod agents;
 mod api_json;
 mod asks;
 mod attach;
+mod chromium;
 mod cli;
 mod cli_agents;
 mod code;
@@ -40,6 +41,8 @@ mod ssh_environments;
 mod tmux;
 mod transport;
 mod truth;
+mod ui;
+mod ui_browser;
 mod usage;
 mod waits;
 

@@ -35,6 +35,7 @@ pub mod stats;
 pub mod stop;
 pub mod subscribe;
 pub mod top;
+pub mod ui;
 pub mod variants;
 pub mod wait;
 pub mod watch;

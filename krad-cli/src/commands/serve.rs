@@ -135,7 +135,8 @@ async fn serve(args: ServeArgs, place: Place, json: bool) -> anyhow::Result<Exit
             .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?,
     );
     let durable = start(&app, &bus, args.durable_ready_delay_ms).await?;
-    publish(&place, address, &bus, durable.as_ref(), json)?;
+    let ui = start_ui(&place, address, &bus).await?;
+    publish(&place, address, &bus, durable.as_ref(), ui.as_ref(), json)?;
 
     let stop_on_signal = {
         let bus = bus.clone();
@@ -150,6 +151,9 @@ async fn serve(args: ServeArgs, place: Place, json: bool) -> anyhow::Result<Exit
     signals.abort();
     if let Some(durable) = durable {
         durable.stop();
+    }
+    if let Some(ui) = &ui {
+        ui.stop();
     }
     app.shutdown(bus.closes_terminals_on_shutdown()).await;
     api_json::remove_if_ours(&place.api_json);
@@ -188,6 +192,35 @@ async fn start(
     Ok(durable)
 }
 
+/// Starts the page (`[ui]`, on by default): a client of this bus with the
+/// client token, on 127.0.0.1.
+async fn start_ui(
+    place: &Place,
+    address: SocketAddr,
+    bus: &Bus,
+) -> anyhow::Result<Option<krad_web::Ui>> {
+    let config = &place.config.ui;
+    if !config.on() {
+        return Ok(None);
+    }
+    let settings = krad_web::WebSettings {
+        bus: address,
+        client_token: bus.secret().client_token(),
+        state_dir: place.state_dir.clone(),
+    };
+    let ui = krad_web::start(config.port, settings).await.map_err(|e| {
+        Failure::new(
+            Exit::Failure,
+            format!(
+                "cannot serve the page on 127.0.0.1:{}: {e} (set [ui] port to a free one, or \
+                 enabled = false)",
+                config.port
+            ),
+        )
+    })?;
+    Ok(Some(ui))
+}
+
 /// Writes api.json (the endpoint and the Client token, 0600) and says where
 /// the app serves.
 fn publish(
@@ -195,6 +228,7 @@ fn publish(
     address: SocketAddr,
     bus: &Bus,
     durable: Option<&Durable>,
+    ui: Option<&krad_web::Ui>,
     json: bool,
 ) -> anyhow::Result<()> {
     let endpoint = address.to_string();
@@ -208,14 +242,18 @@ fn publish(
             build: BUILD.to_owned(),
             started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
             root: place.root.clone(),
+            ui: ui.map(krad_web::Ui::url),
         },
     )?;
     announce(
-        &place.root,
-        &endpoint,
-        &place.api_json,
-        &place.exe,
-        durable,
+        &Announced {
+            root: &place.root,
+            endpoint: &endpoint,
+            api_json: &place.api_json,
+            exe: &place.exe,
+            durable,
+            ui,
+        },
         json,
     );
     match &place.config_path {
@@ -242,14 +280,25 @@ async fn serve_also(endpoint: SocketAddr, bus: &Arc<Bus>, app: &Arc<EmbeddedApp>
     }
 }
 
-fn announce(
-    root: &Path,
-    endpoint: &str,
-    api_json: &Path,
-    exe: &Path,
-    durable: Option<&Durable>,
-    json: bool,
-) {
+/// What `krad serve` says it serves.
+struct Announced<'a> {
+    root: &'a Path,
+    endpoint: &'a str,
+    api_json: &'a Path,
+    exe: &'a Path,
+    durable: Option<&'a Durable>,
+    ui: Option<&'a krad_web::Ui>,
+}
+
+fn announce(announced: &Announced<'_>, json: bool) {
+    let Announced {
+        root,
+        endpoint,
+        api_json,
+        exe,
+        durable,
+        ui,
+    } = *announced;
     let socket = durable.and_then(|d| d.socket.as_ref());
     let tls = durable.and_then(|d| d.tls.as_ref());
     if json {
@@ -261,6 +310,7 @@ fn announce(
             "build": BUILD,
             "api_version": API_VERSION,
             "krad": exe,
+            "ui": ui.map(krad_web::Ui::url),
             "durable": durable.map(|_| json!({
                 "socket": socket,
                 "tls": tls.map(|t| json!({
@@ -289,6 +339,12 @@ fn announce(
                 tls.address,
                 tls.token_file.display(),
                 tls.fingerprint
+            ));
+        }
+        if let Some(ui) = ui {
+            text.push_str(&format!(
+                "\n  ui        {} (`krad ui` opens it logged in)",
+                ui.url()
             ));
         }
         text.push_str("\n  stop it with `krad stop` or Ctrl-C");

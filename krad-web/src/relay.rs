@@ -1,0 +1,230 @@
+//! One page's WebSocket: the bus's requests and streams, multiplexed.
+//!
+//! # Format
+//!
+//! The page sends JSON text messages, each with an `id` it chose:
+//!
+//! ```json
+//! {"id":1,"call":"List"}                                   one request, one answer
+//! {"id":2,"open":{"Attach":{"target":4}}}                  a stream: SubscribeAgents or Attach
+//! {"id":2,"send":{"Input":{"data":"bHMK"}}}                a line into an open Attach
+//! {"id":2,"close":true}                                    ends a stream
+//! {"id":3,"review":{"environment":"fix","target":4,"head":"9c1d…","comments":[…]}}
+//! {"id":4,"reviews":"fix"}                                 the reviews kept for an environment
+//! ```
+//!
+//! and gets `{"id":1,"answer":<the bus's answer line>}`, `{"id":2,"line":<a
+//! stream's line>}`, `{"id":2,"end":true}`, or `{"id":n,"error":"…"}` (refused
+//! before reaching the bus). Requests are judged as the bus judges them and
+//! carry the client token, so the page has the rights of `Client` (less
+//! Shutdown).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use hyper_tungstenite::HyperWebsocket;
+use hyper_tungstenite::tungstenite::Message;
+use krad_bus::request::RequestKind;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+use crate::bus::{self, Bus};
+use crate::reviews::{Draft, Reviews};
+
+/// Streams one page may hold open at once (a board and a grid of terminals).
+const MAX_STREAMS: usize = 64;
+
+/// What a page's socket needs.
+pub struct Relay {
+    /// The bus.
+    pub bus: Bus,
+    /// Where reviews are kept.
+    pub reviews: Arc<Reviews>,
+}
+
+/// Serves one page until it leaves or the server stops.
+pub async fn serve(socket: HyperWebsocket, relay: Arc<Relay>, mut stopped: watch::Receiver<bool>) {
+    let Ok(socket) = socket.await else {
+        return;
+    };
+    let (mut sink, mut source) = socket.split();
+    let (out, mut outgoing) = mpsc::channel::<Value>(256);
+    let mut streams: HashMap<u64, (tokio::task::JoinHandle<()>, mpsc::Sender<Value>)> =
+        HashMap::new();
+    loop {
+        tokio::select! {
+            message = source.next() => {
+                let text = match message {
+                    Some(Ok(Message::Text(text))) => text,
+                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Binary(_) | Message::Frame(_))) => continue,
+                    _ => break,
+                };
+                match serde_json::from_str::<Value>(&text) {
+                    Ok(message) => handle(message, &relay, &out, &mut streams),
+                    Err(e) => { let _ = out.send(json!({"error": format!("not JSON: {e}")})).await; }
+                }
+            }
+            Some(message) = outgoing.recv() => {
+                if let Some(id) = message.get("end").and(message.get("id")).and_then(Value::as_u64) {
+                    streams.remove(&id);
+                }
+                if sink.send(Message::text(message.to_string())).await.is_err() {
+                    break;
+                }
+            }
+            _ = stopped.changed() => break,
+        }
+    }
+    for (task, _) in streams.into_values() {
+        task.abort();
+    }
+    let _ = sink.close().await;
+}
+
+type Streams = HashMap<u64, (tokio::task::JoinHandle<()>, mpsc::Sender<Value>)>;
+
+fn handle(message: Value, relay: &Arc<Relay>, out: &mpsc::Sender<Value>, streams: &mut Streams) {
+    let id = message.get("id").and_then(Value::as_u64).unwrap_or(0);
+    let refuse = |why: String| {
+        let out = out.clone();
+        tokio::spawn(async move {
+            let _ = out.send(json!({"id": id, "error": why})).await;
+        });
+    };
+    if let Some(request) = message.get("call") {
+        let request = match Bus::judge(request) {
+            Ok(request) => request,
+            Err(why) => return refuse(why),
+        };
+        let (relay, out) = (relay.clone(), out.clone());
+        tokio::spawn(async move {
+            let reply = match relay.bus.call(&request).await {
+                Ok(answer) => json!({"id": id, "answer": answer}),
+                Err(why) => json!({"id": id, "error": why}),
+            };
+            let _ = out.send(reply).await;
+        });
+    } else if let Some(request) = message.get("open") {
+        let request = match Bus::judge(request) {
+            Ok(request) => request,
+            Err(why) => return refuse(why),
+        };
+        if !matches!(
+            request.kind(),
+            RequestKind::SubscribeAgents | RequestKind::Attach
+        ) {
+            return refuse("only SubscribeAgents and Attach are streams".into());
+        }
+        if streams.len() >= MAX_STREAMS || streams.contains_key(&id) {
+            return refuse(format!(
+                "at most {MAX_STREAMS} streams per page, each id once"
+            ));
+        }
+        let (input, inputs) = mpsc::channel(256);
+        let task = tokio::spawn(stream(relay.bus.clone(), request, id, out.clone(), inputs));
+        streams.insert(id, (task, input));
+    } else if let Some(line) = message.get("send") {
+        let attach_input = line.get("Input").is_some() || line.get("Resize").is_some();
+        match streams.get(&id) {
+            Some((_, input)) if attach_input => {
+                let _ = input.try_send(line.clone());
+            }
+            Some(_) => refuse("a stream takes only Input and Resize lines".into()),
+            None => refuse(format!("no open stream {id}")),
+        }
+    } else if message.get("close").is_some() {
+        if let Some((task, _)) = streams.remove(&id) {
+            task.abort();
+        }
+    } else if let Some(draft) = message.get("review") {
+        let draft: Draft = match serde_json::from_value(draft.clone()) {
+            Ok(draft) => draft,
+            Err(e) => return refuse(format!("a review: {e}")),
+        };
+        if let Some(why) = draft.problem() {
+            return refuse(why);
+        }
+        let (relay, out) = (relay.clone(), out.clone());
+        tokio::spawn(async move {
+            let reply = send_review(&relay, draft).await;
+            let _ = out
+                .send(match reply {
+                    Ok(answer) => json!({"id": id, "answer": answer}),
+                    Err(why) => json!({"id": id, "error": why}),
+                })
+                .await;
+        });
+    } else if let Some(environment) = message.get("reviews").and_then(Value::as_str) {
+        let kept = relay.reviews.of(environment);
+        let out = out.clone();
+        tokio::spawn(async move {
+            let _ = out
+                .send(json!({"id": id, "answer": {"Reviews": kept}}))
+                .await;
+        });
+    } else {
+        refuse("a message has call, open, send, close, review or reviews".into());
+    }
+}
+
+/// Sends a review's comments as one message to the agent, when it is idle,
+/// then keeps them with the environment.
+async fn send_review(relay: &Relay, draft: Draft) -> Result<Value, String> {
+    let send = json!({"Send": {
+        "target": draft.target,
+        "text": draft.message(),
+        "enter": true,
+        "when": "idle",
+    }});
+    let request = Bus::judge(&send)?;
+    let answer = relay.bus.call(&request).await?;
+    if answer == "TimedOut" {
+        return Err(format!(
+            "agent {} did not come to its prompt within Send's deadline, so the comments were not \
+             sent; they are still on the page: send them again when it is idle",
+            draft.target
+        ));
+    }
+    if answer.get("Sent").is_none() {
+        // An error of the bus's (an exited agent: conflict), for the page to show.
+        return Ok(answer);
+    }
+    let review = relay
+        .reviews
+        .keep(&draft)
+        .map_err(|e| format!("the comments were sent but cannot be kept: {e}"))?;
+    Ok(json!({"Reviewed": {"sent": answer["Sent"], "review": review}}))
+}
+
+/// Relays one stream: its lines to the page, the page's lines to it.
+async fn stream(
+    bus: Bus,
+    request: krad_bus::request::Request,
+    id: u64,
+    out: mpsc::Sender<Value>,
+    mut inputs: mpsc::Receiver<Value>,
+) {
+    let (mut lines, mut writer) = match bus.stream(&request).await {
+        Ok(opened) => opened,
+        Err(why) => {
+            let _ = out.send(json!({"id": id, "error": why})).await;
+            let _ = out.send(json!({"id": id, "end": true})).await;
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            line = lines.next() => match line {
+                Some(line) => if out.send(json!({"id": id, "line": line})).await.is_err() { return },
+                None => break,
+            },
+            Some(input) = inputs.recv() => {
+                if bus::write_line(&mut writer, &input).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = out.send(json!({"id": id, "end": true})).await;
+}
