@@ -148,6 +148,11 @@ pub(crate) fn wrap(
     }
     let root = &settings.root;
     args.extend(["--ro-bind".into(), path(root), path(root)]);
+    // The tools on the agent's PATH stay runnable where the private /tmp
+    // would hide them (an agent CLI installed under /tmp), read-only.
+    for dir in tools_under_tmp(contained.env) {
+        args.extend(["--ro-bind".into(), path(&dir), path(&dir)]);
+    }
     for dir in [&settings.state_dir, &settings.token_dir] {
         if dir.is_dir() {
             args.extend(["--tmpfs".to_owned(), path(dir)]);
@@ -361,6 +366,38 @@ fn prepare_home(private_home: &Path, home: Option<&Path>, hooks: HookKind) -> st
 }
 
 /// The git folder of the worktree at `cwd` (`gitdir:` in its `.git` file).
+/// The directories on the agent's `PATH` (the Spawn's, else the app's) that
+/// live under `/tmp`: a `node_modules/.bin` as its whole `node_modules` (its
+/// commands are links into the packages beside it).
+fn tools_under_tmp(env: &[(String, String)]) -> Vec<PathBuf> {
+    let paths = env
+        .iter()
+        .rev()
+        .find(|(name, _)| name == "PATH")
+        .map(|(_, value)| std::ffi::OsString::from(value))
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for dir in std::env::split_paths(&paths) {
+        if !dir.is_absolute() || !dir.starts_with("/tmp") || dir == Path::new("/tmp") {
+            continue;
+        }
+        let dir = match dir.parent() {
+            Some(parent)
+                if dir.file_name().is_some_and(|n| n == ".bin")
+                    && parent.file_name().is_some_and(|n| n == "node_modules") =>
+            {
+                parent.to_path_buf()
+            }
+            _ => dir,
+        };
+        if dir.is_dir() && !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    dirs
+}
+
 fn worktree_git_dir(cwd: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(cwd.join(".git")).ok()?;
     let dir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
