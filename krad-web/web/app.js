@@ -87,7 +87,7 @@ function open(request, onLine, onEnd, onError) {
 
 // --- the board ------------------------------------------------------------
 const agents = new Map();
-const NEEDS_YOU = { asking: 0, idle: 1, starting: 2, working: 3, exited: 4 };
+const NEEDS_YOU = { asking: 0, idle: 1, starting: 2, working: 3, queued: 4, exited: 5 };
 let boardStream;
 let notified = new Set();
 
@@ -134,7 +134,7 @@ function since(iso) {
 function renderBoard() {
   const body = $("#agents");
   const rows = [...agents.values()].sort((a, b) =>
-    (NEEDS_YOU[a.state] ?? 5) - (NEEDS_YOU[b.state] ?? 5) || a.terminal - b.terminal);
+    (NEEDS_YOU[a.state] ?? 6) - (NEEDS_YOU[b.state] ?? 6) || (a.queue_place ?? 0) - (b.queue_place ?? 0) || a.terminal - b.terminal);
   put(body, ...rows.map((a) => el("tr", {
       class: a.state === "asking" ? "needs-you" : "", dataset: { terminal: a.terminal, state: a.state } },
     el("td", {}, a.terminal),
@@ -142,11 +142,11 @@ function renderBoard() {
     el("td", { class: `state state-${a.state}` }, a.state, a.exit_code != null ? ` (${a.exit_code})` : ""),
     el("td", {}, a.state_source),
     el("td", { title: a.state_since }, since(a.state_since)),
-    el("td", {}, a.message || a.title || ""),
+    el("td", {}, a.queue_place ? `[queue #${a.queue_place}] ` : "", a.message || a.title || ""),
     el("td", {}, a.environment),
     el("td", {}, a.host || "here"),
     el("td", {},
-      a.state !== "exited" ? el("button", { type: "button", class: "attach", onclick: () => attach(a.terminal) }, "terminal") : null,
+      a.state !== "exited" && a.state !== "queued" ? el("button", { type: "button", class: "attach", onclick: () => attach(a.terminal) }, "terminal") : null,
       " ",
       el("button", { type: "button", onclick: () => { $("#send-form").target.value = a.terminal; location.hash = "#forms"; } }, "send"),
       " ",
