@@ -71,6 +71,7 @@ async function call(request) {
     const error = new Error(answer.Error.message);
     error.code = answer.Error.code;
     error.detail = answer.Error.detail;
+    error.retryable = answer.Error.retryable === true;
     throw error;
   }
   return answer;
@@ -299,11 +300,16 @@ function renderGroups() {
         el("button", { type: "button", onclick: () => showEnvironment(env.name) }, "diff"), " ",
         el("button", { type: "button", class: "primary pick", onclick: () => dryRun(group, env.variant, panel) }, "pick…"),
         panel));
-      call({ Changes: { environment: env.name } }).then((a) => {
+      const load = (tries) => call({ Changes: { environment: env.name } }).then((a) => {
         const c = a.Changes;
         const added = c.files.reduce((n, f) => n + f.added, 0), removed = c.files.reduce((n, f) => n + f.removed, 0);
         put(files, `${c.files.length} files, +${added} −${removed}`, ...c.files.map((f) => el("div", {}, `${f.status[0]} ${f.path}`)));
-      }).catch((e) => put(files, el("span", { class: "error" }, e.message)));
+      }).catch((e) => {
+        // A worktree still being made answers `unavailable`: asked again shortly.
+        if (e.retryable && tries > 0) return setTimeout(() => load(tries - 1), 1000);
+        put(files, el("span", { class: "error" }, e.message));
+      });
+      load(30);
     }
     return el("div", {}, el("h3", {}, `group ${group}`), row);
   }));

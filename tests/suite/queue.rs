@@ -184,6 +184,12 @@ fn queued_variants_get_their_worktrees_now_and_their_agents_in_line() {
         variants[0]["terminal"].as_u64().unwrap(),
         variants[1]["terminal"].as_u64().unwrap(),
     );
+    // Each says where it waits (the first may have started already).
+    assert_eq!(
+        variants[1]["queue_place"].as_u64().map(|p| p <= 2),
+        Some(true),
+        "{answer}"
+    );
     // The worktrees are there; the agents wait (room for one only).
     let environments = app.request(json!("Environments"))["Environments"].clone();
     assert_eq!(

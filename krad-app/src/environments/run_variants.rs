@@ -76,6 +76,7 @@ async fn start_missing(
                 variant: n,
                 environment: v.environment.clone(),
                 terminal: v.terminal.filter(|t| !never_started.contains(t))?,
+                queue_place: None,
             })
         });
         match started {
@@ -253,6 +254,7 @@ async fn start_variant(
         variant: n,
         environment,
         terminal: agent.terminal,
+        queue_place: agent.queue_place,
     })
 }
 

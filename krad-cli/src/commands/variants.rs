@@ -153,8 +153,12 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
             print::emit(json, &reply, |variants| {
                 print::line(&format!("group {}", variants.group));
                 for v in &variants.variants {
+                    let queued = v
+                        .queue_place
+                        .map(|place| format!(" (queued, place {place})"))
+                        .unwrap_or_default();
                     print::line(&format!(
-                        "  variant {}: environment {}, terminal {}",
+                        "  variant {}: environment {}, terminal {}{queued}",
                         v.variant, v.environment, v.terminal
                     ));
                 }
