@@ -16,6 +16,19 @@ pub(crate) async fn close_terminal(core: &Arc<Core>, id: u64) -> Result<(), ApiE
     let Some(mut watch) = core.store.watch(id) else {
         return Err(Core::no_terminal(id));
     };
+    if crate::queue::cancel(core, id)
+        && core.store.record(id).map(|r| r.state) == Some(AgentState::Queued)
+    {
+        // It never started: out of the queue, off the records.
+        core.store.remove(id);
+        return Ok(());
+    }
+    while watch.borrow_and_update().state == AgentState::Queued {
+        // Its turn came as it was closed: it is starting; then it is closed.
+        if watch.changed().await.is_err() {
+            break;
+        }
+    }
     if watch.borrow_and_update().state != AgentState::Exited {
         if let Some(terminal) = core.store.with(id, |e| e.terminal.clone()) {
             terminal.close(CLOSE_GRACE);

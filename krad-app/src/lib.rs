@@ -39,6 +39,7 @@ pub mod prices;
 mod private_file;
 pub mod profile;
 mod program;
+mod queue;
 pub mod records;
 mod remote_tmux;
 mod reports;
@@ -134,6 +135,10 @@ pub(crate) struct Core {
     pub nets: sandbox::Nets,
     /// The variant groups' cost limits.
     pub group_budgets: budget::GroupBudgets,
+    /// Work waiting for room under `[limits]`.
+    pub queue: queue::Queue,
+    /// Room under `[limits]` taken by starts under way.
+    pub reserved: limits::Reserved,
 }
 
 /// The app `krad serve` runs. Each request it answers is an
@@ -214,6 +219,8 @@ impl EmbeddedApp {
                 environments_changed: tokio::sync::watch::channel(0).0,
                 disk: Default::default(),
                 group_budgets: Default::default(),
+                queue: Default::default(),
+                reserved: Default::default(),
             }),
         })
     }
@@ -240,6 +247,8 @@ impl EmbeddedApp {
         environments::ports::restore(&self.core);
         let endpoints = adopt::restore(&self.core).await;
         intents::recover(&self.core).await;
+        queue::reload(&self.core);
+        tokio::spawn(queue::run(Arc::downgrade(&self.core)));
         transcripts::prune_in_background(&self.core).await;
         leftovers::clean(&self.core).await;
         notify::start(&self.core);
@@ -252,6 +261,9 @@ impl EmbeddedApp {
     /// Stops the app's work before the process exits: closes every terminal
     /// (unless asked not to) and removes the token files.
     pub async fn shutdown(&self, close_terminals: bool) {
+        // Nothing starts from the queue as the terminals end: it is kept for
+        // the next run.
+        self.core.queue.stop();
         let terminals = self.core.store.terminals();
         if close_terminals {
             for terminal in &terminals {

@@ -3,7 +3,8 @@
 //! working at once, and a floor of free memory. A Spawn, RunVariants or Send
 //! that would pass one is answered `busy` (retryable) at once, saying which
 //! limit, the figure now, and when to try again (`detail.retry_after_secs`);
-//! nothing is started or sent.
+//! nothing is started or sent — unless it asks to wait in the queue
+//! ([`crate::queue`]), which starts it in order once there is room.
 //!
 //! ```toml
 //! [limits]
@@ -68,38 +69,125 @@ pub struct Load {
     pub working: usize,
 }
 
-/// Whether `count` new terminals may start now; `busy` if not.
-pub(crate) fn may_start(core: &Core, count: usize) -> Result<(), ApiError> {
-    let limits = &core.settings.config.limits;
-    if limits == &LimitsConfig::default() {
-        return Ok(());
+/// Room for terminals judged free and not yet on record as starting: each
+/// counts as live and working until its [`Room`] goes (a Spawn drops it once
+/// its record is in the store), so that two Spawns judged at once do not both
+/// take the last place.
+#[derive(Debug, Default)]
+pub struct Reserved(std::sync::Mutex<usize>);
+
+impl Reserved {
+    fn lock(&self) -> std::sync::MutexGuard<'_, usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-    refusal_to_start(limits, load(core), free_memory_mib(), count).map_or(Ok(()), Err)
 }
 
-/// Whether a Send may make an agent in `state` work now; `busy` if not.
+/// Places taken under the limits by starts under way; given back on drop.
+#[must_use = "the room is given back when this is dropped"]
+pub(crate) struct Room<'a> {
+    reserved: &'a Reserved,
+    count: usize,
+}
+
+impl Drop for Room<'_> {
+    fn drop(&mut self) {
+        if self.count > 0 {
+            let mut reserved = self.reserved.lock();
+            *reserved = reserved.saturating_sub(self.count);
+        }
+    }
+}
+
+/// Whether `count` new terminals may start now; `busy` if not — also while
+/// work waits in the queue ([`crate::queue`]): nothing goes before it.
+pub(crate) fn may_start(core: &Core, count: usize) -> Result<Room<'_>, ApiError> {
+    if let Some(ahead) = queued_ahead(core) {
+        return Err(ahead);
+    }
+    room_to_start(core, count)
+}
+
+/// Whether `count` new terminals may start now under the limits alone (the
+/// queue's own start of its first waiting agent); the room is taken.
+pub(crate) fn room_to_start(core: &Core, count: usize) -> Result<Room<'_>, ApiError> {
+    let limits = &core.settings.config.limits;
+    let reserved = &core.reserved;
+    if limits == &LimitsConfig::default() {
+        return Ok(Room { reserved, count: 0 });
+    }
+    let mut taken = reserved.lock();
+    let (live, working) = core.store.live_and_working();
+    let load = Load {
+        live: live + *taken,
+        working: working + *taken,
+    };
+    if let Some(refusal) = refusal_to_start(limits, load, free_memory_mib(), count) {
+        return Err(refusal);
+    }
+    *taken += count;
+    Ok(Room { reserved, count })
+}
+
+/// Whether a Send may make an agent in `state` work now; `busy` if not —
+/// also while work waits in the queue ahead of it.
 pub(crate) fn may_send(core: &Core, state: AgentState) -> Result<(), ApiError> {
+    if counted(state) {
+        return Ok(());
+    }
+    if let Some(ahead) = queued_ahead(core) {
+        return Err(ahead);
+    }
+    room_to_work(core, state)
+}
+
+/// Whether an agent in `state` may be made to work now under the limits
+/// alone (the queue's own delivery of a Send).
+pub(crate) fn room_to_work(core: &Core, state: AgentState) -> Result<(), ApiError> {
     let Some(max) = core.settings.config.limits.max_working else {
         return Ok(());
     };
-    if matches!(
-        state,
-        AgentState::Working | AgentState::Starting | AgentState::Exited
-    ) {
-        // Already counted, or nothing will run.
+    if counted(state) {
         return Ok(());
     }
-    let working = load(core).working;
+    let working = core.store.live_and_working().1 + *core.reserved.lock();
     if working < max {
         return Ok(());
     }
     Err(busy(
         format!(
             "{working} agents are working, the limit ([limits] max_working = {max}): \
-             this Send would start one more; try again once one is done"
+             this Send would start one more; try again once one is done, or send it \
+             with queue (krad send --queue) to wait in line"
         ),
         json!({"limit": "max_working", "max": max, "working": working}),
     ))
+}
+
+/// An agent already counted as working (or starting), or one that will
+/// never work again: a Send to it takes no room.
+fn counted(state: AgentState) -> bool {
+    matches!(
+        state,
+        AgentState::Working | AgentState::Starting | AgentState::Exited
+    )
+}
+
+/// `busy` while work waits in the queue: a request not sent with `queue`
+/// may not go before it.
+fn queued_ahead(core: &Core) -> Option<ApiError> {
+    let waiting = core.queue.len();
+    (waiting > 0).then(|| {
+        busy(
+            format!(
+                "{waiting} request(s) wait in the queue for room under [limits]: this one \
+                 may not go before them; send it with queue (--queue) to wait in line, or \
+                 try again later"
+            ),
+            json!({"limit": "queue", "queued": waiting}),
+        )
+    })
 }
 
 /// Whether a terminal on this machine whose profile asks for `profile_mib`
@@ -123,12 +211,6 @@ pub(crate) fn limit_memory(core: &Core, profile_mib: Option<u64>, id: u64, pid: 
     }
 }
 
-/// The terminals live and working now.
-fn load(core: &Core) -> Load {
-    let (live, working) = core.store.live_and_working();
-    Load { live, working }
-}
-
 /// Why `count` new terminals may not start under `limits`, given the load
 /// and the free memory (`None`: unknown, not judged).
 fn refusal_to_start(
@@ -147,7 +229,8 @@ fn refusal_to_start(
         return Some(busy(
             format!(
                 "{} terminals are live, the limit ([limits] max_terminals = {max}) leaves no \
-                 room for {}: close one (krad close) or try again later",
+                 room for {}: close one (krad close), try again later, or ask with queue \
+                 (--queue) to wait in line",
                 load.live,
                 more(load.live)
             ),
@@ -160,7 +243,8 @@ fn refusal_to_start(
         return Some(busy(
             format!(
                 "{} agents are working, the limit ([limits] max_working = {max}) leaves no \
-                 room for {}: try again once one is done",
+                 room for {}: try again once one is done, or ask with queue (--queue) to \
+                 wait in line",
                 load.working,
                 more(load.working)
             ),

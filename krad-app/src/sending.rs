@@ -98,6 +98,7 @@ pub(crate) async fn send(
         terminal: id,
         delivered: true,
         state: after.map_or(AgentState::Exited, |r| r.state),
+        queue_place: None,
     })
 }
 

@@ -2,7 +2,8 @@
 //! own token, the `KRAD_ADE_*` variables, the profile's hooks and its prompt —
 //! its id and intent recorded, the program started (here or on an SSH host:
 //! [`launch`]), its record kept and its watcher set going. Spawn's handler and
-//! RunVariants ([`crate::environments::run_variants`]) start agents here.
+//! RunVariants ([`crate::environments::run_variants`]) start agents here,
+//! through [`crate::queue::spawn`], which keeps those that find no room.
 
 mod launch;
 
@@ -15,6 +16,7 @@ use krad_bus::request::spawn::Spawn;
 use krad_bus::server::CallContext;
 use krad_bus::token::Principal;
 use krad_term::{SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost};
+use serde::{Deserialize, Serialize};
 
 use self::launch::{Launch, Prepared, local_launch, remote_launch};
 use crate::config::PromptDelivery;
@@ -40,47 +42,169 @@ const ROWS: u16 = 40;
 /// Events a terminal may queue before frequent ones are coalesced.
 const EVENT_QUEUE: usize = 64;
 
+/// What became of a Spawn.
+pub(crate) enum Spawned {
+    /// It runs.
+    Started(Box<AgentRecord>),
+    /// Sent with `queue`, it found no room under `[limits]`: resolved and
+    /// given its id, for the queue ([`crate::queue::spawn`]) to keep.
+    NoRoom(Box<QueuedSpawn>),
+}
+
+/// A Spawn that waits in the queue, resolved as it was asked: who it is and
+/// where, so that it starts later as it would have then.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueuedSpawn {
+    /// Its terminal, given out when it was queued.
+    pub terminal: u64,
+    /// The request, its environment and profile filled in.
+    pub request: Spawn,
+    /// It gets a lead token.
+    pub lead: bool,
+    /// The terminal that spawned it.
+    pub parent: Option<u64>,
+    /// Its group and number when it is a variant.
+    pub variant: Option<(String, u32)>,
+}
+
 /// Spawns an agent; `variant` marks it as a variant of a group (RunVariants).
+/// Sent with `queue` and no room under `[limits]`, it does not start: it is
+/// handed back for the queue.
 pub(crate) async fn spawn(
     core: &Arc<Core>,
     ctx: &CallContext,
     mut request: Spawn,
     variant: Option<(String, u32)>,
-) -> Result<AgentRecord, ApiError> {
+) -> Result<Spawned, ApiError> {
     request.max_cost_usd = request
         .max_cost_usd
         .or(core.settings.config.budget.max_cost_usd);
-    let caller = ctx.principal.terminal();
     let (environment, lead) = environment_and_lead(ctx, &request)?;
     core.check_environment(&environment)?;
     let (profile, command) = profile_and_command(core, &request)?;
-    if variant.is_none() {
-        // RunVariants made room for all of its variants at once.
-        crate::limits::may_start(core, 1)?;
-    }
+    let parent = ctx.principal.terminal().map(|t| t.terminal);
+    let wants_queue = request.queue == Some(true);
+    let room = match &variant {
+        // RunVariants judged the room for all of its variants at once: a
+        // group sent with `queue` that found none queues each of them.
+        Some(_) if wants_queue => None,
+        Some(_) => Some(None),
+        None => match crate::limits::may_start(core, 1) {
+            Ok(room) => Some(Some(room)),
+            Err(e) if wants_queue && e.code == ErrorCode::Busy => None,
+            Err(e) => return Err(e),
+        },
+    };
+    let Some(_room) = room else {
+        let terminal = core.store.allocate_terminal_id().map_err(cannot_record)?;
+        request.environment = Some(environment);
+        request.profile = Some(profile.name.clone());
+        return Ok(Spawned::NoRoom(Box::new(QueuedSpawn {
+            terminal,
+            request,
+            lead,
+            parent,
+            variant,
+        })));
+    };
+    let start = Start {
+        environment,
+        lead,
+        parent,
+        request,
+        profile,
+        command,
+        variant,
+    };
+    start_now(core, Some(ctx), None, start)
+        .await
+        .map(|record| Spawned::Started(Box::new(record)))
+}
+
+/// Starts a Spawn whose turn in the queue came (the queue took the room).
+pub(crate) async fn start_queued(
+    core: &Arc<Core>,
+    queued: QueuedSpawn,
+) -> Result<AgentRecord, ApiError> {
+    let (profile, command) = profile_and_command(core, &queued.request)?;
+    let environment = queued
+        .request
+        .environment
+        .clone()
+        .unwrap_or_else(|| MAIN.to_owned());
+    core.check_environment(&environment)?;
+    let start = Start {
+        environment,
+        lead: queued.lead,
+        parent: queued.parent,
+        request: queued.request,
+        profile,
+        command,
+        variant: queued.variant,
+    };
+    start_now(core, None, Some(queued.terminal), start).await
+}
+
+/// A Spawn judged and resolved: what starts, where and as whom.
+struct Start {
+    environment: String,
+    lead: bool,
+    parent: Option<u64>,
+    request: Spawn,
+    profile: Arc<Profile>,
+    command: Vec<String>,
+    variant: Option<(String, u32)>,
+}
+
+/// Starts a Spawn now: its environment ready, its id (given now, or when it
+/// was queued: `queued_id`), its program.
+async fn start_now(
+    core: &Arc<Core>,
+    ctx: Option<&CallContext>,
+    queued_id: Option<u64>,
+    start: Start,
+) -> Result<AgentRecord, ApiError> {
+    let Start {
+        environment,
+        lead,
+        parent,
+        request,
+        profile,
+        command,
+        variant,
+    } = start;
     // A new worktree's setup runs before any agent starts there.
     let (cwd, host) = environments::ready(core, &environment).await?;
     let host = environments::host(core, host.as_deref())?;
     if host.is_none() {
         crate::limits::may_limit_memory(core, profile.memory_max_mib)?;
     }
-    let (terminal, mut underway) = allocate_id(core, ctx, variant.is_some())?;
-    if let Some((group, n)) = &variant {
-        // The group knows its variant's terminal before the program starts:
-        // after a crash, `run_variants::resume` never starts it twice.
-        core.store
-            .record_variant(group, *n, &environment, Some(terminal))
-            .map_err(|e| {
-                ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}"))
-            })?;
-    }
+    let (terminal, mut underway) = match (queued_id, ctx) {
+        // Its group knows it since it was queued.
+        (Some(id), _) => (id, None),
+        (None, Some(ctx)) => {
+            let (terminal, underway) = allocate_id(core, ctx, variant.is_some())?;
+            if let Some((group, n)) = &variant {
+                // The group knows its variant's terminal before the program
+                // starts: after a crash, `run_variants::resume` never starts
+                // it twice.
+                core.store
+                    .record_variant(group, *n, &environment, Some(terminal))
+                    .map_err(|e| {
+                        ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}"))
+                    })?;
+            }
+            (terminal, underway)
+        }
+        (None, None) => return Err(ApiError::internal("a Spawn without a caller nor an id")),
+    };
     let newcomer = Newcomer {
         me: TerminalRef {
             environment,
             terminal,
         },
         lead,
-        parent: caller.map(|t| t.terminal),
+        parent,
         host,
         variant,
     };
@@ -288,12 +412,7 @@ fn allocate_id(
     ctx: &CallContext,
     variant: bool,
 ) -> Result<(u64, Option<Underway>), ApiError> {
-    let cannot = |e: std::io::Error| {
-        ApiError::new(
-            ErrorCode::Failed,
-            format!("cannot record the new terminal: {e}"),
-        )
-    };
+    let cannot = cannot_record;
     if ctx.once.is_none() && !variant {
         let id = core.store.allocate_terminal_id().map_err(cannot)?;
         return Ok((id, None));
@@ -317,6 +436,13 @@ fn allocate_id(
         .map_err(cannot)?;
     let underway = underway.ok_or_else(|| ApiError::internal("the Spawn's intent was not made"))?;
     Ok((id, Some(underway)))
+}
+
+fn cannot_record(e: std::io::Error) -> ApiError {
+    ApiError::new(
+        ErrorCode::Failed,
+        format!("cannot record the new terminal: {e}"),
+    )
 }
 
 /// Records in the Spawn's intent, just before its program starts, the record
@@ -398,24 +524,50 @@ fn agent_record(
     command: Vec<String>,
     pid: Option<u32>,
 ) -> AgentRecord {
+    let mut record = new_record(
+        &newcomer.me,
+        newcomer.host.as_ref().map(|h| h.name.clone()),
+        request,
+        profile,
+        command,
+        newcomer.lead,
+        newcomer.parent,
+        newcomer.variant.as_ref(),
+    );
+    record.pid = pid;
+    record
+}
+
+/// A new terminal's record, `starting` (the queue's are made `queued`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn new_record(
+    me: &TerminalRef,
+    host: Option<String>,
+    request: &Spawn,
+    profile: &Profile,
+    command: Vec<String>,
+    lead: bool,
+    parent: Option<u64>,
+    variant: Option<&(String, u32)>,
+) -> AgentRecord {
     let now = now_rfc3339();
     AgentRecord {
-        terminal: newcomer.me.terminal,
-        environment: newcomer.me.environment.clone(),
-        host: newcomer.host.as_ref().map(|h| h.name.clone()),
+        terminal: me.terminal,
+        environment: me.environment.clone(),
+        host,
         name: request.name.clone(),
         profile: profile.name.clone(),
         command,
-        lead: newcomer.lead,
-        parent: newcomer.parent,
-        group: newcomer.variant.as_ref().map(|v| v.0.clone()),
-        variant: newcomer.variant.as_ref().map(|v| v.1),
+        lead,
+        parent,
+        group: variant.map(|v| v.0.clone()),
+        variant: variant.map(|v| v.1),
         state: AgentState::Starting,
         state_source: StateSource::Process,
         message: None,
         exit_code: None,
         signal: None,
-        pid,
+        pid: None,
         title: None,
         started_at: now.clone(),
         state_since: now,
@@ -424,6 +576,7 @@ fn agent_record(
         tokens: None,
         max_cost_usd: request.max_cost_usd,
         hook_problem: None,
+        queue_place: None,
     }
 }
 

@@ -464,6 +464,10 @@ impl Store {
     /// Keeps a terminal's record in the state file, when terminals are kept. A
     /// change of the title alone waits in memory for the next write.
     fn keep(&self, inner: &mut Inner, record: &AgentRecord, token_file: Option<&PathBuf>) {
+        if record.state == AgentState::Queued {
+            // No program yet: the queue keeps it ([`crate::queue`]).
+            return;
+        }
         let Some(endpoint) = inner.keep_terminals.clone().or_else(|| {
             inner
                 .kept_anyway
@@ -507,7 +511,9 @@ impl Store {
         }
     }
 
-    /// Adds a new agent and returns its record.
+    /// Adds a new agent and returns its record. An agent that waited in the
+    /// queue ([`crate::queue`]) is replaced by its started self: its waiters
+    /// (its watch) carry on with the new record.
     pub fn insert(
         &self,
         mut record: AgentRecord,
@@ -521,15 +527,26 @@ impl Store {
         // Sampled anew (a record taken back from the last run kept its last).
         record.usage = None;
         let id = record.terminal;
+        let waited = inner.agents.remove(&id);
+        if let Some(waited) = &waited {
+            inner.changes.remove(&waited.record.rev);
+        }
         inner.changes.insert(rev, Change::Agent(id));
         self.keep(&mut inner, &record, token_file.as_ref());
         let json = RecordJson::of(&record);
         inner.remember(rev, &record.environment, StreamLine::Agent(json.clone()));
+        let watch = match waited {
+            Some(waited) => {
+                waited.watch.send_replace(record.clone());
+                waited.watch
+            }
+            None => watch::channel(record.clone()).0,
+        };
         inner.agents.insert(
             id,
             Entry {
                 json,
-                watch: watch::channel(record.clone()).0,
+                watch,
                 record: record.clone(),
                 terminal,
                 profile,
@@ -682,11 +699,13 @@ impl Store {
             .collect()
     }
 
-    /// Every entry's terminal, for shutdown.
+    /// Every entry's terminal, for shutdown (not those still queued: no
+    /// program runs there).
     pub fn terminals(&self) -> Vec<Arc<dyn Terminal>> {
         self.lock()
             .agents
             .values()
+            .filter(|e| e.record.state != AgentState::Queued)
             .map(|e| e.terminal.clone())
             .collect()
     }
@@ -702,13 +721,14 @@ impl Store {
     }
 
     /// How many terminals have not exited, and how many are working or
-    /// starting (what `[limits]` counts), under the lock, no record copied.
+    /// starting (what `[limits]` counts; those still queued are not), under
+    /// the lock, no record copied.
     pub fn live_and_working(&self) -> (usize, usize) {
         let inner = self.lock();
         let live = inner
             .agents
             .values()
-            .filter(|e| e.record.state != AgentState::Exited);
+            .filter(|e| !matches!(e.record.state, AgentState::Exited | AgentState::Queued));
         live.fold((0, 0), |(live, working), e| {
             let busy = matches!(e.record.state, AgentState::Working | AgentState::Starting);
             (live + 1, working + usize::from(busy))

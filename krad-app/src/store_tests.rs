@@ -75,6 +75,7 @@ fn record() -> AgentRecord {
         tokens: None,
         max_cost_usd: None,
         hook_problem: None,
+        queue_place: None,
     }
 }
 

@@ -102,6 +102,9 @@ pub enum Kind {
     DecidedAsk,
     /// An environment's block of TCP ports, by environment name.
     PortBlock,
+    /// Work waiting in the app's queue for room under its limits, by its
+    /// place in line (a zero-padded sequence number).
+    Queued,
 }
 
 impl Kind {
@@ -114,6 +117,7 @@ impl Kind {
             Kind::Intent => "intent",
             Kind::DecidedAsk => "decided_ask",
             Kind::PortBlock => "port_block",
+            Kind::Queued => "queued",
         }
     }
 }

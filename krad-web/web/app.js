@@ -71,6 +71,7 @@ async function call(request) {
     const error = new Error(answer.Error.message);
     error.code = answer.Error.code;
     error.detail = answer.Error.detail;
+    error.retryable = answer.Error.retryable === true;
     throw error;
   }
   return answer;
@@ -87,7 +88,7 @@ function open(request, onLine, onEnd, onError) {
 
 // --- the board ------------------------------------------------------------
 const agents = new Map();
-const NEEDS_YOU = { asking: 0, idle: 1, starting: 2, working: 3, exited: 4 };
+const NEEDS_YOU = { asking: 0, idle: 1, starting: 2, working: 3, queued: 4, exited: 5 };
 let boardStream;
 let notified = new Set();
 
@@ -134,7 +135,7 @@ function since(iso) {
 function renderBoard() {
   const body = $("#agents");
   const rows = [...agents.values()].sort((a, b) =>
-    (NEEDS_YOU[a.state] ?? 5) - (NEEDS_YOU[b.state] ?? 5) || a.terminal - b.terminal);
+    (NEEDS_YOU[a.state] ?? 6) - (NEEDS_YOU[b.state] ?? 6) || (a.queue_place ?? 0) - (b.queue_place ?? 0) || a.terminal - b.terminal);
   put(body, ...rows.map((a) => el("tr", {
       class: a.state === "asking" ? "needs-you" : "", dataset: { terminal: a.terminal, state: a.state } },
     el("td", {}, a.terminal),
@@ -142,11 +143,11 @@ function renderBoard() {
     el("td", { class: `state state-${a.state}` }, a.state, a.exit_code != null ? ` (${a.exit_code})` : ""),
     el("td", {}, a.state_source),
     el("td", { title: a.state_since }, since(a.state_since)),
-    el("td", {}, a.message || a.title || ""),
+    el("td", {}, a.queue_place ? `[queue #${a.queue_place}] ` : "", a.message || a.title || ""),
     el("td", {}, a.environment),
     el("td", {}, a.host || "here"),
     el("td", {},
-      a.state !== "exited" ? el("button", { type: "button", class: "attach", onclick: () => attach(a.terminal) }, "terminal") : null,
+      a.state !== "exited" && a.state !== "queued" ? el("button", { type: "button", class: "attach", onclick: () => attach(a.terminal) }, "terminal") : null,
       " ",
       el("button", { type: "button", onclick: () => { $("#send-form").target.value = a.terminal; location.hash = "#forms"; } }, "send"),
       " ",
@@ -299,11 +300,16 @@ function renderGroups() {
         el("button", { type: "button", onclick: () => showEnvironment(env.name) }, "diff"), " ",
         el("button", { type: "button", class: "primary pick", onclick: () => dryRun(group, env.variant, panel) }, "pick…"),
         panel));
-      call({ Changes: { environment: env.name } }).then((a) => {
+      const load = (tries) => call({ Changes: { environment: env.name } }).then((a) => {
         const c = a.Changes;
         const added = c.files.reduce((n, f) => n + f.added, 0), removed = c.files.reduce((n, f) => n + f.removed, 0);
         put(files, `${c.files.length} files, +${added} −${removed}`, ...c.files.map((f) => el("div", {}, `${f.status[0]} ${f.path}`)));
-      }).catch((e) => put(files, el("span", { class: "error" }, e.message)));
+      }).catch((e) => {
+        // A worktree still being made answers `unavailable`: asked again shortly.
+        if (e.retryable && tries > 0) return setTimeout(() => load(tries - 1), 1000);
+        put(files, el("span", { class: "error" }, e.message));
+      });
+      load(30);
     }
     return el("div", {}, el("h3", {}, `group ${group}`), row);
   }));

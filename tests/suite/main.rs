@@ -30,6 +30,7 @@ mod host_down;
 mod in_process;
 mod isolation;
 mod limits;
+mod queue;
 mod remote_tmux;
 mod rename;
 mod rights;

@@ -36,7 +36,8 @@ impl PaneState {
         match state {
             AgentState::Exited => PaneState::Exited,
             _ if asking => PaneState::Waiting,
-            AgentState::Starting => PaneState::Starting,
+            // The durable wire has no `queued`: the pane is yet to start.
+            AgentState::Queued | AgentState::Starting => PaneState::Starting,
             AgentState::Working => PaneState::Working,
             AgentState::Idle | AgentState::Other => PaneState::Idle,
             AgentState::Asking => PaneState::Waiting,

@@ -19,7 +19,6 @@ use crate::environments::{self, NewWorktree};
 use crate::hosts::Host;
 use crate::intents::{self, Underway};
 use crate::records::{GroupRecord, Phase};
-use crate::spawning;
 
 /// Starts a new group as `request` asks, and answers it.
 pub(crate) async fn run(
@@ -33,7 +32,12 @@ pub(crate) async fn run(
         None => free_group_name(core),
     };
     names_are_free(core, &group, request.count)?;
-    crate::limits::may_start(core, request.count as usize)?;
+    // Room for every variant at once, or (sent with `queue`) each waits in line.
+    let room = match crate::limits::may_start(core, request.count as usize) {
+        Ok(room) => Some(room),
+        Err(e) if request.queue == Some(true) && e.code == ErrorCode::Busy => None,
+        Err(e) => return Err(e),
+    };
     crate::budget::set_group_limit(core, &group, request.max_group_cost_usd);
     let host = environments::host(core, request.host.as_deref())?;
     let (base_commit, base_environment) =
@@ -45,9 +49,12 @@ pub(crate) async fn run(
         base_environment,
         host,
         request: &request,
+        queued: room.is_none(),
     };
     let _underway = record_group(core, ctx, &plan)?;
-    start_missing(core, ctx, &plan, &BTreeSet::new()).await
+    let started = start_missing(core, ctx, &plan, &BTreeSet::new()).await;
+    drop(room);
+    started
 }
 
 /// Starts every variant of the group that has not started (all of them, the
@@ -69,6 +76,7 @@ async fn start_missing(
                 variant: n,
                 environment: v.environment.clone(),
                 terminal: v.terminal.filter(|t| !never_started.contains(t))?,
+                queue_place: None,
             })
         });
         match started {
@@ -104,6 +112,8 @@ pub(crate) async fn resume(
         base_environment: group.base_environment,
         host: environments::host(core, group.host.as_deref())?,
         request,
+        // Started again after a crash: those with no room wait in line.
+        queued: request.queue == Some(true),
     };
     let ctx = CallContext {
         principal: krad_bus::token::Principal::Client,
@@ -121,6 +131,8 @@ struct Plan<'a> {
     base_environment: String,
     host: Option<Arc<Host>>,
     request: &'a RunVariants,
+    /// No room for them now: each variant's agent waits in the queue.
+    queued: bool,
 }
 
 /// The profile asked for (or the default one), if the app knows it.
@@ -234,13 +246,15 @@ async fn start_variant(
         name: Some(format!("{group} #{n}")),
         sandbox: plan.request.sandbox,
         max_cost_usd: plan.request.max_cost_usd,
+        queue: plan.queued.then_some(true),
         ..Spawn::default()
     };
-    let agent = spawning::spawn(core, ctx, spawn_request, Some((group.clone(), n))).await?;
+    let agent = crate::queue::spawn(core, ctx, spawn_request, Some((group.clone(), n))).await?;
     Ok(VariantInfo {
         variant: n,
         environment,
         terminal: agent.terminal,
+        queue_place: agent.queue_place,
     })
 }
 

@@ -8,6 +8,7 @@ use crate::EmbeddedApp;
 use crate::MAIN;
 use crate::environments::{changes, env_git, not_found_environment};
 use crate::git::Git;
+use crate::records::Phase;
 
 impl Handle<Changes> for EmbeddedApp {
     async fn handle(&self, _ctx: &CallContext, request: Changes) -> Result<ChangesInfo, ApiError> {
@@ -27,6 +28,15 @@ impl Handle<Changes> for EmbeddedApp {
                     .store
                     .environment(name)
                     .ok_or_else(|| not_found_environment(name))?;
+                if record.phase == Phase::Creating {
+                    return Err(ApiError::new(
+                        ErrorCode::Unavailable,
+                        format!(
+                            "environment {name:?} is being created (git worktree add runs): \
+                             ask again in a moment"
+                        ),
+                    ));
+                }
                 (env_git(core, &record)?, record.base)
             };
             changes::changes(name, &git, &base, request.patch.unwrap_or(false)).await

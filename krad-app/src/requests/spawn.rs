@@ -1,13 +1,14 @@
-//! Spawn: an agent on a new terminal (see [`crate::spawning`]).
+//! Spawn: an agent on a new terminal (see [`crate::spawning`]), or in the
+//! queue when `[limits]` leave no room ([`crate::queue`]).
 
 use krad_bus::protocol::{AgentRecord, ApiError};
 use krad_bus::request::spawn::Spawn;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::{EmbeddedApp, spawning};
+use crate::{EmbeddedApp, queue};
 
 impl Handle<Spawn> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Spawn) -> Result<AgentRecord, ApiError> {
-        spawning::spawn(&self.core, ctx, request, None).await
+        queue::spawn(&self.core, ctx, request, None).await
     }
 }

@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AgentState {
+    /// Waiting in the app's queue for room under its `[limits]` (a Spawn or
+    /// RunVariants sent with `"queue": true`); no program runs yet. Its
+    /// record's `queue_place` says where it is in the queue.
+    Queued,
     /// Spawned, nothing heard yet.
     Starting,
     /// Running a turn.
@@ -25,6 +29,7 @@ impl AgentState {
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
         match self {
+            AgentState::Queued => "queued",
             AgentState::Starting => "starting",
             AgentState::Working => "working",
             AgentState::Idle => "idle",
@@ -35,9 +40,12 @@ impl AgentState {
     }
 
     /// Whether the agent has stopped working (`Wait`'s default condition): neither
-    /// starting nor working.
+    /// queued, starting nor working.
     pub fn is_stopped(self) -> bool {
-        !matches!(self, AgentState::Starting | AgentState::Working)
+        !matches!(
+            self,
+            AgentState::Queued | AgentState::Starting | AgentState::Working
+        )
     }
 }
 
@@ -158,6 +166,11 @@ pub struct AgentRecord {
     /// while they run as they should. `krad doctor` lists them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook_problem: Option<String>,
+    /// Its place (from 1) in the queue of work waiting for room under the
+    /// app's `[limits]`: its own Spawn (state `queued`) or a Send queued for
+    /// it; absent when nothing of it waits there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_place: Option<u32>,
 }
 
 /// What a terminal's processes use: the program and every process below it.

@@ -206,6 +206,7 @@ mod tests {
             tokens: None,
             max_cost_usd: None,
             hook_problem: None,
+            queue_place: None,
         }
     }
 

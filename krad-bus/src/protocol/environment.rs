@@ -179,6 +179,10 @@ pub struct VariantInfo {
     pub environment: String,
     /// Its agent's terminal.
     pub terminal: u64,
+    /// Its agent's place in the app's queue, when it waits there for room
+    /// under `[limits]` (RunVariants sent with `queue`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_place: Option<u32>,
 }
 
 /// The answer to RunVariants.

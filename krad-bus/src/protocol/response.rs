@@ -80,6 +80,11 @@ pub struct SentInfo {
     pub delivered: bool,
     /// The agent's state after the write.
     pub state: AgentState,
+    /// Its place (from 1) in the app's queue, for a Send sent with `"queue":
+    /// true` that waits there for room under `[limits]` (then `delivered` is
+    /// false: it is typed when its turn comes); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_place: Option<u32>,
 }
 
 /// The answer to Output.

@@ -51,6 +51,11 @@ pub struct RunVariants {
     /// is interrupted and shown `asking` (Budget raises it). A krad addition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_group_cost_usd: Option<crate::protocol::Dollars>,
+    /// `true`: when the app's `[limits]` leave no room for all the variants
+    /// now, their worktrees are made and their agents wait in the queue (see
+    /// Spawn's `queue`) instead of the answer `busy`. A krad addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<bool>,
 }
 
 impl Call for RunVariants {

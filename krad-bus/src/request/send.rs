@@ -54,6 +54,12 @@ pub struct Send {
     /// Now (default) or once idle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<When>,
+    /// `true`: when the app's `[limits]` leave no room for the agent to work
+    /// now (or it is itself queued), wait in the queue and be typed when its
+    /// turn comes (the answer says `delivered: false` and its `queue_place`)
+    /// instead of the answer `busy`. A krad addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<bool>,
 }
 
 impl Call for Send {

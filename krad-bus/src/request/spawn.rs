@@ -59,6 +59,11 @@ pub struct Spawn {
     /// `asking` until the limit is raised (Budget). A krad addition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost_usd: Option<crate::protocol::Dollars>,
+    /// `true`: when the app's `[limits]` leave no room now, wait in its queue
+    /// (the answer is the record, `queued`, with its `queue_place`; started in
+    /// order as room frees) instead of the answer `busy`. A krad addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<bool>,
 }
 
 impl Call for Spawn {

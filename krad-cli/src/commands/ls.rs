@@ -18,7 +18,10 @@ state came from (hook, process, screen, quiet, input). CPU (percent of one core)
 (resident memory) are those of the agent's whole process tree, sampled every 2 s (`-` \
 before the first sample, and on SSH hosts without tmux); `krad top` follows them live. \
 COST is what the agent's model calls cost at the config's prices, from its CLI's own files \
-(Claude Code, Codex): `?` for a model without a price, `-` for an agent without such files.\n\n\
+(Claude Code, Codex): `?` for a model without a price, `-` for an agent without such files. \
+An agent sent with --queue that [limits] left no room for is `queued`, its place in the queue \
+first in MESSAGE (`[queue #2]`; also for an agent a queued send waits for); it starts in \
+that order as room frees.\n\n\
 Examples:\n  krad ls\n  krad ls --env feat-x\n  krad ls --json | jq '.Agents[] | select(.state == \"idle\") | .terminal'"
 )]
 pub struct LsArgs {
@@ -68,7 +71,11 @@ fn agents_table(agents: &[AgentRecord], now: SystemTime, width: usize) -> Vec<St
         .map(|record| {
             let agent = Agent(record);
             let mut row = agent.row(now, true);
-            let message = row.pop().unwrap_or_default();
+            let mut message = row.pop().unwrap_or_default();
+            if let Some(place) = record.queue_place {
+                // Its Spawn, or a Send for it, waits in the app's queue.
+                message = format!("[queue #{place}] {message}");
+            }
             row.extend([
                 agent.cpu_cell(),
                 agent.memory_cell(),
@@ -109,6 +116,18 @@ mod tests {
         );
         assert!(lines.iter().all(|l| l.chars().count() <= 120));
         assert_eq!(agents_table(&[], SystemTime::now(), 100), vec!["no agents"]);
+    }
+
+    #[test]
+    fn a_queued_agent_shows_its_place() {
+        let queued = render::test_record(json!({"terminal":9,"state":"queued",
+            "queue_place":2,"message":"waiting in the queue for room under [limits]"}));
+        let lines = agents_table(&[queued], SystemTime::now(), 160);
+        assert!(lines[1].contains("queued"), "{lines:#?}");
+        assert!(
+            lines[1].contains("[queue #2] waiting in the queue"),
+            "{lines:#?}"
+        );
     }
 
     #[test]

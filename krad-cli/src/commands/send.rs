@@ -26,7 +26,8 @@ Examples:
   krad send 4 - --enter < followup.md
   krad send 4 --key 2                     # pick option 2 of a dialog
   krad send 4 --key Down --key Enter      # move to the next choice and take it
-  krad send 4 --key Escape                # dismiss a dialog / interrupt")]
+  krad send 4 --key Escape                # dismiss a dialog / interrupt
+  krad send 4 'next task' --enter --queue # wait in line under [limits]")]
 pub struct SendArgs {
     /// The terminal id.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
@@ -43,6 +44,11 @@ pub struct SendArgs {
     /// Hold the text until the agent is idle or asking (within 10 s).
     #[arg(long)]
     pub when_idle: bool,
+    /// When the app's [limits] leave no room for the agent to work now (or it
+    /// is itself queued), wait in the queue and be typed when its turn comes,
+    /// instead of answering busy (exit 1).
+    #[arg(long)]
+    pub queue: bool,
 }
 
 /// A key name, checked here so that a typo is a usage error before anything is sent.
@@ -73,9 +79,18 @@ pub fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<
         keys: (!args.keys.is_empty()).then_some(args.keys),
         enter: args.enter.then_some(true),
         when: args.when_idle.then_some(When::Idle),
+        queue: args.queue.then_some(true),
     };
     let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |sent| {
+        if let Some(place) = sent.queue_place {
+            print::line(&format!(
+                "queued for terminal {} (place {place} in the queue; now {}): typed when \
+                 [limits] leave room",
+                sent.terminal, sent.state
+            ));
+            return;
+        }
         let delivered = if sent.delivered {
             "delivered"
         } else {

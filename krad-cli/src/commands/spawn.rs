@@ -23,7 +23,8 @@ Examples:
   git diff | krad spawn --profile codex --prompt -
   krad spawn --profile exec --env feat-x --var RUST_LOG=debug -- make test
   krad spawn --profile claude --env feat-x --sandbox --prompt 'refactor the parser'
-  krad spawn --profile claude --max-cost 2.50 --prompt 'port the tests'")]
+  krad spawn --profile claude --max-cost 2.50 --prompt 'port the tests'
+  krad spawn --profile codex --queue --prompt 'update the changelog'   # waits for room")]
 pub struct SpawnArgs {
     /// How to start the agent (shell, exec, claude, codex, or one from the config; default: the config's).
     #[arg(long, value_name = "P")]
@@ -54,6 +55,10 @@ pub struct SpawnArgs {
     /// interrupted and shown asking (`krad budget` raises it).
     #[arg(long, value_name = "USD", value_parser = super::budget::dollars)]
     pub max_cost: Option<krad_bus::protocol::Dollars>,
+    /// When the app's [limits] leave no room now, wait in its queue (shown
+    /// `queued` in `krad ls`, started in order) instead of answering busy (exit 1).
+    #[arg(long)]
+    pub queue: bool,
     /// The task for the agent; - reads it from stdin.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub prompt: Option<String>,
@@ -80,14 +85,26 @@ pub fn run(args: SpawnArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result
         rows: args.rows,
         sandbox: args.sandbox.then_some(true),
         max_cost_usd: args.max_cost,
+        queue: args.queue.then_some(true),
     };
     let reply = AppConnection::find(connect)?.send(request, None)?;
     print::emit(json, &reply, |record| print::line(&spawned_line(record)));
     Ok(Exit::Success)
 }
 
-/// `spawned terminal 5 (profile claude) in main, pid 1234`.
+/// `spawned terminal 5 (profile claude) in main, pid 1234`, or `queued
+/// terminal 5 (profile claude) in main, place 2`.
 fn spawned_line(record: &AgentRecord) -> String {
+    if record.state == krad_bus::protocol::AgentState::Queued {
+        return format!(
+            "queued terminal {} (profile {}) in {}, place {} in the queue: it starts when \
+             [limits] leave room",
+            record.terminal,
+            render::one_line(&record.profile),
+            render::one_line(&record.environment),
+            record.queue_place.unwrap_or_default()
+        );
+    }
     let mut line = format!(
         "spawned terminal {} (profile {}) in {}",
         record.terminal,

@@ -53,6 +53,11 @@ pub enum VariantsCommand {
         /// What the whole group's may cost, in US dollars (`krad budget --group` raises it).
         #[arg(long, value_name = "USD", value_parser = super::budget::dollars)]
         max_group_cost: Option<krad_bus::protocol::Dollars>,
+        /// When the app's [limits] leave no room for all of them now, make
+        /// their worktrees and queue their agents (started in order) instead
+        /// of answering busy (exit 1).
+        #[arg(long)]
+        queue: bool,
         /// Make the request at most once with this id (safe to retry).
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
@@ -118,6 +123,7 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
             sandbox,
             max_cost,
             max_group_cost,
+            queue,
             request_id,
             command,
         } => {
@@ -141,13 +147,18 @@ pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Res
                 sandbox: sandbox.then_some(true),
                 max_cost_usd: max_cost,
                 max_group_cost_usd: max_group_cost,
+                queue: queue.then_some(true),
             };
             let reply = bus.send(request, request_id.as_deref())?;
             print::emit(json, &reply, |variants| {
                 print::line(&format!("group {}", variants.group));
                 for v in &variants.variants {
+                    let queued = v
+                        .queue_place
+                        .map(|place| format!(" (queued, place {place})"))
+                        .unwrap_or_default();
                     print::line(&format!(
-                        "  variant {}: environment {}, terminal {}",
+                        "  variant {}: environment {}, terminal {}{queued}",
                         v.variant, v.environment, v.terminal
                     ));
                 }

@@ -122,6 +122,7 @@ async fn spawn(
         rows: None,
         sandbox: None,
         max_cost_usd: None,
+        queue: None,
     };
     let record = bus_request(core, request).await?;
     let asking = core.asks.has_open(record.terminal);

@@ -24,6 +24,7 @@ pub(in crate::durable) async fn type_text(
         keys: None,
         enter: Some(true),
         when: None,
+        queue: None,
     };
     bus_request(core, request).await?;
     core.feed.item(terminal, ItemKind::User, text);

@@ -1,0 +1,605 @@
+//! The queue: work sent with `"queue": true` that the app's `[limits]` leave
+//! no room for yet — a Spawn (or a RunVariants' variant), whose terminal is on
+//! record as `queued` with its place from the start, or a Send, typed when
+//! its turn comes. Each is kept in the store (`Kind::Queued`) before it is
+//! answered, so the queue survives a restart of the app ([`reload`]).
+//!
+//! One task ([`run`]) takes the work in order, the first first: it looks
+//! whenever the agents' records move (the store's rev: exits, states) and
+//! every [`limits::RETRY_AFTER_SECS`] (the free memory moves unseen), and
+//! starts the first as soon as the limits leave room for it — the next one
+//! only after. A request not sent with `queue` does not go before the queue
+//! ([`limits::may_start`]). Close of a queued terminal takes it out.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use krad_bus::protocol::{
+    AgentRecord, AgentState, ApiError, ErrorCode, SentInfo, StateSource, TerminalRef,
+};
+use krad_bus::request::send::Send;
+use krad_bus::request::spawn::Spawn;
+use krad_bus::server::CallContext;
+use krad_bus::token::Principal;
+use krad_store::{Db, Kind, StoreError};
+use krad_term::{ExitStatus, Snapshot, Terminal};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, oneshot};
+
+use crate::profile::Profile;
+use crate::spawning::{self, QueuedSpawn, Spawned};
+use crate::store::{now_rfc3339, set_state};
+use crate::{Core, limits, sending};
+
+/// How long the queue waits, after typing a queued Send into an idle agent,
+/// for the agent to be seen working before it judges the next (an agent
+/// that tells its state takes a moment to say so).
+const SEND_SETTLES: Duration = Duration::from_secs(5);
+
+/// One piece of work waiting, as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Waiting {
+    /// Its place in line: later work has a larger number.
+    pub seq: u64,
+    /// When it was queued (RFC 3339).
+    pub since: String,
+    /// What it is.
+    pub work: Work,
+}
+
+/// What waits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Work {
+    /// A Spawn, its terminal on record as `queued`.
+    Spawn(Box<QueuedSpawn>),
+    /// A Send.
+    Send {
+        /// The request.
+        request: Send,
+    },
+}
+
+impl Work {
+    /// The terminal the work is for.
+    fn terminal(&self) -> u64 {
+        match self {
+            Work::Spawn(spawn) => spawn.terminal,
+            Work::Send { request } => request.target,
+        }
+    }
+}
+
+/// The queue in memory, in order; the store holds the same.
+#[derive(Default)]
+pub struct Queue {
+    line: Mutex<Line>,
+    wake: Arc<Notify>,
+    /// The app is stopping: nothing more starts.
+    stopped: AtomicBool,
+}
+
+#[derive(Default)]
+struct Line {
+    waiting: Vec<Waiting>,
+    next_seq: u64,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Line> {
+        self.line.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts nothing more (the app stops; the queue is kept for the next).
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    /// How much work waits.
+    pub fn len(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
+    /// What waits, in order.
+    pub fn waiting(&self) -> Vec<Waiting> {
+        self.lock().waiting.clone()
+    }
+
+    /// Puts `work` last in line, once `keep` kept it in the store; returns
+    /// its place, from 1.
+    fn push(
+        &self,
+        work: Work,
+        keep: impl FnOnce(&Waiting) -> Result<(), ApiError>,
+    ) -> Result<u32, ApiError> {
+        let mut line = self.lock();
+        let waiting = Waiting {
+            seq: line.next_seq.max(1),
+            since: now_rfc3339(),
+            work,
+        };
+        keep(&waiting)?;
+        line.next_seq = waiting.seq + 1;
+        line.waiting.push(waiting);
+        let place = line.waiting.len();
+        drop(line);
+        self.wake.notify_one();
+        Ok(u32::try_from(place).unwrap_or(u32::MAX))
+    }
+
+    /// Takes out the work `matches` picks; returns what it took.
+    fn take(&self, db: &Db, matches: impl Fn(&Waiting) -> bool) -> Vec<Waiting> {
+        let mut line = self.lock();
+        let (taken, staying): (Vec<_>, Vec<_>) = line.waiting.drain(..).partition(|w| matches(w));
+        line.waiting = staying;
+        let removed = db.write(|tx| {
+            for waiting in &taken {
+                tx.remove(Kind::Queued, &key(waiting.seq))?;
+            }
+            Ok(())
+        });
+        if let Err(e) = removed {
+            tracing::error!("cannot take work out of the queue in the store: {e}");
+        }
+        taken
+    }
+}
+
+/// The store's key of the work at `seq`: zero-padded, so that the keys sort
+/// in the queue's order.
+fn key(seq: u64) -> String {
+    format!("{seq:020}")
+}
+
+/// Writes `waiting` in the store.
+fn keep(tx: &krad_store::Tx<'_>, waiting: &Waiting) -> Result<(), StoreError> {
+    tx.put(Kind::Queued, &key(waiting.seq), waiting)
+}
+
+fn kept(written: Result<(), StoreError>) -> Result<(), ApiError> {
+    written.map_err(|e| cannot_keep(&e))
+}
+
+fn cannot_keep(e: &dyn std::fmt::Display) -> ApiError {
+    ApiError::new(
+        ErrorCode::Failed,
+        format!("cannot keep the request in the queue: {e}"),
+    )
+}
+
+/// Spawns an agent ([`spawning::spawn`]); one sent with `queue` that finds no
+/// room under `[limits]` is queued and answered at once, `queued`.
+pub(crate) async fn spawn(
+    core: &Arc<Core>,
+    ctx: &CallContext,
+    request: Spawn,
+    variant: Option<(String, u32)>,
+) -> Result<AgentRecord, ApiError> {
+    match spawning::spawn(core, ctx, request, variant).await? {
+        Spawned::Started(record) => Ok(*record),
+        Spawned::NoRoom(queued) => spawn_later(core, *queued),
+    }
+}
+
+/// Queues a Spawn: its terminal is on record as `queued`, with its place,
+/// before the answer.
+fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError> {
+    let id = queued.terminal;
+    let (Some(environment), Some(profile)) = (
+        queued.request.environment.clone(),
+        queued
+            .request
+            .profile
+            .as_deref()
+            .and_then(|p| core.profiles.get(p)),
+    ) else {
+        return Err(ApiError::internal(
+            "a queued Spawn without its environment or profile",
+        ));
+    };
+    let command = queued
+        .request
+        .command
+        .clone()
+        .unwrap_or_else(|| profile.command.clone());
+    let me = TerminalRef {
+        environment,
+        terminal: id,
+    };
+    let host = core.store.environment(&me.environment).and_then(|e| e.host);
+    let record = queued_record(&me, &queued, &profile, command, host);
+    // On record first: the queue may start it the moment it is in line.
+    core.store
+        .insert(record, Arc::new(Unstarted(id)), profile, None);
+    let variant = queued.variant.clone();
+    let pushed = core.queue.push(Work::Spawn(Box::new(queued)), |waiting| {
+        let Some((group, n)) = &variant else {
+            return kept(core.store.db().write(|tx| keep(tx, waiting)));
+        };
+        // The group knows its variant's terminal in the same transaction.
+        let record_variant = |g: &mut Option<crate::records::GroupRecord>| {
+            if let Some(g) = g {
+                let variant = crate::records::VariantRecord {
+                    environment: me.environment.clone(),
+                    terminal: Some(id),
+                };
+                g.variants.insert(*n, variant);
+            }
+        };
+        core.store
+            .update_group_with(group, record_variant, |tx| keep(tx, waiting))
+            .map_err(|e| cannot_keep(&e))
+    });
+    if let Err(e) = pushed {
+        core.store.remove(id);
+        return Err(e);
+    }
+    renumber(core);
+    tracing::info!(terminal = id, "queued");
+    core.store.record(id).ok_or_else(|| Core::no_terminal(id))
+}
+
+/// Queues a Send (see the Send handler): answered at once, typed when its
+/// turn comes.
+pub(crate) fn send_later(core: &Core, request: Send) -> Result<SentInfo, ApiError> {
+    let id = request.target;
+    let db = core.store.db();
+    let place = core.queue.push(Work::Send { request }, |waiting| {
+        kept(db.write(|tx| keep(tx, waiting)))
+    })?;
+    renumber(core);
+    tracing::info!(terminal = id, place, "Send queued");
+    let state = core
+        .store
+        .record(id)
+        .map_or(AgentState::Exited, |r| r.state);
+    Ok(SentInfo {
+        terminal: id,
+        delivered: false,
+        state,
+        queue_place: Some(place),
+    })
+}
+
+/// Takes terminal `id`'s work out of the queue (its Close): its Spawn and
+/// the Sends for it. Whether its Spawn was there (then it never starts).
+pub(crate) fn cancel(core: &Core, id: u64) -> bool {
+    let taken = core
+        .queue
+        .take(core.store.db(), |w| w.work.terminal() == id);
+    if taken.is_empty() {
+        return false;
+    }
+    renumber(core);
+    taken.iter().any(|w| matches!(w.work, Work::Spawn(_)))
+}
+
+/// After a restart: the queued terminals on record again, as `queued`, in
+/// their places (call after the intents are recovered); work for terminals
+/// that are gone is dropped.
+pub(crate) fn reload(core: &Core) {
+    let kept = core.store.db().read(|tx| tx.all::<Waiting>(Kind::Queued));
+    let kept = match kept {
+        Ok(kept) => kept,
+        Err(e) => {
+            tracing::error!("cannot read the queue from the store: {e}");
+            return;
+        }
+    };
+    let mut waiting: Vec<Waiting> = kept.into_iter().map(|(_, w)| w).collect();
+    waiting.sort_by_key(|w| w.seq);
+    let mut gone = Vec::new();
+    for w in &waiting {
+        match &w.work {
+            Work::Spawn(queued) => {
+                let Some(environment) = queued.request.environment.clone() else {
+                    gone.push(w.seq);
+                    continue;
+                };
+                let profile_name = queued.request.profile.clone().unwrap_or_default();
+                let (Some(profile), true) = (
+                    core.profiles.get(&profile_name),
+                    core.check_environment(&environment).is_ok(),
+                ) else {
+                    tracing::warn!(
+                        terminal = queued.terminal,
+                        "a queued Spawn's environment or profile is gone: dropped from the queue"
+                    );
+                    gone.push(w.seq);
+                    continue;
+                };
+                let command = queued
+                    .request
+                    .command
+                    .clone()
+                    .unwrap_or_else(|| profile.command.clone());
+                let me = TerminalRef {
+                    environment,
+                    terminal: queued.terminal,
+                };
+                let host = core.store.environment(&me.environment).and_then(|e| e.host);
+                let record = queued_record(&me, queued, &profile, command, host);
+                core.store
+                    .insert(record, Arc::new(Unstarted(queued.terminal)), profile, None);
+            }
+            Work::Send { request } => {
+                if core.store.record(request.target).is_none() {
+                    gone.push(w.seq);
+                }
+            }
+        }
+    }
+    let mut line = core.queue.lock();
+    line.next_seq = waiting.last().map_or(1, |w| w.seq + 1);
+    line.waiting = waiting;
+    drop(line);
+    core.queue.take(core.store.db(), |w| gone.contains(&w.seq));
+    let count = core.queue.len();
+    if count > 0 {
+        tracing::info!(count, "the queue is back");
+    }
+    renumber(core);
+}
+
+/// Starts the queue's work in order as room frees, for as long as the app runs.
+pub(crate) async fn run(core: Weak<Core>) {
+    let Some(strong) = core.upgrade() else {
+        return;
+    };
+    let mut revs = strong.store.revs();
+    drop(strong);
+    let period = Duration::from_secs(limits::RETRY_AFTER_SECS);
+    loop {
+        let Some(core) = core.upgrade() else {
+            return;
+        };
+        while let Some((next, _room)) = first_with_room(&core) {
+            start(&core, next).await;
+        }
+        let wake = core.queue.wake.clone();
+        drop(core);
+        tokio::select! {
+            changed = revs.changed() => if changed.is_err() { return },
+            () = wake.notified() => {}
+            () = tokio::time::sleep(period) => {}
+        }
+    }
+}
+
+/// The first work in line, taken out, if the limits leave room for it now,
+/// with the room it takes (a Spawn's); work for a terminal that is gone is
+/// dropped on the way.
+fn first_with_room(core: &Core) -> Option<(Waiting, Option<limits::Room<'_>>)> {
+    loop {
+        if core.queue.stopped.load(Ordering::SeqCst) {
+            return None;
+        }
+        let first = core.queue.lock().waiting.first().cloned()?;
+        let room = match &first.work {
+            Work::Spawn(_) => Some(limits::room_to_start(core, 1).ok()?),
+            Work::Send { request } => {
+                if let Some(record) = core.store.record(request.target) {
+                    // A Send for a queued agent waits for its Spawn (ahead of it).
+                    if record.state == AgentState::Queued {
+                        return None;
+                    }
+                    limits::room_to_work(core, record.state).ok()?;
+                }
+                None
+            }
+        };
+        let taken = core.queue.take(core.store.db(), |w| w.seq == first.seq);
+        renumber(core);
+        if let Some(next) = taken.into_iter().next() {
+            return Some((next, room));
+        }
+    }
+}
+
+/// Starts (or types) one piece of work whose turn came.
+async fn start(core: &Arc<Core>, waiting: Waiting) {
+    let ctx = CallContext {
+        principal: Principal::Client,
+        request_id: None,
+        once: None,
+    };
+    match waiting.work {
+        Work::Spawn(queued) => {
+            let id = queued.terminal;
+            tracing::info!(terminal = id, "starting from the queue");
+            if let Err(e) = spawning::start_queued(core, *queued).await {
+                tracing::warn!(terminal = id, "a queued Spawn did not start: {}", e.message);
+                core.store.update(id, |entry| {
+                    entry.record.queue_place = None;
+                    let message = format!("did not start from the queue: {}", e.message);
+                    entry.record.state != AgentState::Exited
+                        && set_state(
+                            &mut entry.record,
+                            AgentState::Exited,
+                            StateSource::Process,
+                            Some(message),
+                        )
+                });
+            }
+        }
+        Work::Send { request } => {
+            let id = request.target;
+            let Some(mut watch) = core.store.watch(id) else {
+                return;
+            };
+            let before = watch.borrow_and_update().state;
+            match sending::send(core, &ctx, request, watch.clone()).await {
+                Ok(_) => tracing::info!(terminal = id, "a queued Send was typed"),
+                Err(e) => {
+                    tracing::warn!(terminal = id, "a queued Send was not typed: {}", e.message);
+                    return;
+                }
+            }
+            let counted_already = !matches!(before, AgentState::Idle | AgentState::Asking);
+            if counted_already || core.settings.config.limits.max_working.is_none() {
+                return;
+            }
+            // Give the agent the moment it takes to say it works, so that
+            // the next in line is judged with it counted.
+            let settled = async {
+                while matches!(
+                    watch.borrow_and_update().state,
+                    AgentState::Idle | AgentState::Asking
+                ) {
+                    if watch.changed().await.is_err() {
+                        return;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(SEND_SETTLES, settled).await;
+        }
+    }
+}
+
+/// Writes each waiting terminal's place into its record (and clears it from
+/// those no longer waiting).
+fn renumber(core: &Core) {
+    let waiting = core.queue.waiting();
+    let mut places: std::collections::BTreeMap<u64, u32> = Default::default();
+    for (n, w) in waiting.iter().enumerate() {
+        let place = u32::try_from(n + 1).unwrap_or(u32::MAX);
+        places.entry(w.work.terminal()).or_insert(place);
+    }
+    for record in core.store.list(None) {
+        let place = places.get(&record.terminal).copied();
+        if record.queue_place != place {
+            core.store.update(record.terminal, |e| {
+                e.record.queue_place = place;
+                true
+            });
+        }
+    }
+}
+
+/// The record of a queued terminal: `queued`, no program.
+fn queued_record(
+    me: &TerminalRef,
+    queued: &QueuedSpawn,
+    profile: &Profile,
+    mut command: Vec<String>,
+    host: Option<String>,
+) -> AgentRecord {
+    command.extend(crate::profile::prompt_args(
+        profile,
+        queued.request.prompt.as_deref(),
+    ));
+    let mut record = spawning::new_record(
+        me,
+        host,
+        &queued.request,
+        profile,
+        command,
+        queued.lead,
+        queued.parent,
+        queued.variant.as_ref(),
+    );
+    record.state = AgentState::Queued;
+    record.state_source = StateSource::Process;
+    record.message = Some("waiting in the queue for room under [limits]".to_owned());
+    record
+}
+
+/// The terminal of a queued agent: no program yet, nothing to read or type
+/// into. Its record is replaced by the started terminal's.
+struct Unstarted(u64);
+
+impl Terminal for Unstarted {
+    fn id(&self) -> u64 {
+        self.0
+    }
+
+    fn pid(&self) -> Option<u32> {
+        None
+    }
+
+    fn write(&self, _bytes: Vec<u8>) -> oneshot::Receiver<std::io::Result<()>> {
+        let (tx, rx) = oneshot::channel();
+        let _ = tx.send(Err(std::io::Error::new(
+            std::io::ErrorKind::NotConnected,
+            "the agent waits in the queue: no program runs yet",
+        )));
+        rx
+    }
+
+    fn resize(&self, _cols: u16, _rows: u16) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn snapshot(&self, _scrollback_lines: usize) -> Snapshot {
+        Snapshot {
+            screen: String::new(),
+            cursor: (0, 0),
+            scrollback: Vec::new(),
+            truncated: false,
+            title: String::new(),
+            size: (0, 0),
+            bracketed_paste: false,
+            application_cursor: false,
+        }
+    }
+
+    fn bracketed_paste(&self) -> bool {
+        false
+    }
+
+    fn close(&self, _grace: Duration) {}
+
+    fn exit_status(&self) -> Option<ExitStatus> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_in_the_queue_order() {
+        assert!(key(9) < key(10));
+        assert!(key(99) < key(100_000));
+        assert_eq!(key(42).len(), 20);
+    }
+
+    #[test]
+    fn work_is_kept_as_json_and_read_back() {
+        let spawn = Waiting {
+            seq: 3,
+            since: "2026-12-06T21:00:00Z".to_owned(),
+            work: Work::Spawn(Box::new(QueuedSpawn {
+                terminal: 7,
+                request: Spawn {
+                    environment: Some("main".to_owned()),
+                    profile: Some("exec".to_owned()),
+                    queue: Some(true),
+                    ..Spawn::default()
+                },
+                lead: false,
+                parent: Some(2),
+                variant: Some(("login".to_owned(), 2)),
+            })),
+        };
+        let text = serde_json::to_string(&spawn).unwrap();
+        assert!(text.contains(r#""kind":"spawn""#), "{text}");
+        assert_eq!(serde_json::from_str::<Waiting>(&text).unwrap(), spawn);
+        let send = Waiting {
+            seq: 4,
+            since: "2026-12-06T21:00:01Z".to_owned(),
+            work: Work::Send {
+                request: Send {
+                    target: 7,
+                    text: "go on".to_owned(),
+                    ..Send::default()
+                },
+            },
+        };
+        let text = serde_json::to_string(&send).unwrap();
+        assert_eq!(serde_json::from_str::<Waiting>(&text).unwrap(), send);
+        assert_eq!(send.work.terminal(), 7);
+    }
+}
