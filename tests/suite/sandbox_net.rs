@@ -188,7 +188,7 @@ fn krad_net_follow_prints_new_attempts_as_they_happen() {
         }
     });
     let mut printed: Vec<String> = Vec::new();
-    let mut until_line = |what: &str, printed: &mut Vec<String>| {
+    let until_line = |what: &str, printed: &mut Vec<String>| {
         let until = std::time::Instant::now() + Duration::from_secs(60);
         while !printed.iter().any(|l| l.contains(what)) {
             let left = until.saturating_duration_since(std::time::Instant::now());
@@ -392,4 +392,47 @@ fn a_host_that_refuses_socket_forwarding_fails_the_spawn_saying_why() {
         "up",
         "the link stays up"
     );
+}
+
+/// The link to a host drops (sshd stopped and started again: the session and
+/// its forwards go, their sockets stay on the host's disk): once it is
+/// re-opened, the contained terminal's sockets are cleared and forwarded
+/// again, and the agent there, which lived on in tmux, reaches the bus again.
+#[test]
+fn on_an_ssh_host_a_sandbox_reaches_the_bus_again_after_the_link_came_back() {
+    let mut sshd = crate::ssh::Sshd::start();
+    let (app, _) = crate::ssh::app_with_host_configured(
+        &sshd,
+        "",
+        "\n[sandbox]\nprofiles = [\"exec\"]\nnetwork = \"none\"\n",
+    );
+    let created = app.request(json!({"CreateWorktree": {"name": "far-back", "host": "far"}}));
+    let worktree = std::path::PathBuf::from(
+        created["Environment"]["path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{created}")),
+    );
+    let script = "krad report idle -m before-drop; until [ -e go ]; do sleep 0.05; done; \
+                  krad report idle -m after-drop; exec sleep 600";
+    let answer = app.request(
+        json!({"Spawn": {"profile": "exec", "environment": "far-back",
+        "command": ["sh", "-c", script]}}),
+    );
+    let id = answer["Agent"]["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    app.until(id, Duration::from_secs(60), |r| {
+        r["message"] == "before-drop"
+    });
+    let host = |app: &crate::support::App| app.request(json!("Hosts"))["Hosts"][0].clone();
+    sshd.stop();
+    crate::support::wait_until(Duration::from_secs(60), || host(&app)["state"] != "up");
+    sshd.start_again();
+    crate::support::wait_until(Duration::from_secs(60), || {
+        host(&app)["state"] == "up" && host(&app)["reconnects"].as_u64() >= Some(1)
+    });
+    std::fs::write(worktree.join("go"), "").unwrap();
+    app.until(id, Duration::from_secs(60), |r| {
+        r["message"] == "after-drop"
+    });
 }
