@@ -69,6 +69,9 @@ impl Host {
         }
         if let Err(reason) = self.forward_sockets(&sockets).await {
             self.cancel_forwards(&sockets).await;
+            let _ = self
+                .run_raw(&format!("rm -rf -- {}", shell_quote(dir)), None)
+                .await;
             if self.lock().state != LinkState::Up {
                 return Err(self.refusal_while_down());
             }
