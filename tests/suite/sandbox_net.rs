@@ -325,11 +325,18 @@ fn on_an_ssh_host_without_a_network_only_the_bus_goes_through() {
         "",
         "\n[sandbox]\nprofiles = [\"exec\"]\nnetwork = \"none\"\n",
     );
-    app.request(json!({"CreateWorktree": {"name": "far-off", "host": "far"}}));
+    let created = app.request(json!({"CreateWorktree": {"name": "far-off", "host": "far"}}));
+    let worktree = std::path::PathBuf::from(
+        created["Environment"]["path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{created}")),
+    );
     let ask = r#"{"Ask":{"kind":"permission","tool":{"name":"Bash","input":{"command":"make"}},"tool_call_id":"t1"}}"#;
+    // It asks once the test saw its report (an ask changes its message).
     let script = format!(
         "nc -z -w 2 127.0.0.1 {port} && echo REACHED || echo REFUSED; \
-         krad report idle -m offline-far; krad raw '{ask}'; echo; echo ASKED; exec sleep 600"
+         krad report idle -m offline-far; until [ -e go ]; do sleep 0.05; done; \
+         krad raw '{ask}'; echo; echo ASKED; exec sleep 600"
     );
     let answer = app.request(
         json!({"Spawn": {"profile": "exec", "environment": "far-off",
@@ -347,6 +354,7 @@ fn on_an_ssh_host_without_a_network_only_the_bus_goes_through() {
         outside.accept().is_err(),
         "a connection reached the host's 127.0.0.1"
     );
+    std::fs::write(worktree.join("go"), "").unwrap();
     let until = std::time::Instant::now() + Duration::from_secs(30);
     let asked = loop {
         let asks = app.request(json!("Asks"));
