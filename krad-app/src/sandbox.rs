@@ -11,7 +11,8 @@
 //! terminal's foreground, so that Ctrl-C reaches the agent, not bubblewrap.
 //! With an allowlist (`network = "allow"`), the same namespace reaches the
 //! hosts of the list and the profile's model API through a proxy and relays
-//! the app runs, every attempt logged ([`net`]).
+//! the app runs, every attempt logged ([`net`]). On an SSH host the sandbox
+//! is built there ([`host`]), its sockets carried over the link.
 //!
 //! ```toml
 //! [sandbox]
@@ -120,7 +121,7 @@ pub(crate) fn wrap(
         None
     };
     let allowlist = if settings.config.sandbox.allowlist() {
-        let policy = allowlist(core, contained.hooks, contained.env, home.as_deref());
+        let policy = allowlist(core, contained.hooks, contained.env, home.as_deref(), true);
         Some(core.nets.open(core, contained.id, policy).map_err(|e| {
             ApiError::new(
                 ErrorCode::Failed,
@@ -238,19 +239,22 @@ impl BusSocket {
 
 /// What a sandbox of this profile may reach: the config's list, the
 /// profile's model API, and the base URLs its environment or its CLI's
-/// config point it at (the model double, a gateway).
+/// config point it at (the model double, a gateway): `env`, then — for a
+/// terminal `here`, on this machine — the app's environment and the CLI's
+/// config in `home` (a host's files and environment are not this machine's).
 fn allowlist(
     core: &Core,
     hooks: HookKind,
     env: &[(String, String)],
     home: Option<&Path>,
+    here: bool,
 ) -> net::Policy {
     let var = |name: &str| {
         env.iter()
             .rev()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.clone())
-            .or_else(|| std::env::var(name).ok())
+            .or_else(|| std::env::var(name).ok().filter(|_| here))
     };
     let mut entries = core.settings.config.sandbox.allow.clone();
     let mut urls = Vec::new();
@@ -265,7 +269,7 @@ fn allowlist(
             let codex_home = var("CODEX_HOME")
                 .map(PathBuf::from)
                 .or_else(|| home.map(|h| h.join(".codex")));
-            if let Some(dir) = codex_home {
+            if let Some(dir) = codex_home.filter(|_| here) {
                 urls.extend(codex_base_urls(&dir.join("config.toml")));
             }
         }

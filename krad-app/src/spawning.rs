@@ -302,6 +302,11 @@ fn record_started(
                 let _ = std::fs::remove_file(file);
             }
             core.store.forget_kept(id);
+            // A sandbox's home, network and sockets carried to a host.
+            crate::sandbox::forget(core, id);
+            if let Some(host) = after.newcomer.host.clone() {
+                tokio::spawn(async move { host.remove_terminal_files(&[id]).await });
+            }
             return Err(spawn_failed(id, &e));
         }
     };

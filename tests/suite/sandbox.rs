@@ -220,8 +220,8 @@ fn a_sandbox_s_private_home_goes_with_its_terminal() {
 /// On an SSH host with bubblewrap (the loopback sshd: this machine), the
 /// launcher builds the same sandbox there: the worktree writable, the host's
 /// repository not, the host's HOME private (no planted secret, no token
-/// folders), the bus through the link. A config whose sandboxes have a
-/// network of their own is refused for a host, saying why.
+/// folders), the bus through the link. (Sandboxes with a network of their
+/// own on a host: `sandbox_net::on_an_ssh_host_*`.)
 #[test]
 fn on_an_ssh_host_the_sandbox_is_built_there() {
     let sshd = crate::ssh::Sshd::start();
@@ -276,15 +276,4 @@ fn on_an_ssh_host_the_sandbox_is_built_there() {
         !private_home.exists(),
         "its private home on the host goes with it"
     );
-
-    let (own_network, _) = crate::ssh::app_with_host_configured(
-        &sshd,
-        "",
-        "\n[sandbox]\nprofiles = [\"exec\"]\nnetwork = \"allow\"\n",
-    );
-    own_network.request(json!({"CreateWorktree": {"name": "far-net", "host": "far"}}));
-    let refused = own_network.request(json!({"Spawn": {"profile": "exec",
-        "environment": "far-net", "command": ["true"]}}));
-    let message = refused["Error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("shares the host's network"), "{refused}");
 }

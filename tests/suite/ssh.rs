@@ -37,6 +37,12 @@ fn keygen(path: &Path) {
 
 impl Sshd {
     pub(crate) fn start() -> Sshd {
+        Sshd::start_with("")
+    }
+
+    /// An sshd with `extra` lines at the end of its config
+    /// (`AllowStreamLocalForwarding no`).
+    pub(crate) fn start_with(extra: &str) -> Sshd {
         let _ = std::fs::create_dir_all("/run/sshd");
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
@@ -49,7 +55,7 @@ impl Sshd {
              AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\n\
              AllowTcpForwarding yes\nMaxSessions 10\nMaxStartups 50\n\
-             SetEnv HOME={d}/home GIT_CONFIG_GLOBAL={d}/gitconfig GIT_CONFIG_NOSYSTEM=1\n",
+             SetEnv HOME={d}/home GIT_CONFIG_GLOBAL={d}/gitconfig GIT_CONFIG_NOSYSTEM=1\n{extra}",
             d = d.display()
         );
         // The "host" logs in with a HOME and git identity of its own, not the

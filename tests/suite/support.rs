@@ -211,6 +211,16 @@ impl App {
             .unwrap_or_else(|| panic!("{answer}"))
     }
 
+    /// Starts the CLI against this app, its stdout piped (`--follow`).
+    pub fn krad_child(&self, args: &[&str]) -> Child {
+        krad_command(&self.api_json, args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     /// Runs the CLI with `stdin` on its standard input.
     pub fn krad_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
         let mut child = krad_command(&self.api_json, args)

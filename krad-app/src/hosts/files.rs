@@ -17,9 +17,11 @@ use crate::remote_tmux;
 
 impl Host {
     /// Removes closed terminals' files on the host (token, launcher, Claude
-    /// settings, attach script, exit status, a sandbox's private home) and ends their tmux sessions;
-    /// when the host cannot be reached, on the link's next way up.
+    /// settings, attach script, exit status, a sandbox's private home and
+    /// socket folder) and ends their tmux sessions, their forwarded sockets
+    /// cancelled; when the host cannot be reached, on the link's next way up.
     pub async fn remove_terminal_files(&self, ids: &[u64]) {
+        self.drop_sockets(ids).await;
         if self.lock().state != LinkState::Up {
             // Not through ssh's fallback to a direct connection either: a
             // frozen host would hold the Close.
@@ -39,6 +41,7 @@ impl Host {
                         .chain([
                             format!("{dir}/{id}-claude-settings.json"),
                             format!("{dir}/{id}-home"),
+                            format!("{dir}/{id}-net"),
                         ])
                 })
             })

@@ -210,6 +210,9 @@ impl Host {
                 return Err(e);
             }
         };
+        // A re-opened link: the contained terminals' sockets went with the
+        // old session.
+        self.carry_sockets_again().await;
         self.link_up(port, child.id()).await;
         Ok((port, child, stderr))
     }

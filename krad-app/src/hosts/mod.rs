@@ -27,7 +27,9 @@
 //!
 //! This file holds the hosts and their state; [`link`] the link's state
 //! machine (open, notice, re-open, close), [`files`] what runs and is kept on
-//! the host, [`tmux`] the terminals in tmux there.
+//! the host, [`tmux`] the terminals in tmux there, [`sockets`] the app's Unix
+//! sockets forwarded there for contained terminals with a network of their
+//! own.
 
 use krad_bus::protocol::{HostStatus, LinkState};
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,7 +46,10 @@ use crate::store::now_rfc3339;
 
 mod files;
 mod link;
+mod sockets;
 mod tmux;
+
+pub use sockets::Carried;
 
 /// What an app keeps of a host between runs (`<state dir>/hosts/<name>.json`).
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -100,6 +105,10 @@ pub struct Host {
     /// Counts the times the link went from `up` to `down`: what runs on the
     /// host through it stops waiting then.
     drops: tokio::sync::watch::Sender<u64>,
+    /// The sockets of this machine carried to the host for contained
+    /// terminals there, by terminal: forwarded again whenever the link is
+    /// re-opened ([`sockets`]).
+    carried: Mutex<BTreeMap<u64, Vec<Carried>>>,
 }
 
 /// A tiny stop flag (no extra dependency).
@@ -172,6 +181,7 @@ impl Hosts {
                     stopping: Default::default(),
                     awaiting_tokens: Mutex::default(),
                     drops: tokio::sync::watch::Sender::new(0),
+                    carried: Mutex::default(),
                 };
                 (name.clone(), Arc::new(host))
             })

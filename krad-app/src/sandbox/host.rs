@@ -1,10 +1,14 @@
 //! Contained agents on an SSH host: the same bubblewrap sandbox, built on
 //! the host by the terminal's launcher script (the host's `$HOME`, its
-//! repository root and its `krad` are known there only). The host's network
-//! is shared — the bus is its reverse forward on the host's 127.0.0.1 — so a
-//! config whose sandboxes have a network of their own (`none`, `allow`) is
-//! refused for a host rather than pretended: those are enforced by this
-//! machine's app, on this machine.
+//! repository root and its `krad` are known there only). With `network =
+//! "all"` the host's network is shared (the bus is the link's reverse forward
+//! on the host's 127.0.0.1). With a network of its own (`none`, `allow`) the
+//! sandbox gets `--unshare-net` there and a folder of Unix sockets forwarded
+//! over the link to this machine's app ([`crate::hosts::Carried`]): the bus's
+//! socket, and with an allowlist the terminal's network socket, whose proxy
+//! and relays the app serves here ([`super::net`]) — the same `krad internal
+//! sandboxed` inside relays to them as on this machine, so the allowlist is
+//! enforced, and every attempt logged, by this app.
 
 use std::sync::Arc;
 
@@ -12,7 +16,7 @@ use krad_bus::protocol::{ApiError, ErrorCode};
 
 use crate::Core;
 use crate::config::HookKind;
-use crate::hosts::Host;
+use crate::hosts::{Carried, Host};
 use crate::profile::shell_quote;
 
 /// What a contained terminal on a host is started with.
@@ -27,24 +31,12 @@ pub(crate) struct OnHost<'a> {
     pub hooks: HookKind,
     /// The `krad` to run there.
     pub krad: &'a str,
+    /// Its own network, if it has one.
+    pub net: Option<&'a HostNet>,
 }
 
-/// `failed` unless a sandbox can be made on `host` as the config asks: a
-/// shared network, and bubblewrap there (asked over the link).
-pub(crate) async fn check(core: &Core, host: &Arc<Host>) -> Result<(), ApiError> {
-    let sandbox = &core.settings.config.sandbox;
-    if sandbox.own_network() {
-        return Err(ApiError::new(
-            ErrorCode::Failed,
-            format!(
-                "on SSH host {:?} a sandbox shares the host's network: [sandbox] network = \
-                 {:?} is enforced for agents on this machine only; run this agent here, or \
-                 without a sandbox",
-                host.name,
-                sandbox.network.as_deref().unwrap_or_default()
-            ),
-        ));
-    }
+/// `failed` unless bubblewrap is on `host` (asked over the link).
+pub(crate) async fn check(host: &Arc<Host>) -> Result<(), ApiError> {
     let (code, _, _) = host.run("command -v bwrap >/dev/null 2>&1", None).await?;
     if code != Some(0) {
         return Err(ApiError::new(
@@ -58,6 +50,74 @@ pub(crate) async fn check(core: &Core, host: &Arc<Host>) -> Result<(), ApiError>
         ));
     }
     Ok(())
+}
+
+/// A contained terminal's own network on a host: the folder of sockets
+/// carried there, and what `krad internal sandboxed` takes inside.
+pub(crate) struct HostNet {
+    /// `<files dir>/<id>-net` on the host, bound into the sandbox (the
+    /// folder, not the sockets: they are made anew when the link is re-opened).
+    dir: String,
+    /// The bus's port on the host's 127.0.0.1 (`KRAD_ADE_ENDPOINT`), taken
+    /// inside and relayed to `<dir>/bus.sock`.
+    bus_port: u16,
+    /// With an allowlist: the loopback ports to relay through
+    /// `<dir>/net.sock`, besides its proxy.
+    relays: Option<Vec<u16>>,
+}
+
+/// For a config whose sandboxes have a network of their own: the app's
+/// sockets for terminal `id` (the bus's; with an allowlist, its network's,
+/// opened here for its profile's `hooks` and `env`) carried to `files_dir`
+/// on the host. `None` for a shared network. `bus_port` is the bus's port on
+/// the host.
+pub(crate) async fn network(
+    core: &Core,
+    host: &Arc<Host>,
+    (id, hooks, env): (u64, HookKind, &[(String, String)]),
+    files_dir: &str,
+    bus_port: u16,
+) -> Result<Option<HostNet>, ApiError> {
+    let settings = &core.settings;
+    if !settings.config.sandbox.own_network() {
+        return Ok(None);
+    }
+    let dir = format!("{files_dir}/{id}-net");
+    let bus = core.bus_socket.path(settings).map_err(|e| {
+        ApiError::new(
+            ErrorCode::Failed,
+            format!("cannot open the bus's socket for the sandbox: {e}"),
+        )
+    })?;
+    let mut sockets = vec![Carried {
+        there: format!("{dir}/bus.sock"),
+        here: bus,
+    }];
+    let mut relays = None;
+    if settings.config.sandbox.allowlist() {
+        // The host's environment is not the app's: only the profile's and
+        // the Spawn's variables name base URLs.
+        let policy = super::allowlist(core, hooks, env, None, false);
+        let (socket, ports) = core.nets.open(core, id, policy).map_err(|e| {
+            ApiError::new(
+                ErrorCode::Failed,
+                format!("cannot open the sandbox's network socket: {e}"),
+            )
+        })?;
+        sockets.push(Carried {
+            there: format!("{dir}/net.sock"),
+            here: socket,
+        });
+        relays = Some(ports.into_iter().filter(|p| *p != bus_port).collect());
+    }
+    host.carry_sockets(id, &dir, sockets)
+        .await
+        .inspect_err(|_| super::forget(core, id))?;
+    Ok(Some(HostNet {
+        dir,
+        bus_port,
+        relays,
+    }))
 }
 
 /// The launcher's lines that set `"$@"` to bubblewrap's command line, up to
@@ -95,6 +155,9 @@ pub(crate) fn preamble(host: &Host, on: &OnHost<'_>) -> String {
     s += &format!("krad_gitdir=$(sed -n 's/^gitdir: //p' {cwd}/.git 2>/dev/null)\n");
     s += "[ -n \"$krad_gitdir\" ] && [ -d \"$krad_gitdir\" ] && \
           set -- \"$@\" --bind \"$krad_gitdir\" \"$krad_gitdir\"\n";
+    if on.net.is_some() {
+        s += "set -- \"$@\" --unshare-net\n";
+    }
     if !readable.is_empty() {
         s += &format!(
             "for f in {}; do [ -e \"$f\" ] && set -- \"$@\" --ro-bind \"$f\" \"$f\"; done\n",
@@ -103,8 +166,25 @@ pub(crate) fn preamble(host: &Host, on: &OnHost<'_>) -> String {
     }
     s += &format!("krad_bin=$(command -v {}) || exit 127\n", q(on.krad));
     s += "set -- \"$@\" --ro-bind \"$krad_bin\" \"$krad_bin\"\n";
+    if let Some(net) = on.net {
+        s += &format!("set -- \"$@\" --bind {dir} {dir}\n", dir = q(&net.dir));
+    }
     s += &format!(
-        "set -- \"$@\" --die-with-parent --chdir {cwd} -- \"$krad_bin\" internal sandboxed --\n"
+        "set -- \"$@\" --die-with-parent --chdir {cwd} -- \"$krad_bin\" internal sandboxed"
     );
+    if let Some(net) = on.net {
+        s += &format!(
+            " --listen 127.0.0.1:{} --to {}",
+            net.bus_port,
+            q(&format!("{}/bus.sock", net.dir))
+        );
+        if let Some(relays) = &net.relays {
+            s += &format!(" --net {}", q(&format!("{}/net.sock", net.dir)));
+            for port in relays {
+                s += &format!(" --relay 127.0.0.1:{port}");
+            }
+        }
+    }
+    s += " --\n";
     s
 }

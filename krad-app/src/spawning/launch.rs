@@ -72,10 +72,7 @@ pub(super) fn local_launch(
         &settings.krad,
         claude_settings.as_deref(),
     );
-    let mut env: Vec<(String, String)> = launch.profile.env.clone().into_iter().collect();
-    if let Some(extra) = launch.extra_env {
-        env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
-    }
+    let mut env = profile_env(launch.profile, launch.extra_env);
     if launch.contained {
         let contained = crate::sandbox::Contained {
             id,
@@ -145,7 +142,7 @@ pub(super) async fn remote_launch(
 ) -> Result<Prepared, ApiError> {
     check_env_names(&launch)?;
     if launch.contained {
-        crate::sandbox::host::check(core, host).await?;
+        crate::sandbox::host::check(host).await?;
     }
     let port = host.connect().await?;
     let id = launch.me.terminal;
@@ -185,6 +182,15 @@ pub(super) async fn remote_launch(
     );
     let launcher = format!("{dir}/{id}.launch");
     let cwd_text = cwd.display().to_string();
+    // A sandbox with a network of its own reaches the bus (and its
+    // allowlist) through the app's sockets, carried to the host.
+    let net = if launch.contained {
+        let env = profile_env(launch.profile, launch.extra_env);
+        let contained = (id, launch.profile.hooks, env.as_slice());
+        crate::sandbox::host::network(core, host, contained, &dir, port).await?
+    } else {
+        None
+    };
     let wrap = launch.contained.then(|| {
         let on = crate::sandbox::host::OnHost {
             id,
@@ -199,6 +205,7 @@ pub(super) async fn remote_launch(
             .collect(),
             hooks: launch.profile.hooks,
             krad: &krad,
+            net: net.as_ref(),
         };
         crate::sandbox::host::preamble(host, &on)
     });
@@ -217,7 +224,13 @@ pub(super) async fn remote_launch(
             remote_tmux::status_tail(&dir, id)
         );
     }
-    host.write_private(&launcher, script.as_bytes()).await?;
+    if let Err(e) = host.write_private(&launcher, script.as_bytes()).await {
+        if net.is_some() {
+            host.remove_terminal_files(&[id]).await;
+            crate::sandbox::forget(core, id);
+        }
+        return Err(e);
+    }
     let env = vec![("TERM".to_owned(), "xterm-256color".to_owned())];
     if in_tmux {
         // Run by tmux there (in `cwd`); kept in the store from now on: a
@@ -234,6 +247,18 @@ pub(super) async fn remote_launch(
     ssh.extend(host.ssh_args(true));
     ssh.extend(["--".to_owned(), format!("sh {}", shell_quote(&launcher))]);
     Ok((ssh, core.settings.root.clone(), env, None))
+}
+
+/// The profile's and the Spawn's variables, the Spawn's last.
+fn profile_env(
+    profile: &Profile,
+    extra_env: Option<&BTreeMap<String, String>>,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = profile.env.clone().into_iter().collect();
+    if let Some(extra) = extra_env {
+        env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    env
 }
 
 /// `invalid` unless every variable the terminal is given can be `export`ed
