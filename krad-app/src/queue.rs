@@ -198,20 +198,12 @@ fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError
             "a queued Spawn without its environment or profile",
         ));
     };
-    let command = queued
-        .request
-        .command
-        .clone()
-        .unwrap_or_else(|| profile.command.clone());
     let me = TerminalRef {
         environment,
         terminal: id,
     };
-    let host = core.store.environment(&me.environment).and_then(|e| e.host);
-    let record = queued_record(&me, &queued, &profile, command, host);
     // On record first: the queue may start it the moment it is in line.
-    core.store
-        .insert(record, Arc::new(Unstarted(id)), profile, None);
+    put_on_record(core, &me, &queued, profile);
     let variant = queued.variant.clone();
     let pushed = core.queue.push(Work::Spawn(Box::new(queued)), |waiting| {
         let Some((group, n)) = &variant else {
@@ -309,19 +301,11 @@ pub(crate) fn reload(core: &Core) {
                     gone.push(w.seq);
                     continue;
                 };
-                let command = queued
-                    .request
-                    .command
-                    .clone()
-                    .unwrap_or_else(|| profile.command.clone());
                 let me = TerminalRef {
                     environment,
                     terminal: queued.terminal,
                 };
-                let host = core.store.environment(&me.environment).and_then(|e| e.host);
-                let record = queued_record(&me, queued, &profile, command, host);
-                core.store
-                    .insert(record, Arc::new(Unstarted(queued.terminal)), profile, None);
+                put_on_record(core, &me, queued, profile);
             }
             Work::Send { request } => {
                 if core.store.record(request.target).is_none() {
@@ -477,23 +461,23 @@ fn renumber(core: &Core) {
     }
 }
 
-/// The record of a queued terminal: `queued`, no program.
-fn queued_record(
-    me: &TerminalRef,
-    queued: &QueuedSpawn,
-    profile: &Profile,
-    mut command: Vec<String>,
-    host: Option<String>,
-) -> AgentRecord {
+/// Puts a queued terminal on record: `queued`, no program.
+fn put_on_record(core: &Core, me: &TerminalRef, queued: &QueuedSpawn, profile: Arc<Profile>) {
+    let mut command = queued
+        .request
+        .command
+        .clone()
+        .unwrap_or_else(|| profile.command.clone());
     command.extend(crate::profile::prompt_args(
-        profile,
+        &profile,
         queued.request.prompt.as_deref(),
     ));
+    let host = core.store.environment(&me.environment).and_then(|e| e.host);
     let mut record = spawning::new_record(
         me,
         host,
         &queued.request,
-        profile,
+        &profile,
         command,
         queued.lead,
         queued.parent,
@@ -502,7 +486,8 @@ fn queued_record(
     record.state = AgentState::Queued;
     record.state_source = StateSource::Process;
     record.message = Some("waiting in the queue for room under [limits]".to_owned());
-    record
+    core.store
+        .insert(record, Arc::new(Unstarted(me.terminal)), profile, None);
 }
 
 /// The terminal of a queued agent: no program yet, nothing to read or type
@@ -532,16 +517,7 @@ impl Terminal for Unstarted {
     }
 
     fn snapshot(&self, _scrollback_lines: usize) -> Snapshot {
-        Snapshot {
-            screen: String::new(),
-            cursor: (0, 0),
-            scrollback: Vec::new(),
-            truncated: false,
-            title: String::new(),
-            size: (0, 0),
-            bracketed_paste: false,
-            application_cursor: false,
-        }
+        Snapshot::blank((0, 0))
     }
 
     fn bracketed_paste(&self) -> bool {

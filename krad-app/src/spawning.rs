@@ -165,16 +165,13 @@ async fn start_now(
     start: Start,
 ) -> Result<AgentRecord, ApiError> {
     let Start {
-        environment,
-        lead,
-        parent,
         request,
         profile,
         command,
-        variant,
+        ..
     } = start;
     // A new worktree's setup runs before any agent starts there.
-    let (cwd, host) = environments::ready(core, &environment).await?;
+    let (cwd, host) = environments::ready(core, &start.environment).await?;
     let host = environments::host(core, host.as_deref())?;
     if host.is_none() {
         crate::limits::may_limit_memory(core, profile.memory_max_mib)?;
@@ -183,13 +180,13 @@ async fn start_now(
         // Its group knows it since it was queued.
         (Some(id), _) => (id, None),
         (None, Some(ctx)) => {
-            let (terminal, underway) = allocate_id(core, ctx, variant.is_some())?;
-            if let Some((group, n)) = &variant {
+            let (terminal, underway) = allocate_id(core, ctx, start.variant.is_some())?;
+            if let Some((group, n)) = &start.variant {
                 // The group knows its variant's terminal before the program
                 // starts: after a crash, `run_variants::resume` never starts
                 // it twice.
                 core.store
-                    .record_variant(group, *n, &environment, Some(terminal))
+                    .record_variant(group, *n, &start.environment, Some(terminal))
                     .map_err(|e| {
                         ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}"))
                     })?;
@@ -200,15 +197,15 @@ async fn start_now(
     };
     let newcomer = Newcomer {
         me: TerminalRef {
-            environment,
+            environment: start.environment,
             terminal,
         },
-        lead,
-        parent,
+        lead: start.lead,
+        parent: start.parent,
         host,
-        variant,
+        variant: start.variant,
     };
-    let token = terminal_token::mint(core, &newcomer.me, lead);
+    let token = terminal_token::mint(core, &newcomer.me, newcomer.lead);
     let mut shown = command.clone();
     shown.extend(crate::profile::prompt_args(
         &profile,
