@@ -218,7 +218,9 @@ fn find_krad(flag: Option<PathBuf>, build: bool) -> anyhow::Result<PathBuf> {
         }
     }
     if let Some(path) = flag {
-        return Ok(path);
+        // Absolute: the benchmarks run it from directories of their own.
+        return std::path::absolute(&path)
+            .with_context(|| format!("--krad {}: cannot make it absolute", path.display()));
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
