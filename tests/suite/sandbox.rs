@@ -277,3 +277,122 @@ fn on_an_ssh_host_the_sandbox_is_built_there() {
         "its private home on the host goes with it"
     );
 }
+
+/// Issue 39's ports: with a network of its own (`none`, `allow`) a server a
+/// contained agent starts on `$KRAD_PORT` listens on the sandbox's own
+/// loopback; the app relays the environment's ports in from the machine's
+/// 127.0.0.1. A port with nothing inside is closed at once (never a hang);
+/// the environment's terminals are tried newest first; the app stops
+/// listening with the last of them.
+fn the_environment_s_ports_are_relayed_in(network: &str) {
+    let first_port = 30000 + (std::process::id() % 100) * 20;
+    let app = App::start_config(&format!(
+        "[sandbox]\nprofiles = [\"exec\"]\nnetwork = \"{network}\"\n\
+         [environments]\nports = 2\nfirst_port = {first_port}\n"
+    ));
+    committed(&app);
+    let created = app.request(json!({"CreateWorktree": {"name": "served"}}));
+    let ports: Vec<u16> = created["Environment"]["ports"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{created}"))
+        .iter()
+        .map(|p| p.as_u64().unwrap() as u16)
+        .collect();
+    let (served, idle) = (ports[0], ports[1]);
+    // One connection at a time, each answered and then closed (`-N`).
+    let script = "while :; do echo HELLO-FROM-INSIDE | nc -N -l 127.0.0.1 \"$KRAD_PORT\"; done & \
+                  krad report idle -m serving; wait";
+    let answer = app.request(json!({"Spawn": {"profile": "exec", "environment": "served",
+        "command": ["sh", "-c", script]}}));
+    let server = answer["Agent"]["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    app.until(server, Duration::from_secs(30), |r| {
+        r["message"] == "serving"
+    });
+    // What a client on the machine reads: None when the connection closed
+    // with nothing (nothing listening inside yet).
+    let exchange = |port: u16, line: &str| -> Option<String> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
+            .unwrap_or_else(|e| panic!("the app does not listen on {port}: {e}"));
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let _ = stream.write_all(line.as_bytes());
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut reply = Vec::new();
+        match stream.read_to_end(&mut reply) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("port {port}: {e} (a hang?)"),
+        }
+        (!reply.is_empty()).then(|| String::from_utf8_lossy(&reply).into_owned())
+    };
+    let served_reply = |line: &str| {
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(reply) = exchange(served, line) {
+                return reply;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "nothing answered on {served}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    assert_eq!(
+        served_reply("ping-from-the-machine\n"),
+        "HELLO-FROM-INSIDE\n"
+    );
+    app.until_screen(server, "ping-from-the-machine");
+    // Nothing listens on the other port inside: closed at once.
+    assert_eq!(exchange(idle, "anyone?\n"), None);
+    // The app's own listeners are not "in use" by another program.
+    let envs = app.request(json!("Environments"));
+    let env = crate::support::named(&envs["Environments"], "served");
+    assert!(
+        env["ports_in_use"]
+            .as_array()
+            .is_none_or(|in_use| in_use.is_empty()),
+        "{env}"
+    );
+    // A newer terminal of the environment has nothing there: the older one
+    // answers.
+    let answer = app.request(json!({"Spawn": {"profile": "exec", "environment": "served",
+        "command": ["sh", "-c", "krad report idle -m second; exec sleep 600"]}}));
+    let second = answer["Agent"]["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    app.until(second, Duration::from_secs(30), |r| {
+        r["message"] == "second"
+    });
+    assert_eq!(served_reply("again\n"), "HELLO-FROM-INSIDE\n");
+    app.until_screen(server, "again");
+    assert_eq!(
+        app.request(json!({"Close": {"target": second}})),
+        json!("Ok")
+    );
+    assert_eq!(served_reply("still\n"), "HELLO-FROM-INSIDE\n");
+    // The last one gone, the ports are not listened on any more.
+    assert_eq!(
+        app.request(json!({"Close": {"target": server}})),
+        json!("Ok")
+    );
+    crate::support::wait_until(Duration::from_secs(20), || {
+        ports
+            .iter()
+            .all(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_err())
+    });
+}
+
+#[test]
+fn without_a_network_the_environment_s_ports_are_relayed_in_from_the_machine() {
+    the_environment_s_ports_are_relayed_in("none");
+}
+
+#[test]
+fn with_an_allowlist_the_environment_s_ports_are_relayed_in_from_the_machine() {
+    the_environment_s_ports_are_relayed_in("allow");
+}
