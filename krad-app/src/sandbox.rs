@@ -461,6 +461,17 @@ fn find_bwrap() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// A contained terminal taken back after a restart (kept in tmux): when its
+/// sandbox made an inbound socket, its environment's ports are relayed to it
+/// again — its first process inside still listens there.
+pub(crate) fn taken_back(core: &Core, environment: &str, id: u64) {
+    let socket = inbound_dir(core, id).join("in.sock");
+    if socket.exists() {
+        let ports = crate::environments::ports::block(core, environment);
+        core.inbound.add(environment, &ports, id, socket);
+    }
+}
+
 /// Removes a closed terminal's private home, its sockets, its network and
 /// its inbound relays.
 pub(crate) fn forget(core: &Core, id: u64) {
