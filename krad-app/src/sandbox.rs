@@ -232,8 +232,18 @@ pub(crate) fn wrap(
     if let Some(dir) = &inbound {
         let socket = dir.join("in.sock");
         args.extend(["--inbound".into(), path(&socket)]);
+        // An allowed loopback port is a program's on the machine, which the
+        // sandbox reaches out through its relay: not one to listen on.
+        let outward = allowlist
+            .as_ref()
+            .map(|(_, p)| p.as_slice())
+            .unwrap_or_default();
+        let ports: Vec<u16> = (contained.ports.iter())
+            .filter(|p| !outward.contains(p))
+            .copied()
+            .collect();
         core.inbound
-            .add(contained.environment, contained.ports, contained.id, socket);
+            .add(contained.environment, &ports, contained.id, socket);
     }
     args.push("--".into());
     args.extend(argv);

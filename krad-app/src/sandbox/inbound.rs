@@ -49,9 +49,9 @@ type Terminals = Arc<Mutex<Vec<(u64, PathBuf)>>>;
 /// One environment's relays.
 struct Relays {
     terminals: Terminals,
-    /// The listeners' tasks (one per port bound), aborted with the last
-    /// terminal, which drops their listeners.
-    listeners: Vec<tokio::task::AbortHandle>,
+    /// The ports tried, and the task of each listener bound (aborted with
+    /// the last terminal, which drops its listener).
+    listeners: Vec<(u16, Option<tokio::task::AbortHandle>)>,
 }
 
 /// The inbound relays of every environment that has them, by name.
@@ -68,17 +68,16 @@ impl Inbound {
             return;
         }
         let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let relays = all.entry(environment.to_owned()).or_insert_with(|| {
-            let terminals = Terminals::default();
-            let listeners = ports
-                .iter()
-                .filter_map(|&port| listen(environment, port, terminals.clone()))
-                .collect();
-            Relays {
-                terminals,
-                listeners,
-            }
+        let relays = all.entry(environment.to_owned()).or_insert_with(|| Relays {
+            terminals: Terminals::default(),
+            listeners: Vec::new(),
         });
+        for &port in ports {
+            if relays.listeners.iter().all(|(p, _)| *p != port) {
+                let task = listen(environment, port, relays.terminals.clone());
+                relays.listeners.push((port, task));
+            }
+        }
         relays
             .terminals
             .lock()
@@ -100,8 +99,10 @@ impl Inbound {
                 return true;
             }
             tracing::debug!("environment {environment}: no contained terminal left, its ports are not relayed any more");
-            for listener in &relays.listeners {
-                listener.abort();
+            for (_, task) in &relays.listeners {
+                if let Some(task) = task {
+                    task.abort();
+                }
             }
             false
         });

@@ -62,19 +62,23 @@ pub struct SandboxedArgs {
 /// it ended.
 pub fn run(args: SandboxedArgs) -> anyhow::Result<Exit> {
     take_the_foreground();
+    // The ports this process takes itself, which lead out of the sandbox.
+    let mut outward = Vec::new();
     if let (Some(listen), Some(to)) = (args.listen, args.to) {
-        take(listen, to, None)?;
+        outward.push(take(listen, to, None)?.port());
     }
     let mut proxy = None;
     if let Some(net) = args.net {
         for addr in args.relay {
-            take(addr, net.clone(), Some(format!("relay {addr}\n")))?;
+            outward.push(take(addr, net.clone(), Some(format!("relay {addr}\n")))?.port());
         }
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-        proxy = Some(take(loopback, net, Some("proxy\n".into()))?);
+        let taken = take(loopback, net, Some("proxy\n".into()))?;
+        outward.push(taken.port());
+        proxy = Some(taken);
     }
     if let Some(inbound) = &args.inbound {
-        serve_inbound(inbound)?;
+        serve_inbound(inbound, outward)?;
     }
     // Keys like Ctrl-C reach the program (same process group); the relay
     // lives on until it ends. tokio installs a handler (not SIG_IGN, which
@@ -172,14 +176,17 @@ fn relay(tcp: TcpStream, to: &Path, intro: Option<&str>) {
 }
 
 /// Makes the Unix socket `path` and serves the app's connections to ports
-/// inside on it.
-fn serve_inbound(path: &Path) -> anyhow::Result<()> {
+/// inside on it, but for the `outward` ones (relayed out of the sandbox: a
+/// connection in to one of them would come back out, to the app's listener
+/// on that port, in a loop).
+fn serve_inbound(path: &Path, outward: Vec<u16>) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)
         .with_context(|| format!("cannot make the inbound socket {}", path.display()))?;
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || inbound(stream));
+            let outward = outward.clone();
+            std::thread::spawn(move || inbound(stream, &outward));
         }
     });
     Ok(())
@@ -187,7 +194,7 @@ fn serve_inbound(path: &Path) -> anyhow::Result<()> {
 
 /// One connection from the app: the port it names, connected to on the
 /// sandbox's loopback (127.0.0.1, else ::1), or refused.
-fn inbound(mut unix: UnixStream) {
+fn inbound(mut unix: UnixStream, outward: &[u16]) {
     use std::io::{Read, Write};
     // The app sends its header at once; a peer that does not is left.
     let _ = unix.set_read_timeout(Some(INBOUND_HEADER));
@@ -202,6 +209,7 @@ fn inbound(mut unix: UnixStream) {
         SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port)),
     ]
     .iter()
+    .filter(|_| !outward.contains(&port))
     .find_map(|addr| TcpStream::connect(addr).ok());
     let Some(tcp) = inside else {
         let _ = unix.write_all(&[krad_app::sandbox::inbound::REFUSED]);
@@ -230,4 +238,46 @@ fn copy_both_ways(tcp: TcpStream, unix: UnixStream) {
     let _ = std::io::copy(&mut unix_in, &mut tcp_out);
     let _ = tcp_out.shutdown(std::net::Shutdown::Write);
     let _ = upstream.join();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use krad_app::sandbox::inbound::{OK, REFUSED, header};
+
+    use super::*;
+
+    /// What the inner end answers the app for `port`, `outward` taken.
+    fn answer(port: u16, outward: &[u16]) -> (u8, UnixStream) {
+        let (mut app, inner) = UnixStream::pair().unwrap();
+        let outward = outward.to_vec();
+        std::thread::spawn(move || inbound(inner, &outward));
+        app.write_all(&header(port)).unwrap();
+        let mut status = [0u8];
+        app.read_exact(&mut status).unwrap();
+        (status[0], app)
+    }
+
+    #[test]
+    fn a_port_inside_is_connected_to_and_one_relayed_out_or_closed_is_refused() {
+        let server = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = server.local_addr().unwrap().port();
+        let (status, mut app) = answer(port, &[]);
+        assert_eq!(status, OK);
+        let (mut accepted, _) = server.accept().unwrap();
+        app.write_all(b"in").unwrap();
+        let mut got = [0u8; 2];
+        accepted.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"in");
+        accepted.write_all(b"out").unwrap();
+        drop(accepted);
+        let mut back = Vec::new();
+        app.read_to_end(&mut back).unwrap();
+        assert_eq!(back, b"out");
+        // A port this process relays out of the sandbox would loop back in.
+        assert_eq!(answer(port, &[port]).0, REFUSED);
+        drop(server);
+        assert_eq!(answer(port, &[]).0, REFUSED);
+    }
 }
