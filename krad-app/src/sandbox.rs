@@ -238,7 +238,9 @@ pub(crate) fn wrap(
             .as_ref()
             .map(|(_, p)| p.as_slice())
             .unwrap_or_default();
-        let ports: Vec<u16> = (contained.ports.iter())
+        let ports: Vec<u16> = contained
+            .ports
+            .iter()
             .filter(|p| !outward.contains(p))
             .copied()
             .collect();
