@@ -323,6 +323,7 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
+    crate::sandbox::taken_back(core, &record.environment, id);
     watch_again(core, record, terminal, token_file, events);
     tracing::info!(terminal = id, "took the terminal back");
     Ok(())

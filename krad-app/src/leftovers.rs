@@ -8,7 +8,8 @@
 //! * the temp files of its atomic writes (`.<name>.<pid>.<n>.tmp`, see
 //!   [`crate::private_file`]) in the state directory;
 //! * the private homes of its sandboxed terminals that were not taken back
-//!   (`<state dir>/sandbox/<id>`, with the CLIs' credentials copied in).
+//!   (`<state dir>/sandbox/<id>`, with the CLIs' credentials copied in), and
+//!   their sockets (`<id>.in`, `<id>.net.sock`).
 //!
 //! Only what names a process that is gone, never this app's or a live one's.
 //! (The control masters go before the terminals on SSH hosts are taken back,
@@ -117,15 +118,20 @@ fn sandbox_homes(core: &Core) {
         return;
     };
     for entry in entries.flatten() {
-        let Some(id) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
+        // `<id>` (the home), `<id>.in` (the inbound socket's folder),
+        // `<id>.net.sock` (the allowlist's socket).
+        let Some(id) = entry.file_name().to_str().and_then(|n| {
+            let id = n
+                .strip_suffix(".in")
+                .or_else(|| n.strip_suffix(".net.sock"))
+                .unwrap_or(n);
+            id.parse::<u64>().ok()
+        }) else {
             continue;
         };
         if core.store.record(id).is_none() {
-            let _ = std::fs::remove_dir_all(entry.path());
+            let path = entry.path();
+            let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
         }
     }
 }

@@ -133,6 +133,8 @@ pub(crate) struct Core {
     pub bus_socket: sandbox::BusSocket,
     /// The networks of sandboxes with an allowlist (their logs).
     pub nets: sandbox::Nets,
+    /// The environments' ports relayed into their sandboxes.
+    pub inbound: sandbox::inbound::Inbound,
     /// The variant groups' cost limits.
     pub group_budgets: budget::GroupBudgets,
     /// Work waiting for room under `[limits]`.
@@ -215,6 +217,7 @@ impl EmbeddedApp {
                 port_blocks: Default::default(),
                 bus_socket: Default::default(),
                 nets: Default::default(),
+                inbound: Default::default(),
                 request_log,
                 environments_changed: tokio::sync::watch::channel(0).0,
                 disk: Default::default(),

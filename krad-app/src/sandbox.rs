@@ -12,7 +12,9 @@
 //! With an allowlist (`network = "allow"`), the same namespace reaches the
 //! hosts of the list and the profile's model API through a proxy and relays
 //! the app runs, every attempt logged ([`net`]). On an SSH host the sandbox
-//! is built there ([`host`]), its sockets carried over the link.
+//! is built there ([`host`]), its sockets carried over the link. With a
+//! network of its own, the environment's ports are relayed in from the
+//! machine's 127.0.0.1 ([`inbound`]).
 //!
 //! ```toml
 //! [sandbox]
@@ -26,6 +28,7 @@
 //! docs/sandbox.md.
 
 pub(crate) mod host;
+pub mod inbound;
 pub mod net;
 
 use std::collections::HashMap;
@@ -78,6 +81,11 @@ pub struct Contained<'a> {
     pub hooks: HookKind,
     /// The profile's and the Spawn's environment (base URLs of model APIs).
     pub env: &'a [(String, String)],
+    /// Its environment's name (the terminals of one share its relays).
+    pub environment: &'a str,
+    /// Its environment's port block: with a network of its own, relayed in
+    /// from the machine's 127.0.0.1 ([`inbound`]).
+    pub ports: &'a [u16],
 }
 
 /// `argv` wrapped in bubblewrap as [`Contained`] says. A machine without
@@ -131,6 +139,20 @@ pub(crate) fn wrap(
     } else {
         None
     };
+    // The folder of the inbound socket, made anew (0700): the folder is
+    // bound, so that the socket the inner end makes there is seen here.
+    let inbound = if own_network && !contained.ports.is_empty() {
+        let dir = inbound_dir(core, contained.id);
+        make_private_dir(&dir).map_err(|e| {
+            ApiError::new(
+                ErrorCode::Failed,
+                format!("cannot prepare the sandbox's inbound socket: {e}"),
+            )
+        })?;
+        Some(dir)
+    } else {
+        None
+    };
     let mut args = vec![bwrap.display().to_string()];
     let mut push = |words: &[&str]| args.extend(words.iter().map(|w| (*w).to_owned()));
     push(&["--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev"]);
@@ -176,7 +198,11 @@ pub(crate) fn wrap(
     for file in contained.readable.iter().filter(|f| f.exists()) {
         args.extend(["--ro-bind".into(), path(file), path(file)]);
     }
-    for socket in bus_socket.iter().chain(allowlist.iter().map(|(s, _)| s)) {
+    for socket in bus_socket
+        .iter()
+        .chain(allowlist.iter().map(|(s, _)| s))
+        .chain(&inbound)
+    {
         args.extend(["--bind".into(), path(socket), path(socket)]);
     }
     args.extend([
@@ -202,6 +228,24 @@ pub(crate) fn wrap(
         for port in ports.iter().filter(|p| **p != settings.endpoint.port()) {
             args.extend(["--relay".into(), format!("127.0.0.1:{port}")]);
         }
+    }
+    if let Some(dir) = &inbound {
+        let socket = dir.join("in.sock");
+        args.extend(["--inbound".into(), path(&socket)]);
+        // An allowed loopback port is a program's on the machine, which the
+        // sandbox reaches out through its relay: not one to listen on.
+        let outward = allowlist
+            .as_ref()
+            .map(|(_, p)| p.as_slice())
+            .unwrap_or_default();
+        let ports: Vec<u16> = contained
+            .ports
+            .iter()
+            .filter(|p| !outward.contains(p))
+            .copied()
+            .collect();
+        core.inbound
+            .add(contained.environment, &ports, contained.id, socket);
     }
     args.push("--".into());
     args.extend(argv);
@@ -346,12 +390,25 @@ impl Nets {
     }
 }
 
+/// Terminal `id`'s folder for its inbound socket.
+fn inbound_dir(core: &Core, id: u64) -> PathBuf {
+    core.settings
+        .state_dir
+        .join("sandbox")
+        .join(format!("{id}.in"))
+}
+
+/// An empty folder only this user reaches, made anew.
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
 /// The private home: made anew, with the profile's CLI files copied in.
 fn prepare_home(private_home: &Path, home: Option<&Path>, hooks: HookKind) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::remove_dir_all(private_home);
-    std::fs::create_dir_all(private_home)?;
-    std::fs::set_permissions(private_home, std::fs::Permissions::from_mode(0o700))?;
+    make_private_dir(private_home)?;
     let Some(home) = home else {
         return Ok(());
     };
@@ -416,12 +473,26 @@ fn find_bwrap() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// Removes a closed terminal's private home.
+/// A contained terminal taken back after a restart (kept in tmux): when its
+/// sandbox made an inbound socket, its environment's ports are relayed to it
+/// again — its first process inside still listens there.
+pub(crate) fn taken_back(core: &Core, environment: &str, id: u64) {
+    let socket = inbound_dir(core, id).join("in.sock");
+    if socket.exists() {
+        let ports = crate::environments::ports::block(core, environment);
+        core.inbound.add(environment, &ports, id, socket);
+    }
+}
+
+/// Removes a closed terminal's private home, its sockets, its network and
+/// its inbound relays.
 pub(crate) fn forget(core: &Core, id: u64) {
     let dir = core.settings.state_dir.join("sandbox");
     let _ = std::fs::remove_dir_all(dir.join(id.to_string()));
     core.nets.forget(id);
     let _ = std::fs::remove_file(dir.join(format!("{id}.net.sock")));
+    core.inbound.forget(id);
+    let _ = std::fs::remove_dir_all(inbound_dir(core, id));
 }
 
 #[cfg(test)]

@@ -277,3 +277,181 @@ fn on_an_ssh_host_the_sandbox_is_built_there() {
         "its private home on the host goes with it"
     );
 }
+
+/// A server on `$KRAD_PORT` in a sandbox: one connection at a time, each
+/// answered `HELLO-FROM-INSIDE` and then closed (`-N`).
+const SERVER: &str = "while :; do echo HELLO-FROM-INSIDE | nc -N -l 127.0.0.1 \"$KRAD_PORT\"; done & \
+                      krad report idle -m serving; wait";
+
+/// The config of a sandbox with `network` and 2 ports per environment.
+fn ports_config(network: &str) -> String {
+    let first_port = 30000 + (std::process::id() % 100) * 20;
+    format!(
+        "[sandbox]\nprofiles = [\"exec\"]\nnetwork = \"{network}\"\n\
+         [environments]\nports = 2\nfirst_port = {first_port}\n"
+    )
+}
+
+/// Makes a worktree; answers its ports.
+fn worktree_with_ports(app: &App, name: &str) -> Vec<u16> {
+    let created = app.request(json!({"CreateWorktree": {"name": name}}));
+    let ports: Vec<u16> = created["Environment"]["ports"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{created}"))
+        .iter()
+        .map(|p| p.as_u64().unwrap() as u16)
+        .collect();
+    assert_eq!(ports.len(), 2, "{created}");
+    ports
+}
+
+/// Spawns `script` in `environment`; answers the terminal once it reported
+/// `message`.
+fn spawn_reporting(app: &App, environment: &str, script: &str, message: &str) -> u64 {
+    let answer = app.request(
+        json!({"Spawn": {"profile": "exec", "environment": environment,
+        "command": ["sh", "-c", script]}}),
+    );
+    let id = answer["Agent"]["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    app.until(id, Duration::from_secs(30), |r| r["message"] == message);
+    id
+}
+
+/// What a client on the machine reads from 127.0.0.1:`port` after sending
+/// `line`: None when the connection closed with nothing. A read that does
+/// not end (a hang) fails the test.
+fn exchange(port: u16, line: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
+        .unwrap_or_else(|e| panic!("nothing listens on {port}: {e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let _ = stream.write_all(line.as_bytes());
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut reply = Vec::new();
+    match stream.read_to_end(&mut reply) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("port {port}: {e} (a hang?)"),
+    }
+    (!reply.is_empty()).then(|| String::from_utf8_lossy(&reply).into_owned())
+}
+
+/// The reply of 127.0.0.1:`port`, asked until there is one (the server
+/// inside listens again between connections).
+fn reply_of(port: u16, line: &str) -> String {
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(reply) = exchange(port, line) {
+            return reply;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "nothing answered on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Issue 39's ports: with a network of its own (`none`, `allow`) a server a
+/// contained agent starts on `$KRAD_PORT` listens on the sandbox's own
+/// loopback; the app relays the environment's ports in from the machine's
+/// 127.0.0.1. A port with nothing inside is closed at once (never a hang);
+/// the environment's terminals are tried newest first; the app stops
+/// listening with the last of them.
+fn the_environment_s_ports_are_relayed_in(network: &str) {
+    let app = App::start_config(&ports_config(network));
+    committed(&app);
+    let ports = worktree_with_ports(&app, "served");
+    let (served, idle) = (ports[0], ports[1]);
+    let server = spawn_reporting(&app, "served", SERVER, "serving");
+    assert_eq!(
+        reply_of(served, "ping-from-the-machine\n"),
+        "HELLO-FROM-INSIDE\n"
+    );
+    app.until_screen(server, "ping-from-the-machine");
+    // Nothing listens on the other port inside: closed at once.
+    assert_eq!(exchange(idle, "anyone?\n"), None);
+    // The app's own listeners are not "in use" by another program.
+    let envs = app.request(json!("Environments"));
+    let env = crate::support::named(&envs["Environments"], "served");
+    assert!(
+        env["ports_in_use"]
+            .as_array()
+            .is_none_or(|in_use| in_use.is_empty()),
+        "{env}"
+    );
+    // A newer terminal of the environment has nothing there: the older one
+    // answers.
+    let second = spawn_reporting(
+        &app,
+        "served",
+        "krad report idle -m second; exec sleep 600",
+        "second",
+    );
+    assert_eq!(reply_of(served, "again\n"), "HELLO-FROM-INSIDE\n");
+    app.until_screen(server, "again");
+    assert_eq!(
+        app.request(json!({"Close": {"target": second}})),
+        json!("Ok")
+    );
+    assert_eq!(reply_of(served, "still\n"), "HELLO-FROM-INSIDE\n");
+    // The last one gone, the ports are not listened on any more, and its
+    // inbound socket's folder is gone with it.
+    let folder = app
+        .dir
+        .path()
+        .join(format!("repo/.git/krad/sandbox/{server}.in"));
+    assert!(folder.join("in.sock").exists(), "{}", folder.display());
+    assert_eq!(
+        app.request(json!({"Close": {"target": server}})),
+        json!("Ok")
+    );
+    assert!(!folder.exists());
+    crate::support::wait_until(Duration::from_secs(20), || {
+        ports
+            .iter()
+            .all(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_err())
+    });
+}
+
+#[test]
+fn without_a_network_the_environment_s_ports_are_relayed_in_from_the_machine() {
+    the_environment_s_ports_are_relayed_in("none");
+}
+
+#[test]
+fn with_an_allowlist_the_environment_s_ports_are_relayed_in_from_the_machine() {
+    the_environment_s_ports_are_relayed_in("allow");
+}
+
+/// A contained terminal kept in tmux outlives a killed app: the next app
+/// takes it back and relays the environment's ports to it again.
+#[test]
+fn a_kept_contained_terminal_s_ports_are_relayed_again_after_a_restart() {
+    let config = format!("{}{}", ports_config("none"), crate::tmux::TMUX);
+    let app = App::start_config(&config);
+    committed(&app);
+    let ports = worktree_with_ports(&app, "kept-served");
+    let server = spawn_reporting(&app, "kept-served", SERVER, "serving");
+    let _tmux = crate::tmux::TmuxServer::of(&app, server);
+    assert_eq!(reply_of(ports[0], "before\n"), "HELLO-FROM-INSIDE\n");
+    app.signal(nix::sys::signal::Signal::SIGKILL);
+    let dir = app.stop_keep_dir();
+    let app = App::launch(crate::support::Launch {
+        config: Some(&config),
+        reuse: Some(dir),
+        ..crate::support::Launch::default()
+    });
+    assert_ne!(app.record(server)["state"], "exited");
+    assert_eq!(reply_of(ports[0], "after\n"), "HELLO-FROM-INSIDE\n");
+    app.until_screen(server, "after");
+    assert_eq!(exchange(ports[1], "anyone?\n"), None);
+    assert_eq!(
+        app.request(json!({"Close": {"target": server}})),
+        json!("Ok")
+    );
+}

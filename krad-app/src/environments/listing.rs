@@ -82,7 +82,7 @@ pub(crate) async fn infos(core: &Core, records: &[EnvironmentRecord]) -> Vec<Env
         .zip(blocks)
         .map(|(record, ports)| {
             let ports_in_use = match record.host {
-                None => local_in_use.next().unwrap_or_default(),
+                None => super::ports::not_the_app(local_in_use.next().unwrap_or_default()),
                 Some(_) => super::ports::in_use_of(core, record, &ports),
             };
             info_with(core, record, ports, ports_in_use)

@@ -462,7 +462,7 @@ pub(crate) fn in_use_of(core: &Core, record: &EnvironmentRecord, ports: &[u16]) 
         return Vec::new();
     }
     let Some(host_name) = &record.host else {
-        return port_registry::in_use(ports, &record.path);
+        return not_the_app(port_registry::in_use(ports, &record.path));
     };
     let (seen, ask) = core.host_ports.seen.last(&record.name);
     if ask
@@ -481,6 +481,14 @@ pub(crate) fn in_use_of(core: &Core, record: &EnvironmentRecord, ports: &[u16]) 
         });
     }
     seen
+}
+
+/// `in_use` without the ports this app listens on itself: those it relays
+/// into the environment's sandboxes ([`crate::sandbox::inbound`]) are the
+/// environment's own.
+pub(crate) fn not_the_app(mut in_use: Vec<PortInUse>) -> Vec<PortInUse> {
+    in_use.retain(|p| p.pid != Some(std::process::id()));
+    in_use
 }
 
 fn in_use_script(host: &Host, dir: &Path, ports: &[u16]) -> String {

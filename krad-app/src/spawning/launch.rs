@@ -73,6 +73,7 @@ pub(super) fn local_launch(
         claude_settings.as_deref(),
     );
     let mut env = profile_env(launch.profile, launch.extra_env);
+    let ports = crate::environments::ports::block(core, &launch.me.environment);
     if launch.contained {
         let contained = crate::sandbox::Contained {
             id,
@@ -87,15 +88,14 @@ pub(super) fn local_launch(
             .collect(),
             hooks: launch.profile.hooks,
             env: &env,
+            environment: &launch.me.environment,
+            ports: &ports,
         };
         argv = crate::sandbox::wrap(core, contained, argv).inspect_err(|_| {
             let _ = std::fs::remove_file(&token_file);
         })?;
     }
-    crate::environments::ports::add_env(
-        &mut env,
-        &crate::environments::ports::block(core, &launch.me.environment),
-    );
+    crate::environments::ports::add_env(&mut env, &ports);
     let krad_dir = settings
         .krad
         .parent()

@@ -1,6 +1,6 @@
 //! `krad internal sandboxed [--listen 127.0.0.1:PORT --to SOCKET] [--net
-//! SOCKET [--relay 127.0.0.1:PORT]…] -- PROGRAM…` (hidden): the first process
-//! inside an agent's sandbox (docs/sandbox.md).
+//! SOCKET [--relay 127.0.0.1:PORT]…] [--inbound SOCKET] -- PROGRAM…`
+//! (hidden): the first process inside an agent's sandbox (docs/sandbox.md).
 //!
 //! * It takes the terminal's foreground: a process group of its own, made
 //!   the terminal's, so that Ctrl-C and the other keys that signal reach the
@@ -15,12 +15,19 @@
 //!   each allowed loopback address (`--relay`): every connection to them goes
 //!   to the app's network socket, which checks, logs and connects
 //!   (krad-app's `sandbox::net`).
+//! * In a sandbox with a network of its own and an environment with ports
+//!   (`--inbound`), it listens on a Unix socket in a folder of the app's
+//!   bound into the sandbox: for each connection the app sends the port (2
+//!   bytes, big-endian), it connects to that port on the sandbox's loopback
+//!   and answers one byte (ok, or refused), then copies both ways: the
+//!   environment's ports reached from the machine (krad-app's
+//!   `sandbox::inbound`).
 //! * It runs the program and ends as the program ended: its exit code, the
 //!   signal that killed it, or 128 + the signal for Ctrl-C and Ctrl-\\,
 //!   which it outlives itself.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -43,6 +50,9 @@ pub struct SandboxedArgs {
     /// A loopback address to take in the sandbox and relay through `--net`.
     #[arg(long, value_name = "ADDR", requires = "net")]
     pub relay: Vec<SocketAddr>,
+    /// The Unix socket to make, on which the app reaches ports inside.
+    #[arg(long, value_name = "PATH")]
+    pub inbound: Option<PathBuf>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub program: Vec<String>,
@@ -52,16 +62,23 @@ pub struct SandboxedArgs {
 /// it ended.
 pub fn run(args: SandboxedArgs) -> anyhow::Result<Exit> {
     take_the_foreground();
+    // The ports this process takes itself, which lead out of the sandbox.
+    let mut outward = Vec::new();
     if let (Some(listen), Some(to)) = (args.listen, args.to) {
-        take(listen, to, None)?;
+        outward.push(take(listen, to, None)?.port());
     }
     let mut proxy = None;
     if let Some(net) = args.net {
         for addr in args.relay {
-            take(addr, net.clone(), Some(format!("relay {addr}\n")))?;
+            outward.push(take(addr, net.clone(), Some(format!("relay {addr}\n")))?.port());
         }
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-        proxy = Some(take(loopback, net, Some("proxy\n".into()))?);
+        let taken = take(loopback, net, Some("proxy\n".into()))?;
+        outward.push(taken.port());
+        proxy = Some(taken);
+    }
+    if let Some(inbound) = &args.inbound {
+        serve_inbound(inbound, outward)?;
     }
     // Keys like Ctrl-C reach the program (same process group); the relay
     // lives on until it ends. tokio installs a handler (not SIG_IGN, which
@@ -145,7 +162,7 @@ fn take(addr: SocketAddr, to: PathBuf, intro: Option<String>) -> anyhow::Result<
     Ok(taken)
 }
 
-/// Passes one connection both ways until either side closes.
+/// Passes one connection to the Unix socket `to`, `intro` first.
 fn relay(tcp: TcpStream, to: &Path, intro: Option<&str>) {
     let Ok(mut unix) = UnixStream::connect(to) else {
         return;
@@ -155,6 +172,61 @@ fn relay(tcp: TcpStream, to: &Path, intro: Option<&str>) {
     {
         return;
     }
+    copy_both_ways(tcp, unix);
+}
+
+/// Makes the Unix socket `path` and serves the app's connections to ports
+/// inside on it, but for the `outward` ones (relayed out of the sandbox: a
+/// connection in to one of them would come back out, to the app's listener
+/// on that port, in a loop).
+fn serve_inbound(path: &Path, outward: Vec<u16>) -> anyhow::Result<()> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)
+        .with_context(|| format!("cannot make the inbound socket {}", path.display()))?;
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let outward = outward.clone();
+            std::thread::spawn(move || inbound(stream, &outward));
+        }
+    });
+    Ok(())
+}
+
+/// One connection from the app: the port it names, connected to on the
+/// sandbox's loopback (127.0.0.1, else ::1), or refused.
+fn inbound(mut unix: UnixStream, outward: &[u16]) {
+    use std::io::{Read, Write};
+    // The app sends its header at once; a peer that does not is left.
+    let _ = unix.set_read_timeout(Some(INBOUND_HEADER));
+    let mut port = [0u8; 2];
+    if unix.read_exact(&mut port).is_err() {
+        return;
+    }
+    let _ = unix.set_read_timeout(None);
+    let port = u16::from_be_bytes(port);
+    let inside = [
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port)),
+    ]
+    .iter()
+    .filter(|_| !outward.contains(&port))
+    .find_map(|addr| TcpStream::connect(addr).ok());
+    let Some(tcp) = inside else {
+        let _ = unix.write_all(&[krad_app::sandbox::inbound::REFUSED]);
+        return;
+    };
+    if unix.write_all(&[krad_app::sandbox::inbound::OK]).is_err() {
+        return;
+    }
+    copy_both_ways(tcp, unix);
+}
+
+/// How long the app's header may take to come.
+const INBOUND_HEADER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Copies both ways between `tcp` and `unix`, each way until its reader
+/// ends (then the other side's writing is shut), until both have.
+fn copy_both_ways(tcp: TcpStream, unix: UnixStream) {
     let (Ok(mut tcp_in), Ok(mut unix_out)) = (tcp.try_clone(), unix.try_clone()) else {
         return;
     };
@@ -166,4 +238,46 @@ fn relay(tcp: TcpStream, to: &Path, intro: Option<&str>) {
     let _ = std::io::copy(&mut unix_in, &mut tcp_out);
     let _ = tcp_out.shutdown(std::net::Shutdown::Write);
     let _ = upstream.join();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use krad_app::sandbox::inbound::{OK, REFUSED, header};
+
+    use super::*;
+
+    /// What the inner end answers the app for `port`, `outward` taken.
+    fn answer(port: u16, outward: &[u16]) -> (u8, UnixStream) {
+        let (mut app, inner) = UnixStream::pair().unwrap();
+        let outward = outward.to_vec();
+        std::thread::spawn(move || inbound(inner, &outward));
+        app.write_all(&header(port)).unwrap();
+        let mut status = [0u8];
+        app.read_exact(&mut status).unwrap();
+        (status[0], app)
+    }
+
+    #[test]
+    fn a_port_inside_is_connected_to_and_one_relayed_out_or_closed_is_refused() {
+        let server = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = server.local_addr().unwrap().port();
+        let (status, mut app) = answer(port, &[]);
+        assert_eq!(status, OK);
+        let (mut accepted, _) = server.accept().unwrap();
+        app.write_all(b"in").unwrap();
+        let mut got = [0u8; 2];
+        accepted.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"in");
+        accepted.write_all(b"out").unwrap();
+        drop(accepted);
+        let mut back = Vec::new();
+        app.read_to_end(&mut back).unwrap();
+        assert_eq!(back, b"out");
+        // A port this process relays out of the sandbox would loop back in.
+        assert_eq!(answer(port, &[port]).0, REFUSED);
+        drop(server);
+        assert_eq!(answer(port, &[]).0, REFUSED);
+    }
 }
