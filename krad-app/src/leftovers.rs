@@ -9,7 +9,9 @@
 //!   [`crate::private_file`]) in the state directory;
 //! * the private homes of its sandboxed terminals that were not taken back
 //!   (`<state dir>/sandbox/<id>`, with the CLIs' credentials copied in), and
-//!   their sockets (`<id>.in`, `<id>.net.sock`).
+//!   their sockets (`<id>.in`, `<id>.net.sock`) — and the bubblewrap
+//!   processes still naming them (one killed as it set its sandbox up
+//!   leaves its child waiting forever).
 //!
 //! Only what names a process that is gone, never this app's or a live one's.
 //! (The control masters go before the terminals on SSH hosts are taken back,
@@ -130,6 +132,7 @@ fn sandbox_homes(core: &Core) {
             continue;
         };
         if core.store.record(id).is_none() {
+            crate::sandbox::end_leftover_processes(&core.settings.state_dir, id);
             let path = entry.path();
             let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
         }

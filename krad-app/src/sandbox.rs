@@ -487,12 +487,51 @@ pub(crate) fn taken_back(core: &Core, environment: &str, id: u64) {
 /// Removes a closed terminal's private home, its sockets, its network and
 /// its inbound relays.
 pub(crate) fn forget(core: &Core, id: u64) {
+    end_leftover_processes(&core.settings.state_dir, id);
     let dir = core.settings.state_dir.join("sandbox");
     let _ = std::fs::remove_dir_all(dir.join(id.to_string()));
     core.nets.forget(id);
     let _ = std::fs::remove_file(dir.join(format!("{id}.net.sock")));
     core.inbound.forget(id);
     let _ = std::fs::remove_dir_all(inbound_dir(core, id));
+}
+
+/// Ends what bubblewrap left of terminal `id`'s sandbox once the terminal is
+/// gone: a bubblewrap killed while it set the sandbox up (a Close, or the
+/// app's death, right after the Spawn) leaves its child waiting for it
+/// forever, holding the sandbox's PID namespace. Each of its processes names
+/// the terminal's private home (`<state dir>/sandbox/<id>`) on its command
+/// line; ending them ends whatever is left inside.
+pub(crate) fn end_leftover_processes(state_dir: &Path, id: u64) {
+    use std::os::unix::ffi::OsStrExt;
+    let home = state_dir.join("sandbox").join(id.to_string());
+    let home = home.as_os_str().as_bytes();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let mut args = cmdline.split(|b| *b == 0);
+        let is_bwrap = args
+            .next()
+            .is_some_and(|program| program.ends_with(b"bwrap"));
+        if is_bwrap && args.any(|arg| arg == home) {
+            tracing::info!(terminal = id, pid, "ending what is left of its sandbox");
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
 }
 
 #[cfg(test)]

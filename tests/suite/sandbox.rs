@@ -185,6 +185,19 @@ fn without_a_network_a_contained_agent_reaches_the_bus_and_nothing_else() {
     });
 }
 
+/// The command lines of the processes that name `text`.
+fn processes_naming(text: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(text))
+        .collect()
+}
+
 /// A sandbox's private home (with the CLI's credentials copied in) goes with
 /// its terminal: at Close, and after a crash once the next app finds the
 /// terminal gone.
@@ -205,11 +218,25 @@ fn a_sandbox_s_private_home_goes_with_its_terminal() {
     app.wait_exit(Duration::from_secs(10));
     let dir = std::mem::replace(&mut app.dir, tempfile::tempdir().unwrap());
     drop(app);
+    let folder = dir.path().to_string_lossy().into_owned();
     let _again = App::launch(crate::support::Launch {
         reuse: Some(dir),
         config: Some("[sandbox]\nprofiles = [\"exec\"]\n"),
         ..crate::support::Launch::default()
     });
+    // Nothing of the killed app's sandboxes is left running: the agent ends
+    // with its terminal's hangup, as outside a sandbox, and a bubblewrap
+    // killed as it set up (it leaves its child waiting) is ended by the next
+    // app; each names the app's folder. Nor of the closed one's.
+    let gone = std::time::Instant::now() + Duration::from_secs(20);
+    while !processes_naming(&folder).is_empty() {
+        assert!(
+            std::time::Instant::now() < gone,
+            "left running: {:#?}",
+            processes_naming(&folder)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
         !homes.join(left.to_string()).exists(),
         "{}",

@@ -62,6 +62,7 @@ pub struct SandboxedArgs {
 /// it ended.
 pub fn run(args: SandboxedArgs) -> anyhow::Result<Exit> {
     take_the_foreground();
+    end_with_the_terminal();
     // The ports this process takes itself, which lead out of the sandbox.
     let mut outward = Vec::new();
     if let (Some(listen), Some(to)) = (args.listen, args.to) {
@@ -145,6 +146,41 @@ fn take_the_foreground() {
         let _ = nix::unistd::tcsetpgrp(&stdin, me);
     }
     let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&ttou), None);
+}
+
+/// Ends the program with its terminal, as outside a sandbox. When the app
+/// that holds the terminal dies (SIGKILL), the terminal hangs up: the kernel
+/// tells only the session's leader (bubblewrap outside, which does not pass
+/// it on), not the foreground group this process made — so the agent, and
+/// the sandbox with it, would live on, orphaned. A thread waits for the
+/// hangup and sends the group SIGHUP: this process ends of it, and with it
+/// the sandbox (its first process ends with its child, and the kernel ends
+/// what is left in its PID namespace).
+fn end_with_the_terminal() {
+    match nix::unistd::isatty(std::io::stdin()) {
+        Ok(true) => {}
+        // Not a terminal: nothing to follow.
+        Ok(false) => return,
+        // Hung up already (the app died as the sandbox started): the
+        // program does not start.
+        Err(_) => std::process::exit(128 + nix::sys::signal::SIGHUP as i32),
+    }
+    std::thread::spawn(|| {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd;
+        let stdin = std::io::stdin();
+        let ended = PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
+        loop {
+            // No events asked for: poll answers the hangup alone.
+            let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::empty())];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) if fds[0].revents().is_some_and(|r| r.intersects(ended)) => break,
+                Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+        }
+        let _ = nix::sys::signal::killpg(nix::unistd::getpgrp(), nix::sys::signal::SIGHUP);
+    });
 }
 
 /// Takes `addr` in the sandbox and passes each connection to the Unix
