@@ -30,6 +30,7 @@
 pub(crate) mod host;
 pub mod inbound;
 pub mod net;
+pub(crate) mod refusals;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -471,6 +472,16 @@ fn find_bwrap() -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join("bwrap"))
         .find(|candidate| candidate.is_file())
+}
+
+/// Whether terminal `id` runs in a sandbox on this machine (its private
+/// home is there from its Spawn to its Close).
+pub(crate) fn contained_here(core: &Core, id: u64) -> bool {
+    core.settings
+        .state_dir
+        .join("sandbox")
+        .join(id.to_string())
+        .is_dir()
 }
 
 /// A contained terminal taken back after a restart (kept in tmux): when its

@@ -58,6 +58,8 @@ pub(crate) async fn run(
         ready_by_hook: hooks == HookKind::Claude,
         look_for_questions: screen_questions::known(hooks),
         question_check_at: None,
+        refusals: crate::sandbox::contained_here(&core, id).then(Default::default),
+        refusals_check_at: None,
         typing: None,
         spawned: tokio::time::Instant::now(),
         last_output: None,
@@ -79,6 +81,7 @@ pub(crate) async fn run(
             }
             () = sleep_until(quiet_at) => watch.idle_if_still_quiet(),
             () = sleep_until(watch.question_check_at) => watch.read_the_screen(),
+            () = sleep_until(watch.refusals_check_at) => watch.read_refusals(),
             () = sleep_until(type_at) => watch.start_typing(),
             _ = until_done(&mut watch.typing) => watch.typing_done(),
             changed = record_watch.changed() => {
@@ -106,6 +109,10 @@ struct Watch {
     look_for_questions: bool,
     /// When to read the screen for questions next.
     question_check_at: Option<tokio::time::Instant>,
+    /// In a sandbox here: the writes it refused, told so far.
+    refusals: Option<crate::sandbox::refusals::Refusals>,
+    /// When to read the screen for refused writes next.
+    refusals_check_at: Option<tokio::time::Instant>,
     /// The task typing the prompt, while it types.
     typing: Option<tokio::task::JoinHandle<()>>,
     spawned: tokio::time::Instant,
@@ -194,6 +201,19 @@ impl Watch {
         // (a spinner never lets the screen be calm).
         if self.look_for_questions {
             self.question_check_at.get_or_insert(now + QUESTION_CALM);
+        }
+        if self.refusals.is_some() {
+            self.refusals_check_at
+                .get_or_insert(now + crate::sandbox::refusals::LOOK_EVERY);
+        }
+    }
+
+    /// Tells the writes the sandbox refused that its screen shows.
+    fn read_refusals(&mut self) {
+        self.refusals_check_at = None;
+        if let Some(refusals) = &mut self.refusals {
+            let snapshot = self.terminal.snapshot(crate::sandbox::refusals::SCROLLBACK);
+            refusals.look(self.id, &snapshot);
         }
     }
 

@@ -482,3 +482,31 @@ fn a_kept_contained_terminal_s_ports_are_relayed_again_after_a_restart() {
         json!("Ok")
     );
 }
+
+/// A write outside its environment fails at once for the agent, with the
+/// system's plain error, and the app's log tells the user which.
+#[test]
+fn a_refused_write_is_a_plain_error_for_the_agent_and_in_the_app_s_log() {
+    let app = App::launch(crate::support::Launch {
+        config: Some("[sandbox]\nprofiles = [\"exec\"]\n"),
+        rust_log: "info",
+        ..crate::support::Launch::default()
+    });
+    let outside = format!("/usr/krad-refused-{}", app.pid);
+    let script = "echo x > \"$OUTSIDE\" || echo WRITE-FAILED; \
+                  krad report idle -m tried; exec sleep 600";
+    let answer = app.request(json!({"Spawn": {"profile": "exec",
+        "command": ["sh", "-c", script], "env": {"OUTSIDE": outside}}}));
+    let id = answer["Agent"]["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    app.until(id, Duration::from_secs(30), |r| r["message"] == "tried");
+    let screen = app.until_screen(id, "WRITE-FAILED");
+    assert!(screen.contains("Read-only file system"), "{screen}");
+    assert!(!std::path::Path::new(&outside).exists());
+    crate::support::wait_until(Duration::from_secs(20), || {
+        app.log()
+            .lines()
+            .any(|l| l.contains("the sandbox refused a write") && l.contains(&outside))
+    });
+}
