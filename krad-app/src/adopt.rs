@@ -309,8 +309,14 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
             terminal: id,
         };
         let token = terminal_token::mint(core, &me, record.lead);
-        private_file::write(path, token.expose().as_bytes())
-            .map_err(|e| format!("cannot write its token file {}: {e}", path.display()))?;
+        // A sandbox binds its token file by itself: it sees the same file
+        // written again, not one renamed over it.
+        let written = if crate::sandbox::contained_here(core, id) {
+            private_file::rewrite_in_place(path, token.expose().as_bytes())
+        } else {
+            private_file::write(path, token.expose().as_bytes())
+        };
+        written.map_err(|e| format!("cannot write its token file {}: {e}", path.display()))?;
     }
     let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
     let spec = AdoptSpec {

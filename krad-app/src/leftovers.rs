@@ -9,7 +9,7 @@
 //!   [`crate::private_file`]) in the state directory;
 //! * the private homes of its sandboxed terminals that were not taken back
 //!   (`<state dir>/sandbox/<id>`, with the CLIs' credentials copied in), and
-//!   their sockets (`<id>.in`, `<id>.net.sock`) — and the bubblewrap
+//!   their sockets (`<id>.in`, `<id>.net`) — and the bubblewrap
 //!   processes still naming them (one killed as it set its sandbox up
 //!   leaves its child waiting forever).
 //!
@@ -121,11 +121,11 @@ fn sandbox_homes(core: &Core) {
     };
     for entry in entries.flatten() {
         // `<id>` (the home), `<id>.in` (the inbound socket's folder),
-        // `<id>.net.sock` (the allowlist's socket).
+        // `<id>.net` (the allowlist's socket and list).
         let Some(id) = entry.file_name().to_str().and_then(|n| {
             let id = n
                 .strip_suffix(".in")
-                .or_else(|| n.strip_suffix(".net.sock"))
+                .or_else(|| n.strip_suffix(".net"))
                 .unwrap_or(n);
             id.parse::<u64>().ok()
         }) else {

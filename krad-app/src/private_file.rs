@@ -10,6 +10,9 @@
 //! * [`write_for_this_run`] does the same without the syncs, for a file no
 //!   later run of the app reads, and writes a new file in place (no temp file,
 //!   no rename: nothing reads it before it is whole).
+//! * [`rewrite_in_place`] writes an existing file's new contents into the
+//!   same file (not atomic: a reader may see it part written), for a file a
+//!   sandbox has bound by itself and would not see replaced.
 //! * [`append_json_line`] adds a line to a log (a conversation) without a sync:
 //!   a crash may lose its last lines, never the earlier ones.
 
@@ -25,6 +28,19 @@ use serde::Serialize;
 pub(crate) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = replace(path, bytes, true)?;
     sync_dir(&dir)
+}
+
+/// Writes `bytes` into the existing file at `path`, truncated first, and
+/// syncs it: the same file (its inode), so that a bind mount of it sees the
+/// new contents. Not atomic; a symlink at the path is refused, not followed.
+pub(crate) fn rewrite_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 /// Writes the file at `path` without syncing: for a file that matters only

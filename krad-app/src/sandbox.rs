@@ -199,12 +199,14 @@ pub(crate) fn wrap(
     for file in contained.readable.iter().filter(|f| f.exists()) {
         args.extend(["--ro-bind".into(), path(file), path(file)]);
     }
-    for socket in bus_socket
+    // The sockets' folders, not the sockets: a socket made anew there (by
+    // the next app, after a restart) is the one the sandbox sees.
+    let folders = bus_socket
         .iter()
         .chain(allowlist.iter().map(|(s, _)| s))
-        .chain(&inbound)
-    {
-        args.extend(["--bind".into(), path(socket), path(socket)]);
+        .filter_map(|socket| socket.parent());
+    for folder in folders.chain(inbound.as_deref()) {
+        args.extend(["--bind".into(), path(folder), path(folder)]);
     }
     args.extend([
         "--die-with-parent".into(),
@@ -260,12 +262,17 @@ pub(crate) fn wrap(
 pub struct BusSocket(std::sync::OnceLock<PathBuf>);
 
 impl BusSocket {
-    /// The socket's path (`<state dir>/sandbox-bus.sock`), listening.
+    /// The socket's path (`<state dir>/sandbox-bus/bus.sock`, in a 0700
+    /// folder the sandboxes bind), listening.
     fn path(&self, settings: &crate::Settings) -> std::io::Result<PathBuf> {
         if let Some(path) = self.0.get() {
             return Ok(path.clone());
         }
-        let path = settings.state_dir.join("sandbox-bus.sock");
+        let folder = settings.state_dir.join("sandbox-bus");
+        if !folder.is_dir() {
+            make_private_dir(&folder)?;
+        }
+        let path = folder.join("bus.sock");
         let _ = std::fs::remove_file(&path);
         let listener = tokio::net::UnixListener::bind(&path)?;
         let bus = settings.endpoint;
@@ -356,17 +363,24 @@ pub struct Nets(Mutex<HashMap<u64, Arc<net::Net>>>);
 
 impl Nets {
     /// A network for terminal `id`, serving its socket
-    /// (`<state dir>/sandbox/<id>.net.sock`): the socket and the loopback
-    /// ports to relay inside.
+    /// (`<state dir>/sandbox/<id>.net/net.sock`, in a 0700 folder the sandbox
+    /// binds, beside its allowlist, kept for the next app): the socket and
+    /// the loopback ports to relay inside.
     fn open(
         &self,
         core: &Core,
         id: u64,
         policy: net::Policy,
     ) -> std::io::Result<(PathBuf, Vec<u16>)> {
-        let dir = core.settings.state_dir.join("sandbox");
-        std::fs::create_dir_all(&dir)?;
-        let socket = dir.join(format!("{id}.net.sock"));
+        let dir = net_dir(core, id);
+        if !dir.is_dir() {
+            make_private_dir(&dir)?;
+        }
+        let mut kept = policy.entries().join("\n");
+        kept.push('\n');
+        std::fs::write(dir.join(ALLOWLIST_FILE), kept)?;
+        let socket = dir.join("net.sock");
+        let _ = std::fs::remove_file(&socket);
         let ports = policy.loopback_ports();
         let net = net::Net::new(id, policy);
         net.serve(&socket)?;
@@ -390,6 +404,18 @@ impl Nets {
             .remove(&id);
     }
 }
+
+/// Terminal `id`'s folder for its allowlist's socket (and the list).
+fn net_dir(core: &Core, id: u64) -> PathBuf {
+    core.settings
+        .state_dir
+        .join("sandbox")
+        .join(format!("{id}.net"))
+}
+
+/// The allowlist kept in a terminal's network folder, an entry a line: a
+/// terminal taken back by the next app gets the same one.
+const ALLOWLIST_FILE: &str = "allow";
 
 /// Terminal `id`'s folder for its inbound socket.
 fn inbound_dir(core: &Core, id: u64) -> PathBuf {
@@ -488,6 +514,28 @@ pub(crate) fn contained_here(core: &Core, id: u64) -> bool {
 /// sandbox made an inbound socket, its environment's ports are relayed to it
 /// again — its first process inside still listens there.
 pub(crate) fn taken_back(core: &Core, environment: &str, id: u64) {
+    if !contained_here(core, id) {
+        return;
+    }
+    // Its sockets' folders are bound in its sandbox: the sockets made anew
+    // there are the ones it reaches.
+    if core.settings.config.sandbox.own_network()
+        && let Err(e) = core.bus_socket.path(&core.settings)
+    {
+        tracing::warn!(
+            terminal = id,
+            "cannot open the bus's socket for its sandbox again: {e}"
+        );
+    }
+    if let Ok(kept) = std::fs::read_to_string(net_dir(core, id).join(ALLOWLIST_FILE)) {
+        let policy = net::Policy::new(kept.lines().filter(|l| !l.trim().is_empty()));
+        if let Err(e) = core.nets.open(core, id, policy) {
+            tracing::warn!(
+                terminal = id,
+                "cannot open its sandbox's network again: {e}"
+            );
+        }
+    }
     let socket = inbound_dir(core, id).join("in.sock");
     if socket.exists() {
         let ports = crate::environments::ports::block(core, environment);
@@ -502,7 +550,7 @@ pub(crate) fn forget(core: &Core, id: u64) {
     let dir = core.settings.state_dir.join("sandbox");
     let _ = std::fs::remove_dir_all(dir.join(id.to_string()));
     core.nets.forget(id);
-    let _ = std::fs::remove_file(dir.join(format!("{id}.net.sock")));
+    let _ = std::fs::remove_dir_all(net_dir(core, id));
     core.inbound.forget(id);
     let _ = std::fs::remove_dir_all(inbound_dir(core, id));
 }

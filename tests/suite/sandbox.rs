@@ -310,6 +310,10 @@ fn on_an_ssh_host_the_sandbox_is_built_there() {
 const SERVER: &str = "while :; do echo HELLO-FROM-INSIDE | nc -N -l 127.0.0.1 \"$KRAD_PORT\"; done & \
                       krad report idle -m serving; wait";
 
+/// The same server, and then the script goes on.
+const SERVER_IN_BACKGROUND: &str = "while :; do echo HELLO-FROM-INSIDE | nc -N -l 127.0.0.1 \"$KRAD_PORT\"; done & \
+     krad report idle -m serving;";
+
 /// The config of a sandbox with `network` and 2 ports per environment.
 fn ports_config(network: &str) -> String {
     let first_port = 30000 + (std::process::id() % 100) * 20;
@@ -459,11 +463,14 @@ fn with_an_allowlist_the_environment_s_ports_are_relayed_in_from_the_machine() {
 /// takes it back and relays the environment's ports to it again.
 #[test]
 fn a_kept_contained_terminal_s_ports_are_relayed_again_after_a_restart() {
-    let config = format!("{}{}", ports_config("none"), crate::tmux::TMUX);
+    let config = format!("{}{}", ports_config("allow"), crate::tmux::TMUX);
     let app = App::start_config(&config);
     committed(&app);
     let ports = worktree_with_ports(&app, "kept-served");
-    let server = spawn_reporting(&app, "kept-served", SERVER, "serving");
+    let script = format!(
+        "{SERVER_IN_BACKGROUND} while read line; do krad report idle -m \"heard $line\"; done"
+    );
+    let server = spawn_reporting(&app, "kept-served", &script, "serving");
     let _tmux = crate::tmux::TmuxServer::of(&app, server);
     assert_eq!(reply_of(ports[0], "before\n"), "HELLO-FROM-INSIDE\n");
     app.signal(nix::sys::signal::Signal::SIGKILL);
@@ -477,6 +484,19 @@ fn a_kept_contained_terminal_s_ports_are_relayed_again_after_a_restart() {
     assert_eq!(reply_of(ports[0], "after\n"), "HELLO-FROM-INSIDE\n");
     app.until_screen(server, "after");
     assert_eq!(exchange(ports[1], "anyone?\n"), None);
+    // Its bus and its network came back with it: a report from inside
+    // reaches the new app, and its allowlist is served again.
+    let sent = app.request(json!({"Send": {"target": server, "text": "again", "enter": true}}));
+    assert!(sent["Sent"].is_object(), "{sent}");
+    // (Its token file is written again in place: the sandbox binds that file.)
+    app.until(server, Duration::from_secs(30), |r| {
+        r["message"] == "heard again"
+    });
+    let connections = app.request(json!({"Connections": {"target": server}}));
+    assert_eq!(
+        connections["Connections"]["network"], "allow",
+        "{connections}"
+    );
     assert_eq!(
         app.request(json!({"Close": {"target": server}})),
         json!("Ok")
