@@ -58,48 +58,20 @@ fn an_allowlisted_sandbox_reaches_the_list_only_and_logs_every_attempt() {
         "[sandbox]\nprofiles = [\"exec\"]\nnetwork = \"allow\"\n\
          allow = [\"127.0.0.1:{allowed}\"]\n"
     ));
-    // Each probe prints its marker, whatever curl says.
-    let script = format!(
-        "A=http://127.0.0.1:{allowed}/; B=http://127.0.0.1:{internet}/; \
-         P=\"$HTTPS_PROXY\"; [ -n \"$P\" ] && [ \"$HTTP_PROXY\" = \"$P\" ] && echo PROXY-SET; \
-         echo \"proxy:$(curl -s --max-time 20 --noproxy '' -x \"$P\" \"$A\")\"; \
-         echo \"tunnel:$(curl -s --max-time 20 -p --noproxy '' -x \"$P\" \"$A\")\"; \
-         echo \"relay:$(curl -s --max-time 20 \"$A\")\"; \
-         echo \"refused:$(curl -s --max-time 20 --noproxy '' -x \"$P\" -w ' %{{http_code}}' \"$B\")\"; \
-         curl -s --max-time 20 -p --noproxy '' -x \"$P\" \"$B\" || echo TUNNEL-REFUSED; \
-         curl -s --max-time 20 \"$B\" || echo DIRECT-REFUSED; \
-         curl -s --max-time 20 https://example.invalid/ || echo NAME-REFUSED; \
-         krad report idle -m netdone; exec sleep 600"
-    );
-    let answer = app.request(json!({"Spawn": {"profile": "exec",
-        "command": ["sh", "-c", script]}}));
-    let id = answer["Agent"]["terminal"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{answer}"));
-    app.until(id, Duration::from_secs(60), |r| r["message"] == "netdone");
-    let screen = app.until_screen(id, "NAME-REFUSED");
-    for said in [
-        "PROXY-SET",
-        "proxy:FROM-ALLOWED",
-        "tunnel:FROM-ALLOWED",
-        "relay:FROM-ALLOWED",
-        "not on this sandbox's allowlist",
-        "TUNNEL-REFUSED",
-        "DIRECT-REFUSED",
-    ] {
+    let extra = "[ -n \"$P\" ] && [ \"$HTTP_PROXY\" = \"$P\" ] && echo PROXY-SET; \
+                 curl -s --max-time 20 -p --noproxy '' -x \"$P\" \"$B\" || echo TUNNEL-REFUSED; \
+                 curl -s --max-time 20 https://example.invalid/ || echo NAME-REFUSED;";
+    let spawn =
+        json!({"profile": "exec", "command": ["sh", "-c", probes(allowed, internet, extra)]});
+    let (id, screen) = run_probes(&app, spawn, "NAME-REFUSED");
+    for said in ["PROXY-SET", "TUNNEL-REFUSED", "DIRECT-REFUSED"] {
         assert!(screen.contains(said), "no {said:?} in:\n{screen}");
     }
     assert!(
         screen.contains("allowlist; add it to [sandbox] allow"),
         "{screen}"
     );
-    assert!(!screen.contains("FROM-THE-INTERNET"), "{screen}");
-    assert_eq!(
-        internet_taken.load(Ordering::SeqCst),
-        0,
-        "the server off the list was reached"
-    );
-    assert_eq!(allowed_taken.load(Ordering::SeqCst), 3);
+    only_the_list_was_reached(&screen, &allowed_taken, &internet_taken);
 
     let log = attempts(&app, id);
     let seen = |host: &str, port: u16, via: &str, allowed: bool| {
@@ -223,16 +195,49 @@ fn krad_net_follow_prints_new_attempts_as_they_happen() {
 }
 
 /// The curl probes of a contained agent on a host, each printing its marker.
-fn probes(allowed: u16, internet: u16) -> String {
+fn probes(allowed: u16, internet: u16, extra: &str) -> String {
     format!(
         "A=http://127.0.0.1:{allowed}/; B=http://127.0.0.1:{internet}/; P=\"$HTTPS_PROXY\"; \
          echo \"proxy:$(curl -s --max-time 20 --noproxy '' -x \"$P\" \"$A\")\"; \
          echo \"tunnel:$(curl -s --max-time 20 -p --noproxy '' -x \"$P\" \"$A\")\"; \
          echo \"relay:$(curl -s --max-time 20 \"$A\")\"; \
          echo \"refused:$(curl -s --max-time 20 --noproxy '' -x \"$P\" -w ' %{{http_code}}' \"$B\")\"; \
-         curl -s --max-time 20 \"$B\" || echo DIRECT-REFUSED; \
+         curl -s --max-time 20 \"$B\" || echo DIRECT-REFUSED; {extra} \
          krad report idle -m netdone; exec sleep 600"
     )
+}
+
+/// Spawns the probes (`spawn`: the Spawn's fields); the terminal and its
+/// screen once they reported and printed `last`.
+fn run_probes(app: &crate::support::App, spawn: Value, last: &str) -> (u64, String) {
+    let answer = app.request(json!({ "Spawn": spawn }));
+    let id = answer["Agent"]["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    app.until(id, Duration::from_secs(60), |r| r["message"] == "netdone");
+    (id, app.until_screen(id, last))
+}
+
+/// What every allowlist test sees: the server on the list reached three ways
+/// (proxy, tunnel, relay), the one off it refused (a 403 saying so) and
+/// never connected to.
+fn only_the_list_was_reached(screen: &str, allowed: &AtomicUsize, internet: &AtomicUsize) {
+    for said in [
+        "proxy:FROM-ALLOWED",
+        "tunnel:FROM-ALLOWED",
+        "relay:FROM-ALLOWED",
+        "not on this sandbox's allowlist",
+        "403",
+    ] {
+        assert!(screen.contains(said), "no {said:?} in:\n{screen}");
+    }
+    assert!(!screen.contains("FROM-THE-INTERNET"), "{screen}");
+    assert_eq!(
+        internet.load(Ordering::SeqCst),
+        0,
+        "the server off the list was reached"
+    );
+    assert_eq!(allowed.load(Ordering::SeqCst), 3);
 }
 
 /// On an SSH host (the loopback sshd), `network = "allow"` is enforced by
@@ -256,31 +261,10 @@ fn on_an_ssh_host_an_allowlist_is_enforced_over_the_link() {
     );
     let created = app.request(json!({"CreateWorktree": {"name": "far-net", "host": "far"}}));
     assert!(created["Environment"].is_object(), "{created}");
-    let answer = app.request(
-        json!({"Spawn": {"profile": "exec", "environment": "far-net",
-        "command": ["sh", "-c", probes(allowed, internet)]}}),
-    );
-    let id = answer["Agent"]["terminal"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{answer}"));
-    app.until(id, Duration::from_secs(60), |r| r["message"] == "netdone");
-    let screen = app.until_screen(id, "DIRECT-REFUSED");
-    for said in [
-        "proxy:FROM-ALLOWED",
-        "tunnel:FROM-ALLOWED",
-        "relay:FROM-ALLOWED",
-        "not on this sandbox's allowlist",
-        "403",
-    ] {
-        assert!(screen.contains(said), "no {said:?} in:\n{screen}");
-    }
-    assert!(!screen.contains("FROM-THE-INTERNET"), "{screen}");
-    assert_eq!(
-        internet_taken.load(Ordering::SeqCst),
-        0,
-        "the server off the list was reached"
-    );
-    assert_eq!(allowed_taken.load(Ordering::SeqCst), 3);
+    let spawn = json!({"profile": "exec", "environment": "far-net",
+        "command": ["sh", "-c", probes(allowed, internet, "")]});
+    let (id, screen) = run_probes(&app, spawn, "DIRECT-REFUSED");
+    only_the_list_was_reached(&screen, &allowed_taken, &internet_taken);
     let log = attempts(&app, id);
     let seen = |port: u16, via: &str, allowed: bool| {
         log.iter()
@@ -302,12 +286,14 @@ fn on_an_ssh_host_an_allowlist_is_enforced_over_the_link() {
 
     let folder = crate::ssh::host_file(&sshd, &format!("{id}-net"));
     assert!(folder.join("net.sock").exists() && folder.join("bus.sock").exists());
-    assert_eq!(app.request(json!({"Close": {"target": id}})), json!("Ok"));
-    assert!(!folder.exists(), "its sockets on the host go with it");
+    // Here, the terminal's network folder: its socket and its allowlist.
     let local = app
         .dir
         .path()
-        .join(format!("repo/.git/krad/sandbox/{id}.net.sock"));
+        .join(format!("repo/.git/krad/sandbox/{id}.net"));
+    assert!(local.join("net.sock").exists() && local.join("allow").exists());
+    assert_eq!(app.request(json!({"Close": {"target": id}})), json!("Ok"));
+    assert!(!folder.exists(), "its sockets on the host go with it");
     assert!(!local.exists(), "{}", local.display());
 }
 
