@@ -128,21 +128,34 @@ impl Queue {
         Ok(u32::try_from(place).unwrap_or(u32::MAX))
     }
 
-    /// Takes out the work `matches` picks; returns what it took.
+    /// Takes out the work `matches` picks, here and in the store; returns
+    /// what it took.
     fn take(&self, db: &Db, matches: impl Fn(&Waiting) -> bool) -> Vec<Waiting> {
+        let taken = self.take_out(matches);
+        forget(db, &taken);
+        taken
+    }
+
+    /// Takes out the work `matches` picks here only (the store keeps it
+    /// until [`forget`]).
+    fn take_out(&self, matches: impl Fn(&Waiting) -> bool) -> Vec<Waiting> {
         let mut line = self.lock();
         let (taken, staying): (Vec<_>, Vec<_>) = line.waiting.drain(..).partition(|w| matches(w));
         line.waiting = staying;
-        let removed = db.write(|tx| {
-            for waiting in &taken {
-                tx.remove(Kind::Queued, &key(waiting.seq))?;
-            }
-            Ok(())
-        });
-        if let Err(e) = removed {
-            tracing::error!("cannot take work out of the queue in the store: {e}");
-        }
         taken
+    }
+}
+
+/// Removes `done` from the store's queue.
+fn forget(db: &Db, done: &[Waiting]) {
+    let removed = db.write(|tx| {
+        for waiting in done {
+            tx.remove(Kind::Queued, &key(waiting.seq))?;
+        }
+        Ok(())
+    });
+    if let Err(e) = removed {
+        tracing::error!("cannot take work out of the queue in the store: {e}");
     }
 }
 
@@ -285,6 +298,11 @@ pub(crate) fn reload(core: &Core) {
     for w in &waiting {
         match &w.work {
             Work::Spawn(queued) => {
+                if core.store.record(queued.terminal).is_some() {
+                    // Started as the last app died, and taken back.
+                    gone.push(w.seq);
+                    continue;
+                }
                 let Some(environment) = queued.request.environment.clone() else {
                     gone.push(w.seq);
                     continue;
@@ -373,7 +391,13 @@ fn first_with_room(core: &Core) -> Option<(Waiting, Option<limits::Room<'_>>)> {
                 None
             }
         };
-        let taken = core.queue.take(core.store.db(), |w| w.seq == first.seq);
+        // A Spawn stays in the store until its start is over: an app that
+        // dies meanwhile starts it again (or finds it taken back: [`reload`]).
+        // A Send goes now: typed at most once.
+        let taken = match first.work {
+            Work::Spawn(_) => core.queue.take_out(|w| w.seq == first.seq),
+            Work::Send { .. } => core.queue.take(core.store.db(), |w| w.seq == first.seq),
+        };
         renumber(core);
         if let Some(next) = taken.into_iter().next() {
             return Some((next, room));
@@ -383,6 +407,7 @@ fn first_with_room(core: &Core) -> Option<(Waiting, Option<limits::Room<'_>>)> {
 
 /// Starts (or types) one piece of work whose turn came.
 async fn start(core: &Arc<Core>, waiting: Waiting) {
+    let done = [waiting.clone()];
     let ctx = CallContext {
         principal: Principal::Client,
         request_id: None,
@@ -392,7 +417,9 @@ async fn start(core: &Arc<Core>, waiting: Waiting) {
         Work::Spawn(queued) => {
             let id = queued.terminal;
             tracing::info!(terminal = id, "starting from the queue");
-            if let Err(e) = spawning::start_queued(core, *queued).await {
+            let started = spawning::start_queued(core, *queued).await;
+            forget(core.store.db(), &done);
+            if let Err(e) = started {
                 tracing::warn!(terminal = id, "a queued Spawn did not start: {}", e.message);
                 core.store.update(id, |entry| {
                     entry.record.queue_place = None;
