@@ -546,7 +546,10 @@ pub(crate) fn taken_back(core: &Core, environment: &str, id: u64) {
 /// Removes a closed terminal's private home, its sockets, its network and
 /// its inbound relays.
 pub(crate) fn forget(core: &Core, id: u64) {
-    end_leftover_processes(&core.settings.state_dir, id);
+    // Every Close comes here: /proc is read only for a contained terminal.
+    if contained_here(core, id) {
+        end_leftover_processes(&core.settings.state_dir, id);
+    }
     let dir = core.settings.state_dir.join("sandbox");
     let _ = std::fs::remove_dir_all(dir.join(id.to_string()));
     core.nets.forget(id);
