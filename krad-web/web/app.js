@@ -285,6 +285,9 @@ async function loadEnvironments() {
 }
 setInterval(() => socket?.readyState === 1 && loadEnvironments(), 10000);
 
+// Each variant's dry-run panel, kept across redraws: a dry run under way (or
+// shown) is not lost when the groups are drawn again.
+const pickPanels = new Map();
 function renderGroups() {
   const groups = new Map();
   for (const env of environments) {
@@ -294,7 +297,9 @@ function renderGroups() {
     const row = el("div", { class: "groups-row" });
     for (const env of envs.sort((a, b) => a.variant - b.variant)) {
       const files = el("div", { class: "quiet" }, "…");
-      const panel = el("div", { class: "confirm", hidden: "" });
+      const key = `${group}/${env.variant}`;
+      const panel = pickPanels.get(key) || el("div", { class: "confirm", hidden: "" });
+      pickPanels.set(key, panel);
       row.append(el("div", { class: "variant", dataset: { group, variant: env.variant } },
         el("strong", {}, `variant ${env.variant}`), el("div", {}, env.name), files,
         el("button", { type: "button", onclick: () => showEnvironment(env.name) }, "diff"), " ",
