@@ -50,6 +50,19 @@ const EVENT_QUEUE: usize = 64;
 pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
     restore_host_terminals(core).await;
     if !core.host.restart_safe() {
+        // The PTY host's terminals ended with the app that died: on record,
+        // `exited`, until closed (an acknowledged Spawn names a terminal
+        // that is there).
+        let kept = kept_here(core);
+        if !kept.is_empty() {
+            tracing::info!(
+                lost = kept.len(),
+                "the terminals of the previous run were lost with it"
+            );
+        }
+        for entry in kept {
+            record_gone(core, entry, LOST);
+        }
         return Vec::new();
     }
     let host = core.host.clone();
@@ -96,7 +109,14 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
                     continue;
                 }
                 Err(error) => {
-                    tracing::warn!(terminal = id, %error, "cannot take the terminal back")
+                    tracing::warn!(terminal = id, %error, "cannot take the terminal back: ending it");
+                    // On record `exited`: so it must be, not left running
+                    // where no record, limit or Close reaches it.
+                    let host = core.host.clone();
+                    let _ = tokio::task::spawn_blocking(move || host.discard(id)).await;
+                    crate::sandbox::forget(core, id);
+                    record_gone(core, entry, NOT_TAKEN_BACK);
+                    continue;
                 }
             }
         }
@@ -110,7 +130,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
             continue;
         }
         gone += 1;
-        record_gone(core, entry);
+        record_gone(core, entry, GONE);
     }
     for id in survivors.keys().filter(|id| !known.contains(id)) {
         tracing::info!(terminal = id, "ending a terminal no record names");
@@ -180,7 +200,7 @@ async fn restore_host_terminals(core: &Arc<Core>) {
             .as_deref()
             .and_then(|name| core.hosts.get(name).ok());
         let Some(host) = host.filter(|_| entry.record.state != AgentState::Exited) else {
-            record_gone(core, entry);
+            record_gone(core, entry, GONE);
             continue;
         };
         let me = TerminalRef {
@@ -197,7 +217,7 @@ async fn restore_host_terminals(core: &Arc<Core>) {
             }
             Err(error) => {
                 tracing::warn!(terminal = id, %error, "cannot attach to the terminal on its host again");
-                record_gone(core, entry);
+                record_gone(core, entry, GONE);
             }
         }
     }
@@ -335,8 +355,16 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
     Ok(())
 }
 
-/// A kept terminal the host no longer has: on record, `exited`.
-fn record_gone(core: &Core, entry: TerminalEntry) {
+/// Why a kept terminal is `exited`: its host no longer had it.
+const GONE: &str = "the terminal was gone when the app started again";
+/// Why: it ran on the PTY host of an app that died.
+const LOST: &str = "lost when the app stopped";
+/// Why: its host had it, and taking it back failed (it was ended).
+const NOT_TAKEN_BACK: &str =
+    "the app could not take the terminal back when it started again: ended";
+
+/// A kept terminal that does not run on: on record, `exited`, saying `why`.
+fn record_gone(core: &Core, entry: TerminalEntry, why: &str) {
     let TerminalEntry {
         mut record,
         token_file,
@@ -349,7 +377,7 @@ fn record_gone(core: &Core, entry: TerminalEntry) {
             &mut record,
             AgentState::Exited,
             StateSource::Process,
-            Some("the terminal was gone when the app started again".to_owned()),
+            Some(why.to_owned()),
         );
     }
     if let Some(path) = token_file {

@@ -14,7 +14,7 @@ mod recovery;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode};
+use krad_bus::protocol::{ApiError, ErrorCode};
 use krad_bus::request::pick_variant::How;
 use krad_bus::request::run_variants::RunVariants;
 use krad_bus::request::update_environment::UpdateHow;
@@ -42,14 +42,13 @@ pub struct Intent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Plan {
-    /// Spawn: terminal `terminal` is being started.
+    /// Spawn: terminal `terminal` is being started (or queued). Its record
+    /// is kept before its program starts (and a queued one's with the queue),
+    /// so the record is the answer: a terminal on record after a crash is
+    /// the Spawn's, one that is not never ran.
     Spawn {
         /// Its id, given out in the same transaction.
         terminal: u64,
-        /// Its record, written just before its program starts: the Spawn's
-        /// answer from then on.
-        #[serde(default)]
-        started: Option<Box<AgentRecord>>,
     },
     /// Send: text is being written to terminal `terminal`.
     Send {

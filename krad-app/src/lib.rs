@@ -23,6 +23,7 @@ mod budget;
 pub mod cgroup;
 mod closing;
 pub mod config;
+mod crash_point;
 mod durable;
 mod environments;
 mod extensions;
@@ -188,9 +189,14 @@ impl EmbeddedApp {
         let db = state_db::open(&settings.state_dir).map_err(StartError)?;
         let store = Store::open(db.clone()).map_err(StartError)?;
         let request_log = state_db::request_log(&db).map_err(StartError)?;
-        if host.restart_safe() {
-            store.keep_terminals(&settings.endpoint.to_string());
-        }
+        // Every terminal of this machine is kept on record: a restart-safe
+        // host's are taken back by the next app, the others shown lost.
+        let keeping = if host.restart_safe() {
+            store::Keeping::All
+        } else {
+            store::Keeping::Local
+        };
+        store.keep_terminals(&settings.endpoint.to_string(), keeping);
         let extensions = extensions::manager(&settings);
         let asks = asks::Asks::default();
         asks.keep_decided_in(db.clone(), &settings.state_dir.join("asks-decided.jsonl"));
@@ -249,8 +255,10 @@ impl EmbeddedApp {
         environments::restore(&self.core).await;
         environments::ports::restore(&self.core);
         let endpoints = adopt::restore(&self.core).await;
-        intents::recover(&self.core).await;
+        // The queued terminals on record again before the intents are
+        // settled: a queued Spawn's retry is answered with its record.
         queue::reload(&self.core);
+        intents::recover(&self.core).await;
         tokio::spawn(queue::run(Arc::downgrade(&self.core)));
         transcripts::prune_in_background(&self.core).await;
         leftovers::clean(&self.core).await;
@@ -282,7 +290,17 @@ impl EmbeddedApp {
         self.core.extensions.shutdown().await;
         self.core.hosts.shutdown(close_terminals).await;
         self.core.store.release_terminal_ids();
-        let _ = std::fs::remove_dir_all(&self.core.settings.token_dir);
+        let restart_safe = self.core.host.restart_safe();
+        if close_terminals && !restart_safe {
+            // Closed by this stop, as Close would: not lost.
+            self.core.store.forget_local_kept();
+        }
+        if close_terminals || !restart_safe {
+            let _ = std::fs::remove_dir_all(&self.core.settings.token_dir);
+        }
+        // Otherwise the terminals kept running read their token files there
+        // (a sandbox binds its file): the next app writes them again in
+        // place, and cleans the folder once no terminal uses it.
         tracing::info!(terminals = terminals.len(), close_terminals, "app stopped");
     }
 }

@@ -111,12 +111,13 @@ impl Queue {
     fn push(
         &self,
         work: Work,
+        since: String,
         keep: impl FnOnce(&Waiting) -> Result<(), ApiError>,
     ) -> Result<u32, ApiError> {
         let mut line = self.lock();
         let waiting = Waiting {
             seq: line.next_seq.max(1),
-            since: now_rfc3339(),
+            since,
             work,
         };
         keep(&waiting)?;
@@ -216,32 +217,37 @@ fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError
         terminal: id,
     };
     // On record first: the queue may start it the moment it is in line.
-    put_on_record(core, &me, &queued, profile);
+    // Its record exists since it was queued, after a restart too.
+    let since = now_rfc3339();
+    put_on_record(core, &me, &queued, profile, &since);
     let variant = queued.variant.clone();
-    let pushed = core.queue.push(Work::Spawn(Box::new(queued)), |waiting| {
-        let Some((group, n)) = &variant else {
-            return kept(core.store.db().write(|tx| keep(tx, waiting)));
-        };
-        // The group knows its variant's terminal in the same transaction.
-        let record_variant = |g: &mut Option<crate::records::GroupRecord>| {
-            if let Some(g) = g {
-                let variant = crate::records::VariantRecord {
-                    environment: me.environment.clone(),
-                    terminal: Some(id),
-                };
-                g.variants.insert(*n, variant);
-            }
-        };
-        core.store
-            .update_group_with(group, record_variant, |tx| keep(tx, waiting))
-            .map_err(|e| cannot_keep(&e))
-    });
+    let pushed = core
+        .queue
+        .push(Work::Spawn(Box::new(queued)), since, |waiting| {
+            let Some((group, n)) = &variant else {
+                return kept(core.store.db().write(|tx| keep(tx, waiting)));
+            };
+            // The group knows its variant's terminal in the same transaction.
+            let record_variant = |g: &mut Option<crate::records::GroupRecord>| {
+                if let Some(g) = g {
+                    let variant = crate::records::VariantRecord {
+                        environment: me.environment.clone(),
+                        terminal: Some(id),
+                    };
+                    g.variants.insert(*n, variant);
+                }
+            };
+            core.store
+                .update_group_with(group, record_variant, |tx| keep(tx, waiting))
+                .map_err(|e| cannot_keep(&e))
+        });
     if let Err(e) = pushed {
         core.store.remove(id);
         return Err(e);
     }
     renumber(core);
     tracing::info!(terminal = id, "queued");
+    crate::crash_point::here("spawn-queued");
     core.store.record(id).ok_or_else(|| Core::no_terminal(id))
 }
 
@@ -250,9 +256,11 @@ fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError
 pub(crate) fn send_later(core: &Core, request: Send) -> Result<SentInfo, ApiError> {
     let id = request.target;
     let db = core.store.db();
-    let place = core.queue.push(Work::Send { request }, |waiting| {
-        kept(db.write(|tx| keep(tx, waiting)))
-    })?;
+    let place = core
+        .queue
+        .push(Work::Send { request }, now_rfc3339(), |waiting| {
+            kept(db.write(|tx| keep(tx, waiting)))
+        })?;
     renumber(core);
     tracing::info!(terminal = id, place, "Send queued");
     let state = core
@@ -323,7 +331,7 @@ pub(crate) fn reload(core: &Core) {
                     environment,
                     terminal: queued.terminal,
                 };
-                put_on_record(core, &me, queued, profile);
+                put_on_record(core, &me, queued, profile, &w.since);
             }
             Work::Send { request } => {
                 if core.store.record(request.target).is_none() {
@@ -488,8 +496,15 @@ fn renumber(core: &Core) {
     }
 }
 
-/// Puts a queued terminal on record: `queued`, no program.
-fn put_on_record(core: &Core, me: &TerminalRef, queued: &QueuedSpawn, profile: Arc<Profile>) {
+/// Puts a queued terminal on record: `queued` since `since` (when it was
+/// queued, also after a restart), no program.
+fn put_on_record(
+    core: &Core,
+    me: &TerminalRef,
+    queued: &QueuedSpawn,
+    profile: Arc<Profile>,
+    since: &str,
+) {
     let mut command = queued
         .request
         .command
@@ -512,6 +527,8 @@ fn put_on_record(core: &Core, me: &TerminalRef, queued: &QueuedSpawn, profile: A
     );
     record.state = AgentState::Queued;
     record.state_source = StateSource::Process;
+    record.started_at = since.to_owned();
+    record.state_since = since.to_owned();
     record.message = Some("waiting in the queue for room under [limits]".to_owned());
     core.store
         .insert(record, Arc::new(Unstarted(me.terminal)), profile, None);

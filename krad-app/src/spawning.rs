@@ -96,7 +96,13 @@ pub(crate) async fn spawn(
         },
     };
     let Some(_room) = room else {
-        let terminal = core.store.allocate_terminal_id().map_err(cannot_record)?;
+        // A Spawn with a request id keeps its intent from here until its
+        // answer is kept: a retry after a crash is answered with the queued
+        // record, never queued twice. A variant's group records it instead.
+        let terminal = match &variant {
+            None => allocate_id(core, ctx, false)?.0,
+            Some(_) => core.store.allocate_terminal_id().map_err(cannot_record)?,
+        };
         request.environment = Some(environment);
         request.profile = Some(profile.name.clone());
         return Ok(Spawned::NoRoom(Box::new(QueuedSpawn {
@@ -176,7 +182,7 @@ async fn start_now(
     if host.is_none() {
         crate::limits::may_limit_memory(core, profile.memory_max_mib)?;
     }
-    let (terminal, mut underway) = match (queued_id, ctx) {
+    let (terminal, underway) = match (queued_id, ctx) {
         // Its group knows it since it was queued.
         (Some(id), _) => (id, None),
         (None, Some(ctx)) => {
@@ -225,16 +231,22 @@ async fn start_now(
         Some(host) => remote_launch(core, host, launch, &cwd).await?,
     };
     let (events_tx, events) = tokio::sync::mpsc::channel(EVENT_QUEUE);
-    let before = agent_record(&newcomer, &request, &profile, shown.clone(), None);
-    core.store.keep_before_start(&before, prepared.3.as_ref());
-    launching(&mut underway, before);
+    // The one record of the terminal, made once: kept before the start, and
+    // on record (with its pid) after — the same to the digit everywhere.
+    let mut record = agent_record(&newcomer, &request, &profile, shown);
+    if let Some(queued) = queued_id.and_then(|id| core.store.record(id)) {
+        // It exists since it was queued.
+        record.started_at = queued.started_at;
+    }
+    core.store.keep_before_start(&record, prepared.3.as_ref());
+    crate::crash_point::here("spawn-before-program");
     let (spec, token_file) = spawn_spec(core, terminal, &request, prepared);
     let host = terminal_host(core, newcomer.host.as_deref());
     let after = AfterStart {
         newcomer,
+        record,
         request,
         profile,
-        shown,
         events,
         token_file,
         underway,
@@ -272,10 +284,10 @@ async fn start_now(
 /// What a Spawn still has to do once its program started (or failed to).
 struct AfterStart {
     newcomer: Newcomer,
+    /// Its record, as kept before the start (no pid yet).
+    record: AgentRecord,
     request: Spawn,
     profile: Arc<Profile>,
-    /// The command as shown in the record.
-    shown: Vec<String>,
     events: tokio::sync::mpsc::Receiver<TerminalEvent>,
     /// The terminal's token file here, if it has one.
     token_file: Option<PathBuf>,
@@ -310,13 +322,8 @@ fn record_started(
     if after.newcomer.host.is_none() {
         crate::limits::limit_memory(core, after.profile.memory_max_mib, id, terminal.pid());
     }
-    let record = agent_record(
-        &after.newcomer,
-        &after.request,
-        &after.profile,
-        after.shown,
-        terminal.pid(),
-    );
+    let mut record = after.record;
+    record.pid = terminal.pid();
     let record = core.store.insert(
         record,
         terminal.clone(),
@@ -331,6 +338,7 @@ fn record_started(
         after.profile,
         after.request.prompt,
     );
+    crate::crash_point::here("spawn-started");
     // The intent goes once the terminal is on record.
     drop(after.underway);
     Ok(record)
@@ -423,14 +431,7 @@ fn allocate_id(
     let id = core
         .store
         .allocate_terminal_id_with(|tx, terminal| {
-            let intent = Underway::new(
-                core.store.db(),
-                ctx,
-                Plan::Spawn {
-                    terminal,
-                    started: None,
-                },
-            );
+            let intent = Underway::new(core.store.db(), ctx, Plan::Spawn { terminal });
             intent.write(tx)?;
             underway = Some(intent);
             Ok(())
@@ -445,22 +446,6 @@ fn cannot_record(e: std::io::Error) -> ApiError {
         ErrorCode::Failed,
         format!("cannot record the new terminal: {e}"),
     )
-}
-
-/// Records in the Spawn's intent, just before its program starts, the record
-/// it answers with: a crash from then on is answered with it on a retry, and
-/// the program never starts twice (at most once, as request ids promise).
-fn launching(underway: &mut Option<Underway>, record: AgentRecord) {
-    let Some(underway) = underway else {
-        return;
-    };
-    let terminal = record.terminal;
-    if let Plan::Spawn { started, .. } = underway.plan_mut() {
-        *started = Some(Box::new(record));
-    }
-    if let Err(e) = underway.save() {
-        tracing::warn!(terminal, "cannot record the program's start: {}", e.message);
-    }
 }
 
 /// Who a new terminal is: its place on the bus and where it runs.
@@ -518,15 +503,14 @@ fn spawn_failed(id: u64, error: &SpawnError) -> ApiError {
     ApiError::new(ErrorCode::Failed, message).with_detail(serde_json::json!({ "terminal": id }))
 }
 
-/// The record of a terminal that just started: `starting`.
+/// The record of a terminal about to start: `starting`, no pid yet.
 fn agent_record(
     newcomer: &Newcomer,
     request: &Spawn,
     profile: &Profile,
     command: Vec<String>,
-    pid: Option<u32>,
 ) -> AgentRecord {
-    let mut record = new_record(
+    new_record(
         &newcomer.me,
         newcomer.host.as_ref().map(|h| h.name.clone()),
         request,
@@ -535,9 +519,7 @@ fn agent_record(
         newcomer.lead,
         newcomer.parent,
         newcomer.variant.as_ref(),
-    );
-    record.pid = pid;
-    record
+    )
 }
 
 /// A new terminal's record, `starting` (the queue's are made `queued`).

@@ -126,9 +126,12 @@ struct Inner {
     agents: BTreeMap<u64, Entry>,
     changes: BTreeMap<u64, Change>,
     tombstones: usize,
-    /// With a restart-safe host: the bus endpoint terminals are given, and every
-    /// terminal's record is kept in the state file.
+    /// The bus endpoint terminals are given, once the app keeps its terminals'
+    /// records in the state file (always after its start): see [`Keeping`].
     keep_terminals: Option<String>,
+    /// Which terminals' records are kept: this machine's only, or also those
+    /// on SSH hosts (a restart-safe host keeps every one).
+    keeping: Keeping,
     /// Terminals kept in the state file whatever the host (those on SSH hosts
     /// that live in tmux there: a restarted app attaches to them again).
     kept_anyway: std::collections::BTreeSet<u64>,
@@ -206,6 +209,7 @@ impl Store {
                 changes: BTreeMap::new(),
                 tombstones: 0,
                 keep_terminals: None,
+                keeping: Keeping::Local,
                 kept_anyway: Default::default(),
                 list_answer: None,
                 recent: VecDeque::new(),
@@ -718,6 +722,7 @@ mod changes;
 
 #[path = "store_kept.rs"]
 mod kept;
+pub use kept::Keeping;
 #[path = "store_tokens.rs"]
 mod tokens;
 #[path = "store_usage.rs"]

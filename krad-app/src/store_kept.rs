@@ -1,7 +1,9 @@
-//! The terminals kept in the state file, for a restart-safe host (tmux) and
-//! for the terminals on SSH hosts that live in tmux there: which are kept,
-//! their records written through before the program starts and at each
-//! change worth a write, and forgotten when they go.
+//! The terminals kept in the state file: every terminal of this machine
+//! (with a restart-safe host (tmux) the next app takes them back; with the
+//! PTY host it shows them `exited`, lost with the app that died), those on
+//! SSH hosts with a restart-safe host, and those on SSH hosts that live in
+//! tmux there: their records written through before the program starts and at
+//! each change worth a write, and forgotten when they go.
 
 use std::path::PathBuf;
 
@@ -11,11 +13,44 @@ use krad_store::Kind;
 use super::{Inner, Store};
 use crate::records::TerminalEntry;
 
+/// Which terminals' records the state file keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keeping {
+    /// This machine's terminals (the PTY host: after a crash they are shown
+    /// lost, never forgotten), and those on hosts that live in tmux there.
+    Local,
+    /// Every terminal (a restart-safe host takes them back).
+    All,
+}
+
 impl Store {
-    /// Keeps every terminal's record in the state file from now on (the host is
-    /// restart-safe), with `endpoint`, the bus endpoint new terminals are given.
-    pub fn keep_terminals(&self, endpoint: &str) {
-        self.lock().keep_terminals = Some(endpoint.to_owned());
+    /// Keeps terminals' records in the state file from now on, as `keeping`
+    /// says, with `endpoint`, the bus endpoint new terminals are given.
+    pub fn keep_terminals(&self, endpoint: &str, keeping: Keeping) {
+        let mut inner = self.lock();
+        inner.keep_terminals = Some(endpoint.to_owned());
+        inner.keeping = keeping;
+    }
+
+    /// Stops keeping this machine's terminals and forgets their kept records
+    /// (a clean stop closed them all, as Close would have): an exit seen
+    /// after this is not written back.
+    pub fn forget_local_kept(&self) {
+        let mut inner = self.lock();
+        if inner.keeping == Keeping::Local {
+            inner.keep_terminals = None;
+        }
+        let ids: Vec<u64> = inner
+            .persisted
+            .terminals
+            .values()
+            .filter(|entry| entry.record.host.is_none())
+            .map(|entry| entry.record.terminal)
+            .collect();
+        drop(inner);
+        for id in ids {
+            self.forget_kept(id);
+        }
     }
 
     /// Keeps terminal `id`'s record in the state file whatever the host (see
@@ -61,12 +96,15 @@ impl Store {
             // No program yet: the queue keeps it ([`crate::queue`]).
             return;
         }
-        let Some(endpoint) = inner.keep_terminals.clone().or_else(|| {
-            inner
-                .kept_anyway
-                .contains(&record.terminal)
-                .then(String::new)
-        }) else {
+        let anyway = inner.kept_anyway.contains(&record.terminal);
+        let by_policy = match inner.keeping {
+            Keeping::All => inner.keep_terminals.clone(),
+            Keeping::Local => inner
+                .keep_terminals
+                .clone()
+                .filter(|_| record.host.is_none()),
+        };
+        let Some(endpoint) = by_policy.or_else(|| anyway.then(String::new)) else {
             return;
         };
         let id = record.terminal;

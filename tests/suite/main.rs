@@ -17,6 +17,7 @@ mod code;
 mod collie;
 mod cost;
 mod crash;
+mod crash_points;
 mod doctor;
 mod durable;
 mod durable_asks;

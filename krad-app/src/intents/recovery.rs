@@ -5,7 +5,7 @@
 //!
 //! | intent | forward, when | back, otherwise |
 //! |---|---|---|
-//! | Spawn | its program was about to start, or started (its record is kept, or the intent holds it) | nothing to undo: a retry spawns |
+//! | Spawn | its terminal is on record (kept before its program started, or queued; one that ran and was lost with the app is on record `exited`) | nothing ran: a retry spawns |
 //! | CreateWorktree | its environment is on record | — |
 //! | Close of an environment | always: the close is run again | — |
 //! | Send | — (the text may have reached the terminal, in part: it is not sent again; the answer says so) | — |
@@ -44,31 +44,21 @@ pub(crate) async fn recover(core: &Arc<Core>) {
             return;
         }
     };
-    // Terminals given an id whose program was not about to start when the app
-    // died (on record nowhere, and so says their Spawn's intent).
+    // Terminals given an id whose program never started (on record nowhere).
     let never_started: BTreeSet<u64> = intents
         .iter()
         .filter_map(|(_, intent)| match &intent.plan {
-            Plan::Spawn {
-                terminal,
-                started: None,
-            } if core.store.record(*terminal).is_none() => Some(*terminal),
+            Plan::Spawn { terminal } if core.store.record(*terminal).is_none() => Some(*terminal),
             _ => None,
         })
         .collect();
     for (key, intent) in intents {
         let outcome = match &intent.plan {
-            Plan::Spawn { terminal, started } => {
-                match core
-                    .store
-                    .record(*terminal)
-                    .map(Box::new)
-                    .or(started.clone())
-                {
-                    Some(record) => Outcome::Done((*record).into_response()),
-                    None => Outcome::Undone,
-                }
-            }
+            // The answer is the record as it is: the same everywhere.
+            Plan::Spawn { terminal } => match core.store.record(*terminal) {
+                Some(record) => Outcome::Done(record.into_response()),
+                None => Outcome::Undone,
+            },
             Plan::Send { terminal } => Outcome::Done(
                 ApiError::new(
                     ErrorCode::Failed,

@@ -1,0 +1,50 @@
+//! Aimed crash points, for the crash tests: with `KRAD_CRASH_AT=<point>` in
+//! its environment, the app kills itself with SIGKILL the first time it
+//! reaches `<point>` (`<point>:<n>`: the n-th time) — exactly as an outside
+//! SIGKILL would, at a place a random kill rarely hits. Without the variable
+//! a point costs one load of a flag read once.
+//!
+//! Owns nothing else; imports nothing of the app.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The variable naming the point.
+pub const VARIABLE: &str = "KRAD_CRASH_AT";
+
+struct Aim {
+    point: String,
+    /// Which visit kills (from 1).
+    nth: u32,
+    visits: AtomicU32,
+}
+
+fn aim() -> Option<&'static Aim> {
+    static AIM: OnceLock<Option<Aim>> = OnceLock::new();
+    AIM.get_or_init(|| {
+        let value = std::env::var(VARIABLE).ok()?;
+        let (point, nth) = match value.rsplit_once(':') {
+            Some((point, n)) => (point.to_owned(), n.parse().ok()?),
+            None => (value, 1),
+        };
+        Some(Aim {
+            point,
+            nth,
+            visits: AtomicU32::new(0),
+        })
+    })
+    .as_ref()
+}
+
+/// Dies here with SIGKILL if the variable names `point` and this is the
+/// visit it names.
+pub(crate) fn here(point: &str) {
+    let Some(aim) = aim() else {
+        return;
+    };
+    if aim.point != point || aim.visits.fetch_add(1, Ordering::SeqCst) + 1 != aim.nth {
+        return;
+    }
+    tracing::warn!(point, "{VARIABLE}: the app kills itself here");
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+}
