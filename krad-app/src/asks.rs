@@ -62,7 +62,7 @@ struct Inner {
 }
 
 /// What raising an ask gave.
-pub enum Raised {
+pub(crate) enum Raised {
     /// It was decided already (the same tool call, raised again).
     Decided(AnsweredInfo),
     /// It is open: wait on the receiver. `fresh` when this call opened it.
@@ -77,7 +77,7 @@ pub enum Raised {
 }
 
 /// What the phone's answer to an ask came to.
-pub enum PhoneAnswer {
+pub(crate) enum PhoneAnswer {
     /// It decided the ask.
     Taken(AnsweredInfo),
     /// The ask changed since the phone showed it (its revision moved).
@@ -90,7 +90,7 @@ pub enum PhoneAnswer {
 
 /// Every ask of the app.
 #[derive(Default)]
-pub struct Asks {
+pub(crate) struct Asks {
     inner: Mutex<Inner>,
     /// Told of every ask opened, changed and closed (the durable facet).
     feed: OnceLock<Arc<Feed>>,
@@ -151,7 +151,7 @@ impl Asks {
     /// there — and, once, those an earlier krad kept in the file `legacy`
     /// (renamed `*.imported` after). At most the last 500 per terminal of the
     /// newest 256 terminals are kept.
-    pub fn keep_decided_in(&self, db: Arc<Db>, legacy: &Path) {
+    pub(crate) fn keep_decided_in(&self, db: Arc<Db>, legacy: &Path) {
         import_decided(&db, legacy);
         let kept = match db.read(|tx| tx.all::<KeptDecision>(Kind::DecidedAsk)) {
             Ok(kept) => kept,
@@ -193,13 +193,13 @@ impl Asks {
     }
 
     /// Tells `feed` of every ask from now on.
-    pub fn tell(&self, feed: Arc<Feed>) {
+    pub(crate) fn tell(&self, feed: Arc<Feed>) {
         let _ = self.feed.set(feed);
     }
 
     /// Opens (or joins, or recalls) the ask a terminal raises. The same ask
     /// raised again with other words changes in place: its revision moves.
-    pub fn raise(&self, terminal: &TerminalRef, request: &Ask) -> Result<Raised, ApiError> {
+    pub(crate) fn raise(&self, terminal: &TerminalRef, request: &Ask) -> Result<Raised, ApiError> {
         let id = self
             .open_permission_like(terminal, request)
             .unwrap_or_else(|| ask_id(terminal, request.tool_call_id.as_deref()));
@@ -289,7 +289,7 @@ impl Asks {
 
     /// Decides an open ask; the first decision wins. `from` is the deciding
     /// terminal, which may not answer its own ask.
-    pub fn decide(
+    pub(crate) fn decide(
         &self,
         id: &str,
         by: DecidedBy,
@@ -301,7 +301,7 @@ impl Asks {
 
     /// [`Asks::decide`], with `also` written in the transaction that keeps the
     /// decision (an Answer's intent: the decision was its own).
-    pub fn decide_with(
+    pub(crate) fn decide_with(
         &self,
         id: &str,
         by: DecidedBy,
@@ -380,7 +380,7 @@ impl Asks {
 
     /// The phone's answer to an ask of `terminal`'s pane, shown at `revision`.
     /// `allow_always`: whether the phone's transport may choose `allow-always`.
-    pub fn answer_from_phone(
+    pub(crate) fn answer_from_phone(
         &self,
         id: &str,
         terminal: u64,
@@ -424,7 +424,7 @@ impl Asks {
     }
 
     /// A decided ask's outcome, while it is kept.
-    pub fn decided(&self, id: &str) -> Option<AnsweredInfo> {
+    pub(crate) fn decided(&self, id: &str) -> Option<AnsweredInfo> {
         self.lock()
             .decided
             .values()
@@ -434,7 +434,7 @@ impl Asks {
     }
 
     /// Decides a terminal's open asks by `program` (its turn was interrupted).
-    pub fn decide_all_by_program(&self, terminal: u64) -> usize {
+    pub(crate) fn decide_all_by_program(&self, terminal: u64) -> usize {
         let ids: Vec<String> = self
             .list(Some(terminal))
             .into_iter()
@@ -450,7 +450,7 @@ impl Asks {
 
     /// A waiter left (its client went away): when none is left, the agent went on
     /// without an answer, and the ask is decided by `program`.
-    pub fn leave(&self, id: &str) {
+    pub(crate) fn leave(&self, id: &str) {
         let last = {
             let mut inner = self.lock();
             match inner.open.get_mut(id) {
@@ -467,7 +467,7 @@ impl Asks {
     }
 
     /// The open asks, oldest first.
-    pub fn list(&self, terminal: Option<u64>) -> Vec<AskInfo> {
+    pub(crate) fn list(&self, terminal: Option<u64>) -> Vec<AskInfo> {
         let inner = self.lock();
         let mut open: Vec<&Open> = inner
             .open
@@ -479,12 +479,12 @@ impl Asks {
     }
 
     /// The terminal of an open ask.
-    pub fn terminal_of(&self, id: &str) -> Option<u64> {
+    pub(crate) fn terminal_of(&self, id: &str) -> Option<u64> {
         self.lock().open.get(id).map(|o| o.info.terminal)
     }
 
     /// Whether a terminal has an open ask.
-    pub fn has_open(&self, terminal: u64) -> bool {
+    pub(crate) fn has_open(&self, terminal: u64) -> bool {
         self.lock()
             .open
             .values()

@@ -18,7 +18,7 @@ use crate::store::set_state;
 
 /// The variant groups' limits, by group.
 #[derive(Debug, Default)]
-pub struct GroupBudgets(Mutex<HashMap<String, Dollars>>);
+pub(crate) struct GroupBudgets(Mutex<HashMap<String, Dollars>>);
 
 impl GroupBudgets {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Dollars>> {
@@ -53,7 +53,7 @@ fn cost(record: &AgentRecord) -> Option<Dollars> {
 }
 
 /// Whether the record is held at its cost limit.
-pub fn held(record: &AgentRecord) -> bool {
+pub(crate) fn held(record: &AgentRecord) -> bool {
     record.state == AgentState::Asking && record.state_source == StateSource::Budget
 }
 

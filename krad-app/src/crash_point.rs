@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The variable naming the point.
-pub const VARIABLE: &str = "KRAD_CRASH_AT";
+pub(crate) const VARIABLE: &str = "KRAD_CRASH_AT";
 
 struct Aim {
     point: String,

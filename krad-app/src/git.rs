@@ -85,7 +85,7 @@ impl OutputFile {
 
 /// git, in one directory, here or on a host.
 #[derive(Clone)]
-pub struct Git {
+pub(crate) struct Git {
     dir: PathBuf,
     env: Vec<(String, String)>,
     host: Option<Arc<Host>>,
@@ -93,7 +93,7 @@ pub struct Git {
 
 impl Git {
     /// git run in `dir` on this machine.
-    pub fn new(dir: &Path) -> Git {
+    pub(crate) fn new(dir: &Path) -> Git {
         Git {
             dir: dir.to_path_buf(),
             env: Vec::new(),
@@ -102,7 +102,7 @@ impl Git {
     }
 
     /// git run in `dir`, on `host` when there is one.
-    pub fn on(host: Option<&Arc<Host>>, dir: &Path) -> Git {
+    pub(crate) fn on(host: Option<&Arc<Host>>, dir: &Path) -> Git {
         Git {
             host: host.cloned(),
             ..Git::new(dir)
@@ -110,7 +110,7 @@ impl Git {
     }
 
     /// The same, with an extra environment variable (e.g. `GIT_INDEX_FILE`).
-    pub fn with_env(mut self, key: &str, value: impl AsRef<OsStr>) -> Git {
+    pub(crate) fn with_env(mut self, key: &str, value: impl AsRef<OsStr>) -> Git {
         self.env.push((
             key.to_owned(),
             value.as_ref().to_string_lossy().into_owned(),
@@ -119,7 +119,7 @@ impl Git {
     }
 
     /// Removes a file (on its host), ignoring errors.
-    pub async fn remove_file(&self, path: &Path) {
+    pub(crate) async fn remove_file(&self, path: &Path) {
         match &self.host {
             None => {
                 let _ = std::fs::remove_file(path);
@@ -134,7 +134,7 @@ impl Git {
     /// Copies the most recently modified of `candidates` that exists (the first
     /// on a tie) to `to` (on its host), keeping its modification time; false
     /// when none could be copied.
-    pub async fn copy_newest(&self, candidates: &[&Path], to: &Path) -> bool {
+    pub(crate) async fn copy_newest(&self, candidates: &[&Path], to: &Path) -> bool {
         match &self.host {
             None => {
                 let newest = candidates
@@ -172,7 +172,7 @@ impl Git {
     }
 
     /// Renames a file (on its host), replacing `to`; false when it could not.
-    pub async fn rename_file(&self, from: &Path, to: &Path) -> bool {
+    pub(crate) async fn rename_file(&self, from: &Path, to: &Path) -> bool {
         match &self.host {
             None => std::fs::rename(from, to).is_ok(),
             Some(host) => {
@@ -187,17 +187,17 @@ impl Git {
     }
 
     /// The directory git runs in.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// The host, when git runs on one.
-    pub fn host(&self) -> Option<&Arc<Host>> {
+    pub(crate) fn host(&self) -> Option<&Arc<Host>> {
         self.host.as_ref()
     }
 
     /// Whether the directory exists (on its host).
-    pub async fn dir_exists(&self) -> bool {
+    pub(crate) async fn dir_exists(&self) -> bool {
         match &self.host {
             None => self.dir.is_dir(),
             Some(host) => {
@@ -208,7 +208,7 @@ impl Git {
     }
 
     /// Runs git; its stdout, or the error.
-    pub async fn bytes<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<Vec<u8>, GitError> {
+    pub(crate) async fn bytes<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<Vec<u8>, GitError> {
         let (code, stdout, stderr) = self.output(args, None).await?;
         if code == Some(0) {
             Ok(stdout)
@@ -218,7 +218,7 @@ impl Git {
     }
 
     /// Runs git; its stdout as text with the final newline trimmed.
-    pub async fn text<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<String, GitError> {
+    pub(crate) async fn text<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<String, GitError> {
         let out = self.bytes(args).await?;
         Ok(String::from_utf8_lossy(&out)
             .trim_end_matches('\n')
@@ -226,13 +226,13 @@ impl Git {
     }
 
     /// Runs git and says whether it exited 0 (for questions like `show-ref --verify`).
-    pub async fn succeeds<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<bool, GitError> {
+    pub(crate) async fn succeeds<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<bool, GitError> {
         let (code, _, _) = self.output(args, None).await?;
         Ok(code == Some(0))
     }
 
     /// Runs git and returns its exit code, stdout and stderr whatever they are.
-    pub async fn output<S: AsRef<OsStr>>(
+    pub(crate) async fn output<S: AsRef<OsStr>>(
         &self,
         args: &[S],
         stdin: Option<&[u8]>,
@@ -359,7 +359,7 @@ impl Git {
 
     /// `-c user.name=… -c user.email=…` when the repository has no identity, so
     /// that the commits krad makes (archives, squashes) never fail on it.
-    pub async fn identity_args(&self) -> Vec<String> {
+    pub(crate) async fn identity_args(&self) -> Vec<String> {
         let has = |key: &'static str| async move {
             self.text(&["config", key])
                 .await
@@ -378,7 +378,7 @@ impl Git {
     }
 
     /// The commit a ref or revision names, or `None`.
-    pub async fn commit_of(&self, rev: &str) -> Result<Option<String>, GitError> {
+    pub(crate) async fn commit_of(&self, rev: &str) -> Result<Option<String>, GitError> {
         let spec = format!("{rev}^{{commit}}");
         let (code, out, _) = self
             .output(&["rev-parse", "--verify", "--quiet", spec.as_str()], None)
@@ -388,7 +388,7 @@ impl Git {
 
     /// The files `git status` reports as changed (tracked changes and, when
     /// asked, untracked files).
-    pub async fn dirty_files(&self, untracked: bool) -> Result<Vec<String>, GitError> {
+    pub(crate) async fn dirty_files(&self, untracked: bool) -> Result<Vec<String>, GitError> {
         let mode = if untracked {
             "--untracked-files=all"
         } else {

@@ -29,7 +29,7 @@ use crate::state_db::intent_key;
 
 /// A mutation under way, as recorded in the store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Intent {
+pub(crate) struct Intent {
     /// The request id it runs under, if any.
     pub once: Option<OnceKey>,
     /// What it does, and how far it got.
@@ -41,7 +41,7 @@ pub struct Intent {
 /// What a mutation does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Plan {
+pub(crate) enum Plan {
     /// Spawn: terminal `terminal` is being started (or queued). Its record
     /// is kept before its program starts (and a queued one's with the queue),
     /// so the record is the answer: a terminal on record after a crash is
@@ -96,7 +96,7 @@ pub enum Plan {
 
 /// A PickVariant's plan and the step it reached.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PickPlan {
+pub(crate) struct PickPlan {
     /// The group.
     pub group: String,
     /// The variant kept.
@@ -117,7 +117,7 @@ pub struct PickPlan {
 
 /// A merge into the target about to run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Merging {
+pub(crate) struct Merging {
     /// The target's tip before.
     pub before: String,
     /// The variant's commit.
@@ -128,7 +128,7 @@ pub struct Merging {
 
 /// A recorded intent, dropped from the store when the mutation ends (unless its
 /// request id's answer does that, see the module's doc).
-pub struct Underway {
+pub(crate) struct Underway {
     key: String,
     intent: Intent,
     db: Arc<Db>,
@@ -139,7 +139,7 @@ static LOCAL: AtomicU64 = AtomicU64::new(0);
 
 impl Underway {
     /// An intent for `plan`, not yet written.
-    pub fn new(db: &Arc<Db>, ctx: &CallContext, plan: Plan) -> Underway {
+    pub(crate) fn new(db: &Arc<Db>, ctx: &CallContext, plan: Plan) -> Underway {
         let key = match &ctx.once {
             Some(once) => intent_key(&once.caller, &once.id),
             None => format!(
@@ -162,24 +162,24 @@ impl Underway {
     }
 
     /// Records `plan` in its own transaction.
-    pub fn begin(db: &Arc<Db>, ctx: &CallContext, plan: Plan) -> Result<Underway, ApiError> {
+    pub(crate) fn begin(db: &Arc<Db>, ctx: &CallContext, plan: Plan) -> Result<Underway, ApiError> {
         let underway = Underway::new(db, ctx, plan);
         db.write(|tx| underway.write(tx)).map_err(cannot_record)?;
         Ok(underway)
     }
 
     /// Writes the intent as it stands, inside `tx`.
-    pub fn write(&self, tx: &Tx<'_>) -> Result<(), StoreError> {
+    pub(crate) fn write(&self, tx: &Tx<'_>) -> Result<(), StoreError> {
         tx.put(Kind::Intent, &self.key, &self.intent)
     }
 
     /// Moves the plan on; write it with [`Underway::write`] or [`Underway::save`].
-    pub fn plan_mut(&mut self) -> &mut Plan {
+    pub(crate) fn plan_mut(&mut self) -> &mut Plan {
         &mut self.intent.plan
     }
 
     /// Writes the intent as it stands, in its own transaction.
-    pub fn save(&self) -> Result<(), ApiError> {
+    pub(crate) fn save(&self) -> Result<(), ApiError> {
         self.db.write(|tx| self.write(tx)).map_err(cannot_record)
     }
 }
@@ -197,7 +197,7 @@ impl Drop for Underway {
 
 /// A context for work done inside another request (a variant's Spawn inside
 /// RunVariants): its intents are its own, not keyed by the outer request id.
-pub fn inner(ctx: &CallContext) -> CallContext {
+pub(crate) fn inner(ctx: &CallContext) -> CallContext {
     CallContext {
         once: None,
         ..ctx.clone()

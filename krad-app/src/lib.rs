@@ -33,15 +33,15 @@ mod input;
 mod intents;
 mod launching;
 mod leftovers;
-pub mod limits;
-pub mod notify;
+mod limits;
+mod notify;
 pub mod port_registry;
-pub mod prices;
+mod prices;
 mod private_file;
-pub mod profile;
+mod profile;
 mod program;
 mod queue;
-pub mod records;
+mod records;
 mod remote_tmux;
 mod reports;
 mod requests;
@@ -49,8 +49,8 @@ pub mod sandbox;
 mod screen_questions;
 mod sending;
 mod spawning;
-pub mod state_db;
-pub mod store;
+mod state_db;
+mod store;
 mod subscription;
 mod terminal_token;
 mod tokens;
@@ -317,13 +317,13 @@ fn private_dir(dir: &Path) -> Result<(), StartError> {
 
 impl Core {
     /// `not_found` for a terminal.
-    pub fn no_terminal(id: u64) -> ApiError {
+    pub(crate) fn no_terminal(id: u64) -> ApiError {
         ApiError::new(ErrorCode::NotFound, format!("no terminal {id}"))
             .with_detail(serde_json::json!({ "terminal": id }))
     }
 
     /// Checks that an environment exists.
-    pub fn check_environment(&self, name: &str) -> Result<(), ApiError> {
+    pub(crate) fn check_environment(&self, name: &str) -> Result<(), ApiError> {
         if name == MAIN || self.store.environment(name).is_some() {
             Ok(())
         } else {
@@ -332,7 +332,7 @@ impl Core {
     }
 
     /// The working directory of an environment, or `not_found`.
-    pub fn environment_path(&self, name: &str) -> Result<PathBuf, ApiError> {
+    pub(crate) fn environment_path(&self, name: &str) -> Result<PathBuf, ApiError> {
         if name == MAIN {
             return Ok(self.settings.root.clone());
         }

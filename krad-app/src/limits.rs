@@ -25,7 +25,7 @@ use crate::Core;
 
 /// How long a refused request is told to wait before trying again: the
 /// period at which agents' states and the machine's memory are seen to move.
-pub const RETRY_AFTER_SECS: u64 = 5;
+pub(crate) const RETRY_AFTER_SECS: u64 = 5;
 
 /// `[limits]` in the config; each limit off unless set.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -62,7 +62,7 @@ impl LimitsConfig {
 
 /// What is live now, as the limits count it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Load {
+pub(crate) struct Load {
     /// Terminals that have not exited.
     pub live: usize,
     /// Agents working or starting.
@@ -74,7 +74,7 @@ pub struct Load {
 /// its record is in the store), so that two Spawns judged at once do not both
 /// take the last place.
 #[derive(Debug, Default)]
-pub struct Reserved(std::sync::Mutex<usize>);
+pub(crate) struct Reserved(std::sync::Mutex<usize>);
 
 impl Reserved {
     fn lock(&self) -> std::sync::MutexGuard<'_, usize> {

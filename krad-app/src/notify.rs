@@ -87,7 +87,7 @@ impl NotifyConfig {
 }
 
 /// The kind of notification a move from `before` to the record's state is.
-pub fn kind_of(before: Option<AgentState>, after: &AgentRecord) -> Option<NotifyKind> {
+pub(crate) fn kind_of(before: Option<AgentState>, after: &AgentRecord) -> Option<NotifyKind> {
     match (before, after.state) {
         (Some(AgentState::Asking), AgentState::Asking) => None,
         (_, AgentState::Asking) => Some(NotifyKind::Asking),
@@ -216,7 +216,7 @@ async fn run_command(command: &[String], kind: NotifyKind, record: &AgentRecord)
 }
 
 /// What a person reads: `krad: fix-login (terminal 4) needs you`, and the message.
-pub fn summary(kind: NotifyKind, record: &AgentRecord) -> (String, String) {
+pub(crate) fn summary(kind: NotifyKind, record: &AgentRecord) -> (String, String) {
     let who = match &record.name {
         Some(name) => format!("{name} (terminal {})", record.terminal),
         None => format!("terminal {}", record.terminal),

@@ -19,7 +19,7 @@ use krad_bus::protocol::Dollars;
 use serde::{Deserialize, Deserializer};
 
 /// Millionths of a dollar per million tokens (so sums are exact).
-pub type Rate = u64;
+pub(crate) type Rate = u64;
 
 /// One model's prices.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -99,14 +99,11 @@ impl Price {
     }
 }
 
-/// When [`DEFAULTS`] were taken from the providers' pricing pages, and which.
-/// Prices change: `[prices]` in the config overrides them.
-pub const DEFAULTS_AS_OF: &str = "2025-11, from anthropic.com/pricing (Claude API) and \
-                                  platform.openai.com/docs/pricing (standard tier)";
-
 /// Built-in prices, dollars per million tokens: input, output, cache write
-/// (Anthropic's 5-minute cache), cache read. [`DEFAULTS_AS_OF`] says when.
-pub const DEFAULTS: &[(&str, f64, f64, f64, f64)] = &[
+/// (Anthropic's 5-minute cache), cache read — as of 2025-11, from
+/// anthropic.com/pricing (Claude API) and platform.openai.com/docs/pricing
+/// (standard tier). Prices change: `[prices]` in the config overrides them.
+pub(crate) const DEFAULTS: &[(&str, f64, f64, f64, f64)] = &[
     ("claude-opus-4-5", 5.0, 25.0, 6.25, 0.50),
     ("claude-opus-4-1", 15.0, 75.0, 18.75, 1.50),
     ("claude-opus-4", 15.0, 75.0, 18.75, 1.50),
@@ -125,11 +122,11 @@ pub const DEFAULTS: &[(&str, f64, f64, f64, f64)] = &[
 
 /// The prices in force: the built-in table with the config's entries over it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Prices(BTreeMap<String, Price>);
+pub(crate) struct Prices(BTreeMap<String, Price>);
 
 impl Prices {
     /// [`DEFAULTS`], then `config`'s entries (replacing a default of the same name).
-    pub fn with(config: &BTreeMap<String, Price>) -> Prices {
+    pub(crate) fn with(config: &BTreeMap<String, Price>) -> Prices {
         let per_million = |dollars: f64| (dollars * 1e6).round() as Rate;
         let mut table: BTreeMap<String, Price> = DEFAULTS
             .iter()
@@ -149,7 +146,7 @@ impl Prices {
 
     /// The price of `model`: its exact name's, or its name's without a date
     /// suffix (`-20250929`, `-2025-09-29`).
-    pub fn of(&self, model: &str) -> Option<&Price> {
+    pub(crate) fn of(&self, model: &str) -> Option<&Price> {
         if let Some(price) = self.0.get(model) {
             return Some(price);
         }

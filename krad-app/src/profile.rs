@@ -18,7 +18,7 @@ const CTRL_C: &str = "\u{3}";
 const ESCAPE: &str = "\u{1b}";
 
 /// In a profile's `resume` arguments: the agent's session id.
-pub const SESSION: &str = "{session}";
+pub(crate) const SESSION: &str = "{session}";
 
 fn resumable(mut profile: Profile, args: &[&str]) -> Profile {
     profile.resume = args.iter().map(|a| (*a).to_owned()).collect();
@@ -26,7 +26,7 @@ fn resumable(mut profile: Profile, args: &[&str]) -> Profile {
 }
 
 /// The argv that resumes `session` with `profile` (`None`: it cannot resume).
-pub fn resume_command(profile: &Profile, session: &str) -> Option<Vec<String>> {
+pub(crate) fn resume_command(profile: &Profile, session: &str) -> Option<Vec<String>> {
     if profile.resume.is_empty() || profile.command.is_empty() {
         return None;
     }
@@ -45,7 +45,7 @@ fn action(id: &str, label: &str, keys: &str) -> ActionConfig {
 
 /// A resolved profile.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Profile {
+pub(crate) struct Profile {
     /// Its name.
     pub name: String,
     /// The argv (empty for `exec`: Spawn must give `command`).
@@ -72,14 +72,14 @@ pub struct Profile {
 
 /// Every profile the app knows, and the default one.
 #[derive(Debug, Clone)]
-pub struct Profiles {
+pub(crate) struct Profiles {
     profiles: BTreeMap<String, Arc<Profile>>,
     default: String,
 }
 
 impl Profiles {
     /// The built-in profiles with the config's changes and additions.
-    pub fn from_config(config: &Config) -> Result<Profiles, String> {
+    pub(crate) fn from_config(config: &Config) -> Result<Profiles, String> {
         let mut profiles: BTreeMap<String, Profile> = builtins()
             .into_iter()
             .map(|p| (p.name.clone(), p))
@@ -128,17 +128,17 @@ impl Profiles {
     }
 
     /// A profile by name.
-    pub fn get(&self, name: &str) -> Option<Arc<Profile>> {
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<Profile>> {
         self.profiles.get(name).cloned()
     }
 
     /// The profile Spawn uses when it names none.
-    pub fn default_name(&self) -> &str {
+    pub(crate) fn default_name(&self) -> &str {
         &self.default
     }
 
     /// The names, for error messages.
-    pub fn names(&self) -> Vec<&str> {
+    pub(crate) fn names(&self) -> Vec<&str> {
         self.profiles.keys().map(String::as_str).collect()
     }
 }
@@ -252,7 +252,7 @@ fn builtins() -> Vec<Profile> {
 
 /// The argv a spawn runs: the command, the hook settings injected right after the
 /// program, and the prompt as last argument when the profile says so.
-pub fn argv(
+pub(crate) fn argv(
     profile: &Profile,
     command: Vec<String>,
     prompt: Option<&str>,
@@ -280,7 +280,7 @@ pub fn argv(
 /// The arguments that carry the prompt, when the profile passes it as one.
 /// Codex parses a first argument like `review` or `--version` as its own; after
 /// `--` it is the prompt, whatever it says.
-pub fn prompt_args(profile: &Profile, prompt: Option<&str>) -> Vec<String> {
+pub(crate) fn prompt_args(profile: &Profile, prompt: Option<&str>) -> Vec<String> {
     match prompt {
         Some(prompt) if profile.prompt == PromptDelivery::Arg => {
             let mut args = Vec::with_capacity(2);
@@ -324,7 +324,7 @@ fn codex_hooks(krad: &Path) -> Vec<String> {
 }
 
 /// The command of the hooks the `codex` profile gives Codex.
-pub fn codex_hook_command(krad: &Path) -> String {
+pub(crate) fn codex_hook_command(krad: &Path) -> String {
     format!("{} hook codex", shell_quote(&krad.display().to_string()))
 }
 
@@ -340,7 +340,7 @@ const CODEX_HOOK_TIMEOUT: u64 = 600;
 /// normalized identity as JSON with sorted keys. Checked against the real
 /// Codex (`hooks/list` of its app-server, and the real tests: a hook that is
 /// not trusted never raises an ask).
-pub fn codex_hook_trust(command: &str) -> (String, String) {
+pub(crate) fn codex_hook_trust(command: &str) -> (String, String) {
     let key = "/<session-flags>/config.toml:permission_request:0:0".to_owned();
     // serde_json's maps are sorted: this is the canonical form.
     let identity = json!({
@@ -360,7 +360,7 @@ pub fn codex_hook_trust(command: &str) -> (String, String) {
 /// The settings file given to Claude Code with `--settings`: hooks that call
 /// `krad hook claude` (which reads the event from stdin and reports it).
 /// The user's own settings are never touched; Claude Code merges this file in.
-pub fn claude_settings(krad: &Path) -> serde_json::Value {
+pub(crate) fn claude_settings(krad: &Path) -> serde_json::Value {
     let command = format!("{} hook claude", shell_quote(&krad.display().to_string()));
     let hook = json!([{ "hooks": [{ "type": "command", "command": command, "timeout": 30 }] }]);
     let matched = |matcher: &str| json!([{ "matcher": matcher, "hooks": [{ "type": "command", "command": command, "timeout": 30 }] }]);
@@ -381,7 +381,7 @@ pub fn claude_settings(krad: &Path) -> serde_json::Value {
 }
 
 /// Quotes a word for `sh`.
-pub fn shell_quote(word: &str) -> String {
+pub(crate) fn shell_quote(word: &str) -> String {
     if !word.is_empty()
         && word
             .bytes()

@@ -39,7 +39,7 @@ const SEND_SETTLES: Duration = Duration::from_secs(5);
 
 /// One piece of work waiting, as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Waiting {
+pub(crate) struct Waiting {
     /// Its place in line: later work has a larger number.
     pub seq: u64,
     /// When it was queued (RFC 3339).
@@ -51,7 +51,7 @@ pub struct Waiting {
 /// What waits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Work {
+pub(crate) enum Work {
     /// A Spawn, its terminal on record as `queued`.
     Spawn(Box<QueuedSpawn>),
     /// A Send.
@@ -73,7 +73,7 @@ impl Work {
 
 /// The queue in memory, in order; the store holds the same.
 #[derive(Default)]
-pub struct Queue {
+pub(crate) struct Queue {
     line: Mutex<Line>,
     wake: Arc<Notify>,
     /// The app is stopping: nothing more starts.
@@ -92,17 +92,17 @@ impl Queue {
     }
 
     /// Starts nothing more (the app stops; the queue is kept for the next).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
     }
 
     /// How much work waits.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().waiting.len()
     }
 
     /// What waits, in order.
-    pub fn waiting(&self) -> Vec<Waiting> {
+    pub(crate) fn waiting(&self) -> Vec<Waiting> {
         self.lock().waiting.clone()
     }
 

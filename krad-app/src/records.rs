@@ -16,11 +16,11 @@ use krad_bus::protocol::{AgentRecord, SetupInfo};
 use serde::{Deserialize, Serialize};
 
 /// How many revs are reserved at a time.
-pub const REV_RESERVATION: u64 = 1000;
+pub(crate) const REV_RESERVATION: u64 = 1000;
 
 /// What the app keeps, as `state.json` held it (and as the store is read into).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StateFile {
+pub(crate) struct StateFile {
     /// Every rev up to this one may have been used; start above it.
     pub rev_reserved: u64,
     /// The next terminal id to give out.
@@ -38,7 +38,7 @@ pub struct StateFile {
 
 /// A terminal of a restart-safe host, as a restarted app needs it back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TerminalEntry {
+pub(crate) struct TerminalEntry {
     /// Its record, as of its last change of state.
     pub record: AgentRecord,
     /// The token file its program reads (a restarted app writes the new token
@@ -54,7 +54,7 @@ pub struct TerminalEntry {
 /// Where a worktree environment is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Phase {
+pub(crate) enum Phase {
     /// `git worktree add` is running (or was, when the app died).
     Creating,
     /// The setup command runs.
@@ -67,7 +67,7 @@ pub enum Phase {
 
 /// A worktree environment the app created.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EnvironmentRecord {
+pub(crate) struct EnvironmentRecord {
     /// Its name.
     pub name: String,
     /// Its directory.
@@ -97,7 +97,7 @@ pub struct EnvironmentRecord {
 
 /// A variant group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GroupRecord {
+pub(crate) struct GroupRecord {
     /// Its name.
     pub name: String,
     /// The commit every variant started from.
@@ -117,7 +117,7 @@ pub struct GroupRecord {
 
 /// One variant of a group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VariantRecord {
+pub(crate) struct VariantRecord {
     /// Its environment.
     pub environment: String,
     /// Its agent's terminal, once spawned.
@@ -126,20 +126,20 @@ pub struct VariantRecord {
 
 /// Where an earlier krad's state.json lives (writing it is for tests).
 #[derive(Debug, Clone)]
-pub struct StatePath {
+pub(crate) struct StatePath {
     path: PathBuf,
 }
 
 impl StatePath {
     /// `dir/state.json`.
-    pub fn in_dir(dir: &Path) -> StatePath {
+    pub(crate) fn in_dir(dir: &Path) -> StatePath {
         StatePath {
             path: dir.join("state.json"),
         }
     }
 
     /// Reads the state; a missing file is a fresh start.
-    pub fn load(&self) -> Result<StateFile, String> {
+    pub(crate) fn load(&self) -> Result<StateFile, String> {
         match std::fs::read(&self.path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                 format!(
@@ -155,8 +155,11 @@ impl StatePath {
         }
     }
 
-    /// Writes the state atomically and durably, 0600 (see [`crate::private_file`]).
-    pub fn save(&self, state: &StateFile) -> std::io::Result<()> {
+    /// Writes the state atomically and durably, 0600 (see
+    /// [`crate::private_file`]): the file of earlier versions, for the tests
+    /// of its import.
+    #[cfg(test)]
+    pub(crate) fn save(&self, state: &StateFile) -> std::io::Result<()> {
         let bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
         crate::private_file::write(&self.path, &bytes)
     }

@@ -54,7 +54,7 @@ pub(crate) enum Spawned {
 /// A Spawn that waits in the queue, resolved as it was asked: who it is and
 /// where, so that it starts later as it would have then.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QueuedSpawn {
+pub(crate) struct QueuedSpawn {
     /// Its terminal, given out when it was queued.
     pub terminal: u64,
     /// The request, its environment and profile filled in.

@@ -16,17 +16,17 @@ use krad_store::{Db, KeptAnswer, Kind};
 use crate::records::StatePath;
 
 /// The store's file name in the state directory.
-pub const FILE: &str = "state.db";
+pub(crate) const FILE: &str = "state.db";
 /// Counter: every rev up to it may have been used.
-pub const REV_RESERVED: &str = "rev_reserved";
+pub(crate) const REV_RESERVED: &str = "rev_reserved";
 /// Counter: the next terminal id to give out.
-pub const NEXT_TERMINAL: &str = "next_terminal";
+pub(crate) const NEXT_TERMINAL: &str = "next_terminal";
 
 const LEGACY_STATE: &str = "state.json";
 const LEGACY_REQUEST_IDS: &str = "request-ids.json";
 
 /// Opens the store in `state_dir`, importing an earlier krad's JSON files first.
-pub fn open(state_dir: &Path) -> Result<Arc<Db>, String> {
+pub(crate) fn open(state_dir: &Path) -> Result<Arc<Db>, String> {
     let path = state_dir.join(FILE);
     let legacy = [LEGACY_STATE, LEGACY_REQUEST_IDS]
         .iter()
@@ -107,7 +107,7 @@ fn kept(caller: &str, entry: &Entry) -> KeptAnswer {
 }
 
 /// The key of the intent a request with an id records (see [`crate::intents`]).
-pub fn intent_key(caller: &str, id: &str) -> String {
+pub(crate) fn intent_key(caller: &str, id: &str) -> String {
     format!("{caller}\n{id}")
 }
 
@@ -135,7 +135,7 @@ impl KeptAnswers for KeptInStore {
 }
 
 /// The request-id log, starting from the answers the store keeps.
-pub fn request_log(db: &Arc<Db>) -> Result<RequestLog, String> {
+pub(crate) fn request_log(db: &Arc<Db>) -> Result<RequestLog, String> {
     let kept = db.read(|tx| tx.kept_answers()).map_err(|e| e.to_string())?;
     let mut answers = Vec::with_capacity(kept.len());
     for answer in kept {

@@ -49,7 +49,7 @@ const RECENT_CHANGES: usize = 1024;
 const MAX_TOMBSTONES: usize = 10_000;
 
 /// What the store knows of one terminal besides its record.
-pub struct Entry {
+pub(crate) struct Entry {
     /// The record clients see.
     pub record: AgentRecord,
     /// The terminal, while the app hosts it.
@@ -99,7 +99,7 @@ pub struct Entry {
 impl Entry {
     /// Whether the agent tells its own state (hooks, OSC 7501 announcements):
     /// then keys sent to it, or an ask it walked away from, claim no state for it.
-    pub fn tells_its_state(&self) -> bool {
+    pub(crate) fn tells_its_state(&self) -> bool {
         self.profile.hooks != crate::config::HookKind::None || self.announces_state
     }
 }
@@ -113,7 +113,7 @@ enum Change {
 /// record writes only when the block runs out; a crash skips what was left of
 /// it (ids are never given twice, and after a crash not always dense), a clean
 /// stop gives it back ([`Store::release_terminal_ids`]).
-pub const TERMINAL_ID_BLOCK: u64 = 16;
+pub(crate) const TERMINAL_ID_BLOCK: u64 = 16;
 
 struct Inner {
     rev: u64,
@@ -157,7 +157,7 @@ impl Inner {
 }
 
 /// The store. Its lock is held only for short, non-blocking work.
-pub struct Store {
+pub(crate) struct Store {
     inner: Mutex<Inner>,
     revs: watch::Sender<u64>,
     db: Arc<Db>,
@@ -168,14 +168,14 @@ fn io(e: StoreError) -> std::io::Error {
 }
 
 /// RFC 3339 UTC, milliseconds.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
 impl Store {
     /// Opens the store over `db`, starting the rev above anything a previous
     /// run used.
-    pub fn open(db: Arc<Db>) -> Result<Store, String> {
+    pub(crate) fn open(db: Arc<Db>) -> Result<Store, String> {
         let persisted = db
             .write(|tx| {
                 let start_rev = tx.counter(REV_RESERVED)?.unwrap_or(0);
@@ -222,7 +222,7 @@ impl Store {
 
     /// The transactional store underneath, for changes that must land together
     /// with one of the store's (see [`crate::intents`]).
-    pub fn db(&self) -> &Arc<Db> {
+    pub(crate) fn db(&self) -> &Arc<Db> {
         &self.db
     }
 
@@ -235,7 +235,7 @@ impl Store {
     }
 
     /// The worktree environments, by name.
-    pub fn environments(&self) -> Vec<EnvironmentRecord> {
+    pub(crate) fn environments(&self) -> Vec<EnvironmentRecord> {
         self.lock()
             .persisted
             .environments
@@ -245,17 +245,17 @@ impl Store {
     }
 
     /// One worktree environment.
-    pub fn environment(&self, name: &str) -> Option<EnvironmentRecord> {
+    pub(crate) fn environment(&self, name: &str) -> Option<EnvironmentRecord> {
         self.lock().persisted.environments.get(name).cloned()
     }
 
     /// Adds or replaces a worktree environment, persisted before returning.
-    pub fn put_environment(&self, record: EnvironmentRecord) -> std::io::Result<()> {
+    pub(crate) fn put_environment(&self, record: EnvironmentRecord) -> std::io::Result<()> {
         self.put_environment_with(record, |_| Ok(()))
     }
 
     /// The same, with more changes in the same transaction.
-    pub fn put_environment_with(
+    pub(crate) fn put_environment_with(
         &self,
         record: EnvironmentRecord,
         also: impl FnOnce(&Tx<'_>) -> Result<(), StoreError>,
@@ -275,7 +275,7 @@ impl Store {
     }
 
     /// Forgets a worktree environment, persisted before returning.
-    pub fn remove_environment(&self, name: &str) -> std::io::Result<Option<EnvironmentRecord>> {
+    pub(crate) fn remove_environment(&self, name: &str) -> std::io::Result<Option<EnvironmentRecord>> {
         let mut inner = self.lock();
         self.db
             .write(|tx| tx.remove(Kind::Environment, name))
@@ -284,17 +284,17 @@ impl Store {
     }
 
     /// One variant group.
-    pub fn group(&self, name: &str) -> Option<GroupRecord> {
+    pub(crate) fn group(&self, name: &str) -> Option<GroupRecord> {
         self.lock().persisted.groups.get(name).cloned()
     }
 
     /// Whether a group name is taken.
-    pub fn has_group(&self, name: &str) -> bool {
+    pub(crate) fn has_group(&self, name: &str) -> bool {
         self.lock().persisted.groups.contains_key(name)
     }
 
     /// Changes (or adds, or removes) a group, persisted before returning.
-    pub fn update_group(
+    pub(crate) fn update_group(
         &self,
         name: &str,
         change: impl FnOnce(&mut Option<GroupRecord>),
@@ -304,7 +304,7 @@ impl Store {
 
     /// Records variant `n` of `group`: its environment, and its terminal once
     /// it has an id (a group that is gone is left alone).
-    pub fn record_variant(
+    pub(crate) fn record_variant(
         &self,
         group: &str,
         n: u32,
@@ -325,7 +325,7 @@ impl Store {
     }
 
     /// The same, with more changes in the same transaction.
-    pub fn update_group_with(
+    pub(crate) fn update_group_with(
         &self,
         name: &str,
         change: impl FnOnce(&mut Option<GroupRecord>),
@@ -353,7 +353,7 @@ impl Store {
     }
 
     /// The terminals of an environment.
-    pub fn terminals_of(&self, environment: &str) -> Vec<u64> {
+    pub(crate) fn terminals_of(&self, environment: &str) -> Vec<u64> {
         self.lock()
             .agents
             .values()
@@ -365,13 +365,13 @@ impl Store {
     /// Gives out the next terminal id, reserved in the store before it is
     /// used (never given twice, across crashes too); a write only once every
     /// [`TERMINAL_ID_BLOCK`] ids.
-    pub fn allocate_terminal_id(&self) -> std::io::Result<u64> {
+    pub(crate) fn allocate_terminal_id(&self) -> std::io::Result<u64> {
         self.allocate_terminal(None::<fn(&Tx<'_>, u64) -> Result<(), StoreError>>)
     }
 
     /// [`Store::allocate_terminal_id`] with more changes (given the id) in one
     /// transaction, made now.
-    pub fn allocate_terminal_id_with(
+    pub(crate) fn allocate_terminal_id_with(
         &self,
         also: impl FnOnce(&Tx<'_>, u64) -> Result<(), StoreError>,
     ) -> std::io::Result<u64> {
@@ -404,7 +404,7 @@ impl Store {
 
     /// Gives back the terminal ids reserved and not given (a clean stop): the
     /// next run goes on from the next id, not past the block.
-    pub fn release_terminal_ids(&self) {
+    pub(crate) fn release_terminal_ids(&self) {
         let mut inner = self.lock();
         let next = inner.persisted.next_terminal;
         if inner.terminals_reserved <= next {
@@ -431,7 +431,7 @@ impl Store {
     /// Adds a new agent and returns its record. An agent that waited in the
     /// queue ([`crate::queue`]) is replaced by its started self: its waiters
     /// (its watch) carry on with the new record.
-    pub fn insert(
+    pub(crate) fn insert(
         &self,
         mut record: AgentRecord,
         terminal: Arc<dyn Terminal>,
@@ -496,7 +496,7 @@ impl Store {
     /// change like any other, so its JSON, its watchers and the revs never
     /// fall behind it. The record last published (the watch's) is what it is
     /// compared with — no copy is taken per call.
-    pub fn update(&self, id: u64, change: impl FnOnce(&mut Entry) -> bool) -> Option<AgentRecord> {
+    pub(crate) fn update(&self, id: u64, change: impl FnOnce(&mut Entry) -> bool) -> Option<AgentRecord> {
         let mut inner = self.lock();
         let entry = inner.agents.get_mut(&id)?;
         if !change(entry) && *entry.watch.borrow() == entry.record {
@@ -520,7 +520,7 @@ impl Store {
     }
 
     /// Removes a terminal's record (after Close); subscribers see `Removed`.
-    pub fn remove(&self, id: u64) -> Option<Entry> {
+    pub(crate) fn remove(&self, id: u64) -> Option<Entry> {
         let mut inner = self.lock();
         let entry = inner.agents.remove(&id)?;
         if inner.persisted.terminals.remove(&id).is_some()
@@ -559,17 +559,17 @@ impl Store {
     }
 
     /// Reads an entry.
-    pub fn with<T>(&self, id: u64, read: impl FnOnce(&Entry) -> T) -> Option<T> {
+    pub(crate) fn with<T>(&self, id: u64, read: impl FnOnce(&Entry) -> T) -> Option<T> {
         self.lock().agents.get(&id).map(read)
     }
 
     /// An agent's record.
-    pub fn record(&self, id: u64) -> Option<AgentRecord> {
+    pub(crate) fn record(&self, id: u64) -> Option<AgentRecord> {
         self.with(id, |e| e.record.clone())
     }
 
     /// The agents, by terminal id, of one environment or all.
-    pub fn list(&self, environment: Option<&str>) -> Vec<AgentRecord> {
+    pub(crate) fn list(&self, environment: Option<&str>) -> Vec<AgentRecord> {
         self.lock()
             .agents
             .values()
@@ -581,7 +581,7 @@ impl Store {
     /// List's answer: spliced from the records' JSON under the lock (no copy
     /// of them is taken), and for every agent kept whole until the rev moves —
     /// List after List while nothing changes answers the same bytes.
-    pub fn list_answer(&self, environment: Option<&str>) -> EncodedAnswer {
+    pub(crate) fn list_answer(&self, environment: Option<&str>) -> EncodedAnswer {
         let mut inner = self.lock();
         let Some(env) = environment else {
             if let Some((rev, answer)) = &inner.list_answer
@@ -603,12 +603,12 @@ impl Store {
     }
 
     /// An agent's JSON now.
-    pub fn json(&self, id: u64) -> Option<RecordJson> {
+    pub(crate) fn json(&self, id: u64) -> Option<RecordJson> {
         self.with(id, |e| e.json.clone())
     }
 
     /// The token files of the hosted terminals.
-    pub fn token_files(&self) -> Vec<PathBuf> {
+    pub(crate) fn token_files(&self) -> Vec<PathBuf> {
         self.lock()
             .agents
             .values()
@@ -618,7 +618,7 @@ impl Store {
 
     /// Every entry's terminal, for shutdown (not those still queued: no
     /// program runs there).
-    pub fn terminals(&self) -> Vec<Arc<dyn Terminal>> {
+    pub(crate) fn terminals(&self) -> Vec<Arc<dyn Terminal>> {
         self.lock()
             .agents
             .values()
@@ -628,19 +628,19 @@ impl Store {
     }
 
     /// A watch on an agent's record.
-    pub fn watch(&self, id: u64) -> Option<watch::Receiver<AgentRecord>> {
+    pub(crate) fn watch(&self, id: u64) -> Option<watch::Receiver<AgentRecord>> {
         self.with(id, |e| e.watch.subscribe())
     }
 
     /// How many agents there are.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.lock().agents.len()
     }
 
     /// How many terminals have not exited, and how many are working or
     /// starting (what `[limits]` counts; those still queued are not), under
     /// the lock, no record copied.
-    pub fn live_and_working(&self) -> (usize, usize) {
+    pub(crate) fn live_and_working(&self) -> (usize, usize) {
         let inner = self.lock();
         let live = inner
             .agents
@@ -653,7 +653,7 @@ impl Store {
     }
 
     /// Whether the app hosts this terminal (in this environment).
-    pub fn knows(&self, terminal: &TerminalRef) -> bool {
+    pub(crate) fn knows(&self, terminal: &TerminalRef) -> bool {
         self.with(terminal.terminal, |e| {
             e.record.environment == terminal.environment
         })
@@ -661,12 +661,12 @@ impl Store {
     }
 
     /// The global rev now.
-    pub fn rev(&self) -> u64 {
+    pub(crate) fn rev(&self) -> u64 {
         self.lock().rev
     }
 
     /// Wakes on every change of the global rev.
-    pub fn revs(&self) -> watch::Receiver<u64> {
+    pub(crate) fn revs(&self) -> watch::Receiver<u64> {
         self.revs.subscribe()
     }
 }
@@ -676,7 +676,7 @@ impl Store {
 /// The message describes the state it came with: a new state takes the new
 /// message, and `None` clears the old one (a turn that starts has not said
 /// anything yet); within the same state, `None` keeps the message there is.
-pub fn set_state(
+pub(crate) fn set_state(
     record: &mut AgentRecord,
     state: AgentState,
     source: StateSource,
@@ -717,17 +717,12 @@ pub fn set_state(
     changed
 }
 
-#[path = "store_changes.rs"]
 mod changes;
-
-#[path = "store_kept.rs"]
 mod kept;
-pub use kept::Keeping;
-#[path = "store_tokens.rs"]
 mod tokens;
-#[path = "store_usage.rs"]
 mod usage;
 
+pub(crate) use kept::Keeping;
+
 #[cfg(test)]
-#[path = "store_tests.rs"]
 mod tests;

@@ -24,7 +24,7 @@ use tokio::time::{Instant, Sleep};
 use crate::store::Store;
 
 /// How long a quiet stream waits before it says it is still there.
-pub const HEARTBEAT: Duration = Duration::from_secs(15);
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// One subscriber's stream.
 pub struct AgentStream {

@@ -25,14 +25,14 @@ use crate::Core;
 use crate::prices::{Counts, Prices};
 
 /// How often the agents' files are read.
-pub const PERIOD: Duration = Duration::from_secs(2);
+pub(crate) const PERIOD: Duration = Duration::from_secs(2);
 
 /// At most this much of a file is read at once (the rest at the next period).
 const MAX_READ: u64 = 16 << 20;
 
 /// One file of an agent's model calls, read so far.
 #[derive(Debug, Default)]
-pub struct Meter {
+pub(crate) struct Meter {
     path: PathBuf,
     /// Bytes read and taken (up to the last whole line).
     offset: u64,
@@ -103,7 +103,7 @@ struct CodexUsage {
 
 impl Meter {
     /// A meter of `path`, nothing read yet.
-    pub fn new(path: PathBuf) -> Meter {
+    pub(crate) fn new(path: PathBuf) -> Meter {
         Meter {
             path,
             ..Meter::default()
@@ -113,7 +113,7 @@ impl Meter {
     /// Reads what was added to the file since the last call; whether any of
     /// it counted. A file now shorter than what was read was replaced: it is
     /// read again from its start.
-    pub fn read_new(&mut self) -> bool {
+    pub(crate) fn read_new(&mut self) -> bool {
         let Ok(mut file) = std::fs::File::open(&self.path) else {
             return false;
         };
@@ -229,7 +229,7 @@ impl Meter {
 
 /// The tokens of a terminal's meters, priced: the sums of every model's, and
 /// their cost when every model used has a price.
-pub fn priced(meters: &[Meter], prices: &Prices) -> Tokens {
+pub(crate) fn priced(meters: &[Meter], prices: &Prices) -> Tokens {
     let mut by_model: HashMap<String, Counts> = HashMap::new();
     for meter in meters {
         for (model, counts) in meter.by_model() {
@@ -339,7 +339,7 @@ fn read_all(
 }
 
 /// Whether `path` may be a CLI's file of model calls: absolute, `.jsonl`.
-pub fn acceptable(path: &Path) -> bool {
+pub(crate) fn acceptable(path: &Path) -> bool {
     path.is_absolute() && path.extension().is_some_and(|e| e == "jsonl")
 }
 

@@ -21,7 +21,7 @@ use tokio::sync::{broadcast, watch};
 
 /// The kinds of baseline server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// One line in, a fixed line out, close.
     Line,
     /// Hold each connection until released.
@@ -31,7 +31,7 @@ pub enum Mode {
 }
 
 /// A baseline server process.
-pub struct Baseline {
+pub(crate) struct Baseline {
     child: Child,
     /// Its address.
     pub endpoint: SocketAddr,
@@ -41,7 +41,7 @@ pub struct Baseline {
 
 impl Baseline {
     /// Starts `krad-bench baseline-server` answering `reply_bytes`-long lines.
-    pub fn start(mode: Mode, reply_bytes: usize) -> anyhow::Result<Baseline> {
+    pub(crate) fn start(mode: Mode, reply_bytes: usize) -> anyhow::Result<Baseline> {
         let exe = std::env::current_exe()?;
         let mode = match mode {
             Mode::Line => "line",
@@ -74,7 +74,7 @@ impl Drop for Baseline {
 }
 
 /// A reply of `bytes` bytes, `\n` included, shaped like a JSON answer.
-pub fn reply_of(bytes: usize) -> Vec<u8> {
+pub(crate) fn reply_of(bytes: usize) -> Vec<u8> {
     let head = br#"{"Hello":{"pad":""#;
     let tail = b"\"}}\n";
     let pad = bytes.saturating_sub(head.len() + tail.len()).max(1);
@@ -85,7 +85,7 @@ pub fn reply_of(bytes: usize) -> Vec<u8> {
 }
 
 /// Runs a baseline server until killed: prints its address, then serves.
-pub fn serve(mode: Mode, reply_bytes: usize) -> anyhow::Result<()> {
+pub(crate) fn serve(mode: Mode, reply_bytes: usize) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -34,7 +34,7 @@ fn row(clients: usize, server: &str, runs: &[Run]) -> String {
 }
 
 /// The ratio of each back-to-back pair (krad / baseline), summarized.
-pub fn pair_ratios(krad: &[Run], baseline: &[Run]) -> Summary {
+pub(crate) fn pair_ratios(krad: &[Run], baseline: &[Run]) -> Summary {
     Summary::of(
         &krad
             .iter()
@@ -45,7 +45,7 @@ pub fn pair_ratios(krad: &[Run], baseline: &[Run]) -> Summary {
 }
 
 /// Hello at each client count: baseline and krad alternated, `repeats` pairs.
-pub fn hello(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn hello(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
     let line = krad.line(json!("Hello"));
     let answer_len = call_raw(krad.endpoint, &line)?.len();
@@ -86,7 +86,7 @@ pub fn hello(ctx: &Ctx) -> anyhow::Result<()> {
 
 /// List of 100 agents at 16 clients (and 1), against a baseline answering a line
 /// of the same length and against the Hello-sized baseline.
-pub fn list(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn list(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
     for _ in 0..ctx.agents {
         krad.spawn_exec(&["sleep", "3600"])?;
@@ -140,7 +140,7 @@ fn measured(ctx: &Ctx, endpoint: SocketAddr, line: &[u8], expect: &[u8], clients
 }
 
 /// `krad api` as a whole process, against the minimal client and `nc`.
-pub fn api(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn api(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
     let line = krad.line(json!("Hello"));
     let line_file = krad.dir.path().join("hello.line");

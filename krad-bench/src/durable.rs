@@ -54,7 +54,7 @@ const SETTLED: Duration = Duration::from_secs(2);
 
 /// The kinds of baseline HTTP server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum HttpKind {
+pub(crate) enum HttpKind {
     /// Read the head, write fixed bytes, close.
     Raw,
     /// hyper 1, HTTP/1.1, a fixed 304.
@@ -249,7 +249,7 @@ impl Drop for HttpBaseline {
 }
 
 /// Runs a baseline server until killed: binds `socket`, prints `ready`, serves.
-pub fn serve_baseline(
+pub(crate) fn serve_baseline(
     kind: HttpKind,
     socket: &Path,
     etag: &str,
@@ -490,7 +490,7 @@ impl App {
 }
 
 /// The durable facet against its baselines.
-pub fn durable(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn durable(ctx: &Ctx) -> anyhow::Result<()> {
     let started = Instant::now();
     let dir = tempfile::Builder::new().prefix("kb").tempdir()?;
     let app = start_app(ctx, dir.path())?;

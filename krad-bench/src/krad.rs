@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 /// A running `krad serve`.
-pub struct Krad {
+pub(crate) struct Krad {
     child: Child,
     /// Its temp directory (repository, log).
     pub dir: tempfile::TempDir,
@@ -28,12 +28,12 @@ pub struct Krad {
 
 impl Krad {
     /// Starts `krad serve --json ARGS` in a new git repository.
-    pub fn start(krad: &Path, args: &[&str]) -> anyhow::Result<Krad> {
+    pub(crate) fn start(krad: &Path, args: &[&str]) -> anyhow::Result<Krad> {
         Krad::start_config(krad, args, None)
     }
 
     /// [`Krad::start`] with a config file (the repository's `.krad/config.toml`).
-    pub fn start_config(krad: &Path, args: &[&str], config: Option<&str>) -> anyhow::Result<Krad> {
+    pub(crate) fn start_config(krad: &Path, args: &[&str], config: Option<&str>) -> anyhow::Result<Krad> {
         let dir = tempfile::tempdir()?;
         let repo = dir.path().join("repo");
         std::fs::create_dir_all(&repo)?;
@@ -97,14 +97,14 @@ impl Krad {
     }
 
     /// The request line (with `\n`) of a request from Client.
-    pub fn line(&self, request: Value) -> Vec<u8> {
+    pub(crate) fn line(&self, request: Value) -> Vec<u8> {
         line_of(
             &json!({"api_version": 1, "token": self.token, "from": "Client", "request": request}),
         )
     }
 
     /// The request line of a request made by terminal `id` with its own token.
-    pub fn line_as(&self, id: u64, token: &str, request: Value) -> Vec<u8> {
+    pub(crate) fn line_as(&self, id: u64, token: &str, request: Value) -> Vec<u8> {
         line_of(&json!({
             "token": token,
             "from": {"Terminal": {"environment": "main", "terminal": id}},
@@ -113,12 +113,12 @@ impl Krad {
     }
 
     /// Makes a request from Client and returns the answer.
-    pub fn call(&self, request: Value) -> anyhow::Result<Value> {
+    pub(crate) fn call(&self, request: Value) -> anyhow::Result<Value> {
         call_line(self.endpoint, &self.line(request))
     }
 
     /// Spawns `argv` with the exec profile; returns the terminal id.
-    pub fn spawn_exec(&self, argv: &[&str]) -> anyhow::Result<u64> {
+    pub(crate) fn spawn_exec(&self, argv: &[&str]) -> anyhow::Result<u64> {
         let answer = self.call(json!({"Spawn": {"profile": "exec", "command": argv}}))?;
         answer["Agent"]["terminal"]
             .as_u64()
@@ -126,7 +126,7 @@ impl Krad {
     }
 
     /// A terminal's own token, from its token file.
-    pub fn terminal_token(&self, id: u64) -> anyhow::Result<String> {
+    pub(crate) fn terminal_token(&self, id: u64) -> anyhow::Result<String> {
         let dir = self
             .api_json
             .parent()
@@ -168,14 +168,14 @@ impl Drop for Krad {
 }
 
 /// A JSON value as a request line, `\n` included.
-pub fn line_of(value: &Value) -> Vec<u8> {
+pub(crate) fn line_of(value: &Value) -> Vec<u8> {
     let mut line = serde_json::to_vec(value).unwrap_or_default();
     line.push(b'\n');
     line
 }
 
 /// Sends a line on a new connection and returns the raw answer (read to EOF).
-pub fn call_raw(endpoint: SocketAddr, line: &[u8]) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn call_raw(endpoint: SocketAddr, line: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut stream = TcpStream::connect(endpoint)?;
     stream.set_read_timeout(Some(Duration::from_secs(120)))?;
     stream.write_all(line)?;
@@ -185,7 +185,7 @@ pub fn call_raw(endpoint: SocketAddr, line: &[u8]) -> anyhow::Result<Vec<u8>> {
 }
 
 /// Sends a line and parses the answer.
-pub fn call_line(endpoint: SocketAddr, line: &[u8]) -> anyhow::Result<Value> {
+pub(crate) fn call_line(endpoint: SocketAddr, line: &[u8]) -> anyhow::Result<Value> {
     let answer = call_raw(endpoint, line)?;
     serde_json::from_slice(&answer)
         .with_context(|| format!("answer {:?}", String::from_utf8_lossy(&answer)))

@@ -13,7 +13,7 @@ use crate::util::{CpuTimes, CpuUse, cpu_between, percentile};
 
 /// What one run of the load generator saw.
 #[derive(Debug, Clone, Default)]
-pub struct Run {
+pub(crate) struct Run {
     /// Requests answered as expected.
     pub answered: u64,
     /// Connections that failed or got the wrong answer.
@@ -30,7 +30,7 @@ pub struct Run {
 
 /// Runs `clients` closed loops against `endpoint` for `duration`. An answer is
 /// right when it starts with `expect`.
-pub fn closed_loop(
+pub(crate) fn closed_loop(
     endpoint: SocketAddr,
     line: &[u8],
     expect: &[u8],
@@ -44,7 +44,7 @@ pub fn closed_loop(
 
 /// [`closed_loop`] over the Unix socket at `path`: `request` is a whole HTTP/1.1
 /// request (with `Connection: close`, so that the server closes after answering).
-pub fn closed_loop_unix(
+pub(crate) fn closed_loop_unix(
     path: &Path,
     request: &[u8],
     expect: &[u8],

@@ -18,10 +18,10 @@ use anyhow::Context;
 use crate::util::rss_kib;
 
 /// The screen size every candidate is measured at.
-pub const COLS: u16 = 120;
-pub const ROWS: u16 = 40;
+pub(crate) const COLS: u16 = 120;
+pub(crate) const ROWS: u16 = 40;
 /// Scrollback lines kept, for the candidates that keep any.
-pub const SCROLLBACK: usize = 10_000;
+pub(crate) const SCROLLBACK: usize = 10_000;
 /// Bytes fed at once (what krad reads from a terminal at once).
 const CHUNK: usize = 16 * 1024;
 /// Terminals held at once when measuring memory.
@@ -29,7 +29,7 @@ const HELD: usize = 4;
 
 /// A screen model measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Candidate {
+pub(crate) enum Candidate {
     /// vt100 0.18 keeping the scrollback itself.
     Vt100,
     /// vt100 0.18 without scrollback (the parser's floor).
@@ -45,7 +45,7 @@ pub enum Candidate {
 
 impl Candidate {
     /// Every candidate, in the order shown.
-    pub const ALL: [Candidate; 5] = [
+    pub(crate) const ALL: [Candidate; 5] = [
         Candidate::Vt100,
         Candidate::Vt100Bare,
         Candidate::Krad,
@@ -54,7 +54,7 @@ impl Candidate {
     ];
 
     /// Its name in the table.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Candidate::Vt100 => "vt100 0.18, its own scrollback",
             Candidate::Vt100Bare => "vt100 0.18, no scrollback",
@@ -152,7 +152,7 @@ impl alacritty_terminal::grid::Dimensions for Size {
 }
 
 /// Seconds `candidate` takes to parse `bytes`, fed in 16 KiB chunks.
-pub fn parse_secs(candidate: Candidate, bytes: &[u8]) -> anyhow::Result<f64> {
+pub(crate) fn parse_secs(candidate: Candidate, bytes: &[u8]) -> anyhow::Result<f64> {
     let started = Instant::now();
     let mut model = candidate.model()?;
     for chunk in bytes.chunks(CHUNK) {
@@ -164,7 +164,7 @@ pub fn parse_secs(candidate: Candidate, bytes: &[u8]) -> anyhow::Result<f64> {
 
 /// KiB one terminal of `candidate` holds once fed `output` (measured in a child
 /// process: see the module's doc).
-pub fn memory_kib(candidate: Candidate, output: &Path) -> anyhow::Result<f64> {
+pub(crate) fn memory_kib(candidate: Candidate, output: &Path) -> anyhow::Result<f64> {
     let exe = std::env::current_exe()?;
     let name = clap::ValueEnum::to_possible_value(&candidate)
         .context("a candidate without a name")?
@@ -183,7 +183,7 @@ pub fn memory_kib(candidate: Candidate, output: &Path) -> anyhow::Result<f64> {
 
 /// The `parser-memory` command: prints the KiB each of a few terminals of
 /// `candidate`, fed the whole of `output`, adds to this process.
-pub fn print_memory(candidate: Candidate, output: &Path) -> anyhow::Result<()> {
+pub(crate) fn print_memory(candidate: Candidate, output: &Path) -> anyhow::Result<()> {
     let bytes = std::fs::read(output)?;
     let pid = std::process::id();
     let before = rss_kib(pid);

@@ -21,7 +21,7 @@ use crate::util::Summary;
 const CHUNK: usize = 64 * 1024;
 
 /// Prints the MiB/s of each way and their ratio.
-pub fn proxy(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn proxy(ctx: &Ctx) -> anyhow::Result<()> {
     let bytes = ctx.mib * 1024 * 1024;
     let server = source(bytes)?;
     let dir = tempfile::tempdir()?;

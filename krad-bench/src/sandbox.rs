@@ -12,7 +12,7 @@ use crate::krad::Krad;
 use crate::util::Summary;
 
 /// Prints Spawn-to-running with and without a sandbox, and their ratio.
-pub fn sandbox(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn sandbox(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
     let repo = krad.dir.path().join("repo");
     let rounds = ctx.repeats * 10;

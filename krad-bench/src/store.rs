@@ -25,7 +25,7 @@ const COMMITS: usize = 1_000;
 const BLOCK: usize = 50;
 
 /// Measures both ways and prints the table.
-pub fn store(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn store(ctx: &Ctx) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut state: Map<String, Value> = (0..RECORDS)
         .map(|i| (format!("env-{i}"), record(i, 0)))

@@ -173,7 +173,7 @@ const AGENTS: u64 = 10;
 type Changes = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
 /// The SubscribeAgents benchmark.
-pub fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

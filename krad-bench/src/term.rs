@@ -85,7 +85,7 @@ fn through_krad(krad: &Krad, path: &Path) -> anyhow::Result<f64> {
 }
 
 /// Terminal output throughput, and the screen models side by side.
-pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn output(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
     let path = krad.dir.path().join("output.txt");
     let size = make_output(&path, ctx.mib)?;
@@ -185,7 +185,7 @@ pub fn output(ctx: &Ctx) -> anyhow::Result<()> {
 /// request. The order within a round alternates (baseline first, then krad first),
 /// and the figure to read is the median of the per-round ratios — to the PTY
 /// baseline, and to the floor of a Spawn over the bus (a Hello plus a PTY spawn).
-pub fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
     let rounds = ctx.repeats * 20;
     let warm_up = 3;
@@ -320,7 +320,7 @@ fn cpu_over(pid: u32, secs: f64) -> f64 {
 }
 
 /// CPU the app uses while agents sit idle.
-pub fn idle(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn idle(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
     std::thread::sleep(Duration::from_secs(1));
     let secs = 10.0;

@@ -15,7 +15,7 @@ const ROUNDS: usize = 20;
 
 /// Prints the sample's cost, the ratio to `ps` and the share of one core it
 /// takes at the app's 2-s period.
-pub fn usage(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn usage(ctx: &Ctx) -> anyhow::Result<()> {
     let terminals = ctx.agents.max(1);
     let mut children = Vec::with_capacity(terminals);
     for _ in 0..terminals {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// Starts a helper server of the benchmark (a baseline) and reads the line it
 /// prints once it serves (its endpoint, or `ready`); empty if it printed none.
-pub fn start_server(command: &mut Command) -> std::io::Result<(Child, String)> {
+pub(crate) fn start_server(command: &mut Command) -> std::io::Result<(Child, String)> {
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -21,7 +21,7 @@ pub fn start_server(command: &mut Command) -> std::io::Result<(Child, String)> {
 
 /// The median, min and max of a few repeats.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// The median.
     pub median: f64,
     /// The smallest.
@@ -32,7 +32,7 @@ pub struct Summary {
 
 impl Summary {
     /// Summarizes `values` (all zero when there are none).
-    pub fn of(values: &[f64]) -> Summary {
+    pub(crate) fn of(values: &[f64]) -> Summary {
         if values.is_empty() {
             return Summary::default();
         }
@@ -52,7 +52,7 @@ impl Summary {
     }
 
     /// `median (min–max)` with `decimals` decimals.
-    pub fn show(&self, decimals: usize) -> String {
+    pub(crate) fn show(&self, decimals: usize) -> String {
         format!(
             "{:.d$} ({:.d$}–{:.d$})",
             self.median,
@@ -64,7 +64,7 @@ impl Summary {
 }
 
 /// The `p`-th percentile (0–100) of sorted samples.
-pub fn percentile(sorted: &[u32], p: f64) -> u32 {
+pub(crate) fn percentile(sorted: &[u32], p: f64) -> u32 {
     if sorted.is_empty() {
         return 0;
     }
@@ -74,7 +74,7 @@ pub fn percentile(sorted: &[u32], p: f64) -> u32 {
 
 /// The machine's CPU counters (jiffies), from the first line of /proc/stat.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CpuTimes {
+pub(crate) struct CpuTimes {
     total: u64,
     steal: u64,
     idle: u64,
@@ -82,7 +82,7 @@ pub struct CpuTimes {
 
 impl CpuTimes {
     /// Reads /proc/stat now.
-    pub fn now() -> CpuTimes {
+    pub(crate) fn now() -> CpuTimes {
         let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
         let fields: Vec<u64> = stat
             .lines()
@@ -105,7 +105,7 @@ impl CpuTimes {
 
 /// What the machine did between two readings.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CpuUse {
+pub(crate) struct CpuUse {
     /// Percent of CPU time stolen by the hypervisor.
     pub steal_pct: f64,
     /// Percent of CPU time busy (neither idle nor stolen).
@@ -113,7 +113,7 @@ pub struct CpuUse {
 }
 
 /// The CPU use between `a` and `b`.
-pub fn cpu_between(a: CpuTimes, b: CpuTimes) -> CpuUse {
+pub(crate) fn cpu_between(a: CpuTimes, b: CpuTimes) -> CpuUse {
     let total = b.total.saturating_sub(a.total).max(1) as f64;
     let steal = b.steal.saturating_sub(a.steal) as f64;
     let idle = b.idle.saturating_sub(a.idle) as f64;
@@ -124,12 +124,12 @@ pub fn cpu_between(a: CpuTimes, b: CpuTimes) -> CpuUse {
 }
 
 /// A process's resident memory in KiB (0 if it is gone).
-pub fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     status_field(pid, "VmRSS:")
 }
 
 /// A process's thread count.
-pub fn threads(pid: u32) -> u64 {
+pub(crate) fn threads(pid: u32) -> u64 {
     status_field(pid, "Threads:")
 }
 
@@ -146,7 +146,7 @@ fn status_field(pid: u32, field: &str) -> u64 {
 /// CPU time the live threads of a process ran so far, to the nanosecond (the
 /// first field of each `/proc/PID/task/TID/schedstat`); threads that ended are
 /// not counted.
-pub fn cpu_time_exact(pid: u32) -> Duration {
+pub(crate) fn cpu_time_exact(pid: u32) -> Duration {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Duration::ZERO;
     };
@@ -159,7 +159,7 @@ pub fn cpu_time_exact(pid: u32) -> Duration {
 }
 
 /// CPU time a process used so far (user + system), from /proc/PID/stat.
-pub fn cpu_time(pid: u32) -> Duration {
+pub(crate) fn cpu_time(pid: u32) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The command name is in parentheses and may hold spaces: count after ')'.
     let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
@@ -187,7 +187,7 @@ fn clock_ticks() -> u64 {
 
 /// Raises this process's open-file limit to its hard limit (children inherit it);
 /// returns the new soft limit.
-pub fn raise_nofile() -> u64 {
+pub(crate) fn raise_nofile() -> u64 {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     match getrlimit(Resource::RLIMIT_NOFILE) {
         Ok((soft, hard)) => {
@@ -202,7 +202,7 @@ pub fn raise_nofile() -> u64 {
 }
 
 /// A short description of the machine: CPU model, cores, memory, kernel.
-pub fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
@@ -231,7 +231,7 @@ pub fn machine() -> String {
 }
 
 /// Today's date, UTC, as YYYY-MM-DD.
-pub fn today() -> String {
+pub(crate) fn today() -> String {
     std::process::Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
         .output()

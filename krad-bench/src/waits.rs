@@ -142,7 +142,7 @@ fn baseline_round(ctx: &Ctx, rt: &tokio::runtime::Runtime, reply: usize) -> anyh
 }
 
 /// The Waits benchmark.
-pub fn waits(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn waits(ctx: &Ctx) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 const BUFFER_BYTES: usize = 64 * 1024;
 
 /// The most one transcript file holds before it moves aside (`<name>.1`).
-pub const MAX_TRANSCRIPT: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_TRANSCRIPT: u64 = 64 * 1024 * 1024;
 
 /// A transcript being written, or abandoned after an error.
 #[derive(Debug)]

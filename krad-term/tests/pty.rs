@@ -147,9 +147,9 @@ async fn killing_signal_is_reported() {
 }
 
 mod libc_signal {
-    pub const HUP: i32 = 1;
-    pub const KILL: i32 = 9;
-    pub const TERM: i32 = 15;
+    pub(crate) const HUP: i32 = 1;
+    pub(crate) const KILL: i32 = 9;
+    pub(crate) const TERM: i32 = 15;
 }
 
 #[tokio::test]

@@ -37,7 +37,7 @@ const FILES: &[(&str, &str, &[u8])] = &[
 ];
 
 /// The file served at `path`.
-pub fn find(path: &str) -> Option<(&'static str, &'static [u8])> {
+pub(crate) fn find(path: &str) -> Option<(&'static str, &'static [u8])> {
     FILES
         .iter()
         .find(|(at, _, _)| *at == path)

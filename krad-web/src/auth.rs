@@ -18,7 +18,7 @@ const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
 const MAX_PENDING: usize = 64;
 
 /// Draws 32 random bytes as 64 hex digits.
-pub fn random_hex() -> std::io::Result<String> {
+pub(crate) fn random_hex() -> std::io::Result<String> {
     let mut bytes = [0u8; 32];
     rand::rngs::SysRng
         .try_fill_bytes(&mut bytes)
@@ -27,20 +27,20 @@ pub fn random_hex() -> std::io::Result<String> {
 }
 
 /// Whether two secrets are equal, in time that does not depend on where they differ.
-pub fn same_secret(a: &str, b: &str) -> bool {
+pub(crate) fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
 /// The login tokens handed out and the sessions they became.
 #[derive(Debug, Default)]
-pub struct Sessions {
+pub(crate) struct Sessions {
     pending: Mutex<Vec<(String, Instant)>>,
     live: Mutex<HashMap<String, Instant>>,
 }
 
 impl Sessions {
     /// A new one-time login token.
-    pub fn mint_login(&self) -> std::io::Result<String> {
+    pub(crate) fn mint_login(&self) -> std::io::Result<String> {
         let token = random_hex()?;
         let mut pending = lock(&self.pending);
         pending.retain(|(_, at)| at.elapsed() < LOGIN_TTL);
@@ -53,7 +53,7 @@ impl Sessions {
 
     /// Takes a login token (it works once, within [`LOGIN_TTL`]) and opens a
     /// session: its cookie value.
-    pub fn redeem(&self, token: &str) -> Option<String> {
+    pub(crate) fn redeem(&self, token: &str) -> Option<String> {
         let mut pending = lock(&self.pending);
         // Every entry is compared, so the time says nothing about which matched.
         let mut found = None;
@@ -75,7 +75,7 @@ impl Sessions {
     }
 
     /// Whether a cookie value is a live session (and marks it used).
-    pub fn check(&self, cookie: &str) -> bool {
+    pub(crate) fn check(&self, cookie: &str) -> bool {
         let mut live = lock(&self.live);
         let mut hit = None;
         for (session, used) in live.iter() {
@@ -101,7 +101,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The names this server answers to: `127.0.0.1:PORT` and `localhost:PORT`.
 /// Anything else is another site pointing its name at us (DNS rebinding).
-pub fn host_allowed(host: Option<&str>, address: SocketAddr) -> bool {
+pub(crate) fn host_allowed(host: Option<&str>, address: SocketAddr) -> bool {
     let port = address.port();
     host.is_some_and(|host| {
         host == format!("127.0.0.1:{port}") || host == format!("localhost:{port}")
@@ -109,7 +109,7 @@ pub fn host_allowed(host: Option<&str>, address: SocketAddr) -> bool {
 }
 
 /// Whether an `Origin` is this page's own.
-pub fn origin_allowed(origin: Option<&str>, address: SocketAddr) -> bool {
+pub(crate) fn origin_allowed(origin: Option<&str>, address: SocketAddr) -> bool {
     let port = address.port();
     origin.is_some_and(|origin| {
         origin == format!("http://127.0.0.1:{port}") || origin == format!("http://localhost:{port}")
@@ -118,12 +118,12 @@ pub fn origin_allowed(origin: Option<&str>, address: SocketAddr) -> bool {
 
 /// The session cookie's name: per port, since browsers keep cookies per host
 /// and not per port, and two apps must not log each other out.
-pub fn cookie_name(address: SocketAddr) -> String {
+pub(crate) fn cookie_name(address: SocketAddr) -> String {
     format!("krad_session_{}", address.port())
 }
 
 /// The value of cookie `name` in a `Cookie` header.
-pub fn cookie_value<'a>(header: Option<&'a str>, name: &str) -> Option<&'a str> {
+pub(crate) fn cookie_value<'a>(header: Option<&'a str>, name: &str) -> Option<&'a str> {
     header?.split(';').find_map(|pair| {
         let (key, value) = pair.trim().split_once('=')?;
         (key == name).then_some(value)

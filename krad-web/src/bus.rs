@@ -18,19 +18,19 @@ const NOT_FROM_THE_PAGE: &[RequestKind] = &[RequestKind::Shutdown];
 
 /// Where the bus is and the token to show it.
 #[derive(Debug, Clone)]
-pub struct Bus {
+pub(crate) struct Bus {
     address: SocketAddr,
     token: Token,
 }
 
 /// Lines read from a streaming request.
-pub struct Lines {
+pub(crate) struct Lines {
     reader: BufReader<tokio::io::Take<OwnedReadHalf>>,
 }
 
 impl Lines {
     /// The next line, `None` when the app closed.
-    pub async fn next(&mut self) -> Option<Value> {
+    pub(crate) async fn next(&mut self) -> Option<Value> {
         let mut line = Vec::new();
         self.reader.get_mut().set_limit(MAX_RESPONSE as u64 + 1);
         match self.reader.read_until(b'\n', &mut line).await {
@@ -42,13 +42,13 @@ impl Lines {
 
 impl Bus {
     /// The bus at `address`, called with the client token.
-    pub fn new(address: SocketAddr, token: Token) -> Bus {
+    pub(crate) fn new(address: SocketAddr, token: Token) -> Bus {
         Bus { address, token }
     }
 
     /// Checks a request from the page as the bus would (name and fields), and
     /// that the page may make it. The error is for the page to show.
-    pub fn judge(request: &Value) -> Result<Request, String> {
+    pub(crate) fn judge(request: &Value) -> Result<Request, String> {
         let (name, fields) = match request {
             Value::String(name) => (name.as_str(), None),
             Value::Object(map) if map.len() == 1 => {
@@ -67,7 +67,7 @@ impl Bus {
     }
 
     /// Sends one request and reads its one answer line.
-    pub async fn call(&self, request: &Request) -> Result<Value, String> {
+    pub(crate) async fn call(&self, request: &Request) -> Result<Value, String> {
         let wait = request.deadline().unwrap_or(Duration::from_secs(10)) + Duration::from_secs(5);
         let (reader, _writer) = self.open(&request.to_value()).await?;
         let mut lines = Lines {
@@ -82,7 +82,7 @@ impl Bus {
 
     /// Opens a streaming request (SubscribeAgents, Attach): its lines, and the
     /// write side for Attach's input.
-    pub async fn stream(&self, request: &Request) -> Result<(Lines, OwnedWriteHalf), String> {
+    pub(crate) async fn stream(&self, request: &Request) -> Result<(Lines, OwnedWriteHalf), String> {
         let (reader, writer) = self.open(&request.to_value()).await?;
         Ok((
             Lines {
@@ -116,7 +116,7 @@ impl Bus {
 }
 
 /// Writes one JSON line to a stream's write side.
-pub async fn write_line(writer: &mut OwnedWriteHalf, value: &Value) -> std::io::Result<()> {
+pub(crate) async fn write_line(writer: &mut OwnedWriteHalf, value: &Value) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
     line.push(b'\n');
     writer.write_all(&line).await

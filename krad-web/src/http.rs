@@ -33,7 +33,7 @@ use crate::{LOGIN_TTL, WebSettings};
 const MAX_CONNECTIONS: usize = 256;
 
 /// What every route needs.
-pub struct State {
+pub(crate) struct State {
     address: SocketAddr,
     client_token: String,
     sessions: Sessions,
@@ -42,7 +42,7 @@ pub struct State {
 
 impl State {
     /// The server's state for `address`.
-    pub fn new(address: SocketAddr, settings: WebSettings) -> State {
+    pub(crate) fn new(address: SocketAddr, settings: WebSettings) -> State {
         State {
             address,
             client_token: settings.client_token.expose().to_owned(),
@@ -56,7 +56,7 @@ impl State {
 }
 
 /// Accepts connections until stopped.
-pub async fn serve(listener: TcpListener, state: Arc<State>, mut stopped: watch::Receiver<bool>) {
+pub(crate) async fn serve(listener: TcpListener, state: Arc<State>, mut stopped: watch::Receiver<bool>) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let Ok(permit) = permits.clone().acquire_owned().await else {

@@ -36,7 +36,7 @@ use crate::reviews::{Draft, Reviews};
 const MAX_STREAMS: usize = 64;
 
 /// What a page's socket needs.
-pub struct Relay {
+pub(crate) struct Relay {
     /// The bus.
     pub bus: Bus,
     /// Where reviews are kept.
@@ -44,7 +44,7 @@ pub struct Relay {
 }
 
 /// Serves one page until it leaves or the server stops.
-pub async fn serve(socket: HyperWebsocket, relay: Arc<Relay>, mut stopped: watch::Receiver<bool>) {
+pub(crate) async fn serve(socket: HyperWebsocket, relay: Arc<Relay>, mut stopped: watch::Receiver<bool>) {
     let Ok(socket) = socket.await else {
         return;
     };

@@ -18,7 +18,7 @@ const MAX_COMMENTS: usize = 200;
 
 /// One comment on one line of a diff.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Comment {
+pub(crate) struct Comment {
     /// The file.
     pub path: String,
     /// The line in the new file (or the old one, for a removed line).
@@ -32,7 +32,7 @@ pub struct Comment {
 
 /// A review as the page sends it.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Draft {
+pub(crate) struct Draft {
     /// The environment reviewed.
     pub environment: String,
     /// The agent that gets the comments.
@@ -46,7 +46,7 @@ pub struct Draft {
 
 /// A review sent, as kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Review {
+pub(crate) struct Review {
     /// The agent it went to.
     pub target: u64,
     /// The head the comments were made at.
@@ -59,14 +59,14 @@ pub struct Review {
 
 /// The reviews of every environment, on disk.
 #[derive(Debug)]
-pub struct Reviews {
+pub(crate) struct Reviews {
     path: PathBuf,
     lock: Mutex<()>,
 }
 
 impl Draft {
     /// What is wrong with it, for the page to show.
-    pub fn problem(&self) -> Option<String> {
+    pub(crate) fn problem(&self) -> Option<String> {
         if self.comments.is_empty() {
             return Some("write a comment on a line first".into());
         }
@@ -80,7 +80,7 @@ impl Draft {
     }
 
     /// The one message the agent gets.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         let mut text = format!(
             "Review comments on {} ({} comment{}). Please address each one:\n",
             self.environment,
@@ -102,7 +102,7 @@ impl Draft {
 
 impl Reviews {
     /// The reviews kept under `state_dir`.
-    pub fn new(state_dir: &Path) -> Reviews {
+    pub(crate) fn new(state_dir: &Path) -> Reviews {
         Reviews {
             path: state_dir.join("ui").join("reviews.json"),
             lock: Mutex::new(()),
@@ -110,13 +110,13 @@ impl Reviews {
     }
 
     /// The reviews sent on `environment`, oldest first.
-    pub fn of(&self, environment: &str) -> Vec<Review> {
+    pub(crate) fn of(&self, environment: &str) -> Vec<Review> {
         let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         self.read().remove(environment).unwrap_or_default()
     }
 
     /// Keeps a review that was sent.
-    pub fn keep(&self, draft: &Draft) -> std::io::Result<Review> {
+    pub(crate) fn keep(&self, draft: &Draft) -> std::io::Result<Review> {
         let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut all = self.read();
         let review = Review {

@@ -58,7 +58,7 @@ pub(super) struct Disk {
 
 impl Disk {
     /// The feed's folder `dir`, with its conversations folder made (0700).
-    pub fn open(dir: &Path) -> std::io::Result<Disk> {
+    pub(super) fn open(dir: &Path) -> std::io::Result<Disk> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -70,7 +70,7 @@ impl Disk {
     }
 
     /// The titles kept, or none.
-    pub fn titles(&self) -> Titles {
+    pub(super) fn titles(&self) -> Titles {
         std::fs::read(self.dir.join("titles.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
@@ -78,7 +78,7 @@ impl Disk {
     }
 
     /// Keeps the titles.
-    pub fn save_titles(&self, titles: &Titles) {
+    pub(super) fn save_titles(&self, titles: &Titles) {
         if let Ok(bytes) = serde_json::to_vec(titles)
             && let Err(e) = private_file::write(&self.dir.join("titles.json"), &bytes)
         {
@@ -93,13 +93,13 @@ impl Disk {
     }
 
     /// A conversation's meta, as kept.
-    pub fn meta(&self, terminal: u64) -> Option<Meta> {
+    pub(super) fn meta(&self, terminal: u64) -> Option<Meta> {
         let bytes = std::fs::read(self.conversation(terminal, "json")).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
     /// Keeps a conversation's meta.
-    pub fn save_meta(&self, meta: &Meta) {
+    pub(super) fn save_meta(&self, meta: &Meta) {
         let path = self.conversation(meta.terminal, "json");
         match serde_json::to_vec(meta) {
             Ok(bytes) => {
@@ -112,7 +112,7 @@ impl Disk {
     }
 
     /// Adds an item to a conversation's file.
-    pub fn append_item(&self, terminal: u64, item: &Item) {
+    pub(super) fn append_item(&self, terminal: u64, item: &Item) {
         if let Err(e) = private_file::append_json_line(&self.conversation(terminal, "jsonl"), item)
         {
             tracing::warn!(terminal, "cannot keep a conversation item: {e}");
@@ -121,7 +121,7 @@ impl Disk {
 
     /// Items of a conversation from index `from`, at most `limit`; with
     /// `newest`, the last `limit` instead.
-    pub fn items(&self, terminal: u64, from: usize, limit: usize, newest: bool) -> Vec<Item> {
+    pub(super) fn items(&self, terminal: u64, from: usize, limit: usize, newest: bool) -> Vec<Item> {
         let Ok(file) = std::fs::File::open(self.conversation(terminal, "jsonl")) else {
             return Vec::new();
         };
@@ -144,7 +144,7 @@ impl Disk {
     }
 
     /// The terminals of every conversation kept, newest first.
-    pub fn terminals(&self) -> Vec<u64> {
+    pub(super) fn terminals(&self) -> Vec<u64> {
         let mut terminals: Vec<u64> = std::fs::read_dir(self.dir.join("conversations"))
             .map(|entries| {
                 entries

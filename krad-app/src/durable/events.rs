@@ -32,7 +32,7 @@ pub(crate) enum PaneState {
 
 impl PaneState {
     /// The state of an agent in `state`, with an open ask or not.
-    pub fn of(state: AgentState, asking: bool) -> PaneState {
+    pub(crate) fn of(state: AgentState, asking: bool) -> PaneState {
         match state {
             AgentState::Exited => PaneState::Exited,
             _ if asking => PaneState::Waiting,
@@ -45,7 +45,7 @@ impl PaneState {
     }
 
     /// The wire name.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             PaneState::Starting => "starting",
             PaneState::Working => "working",
@@ -56,12 +56,12 @@ impl PaneState {
     }
 
     /// Whether a turn runs: the agent works, or asks in the middle of its work.
-    pub fn in_turn(self) -> bool {
+    pub(crate) fn in_turn(self) -> bool {
         matches!(self, PaneState::Working | PaneState::Waiting)
     }
 
     /// Whether nothing more happens until someone types: idle or exited.
-    pub fn at_rest(self) -> bool {
+    pub(crate) fn at_rest(self) -> bool {
         matches!(self, PaneState::Idle | PaneState::Exited)
     }
 }
@@ -94,7 +94,7 @@ pub(crate) enum ItemKind {
 
 impl ItemKind {
     /// Every kind.
-    pub const ALL: [ItemKind; 7] = [
+    pub(crate) const ALL: [ItemKind; 7] = [
         ItemKind::User,
         ItemKind::Reply,
         ItemKind::Thinking,
@@ -105,7 +105,7 @@ impl ItemKind {
     ];
 
     /// The wire name.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             ItemKind::User => "user",
             ItemKind::Reply => "reply",
@@ -118,7 +118,7 @@ impl ItemKind {
     }
 
     /// The longest text an item of this kind keeps, in bytes.
-    pub fn max_text(self) -> usize {
+    pub(crate) fn max_text(self) -> usize {
         match self {
             ItemKind::Markdown | ItemKind::Code => limits::CODE_ITEM,
             _ => limits::TEXT_ITEM,
@@ -211,7 +211,7 @@ pub(crate) enum Event {
 
 impl Event {
     /// The event as the wire shows it, with its cursor when it has one.
-    pub fn to_wire(&self, cursor: Option<u64>) -> Value {
+    pub(crate) fn to_wire(&self, cursor: Option<u64>) -> Value {
         let mut event = match serde_json::to_value(self) {
             Ok(event) => event,
             Err(e) => {

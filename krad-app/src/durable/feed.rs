@@ -59,7 +59,7 @@ impl Feed {
     }
 
     /// Starts recording, with the conversations under `dir` (made 0700).
-    pub fn enable(&self, dir: &Path) -> std::io::Result<()> {
+    pub(crate) fn enable(&self, dir: &Path) -> std::io::Result<()> {
         let disk = Disk::open(dir)?;
         self.lock().titles = disk.titles();
         let _ = self.disk.set(disk);
@@ -72,7 +72,7 @@ impl Feed {
     }
 
     /// Grows with every change a reader can see.
-    pub fn rev(&self) -> u64 {
+    pub(crate) fn rev(&self) -> u64 {
         self.rev.load(Ordering::SeqCst)
     }
 
@@ -81,7 +81,7 @@ impl Feed {
     }
 
     /// Takes in an agent's record after a change.
-    pub fn observe(&self, record: &AgentRecord, asking: bool) -> Observed {
+    pub(crate) fn observe(&self, record: &AgentRecord, asking: bool) -> Observed {
         if !self.on() {
             return Observed::default();
         }
@@ -100,7 +100,7 @@ impl Feed {
     }
 
     /// A terminal was closed: its conversation ends.
-    pub fn removed(&self, terminal: u64) {
+    pub(crate) fn removed(&self, terminal: u64) {
         if !self.on() {
             return;
         }
@@ -112,7 +112,7 @@ impl Feed {
     }
 
     /// Keeps the agent's own session id with its conversation.
-    pub fn session(&self, terminal: u64, session: &str) {
+    pub(crate) fn session(&self, terminal: u64, session: &str) {
         if !self.on() {
             return;
         }
@@ -125,7 +125,7 @@ impl Feed {
     }
 
     /// Records an item in a pane's conversation (a text sent, a notice).
-    pub fn item(&self, terminal: u64, kind: ItemKind, text: &str) {
+    pub(crate) fn item(&self, terminal: u64, kind: ItemKind, text: &str) {
         if !self.on() {
             return;
         }
@@ -136,19 +136,19 @@ impl Feed {
     }
 
     /// An ask opened.
-    pub fn ask_opened(&self, info: &AskInfo) {
+    pub(crate) fn ask_opened(&self, info: &AskInfo) {
         let ask = wire_ask(info);
         self.ask_event(info.terminal, Event::Ask { ask });
     }
 
     /// An ask changed in place (its revision moved).
-    pub fn ask_changed(&self, info: &AskInfo) {
+    pub(crate) fn ask_changed(&self, info: &AskInfo) {
         let ask = wire_ask(info);
         self.ask_event(info.terminal, Event::AskChanged { ask });
     }
 
     /// An ask was decided.
-    pub fn ask_closed(&self, info: &AskInfo, decided: &AnsweredInfo) {
+    pub(crate) fn ask_closed(&self, info: &AskInfo, decided: &AnsweredInfo) {
         self.ask_event(
             info.terminal,
             Event::AskClosed {
@@ -184,7 +184,7 @@ impl Feed {
     }
 
     /// A pane's turn and state, when the feed knows the pane.
-    pub fn status(&self, terminal: u64) -> Option<PaneStatus> {
+    pub(crate) fn status(&self, terminal: u64) -> Option<PaneStatus> {
         self.lock().panes.get(&terminal).map(|p| PaneStatus {
             turn: p.meta.turn,
             state: p.state,
@@ -193,7 +193,7 @@ impl Feed {
 
     /// Holds a text for the pane's next turn.
     /// `Err(n)`: the pane already holds `n` texts ([`MAX_QUEUED`]), or is gone (0).
-    pub fn queue(&self, terminal: u64, text: String) -> Result<(), usize> {
+    pub(crate) fn queue(&self, terminal: u64, text: String) -> Result<(), usize> {
         let mut inner = self.lock();
         let Some(pane) = inner.panes.get_mut(&terminal) else {
             return Err(0);
@@ -208,7 +208,7 @@ impl Feed {
     /// The events after `after`, or the whole view (`reset`) for a reader from
     /// another epoch, without a cursor, or too far behind. `open_asks` are the
     /// pane's open asks, as the wire shows them. `None`: no such pane.
-    pub fn events(
+    pub(crate) fn events(
         &self,
         terminal: u64,
         after: Option<u64>,
@@ -228,7 +228,7 @@ impl Feed {
     }
 
     /// The whole view of a closed conversation shown again (read-only).
-    pub fn closed_view(&self, terminal: u64) -> Option<Vec<Value>> {
+    pub(crate) fn closed_view(&self, terminal: u64) -> Option<Vec<Value>> {
         if !self.lock().reopened.contains(&terminal) {
             return None;
         }
@@ -238,7 +238,7 @@ impl Feed {
     }
 
     /// Renames a workspace or a tab.
-    pub fn rename(&self, workspace: Option<&str>, tab: Option<u64>, title: &str) {
+    pub(crate) fn rename(&self, workspace: Option<&str>, tab: Option<u64>, title: &str) {
         let mut inner = self.lock();
         if let Some(workspace) = workspace {
             inner
@@ -260,36 +260,36 @@ impl Feed {
     }
 
     /// A workspace's title, if renamed.
-    pub fn workspace_title(&self, workspace: &str) -> Option<String> {
+    pub(crate) fn workspace_title(&self, workspace: &str) -> Option<String> {
         self.lock().titles.workspaces.get(workspace).cloned()
     }
 
     /// A tab's title, if renamed.
-    pub fn tab_title(&self, tab: u64) -> Option<String> {
+    pub(crate) fn tab_title(&self, tab: u64) -> Option<String> {
         self.lock().titles.tabs.get(&tab).cloned()
     }
 
     /// Shows a closed conversation again.
-    pub fn reopen(&self, terminal: u64) {
+    pub(crate) fn reopen(&self, terminal: u64) {
         self.lock().reopened.insert(terminal);
         self.bump();
     }
 
     /// Hides a reopened conversation again.
-    pub fn hide(&self, terminal: u64) -> bool {
+    pub(crate) fn hide(&self, terminal: u64) -> bool {
         let gone = self.lock().reopened.remove(&terminal);
         self.bump();
         gone
     }
 
     /// The reopened conversations.
-    pub fn reopened(&self) -> Vec<Meta> {
+    pub(crate) fn reopened(&self) -> Vec<Meta> {
         let ids: Vec<u64> = self.lock().reopened.iter().copied().collect();
         ids.into_iter().filter_map(|t| self.meta(t)).collect()
     }
 
     /// A conversation's meta: the live pane's, or the one on disk.
-    pub fn meta(&self, terminal: u64) -> Option<Meta> {
+    pub(crate) fn meta(&self, terminal: u64) -> Option<Meta> {
         if let Some(pane) = self.lock().panes.get(&terminal) {
             return Some(pane.meta.clone());
         }
@@ -297,7 +297,7 @@ impl Feed {
     }
 
     /// Every conversation, newest first.
-    pub fn conversations(&self) -> Vec<Meta> {
+    pub(crate) fn conversations(&self) -> Vec<Meta> {
         let Some(disk) = self.disk.get() else {
             return Vec::new();
         };
@@ -309,7 +309,7 @@ impl Feed {
 
     /// Items of a conversation from index `from`, at most `limit`; with
     /// `newest`, the last `limit` instead.
-    pub fn read_items(&self, terminal: u64, from: usize, limit: usize, newest: bool) -> Vec<Item> {
+    pub(crate) fn read_items(&self, terminal: u64, from: usize, limit: usize, newest: bool) -> Vec<Item> {
         match self.disk.get() {
             Some(disk) => disk.items(terminal, from, limit, newest),
             None => Vec::new(),

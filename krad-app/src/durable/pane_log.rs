@@ -54,7 +54,7 @@ pub(super) struct Pane {
 
 impl Pane {
     /// The pane of `record`, with its conversation as kept, or a new one.
-    pub fn open(disk: Option<&Disk>, record: &AgentRecord) -> Pane {
+    pub(super) fn open(disk: Option<&Disk>, record: &AgentRecord) -> Pane {
         let on_disk = disk.and_then(|d| d.meta(record.terminal));
         let fresh = on_disk.is_none();
         let meta = on_disk.unwrap_or_else(|| Meta {
@@ -92,7 +92,7 @@ impl Pane {
 
     /// Takes in the agent's record: its state (`asking`: an ask is open) and
     /// its message. Returns what came of it, and whether a reader sees a change.
-    pub fn observe(
+    pub(super) fn observe(
         &mut self,
         disk: Option<&Disk>,
         record: &AgentRecord,
@@ -157,7 +157,7 @@ impl Pane {
     }
 
     /// Adds an event after the last, forgetting the oldest past [`KEPT_EVENTS`].
-    pub fn push(&mut self, event: Event) {
+    pub(super) fn push(&mut self, event: Event) {
         self.cursor += 1;
         self.events.push_back((self.cursor, event));
         while self.events.len() > KEPT_EVENTS {
@@ -166,7 +166,7 @@ impl Pane {
     }
 
     /// Adds an item to the conversation (kept on disk) and its event.
-    pub fn add_item(
+    pub(super) fn add_item(
         &mut self,
         disk: Option<&Disk>,
         kind: ItemKind,
@@ -193,7 +193,7 @@ impl Pane {
     }
 
     /// Keeps the conversation's meta.
-    pub fn save_meta(&self, disk: Option<&Disk>) {
+    pub(super) fn save_meta(&self, disk: Option<&Disk>) {
         if let Some(disk) = disk {
             disk.save_meta(&self.meta);
         }
@@ -202,7 +202,7 @@ impl Pane {
     /// The events after `after` (≤ the seed's count per answer), or the whole
     /// view for a reader from another epoch, without a cursor, or too far
     /// behind. `open_asks` are the pane's open asks, as the wire shows them.
-    pub fn page(&self, after: Option<u64>, same_epoch: bool, open_asks: Vec<Value>) -> Page {
+    pub(super) fn page(&self, after: Option<u64>, same_epoch: bool, open_asks: Vec<Value>) -> Page {
         let oldest = self
             .events
             .front()

@@ -34,13 +34,13 @@ pub(crate) struct Snapshot {
 
 impl Snapshot {
     /// Whether there is uncommitted work (the working tree differs from HEAD).
-    pub fn uncommitted(&self) -> bool {
+    pub(crate) fn uncommitted(&self) -> bool {
         self.tree != self.head_tree
     }
 
     /// A commit of the snapshot: HEAD itself when nothing is uncommitted,
     /// otherwise a dangling commit of the tree on top of HEAD.
-    pub async fn commit(&self, git: &Git) -> Result<String, ApiError> {
+    pub(crate) async fn commit(&self, git: &Git) -> Result<String, ApiError> {
         if !self.uncommitted() {
             return Ok(self.head.clone());
         }
@@ -161,7 +161,7 @@ pub(crate) struct MergeOf {
 
 impl MergeOf {
     /// `ours` and `theirs`, merged from their merge bases.
-    pub fn new(ours: &str, theirs: &str) -> MergeOf {
+    pub(crate) fn new(ours: &str, theirs: &str) -> MergeOf {
         MergeOf {
             ours: ours.to_owned(),
             theirs: theirs.to_owned(),

@@ -20,7 +20,7 @@ impl Host {
     /// settings, attach script, exit status, a sandbox's private home and
     /// socket folder) and ends their tmux sessions, their forwarded sockets
     /// cancelled; when the host cannot be reached, on the link's next way up.
-    pub async fn remove_terminal_files(&self, ids: &[u64]) {
+    pub(crate) async fn remove_terminal_files(&self, ids: &[u64]) {
         self.drop_sockets(ids).await;
         if self.lock().state != LinkState::Up {
             // Not through ssh's fallback to a direct connection either: a
@@ -123,7 +123,7 @@ impl Host {
     /// secret (paths and git arguments only). Should the link go down
     /// meanwhile, the script's ssh is ended and the answer is `unavailable`
     /// at once, as for any request while the host is down.
-    pub async fn run(
+    pub(crate) async fn run(
         self: &Arc<Self>,
         script: &str,
         stdin: Option<&[u8]>,
@@ -145,7 +145,7 @@ impl Host {
     /// and pid, then every process's `/proc/<pid>/stat`, in sections split
     /// by `---` lines. `None`: the link is not up, the host has no tmux, or
     /// the read failed.
-    pub async fn processes_for_usage(&self) -> Option<String> {
+    pub(crate) async fn processes_for_usage(&self) -> Option<String> {
         if self.lock().state != krad_bus::protocol::LinkState::Up || self.has_tmux() != Some(true) {
             return None;
         }
@@ -206,7 +206,7 @@ impl Host {
 
     /// Writes a private (0600, in a 0700 directory) file on the host, its
     /// contents through stdin — never on a command line.
-    pub async fn write_private(
+    pub(crate) async fn write_private(
         self: &Arc<Self>,
         path: &str,
         contents: &[u8],

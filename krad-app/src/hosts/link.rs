@@ -38,7 +38,7 @@ impl Host {
     /// Never waits on ssh for a host that is `down` (re-opened in the
     /// background) or that `failed` while another attempt runs: the answer is
     /// `unavailable` at once with the reason known.
-    pub async fn connect(self: &Arc<Self>) -> Result<u16, ApiError> {
+    pub(crate) async fn connect(self: &Arc<Self>) -> Result<u16, ApiError> {
         if let Some(known) = self.known_answer(false) {
             return known;
         }
@@ -122,7 +122,7 @@ impl Host {
     /// on the host): again and again until it is up or the app stops, the
     /// host `down` with ssh's reason meanwhile (krad re-opens it; requests
     /// are answered `unavailable` at once). Whether it is up.
-    pub async fn open_for_waiting_terminals(self: &Arc<Self>) -> bool {
+    pub(crate) async fn open_for_waiting_terminals(self: &Arc<Self>) -> bool {
         let mut backoff = FIRST_BACKOFF;
         loop {
             if self.stopping.is_set() {
@@ -443,7 +443,7 @@ impl Host {
     }
 
     /// Closes the control connection.
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         self.stopping.set();
         if self.lock().state == LinkState::Stopped {
             return;

@@ -27,7 +27,7 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// One socket carried to the host: its path there, and the app's here.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Carried {
+pub(crate) struct Carried {
     /// The path on the host (absolute: ssh does not expand `~`).
     pub there: String,
     /// The app's listening socket here.
@@ -46,7 +46,7 @@ impl Host {
     /// anew, 0700): each path's old socket removed, then forwarded through the
     /// control connection. Kept for the link's next way up. `failed`, saying
     /// what to change, when the host refuses Unix-socket forwarding.
-    pub async fn carry_sockets(
+    pub(crate) async fn carry_sockets(
         self: &Arc<Self>,
         id: u64,
         dir: &str,

@@ -19,13 +19,13 @@ use crate::remote_tmux;
 impl Host {
     /// The terminals in tmux on the host (one control client for them all),
     /// when it has tmux (and the link was up, to know it).
-    pub fn tmux_terminals(&self) -> Option<Arc<TmuxHost>> {
+    pub(crate) fn tmux_terminals(&self) -> Option<Arc<TmuxHost>> {
         (self.has_tmux() == Some(true)).then(|| Arc::clone(&self.terminals))
     }
 
     /// The host's terminal host for tmux there, whether or not the host was
     /// reached yet (a restarted app's terminals wait in it for the link).
-    pub fn tmux_host(&self) -> Arc<TmuxHost> {
+    pub(crate) fn tmux_host(&self) -> Arc<TmuxHost> {
         Arc::clone(&self.terminals)
     }
 
@@ -49,7 +49,7 @@ impl Host {
     /// Once the link is up: has the host's tmux client take back the
     /// terminals waiting for it, in the background (it blocks on the round
     /// trips), trying again with backoff while some wait and the link stays up.
-    pub fn resume_terminals(self: &Arc<Self>) {
+    pub(crate) fn resume_terminals(self: &Arc<Self>) {
         if self.has_tmux() == Some(false) {
             // Kept by an app when the host had tmux; it has none now (or tmux
             // was turned off): they can never be taken back.

@@ -12,11 +12,11 @@ use std::time::Duration;
 use krad_term::Snapshot;
 
 /// How often a contained terminal's screen is read while its output flows.
-pub const LOOK_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 /// The lines of scrollback read with the screen: what scrolled by since the
 /// last look, on a busy terminal.
-pub const SCROLLBACK: usize = 200;
+pub(crate) const SCROLLBACK: usize = 200;
 
 /// The error a refused write gets, as tools print it (strerror of `EROFS`).
 const REFUSED: &str = "Read-only file system";
@@ -26,14 +26,14 @@ const MAX_LINES: usize = 100;
 
 /// What one contained terminal's screen said of refused writes so far.
 #[derive(Debug, Default)]
-pub struct Refusals {
+pub(crate) struct Refusals {
     told: HashSet<String>,
 }
 
 impl Refusals {
     /// Logs the lines of `snapshot` naming a refused write not told before;
     /// returns them.
-    pub fn look(&mut self, id: u64, snapshot: &Snapshot) -> Vec<String> {
+    pub(crate) fn look(&mut self, id: u64, snapshot: &Snapshot) -> Vec<String> {
         let lines = snapshot
             .scrollback
             .iter()

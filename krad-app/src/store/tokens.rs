@@ -12,7 +12,7 @@ use super::Store;
 
 impl Store {
     /// The terminals whose hooks named files of their model calls: id and files.
-    pub fn token_targets(&self) -> Vec<(u64, Vec<PathBuf>)> {
+    pub(crate) fn token_targets(&self) -> Vec<(u64, Vec<PathBuf>)> {
         self.lock()
             .agents
             .values()
@@ -22,7 +22,7 @@ impl Store {
     }
 
     /// Writes each terminal's tokens into its record, without a new rev.
-    pub fn set_tokens(&self, tokens: impl IntoIterator<Item = (u64, Tokens)>) {
+    pub(crate) fn set_tokens(&self, tokens: impl IntoIterator<Item = (u64, Tokens)>) {
         self.write_in_place(tokens, |record| &mut record.tokens);
     }
 }

@@ -29,9 +29,9 @@
 //! * [`gc`] — CollectEnvironments: archives and removes what matches, never
 //!   what a terminal or another program still uses.
 
-pub mod archives;
-pub mod changes;
-pub mod conflicts;
+pub(crate) mod archives;
+pub(crate) mod changes;
+pub(crate) mod conflicts;
 mod creation;
 pub(crate) mod disk;
 pub(crate) mod gc;
@@ -43,9 +43,9 @@ mod recovery;
 mod removal;
 pub(crate) mod run_variants;
 mod setup;
-pub mod snapshot;
-pub mod update;
-pub mod variants;
+pub(crate) mod snapshot;
+pub(crate) mod update;
+pub(crate) mod variants;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

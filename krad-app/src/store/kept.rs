@@ -15,7 +15,7 @@ use crate::records::TerminalEntry;
 
 /// Which terminals' records the state file keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Keeping {
+pub(crate) enum Keeping {
     /// This machine's terminals (the PTY host: after a crash they are shown
     /// lost, never forgotten), and those on hosts that live in tmux there.
     Local,
@@ -26,7 +26,7 @@ pub enum Keeping {
 impl Store {
     /// Keeps terminals' records in the state file from now on, as `keeping`
     /// says, with `endpoint`, the bus endpoint new terminals are given.
-    pub fn keep_terminals(&self, endpoint: &str, keeping: Keeping) {
+    pub(crate) fn keep_terminals(&self, endpoint: &str, keeping: Keeping) {
         let mut inner = self.lock();
         inner.keep_terminals = Some(endpoint.to_owned());
         inner.keeping = keeping;
@@ -35,7 +35,7 @@ impl Store {
     /// Stops keeping this machine's terminals and forgets their kept records
     /// (a clean stop closed them all, as Close would have): an exit seen
     /// after this is not written back.
-    pub fn forget_local_kept(&self) {
+    pub(crate) fn forget_local_kept(&self) {
         let mut inner = self.lock();
         if inner.keeping == Keeping::Local {
             inner.keep_terminals = None;
@@ -55,25 +55,25 @@ impl Store {
 
     /// Keeps terminal `id`'s record in the state file whatever the host (see
     /// [`crate::remote_tmux`]); call before its record is first kept.
-    pub fn keep_terminal(&self, id: u64) {
+    pub(crate) fn keep_terminal(&self, id: u64) {
         self.lock().kept_anyway.insert(id);
     }
 
     /// The terminals kept in the state file (by a run with a restart-safe host).
-    pub fn kept_terminals(&self) -> Vec<TerminalEntry> {
+    pub(crate) fn kept_terminals(&self) -> Vec<TerminalEntry> {
         self.lock().persisted.terminals.values().cloned().collect()
     }
 
     /// Keeps a terminal's record (its pid not yet known) before its program
     /// starts, when terminals are kept: a crash right after the start then
     /// leaves a terminal the next app takes back, not one it ends.
-    pub fn keep_before_start(&self, record: &AgentRecord, token_file: Option<&PathBuf>) {
+    pub(crate) fn keep_before_start(&self, record: &AgentRecord, token_file: Option<&PathBuf>) {
         let mut inner = self.lock();
         self.keep(&mut inner, record, token_file);
     }
 
     /// Forgets a kept record whose program never started.
-    pub fn forget_kept(&self, id: u64) {
+    pub(crate) fn forget_kept(&self, id: u64) {
         let mut inner = self.lock();
         if inner.persisted.terminals.remove(&id).is_some()
             && let Err(e) = self

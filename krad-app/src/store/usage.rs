@@ -10,7 +10,7 @@ use super::Store;
 
 impl Store {
     /// The terminals whose processes run on this machine: id and pid.
-    pub fn usage_targets(&self) -> Vec<(u64, u32)> {
+    pub(crate) fn usage_targets(&self) -> Vec<(u64, u32)> {
         self.lock()
             .agents
             .values()
@@ -20,7 +20,7 @@ impl Store {
     }
 
     /// The terminals on SSH hosts that have not exited: host name and id.
-    pub fn host_usage_targets(&self) -> Vec<(String, u64)> {
+    pub(crate) fn host_usage_targets(&self) -> Vec<(String, u64)> {
         self.lock()
             .agents
             .values()
@@ -31,7 +31,7 @@ impl Store {
 
     /// Writes each sample into its terminal's record. Waiters are not woken,
     /// and List's kept answer is spliced again at its next call.
-    pub fn set_usage(&self, samples: impl IntoIterator<Item = (u64, Usage)>) {
+    pub(crate) fn set_usage(&self, samples: impl IntoIterator<Item = (u64, Usage)>) {
         self.write_in_place(samples, |record| &mut record.usage);
     }
 

@@ -49,7 +49,7 @@ mod link;
 mod sockets;
 mod tmux;
 
-pub use sockets::Carried;
+pub(crate) use sockets::Carried;
 
 /// What an app keeps of a host between runs (`<state dir>/hosts/<name>.json`).
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -83,7 +83,7 @@ struct Link {
 }
 
 /// One SSH host.
-pub struct Host {
+pub(crate) struct Host {
     /// Its name.
     pub name: String,
     /// Its config.
@@ -116,27 +116,27 @@ mod tokio_util_cancel {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     #[derive(Default)]
-    pub struct Flag(AtomicBool);
+    pub(super) struct Flag(AtomicBool);
 
     impl Flag {
-        pub fn set(&self) {
+        pub(super) fn set(&self) {
             self.0.store(true, Ordering::SeqCst);
         }
-        pub fn is_set(&self) -> bool {
+        pub(super) fn is_set(&self) -> bool {
             self.0.load(Ordering::SeqCst)
         }
     }
 }
 
 /// Every configured host.
-pub struct Hosts {
+pub(crate) struct Hosts {
     hosts: BTreeMap<String, Arc<Host>>,
 }
 
 impl Hosts {
     /// The hosts of the config; nothing connects until first use. `state_dir`
     /// is the app's state directory, `root` its repository.
-    pub fn new(
+    pub(crate) fn new(
         config: &BTreeMap<String, HostConfig>,
         bus_port: u16,
         state_dir: &std::path::Path,
@@ -190,7 +190,7 @@ impl Hosts {
     }
 
     /// A host by name, or `not_found`.
-    pub fn get(&self, name: &str) -> Result<Arc<Host>, ApiError> {
+    pub(crate) fn get(&self, name: &str) -> Result<Arc<Host>, ApiError> {
         self.hosts.get(name).cloned().ok_or_else(|| {
             ApiError::new(
                 ErrorCode::NotFound,
@@ -201,19 +201,19 @@ impl Hosts {
     }
 
     /// Every host, in name order.
-    pub fn all(&self) -> Vec<Arc<Host>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Host>> {
         self.hosts.values().cloned().collect()
     }
 
     /// Every host's status.
-    pub fn statuses(&self) -> Vec<HostStatus> {
+    pub(crate) fn statuses(&self) -> Vec<HostStatus> {
         self.hosts.values().map(|h| h.status()).collect()
     }
 
     /// Whether `terminal` is a host terminal taken over from the last run
     /// that has not been given this run's token yet (its calls with the last
     /// run's token are refused, but retryable: see docs/hosts.md).
-    pub fn token_being_renewed(&self, terminal: u64) -> bool {
+    pub(crate) fn token_being_renewed(&self, terminal: u64) -> bool {
         self.hosts
             .values()
             .any(|host| lock(&host.awaiting_tokens).contains(&terminal))
@@ -222,7 +222,7 @@ impl Hosts {
     /// Closes every control connection. With `close_terminals`, the terminals
     /// on the hosts end too: this app's tmux server there is ended and its
     /// terminals' files removed (else they live on, for the next app).
-    pub async fn shutdown(&self, close_terminals: bool) {
+    pub(crate) async fn shutdown(&self, close_terminals: bool) {
         for host in self.hosts.values() {
             if close_terminals {
                 host.remove_everything().await;
@@ -239,18 +239,18 @@ impl Host {
 
     /// Notes that `terminals`, taken over from the last run, wait for this
     /// run's token on the host.
-    pub fn await_new_tokens(&self, terminals: impl IntoIterator<Item = u64>) {
+    pub(crate) fn await_new_tokens(&self, terminals: impl IntoIterator<Item = u64>) {
         lock(&self.awaiting_tokens).extend(terminals);
     }
 
     /// Notes that `terminal`'s token file on the host holds this run's token
     /// (or could not be written: then its calls fail for good).
-    pub fn has_new_token(&self, terminal: u64) {
+    pub(crate) fn has_new_token(&self, terminal: u64) {
         lock(&self.awaiting_tokens).remove(&terminal);
     }
 
     /// The link's state now.
-    pub fn status(&self) -> HostStatus {
+    pub(crate) fn status(&self) -> HostStatus {
         let link = self.lock();
         HostStatus {
             name: self.name.clone(),
@@ -283,7 +283,7 @@ impl Host {
     }
 
     /// The `krad` to run on the host.
-    pub fn krad(&self) -> String {
+    pub(crate) fn krad(&self) -> String {
         self.config
             .krad
             .clone()
@@ -291,7 +291,7 @@ impl Host {
     }
 
     /// ssh's arguments to run something through the control connection.
-    pub fn ssh_args(&self, tty: bool) -> Vec<String> {
+    pub(crate) fn ssh_args(&self, tty: bool) -> Vec<String> {
         let mut args = Vec::new();
         if tty {
             args.push("-tt".to_owned());
@@ -310,7 +310,7 @@ impl Host {
     }
 
     /// Whether the host has tmux, once connected.
-    pub fn has_tmux(&self) -> Option<bool> {
+    pub(crate) fn has_tmux(&self) -> Option<bool> {
         self.lock().tmux
     }
 
@@ -334,25 +334,25 @@ impl Host {
     }
 
     /// Whether the app is stopping.
-    pub fn is_stopping(&self) -> bool {
+    pub(crate) fn is_stopping(&self) -> bool {
         self.stopping.is_set()
     }
 
     /// The host's `$HOME`, once connected.
-    pub fn home(&self) -> Option<String> {
+    pub(crate) fn home(&self) -> Option<String> {
         self.lock().home.clone()
     }
 
     /// This app's folder on the host for its terminals' tokens, launchers and
     /// settings (0700), when they do not live in tmux: they end with the app.
-    pub fn terminal_files_dir(&self) -> String {
+    pub(crate) fn terminal_files_dir(&self) -> String {
         let home = self.home().unwrap_or_else(|| "/tmp".to_owned());
         format!("{home}/.krad-ade/remote-{}", std::process::id())
     }
 
     /// This app's folder on the host for the terminals that live in tmux
     /// there (0700): it outlives the app, for the next one.
-    pub fn tmux_files_dir(&self) -> String {
+    pub(crate) fn tmux_files_dir(&self) -> String {
         let home = self.home().unwrap_or_else(|| "/tmp".to_owned());
         format!("{home}/.krad-ade/{}", self.app_name)
     }

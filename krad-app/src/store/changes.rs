@@ -10,7 +10,7 @@ use super::{Change, Entry, Inner, Store};
 impl Store {
     /// The first message of a subscription, and the rev it covers.
     /// Taken under the lock, so no change falls between it and what follows.
-    pub fn snapshot(&self, environment: Option<&str>, since_rev: Option<u64>) -> SnapshotLine {
+    pub(crate) fn snapshot(&self, environment: Option<&str>, since_rev: Option<u64>) -> SnapshotLine {
         let inner = self.lock();
         let matches = |env: &str| environment.is_none_or(|e| e == env);
         let resumable = since_rev.filter(|&since| {
@@ -48,7 +48,7 @@ impl Store {
     }
 
     /// Every change after `rev`, as stream messages in rev order, and the rev now.
-    pub fn changes_since(&self, rev: u64, environment: Option<&str>) -> (Vec<StreamMessage>, u64) {
+    pub(crate) fn changes_since(&self, rev: u64, environment: Option<&str>) -> (Vec<StreamMessage>, u64) {
         let inner = self.lock();
         let mut messages = Vec::new();
         for_changes_after(&inner, rev, environment, |change| {
@@ -64,7 +64,7 @@ impl Store {
     /// every change, as it was made, while the last [`RECENT_CHANGES`] hold
     /// all of those since `rev`; further behind, each changed agent once, as
     /// it is now (conflated: the reader still ends at every current state).
-    pub fn lines_since(
+    pub(crate) fn lines_since(
         &self,
         rev: u64,
         environment: Option<&str>,
