@@ -45,15 +45,16 @@ mod records;
 mod remote_tmux;
 mod reports;
 mod requests;
+mod sampling;
 pub mod sandbox;
 mod screen_questions;
 mod sending;
 mod spawning;
+mod spend;
 mod state_db;
 mod store;
 mod subscription;
 mod terminal_token;
-mod tokens;
 mod transcripts;
 pub mod usage;
 mod waiting;
@@ -264,8 +265,7 @@ impl EmbeddedApp {
         leftovers::clean(&self.core).await;
         notify::start(&self.core);
         environments::disk::start(&self.core);
-        tokio::spawn(usage::run(Arc::downgrade(&self.core)));
-        tokio::spawn(tokens::run(Arc::downgrade(&self.core)));
+        tokio::spawn(sampling::run(Arc::downgrade(&self.core)));
         endpoints
     }
 

@@ -69,7 +69,7 @@ fn take_report(
         e.first_turn_pending = false;
     }
     if let Some(path) = request.transcript.as_deref().map(std::path::PathBuf::from)
-        && crate::tokens::acceptable(&path)
+        && crate::spend::acceptable(&path)
         && !e.transcripts.contains(&path)
     {
         e.transcripts.push(path);

@@ -275,7 +275,10 @@ impl Store {
     }
 
     /// Forgets a worktree environment, persisted before returning.
-    pub(crate) fn remove_environment(&self, name: &str) -> std::io::Result<Option<EnvironmentRecord>> {
+    pub(crate) fn remove_environment(
+        &self,
+        name: &str,
+    ) -> std::io::Result<Option<EnvironmentRecord>> {
         let mut inner = self.lock();
         self.db
             .write(|tx| tx.remove(Kind::Environment, name))
@@ -496,7 +499,11 @@ impl Store {
     /// change like any other, so its JSON, its watchers and the revs never
     /// fall behind it. The record last published (the watch's) is what it is
     /// compared with — no copy is taken per call.
-    pub(crate) fn update(&self, id: u64, change: impl FnOnce(&mut Entry) -> bool) -> Option<AgentRecord> {
+    pub(crate) fn update(
+        &self,
+        id: u64,
+        change: impl FnOnce(&mut Entry) -> bool,
+    ) -> Option<AgentRecord> {
         let mut inner = self.lock();
         let entry = inner.agents.get_mut(&id)?;
         if !change(entry) && *entry.watch.borrow() == entry.record {
@@ -719,7 +726,7 @@ pub(crate) fn set_state(
 
 mod changes;
 mod kept;
-mod tokens;
+mod spend;
 mod usage;
 
 pub(crate) use kept::Keeping;

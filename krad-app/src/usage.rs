@@ -1,6 +1,6 @@
 //! What each terminal costs the machine: CPU and resident memory of its whole
 //! process tree (the program and every process below it), read from `/proc`
-//! every [`PERIOD`] by one task, off the request path, and written into the
+//! every [`PERIOD`] by the one sampler ([`crate::sampling`]), off the request path, and written into the
 //! records without a new rev ([`crate::store::Store::set_usage`]).
 //!
 //! One sample reads `/proc/<pid>/stat` of every process once (the tree is
@@ -12,15 +12,14 @@
 //! the panes' pids and every `/proc/<pid>/stat` of the host in one `ssh`).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use krad_bus::protocol::{Tenths, Usage};
 
 use crate::Core;
 use crate::store::now_rfc3339;
 
-/// How often the terminals' processes are sampled.
-pub const PERIOD: Duration = Duration::from_secs(2);
+pub use crate::sampling::PERIOD;
 
 /// One process as `/proc/<pid>/stat` tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,52 +216,54 @@ impl Sampler {
     }
 }
 
-/// Samples the terminals every [`PERIOD`] until the app's core is gone: this
-/// machine's, then each SSH host's (at most a period each).
-pub(crate) async fn run(core: std::sync::Weak<Core>) {
-    let mut here = Sampler::local();
-    let mut hosts: HashMap<String, Sampler> = HashMap::new();
-    let mut every = tokio::time::interval(PERIOD);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        every.tick().await;
-        let Some(live) = core.upgrade() else {
-            return;
-        };
+/// The usage sampler between two samples: what it saw of this machine's
+/// processes and of each SSH host's.
+pub(crate) struct Usages {
+    here: Sampler,
+    hosts: HashMap<String, Sampler>,
+}
+
+impl Usages {
+    pub(crate) fn new() -> Usages {
+        Usages {
+            here: Sampler::local(),
+            hosts: HashMap::new(),
+        }
+    }
+
+    /// Samples the terminals once — this machine's, then each SSH host's (at
+    /// most a period each) — and writes their usage into their records;
+    /// `None` once the app's core is gone.
+    pub(crate) async fn sample(&mut self, core: &std::sync::Weak<Core>) -> Option<()> {
+        let live = core.upgrade()?;
         let terminals = live.store.usage_targets();
         let on_hosts = live.store.host_usage_targets();
         drop(live);
         if terminals.is_empty() {
-            here.seen.clear();
+            self.here.seen.clear();
         } else {
-            let sampled = tokio::task::spawn_blocking(move || {
+            let mut here = std::mem::replace(&mut self.here, Sampler::local());
+            let (back, usages) = tokio::task::spawn_blocking(move || {
                 let usages = here.sample(&processes(), &terminals);
                 (here, usages)
             })
-            .await;
-            let Ok((back, usages)) = sampled else {
-                return;
-            };
-            here = back;
-            let Some(live) = core.upgrade() else {
-                return;
-            };
-            live.store.set_usage(usages);
+            .await
+            .ok()?;
+            self.here = back;
+            core.upgrade()?.store.set_usage(usages);
         }
         let mut by_host: HashMap<String, Vec<u64>> = HashMap::new();
         for (host, id) in on_hosts {
             by_host.entry(host).or_default().push(id);
         }
-        hosts.retain(|name, _| by_host.contains_key(name));
+        self.hosts.retain(|name, _| by_host.contains_key(name));
         for (name, ids) in by_host {
-            let Some(usages) = sample_host(&core, &name, &ids, &mut hosts).await else {
+            let Some(usages) = sample_host(core, &name, &ids, &mut self.hosts).await else {
                 continue;
             };
-            let Some(live) = core.upgrade() else {
-                return;
-            };
-            live.store.set_usage(usages);
+            core.upgrade()?.store.set_usage(usages);
         }
+        Some(())
     }
 }
 
@@ -300,6 +301,8 @@ pub fn sample_once(pids: &[u32]) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

@@ -33,7 +33,11 @@ impl Krad {
     }
 
     /// [`Krad::start`] with a config file (the repository's `.krad/config.toml`).
-    pub(crate) fn start_config(krad: &Path, args: &[&str], config: Option<&str>) -> anyhow::Result<Krad> {
+    pub(crate) fn start_config(
+        krad: &Path,
+        args: &[&str],
+        config: Option<&str>,
+    ) -> anyhow::Result<Krad> {
         let dir = tempfile::tempdir()?;
         let repo = dir.path().join("repo");
         std::fs::create_dir_all(&repo)?;

@@ -82,7 +82,10 @@ impl Bus {
 
     /// Opens a streaming request (SubscribeAgents, Attach): its lines, and the
     /// write side for Attach's input.
-    pub(crate) async fn stream(&self, request: &Request) -> Result<(Lines, OwnedWriteHalf), String> {
+    pub(crate) async fn stream(
+        &self,
+        request: &Request,
+    ) -> Result<(Lines, OwnedWriteHalf), String> {
         let (reader, writer) = self.open(&request.to_value()).await?;
         Ok((
             Lines {

@@ -56,7 +56,11 @@ impl State {
 }
 
 /// Accepts connections until stopped.
-pub(crate) async fn serve(listener: TcpListener, state: Arc<State>, mut stopped: watch::Receiver<bool>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    state: Arc<State>,
+    mut stopped: watch::Receiver<bool>,
+) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let Ok(permit) = permits.clone().acquire_owned().await else {

@@ -44,7 +44,11 @@ pub(crate) struct Relay {
 }
 
 /// Serves one page until it leaves or the server stops.
-pub(crate) async fn serve(socket: HyperWebsocket, relay: Arc<Relay>, mut stopped: watch::Receiver<bool>) {
+pub(crate) async fn serve(
+    socket: HyperWebsocket,
+    relay: Arc<Relay>,
+    mut stopped: watch::Receiver<bool>,
+) {
     let Ok(socket) = socket.await else {
         return;
     };

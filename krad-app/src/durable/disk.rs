@@ -121,7 +121,13 @@ impl Disk {
 
     /// Items of a conversation from index `from`, at most `limit`; with
     /// `newest`, the last `limit` instead.
-    pub(super) fn items(&self, terminal: u64, from: usize, limit: usize, newest: bool) -> Vec<Item> {
+    pub(super) fn items(
+        &self,
+        terminal: u64,
+        from: usize,
+        limit: usize,
+        newest: bool,
+    ) -> Vec<Item> {
         let Ok(file) = std::fs::File::open(self.conversation(terminal, "jsonl")) else {
             return Vec::new();
         };

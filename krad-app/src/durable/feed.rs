@@ -309,7 +309,13 @@ impl Feed {
 
     /// Items of a conversation from index `from`, at most `limit`; with
     /// `newest`, the last `limit` instead.
-    pub(crate) fn read_items(&self, terminal: u64, from: usize, limit: usize, newest: bool) -> Vec<Item> {
+    pub(crate) fn read_items(
+        &self,
+        terminal: u64,
+        from: usize,
+        limit: usize,
+        newest: bool,
+    ) -> Vec<Item> {
         match self.disk.get() {
             Some(disk) => disk.items(terminal, from, limit, newest),
             None => Vec::new(),

@@ -10,7 +10,11 @@ use super::{Change, Entry, Inner, Store};
 impl Store {
     /// The first message of a subscription, and the rev it covers.
     /// Taken under the lock, so no change falls between it and what follows.
-    pub(crate) fn snapshot(&self, environment: Option<&str>, since_rev: Option<u64>) -> SnapshotLine {
+    pub(crate) fn snapshot(
+        &self,
+        environment: Option<&str>,
+        since_rev: Option<u64>,
+    ) -> SnapshotLine {
         let inner = self.lock();
         let matches = |env: &str| environment.is_none_or(|e| e == env);
         let resumable = since_rev.filter(|&since| {
@@ -48,7 +52,11 @@ impl Store {
     }
 
     /// Every change after `rev`, as stream messages in rev order, and the rev now.
-    pub(crate) fn changes_since(&self, rev: u64, environment: Option<&str>) -> (Vec<StreamMessage>, u64) {
+    pub(crate) fn changes_since(
+        &self,
+        rev: u64,
+        environment: Option<&str>,
+    ) -> (Vec<StreamMessage>, u64) {
         let inner = self.lock();
         let mut messages = Vec::new();
         for_changes_after(&inner, rev, environment, |change| {

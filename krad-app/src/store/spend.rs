@@ -1,4 +1,4 @@
-//! What the token reader ([`crate::tokens`]) reads from the store and writes
+//! What the spend reader ([`crate::spend`]) reads from the store and writes
 //! into it: the files each terminal's hooks named, and each one's tokens,
 //! written into its record and JSON in place — without a new rev, a stream
 //! line or a write to disk, as the CPU and memory samples are
@@ -12,7 +12,7 @@ use super::Store;
 
 impl Store {
     /// The terminals whose hooks named files of their model calls: id and files.
-    pub(crate) fn token_targets(&self) -> Vec<(u64, Vec<PathBuf>)> {
+    pub(crate) fn spend_targets(&self) -> Vec<(u64, Vec<PathBuf>)> {
         self.lock()
             .agents
             .values()
@@ -22,7 +22,7 @@ impl Store {
     }
 
     /// Writes each terminal's tokens into its record, without a new rev.
-    pub(crate) fn set_tokens(&self, tokens: impl IntoIterator<Item = (u64, Tokens)>) {
+    pub(crate) fn set_spend(&self, tokens: impl IntoIterator<Item = (u64, Tokens)>) {
         self.write_in_place(tokens, |record| &mut record.tokens);
     }
 }

@@ -1,9 +1,9 @@
-//! What each agent's model calls used, from the files its CLI writes — Claude
+//! Spend: what each agent's model calls used, from the files its CLI writes — Claude
 //! Code's transcript, Codex's rollout file, named by the agent's hooks
-//! (Report's `transcript`) — read every [`PERIOD`] by one task, off the
+//! (Report's `transcript`) — read every [`crate::sampling::PERIOD`] by one task, off the
 //! request path, each from where the last read stopped, and priced
 //! ([`crate::prices`]). Written into the records without a new rev
-//! ([`crate::store::Store::set_tokens`]), as the CPU and memory samples are.
+//! ([`crate::store::Store::set_spend`]), as the CPU and memory samples are.
 //!
 //! * Claude Code writes an `assistant` line per content block of a message,
 //!   each with the message's `usage`: a message counts once, by its id, with
@@ -16,16 +16,12 @@
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use krad_bus::protocol::{Dollars, Tokens};
 use serde::Deserialize;
 
 use crate::Core;
 use crate::prices::{Counts, Prices};
-
-/// How often the agents' files are read.
-pub(crate) const PERIOD: Duration = Duration::from_secs(2);
 
 /// At most this much of a file is read at once (the rest at the next period).
 const MAX_READ: u64 = 16 << 20;
@@ -273,42 +269,44 @@ pub(crate) fn priced(meters: &[Meter], prices: &Prices) -> Tokens {
 /// Each terminal's meters, one per file its hooks named.
 type Meters = HashMap<u64, Vec<Meter>>;
 
-/// Reads the terminals' files every [`PERIOD`] until the app's core is gone.
-pub(crate) async fn run(core: std::sync::Weak<Core>) {
-    let prices = match core.upgrade() {
-        Some(live) => Prices::with(&live.settings.config.prices),
-        None => return,
-    };
-    let mut meters = Meters::new();
-    let mut every = tokio::time::interval(PERIOD);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        every.tick().await;
-        let Some(live) = core.upgrade() else {
-            return;
-        };
-        let targets = live.store.token_targets();
-        drop(live);
-        if targets.is_empty() {
-            meters.clear();
-            continue;
+/// The spend reader between two samples: its meters and the prices.
+pub(crate) struct Reader {
+    meters: Meters,
+    prices: Prices,
+}
+
+impl Reader {
+    /// A reader pricing with the config's `[prices]`.
+    pub(crate) fn new(core: &Core) -> Reader {
+        Reader {
+            meters: Meters::new(),
+            prices: Prices::with(&core.settings.config.prices),
         }
-        let prices = prices.clone();
-        let read = tokio::task::spawn_blocking(move || {
+    }
+
+    /// Reads the terminals' files once (off the runtime's workers) and
+    /// writes what changed into their records; `None` once the app's core is
+    /// gone.
+    pub(crate) async fn sample(&mut self, core: &std::sync::Weak<Core>) -> Option<()> {
+        let targets = core.upgrade()?.store.spend_targets();
+        if targets.is_empty() {
+            self.meters.clear();
+            return Some(());
+        }
+        let mut meters = std::mem::take(&mut self.meters);
+        let prices = self.prices.clone();
+        let (back, tokens) = tokio::task::spawn_blocking(move || {
             let tokens = read_all(&mut meters, &targets, &prices);
             (meters, tokens)
         })
-        .await;
-        let Ok((back, tokens)) = read else {
-            return;
-        };
-        meters = back;
-        let Some(live) = core.upgrade() else {
-            return;
-        };
+        .await
+        .ok()?;
+        self.meters = back;
+        let live = core.upgrade()?;
         let changed: Vec<u64> = tokens.iter().map(|(id, _)| *id).collect();
-        live.store.set_tokens(tokens);
+        live.store.set_spend(tokens);
         crate::budget::check(&live, &changed).await;
+        Some(())
     }
 }
 
