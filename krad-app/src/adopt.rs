@@ -34,13 +34,14 @@ use krad_bus::protocol::{AgentRecord, AgentState, StateSource, TerminalRef};
 use krad_term::{AdoptSpec, Attachment, ExitStatus, Snapshot, Survivor, Terminal, TerminalEvent};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use crate::Core;
 use crate::config::{HookKind, PromptDelivery};
 use crate::hosts::Host;
 use crate::profile::Profile;
 use crate::profile::shell_quote;
 use crate::records::TerminalEntry;
 use crate::store::set_state;
-use crate::{Core, private_file, terminal_token, transcripts, watcher};
+use crate::{private_file, terminal_token, transcripts, watcher};
 
 /// Events a terminal may queue before frequent ones are coalesced (as Spawn).
 const EVENT_QUEUE: usize = 64;

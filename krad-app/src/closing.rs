@@ -7,9 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::Core;
 use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
 
-use crate::{CLOSE_GRACE, Core};
+/// How long a closed terminal's program has between SIGHUP and SIGKILL.
+pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// Ends a terminal's program and removes the terminal from the records.
 pub(crate) async fn close_terminal(core: &Arc<Core>, id: u64) -> Result<(), ApiError> {

@@ -55,9 +55,27 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+/// What the app needs to know to start.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The repository (the `main` environment).
+    pub root: PathBuf,
+    /// Where the app keeps its state, transcripts and hook files.
+    pub state_dir: PathBuf,
+    /// A private (0700) directory for the terminals' token files.
+    pub token_dir: PathBuf,
+    /// The `krad` executable terminals and hooks call.
+    pub krad: PathBuf,
+    /// The bus endpoint terminals are given (127.0.0.1:PORT).
+    pub endpoint: SocketAddr,
+    /// The config file's contents.
+    pub config: Config,
+}
 
 /// How the prompt reaches the program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

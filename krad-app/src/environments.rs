@@ -29,6 +29,9 @@
 //! * [`gc`] — CollectEnvironments: archives and removes what matches, never
 //!   what a terminal or another program still uses.
 
+/// The environment every app has: the repository it was started in.
+pub(crate) const MAIN: &str = "main";
+
 pub(crate) mod archives;
 pub(crate) mod changes;
 pub(crate) mod conflicts;

@@ -4,9 +4,8 @@
 
 use std::path::Path;
 
+use crate::config::Settings;
 use krad_ext::{ExtensionManager, Limits, ServerSpec};
-
-use crate::Settings;
 
 /// The manager for the `[extensions.NAME]` tables of the config; a relative
 /// `cwd` is taken from the repository, a missing one is the repository.

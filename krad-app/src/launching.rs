@@ -8,11 +8,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::Core;
 use krad_bus::protocol::TerminalRef;
 use krad_bus::server::Waiting;
 use tokio::sync::watch;
-
-use crate::Core;
 
 /// The longest a request from a starting terminal waits for its record: a
 /// Spawn's own deadline.

@@ -45,7 +45,7 @@ mod records;
 mod remote_tmux;
 mod reports;
 mod requests;
-mod sampling;
+pub mod sampling;
 pub mod sandbox;
 mod screen_questions;
 mod sending;
@@ -60,6 +60,10 @@ pub mod usage;
 mod waiting;
 mod watcher;
 
+pub use config::Settings;
+pub use durable::{Durable, Readiness, SOCKET_ENV as DURABLE_SOCKET_ENV, TlsListening};
+pub use subscription::AgentStream;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -71,35 +75,10 @@ use krad_bus::server::request_log::RequestLog;
 use krad_bus::token::Secret;
 use krad_term::{TerminalHost, TmuxHost};
 
-pub use durable::{Durable, Readiness, SOCKET_ENV as DURABLE_SOCKET_ENV, TlsListening};
-pub use subscription::AgentStream;
-
-use crate::config::{Config, TerminalHostKind};
+use crate::config::TerminalHostKind;
+use crate::environments::MAIN;
 use crate::profile::Profiles;
 use crate::store::Store;
-
-/// The environment every app has: the repository it was started in.
-pub const MAIN: &str = "main";
-
-/// How long a closed terminal's program has between SIGHUP and SIGKILL.
-pub const CLOSE_GRACE: Duration = Duration::from_secs(5);
-
-/// What the app needs to know to start.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The repository (the `main` environment).
-    pub root: PathBuf,
-    /// Where the app keeps its state, transcripts and hook files.
-    pub state_dir: PathBuf,
-    /// A private (0700) directory for the terminals' token files.
-    pub token_dir: PathBuf,
-    /// The `krad` executable terminals and hooks call.
-    pub krad: PathBuf,
-    /// The bus endpoint terminals are given (127.0.0.1:PORT).
-    pub endpoint: SocketAddr,
-    /// The config file's contents.
-    pub config: Config,
-}
 
 /// The shared core of the app; handlers and watchers hold it.
 pub(crate) struct Core {
@@ -278,9 +257,10 @@ impl EmbeddedApp {
         let terminals = self.core.store.terminals();
         if close_terminals {
             for terminal in &terminals {
-                terminal.close(CLOSE_GRACE);
+                terminal.close(closing::CLOSE_GRACE);
             }
-            let deadline = tokio::time::Instant::now() + CLOSE_GRACE + Duration::from_secs(1);
+            let deadline =
+                tokio::time::Instant::now() + closing::CLOSE_GRACE + Duration::from_secs(1);
             while terminals.iter().any(|t| t.exit_status().is_none())
                 && tokio::time::Instant::now() < deadline
             {

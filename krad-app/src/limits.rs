@@ -17,11 +17,10 @@
 //! `memory_max_mib` needs cgroup v2 delegated to the app (see [`crate::cgroup`]);
 //! without it a Spawn here is answered `invalid`, saying why.
 
+use crate::Core;
 use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
 use serde::Deserialize;
 use serde_json::json;
-
-use crate::Core;
 
 /// How long a refused request is told to wait before trying again: the
 /// period at which agents' states and the machine's memory are seen to move.

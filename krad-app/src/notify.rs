@@ -12,11 +12,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::Core;
 use krad_bus::protocol::{AgentRecord, AgentState, StreamMessage};
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
-
-use crate::Core;
 
 /// How long a notify command may run before it is killed.
 const COMMAND_LIMIT: Duration = Duration::from_secs(30);

@@ -27,10 +27,11 @@ use krad_term::{ExitStatus, Snapshot, Terminal};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, oneshot};
 
+use crate::Core;
 use crate::profile::Profile;
 use crate::spawning::{self, QueuedSpawn, Spawned};
 use crate::store::{now_rfc3339, set_state};
-use crate::{Core, limits, sending};
+use crate::{limits, sending};
 
 /// How long the queue waits, after typing a queued Send into an idle agent,
 /// for the agent to be seen working before it judges the next (an agent

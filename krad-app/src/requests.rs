@@ -34,13 +34,12 @@ pub(crate) mod subscribe_agents;
 pub(crate) mod update_environment;
 pub(crate) mod wait;
 
+use crate::EmbeddedApp;
 use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode, TerminalRef};
 use krad_bus::request::RequestKind;
 use krad_bus::server::request_log::RequestLog;
 use krad_bus::server::{App, Waiting};
 use krad_bus::token::Principal;
-
-use crate::EmbeddedApp;
 
 /// A plain terminal may Send to and Close only the terminals it spawned, in its
 /// own environment; Client and lead terminals may act on any.

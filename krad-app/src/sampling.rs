@@ -28,7 +28,7 @@ pub(crate) async fn run(core: Weak<Core>) {
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        let (used, spent) = tokio::join!(usage.sample(&core), spend.sample(&core));
+        let (used, spent) = tokio::join!(usage.sample(&core, PERIOD), spend.sample(&core));
         if used.is_none() || spent.is_none() {
             return;
         }

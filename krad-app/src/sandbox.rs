@@ -264,7 +264,7 @@ pub struct BusSocket(std::sync::OnceLock<PathBuf>);
 impl BusSocket {
     /// The socket's path (`<state dir>/sandbox-bus/bus.sock`, in a 0700
     /// folder the sandboxes bind), listening.
-    fn path(&self, settings: &crate::Settings) -> std::io::Result<PathBuf> {
+    fn path(&self, settings: &crate::config::Settings) -> std::io::Result<PathBuf> {
         if let Some(path) = self.0.get() {
             return Ok(path.clone());
         }

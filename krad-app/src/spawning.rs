@@ -19,12 +19,14 @@ use krad_term::{SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost};
 use serde::{Deserialize, Serialize};
 
 use self::launch::{Launch, Prepared, local_launch, remote_launch};
+use crate::Core;
 use crate::config::PromptDelivery;
+use crate::environments::MAIN;
 use crate::hosts::Host;
 use crate::intents::{Plan, Underway};
 use crate::profile::Profile;
 use crate::store::now_rfc3339;
-use crate::{Core, MAIN, environments, terminal_token, watcher};
+use crate::{environments, terminal_token, watcher};
 
 /// The variables of the app's own environment a terminal never inherits (it
 /// is given its own).

@@ -2,9 +2,8 @@
 //! and written to a private token file. Shared by Spawn, which starts a
 //! terminal, and adopt, which takes one back after a restart.
 
-use krad_bus::protocol::{TerminalRef, Token};
-
 use crate::Core;
+use krad_bus::protocol::{TerminalRef, Token};
 
 /// The token a terminal is given: a lead token for a lead terminal.
 pub(crate) fn mint(core: &Core, me: &TerminalRef, lead: bool) -> Token {

@@ -4,12 +4,11 @@
 //! terminals' are never touched (each is bounded by its rotation). Runs at
 //! start and after each Close, on a blocking thread.
 
+use crate::Core;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
-
-use crate::Core;
 
 /// Where terminal `id`'s transcript is written.
 pub(crate) fn path(core: &Core, id: u64) -> std::path::PathBuf {

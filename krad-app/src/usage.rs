@@ -1,6 +1,6 @@
 //! What each terminal costs the machine: CPU and resident memory of its whole
 //! process tree (the program and every process below it), read from `/proc`
-//! every [`PERIOD`] by the one sampler ([`crate::sampling`]), off the request path, and written into the
+//! every [`crate::sampling::PERIOD`] by the one sampler ([`crate::sampling`]), off the request path, and written into the
 //! records without a new rev ([`crate::store::Store::set_usage`]).
 //!
 //! One sample reads `/proc/<pid>/stat` of every process once (the tree is
@@ -12,14 +12,12 @@
 //! the panes' pids and every `/proc/<pid>/stat` of the host in one `ssh`).
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use krad_bus::protocol::{Tenths, Usage};
 
 use crate::Core;
 use crate::store::now_rfc3339;
-
-pub use crate::sampling::PERIOD;
 
 /// One process as `/proc/<pid>/stat` tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,9 +230,13 @@ impl Usages {
     }
 
     /// Samples the terminals once — this machine's, then each SSH host's (at
-    /// most a period each) — and writes their usage into their records;
+    /// most `host_limit` each) — and writes their usage into their records;
     /// `None` once the app's core is gone.
-    pub(crate) async fn sample(&mut self, core: &std::sync::Weak<Core>) -> Option<()> {
+    pub(crate) async fn sample(
+        &mut self,
+        core: &std::sync::Weak<Core>,
+        host_limit: Duration,
+    ) -> Option<()> {
         let live = core.upgrade()?;
         let terminals = live.store.usage_targets();
         let on_hosts = live.store.host_usage_targets();
@@ -258,7 +260,8 @@ impl Usages {
         }
         self.hosts.retain(|name, _| by_host.contains_key(name));
         for (name, ids) in by_host {
-            let Some(usages) = sample_host(core, &name, &ids, &mut self.hosts).await else {
+            let Some(usages) = sample_host(core, &name, &ids, &mut self.hosts, host_limit).await
+            else {
                 continue;
             };
             core.upgrade()?.store.set_usage(usages);
@@ -274,9 +277,10 @@ async fn sample_host(
     name: &str,
     ids: &[u64],
     samplers: &mut HashMap<String, Sampler>,
+    limit: Duration,
 ) -> Option<Vec<(u64, Usage)>> {
     let host = core.upgrade()?.hosts.get(name).ok()?;
-    let said = tokio::time::timeout(PERIOD, host.processes_for_usage())
+    let said = tokio::time::timeout(limit, host.processes_for_usage())
         .await
         .ok()??;
     let host = parse_host_sample(&said)?;
@@ -301,8 +305,6 @@ pub fn sample_once(pids: &[u32]) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     #[test]

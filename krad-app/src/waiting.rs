@@ -7,13 +7,12 @@
 
 use std::time::Duration;
 
+use crate::Core;
 use futures_util::future::select_all;
 use krad_bus::protocol::{AgentRecord, AgentState, ApiError, Waited};
 use krad_bus::request::wait::{Until, Wait, WaitFor};
 use tokio::sync::watch;
 use tokio::time::Instant;
-
-use crate::Core;
 
 /// A Wait, read: the watches of its agents, its condition and its deadline.
 pub(crate) struct Waiting {

@@ -56,7 +56,7 @@ pub(crate) fn usage(ctx: &Ctx) -> anyhow::Result<()> {
     }
     anyhow::ensure!(found == terminals, "sampled {found} of {terminals} trees");
     let (sample, ps) = (Summary::of(&sampled), Summary::of(&listed));
-    let period_ms = krad_app::usage::PERIOD.as_secs_f64() * 1e3;
+    let period_ms = krad_app::sampling::PERIOD.as_secs_f64() * 1e3;
     ctx.out(&format!(
         "### Usage sampling: {terminals} terminals ({processes} processes on the machine)\n\n\
          | | ms per sample, median (min–max) |\n|---|---|\n\

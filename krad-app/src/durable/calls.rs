@@ -22,7 +22,9 @@ use krad_bus::token::Principal;
 use krad_durable::wire::{Peer, WireCall, WireError, WireResult};
 
 use super::AppFacet;
-use crate::{Core, EmbeddedApp, MAIN};
+use crate::Core;
+use crate::EmbeddedApp;
+use crate::environments::MAIN;
 
 pub(in crate::durable) use steer::type_text;
 

@@ -12,7 +12,8 @@ use super::ask_wire::{strip_allow_always, wire_ask};
 use super::events::PaneState;
 use super::feed::PaneStatus;
 use super::pane_log::pane_title;
-use crate::{Core, MAIN};
+use crate::Core;
+use crate::environments::MAIN;
 
 /// The layout as the phone reads it.
 pub(super) fn build(core: &Core, epoch: &str, caller: &Peer) -> Value {

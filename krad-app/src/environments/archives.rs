@@ -11,9 +11,10 @@ use krad_bus::protocol::{ApiError, ArchiveInfo, ErrorCode};
 use serde_json::json;
 
 use super::{NewWorktree, create, env_git, root_git, save};
+use crate::Core;
+use crate::environments::MAIN;
 use crate::hosts::Host;
 use crate::records::EnvironmentRecord;
-use crate::{Core, MAIN};
 
 /// Where archives are kept.
 const PREFIX: &str = "refs/krad/archive/";

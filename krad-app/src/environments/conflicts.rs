@@ -18,9 +18,10 @@ use krad_bus::protocol::{
 
 use super::snapshot::{MergeOf, Merged, Snapshot, merge_all, snapshot};
 use super::{directory_gone, env_git, host, not_found_environment, root_git};
+use crate::Core;
+use crate::environments::MAIN;
 use crate::git::Git;
 use crate::records::{EnvironmentRecord, Phase};
-use crate::{Core, MAIN};
 
 /// How many environments are snapshotted at once.
 const AT_ONCE: usize = 4;

@@ -18,9 +18,10 @@ use std::time::Duration;
 
 use krad_bus::protocol::LinkState;
 
+use crate::Core;
+use crate::environments::MAIN;
 use crate::profile::shell_quote;
 use crate::records::EnvironmentRecord;
-use crate::{Core, MAIN};
 
 /// How often the disk use is measured again when nothing changes.
 const DEFAULT_REFRESH: Duration = Duration::from_secs(60);

@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use krad_bus::protocol::{EnvironmentInfo, EnvironmentKind, EnvironmentStatus, PortInUse, Tokens};
 
 use super::directory_gone;
+use crate::Core;
+use crate::environments::MAIN;
 use crate::git::Git;
 use crate::port_registry;
 use crate::records::{EnvironmentRecord, Phase};
-use crate::{Core, MAIN};
 
 /// What Environments shows of `main`.
 pub(crate) async fn main_info(core: &Core) -> EnvironmentInfo {

@@ -9,9 +9,10 @@ use krad_bus::protocol::{ApiError, ErrorCode};
 use serde_json::json;
 
 use super::{conflict, env_git, root_git};
+use crate::Core;
+use crate::environments::MAIN;
 use crate::git::Git;
 use crate::hosts::Host;
-use crate::{Core, MAIN};
 
 /// The branch of a new worktree: the one asked for, or `krad/<name>`.
 pub(super) fn branch_for(name: &str, branch: Option<&str>) -> String {

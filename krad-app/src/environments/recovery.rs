@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{save, worktrees_dir};
+use crate::Core;
+use crate::environments::MAIN;
 use crate::git::Git;
 use crate::records::{EnvironmentRecord, Phase};
-use crate::{Core, MAIN};
 
 /// Brings the records and the worktrees on disk back in line after a start;
 /// see the module's doc.

@@ -13,9 +13,11 @@ use serde_json::json;
 use super::archives::UNCOMMITTED_SUBJECT;
 use super::merged::merged_by_content;
 use super::{conflict, env_git, host, not_found_environment, root_git};
+use crate::Core;
+use crate::closing;
+use crate::environments::MAIN;
 use crate::git::Git;
 use crate::records::EnvironmentRecord;
-use crate::{Core, MAIN, closing};
 
 /// Closes a worktree environment: its terminals, then — after recording its tip
 /// under `refs/krad/archive/` — its worktree and branch. Work that exists

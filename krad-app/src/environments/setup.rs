@@ -10,10 +10,11 @@ use krad_bus::protocol::{ApiError, SetupInfo};
 use serde_json::json;
 
 use super::{conflict, directory_gone, host, not_found_environment, save};
+use crate::Core;
+use crate::environments::MAIN;
 use crate::hosts::Host;
 use crate::profile::shell_quote;
 use crate::records::{EnvironmentRecord, Phase};
-use crate::{Core, MAIN};
 
 /// How much of the setup command's output is kept.
 const SETUP_OUTPUT_TAIL: usize = 4096;

@@ -23,8 +23,9 @@ use serde_json::json;
 
 use super::snapshot::{MergeOf, merge};
 use super::{conflict, env_git, host, not_found_environment, root_git, save};
+use crate::Core;
+use crate::environments::MAIN;
 use crate::git::Git;
-use crate::{Core, MAIN};
 
 /// After a crash: runs an interrupted update again, once a git the dead app
 /// left running in the environment is done.

@@ -21,10 +21,11 @@ use serde_json::json;
 
 use super::snapshot::{MergeOf, merge, snapshot};
 use super::{close, commit_all, conflict, env_git, not_found_environment};
+use crate::Core;
+use crate::environments::MAIN;
 use crate::git::Git;
 use crate::intents::{Merging, PickPlan, Plan, Underway};
 use crate::records::{EnvironmentRecord, GroupRecord};
-use crate::{Core, MAIN};
 
 /// git in a target environment, and its checked-out branch. `main` of a group on
 /// a host is the host's repository.

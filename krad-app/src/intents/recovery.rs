@@ -23,7 +23,8 @@ use krad_bus::protocol::{ApiError, ErrorCode, Response, TypedAnswer};
 use krad_store::Kind;
 
 use super::{Intent, Plan};
-use crate::{Core, environments};
+use crate::Core;
+use crate::environments;
 
 /// What recovery made of an intent.
 enum Outcome {

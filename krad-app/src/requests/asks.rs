@@ -1,10 +1,9 @@
 //! Asks: the open asks, oldest first.
 
+use crate::EmbeddedApp;
 use krad_bus::protocol::{ApiError, AskInfo};
 use krad_bus::request::asks::Asks;
 use krad_bus::server::{CallContext, Handle};
-
-use crate::EmbeddedApp;
 
 impl Handle<Asks> for EmbeddedApp {
     async fn handle(&self, _ctx: &CallContext, request: Asks) -> Result<Vec<AskInfo>, ApiError> {

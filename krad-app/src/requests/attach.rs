@@ -7,8 +7,9 @@ use krad_bus::request::attach::Attach;
 use krad_bus::server::{CallContext, Open};
 
 use super::may_act_on;
+use crate::Core;
+use crate::EmbeddedApp;
 use crate::attacher::{self, Attacher};
-use crate::{Core, EmbeddedApp};
 
 impl Open<Attach> for EmbeddedApp {
     type Stream = Attacher;

@@ -5,7 +5,9 @@ use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode};
 use krad_bus::request::budget::Budget;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::{Core, EmbeddedApp, budget};
+use crate::Core;
+use crate::EmbeddedApp;
+use crate::budget;
 
 impl Handle<Budget> for EmbeddedApp {
     async fn handle(

@@ -5,7 +5,7 @@ use krad_bus::request::changes::Changes;
 use krad_bus::server::{CallContext, Handle};
 
 use crate::EmbeddedApp;
-use crate::MAIN;
+use crate::environments::MAIN;
 use crate::environments::{changes, env_git, not_found_environment};
 use crate::git::Git;
 use crate::records::Phase;

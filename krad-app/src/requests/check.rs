@@ -7,7 +7,8 @@ use krad_bus::protocol::{AgentRecord, ApiError, EncodedAnswer, RecordJson};
 use krad_bus::request::check::Check;
 use krad_bus::server::{CallContext, HandleEncoded};
 
-use crate::{Core, EmbeddedApp};
+use crate::Core;
+use crate::EmbeddedApp;
 
 impl HandleEncoded<Check> for EmbeddedApp {
     async fn handle_encoded(

@@ -11,8 +11,10 @@ use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
 
 use super::may_act_on;
+use crate::Core;
+use crate::EmbeddedApp;
 use crate::intents::{Plan, Underway};
-use crate::{Core, EmbeddedApp, closing, environments};
+use crate::{closing, environments};
 
 impl Handle<Close> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Close) -> Result<(), ApiError> {

@@ -5,7 +5,8 @@ use krad_bus::protocol::ApiError;
 use krad_bus::request::connections::{Connections, ConnectionsInfo};
 use krad_bus::server::{CallContext, Handle};
 
-use crate::{Core, EmbeddedApp};
+use crate::Core;
+use crate::EmbeddedApp;
 
 impl Handle<Connections> for EmbeddedApp {
     async fn handle(

@@ -2,11 +2,10 @@
 //! use. The call is cancelled on the MCP side (`notifications/cancelled`) when
 //! the bus drops this future: the client left or the deadline passed.
 
+use crate::EmbeddedApp;
 use krad_bus::protocol::{ApiError, ToolResultInfo};
 use krad_bus::request::extension_tool::ExtensionTool;
 use krad_bus::server::{CallContext, Handle};
-
-use crate::EmbeddedApp;
 
 impl Handle<ExtensionTool> for EmbeddedApp {
     async fn handle(

@@ -2,11 +2,10 @@
 //! state and their tools. Listing never starts a server: one not used yet is
 //! `stopped`, with no tools.
 
+use crate::EmbeddedApp;
 use krad_bus::protocol::{ApiError, ExtensionInfo};
 use krad_bus::request::extensions::Extensions;
 use krad_bus::server::{CallContext, Handle};
-
-use crate::EmbeddedApp;
 
 impl Handle<Extensions> for EmbeddedApp {
     async fn handle(

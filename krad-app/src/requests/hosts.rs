@@ -1,10 +1,9 @@
 //! Hosts and CheckHost: the SSH hosts of the config and the state of their links.
 
+use crate::EmbeddedApp;
 use krad_bus::protocol::{ApiError, HostStatus};
 use krad_bus::request::hosts::{CheckHost, Hosts};
 use krad_bus::server::{CallContext, Handle};
-
-use crate::EmbeddedApp;
 
 impl Handle<Hosts> for EmbeddedApp {
     async fn handle(

@@ -1,10 +1,9 @@
 //! List: every agent, by terminal id, spliced from each record's kept JSON.
 
+use crate::EmbeddedApp;
 use krad_bus::protocol::{ApiError, EncodedAnswer};
 use krad_bus::request::list::List;
 use krad_bus::server::{CallContext, HandleEncoded};
-
-use crate::EmbeddedApp;
 
 impl HandleEncoded<List> for EmbeddedApp {
     async fn handle_encoded(

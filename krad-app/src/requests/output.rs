@@ -4,7 +4,8 @@ use krad_bus::protocol::{ApiError, MAX_RESPONSE, OutputInfo};
 use krad_bus::request::output::Output;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::{Core, EmbeddedApp};
+use crate::Core;
+use crate::EmbeddedApp;
 
 /// Room kept in the answer line for everything but the scrollback.
 const ANSWER_ROOM: usize = MAX_RESPONSE - 512 * 1024;

@@ -7,7 +7,8 @@ use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
 
 use super::may_act_on;
-use crate::{Core, EmbeddedApp};
+use crate::Core;
+use crate::EmbeddedApp;
 
 impl Handle<Rename> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Rename) -> Result<AgentRecord, ApiError> {

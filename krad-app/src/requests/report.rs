@@ -5,7 +5,8 @@ use krad_bus::protocol::{ApiError, ErrorCode};
 use krad_bus::request::report::Report;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::{EmbeddedApp, reports};
+use crate::EmbeddedApp;
+use crate::reports;
 
 impl Handle<Report> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Report) -> Result<(), ApiError> {

@@ -9,7 +9,9 @@ use krad_bus::request::send::Send;
 use krad_bus::server::{CallContext, Handle};
 
 use super::may_act_on;
-use crate::{Core, EmbeddedApp, sending};
+use crate::Core;
+use crate::EmbeddedApp;
+use crate::sending;
 
 impl Handle<Send> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Send) -> Result<SentInfo, ApiError> {

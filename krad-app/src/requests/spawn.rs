@@ -5,7 +5,8 @@ use krad_bus::protocol::{AgentRecord, ApiError};
 use krad_bus::request::spawn::Spawn;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::{EmbeddedApp, queue};
+use crate::EmbeddedApp;
+use crate::queue;
 
 impl Handle<Spawn> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Spawn) -> Result<AgentRecord, ApiError> {

@@ -5,7 +5,8 @@ use krad_bus::protocol::ApiError;
 use krad_bus::request::subscribe_agents::SubscribeAgents;
 use krad_bus::server::{CallContext, Open};
 
-use crate::{AgentStream, EmbeddedApp};
+use crate::AgentStream;
+use crate::EmbeddedApp;
 
 impl Open<SubscribeAgents> for EmbeddedApp {
     type Stream = AgentStream;

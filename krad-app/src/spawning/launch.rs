@@ -10,10 +10,11 @@ use std::sync::Arc;
 use krad_bus::protocol::{ApiError, ErrorCode, TerminalRef, Token};
 
 use super::invalid;
+use crate::Core;
 use crate::config::HookKind;
 use crate::hosts::Host;
 use crate::profile::{self, Profile, shell_quote};
-use crate::{Core, private_file, remote_tmux};
+use crate::{private_file, remote_tmux};
 
 /// What a terminal is started with, wherever it runs.
 pub(super) struct Launch<'a> {

@@ -7,9 +7,10 @@ use krad_durable::wire::{WireError, WireResult};
 use serde_json::{Value, json};
 
 use super::{spawn, workspace_exists};
+use crate::Core;
 use crate::durable::disk::{Meta, conversation_terminal};
 use crate::durable::events::ItemKind;
-use crate::{Core, MAIN};
+use crate::environments::MAIN;
 
 /// A conversation's terminal and meta, or `404 no-such-conversation`.
 fn conversation(core: &Core, conversation: &str) -> Result<(u64, Meta), WireError> {
