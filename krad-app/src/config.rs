@@ -54,11 +54,18 @@
 //! port = 0                # on 127.0.0.1; 0: one the system picks
 //! ```
 
+pub(crate) mod allow;
+mod limits;
+mod notify;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+pub use limits::LimitsConfig;
+pub use notify::{NotifyConfig, NotifyKind};
 
 /// What the app needs to know to start.
 #[derive(Debug, Clone)]
@@ -336,10 +343,10 @@ pub struct Config {
     /// The durable facet (off without this table).
     pub durable: Option<DurableConfig>,
     /// Telling the user when an agent needs them (off without this table).
-    pub notify: Option<crate::notify::NotifyConfig>,
+    pub notify: Option<NotifyConfig>,
     /// Limits on live terminals, working agents and free memory (none by default).
     #[serde(default)]
-    pub limits: crate::limits::LimitsConfig,
+    pub limits: LimitsConfig,
     /// Which agents run contained (none by default).
     #[serde(default)]
     pub sandbox: SandboxConfig,
@@ -414,7 +421,7 @@ impl SandboxConfig {
             Some("allow") => self
                 .allow
                 .iter()
-                .try_for_each(|entry| crate::sandbox::net::Rule::parse(entry).map(drop)),
+                .try_for_each(|entry| allow::Rule::parse(entry).map(drop)),
             Some(other) => Err(format!(
                 "[sandbox] network = {other:?}: use \"all\" (shared), \"none\" (the bus \
                  only) or \"allow\" (the hosts of `allow`)"

@@ -13,77 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::Core;
+use crate::config::{NotifyConfig, NotifyKind};
 use krad_bus::protocol::{AgentRecord, AgentState, StreamMessage};
-use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
 /// How long a notify command may run before it is killed.
 const COMMAND_LIMIT: Duration = Duration::from_secs(30);
 /// Notify commands running at once, at most; more are dropped (and logged).
 const MAX_RUNNING: usize = 4;
-
-/// What a notification is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NotifyKind {
-    /// The agent asks something (a permission, a login, a choice).
-    Asking,
-    /// The agent finished its turn (`working` → `idle`).
-    Idle,
-    /// The agent's program ended.
-    Exited,
-}
-
-impl NotifyKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            NotifyKind::Asking => "asking",
-            NotifyKind::Idle => "idle",
-            NotifyKind::Exited => "exited",
-        }
-    }
-}
-
-/// `[notify]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NotifyConfig {
-    /// A program and its arguments, run with the record as JSON on stdin.
-    #[serde(default)]
-    pub command: Option<Vec<String>>,
-    /// Also show a desktop notification with `notify-send`, when installed.
-    #[serde(default)]
-    pub desktop: bool,
-    /// The kinds to tell about (default: all three).
-    #[serde(default = "all_kinds")]
-    pub on: Vec<NotifyKind>,
-    /// At most one notification per terminal this often (default 10 s).
-    #[serde(default = "default_debounce")]
-    pub debounce_secs: u64,
-}
-
-fn all_kinds() -> Vec<NotifyKind> {
-    vec![NotifyKind::Asking, NotifyKind::Idle, NotifyKind::Exited]
-}
-
-fn default_debounce() -> u64 {
-    10
-}
-
-impl NotifyConfig {
-    /// Checks what serde cannot: a command with a program.
-    pub fn validate(&self) -> Result<(), String> {
-        if let Some(command) = &self.command
-            && command.first().is_none_or(String::is_empty)
-        {
-            return Err("[notify] command needs a program: command = [\"notify-me\"]".into());
-        }
-        if self.command.is_none() && !self.desktop {
-            return Err("[notify] says nothing to do: give a command, or desktop = true".into());
-        }
-        Ok(())
-    }
-}
 
 /// The kind of notification a move from `before` to the record's state is.
 pub(crate) fn kind_of(before: Option<AgentState>, after: &AgentRecord) -> Option<NotifyKind> {
