@@ -41,7 +41,7 @@ use crate::profile::Profile;
 use crate::profile::shell_quote;
 use crate::records::TerminalEntry;
 use crate::store::set_state;
-use crate::{private_file, terminal_token, transcripts, watcher};
+use crate::{private_file, transcripts, watcher};
 
 /// Events a terminal may queue before frequent ones are coalesced (as Spawn).
 const EVENT_QUEUE: usize = 64;
@@ -243,7 +243,7 @@ async fn reattach(core: &Arc<Core>, host: &Host, entry: TerminalEntry) -> Result
     let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
     let spec = AdoptSpec {
         id,
-        transcript: Some(transcripts::path(core, id)),
+        transcript: Some(transcripts::path(&core.settings, id)),
         scrollback_lines: core.settings.config.terminals.scrollback,
     };
     let terminal = host
@@ -294,7 +294,7 @@ async fn new_tokens_once_up(
     }
     let dir = host.tmux_files_dir();
     for me in terminals {
-        let token = terminal_token::mint(core, me, lead.contains(&me.terminal));
+        let token = core.secret.terminal_token(me, lead.contains(&me.terminal));
         // Only for a terminal whose files are there (it was not closed); the
         // token through stdin, never on a command line.
         let file = shell_quote(&format!("{dir}/{}.token", me.terminal));
@@ -329,7 +329,7 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
             environment: record.environment.clone(),
             terminal: id,
         };
-        let token = terminal_token::mint(core, &me, record.lead);
+        let token = core.secret.terminal_token(&me, record.lead);
         // A sandbox binds its token file by itself: it sees the same file
         // written again, not one renamed over it.
         let written = if crate::sandbox::contained_here(core, id) {
@@ -342,7 +342,7 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
     let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
     let spec = AdoptSpec {
         id,
-        transcript: Some(transcripts::path(core, id)),
+        transcript: Some(transcripts::path(&core.settings, id)),
         scrollback_lines: core.settings.config.terminals.scrollback,
     };
     let host = core.host.clone();

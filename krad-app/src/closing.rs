@@ -10,8 +10,7 @@ use std::time::Duration;
 use crate::Core;
 use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
 
-/// How long a closed terminal's program has between SIGHUP and SIGKILL.
-pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(5);
+use crate::config::CLOSE_GRACE;
 
 /// Ends a terminal's program and removes the terminal from the records.
 pub(crate) async fn close_terminal(core: &Arc<Core>, id: u64) -> Result<(), ApiError> {
@@ -70,7 +69,9 @@ pub(crate) async fn close_terminal(core: &Arc<Core>, id: u64) -> Result<(), ApiE
             host.remove_terminal_files(&[id]).await;
         }
         let core = core.clone();
-        tokio::spawn(async move { crate::transcripts::prune_in_background(&core).await });
+        tokio::spawn(async move {
+            crate::transcripts::prune_in_background(&core.settings, &core.store).await
+        });
     }
     Ok(())
 }

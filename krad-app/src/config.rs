@@ -64,6 +64,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+/// How long a closed terminal's program has between SIGHUP and SIGKILL.
+pub(crate) const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub use limits::LimitsConfig;
 pub use notify::{NotifyConfig, NotifyKind};
 

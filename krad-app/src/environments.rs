@@ -9,7 +9,7 @@
 //!   files of `.worktreeinclude` copied in.
 //! * [`setup`] — the config's setup command, run before any agent starts there.
 //! * [`listing`] — what Environments shows of each environment.
-//! * [`recovery`] — after a restart (or a SIGKILL at any point), the records and
+//! * [`restore`] — after a restart (or a SIGKILL at any point), the records and
 //!   the worktrees on disk are brought back in line, and every difference is
 //!   reported rather than lost.
 //! * [`removal`] — Close: refuses to drop work that exists nowhere else unless
@@ -42,8 +42,8 @@ mod listing;
 mod merged;
 mod naming;
 pub(crate) mod ports;
-mod recovery;
 mod removal;
+mod restore;
 pub(crate) mod run_variants;
 mod setup;
 pub(crate) mod snapshot;
@@ -59,8 +59,8 @@ use serde_json::json;
 pub(crate) use creation::{NewWorktree, create};
 pub(crate) use listing::{info, infos, main_info};
 pub(crate) use naming::resolve_base;
-pub(crate) use recovery::restore;
 pub(crate) use removal::{close, commit_all};
+pub(crate) use restore::restore;
 pub(crate) use setup::{ready, run_setup, run_teardown};
 pub(crate) use variants::recover_pick;
 

@@ -4,12 +4,10 @@
 //! normally drops its intent — together with its request id's answer when it
 //! has one (the request log settles both in one transaction).
 //!
-//! After a crash, [`recover`] takes every intent left over forward to its end
-//! or back to its start (see `recovery` for each kind), and keeps the outcome
+//! After a crash, the app's recovery (recovery.rs) takes every intent left over forward to its end
+//! or back to its start (see recovery.rs for each kind), and keeps the outcome
 //! as its request id's answer, so a retry with the same id gets it instead of
 //! running again — or runs afresh, when the mutation was undone.
-
-mod recovery;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,8 +20,6 @@ use krad_bus::server::CallContext;
 use krad_bus::server::request_log::OnceKey;
 use krad_store::{Db, Kind, StoreError, Tx};
 use serde::{Deserialize, Serialize};
-
-pub(crate) use recovery::recover;
 
 use crate::state_db::intent_key;
 

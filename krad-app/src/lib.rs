@@ -42,6 +42,7 @@ mod profile;
 mod program;
 mod queue;
 mod records;
+mod recovery;
 mod remote_tmux;
 mod reports;
 mod requests;
@@ -54,7 +55,6 @@ mod spend;
 mod state_db;
 mod store;
 mod subscription;
-mod terminal_token;
 mod transcripts;
 pub mod usage;
 mod waiting;
@@ -117,7 +117,7 @@ pub(crate) struct Core {
     /// The environments' ports relayed into their sandboxes.
     pub inbound: sandbox::inbound::Inbound,
     /// The variant groups' cost limits.
-    pub group_budgets: budget::GroupBudgets,
+    pub budgets: budget::Budgets,
     /// Work waiting for room under `[limits]`.
     pub queue: queue::Queue,
     /// Room under `[limits]` taken by starts under way.
@@ -167,7 +167,9 @@ impl EmbeddedApp {
             ),
         };
         let db = state_db::open(&settings.state_dir).map_err(StartError)?;
-        let store = Store::open(db.clone()).map_err(StartError)?;
+        let store = Arc::new(Store::open(db.clone()).map_err(StartError)?);
+        let budgets =
+            budget::Budgets::new(store.clone(), settings.config.budget.max_group_cost_usd);
         let request_log = state_db::request_log(&db).map_err(StartError)?;
         // Every terminal of this machine is kept on record: a restart-safe
         // host's are taken back by the next app, the others shown lost.
@@ -190,7 +192,7 @@ impl EmbeddedApp {
             core: Arc::new(Core {
                 settings,
                 profiles,
-                store: Arc::new(store),
+                store: store.clone(),
                 host,
                 secret,
                 extensions,
@@ -207,7 +209,7 @@ impl EmbeddedApp {
                 request_log,
                 environments_changed: tokio::sync::watch::channel(0).0,
                 disk: Default::default(),
-                group_budgets: Default::default(),
+                budgets,
                 queue: Default::default(),
                 reserved: Default::default(),
             }),
@@ -238,11 +240,11 @@ impl EmbeddedApp {
         // The queued terminals on record again before the intents are
         // settled: a queued Spawn's retry is answered with its record.
         queue::reload(&self.core);
-        intents::recover(&self.core).await;
+        recovery::recover(&self.core).await;
         tokio::spawn(queue::run(Arc::downgrade(&self.core)));
-        transcripts::prune_in_background(&self.core).await;
+        transcripts::prune_in_background(&self.core.settings, &self.core.store).await;
         leftovers::clean(&self.core).await;
-        notify::start(&self.core);
+        notify::start(self.core.settings.config.notify.as_ref(), &self.core.store);
         environments::disk::start(&self.core);
         tokio::spawn(sampling::run(Arc::downgrade(&self.core)));
         endpoints
@@ -257,10 +259,10 @@ impl EmbeddedApp {
         let terminals = self.core.store.terminals();
         if close_terminals {
             for terminal in &terminals {
-                terminal.close(closing::CLOSE_GRACE);
+                terminal.close(config::CLOSE_GRACE);
             }
             let deadline =
-                tokio::time::Instant::now() + closing::CLOSE_GRACE + Duration::from_secs(1);
+                tokio::time::Instant::now() + config::CLOSE_GRACE + Duration::from_secs(1);
             while terminals.iter().any(|t| t.exit_status().is_none())
                 && tokio::time::Instant::now() < deadline
             {

@@ -12,8 +12,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::Core;
 use crate::config::{NotifyConfig, NotifyKind};
+use crate::store::Store;
 use krad_bus::protocol::{AgentRecord, AgentState, StreamMessage};
 use tokio::io::AsyncWriteExt;
 
@@ -35,19 +35,18 @@ pub(crate) fn kind_of(before: Option<AgentState>, after: &AgentRecord) -> Option
 }
 
 /// Starts the notifier when the config has `[notify]`.
-pub(crate) fn start(core: &Arc<Core>) {
-    let Some(config) = core.settings.config.notify.clone() else {
+pub(crate) fn start(config: Option<&NotifyConfig>, store: &Arc<Store>) {
+    let Some(config) = config.cloned() else {
         return;
     };
-    let core = core.clone();
-    tokio::spawn(async move { run(core, config).await });
+    let store = store.clone();
+    tokio::spawn(async move { run(store, config).await });
 }
 
-async fn run(core: Arc<Core>, config: NotifyConfig) {
-    let mut revs = core.store.revs();
+async fn run(store: Arc<Store>, config: NotifyConfig) {
+    let mut revs = store.revs();
     let mut seen_rev = *revs.borrow_and_update();
-    let mut states: HashMap<u64, AgentState> = core
-        .store
+    let mut states: HashMap<u64, AgentState> = store
         .list(None)
         .into_iter()
         .map(|r| (r.terminal, r.state))
@@ -62,7 +61,7 @@ async fn run(core: Arc<Core>, config: NotifyConfig) {
         );
     }
     while revs.changed().await.is_ok() {
-        let (changes, now_rev) = core.store.changes_since(seen_rev, None);
+        let (changes, now_rev) = store.changes_since(seen_rev, None);
         seen_rev = now_rev;
         for change in changes {
             let record = match change {

@@ -26,7 +26,7 @@ use crate::hosts::Host;
 use crate::intents::{Plan, Underway};
 use crate::profile::Profile;
 use crate::store::now_rfc3339;
-use crate::{environments, terminal_token, watcher};
+use crate::{environments, watcher};
 
 /// The variables of the app's own environment a terminal never inherits (it
 /// is given its own).
@@ -213,7 +213,7 @@ async fn start_now(
         host,
         variant: start.variant,
     };
-    let token = terminal_token::mint(core, &newcomer.me, newcomer.lead);
+    let token = core.secret.terminal_token(&newcomer.me, newcomer.lead);
     let mut shown = command.clone();
     shown.extend(crate::profile::prompt_args(
         &profile,
@@ -477,7 +477,7 @@ fn spawn_spec(
         env_remove: BUS_VARIABLES.map(String::from).to_vec(),
         cols: request.cols.unwrap_or(COLS),
         rows: request.rows.unwrap_or(ROWS),
-        transcript: Some(crate::transcripts::path(core, id)),
+        transcript: Some(crate::transcripts::path(&core.settings, id)),
         scrollback_lines: core.settings.config.terminals.scrollback,
     };
     (spec, token_file)

@@ -305,7 +305,7 @@ impl Reader {
         let live = core.upgrade()?;
         let changed: Vec<u64> = tokens.iter().map(|(id, _)| *id).collect();
         live.store.set_spend(tokens);
-        crate::budget::check(&live, &changed).await;
+        live.budgets.check(&changed).await;
         Some(())
     }
 }

@@ -4,30 +4,30 @@
 //! terminals' are never touched (each is bounded by its rotation). Runs at
 //! start and after each Close, on a blocking thread.
 
-use crate::Core;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::config::Settings;
+use crate::store::Store;
+
 /// Where terminal `id`'s transcript is written.
-pub(crate) fn path(core: &Core, id: u64) -> std::path::PathBuf {
-    core.settings
+pub(crate) fn path(settings: &Settings, id: u64) -> std::path::PathBuf {
+    settings
         .state_dir
         .join("transcripts")
         .join(format!("{id}.log"))
 }
 
 /// Prunes the transcripts folder, off the runtime's workers.
-pub(crate) async fn prune_in_background(core: &Arc<Core>) {
-    let dir = core.settings.state_dir.join("transcripts");
-    let budget = core
-        .settings
+pub(crate) async fn prune_in_background(settings: &Settings, store: &Store) {
+    let dir = settings.state_dir.join("transcripts");
+    let budget = settings
         .config
         .terminals
         .transcripts_max_mb
         .saturating_mul(1024 * 1024);
-    let live: BTreeSet<u64> = core.store.list(None).iter().map(|r| r.terminal).collect();
+    let live: BTreeSet<u64> = store.list(None).iter().map(|r| r.terminal).collect();
     let pruned = tokio::task::spawn_blocking(move || prune(&dir, &live, budget)).await;
     if let Ok((files, bytes)) = pruned
         && files > 0

@@ -85,6 +85,15 @@ impl Secret {
         Token::new(derive(&self.key, b"lead", Some(terminal)))
     }
 
+    /// The token a terminal is given: a lead token for a lead terminal.
+    pub fn terminal_token(&self, terminal: &TerminalRef, lead: bool) -> Token {
+        if lead {
+            self.lead_token(terminal)
+        } else {
+            self.bus_token(terminal)
+        }
+    }
+
     /// Step 2 of the order of checks: is `presented` the token of the caller named
     /// in `from`? Compared in constant time; `None` means `unauthorized`.
     pub fn authenticate(&self, from: &Caller, presented: &Token) -> Option<Principal> {

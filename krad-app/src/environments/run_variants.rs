@@ -38,7 +38,8 @@ pub(crate) async fn run(
         Err(e) if request.queue == Some(true) && e.code == ErrorCode::Busy => None,
         Err(e) => return Err(e),
     };
-    crate::budget::set_group_limit(core, &group, request.max_group_cost_usd);
+    core.budgets
+        .set_group_limit(&group, request.max_group_cost_usd);
     let host = environments::host(core, request.host.as_deref())?;
     let (base_commit, base_environment) =
         environments::resolve_base(core, request.base.as_deref(), host.as_ref()).await?;

@@ -7,7 +7,6 @@ use krad_bus::server::{CallContext, Handle};
 
 use crate::Core;
 use crate::EmbeddedApp;
-use crate::budget;
 
 impl Handle<Budget> for EmbeddedApp {
     async fn handle(
@@ -17,7 +16,9 @@ impl Handle<Budget> for EmbeddedApp {
     ) -> Result<Vec<AgentRecord>, ApiError> {
         let core = &self.core;
         if let Some(id) = request.target {
-            let record = budget::set_terminal_limit(core, id, request.max_cost_usd)
+            let record = core
+                .budgets
+                .set_terminal_limit(id, request.max_cost_usd)
                 .ok_or_else(|| Core::no_terminal(id))?;
             return Ok(vec![record]);
         }
@@ -29,10 +30,8 @@ impl Handle<Budget> for EmbeddedApp {
             )
             .with_detail(serde_json::json!({ "group": group })));
         }
-        Ok(budget::set_group_limit_now(
-            core,
-            &group,
-            request.max_cost_usd,
-        ))
+        Ok(core
+            .budgets
+            .set_group_limit_now(&group, request.max_cost_usd))
     }
 }

@@ -23,7 +23,7 @@ impl Handle<Send> for EmbeddedApp {
         let record = watch.borrow_and_update().clone();
         may_act_on(&ctx.principal, RequestKind::Send, &record)?;
         // Sending to an agent its cost limit stopped is going on past it.
-        crate::budget::answered(core, id);
+        core.budgets.answered(id);
         if record.state == AgentState::Queued {
             // Nothing runs there yet: the text waits for its Spawn, in line.
             if request.queue == Some(true) {

@@ -1,4 +1,4 @@
-//! Taking the intents a crash left over to their end, or back to their start.
+//! Recovery: taking the intents a crash left over to their end, or back to their start.
 //!
 //! Runs once at start, after the environments and the terminals were brought
 //! back (so what survived is known):
@@ -22,9 +22,9 @@ use std::sync::Arc;
 use krad_bus::protocol::{ApiError, ErrorCode, Response, TypedAnswer};
 use krad_store::Kind;
 
-use super::{Intent, Plan};
 use crate::Core;
 use crate::environments;
+use crate::intents::{Intent, Plan};
 
 /// What recovery made of an intent.
 enum Outcome {

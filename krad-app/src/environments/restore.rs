@@ -1,4 +1,4 @@
-//! Recovery: after a start (or a crash at any point), the records and the
+//! Restore: after a start (or a crash at any point), the records and the
 //! worktrees on disk are brought back in line — work interrupted is finished or
 //! reported, and a worktree of ours that no record names is adopted, so that
 //! none is ever orphaned silently.
