@@ -24,13 +24,11 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-pub(crate) mod asking;
 mod card;
 
 pub(crate) use card::time_left;
 use card::{Card, check_answer};
 
-use crate::durable::feed::Feed;
 use krad_store::{Db, Kind, StoreError, Tx};
 
 /// Decided asks kept per terminal.
@@ -88,12 +86,20 @@ pub(crate) enum PhoneAnswer {
     Unknown,
 }
 
+/// Who is told of every ask opened, changed and closed (the durable
+/// facet's feed): the asks know it by this alone.
+pub(crate) trait AskListener: Send + Sync {
+    fn ask_opened(&self, info: &AskInfo);
+    fn ask_changed(&self, info: &AskInfo);
+    fn ask_closed(&self, info: &AskInfo, decided: &AnsweredInfo);
+}
+
 /// Every ask of the app.
 #[derive(Default)]
 pub(crate) struct Asks {
     inner: Mutex<Inner>,
     /// Told of every ask opened, changed and closed (the durable facet).
-    feed: OnceLock<Arc<Feed>>,
+    feed: OnceLock<Arc<dyn AskListener>>,
     /// Where decisions are kept across restarts.
     decided_store: OnceLock<Arc<Db>>,
 }
@@ -193,7 +199,7 @@ impl Asks {
     }
 
     /// Tells `feed` of every ask from now on.
-    pub(crate) fn tell(&self, feed: Arc<Feed>) {
+    pub(crate) fn tell(&self, feed: Arc<dyn AskListener>) {
         let _ = self.feed.set(feed);
     }
 

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::Core;
 use krad_bus::protocol::TerminalRef;
 use krad_bus::server::Waiting;
 use tokio::sync::watch;
@@ -17,9 +16,15 @@ use tokio::sync::watch;
 /// Spawn's own deadline.
 const AT_MOST: Duration = Duration::from_secs(60);
 
+/// The terminals being started: a handle, cheap to clone.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Launching {
+    shared: Arc<Shared>,
+}
+
 /// The terminals being started, by id, with their environments.
 #[derive(Debug, Default)]
-pub(crate) struct Launching {
+struct Shared {
     starting: Mutex<HashMap<u64, String>>,
     /// Bumped whenever a start ends, recorded or not.
     settled: watch::Sender<u64>,
@@ -43,7 +48,8 @@ impl Launching {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, String>> {
-        self.starting
+        self.shared
+            .starting
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -56,16 +62,16 @@ impl Launching {
 
     /// For `terminal` while it is being started: what resolves once its start
     /// is over (recorded, or failed; at most [`AT_MOST`]). `None` otherwise.
-    pub(crate) fn started(core: &Arc<Core>, terminal: &TerminalRef) -> Option<Waiting> {
-        if !core.launching.starts(terminal) {
+    pub(crate) fn started(&self, terminal: &TerminalRef) -> Option<Waiting> {
+        if !self.starts(terminal) {
             return None;
         }
-        let mut settled = core.launching.settled.subscribe();
-        let core = core.clone();
+        let mut settled = self.shared.settled.subscribe();
+        let launching = self.clone();
         let terminal = terminal.clone();
         Some(Box::pin(async move {
             let over = async {
-                while core.launching.starts(&terminal) {
+                while launching.starts(&terminal) {
                     if settled.changed().await.is_err() {
                         return;
                     }
@@ -80,6 +86,7 @@ impl Drop for Start<'_> {
     fn drop(&mut self) {
         self.launching.lock().remove(&self.id);
         self.launching
+            .shared
             .settled
             .send_modify(|n| *n = n.wrapping_add(1));
     }

@@ -20,6 +20,7 @@
 mod adopt;
 mod announced;
 mod app;
+mod asking;
 mod asks;
 mod attacher;
 mod budget;

@@ -76,7 +76,7 @@ impl App for EmbeddedApp {
     }
 
     fn terminal_starting(&self, terminal: &TerminalRef) -> Option<Waiting> {
-        crate::launching::Launching::started(&self.core, terminal)
+        self.core.launching.started(terminal)
     }
 
     fn token_being_renewed(&self, terminal: &TerminalRef) -> bool {

@@ -135,44 +135,6 @@ impl Feed {
         self.bump();
     }
 
-    /// An ask opened.
-    pub(crate) fn ask_opened(&self, info: &AskInfo) {
-        let ask = wire_ask(info);
-        self.ask_event(info.terminal, Event::Ask { ask });
-    }
-
-    /// An ask changed in place (its revision moved).
-    pub(crate) fn ask_changed(&self, info: &AskInfo) {
-        let ask = wire_ask(info);
-        self.ask_event(info.terminal, Event::AskChanged { ask });
-    }
-
-    /// An ask was decided.
-    pub(crate) fn ask_closed(&self, info: &AskInfo, decided: &AnsweredInfo) {
-        self.ask_event(
-            info.terminal,
-            Event::AskClosed {
-                ask: info.ask.clone(),
-                title: info.title.clone(),
-                decided_by: decided.by,
-                by: decided.by,
-                outcome: decided.answer.to_value(),
-            },
-        );
-        let notice = match decided.by {
-            DecidedBy::Program => Some("Decided in the durable agent"),
-            DecidedBy::Timeout => Some("Timed out before an answer"),
-            DecidedBy::Client | DecidedBy::Phone | DecidedBy::Other => None,
-        };
-        if let Some(notice) = notice {
-            self.item(
-                info.terminal,
-                ItemKind::Notice,
-                &format!("{notice}: {}", info.title),
-            );
-        }
-    }
-
     fn ask_event(&self, terminal: u64, event: Event) {
         if !self.on() {
             return;
@@ -319,6 +281,46 @@ impl Feed {
         match self.disk.get() {
             Some(disk) => disk.items(terminal, from, limit, newest),
             None => Vec::new(),
+        }
+    }
+}
+
+impl crate::asks::AskListener for Feed {
+    /// An ask opened.
+    fn ask_opened(&self, info: &AskInfo) {
+        let ask = wire_ask(info);
+        self.ask_event(info.terminal, Event::Ask { ask });
+    }
+
+    /// An ask changed in place (its revision moved).
+    fn ask_changed(&self, info: &AskInfo) {
+        let ask = wire_ask(info);
+        self.ask_event(info.terminal, Event::AskChanged { ask });
+    }
+
+    /// An ask was decided.
+    fn ask_closed(&self, info: &AskInfo, decided: &AnsweredInfo) {
+        self.ask_event(
+            info.terminal,
+            Event::AskClosed {
+                ask: info.ask.clone(),
+                title: info.title.clone(),
+                decided_by: decided.by,
+                by: decided.by,
+                outcome: decided.answer.to_value(),
+            },
+        );
+        let notice = match decided.by {
+            DecidedBy::Program => Some("Decided in the durable agent"),
+            DecidedBy::Timeout => Some("Timed out before an answer"),
+            DecidedBy::Client | DecidedBy::Phone | DecidedBy::Other => None,
+        };
+        if let Some(notice) = notice {
+            self.item(
+                info.terminal,
+                ItemKind::Notice,
+                &format!("{notice}: {}", info.title),
+            );
         }
     }
 }

@@ -11,7 +11,7 @@ use krad_bus::request::answer::Answer;
 use krad_bus::server::{CallContext, Handle};
 
 use crate::EmbeddedApp;
-use crate::asks::asking;
+use crate::asking;
 use crate::intents::{Plan, Underway};
 
 impl Handle<Answer> for EmbeddedApp {

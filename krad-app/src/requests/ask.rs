@@ -1,12 +1,12 @@
 //! Ask: a terminal asks the user a question and waits for the decision (see
-//! [`crate::asks::asking`]).
+//! [`crate::asking`]).
 
 use krad_bus::protocol::{AnsweredInfo, ApiError, ErrorCode};
 use krad_bus::request::ask::Ask;
 use krad_bus::server::{CallContext, Handle};
 
 use crate::EmbeddedApp;
-use crate::asks::asking;
+use crate::asking;
 
 impl Handle<Ask> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Ask) -> Result<AnsweredInfo, ApiError> {

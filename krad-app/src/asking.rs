@@ -8,8 +8,8 @@ use krad_bus::protocol::{
 };
 use krad_bus::request::ask::{Ask, AskKind};
 
-use super::Raised;
 use crate::Core;
+use crate::asks::Raised;
 use crate::store::set_state;
 
 /// Leaves the ask when the request is dropped (client gone, deadline), so that
