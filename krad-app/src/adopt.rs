@@ -115,7 +115,6 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
                     // where no record, limit or Close reaches it.
                     let host = core.host.clone();
                     let _ = tokio::task::spawn_blocking(move || host.discard(id)).await;
-                    crate::sandbox::forget(core, id);
                     record_gone(core, entry, NOT_TAKEN_BACK);
                     continue;
                 }
@@ -384,6 +383,9 @@ fn record_gone(core: &Core, entry: TerminalEntry, why: &str) {
     if let Some(path) = token_file {
         let _ = std::fs::remove_file(path);
     }
+    // It never runs again: its sandbox's home (with the CLI's credentials)
+    // and sockets go now, not at its Close.
+    crate::sandbox::forget(core, record.terminal);
     let terminal = Arc::new(Gone {
         id: record.terminal,
         status: ExitStatus {

@@ -17,7 +17,7 @@ use crate::profile::Profiles;
 use crate::store::Store;
 use crate::{
     Core, adopt, asks, budget, config, environments, extensions, hosts, launching, leftovers,
-    notify, queue, recovery, sampling, state_db, store, transcripts,
+    limits, notify, queue, recovery, sampling, state_db, store, transcripts,
 };
 
 /// The app `krad serve` runs. Each request it answers is an
@@ -64,6 +64,7 @@ impl EmbeddedApp {
         };
         let db = state_db::open(&settings.state_dir).map_err(StartError)?;
         let store = Arc::new(Store::open(db.clone()).map_err(StartError)?);
+        let limits = limits::Limits::new(settings.config.limits.clone(), store.clone());
         let budgets =
             budget::Budgets::new(store.clone(), settings.config.budget.max_group_cost_usd);
         let request_log = state_db::request_log(&db).map_err(StartError)?;
@@ -106,8 +107,7 @@ impl EmbeddedApp {
                 environments_changed: tokio::sync::watch::channel(0).0,
                 disk: Default::default(),
                 budgets,
-                queue: Default::default(),
-                reserved: Default::default(),
+                limits,
             }),
         })
     }
@@ -151,7 +151,7 @@ impl EmbeddedApp {
     pub async fn shutdown(&self, close_terminals: bool) {
         // Nothing starts from the queue as the terminals end: it is kept for
         // the next run.
-        self.core.queue.stop();
+        self.core.limits.queue().stop();
         let terminals = self.core.store.terminals();
         if close_terminals {
             for terminal in &terminals {

@@ -120,10 +120,8 @@ pub(crate) struct Core {
     pub inbound: sandbox::inbound::Inbound,
     /// The variant groups' cost limits.
     pub budgets: budget::Budgets,
-    /// Work waiting for room under `[limits]`.
-    pub queue: queue::Queue,
-    /// Room under `[limits]` taken by starts under way.
-    pub reserved: limits::Reserved,
+    /// `[limits]`, the room taken by starts under way, and the queue.
+    pub limits: limits::Limits,
 }
 
 impl Core {

@@ -17,14 +17,27 @@
 //! `memory_max_mib` needs cgroup v2 delegated to the app (see [`crate::cgroup`]);
 //! without it a Spawn here is answered `invalid`, saying why.
 
-use crate::Core;
+pub(crate) mod queue;
+
+use std::sync::Arc;
+
 use crate::config::LimitsConfig;
+use crate::store::Store;
 use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
 use serde_json::json;
 
 /// How long a refused request is told to wait before trying again: the
 /// period at which agents' states and the machine's memory are seen to move.
 pub(crate) const RETRY_AFTER_SECS: u64 = 5;
+
+/// The limits: the config's `[limits]`, the room taken by starts under way,
+/// and the queue of work waiting for room (nothing goes before it).
+pub(crate) struct Limits {
+    config: LimitsConfig,
+    reserved: Reserved,
+    queue: queue::Queue,
+    store: Arc<Store>,
+}
 
 /// What is live now, as the limits count it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -66,69 +79,122 @@ impl Drop for Room<'_> {
     }
 }
 
-/// Whether `count` new terminals may start now; `busy` if not — also while
-/// work waits in the queue ([`crate::queue`]): nothing goes before it.
-pub(crate) fn may_start(core: &Core, count: usize) -> Result<Room<'_>, ApiError> {
-    if let Some(ahead) = queued_ahead(core) {
-        return Err(ahead);
+impl Limits {
+    pub(crate) fn new(config: LimitsConfig, store: Arc<Store>) -> Limits {
+        Limits {
+            config,
+            reserved: Reserved::default(),
+            queue: queue::Queue::default(),
+            store,
+        }
     }
-    room_to_start(core, count)
-}
 
-/// Whether `count` new terminals may start now under the limits alone (the
-/// queue's own start of its first waiting agent); the room is taken.
-pub(crate) fn room_to_start(core: &Core, count: usize) -> Result<Room<'_>, ApiError> {
-    let limits = &core.settings.config.limits;
-    let reserved = &core.reserved;
-    if limits == &LimitsConfig::default() {
-        return Ok(Room { reserved, count: 0 });
+    /// The queue of work waiting for room.
+    pub(crate) fn queue(&self) -> &queue::Queue {
+        &self.queue
     }
-    let mut taken = reserved.lock();
-    let (live, working) = core.store.live_and_working();
-    let load = Load {
-        live: live + *taken,
-        working: working + *taken,
-    };
-    if let Some(refusal) = refusal_to_start(limits, load, free_memory_mib(), count) {
-        return Err(refusal);
-    }
-    *taken += count;
-    Ok(Room { reserved, count })
-}
 
-/// Whether a Send may make an agent in `state` work now; `busy` if not —
-/// also while work waits in the queue ahead of it.
-pub(crate) fn may_send(core: &Core, state: AgentState) -> Result<(), ApiError> {
-    if counted(state) {
-        return Ok(());
+    /// Whether `count` new terminals may start now; `busy` if not — also while
+    /// work waits in the queue ([`crate::queue`]): nothing goes before it.
+    pub(crate) fn may_start(&self, count: usize) -> Result<Room<'_>, ApiError> {
+        if let Some(ahead) = self.queued_ahead() {
+            return Err(ahead);
+        }
+        self.room_to_start(count)
     }
-    if let Some(ahead) = queued_ahead(core) {
-        return Err(ahead);
-    }
-    room_to_work(core, state)
-}
 
-/// Whether an agent in `state` may be made to work now under the limits
-/// alone (the queue's own delivery of a Send).
-pub(crate) fn room_to_work(core: &Core, state: AgentState) -> Result<(), ApiError> {
-    let Some(max) = core.settings.config.limits.max_working else {
-        return Ok(());
-    };
-    if counted(state) {
-        return Ok(());
+    /// Whether `count` new terminals may start now under the limits alone (the
+    /// queue's own start of its first waiting agent); the room is taken.
+    pub(crate) fn room_to_start(&self, count: usize) -> Result<Room<'_>, ApiError> {
+        let limits = &self.config;
+        let reserved = &self.reserved;
+        if limits == &LimitsConfig::default() {
+            return Ok(Room { reserved, count: 0 });
+        }
+        let mut taken = reserved.lock();
+        let (live, working) = self.store.live_and_working();
+        let load = Load {
+            live: live + *taken,
+            working: working + *taken,
+        };
+        if let Some(refusal) = refusal_to_start(limits, load, free_memory_mib(), count) {
+            return Err(refusal);
+        }
+        *taken += count;
+        Ok(Room { reserved, count })
     }
-    let working = core.store.live_and_working().1 + *core.reserved.lock();
-    if working < max {
-        return Ok(());
+
+    /// Whether a Send may make an agent in `state` work now; `busy` if not —
+    /// also while work waits in the queue ahead of it.
+    pub(crate) fn may_send(&self, state: AgentState) -> Result<(), ApiError> {
+        if counted(state) {
+            return Ok(());
+        }
+        if let Some(ahead) = self.queued_ahead() {
+            return Err(ahead);
+        }
+        self.room_to_work(state)
     }
-    Err(busy(
-        format!(
-            "{working} agents are working, the limit ([limits] max_working = {max}): \
-             this Send would start one more; try again once one is done, or send it \
-             with queue (krad send --queue) to wait in line"
-        ),
-        json!({"limit": "max_working", "max": max, "working": working}),
-    ))
+
+    /// Whether an agent in `state` may be made to work now under the limits
+    /// alone (the queue's own delivery of a Send).
+    pub(crate) fn room_to_work(&self, state: AgentState) -> Result<(), ApiError> {
+        let Some(max) = self.config.max_working else {
+            return Ok(());
+        };
+        if counted(state) {
+            return Ok(());
+        }
+        let working = self.store.live_and_working().1 + *self.reserved.lock();
+        if working < max {
+            return Ok(());
+        }
+        Err(busy(
+            format!(
+                "{working} agents are working, the limit ([limits] max_working = {max}): \
+                 this Send would start one more; try again once one is done, or send it \
+                 with queue (krad send --queue) to wait in line"
+            ),
+            json!({"limit": "max_working", "max": max, "working": working}),
+        ))
+    }
+
+    /// `busy` while work waits in the queue: a request not sent with `queue`
+    /// may not go before it.
+    fn queued_ahead(&self) -> Option<ApiError> {
+        let waiting = self.queue.len();
+        (waiting > 0).then(|| {
+            busy(
+                format!(
+                    "{waiting} request(s) wait in the queue for room under [limits]: this one \
+                     may not go before them; send it with queue (--queue) to wait in line, or \
+                     try again later"
+                ),
+                json!({"limit": "queue", "queued": waiting}),
+            )
+        })
+    }
+
+    /// Whether a terminal on this machine whose profile asks for `profile_mib`
+    /// may start under its memory limit (the profile's, else `[limits]`'s):
+    /// `invalid`, saying why, where cgroup v2 is not delegated.
+    pub(crate) fn may_limit_memory(&self, profile_mib: Option<u64>) -> Result<(), ApiError> {
+        let limit = profile_mib.or(self.config.memory_max_mib);
+        crate::cgroup::here().check(limit)
+    }
+
+    /// Puts terminal `id`'s first process `pid` in its memory-limited cgroup,
+    /// if its profile (`profile_mib`) or `[limits]` asks; a failure is logged,
+    /// the terminal runs.
+    pub(crate) fn limit_memory(&self, profile_mib: Option<u64>, id: u64, pid: Option<u32>) {
+        let limit = profile_mib.or(self.config.memory_max_mib);
+        let (Some(mib), Some(pid)) = (limit, pid) else {
+            return;
+        };
+        if let Err(e) = crate::cgroup::here().confine(id, pid, mib) {
+            tracing::warn!("terminal {id} runs without its memory limit: {e}");
+        }
+    }
 }
 
 /// An agent already counted as working (or starting), or one that will
@@ -138,43 +204,6 @@ fn counted(state: AgentState) -> bool {
         state,
         AgentState::Working | AgentState::Starting | AgentState::Exited
     )
-}
-
-/// `busy` while work waits in the queue: a request not sent with `queue`
-/// may not go before it.
-fn queued_ahead(core: &Core) -> Option<ApiError> {
-    let waiting = core.queue.len();
-    (waiting > 0).then(|| {
-        busy(
-            format!(
-                "{waiting} request(s) wait in the queue for room under [limits]: this one \
-                 may not go before them; send it with queue (--queue) to wait in line, or \
-                 try again later"
-            ),
-            json!({"limit": "queue", "queued": waiting}),
-        )
-    })
-}
-
-/// Whether a terminal on this machine whose profile asks for `profile_mib`
-/// may start under its memory limit (the profile's, else `[limits]`'s):
-/// `invalid`, saying why, where cgroup v2 is not delegated.
-pub(crate) fn may_limit_memory(core: &Core, profile_mib: Option<u64>) -> Result<(), ApiError> {
-    let limit = profile_mib.or(core.settings.config.limits.memory_max_mib);
-    crate::cgroup::here().check(limit)
-}
-
-/// Puts terminal `id`'s first process `pid` in its memory-limited cgroup,
-/// if its profile (`profile_mib`) or `[limits]` asks; a failure is logged,
-/// the terminal runs.
-pub(crate) fn limit_memory(core: &Core, profile_mib: Option<u64>, id: u64, pid: Option<u32>) {
-    let limit = profile_mib.or(core.settings.config.limits.memory_max_mib);
-    let (Some(mib), Some(pid)) = (limit, pid) else {
-        return;
-    };
-    if let Err(e) = crate::cgroup::here().confine(id, pid, mib) {
-        tracing::warn!("terminal {id} runs without its memory limit: {e}");
-    }
 }
 
 /// Why `count` new terminals may not start under `limits`, given the load

@@ -11,25 +11,22 @@
 //! only after. A request not sent with `queue` does not go before the queue
 //! ([`limits::may_start`]). Close of a queued terminal takes it out.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use krad_bus::protocol::{
-    AgentRecord, AgentState, ApiError, ErrorCode, SentInfo, StateSource, TerminalRef,
-};
+use krad_bus::protocol::{AgentRecord, AgentState, ApiError, SentInfo, StateSource, TerminalRef};
 use krad_bus::request::send::Send;
 use krad_bus::request::spawn::Spawn;
 use krad_bus::server::CallContext;
 use krad_bus::token::Principal;
-use krad_store::{Db, Kind, StoreError};
+use krad_store::Kind;
 use krad_term::{ExitStatus, Snapshot, Terminal};
-use serde::{Deserialize, Serialize};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 
 use crate::Core;
+use crate::limits::queue::{QueuedSpawn, Waiting, Work, cannot_keep, forget, keep, kept};
 use crate::profile::Profile;
-use crate::spawning::{self, QueuedSpawn, Spawned};
+use crate::spawning::{self, Spawned};
 use crate::store::{now_rfc3339, set_state};
 use crate::{limits, sending};
 
@@ -37,151 +34,6 @@ use crate::{limits, sending};
 /// for the agent to be seen working before it judges the next (an agent
 /// that tells its state takes a moment to say so).
 const SEND_SETTLES: Duration = Duration::from_secs(5);
-
-/// One piece of work waiting, as the store keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Waiting {
-    /// Its place in line: later work has a larger number.
-    pub seq: u64,
-    /// When it was queued (RFC 3339).
-    pub since: String,
-    /// What it is.
-    pub work: Work,
-}
-
-/// What waits.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub(crate) enum Work {
-    /// A Spawn, its terminal on record as `queued`.
-    Spawn(Box<QueuedSpawn>),
-    /// A Send.
-    Send {
-        /// The request.
-        request: Send,
-    },
-}
-
-impl Work {
-    /// The terminal the work is for.
-    fn terminal(&self) -> u64 {
-        match self {
-            Work::Spawn(spawn) => spawn.terminal,
-            Work::Send { request } => request.target,
-        }
-    }
-}
-
-/// The queue in memory, in order; the store holds the same.
-#[derive(Default)]
-pub(crate) struct Queue {
-    line: Mutex<Line>,
-    wake: Arc<Notify>,
-    /// The app is stopping: nothing more starts.
-    stopped: AtomicBool,
-}
-
-#[derive(Default)]
-struct Line {
-    waiting: Vec<Waiting>,
-    next_seq: u64,
-}
-
-impl Queue {
-    fn lock(&self) -> MutexGuard<'_, Line> {
-        self.line.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Starts nothing more (the app stops; the queue is kept for the next).
-    pub(crate) fn stop(&self) {
-        self.stopped.store(true, Ordering::SeqCst);
-    }
-
-    /// How much work waits.
-    pub(crate) fn len(&self) -> usize {
-        self.lock().waiting.len()
-    }
-
-    /// What waits, in order.
-    pub(crate) fn waiting(&self) -> Vec<Waiting> {
-        self.lock().waiting.clone()
-    }
-
-    /// Puts `work` last in line, once `keep` kept it in the store; returns
-    /// its place, from 1.
-    fn push(
-        &self,
-        work: Work,
-        since: String,
-        keep: impl FnOnce(&Waiting) -> Result<(), ApiError>,
-    ) -> Result<u32, ApiError> {
-        let mut line = self.lock();
-        let waiting = Waiting {
-            seq: line.next_seq.max(1),
-            since,
-            work,
-        };
-        keep(&waiting)?;
-        line.next_seq = waiting.seq + 1;
-        line.waiting.push(waiting);
-        let place = line.waiting.len();
-        drop(line);
-        self.wake.notify_one();
-        Ok(u32::try_from(place).unwrap_or(u32::MAX))
-    }
-
-    /// Takes out the work `matches` picks, here and in the store; returns
-    /// what it took.
-    fn take(&self, db: &Db, matches: impl Fn(&Waiting) -> bool) -> Vec<Waiting> {
-        let taken = self.take_out(matches);
-        forget(db, &taken);
-        taken
-    }
-
-    /// Takes out the work `matches` picks here only (the store keeps it
-    /// until [`forget`]).
-    fn take_out(&self, matches: impl Fn(&Waiting) -> bool) -> Vec<Waiting> {
-        let mut line = self.lock();
-        let (taken, staying): (Vec<_>, Vec<_>) = line.waiting.drain(..).partition(|w| matches(w));
-        line.waiting = staying;
-        taken
-    }
-}
-
-/// Removes `done` from the store's queue.
-fn forget(db: &Db, done: &[Waiting]) {
-    let removed = db.write(|tx| {
-        for waiting in done {
-            tx.remove(Kind::Queued, &key(waiting.seq))?;
-        }
-        Ok(())
-    });
-    if let Err(e) = removed {
-        tracing::error!("cannot take work out of the queue in the store: {e}");
-    }
-}
-
-/// The store's key of the work at `seq`: zero-padded, so that the keys sort
-/// in the queue's order.
-fn key(seq: u64) -> String {
-    format!("{seq:020}")
-}
-
-/// Writes `waiting` in the store.
-fn keep(tx: &krad_store::Tx<'_>, waiting: &Waiting) -> Result<(), StoreError> {
-    tx.put(Kind::Queued, &key(waiting.seq), waiting)
-}
-
-fn kept(written: Result<(), StoreError>) -> Result<(), ApiError> {
-    written.map_err(|e| cannot_keep(&e))
-}
-
-fn cannot_keep(e: &dyn std::fmt::Display) -> ApiError {
-    ApiError::new(
-        ErrorCode::Failed,
-        format!("cannot keep the request in the queue: {e}"),
-    )
-}
 
 /// Spawns an agent ([`spawning::spawn`]); one sent with `queue` that finds no
 /// room under `[limits]` is queued and answered at once, `queued`.
@@ -223,7 +75,8 @@ fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError
     put_on_record(core, &me, &queued, profile, &since);
     let variant = queued.variant.clone();
     let pushed = core
-        .queue
+        .limits
+        .queue()
         .push(Work::Spawn(Box::new(queued)), since, |waiting| {
             let Some((group, n)) = &variant else {
                 return kept(core.store.db().write(|tx| keep(tx, waiting)));
@@ -258,7 +111,8 @@ pub(crate) fn send_later(core: &Core, request: Send) -> Result<SentInfo, ApiErro
     let id = request.target;
     let db = core.store.db();
     let place = core
-        .queue
+        .limits
+        .queue()
         .push(Work::Send { request }, now_rfc3339(), |waiting| {
             kept(db.write(|tx| keep(tx, waiting)))
         })?;
@@ -280,7 +134,8 @@ pub(crate) fn send_later(core: &Core, request: Send) -> Result<SentInfo, ApiErro
 /// the Sends for it. Whether its Spawn was there (then it never starts).
 pub(crate) fn cancel(core: &Core, id: u64) -> bool {
     let taken = core
-        .queue
+        .limits
+        .queue()
         .take(core.store.db(), |w| w.work.terminal() == id);
     if taken.is_empty() {
         return false;
@@ -341,12 +196,14 @@ pub(crate) fn reload(core: &Core) {
             }
         }
     }
-    let mut line = core.queue.lock();
+    let mut line = core.limits.queue().lock();
     line.next_seq = waiting.last().map_or(1, |w| w.seq + 1);
     line.waiting = waiting;
     drop(line);
-    core.queue.take(core.store.db(), |w| gone.contains(&w.seq));
-    let count = core.queue.len();
+    core.limits
+        .queue()
+        .take(core.store.db(), |w| gone.contains(&w.seq));
+    let count = core.limits.queue().len();
     if count > 0 {
         tracing::info!(count, "the queue is back");
     }
@@ -368,7 +225,7 @@ pub(crate) async fn run(core: Weak<Core>) {
         while let Some((next, _room)) = first_with_room(&core) {
             start(&core, next).await;
         }
-        let wake = core.queue.wake.clone();
+        let wake = core.limits.queue().wake.clone();
         drop(core);
         tokio::select! {
             changed = revs.changed() => if changed.is_err() { return },
@@ -383,19 +240,19 @@ pub(crate) async fn run(core: Weak<Core>) {
 /// dropped on the way.
 fn first_with_room(core: &Core) -> Option<(Waiting, Option<limits::Room<'_>>)> {
     loop {
-        if core.queue.stopped.load(Ordering::SeqCst) {
+        if core.limits.queue().stopped() {
             return None;
         }
-        let first = core.queue.lock().waiting.first().cloned()?;
+        let first = core.limits.queue().lock().waiting.first().cloned()?;
         let room = match &first.work {
-            Work::Spawn(_) => Some(limits::room_to_start(core, 1).ok()?),
+            Work::Spawn(_) => Some(core.limits.room_to_start(1).ok()?),
             Work::Send { request } => {
                 if let Some(record) = core.store.record(request.target) {
                     // A Send for a queued agent waits for its Spawn (ahead of it).
                     if record.state == AgentState::Queued {
                         return None;
                     }
-                    limits::room_to_work(core, record.state).ok()?;
+                    core.limits.room_to_work(record.state).ok()?;
                 }
                 None
             }
@@ -404,8 +261,11 @@ fn first_with_room(core: &Core) -> Option<(Waiting, Option<limits::Room<'_>>)> {
         // dies meanwhile starts it again (or finds it taken back: [`reload`]).
         // A Send goes now: typed at most once.
         let taken = match first.work {
-            Work::Spawn(_) => core.queue.take_out(|w| w.seq == first.seq),
-            Work::Send { .. } => core.queue.take(core.store.db(), |w| w.seq == first.seq),
+            Work::Spawn(_) => core.limits.queue().take_out(|w| w.seq == first.seq),
+            Work::Send { .. } => core
+                .limits
+                .queue()
+                .take(core.store.db(), |w| w.seq == first.seq),
         };
         renumber(core);
         if let Some(next) = taken.into_iter().next() {
@@ -480,7 +340,7 @@ async fn start(core: &Arc<Core>, waiting: Waiting) {
 /// Writes each waiting terminal's place into its record (and clears it from
 /// those no longer waiting).
 fn renumber(core: &Core) {
-    let waiting = core.queue.waiting();
+    let waiting = core.limits.queue().waiting();
     let mut places: std::collections::BTreeMap<u64, u32> = Default::default();
     for (n, w) in waiting.iter().enumerate() {
         let place = u32::try_from(n + 1).unwrap_or(u32::MAX);
@@ -573,54 +433,5 @@ impl Terminal for Unstarted {
 
     fn exit_status(&self) -> Option<ExitStatus> {
         None
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_sort_in_the_queue_order() {
-        assert!(key(9) < key(10));
-        assert!(key(99) < key(100_000));
-        assert_eq!(key(42).len(), 20);
-    }
-
-    #[test]
-    fn work_is_kept_as_json_and_read_back() {
-        let spawn = Waiting {
-            seq: 3,
-            since: "2026-12-06T21:00:00Z".to_owned(),
-            work: Work::Spawn(Box::new(QueuedSpawn {
-                terminal: 7,
-                request: Spawn {
-                    environment: Some("main".to_owned()),
-                    profile: Some("exec".to_owned()),
-                    queue: Some(true),
-                    ..Spawn::default()
-                },
-                lead: false,
-                parent: Some(2),
-                variant: Some(("login".to_owned(), 2)),
-            })),
-        };
-        let text = serde_json::to_string(&spawn).unwrap();
-        assert!(text.contains(r#""kind":"spawn""#), "{text}");
-        assert_eq!(serde_json::from_str::<Waiting>(&text).unwrap(), spawn);
-        let send = Waiting {
-            seq: 4,
-            since: "2026-12-06T21:00:01Z".to_owned(),
-            work: Work::Send {
-                request: Send {
-                    target: 7,
-                    text: "go on".to_owned(),
-                    ..Send::default()
-                },
-            },
-        };
-        let text = serde_json::to_string(&send).unwrap();
-        assert_eq!(serde_json::from_str::<Waiting>(&text).unwrap(), send);
-        assert_eq!(send.work.terminal(), 7);
     }
 }

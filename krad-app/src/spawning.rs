@@ -16,7 +16,6 @@ use krad_bus::request::spawn::Spawn;
 use krad_bus::server::CallContext;
 use krad_bus::token::Principal;
 use krad_term::{SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost};
-use serde::{Deserialize, Serialize};
 
 use self::launch::{Launch, Prepared, local_launch, remote_launch};
 use crate::Core;
@@ -24,6 +23,7 @@ use crate::config::PromptDelivery;
 use crate::environments::MAIN;
 use crate::hosts::Host;
 use crate::intents::{Plan, Underway};
+pub(crate) use crate::limits::queue::QueuedSpawn;
 use crate::profile::Profile;
 use crate::store::now_rfc3339;
 use crate::{environments, watcher};
@@ -53,22 +53,6 @@ pub(crate) enum Spawned {
     NoRoom(Box<QueuedSpawn>),
 }
 
-/// A Spawn that waits in the queue, resolved as it was asked: who it is and
-/// where, so that it starts later as it would have then.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct QueuedSpawn {
-    /// Its terminal, given out when it was queued.
-    pub terminal: u64,
-    /// The request, its environment and profile filled in.
-    pub request: Spawn,
-    /// It gets a lead token.
-    pub lead: bool,
-    /// The terminal that spawned it.
-    pub parent: Option<u64>,
-    /// Its group and number when it is a variant.
-    pub variant: Option<(String, u32)>,
-}
-
 /// Spawns an agent; `variant` marks it as a variant of a group (RunVariants).
 /// Sent with `queue` and no room under `[limits]`, it does not start: it is
 /// handed back for the queue.
@@ -91,7 +75,7 @@ pub(crate) async fn spawn(
         // group sent with `queue` that found none queues each of them.
         Some(_) if wants_queue => None,
         Some(_) => Some(None),
-        None => match crate::limits::may_start(core, 1) {
+        None => match core.limits.may_start(1) {
             Ok(room) => Some(Some(room)),
             Err(e) if wants_queue && e.code == ErrorCode::Busy => None,
             Err(e) => return Err(e),
@@ -182,7 +166,7 @@ async fn start_now(
     let (cwd, host) = environments::ready(core, &start.environment).await?;
     let host = environments::host(core, host.as_deref())?;
     if host.is_none() {
-        crate::limits::may_limit_memory(core, profile.memory_max_mib)?;
+        core.limits.may_limit_memory(profile.memory_max_mib)?;
     }
     let (terminal, underway) = match (queued_id, ctx) {
         // Its group knows it since it was queued.
@@ -322,7 +306,8 @@ fn record_started(
         }
     };
     if after.newcomer.host.is_none() {
-        crate::limits::limit_memory(core, after.profile.memory_max_mib, id, terminal.pid());
+        core.limits
+            .limit_memory(after.profile.memory_max_mib, id, terminal.pid());
     }
     let mut record = after.record;
     record.pid = terminal.pid();

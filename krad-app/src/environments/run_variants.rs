@@ -33,7 +33,7 @@ pub(crate) async fn run(
     };
     names_are_free(core, &group, request.count)?;
     // Room for every variant at once, or (sent with `queue`) each waits in line.
-    let room = match crate::limits::may_start(core, request.count as usize) {
+    let room = match core.limits.may_start(request.count as usize) {
         Ok(room) => Some(room),
         Err(e) if request.queue == Some(true) && e.code == ErrorCode::Busy => None,
         Err(e) => return Err(e),

@@ -43,7 +43,7 @@ impl Handle<Send> for EmbeddedApp {
                 "retry_after_secs": crate::limits::RETRY_AFTER_SECS,
             })));
         }
-        match crate::limits::may_send(core, record.state) {
+        match core.limits.may_send(record.state) {
             Ok(()) => {}
             Err(e) if request.queue == Some(true) && e.code == ErrorCode::Busy => {
                 return crate::queue::send_later(core, request);
