@@ -116,7 +116,7 @@ fn a_login_url_works_once_and_gives_a_strict_http_only_cookie() {
     assert_eq!(status, 200);
     assert!(
         xterm.len() > 100_000 && !xterm.contains("KRAD_MISSING_ASSETS"),
-        "xterm.js is embedded (scripts/web-assets installs it)"
+        "xterm.js is embedded (vendored in krad-web/vendor/)"
     );
 
     let (status, again) = get(&address, &path, &[]);
