@@ -29,10 +29,11 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime)> {
         .collect()
 }
 
-/// `krad serve --json` in `dir` with `env` (HOME and the runtime folder of
-/// `home_of`); its output once it exits.
+/// `krad serve --json` in `dir` with its own api.json and the HOME of
+/// `home_of`, which must refuse: its output once it exits. One that serves
+/// instead is killed, and the test fails.
 fn serve_refused(dir: &Path, home_of: &Path, api_json: &Path) -> Output {
-    Command::new(KRAD)
+    let mut child = Command::new(KRAD)
         .args(["serve", "--json"])
         .current_dir(dir)
         .env("KRAD_ADE_API_JSON", api_json)
@@ -41,8 +42,20 @@ fn serve_refused(dir: &Path, home_of: &Path, api_json: &Path) -> Output {
         .env_remove("KRAD_CONFIG")
         .envs(private_home(home_of))
         .stdin(Stdio::null())
-        .output()
-        .unwrap()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + stretched(Duration::from_secs(10));
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("a second app serves the repository: {}", stdout(&out));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
 }
 
 #[test]
@@ -75,7 +88,11 @@ fn a_second_app_on_a_served_repository_refuses_naming_the_first_and_touches_noth
         ("a worktree", worktree.clone()),
         ("a symlink", link.join("src")),
     ] {
-        let own_api_json = elsewhere.path().join(format!("{}.json", how.len()));
+        // A private folder of its own: it would write api.json there.
+        let own_api_json = elsewhere
+            .path()
+            .join(format!("run-{}", how.len()))
+            .join("api.json");
         let out = serve_refused(&dir, elsewhere.path(), &own_api_json);
         let text = stderr(&out);
         assert_eq!(exit_code(&out), 1, "{how}: {text}");
@@ -327,4 +344,55 @@ fn the_discovery_file_and_the_entry_are_private() {
     assert_eq!(mode(&entry), 0o600);
     let text = std::fs::read_to_string(&entry).unwrap();
     assert!(!text.contains(app.token()), "no token in the list of apps");
+}
+
+/// What `krad serve` (text, not JSON) printed in `repo` before it was stopped.
+fn serve_says(repo: &Path, home_of: &Path) -> String {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = Command::new(KRAD)
+        .arg("serve")
+        .current_dir(repo)
+        .env("RUST_LOG", "warn")
+        .env("KRAD_ADE_API_JSON", home_of.join("run/api.json"))
+        .env_remove("KRAD_ADE_ENDPOINT")
+        .env_remove("KRAD_CONFIG")
+        .envs(private_home(home_of))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("stop it with") {
+        assert_ne!(out.read_line(&mut said).unwrap(), 0, "{said}");
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    out.read_to_string(&mut said).unwrap();
+    child.wait().unwrap();
+    said
+}
+
+#[test]
+fn the_first_serve_in_a_repository_says_what_to_do_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = git_repo(dir.path());
+    let first = serve_says(&repo, dir.path());
+    for next in [
+        "krad spawn",
+        "krad ls",
+        "krad ui",
+        "krad apps",
+        "krad doctor",
+    ] {
+        assert!(first.contains(next), "{next} in:\n{first}");
+    }
+    assert!(first.contains("found by"), "{first}");
+    let second = serve_says(&repo, dir.path());
+    assert!(second.contains("krad: serving"), "{second}");
+    assert!(!second.contains("First time here"), "{second}");
 }
