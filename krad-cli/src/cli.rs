@@ -69,7 +69,7 @@ impl Cli {
             command,
         } = self;
         match command {
-            Command::Serve(args) => serve::run(args, json),
+            Command::Serve(args) => serve::run(args.or_repo(connect.repo), json),
             Command::Api(args) => api::run(args, &connect, json),
             Command::Apps(args) => apps::run(args, json),
             Command::Doctor(args) => doctor::run(args, &connect, json),

@@ -398,7 +398,10 @@ pub fn client_failure(error: ClientError) -> Failure {
 fn not_running(why: &str) -> Failure {
     Failure::new(
         Exit::Unreachable,
-        format!("the app is not running ({why}); start it with `krad serve` in your repository"),
+        format!(
+            "the app is not running ({why}); start it with `krad serve` in your repository \
+             (`krad apps` lists the apps running, `krad --repo PATH` reaches one)"
+        ),
     )
 }
 

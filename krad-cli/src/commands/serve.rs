@@ -41,7 +41,8 @@ use crate::print;
     KRAD_ADE_API_JSON=/tmp/krad/api.json krad serve --json"
 )]
 pub struct ServeArgs {
-    /// The repository to serve (default: the git repository of the current directory).
+    /// The repository to serve (default: the git repository of the current
+    /// directory; `--repo PATH` says the same).
     #[arg(long, value_name = "PATH")]
     pub root: Option<PathBuf>,
     /// The config file (default: $KRAD_CONFIG, <repo>/.krad/config.toml, ~/.config/krad/config.toml).
@@ -62,6 +63,14 @@ pub struct ServeArgs {
     pub durable_ready_delay_ms: u64,
 }
 
+impl ServeArgs {
+    /// `krad serve --repo PATH` serves PATH, as `--root PATH` does.
+    pub fn or_repo(mut self, repo: Option<PathBuf>) -> ServeArgs {
+        self.root = self.root.or(repo);
+        self
+    }
+}
+
 /// Where the app lives, found before anything starts.
 struct Place {
     root: PathBuf,
@@ -69,7 +78,7 @@ struct Place {
     git_dir: PathBuf,
     /// Held until the app is gone.
     lock: RepoLock,
-    /// No app served this repository before (its lock file is new).
+    /// No app served this repository before: it prints what to do next.
     first_run: bool,
     exe: PathBuf,
     api_json: PathBuf,
@@ -104,7 +113,8 @@ fn find_place(args: &ServeArgs) -> anyhow::Result<Place> {
     let root = repository_root(args.root.as_deref())?;
     let git_dir = git_common_dir(&root)?;
     let state_dir = repository::krad_dir(&git_dir);
-    let first_run = !state_dir.join(lock::FILE).exists();
+    // Neither an app's lock nor its store (an earlier krad had no lock).
+    let first_run = !state_dir.join(lock::FILE).exists() && !state_dir.join("state.db").exists();
     if !state_dir.exists() {
         private_file::ensure_dir(&state_dir)
             .with_context(|| format!("cannot make {}", state_dir.display()))?;
