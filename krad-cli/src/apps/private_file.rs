@@ -1,7 +1,7 @@
 //! Private folders and files: a folder only this user can enter (0700, made
 //! when missing, refused when others can) and a file written whole into one
 //! (a 0600 temp file renamed over the target), so a reader never sees half
-//! of it.
+//! of it; and a check-then-write done under a lock file.
 //!
 //! Knows nothing of what the files hold.
 
@@ -69,6 +69,27 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&temp);
     }
     result
+}
+
+/// Runs `work` holding an exclusive `flock` on `lock` (made 0600 when
+/// missing, in a private folder made when missing): for a check and a write
+/// that must not interleave with another process's. Waits for the holder,
+/// which holds it only that long.
+pub fn exclusively<T>(lock: &Path, work: impl FnOnce() -> T) -> std::io::Result<T> {
+    if let Some(dir) = lock.parent().filter(|d| !d.as_os_str().is_empty()) {
+        ensure_dir(dir)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(lock)?;
+    let held = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, errno)| std::io::Error::from(errno))?;
+    let done = work();
+    drop(held);
+    Ok(done)
 }
 
 #[cfg(test)]

@@ -82,9 +82,6 @@ struct Place {
     first_run: bool,
     exe: PathBuf,
     api_json: PathBuf,
-    /// The live app of another repository that api.json names: then this
-    /// one does not write it (a plain client keeps reaching that one).
-    api_json_owner: Option<ApiJson>,
     config: Config,
     config_path: Option<PathBuf>,
     state_dir: PathBuf,
@@ -122,7 +119,6 @@ fn find_place(args: &ServeArgs) -> anyhow::Result<Place> {
     let lock = take_lock(&state_dir, &root)?;
     let exe = std::env::current_exe().context("cannot find the krad executable")?;
     let api_json = api_json::default_path()?;
-    let api_json_owner = another_app_has(&api_json);
     let (config, config_path) = Config::load(args.config.as_deref(), &root)
         .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
     let token_dir = api_json
@@ -137,7 +133,6 @@ fn find_place(args: &ServeArgs) -> anyhow::Result<Place> {
         first_run,
         exe,
         api_json,
-        api_json_owner,
         config,
         config_path,
         state_dir,
@@ -302,9 +297,7 @@ fn publish(
         ui: ui.map(krad_web::Ui::url),
     };
     discovery::write(&place.git_dir, &contents)?;
-    if place.api_json_owner.is_none() {
-        api_json::write(&place.api_json, &contents)?;
-    }
+    let api_json_owner = claim_api_json(&place.api_json, &contents)?;
     let entry = registry::Entry {
         pid: std::process::id(),
         root: place.root.clone(),
@@ -326,7 +319,7 @@ fn publish(
             root: &place.root,
             endpoint: &endpoint,
             api_json: &place.api_json,
-            api_json_owner: place.api_json_owner.as_ref(),
+            api_json_owner: api_json_owner.as_ref(),
             discovery: &discovery::path(&place.git_dir),
             first_run: place.first_run,
             exe: &place.exe,
@@ -392,6 +385,24 @@ fn take_lock(state_dir: &Path, root: &Path) -> anyhow::Result<RepoLock> {
             Err(Failure::new(Exit::Failure, other.to_string()).into())
         }
     }
+}
+
+/// Writes api.json unless it names a live app of another process: then
+/// that app's, which is left to it (a plain client keeps reaching that
+/// one). The check and the write are made holding a lock beside the file,
+/// so two apps starting at once never both take it.
+fn claim_api_json(path: &Path, contents: &ApiJson) -> anyhow::Result<Option<ApiJson>> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let lock = path.with_file_name(format!(".{name}.lock"));
+    private_file::exclusively(&lock, || match another_app_has(path) {
+        Some(owner) => Ok(Some(owner)),
+        None => api_json::write(path, contents).map(|()| None),
+    })
+    .with_context(|| format!("cannot lock {}", lock.display()))?
+    .map_err(Into::into)
 }
 
 /// The live app of another process that api.json names, if any: api.json is
