@@ -415,47 +415,39 @@ fn read_api_json(repo: Option<&Path>) -> Result<(String, Token, u32), Failure> {
 /// repository), else api.json. None found: exit 7 (with `repo` given and
 /// no app serving it, no fallback).
 pub fn running_app(repo: Option<&Path>) -> Result<api_json::ApiJson, Failure> {
-    let here;
     let dir = match repo {
-        Some(repo) => repo,
+        Some(repo) => repo.to_path_buf(),
         None => match std::env::current_dir() {
-            Ok(dir) => {
-                here = dir;
-                here.as_path()
-            }
+            Ok(dir) => dir,
             Err(_) => return from_api_json(),
         },
     };
-    match common_dir_of(dir) {
-        Some(git_dir) => {
-            if let Some(found) = discovery::live(&git_dir) {
-                return Ok(found);
-            }
-            if repo.is_some() {
-                return Err(Failure::new(
-                    Exit::Unreachable,
-                    format!(
-                        "no app serves {} (`krad apps` lists those running); start one with \
-                         `krad serve --root {}`",
-                        dir.display(),
-                        dir.display()
-                    ),
-                ));
-            }
-        }
-        None if repo.is_some() => {
-            return Err(Failure::new(
+    let git_dir = common_dir_of(&dir);
+    if let Some(found) = git_dir.as_deref().and_then(discovery::live) {
+        return Ok(found);
+    }
+    if repo.is_some() {
+        return Err(match git_dir {
+            Some(_) => Failure::new(
+                Exit::Unreachable,
+                format!(
+                    "no app serves {} (`krad apps` lists those running); start one with \
+                     `krad serve --root {}`",
+                    dir.display(),
+                    dir.display()
+                ),
+            ),
+            None => Failure::new(
                 Exit::Usage,
                 format!("--repo {}: not in a git repository", dir.display()),
-            ));
-        }
-        None => {}
+            ),
+        });
     }
     let found = from_api_json()?;
     // In a repository no app serves, api.json's app (another repository's)
     // is reached as the contract says, but never silently.
-    if let Some(here) = common_dir_of(dir)
-        && common_dir_of(&found.root).is_some_and(|there| there != here)
+    if let Some(here) = &git_dir
+        && common_dir_of(&found.root).is_some_and(|there| &there != here)
     {
         eprintln!(
             "krad: no app serves the repository of {}; this is the app of {} (api.json's)",

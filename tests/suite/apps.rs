@@ -396,3 +396,31 @@ fn the_first_serve_in_a_repository_says_what_to_do_next() {
     assert!(second.contains("krad: serving"), "{second}");
     assert!(!second.contains("First time here"), "{second}");
 }
+
+#[test]
+fn repo_names_a_repository_or_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = krad_in(
+        dir.path(),
+        dir.path(),
+        &["--repo", dir.path().to_str().unwrap(), "ls"],
+    );
+    assert_eq!(exit_code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not in a git repository"),
+        "{}",
+        stderr(&out)
+    );
+    let repo = git_repo(dir.path());
+    let out = krad_in(
+        dir.path(),
+        dir.path(),
+        &["--repo", repo.to_str().unwrap(), "ls"],
+    );
+    assert_eq!(exit_code(&out), 7, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("krad serve --root"),
+        "{}",
+        stderr(&out)
+    );
+}
