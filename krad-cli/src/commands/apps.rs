@@ -23,8 +23,8 @@ use crate::render::{self, Column};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 One app serves a repository; `krad` in a folder of that repository (or with --repo PATH) \
-reaches it. DEFAULT marks the app api.json names: the one reached from outside any \
-repository. AGENTS and ASKING are `?` when the app did not answer within two seconds.
+reaches it. `(default)` after a repository (`default` in --json) marks the app api.json \
+names: the one reached from outside any repository. AGENTS and ASKING are `?` when the app did not answer within two seconds.
 
 Examples:
   krad apps
