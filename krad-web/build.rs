@@ -1,49 +1,75 @@
-//! Embeds the page's npm parts (xterm.js, pinned in web/package-lock.json).
-//!
-//! They come from `web/node_modules`, which `scripts/web-assets` installs
-//! (`npm ci`, offline from then on). Without them the build still succeeds —
-//! `cargo clippy` and `cargo run` on a fresh machine must work — but the page's
-//! terminals show what to run instead, and cargo warns.
+//! Checks the page's vendored npm parts (xterm.js and its fit add-on, in
+//! `vendor/`) against `vendor/MANIFEST` — each file's sha256 — before
+//! `src/assets.rs` embeds them: a build never ships a file other than the
+//! pinned one, and needs no npm. `scripts/web-assets --refresh` takes them
+//! anew from npm and rewrites the manifest.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
-const PARTS: &[(&str, &str)] = &[
-    ("xterm.js", "@xterm/xterm/lib/xterm.js"),
-    ("xterm.css", "@xterm/xterm/css/xterm.css"),
-    ("addon-fit.js", "@xterm/addon-fit/lib/addon-fit.js"),
-];
+use sha2::{Digest, Sha256};
 
-const MISSING: &str = "/* krad: the page's npm parts are not installed: run scripts/web-assets \
-(needs npm), then rebuild. */\nwindow.KRAD_MISSING_ASSETS = \"run scripts/web-assets (needs npm), \
-then rebuild krad\";\n";
+/// The files `src/assets.rs` embeds; each must be in the manifest.
+const EMBEDDED: &[&str] = &["xterm.js", "xterm.css", "addon-fit.js"];
 
 fn main() {
-    let out = std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into());
-    let modules = Path::new("web/node_modules");
-    println!("cargo:rerun-if-changed=web/package-lock.json");
-    let mut missing = false;
-    for (name, from) in PARTS {
-        let source = modules.join(from);
-        println!("cargo:rerun-if-changed={}", source.display());
-        let bytes = match std::fs::read(&source) {
-            Ok(bytes) => bytes,
-            Err(_) => {
-                missing = true;
-                if name.ends_with(".js") {
-                    MISSING.as_bytes().to_vec()
-                } else {
-                    Vec::new()
-                }
-            }
+    let vendor = Path::new("vendor");
+    let manifest = vendor.join("MANIFEST");
+    println!("cargo:rerun-if-changed={}", manifest.display());
+    let text = match std::fs::read_to_string(&manifest) {
+        Ok(text) => text,
+        Err(e) => fail(&format!("cannot read {}: {e}", manifest.display())),
+    };
+    let mut listed = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [file, package, version, sha256] = fields[..] else {
+            fail(&format!(
+                "{}: `{line}` is not `file package version sha256`",
+                manifest.display()
+            ))
         };
-        if let Err(e) = std::fs::write(Path::new(&out).join(name), bytes) {
-            println!("cargo:warning=cannot write {name} into OUT_DIR: {e}");
+        let path = vendor.join(file);
+        println!("cargo:rerun-if-changed={}", path.display());
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) => fail(&format!(
+                "cannot read {} ({package} {version}): {e}; restore it with `git checkout -- \
+                 krad-web/vendor` or take it anew with `scripts/web-assets --refresh`",
+                path.display()
+            )),
+        };
+        let found = hex(&Sha256::digest(&bytes));
+        if found != sha256 {
+            fail(&format!(
+                "{} is not the pinned {package} {version}: its sha256 is {found}, {} says \
+                 {sha256}; restore it with `git checkout -- krad-web/vendor`, or take the pins \
+                 anew with `scripts/web-assets --refresh`",
+                path.display(),
+                manifest.display()
+            ));
+        }
+        listed.push(file.to_owned());
+    }
+    for file in EMBEDDED {
+        if !listed.iter().any(|l| l == file) {
+            fail(&format!("{} does not list {file}", manifest.display()));
         }
     }
-    if missing {
-        println!(
-            "cargo:warning=krad-web: xterm.js is not installed; the page's terminals will say so. \
-             Run scripts/web-assets (needs npm) and rebuild."
-        );
-    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+/// Stops the build with `message`.
+fn fail(message: &str) -> ! {
+    eprintln!("krad-web: {message}");
+    std::process::exit(1)
 }

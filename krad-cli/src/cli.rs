@@ -10,8 +10,9 @@ use crate::exit::{Exit, exit_codes_help};
 /// krad — run many coding agents side by side.
 ///
 /// `krad serve` starts the app in a git repository; the other commands talk to
-/// it over its loopback bus (found through KRAD_ADE_* inside the app's terminals,
-/// api.json outside them).
+/// it over its loopback bus (found through KRAD_ADE_* inside the app's terminals;
+/// outside them, the app serving the current directory's repository or --repo,
+/// else api.json).
 #[derive(Debug, Parser)]
 #[command(
     name = "krad",
@@ -33,6 +34,8 @@ use crate::exit::{Exit, exit_codes_help};
         "  krad subscribe | jq -c .    every change as a JSON line\n",
         "  krad api                    the API version, build and pid the app serves\n",
         "  krad doctor                 what is wrong: agents whose hooks did not run, hosts down\n",
+        "  krad apps                   every app running here: repository, agents, page\n",
+        "  krad ls --repo ~/src/other  the agents of the app serving another repository\n",
         "  krad code -- cargo test -q  run a program in an environment, no terminal\n",
         "  krad conflicts --watch      which environments' work would conflict, kept current\n",
         "  krad gc --merged --dry-run  which merged worktrees could go, and the space they take\n",
@@ -66,8 +69,9 @@ impl Cli {
             command,
         } = self;
         match command {
-            Command::Serve(args) => serve::run(args, json),
+            Command::Serve(args) => serve::run(args.or_repo(connect.repo), json),
             Command::Api(args) => api::run(args, &connect, json),
+            Command::Apps(args) => apps::run(args, json),
             Command::Doctor(args) => doctor::run(args, &connect, json),
             Command::Ls(args) => ls::run(args, &connect, json),
             Command::Check(args) => check::run(args, &connect, json),
@@ -102,7 +106,7 @@ impl Cli {
             Command::Raw(args) => raw::run(args, &connect, json),
             Command::Stats(args) => stats::run(args, &connect, json),
             Command::Stop(args) => stop::run(args, &connect, json),
-            Command::Ui(args) => ui::run(args, json),
+            Command::Ui(args) => ui::run(args, &connect, json),
             Command::Completions(args) => completions::run(args, Cli::command()),
             Command::Internal(args) => internal::run(args),
         }
@@ -116,6 +120,8 @@ pub enum Command {
     Serve(commands::serve::ServeArgs),
     /// Show the API version, build and pid of the running app (Hello).
     Api(commands::api::ApiArgs),
+    /// List the apps running on this machine: repository, bus, pid, agents, page.
+    Apps(commands::apps::AppsArgs),
     /// Show what is wrong: agents whose hooks did not run, hosts whose link is down.
     Doctor(commands::doctor::DoctorArgs),
     /// List the agents: id, name, environment, profile, state and last message (List).

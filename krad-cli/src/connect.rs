@@ -1,5 +1,8 @@
 //! Finding the bus and calling it: inside a terminal from the `KRAD_ADE_*`
-//! variables, otherwise from api.json; `--endpoint` and `--token-file` override.
+//! variables; otherwise the app that serves the repository of `--repo` or of
+//! the working directory (its discovery file, believed while the repository's
+//! lock is held), then `$KRAD_ADE_API_JSON`, then the per-user api.json.
+//! `--endpoint` and `--token-file` override.
 //!
 //! Inside a krad terminal on an SSH host (`KRAD_ADE_TERMINAL` set, and
 //! `KRAD_ADE_RETRY_SECS`, which the app gives host terminals: 60), a call
@@ -30,6 +33,8 @@ use krad_bus::protocol::{Caller, ErrorCode, Response, TerminalRef, Token};
 use krad_bus::request::Call;
 use serde_json::Value;
 
+use crate::apps::discovery;
+use crate::apps::repository::common_dir_of;
 use crate::exit::{Exit, Failure};
 
 /// How to reach the bus, as the global flags say.
@@ -41,6 +46,10 @@ pub struct ConnectArgs {
     /// A file holding the token, instead of KRAD_ADE_TOKEN_FILE or api.json's.
     #[arg(long, global = true, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+    /// Reach the app that serves this repository (default: the one of the
+    /// current directory, else api.json's).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
 }
 
 /// A resolved connection to the bus.
@@ -82,7 +91,7 @@ impl AppConnection {
         let needs_api_json = (args.endpoint.is_none() && inside.is_none())
             || (args.token_file.is_none() && inside.is_none());
         if needs_api_json {
-            let (endpoint, token, app_pid) = read_api_json()?;
+            let (endpoint, token, app_pid) = read_api_json(args.repo.as_deref())?;
             pid = Some(app_pid);
             from_api_json = Some((endpoint, token));
         }
@@ -389,17 +398,68 @@ pub fn client_failure(error: ClientError) -> Failure {
 fn not_running(why: &str) -> Failure {
     Failure::new(
         Exit::Unreachable,
-        format!("the app is not running ({why}); start it with `krad serve` in your repository"),
+        format!(
+            "the app is not running ({why}); start it with `krad serve` in your repository \
+             (`krad apps` lists the apps running, `krad --repo PATH` reaches one)"
+        ),
     )
 }
 
-fn read_api_json() -> Result<(String, Token, u32), Failure> {
-    let found = running_app()?;
+fn read_api_json(repo: Option<&Path>) -> Result<(String, Token, u32), Failure> {
+    let found = running_app(repo)?;
     Ok((found.endpoint, found.token, found.pid))
 }
 
+/// What a client outside the app's terminals reads to reach the app: the
+/// discovery file of the app serving `repo` (or the working directory's
+/// repository), else api.json. None found: exit 7 (with `repo` given and
+/// no app serving it, no fallback).
+pub fn running_app(repo: Option<&Path>) -> Result<api_json::ApiJson, Failure> {
+    let dir = match repo {
+        Some(repo) => repo.to_path_buf(),
+        None => match std::env::current_dir() {
+            Ok(dir) => dir,
+            Err(_) => return from_api_json(),
+        },
+    };
+    let git_dir = common_dir_of(&dir);
+    if let Some(found) = git_dir.as_deref().and_then(discovery::live) {
+        return Ok(found);
+    }
+    if repo.is_some() {
+        return Err(match git_dir {
+            Some(_) => Failure::new(
+                Exit::Unreachable,
+                format!(
+                    "no app serves {} (`krad apps` lists those running); start one with \
+                     `krad serve --root {}`",
+                    dir.display(),
+                    dir.display()
+                ),
+            ),
+            None => Failure::new(
+                Exit::Usage,
+                format!("--repo {}: not in a git repository", dir.display()),
+            ),
+        });
+    }
+    let found = from_api_json()?;
+    // In a repository no app serves, api.json's app (another repository's)
+    // is reached as the contract says, but never silently.
+    if let Some(here) = &git_dir
+        && common_dir_of(&found.root).is_some_and(|there| &there != here)
+    {
+        eprintln!(
+            "krad: no app serves the repository of {}; this is the app of {} (api.json's)",
+            dir.display(),
+            found.root.display()
+        );
+    }
+    Ok(found)
+}
+
 /// api.json of the app that is running (a stale or missing one: exit 7).
-pub fn running_app() -> Result<api_json::ApiJson, Failure> {
+fn from_api_json() -> Result<api_json::ApiJson, Failure> {
     let path = api_json::default_path().map_err(|e| not_running(&e.to_string()))?;
     match api_json::read(&path) {
         Ok(found) => {

@@ -1,6 +1,7 @@
 //! The `krad` binary: parses the command line, sets up tracing, runs one
 //! subcommand and turns its outcome into a stable exit code.
 
+mod apps;
 mod cli;
 mod commands;
 mod connect;

@@ -1,6 +1,7 @@
 //! The page's files, embedded in the binary: krad's own (`krad-web/web/`) and
-//! the pinned npm parts (xterm.js), which build.rs copies from
-//! `krad-web/web/node_modules` (installed by `scripts/web-assets`).
+//! the pinned npm parts (xterm.js and its fit add-on), vendored in
+//! `krad-web/vendor/` with their licenses, and checked against the sha256 of
+//! `vendor/MANIFEST` by build.rs.
 
 /// Each file: its path on the page, its type, its bytes.
 const FILES: &[(&str, &str, &[u8])] = &[
@@ -22,17 +23,17 @@ const FILES: &[(&str, &str, &[u8])] = &[
     (
         "/assets/xterm.js",
         "text/javascript; charset=utf-8",
-        include_bytes!(concat!(env!("OUT_DIR"), "/xterm.js")),
+        include_bytes!("../vendor/xterm.js"),
     ),
     (
         "/assets/addon-fit.js",
         "text/javascript; charset=utf-8",
-        include_bytes!(concat!(env!("OUT_DIR"), "/addon-fit.js")),
+        include_bytes!("../vendor/addon-fit.js"),
     ),
     (
         "/assets/xterm.css",
         "text/css; charset=utf-8",
-        include_bytes!(concat!(env!("OUT_DIR"), "/xterm.css")),
+        include_bytes!("../vendor/xterm.css"),
     ),
 ];
 

@@ -24,6 +24,15 @@ use tokio::sync::watch;
 
 pub use auth::LOGIN_TTL;
 
+/// The page's vendored npm parts as pinned: `vendor/MANIFEST` (file, package,
+/// version, sha256 a line), which build.rs checked the embedded files against.
+pub const VENDOR_MANIFEST: &str = include_str!("../vendor/MANIFEST");
+
+/// The size of the page's file at `path` (`/assets/xterm.js`), if embedded.
+pub fn embedded_size(path: &str) -> Option<usize> {
+    assets::find(path).map(|(_, body)| body.len())
+}
+
 /// What the page's server needs to know.
 #[derive(Debug, Clone)]
 pub struct WebSettings {

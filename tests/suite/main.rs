@@ -8,6 +8,7 @@ mod support;
 
 mod agents;
 mod api_json;
+mod apps;
 mod asks;
 mod attach;
 mod chromium;

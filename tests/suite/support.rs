@@ -453,9 +453,13 @@ pub fn krad_cmd(api_json: &Path, args: &[&str], env: &[(&str, &str)]) -> Output 
 }
 
 /// The CLI as a client of the app whose api.json is `api_json`, outside any
-/// terminal of it.
+/// terminal of it, and outside any repository (the CLI would look for the
+/// app of the repository it runs in first): in api.json's folder.
 fn krad_command(api_json: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(KRAD);
+    if let Some(dir) = api_json.ancestors().skip(1).find(|dir| dir.is_dir()) {
+        cmd.current_dir(dir);
+    }
     cmd.args(args)
         .env("KRAD_ADE_API_JSON", api_json)
         .env_remove("KRAD_ADE_ENDPOINT")

@@ -116,7 +116,7 @@ fn a_login_url_works_once_and_gives_a_strict_http_only_cookie() {
     assert_eq!(status, 200);
     assert!(
         xterm.len() > 100_000 && !xterm.contains("KRAD_MISSING_ASSETS"),
-        "xterm.js is embedded (scripts/web-assets installs it)"
+        "xterm.js is embedded (vendored in krad-web/vendor/)"
     );
 
     let (status, again) = get(&address, &path, &[]);
@@ -232,4 +232,43 @@ fn the_page_can_be_turned_off_and_krad_ui_says_so() {
     let out = app.krad(&["ui", "--no-open"]);
     assert_eq!(exit_code(&out), 1);
     assert!(stderr(&out).contains("enabled = false"), "{}", stderr(&out));
+}
+
+/// The vendored xterm.js (issue 46): `scripts/web-assets` passes the files
+/// as committed and refuses one that is not the pinned build, with the fix.
+#[test]
+fn web_assets_checks_the_vendored_xterm_against_its_pins() {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let tree = tempfile::tempdir().unwrap();
+    let copy = |from: &str| {
+        let to = tree.path().join(from);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(here.join(from), &to).unwrap();
+    };
+    copy("scripts/web-assets");
+    copy("krad-web/web/package.json");
+    for file in std::fs::read_dir(here.join("krad-web/vendor")).unwrap() {
+        let name = file.unwrap().file_name();
+        copy(&format!("krad-web/vendor/{}", name.to_str().unwrap()));
+    }
+    let check = || {
+        std::process::Command::new(tree.path().join("scripts/web-assets"))
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap()
+    };
+    let out = check();
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    let xterm = tree.path().join("krad-web/vendor/xterm.js");
+    let mut bytes = std::fs::read(&xterm).unwrap();
+    bytes.extend_from_slice(b"\n/* changed */\n");
+    std::fs::write(&xterm, bytes).unwrap();
+    let out = check();
+    assert_eq!(exit_code(&out), 1, "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("vendor/xterm.js is not the pinned @xterm/xterm")
+            && said.contains("git checkout -- krad-web/vendor"),
+        "{said}"
+    );
 }

@@ -3,6 +3,12 @@
 //! (a Codex that skipped krad's hooks: its approvals are not asks), and SSH
 //! hosts whose link is not up. Each problem says what to do next. It also
 //! says whether a memory limit per terminal can work here (cgroup v2).
+//!
+//! Before it asks the app it checks this machine (`local`): the agent CLIs
+//! and their versions, tmux, bubblewrap, ssh, cgroup v2, the page's assets,
+//! git, the repository's lock and discovery file — a line each, with the fix.
+
+mod local;
 
 use krad_bus::protocol::{AgentRecord, HostStatus, LinkState};
 use krad_bus::request::hello::Hello;
@@ -17,9 +23,15 @@ use crate::print;
 /// Arguments of `krad doctor`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Exits 0 when nothing is wrong, 1 when a problem is listed, 7 when \
-the app cannot be reached.\n\n\
-Examples:\n  krad doctor\n  krad doctor --json | jq -r '.problems[].problem'"
+    after_help = "First a line per check of this machine (ok, info, warn, PROBLEM; each \
+with its fix): the agent CLIs on PATH against the tested versions, tmux, bubblewrap, ssh, \
+cgroup v2 delegation, the page's assets, git and its identity, the repository's lock and \
+discovery file. Then what the app knows. `warn` and `info` do not change the exit code.\n\n\
+Exits 0 when nothing is wrong, 1 when a problem is listed, 7 when the app cannot be \
+reached (after the machine's checks).\n\n\
+Examples:\n  krad doctor\n  krad doctor --repo ~/src/app\n  \
+krad doctor --json | jq -r '.checks[] | select(.level != \"ok\") | .fix'\n  \
+krad doctor --json | jq -r '.problems[].problem'"
 )]
 pub struct DoctorArgs {}
 
@@ -47,18 +59,33 @@ struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     memory_limits: Option<String>,
     problems: Vec<Problem>,
+    /// The checks of this machine.
+    checks: Vec<local::Check>,
 }
 
 /// Asks the app what it knows, and prints what is wrong.
 pub fn run(_args: DoctorArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let app = AppConnection::find(connect)?;
+    let checks = local::checks(connect.repo.as_deref());
+    let app = match AppConnection::find(connect) {
+        Ok(app) => app,
+        Err(failure) => {
+            // The machine's checks still tell what they found.
+            if json {
+                print::json(&serde_json::json!({"ok": false, "checks": checks}));
+            } else {
+                print::lines(checks.iter().map(local::Check::line));
+            }
+            return Err(failure.into());
+        }
+    };
     let hello = app.send(Hello {}, None)?.answer;
     let agents = app.send(List { environment: None }, None)?.answer;
     let hosts = app.send(Hosts {}, None)?.answer;
     let mut problems: Vec<Problem> = agents.iter().filter_map(agent_problem).collect();
     problems.extend(hosts.iter().filter_map(host_problem));
+    let local_problem = checks.iter().any(|c| c.level == local::Level::Problem);
     let report = Report {
-        ok: problems.is_empty(),
+        ok: problems.is_empty() && !local_problem,
         endpoint: app.endpoint().to_string(),
         api_version: hello.api_version,
         build: hello.build,
@@ -66,6 +93,7 @@ pub fn run(_args: DoctorArgs, connect: &ConnectArgs, json: bool) -> anyhow::Resu
         hosts: hosts.len(),
         memory_limits: hello.memory_limits,
         problems,
+        checks,
     };
     if json {
         print::json(&serde_json::to_value(&report)?);
@@ -112,10 +140,11 @@ fn host_problem(host: &HostStatus) -> Option<Problem> {
 
 /// The report as lines of text: the app, then each problem.
 fn human(report: &Report) -> Vec<String> {
-    let mut lines = vec![format!(
+    let mut lines: Vec<String> = report.checks.iter().map(local::Check::line).collect();
+    lines.push(format!(
         "ok      app at {} (agents API v{}, build {}): {} agents, {} hosts",
         report.endpoint, report.api_version, report.build, report.agents, report.hosts
-    )];
+    ));
     if let Some(memory) = &report.memory_limits {
         lines.push(format!("info    memory limits per terminal: {memory}"));
     }
@@ -156,6 +185,7 @@ mod tests {
             hosts: 0,
             memory_limits: None,
             problems: vec![problem],
+            checks: Vec::new(),
         };
         let lines = human(&report);
         assert_eq!(

@@ -2,6 +2,7 @@
 
 pub mod answer;
 pub mod api;
+pub mod apps;
 pub mod archive;
 pub mod asks;
 pub mod attach;

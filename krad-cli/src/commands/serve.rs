@@ -1,5 +1,13 @@
 //! `krad serve`: starts the embedded app in a git repository and serves the bus
 //! on 127.0.0.1 until `krad stop`, SIGTERM or Ctrl-C.
+//!
+//! One app per repository: before it opens anything of the repository's it
+//! takes the repository's lock (`crate::apps::lock`), and a second app on the
+//! same repository (from a worktree, a symlink, with another api.json) stops
+//! there, naming the first. Once it serves it writes the repository's
+//! discovery file and its entry in the per-user list of running apps, and
+//! api.json unless a live app of another repository has it; all three are
+//! removed when it stops, and the lock goes with the process.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -15,6 +23,8 @@ use krad_bus::server::{self, Bus, ServerConfig};
 use krad_bus::token::Secret;
 use serde_json::json;
 
+use crate::apps::lock::{self, Holder, LockError, RepoLock};
+use crate::apps::{discovery, private_file, registry, repository};
 use crate::exit::{Exit, Failure};
 use crate::print;
 
@@ -24,11 +34,15 @@ use crate::print;
     after_help = "With a [durable] table in the config it also serves the durable facet (Collie, \
     the phone's bridge) on a private socket ($COLLIE_DURABLE_SOCKET or [durable] socket) and, \
     with [durable.tls], over TLS; see docs/durable.md.\n\n\
+    One app serves a repository: a second `krad serve` there (or in a worktree of it) \
+    exits 1 naming the first. Apps of other repositories run side by side; the CLI finds the \
+    app of the repository it runs in (`krad apps` lists them all).\n\n\
     Examples:\n  krad serve\n  krad serve --root ~/src/app --port 41234\n  \
     KRAD_ADE_API_JSON=/tmp/krad/api.json krad serve --json"
 )]
 pub struct ServeArgs {
-    /// The repository to serve (default: the git repository of the current directory).
+    /// The repository to serve (default: the git repository of the current
+    /// directory; `--repo PATH` says the same).
     #[arg(long, value_name = "PATH")]
     pub root: Option<PathBuf>,
     /// The config file (default: $KRAD_CONFIG, <repo>/.krad/config.toml, ~/.config/krad/config.toml).
@@ -49,9 +63,23 @@ pub struct ServeArgs {
     pub durable_ready_delay_ms: u64,
 }
 
+impl ServeArgs {
+    /// `krad serve --repo PATH` serves PATH, as `--root PATH` does.
+    pub fn or_repo(mut self, repo: Option<PathBuf>) -> ServeArgs {
+        self.root = self.root.or(repo);
+        self
+    }
+}
+
 /// Where the app lives, found before anything starts.
 struct Place {
     root: PathBuf,
+    /// The repository's identity: its canonical git common directory.
+    git_dir: PathBuf,
+    /// Held until the app is gone.
+    lock: RepoLock,
+    /// No app served this repository before: it prints what to do next.
+    first_run: bool,
     exe: PathBuf,
     api_json: PathBuf,
     config: Config,
@@ -76,16 +104,23 @@ pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
     })
 }
 
-/// The repository, the config and the app's directories; refuses to start
-/// beside another live app of the same api.json.
+/// The repository and its lock, the config and the app's directories;
+/// refuses to start where another app serves the repository.
 fn find_place(args: &ServeArgs) -> anyhow::Result<Place> {
     let root = repository_root(args.root.as_deref())?;
+    let git_dir = git_common_dir(&root)?;
+    let state_dir = repository::krad_dir(&git_dir);
+    // Neither an app's lock nor its store (an earlier krad had no lock).
+    let first_run = !state_dir.join(lock::FILE).exists() && !state_dir.join("state.db").exists();
+    if !state_dir.exists() {
+        private_file::ensure_dir(&state_dir)
+            .with_context(|| format!("cannot make {}", state_dir.display()))?;
+    }
+    let lock = take_lock(&state_dir, &root)?;
     let exe = std::env::current_exe().context("cannot find the krad executable")?;
     let api_json = api_json::default_path()?;
-    refuse_if_another_app_serves(&api_json)?;
     let (config, config_path) = Config::load(args.config.as_deref(), &root)
         .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
-    let state_dir = git_common_dir(&root)?.join("krad");
     let token_dir = api_json
         .parent()
         .map(Path::to_path_buf)
@@ -93,6 +128,9 @@ fn find_place(args: &ServeArgs) -> anyhow::Result<Place> {
         .join(format!("terminals-{}", std::process::id()));
     Ok(Place {
         root,
+        git_dir,
+        lock,
+        first_run,
         exe,
         api_json,
         config,
@@ -103,7 +141,7 @@ fn find_place(args: &ServeArgs) -> anyhow::Result<Place> {
 }
 
 /// Starts the app, publishes api.json, serves until stopped, then cleans up.
-async fn serve(args: ServeArgs, place: Place, json: bool) -> anyhow::Result<Exit> {
+async fn serve(args: ServeArgs, mut place: Place, json: bool) -> anyhow::Result<Exit> {
     let listener = server::bind(args.port).await.map_err(|e| {
         Failure::new(
             Exit::Failure,
@@ -111,6 +149,11 @@ async fn serve(args: ServeArgs, place: Place, json: bool) -> anyhow::Result<Exit
         )
     })?;
     let address = listener.local_addr()?;
+    let holder = holder(&place.root, Some(address.to_string()));
+    place
+        .lock
+        .update(&holder)
+        .with_context(|| format!("cannot write {}", place.lock.path().display()))?;
     let limits = ServerConfig {
         max_connections: args.max_connections as usize,
         line_timeout: Duration::from_millis(args.line_timeout_ms.max(1)),
@@ -136,7 +179,14 @@ async fn serve(args: ServeArgs, place: Place, json: bool) -> anyhow::Result<Exit
     );
     let durable = start(&app, &bus, args.durable_ready_delay_ms).await?;
     let ui = start_ui(&place, address, &bus).await?;
-    publish(&place, address, &bus, durable.as_ref(), ui.as_ref(), json)?;
+    let published = publish(&place, address, &bus, durable.as_ref(), ui.as_ref(), json);
+    let published = match published {
+        Ok(published) => published,
+        Err(error) => {
+            unpublish(&place, None);
+            return Err(error);
+        }
+    };
 
     let stop_on_signal = {
         let bus = bus.clone();
@@ -156,8 +206,10 @@ async fn serve(args: ServeArgs, place: Place, json: bool) -> anyhow::Result<Exit
         ui.stop();
     }
     app.shutdown(bus.closes_terminals_on_shutdown()).await;
-    api_json::remove_if_ours(&place.api_json);
+    unpublish(&place, published.as_deref());
     tracing::info!("stopped");
+    // The lock goes last, with `place`.
+    drop(place);
     Ok(Exit::Success)
 }
 
@@ -221,8 +273,9 @@ async fn start_ui(
     Ok(Some(ui))
 }
 
-/// Writes api.json (the endpoint and the Client token, 0600) and says where
-/// the app serves.
+/// Writes the repository's discovery file, api.json (unless a live app of
+/// another repository has it) and the entry in the list of running apps, and
+/// says where the app serves. The entry's path, to remove at the end.
 fn publish(
     place: &Place,
     address: SocketAddr,
@@ -230,26 +283,45 @@ fn publish(
     durable: Option<&Durable>,
     ui: Option<&krad_web::Ui>,
     json: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<PathBuf>> {
     let endpoint = address.to_string();
-    api_json::write(
-        &place.api_json,
-        &ApiJson {
-            api_version: API_VERSION,
-            endpoint: endpoint.clone(),
-            token: bus.secret().client_token(),
-            pid: std::process::id(),
-            build: BUILD.to_owned(),
-            started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-            root: place.root.clone(),
-            ui: ui.map(krad_web::Ui::url),
-        },
-    )?;
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let contents = ApiJson {
+        api_version: API_VERSION,
+        endpoint: endpoint.clone(),
+        token: bus.secret().client_token(),
+        pid: std::process::id(),
+        build: BUILD.to_owned(),
+        started_at: started_at.clone(),
+        root: place.root.clone(),
+        ui: ui.map(krad_web::Ui::url),
+    };
+    discovery::write(&place.git_dir, &contents)?;
+    let api_json_owner = claim_api_json(&place.api_json, &contents)?;
+    let entry = registry::Entry {
+        pid: std::process::id(),
+        root: place.root.clone(),
+        git_dir: place.git_dir.clone(),
+        endpoint: endpoint.clone(),
+        ui: contents.ui.clone(),
+        build: BUILD.to_owned(),
+        started_at,
+    };
+    let registered = match registry::register(&entry) {
+        Ok(path) => Some(path),
+        Err(error) => {
+            tracing::warn!(%error, "this app is not in the list of running apps (`krad apps`)");
+            None
+        }
+    };
     announce(
         &Announced {
             root: &place.root,
             endpoint: &endpoint,
             api_json: &place.api_json,
+            api_json_owner: api_json_owner.as_ref(),
+            discovery: &discovery::path(&place.git_dir),
+            first_run: place.first_run,
             exe: &place.exe,
             durable,
             ui,
@@ -261,7 +333,97 @@ fn publish(
         None => tracing::info!("no config file; built-in profiles"),
     }
     tracing::info!(%endpoint, root = %place.root.display(), "serving");
-    Ok(())
+    Ok(registered)
+}
+
+/// Removes what [`publish`] wrote (each only if it still names this app).
+fn unpublish(place: &Place, registered: Option<&Path>) {
+    if let Some(entry) = registered {
+        registry::unregister(entry);
+    }
+    discovery::remove_if_ours(&place.git_dir);
+    api_json::remove_if_ours(&place.api_json);
+}
+
+/// What this app writes into its repository's lock file.
+fn holder(root: &Path, endpoint: Option<String>) -> Holder {
+    Holder {
+        pid: std::process::id(),
+        root: root.to_path_buf(),
+        endpoint,
+        started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+    }
+}
+
+/// Takes the repository's lock, or says which app holds it.
+fn take_lock(state_dir: &Path, root: &Path) -> anyhow::Result<RepoLock> {
+    match RepoLock::acquire(state_dir, &holder(root, None)) {
+        Ok(lock) => Ok(lock),
+        Err(LockError::Held { path, holder }) => {
+            let first = match &holder {
+                Some(h) => format!(
+                    "{} (pid {}, bus {})",
+                    h.root.display(),
+                    h.pid,
+                    h.endpoint.as_deref().unwrap_or("not listening yet")
+                ),
+                None => format!("it (its lock {} names no app)", path.display()),
+            };
+            let served = holder.as_ref().map_or(root, |h| h.root.as_path());
+            Err(Failure::new(
+                Exit::Failure,
+                format!(
+                    "another krad app already serves {first}; one app serves a repository at a \
+                     time. Use that one (`krad ls` in {}), or stop it first: `krad stop --repo {}`",
+                    served.display(),
+                    served.display()
+                ),
+            )
+            .into())
+        }
+        Err(other @ LockError::Io { .. }) => {
+            Err(Failure::new(Exit::Failure, other.to_string()).into())
+        }
+    }
+}
+
+/// Writes api.json unless it names a live app of another process: then
+/// that app's, which is left to it (a plain client keeps reaching that
+/// one). The check and the write are made holding a lock beside the file,
+/// so two apps starting at once never both take it.
+fn claim_api_json(path: &Path, contents: &ApiJson) -> anyhow::Result<Option<ApiJson>> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let lock = path.with_file_name(format!(".{name}.lock"));
+    private_file::exclusively(&lock, || match another_app_has(path) {
+        Some(owner) => Ok(Some(owner)),
+        None => api_json::write(path, contents).map(|()| None),
+    })
+    .with_context(|| format!("cannot lock {}", lock.display()))?
+    .map_err(Into::into)
+}
+
+/// The live app of another process that api.json names, if any: api.json is
+/// then left to it.
+fn another_app_has(path: &Path) -> Option<ApiJson> {
+    let existing = api_json::read(path).ok()?;
+    let answers = existing
+        .endpoint
+        .parse::<std::net::SocketAddr>()
+        .ok()
+        .and_then(|addr| std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok())
+        .is_some();
+    if existing.pid != std::process::id() && api_json::pid_alive(existing.pid) && answers {
+        return Some(existing);
+    }
+    tracing::info!(
+        "replacing the stale {} (pid {} is gone)",
+        path.display(),
+        existing.pid
+    );
+    None
 }
 
 /// Serves the bus on an endpoint that terminals taken back from an earlier run
@@ -285,6 +447,9 @@ struct Announced<'a> {
     root: &'a Path,
     endpoint: &'a str,
     api_json: &'a Path,
+    api_json_owner: Option<&'a ApiJson>,
+    discovery: &'a Path,
+    first_run: bool,
     exe: &'a Path,
     durable: Option<&'a Durable>,
     ui: Option<&'a krad_web::Ui>,
@@ -295,6 +460,9 @@ fn announce(announced: &Announced<'_>, json: bool) {
         root,
         endpoint,
         api_json,
+        api_json_owner,
+        discovery,
+        first_run,
         exe,
         durable,
         ui,
@@ -304,7 +472,10 @@ fn announce(announced: &Announced<'_>, json: bool) {
     if json {
         print::json(&json!({"Serving": {
             "endpoint": endpoint,
-            "api_json": api_json,
+            "api_json": api_json_owner.is_none().then_some(api_json),
+            "api_json_owner": api_json_owner.map(|o| json!({"pid": o.pid, "root": o.root})),
+            "discovery": discovery,
+            "first_run": first_run,
             "root": root,
             "pid": std::process::id(),
             "build": BUILD,
@@ -324,11 +495,23 @@ fn announce(announced: &Announced<'_>, json: bool) {
     } else {
         let mut text = format!(
             "krad: serving {}\n  bus       {endpoint} (agents API v{API_VERSION}, build {BUILD}, pid {})\n  \
-             api.json  {}",
+             found by  `krad` in any folder of {} ({})",
             root.display(),
             std::process::id(),
-            api_json.display()
+            root.display(),
+            discovery.display()
         );
+        match api_json_owner {
+            None => text.push_str(&format!("\n  api.json  {}", api_json.display())),
+            Some(owner) => text.push_str(&format!(
+                "\n  api.json  {} is left to the app of {} (pid {}); elsewhere, `krad --repo {}` \
+                 reaches this one",
+                api_json.display(),
+                owner.root.display(),
+                owner.pid,
+                root.display()
+            )),
+        }
         if let Some(socket) = socket {
             text.push_str(&format!("\n  durable   socket {}", socket.display()));
         }
@@ -348,9 +531,22 @@ fn announce(announced: &Announced<'_>, json: bool) {
             ));
         }
         text.push_str("\n  stop it with `krad stop` or Ctrl-C");
+        if first_run {
+            text.push_str(NEXT_STEPS);
+        }
         print::line(&text);
     }
 }
+
+/// What the first `krad serve` in a repository says to do next.
+const NEXT_STEPS: &str = "\n\nFirst time here? In another shell, in this repository:\n  \
+    krad spawn --profile claude --prompt 'fix the login bug'   start an agent (or codex, or \
+    `--profile exec -- CMD`)\n  \
+    krad ls                  the agents and their states (`krad watch` for a live table)\n  \
+    krad attach ID           its terminal, here (Ctrl-\\ to leave)\n  \
+    krad ui                  the page in a browser: every terminal, live\n  \
+    krad apps                every app running on this machine\n  \
+    krad doctor              what is missing here (agent CLIs, tmux, bubblewrap, ...)";
 
 /// The top of the git repository at `dir` (default: the current directory).
 fn repository_root(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
@@ -391,7 +587,8 @@ fn repository_root(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
     Ok(PathBuf::from(top.trim_end_matches(['\n', '\r'])))
 }
 
-/// The repository's shared git directory (the same for all its worktrees).
+/// The repository's shared git directory (the same for all its worktrees),
+/// canonicalized: the repository's identity for its lock.
 fn git_common_dir(root: &Path) -> anyhow::Result<PathBuf> {
     let out = std::process::Command::new("git")
         .arg("-C")
@@ -407,40 +604,9 @@ fn git_common_dir(root: &Path) -> anyhow::Result<PathBuf> {
         );
     }
     let dir = String::from_utf8(out.stdout).context("git printed a path that is not UTF-8")?;
-    Ok(PathBuf::from(dir.trim_end_matches(['\n', '\r'])))
-}
-
-/// One api.json per location: a live app there is not silently replaced.
-fn refuse_if_another_app_serves(path: &Path) -> anyhow::Result<()> {
-    let Ok(existing) = api_json::read(path) else {
-        return Ok(());
-    };
-    let answers = existing
-        .endpoint
-        .parse::<std::net::SocketAddr>()
-        .ok()
-        .and_then(|addr| std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok())
-        .is_some();
-    if existing.pid != std::process::id() && api_json::pid_alive(existing.pid) && answers {
-        return Err(Failure::new(
-            Exit::Failure,
-            format!(
-                "another krad app already serves {} (pid {}, {}) through {}; stop it with \
-                 `krad stop`, or give this one its own KRAD_ADE_API_JSON",
-                existing.root.display(),
-                existing.pid,
-                existing.endpoint,
-                path.display()
-            ),
-        )
-        .into());
-    }
-    tracing::info!(
-        "replacing the stale {} (pid {} is gone)",
-        path.display(),
-        existing.pid
-    );
-    Ok(())
+    let dir = PathBuf::from(dir.trim_end_matches(['\n', '\r']));
+    dir.canonicalize()
+        .with_context(|| format!("cannot resolve {}", dir.display()))
 }
 
 /// SIGTERM and SIGINT, both of which stop the app cleanly.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::connect::running_app;
+use crate::connect::{ConnectArgs, running_app};
 use crate::exit::{Exit, Failure};
 use crate::print;
 
@@ -28,8 +28,8 @@ pub struct UiArgs {
 }
 
 /// Asks the page for a login URL, prints it and opens it.
-pub fn run(args: UiArgs, json: bool) -> anyhow::Result<Exit> {
-    let app = running_app()?;
+pub fn run(args: UiArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let app = running_app(connect.repo.as_deref())?;
     let Some(page) = app.ui.as_deref() else {
         return Err(Failure::new(
             Exit::Failure,
