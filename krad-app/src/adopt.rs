@@ -41,7 +41,8 @@ use crate::profile::Profile;
 use crate::profile::shell_quote;
 use crate::records::TerminalEntry;
 use crate::store::set_state;
-use crate::{private_file, transcripts, watcher};
+use crate::{transcripts, watcher};
+use krad_bus::private_file;
 
 /// Events a terminal may queue before frequent ones are coalesced (as Spawn).
 const EVENT_QUEUE: usize = 64;

@@ -327,7 +327,7 @@ impl Host {
         let path = self.state.join(format!("{}.json", self.name));
         let written = serde_json::to_vec(&saved)
             .map_err(std::io::Error::other)
-            .and_then(|bytes| crate::private_file::write(&path, &bytes));
+            .and_then(|bytes| krad_bus::private_file::write(&path, &bytes));
         if let Err(e) = written {
             tracing::warn!(host = %self.name, "cannot save the host's port for the next run: {e}");
         }

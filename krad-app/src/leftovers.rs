@@ -6,7 +6,7 @@
 //! * its SSH control masters, asked to exit (each still holds the old reverse
 //!   forward on its host), and their control sockets;
 //! * the temp files of its atomic writes (`.<name>.<pid>.<n>.tmp`, see
-//!   [`crate::private_file`]) in the state directory;
+//!   [`krad_bus::private_file`]) in the state directory;
 //! * the private homes of its sandboxed terminals that were not taken back
 //!   (`<state dir>/sandbox/<id>`, with the CLIs' credentials copied in), and
 //!   their sockets (`<id>.in`, `<id>.net`) — and the bubblewrap

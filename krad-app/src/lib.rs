@@ -41,7 +41,6 @@ mod limits;
 mod notify;
 pub mod port_registry;
 mod prices;
-mod private_file;
 mod profile;
 mod program;
 mod queue;

@@ -156,12 +156,12 @@ impl StatePath {
     }
 
     /// Writes the state atomically and durably, 0600 (see
-    /// [`crate::private_file`]): the file of earlier versions, for the tests
+    /// [`krad_bus::private_file`]): the file of earlier versions, for the tests
     /// of its import.
     #[cfg(test)]
     pub(crate) fn save(&self, state: &StateFile) -> std::io::Result<()> {
         let bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
-        crate::private_file::write(&self.path, &bytes)
+        krad_bus::private_file::write(&self.path, &bytes)
     }
 }
 

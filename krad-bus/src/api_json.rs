@@ -7,8 +7,6 @@
 //! `$XDG_RUNTIME_DIR/krad-ade/api.json`, `~/.krad-ade/api.json`.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -113,79 +111,31 @@ fn location(
     Err(ApiJsonError::NoLocation)
 }
 
-/// Writes api.json atomically: a 0600 temp file beside it, then a rename.
+/// Writes api.json atomically and durably, 0600 ([`crate::private_file`]).
 /// Creates the directory (0700) when missing and refuses one others can enter.
 pub fn write(path: &Path, contents: &ApiJson) -> Result<(), ApiJsonError> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    ensure_private_dir(&dir)?;
+    crate::private_file::ensure_dir(&dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::Other => ApiJsonError::UnsafeDirectory {
+            path: dir.clone(),
+            reason: e.to_string(),
+        },
+        _ => ApiJsonError::Write {
+            path: dir.clone(),
+            source: e,
+        },
+    })?;
     let write_err = |source| ApiJsonError::Write {
         path: path.to_path_buf(),
         source,
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "api.json".to_owned());
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let _ = fs::remove_file(&temp);
     let mut bytes =
         serde_json::to_vec_pretty(contents).map_err(|e| write_err(std::io::Error::other(e)))?;
     bytes.push(b'\n');
-    let result = (|| {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-        fs::rename(&temp, path)
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(&temp);
-        return Err(write_err(e));
-    }
-    Ok(())
-}
-
-fn ensure_private_dir(dir: &Path) -> Result<(), ApiJsonError> {
-    let unsafe_dir = |reason: String| ApiJsonError::UnsafeDirectory {
-        path: dir.to_path_buf(),
-        reason,
-    };
-    if !dir.exists() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|source| ApiJsonError::Write {
-                path: dir.to_path_buf(),
-                source,
-            })?;
-        // `recursive` applies the mode to every level it creates, but the umask may
-        // have narrowed it; make the last level exactly 0700.
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|source| {
-            ApiJsonError::Write {
-                path: dir.to_path_buf(),
-                source,
-            }
-        })?;
-    }
-    let meta = fs::metadata(dir).map_err(|e| unsafe_dir(e.to_string()))?;
-    if !meta.is_dir() {
-        return Err(unsafe_dir("not a directory".to_owned()));
-    }
-    if meta.uid() != nix::unistd::geteuid().as_raw() {
-        return Err(unsafe_dir(format!("owned by uid {}", meta.uid())));
-    }
-    let mode = meta.mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(unsafe_dir(format!("mode {mode:04o}")));
-    }
-    Ok(())
+    crate::private_file::write(path, &bytes).map_err(write_err)
 }
 
 /// Reads api.json.
@@ -250,6 +200,7 @@ fn is_zombie(pid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn sample() -> ApiJson {
         ApiJson {

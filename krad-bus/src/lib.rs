@@ -10,6 +10,7 @@
 
 pub mod api_json;
 pub mod client;
+pub mod private_file;
 pub mod protocol;
 pub mod request;
 pub mod server;

@@ -13,6 +13,5 @@
 
 pub mod discovery;
 pub mod lock;
-pub mod private_file;
 pub mod registry;
 pub mod repository;

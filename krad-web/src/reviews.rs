@@ -5,8 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -144,22 +142,8 @@ impl Reviews {
 
     /// Temp file, fsync, rename: a crash leaves the old file or the new one.
     fn write(&self, all: &BTreeMap<String, Vec<Review>>) -> std::io::Result<()> {
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-        let temp = dir.join(format!(".reviews.{}.tmp", std::process::id()));
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temp)?;
-        file.write_all(&serde_json::to_vec_pretty(all).map_err(std::io::Error::other)?)?;
-        file.sync_all()?;
-        fs::rename(&temp, &self.path)?;
-        fs::File::open(dir)?.sync_all()
+        let bytes = serde_json::to_vec_pretty(all).map_err(std::io::Error::other)?;
+        krad_bus::private_file::write(&self.path, &bytes)
     }
 }
 

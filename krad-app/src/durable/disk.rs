@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::events::Item;
-use crate::private_file;
+use krad_bus::private_file;
 
 /// What a conversation is, besides its items.
 #[derive(Debug, Clone, Serialize, Deserialize)]

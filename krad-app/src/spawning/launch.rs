@@ -14,7 +14,8 @@ use crate::Core;
 use crate::config::HookKind;
 use crate::hosts::Host;
 use crate::profile::{self, Profile, shell_quote};
-use crate::{private_file, remote_tmux};
+use crate::remote_tmux;
+use krad_bus::private_file;
 
 /// What a terminal is started with, wherever it runs.
 pub(super) struct Launch<'a> {

@@ -86,7 +86,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let common = tmp.path();
         let dir = krad_dir(common);
-        crate::apps::private_file::ensure_dir(&dir).unwrap();
+        krad_bus::private_file::ensure_dir(&dir).unwrap();
         let me = std::process::id();
         let lock = RepoLock::acquire(
             &dir,

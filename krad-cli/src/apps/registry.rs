@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::lock::{self, Probe};
-use super::private_file;
 use super::repository::krad_dir;
+use krad_bus::private_file;
 
 /// One running app.
 ///

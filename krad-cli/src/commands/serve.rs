@@ -24,9 +24,10 @@ use krad_bus::token::Secret;
 use serde_json::json;
 
 use crate::apps::lock::{self, Holder, LockError, RepoLock};
-use crate::apps::{discovery, private_file, registry, repository};
+use crate::apps::{discovery, registry, repository};
 use crate::exit::{Exit, Failure};
 use crate::print;
+use krad_bus::private_file;
 
 /// Arguments of `krad serve`.
 #[derive(Debug, clap::Args)]

@@ -1,8 +1,11 @@
-//! Private files: every file the app writes that only its user may read (token
-//! files, the durable feed's conversations, settings handed to agents) is
-//! written here, 0600 in a directory made 0700 when missing. (The app's state
-//! is in its store, `state.db`: see [`crate::state_db`].)
+//! Private files: every file krad writes that only its user may read (api.json
+//! and the terminals' token files, the discovery files, the durable feed's
+//! conversations, the page's review drafts, settings handed to agents) is
+//! written here, 0600 in a directory made 0700 when missing — the one writer
+//! of the workspace. Knows nothing of what the files hold.
 //!
+//! * [`ensure_dir`] makes a private folder, or checks that one is: this
+//!   user's, that nobody else can enter.
 //! * [`write`] replaces a file atomically and durably: a new 0600 temp file
 //!   beside it, synced, renamed over it, then the directory synced. A reader
 //!   sees the old contents or the new, never a part; a symlink at the path is
@@ -15,17 +18,75 @@
 //!   sandbox has bound by itself and would not see replaced.
 //! * [`append_json_line`] adds a line to a log (a conversation) without a sync:
 //!   a crash may lose its last lines, never the earlier ones.
+//! * [`exclusively`] runs a check and a write under a lock file, so that they
+//!   never interleave with another process's.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{
+    DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
+};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
+/// Makes `dir` (0700) when it is missing, and checks that it is a folder of
+/// this user's that nobody else can enter.
+pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        // The umask may have narrowed the mode; the last level is exactly 0700.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let meta = std::fs::metadata(dir)?;
+    let refuse = |why: String| {
+        Err(std::io::Error::other(format!(
+            "{} is not a private folder ({why}); it holds krad's files, so only you may \
+             enter it: `chmod 700 {}`",
+            dir.display(),
+            dir.display()
+        )))
+    };
+    if !meta.is_dir() {
+        return refuse("not a folder".to_owned());
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return refuse(format!("owned by uid {}", meta.uid()));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return refuse(format!("mode {mode:04o}"));
+    }
+    Ok(())
+}
+
+/// Runs `work` holding an exclusive `flock` on `lock` (made 0600 when
+/// missing, in a private folder made when missing): for a check and a write
+/// that must not interleave with another process's. Waits for the holder,
+/// which holds it only that long.
+pub fn exclusively<T>(lock: &Path, work: impl FnOnce() -> T) -> std::io::Result<T> {
+    if let Some(dir) = lock.parent().filter(|d| !d.as_os_str().is_empty()) {
+        ensure_dir(dir)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(lock)?;
+    let held = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, errno)| std::io::Error::from(errno))?;
+    let done = work();
+    drop(held);
+    Ok(done)
+}
+
 /// Replaces the file at `path` with `bytes`, atomically and durably.
-pub(crate) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = replace(path, bytes, true)?;
     sync_dir(&dir)
 }
@@ -33,7 +94,7 @@ pub(crate) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Writes `bytes` into the existing file at `path`, truncated first, and
 /// syncs it: the same file (its inode), so that a bind mount of it sees the
 /// new contents. Not atomic; a symlink at the path is refused, not followed.
-pub(crate) fn rewrite_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub fn rewrite_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut file = OpenOptions::new()
         .write(true)
         .truncate(true)
@@ -49,7 +110,7 @@ pub(crate) fn rewrite_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()>
 /// `path` (the usual case: a terminal's id is never given twice), which saves a
 /// temp file and a rename; replaced atomically as [`write`] does otherwise (a
 /// symlink included, never followed).
-pub(crate) fn write_for_this_run(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub fn write_for_this_run(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let new = match write_new(path, bytes, false) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             parent_dir(path)?;
@@ -93,7 +154,7 @@ fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Adds `value` as one JSON line to a log (a conversation): a crash may lose
 /// its last lines, never the earlier ones; no fsync, so a busy pane does not
 /// wait on the disk.
-pub(crate) fn append_json_line(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
+pub fn append_json_line(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
     append(path, &json_line(value)?)
 }
 
@@ -230,5 +291,20 @@ mod tests {
         );
         assert_eq!(mode(&path), 0o600);
         assert_eq!(mode(path.parent().unwrap()), 0o700);
+    }
+
+    #[test]
+    fn files_are_0600_in_0700_folders_and_a_shared_folder_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/b");
+        ensure_dir(&dir).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        write(&dir.join("f.json"), b"{}").unwrap();
+        let meta = std::fs::metadata(dir.join("f.json")).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read(dir.join("f.json")).unwrap(), b"{}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let refused = ensure_dir(&dir).unwrap_err().to_string();
+        assert!(refused.contains("mode 0755"), "{refused}");
     }
 }
