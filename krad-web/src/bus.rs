@@ -5,8 +5,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use krad_bus::protocol::{API_VERSION, Caller, MAX_RESPONSE, OutgoingEnvelope, Token};
-use krad_bus::request::{Request, RequestKind};
+use krad_bus::protocol::{
+    API_VERSION, Caller, MAX_RESPONSE, OutgoingEnvelope, Response, Token, TypedAnswer,
+};
+use krad_bus::request::{Call, Request, RequestKind};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -78,6 +80,24 @@ impl Bus {
             Ok(None) => Err("the app closed the connection without answering".into()),
             Err(_) => Err("the app did not answer in time".into()),
         }
+    }
+
+    /// Sends one typed request of the page's server's own and decodes its
+    /// answer: the typed answer, or the response that is not one (an
+    /// `Error`, `"TimedOut"`) for the page to show.
+    pub(crate) async fn call_typed<R: Call>(
+        &self,
+        request: R,
+    ) -> Result<Result<R::Answer, Response>, String> {
+        let request: Request = request.into();
+        let raw = self.call(&request).await?;
+        let decoded = Response::decode(raw).map_err(|e| {
+            format!(
+                "the app's answer to {} could not be read: {e}",
+                request.kind().name()
+            )
+        })?;
+        Ok(R::Answer::from_response(decoded.response))
     }
 
     /// Opens a streaming request (SubscribeAgents, Attach): its lines, and the

@@ -25,7 +25,9 @@ use std::sync::Arc;
 use futures_util::{SinkExt, StreamExt};
 use hyper_tungstenite::HyperWebsocket;
 use hyper_tungstenite::tungstenite::Message;
+use krad_bus::protocol::Response;
 use krad_bus::request::RequestKind;
+use krad_bus::request::send::{Send, When};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
@@ -175,30 +177,30 @@ fn handle(message: Value, relay: &Arc<Relay>, out: &mpsc::Sender<Value>, streams
 /// Sends a review's comments as one message to the agent, when it is idle,
 /// then keeps them with the environment.
 async fn send_review(relay: &Relay, draft: Draft) -> Result<Value, String> {
-    let send = json!({"Send": {
-        "target": draft.target,
-        "text": draft.message(),
-        "enter": true,
-        "when": "idle",
-    }});
-    let request = Bus::judge(&send)?;
-    let answer = relay.bus.call(&request).await?;
-    if answer == "TimedOut" {
-        return Err(format!(
-            "agent {} did not come to its prompt within Send's deadline, so the comments were not \
-             sent; they are still on the page: send them again when it is idle",
-            draft.target
-        ));
-    }
-    if answer.get("Sent").is_none() {
+    let send = Send {
+        target: draft.target,
+        text: draft.message(),
+        enter: Some(true),
+        when: Some(When::Idle),
+        ..Send::default()
+    };
+    let sent = match relay.bus.call_typed(send).await? {
+        Ok(sent) => sent,
+        Err(Response::TimedOut) => {
+            return Err(format!(
+                "agent {} did not come to its prompt within Send's deadline, so the comments \
+                 were not sent; they are still on the page: send them again when it is idle",
+                draft.target
+            ));
+        }
         // An error of the bus's (an exited agent: conflict), for the page to show.
-        return Ok(answer);
-    }
+        Err(other) => return serde_json::to_value(&other).map_err(|e| e.to_string()),
+    };
     let review = relay
         .reviews
         .keep(&draft)
         .map_err(|e| format!("the comments were sent but cannot be kept: {e}"))?;
-    Ok(json!({"Reviewed": {"sent": answer["Sent"], "review": review}}))
+    Ok(json!({"Reviewed": {"sent": sent, "review": review}}))
 }
 
 /// Relays one stream: its lines to the page, the page's lines to it.
