@@ -17,8 +17,7 @@ pub(crate) async fn close_terminal(core: &Arc<Core>, id: u64) -> Result<(), ApiE
     let Some(mut watch) = core.store.watch(id) else {
         return Err(Core::no_terminal(id));
     };
-    if crate::queue::cancel(core, id)
-        && core.store.record(id).map(|r| r.state) == Some(AgentState::Queued)
+    if core.limits.cancel(id) && core.store.record(id).map(|r| r.state) == Some(AgentState::Queued)
     {
         // It never started: out of the queue, off the records.
         core.store.remove(id);

@@ -44,7 +44,6 @@ mod naming;
 pub(crate) mod ports;
 mod removal;
 mod restore;
-pub(crate) mod run_variants;
 mod setup;
 pub(crate) mod snapshot;
 pub(crate) mod update;

@@ -49,6 +49,7 @@ mod recovery;
 mod remote_tmux;
 mod reports;
 mod requests;
+mod run_variants;
 pub mod sampling;
 pub mod sandbox;
 mod screen_questions;

@@ -89,6 +89,41 @@ impl Limits {
         }
     }
 
+    /// Takes terminal `id`'s work out of the queue (its Close): its Spawn and
+    /// the Sends for it. Whether its Spawn was there (then it never starts).
+    pub(crate) fn cancel(&self, id: u64) -> bool {
+        let taken = self
+            .queue
+            .take(self.store.db(), |w| w.work.terminal() == id);
+        if taken.is_empty() {
+            return false;
+        }
+        self.renumber();
+        taken
+            .iter()
+            .any(|w| matches!(w.work, queue::Work::Spawn(_)))
+    }
+
+    /// Writes each waiting terminal's place into its record (and clears it
+    /// from those no longer waiting).
+    pub(crate) fn renumber(&self) {
+        let waiting = self.queue.waiting();
+        let mut places: std::collections::BTreeMap<u64, u32> = Default::default();
+        for (n, w) in waiting.iter().enumerate() {
+            let place = u32::try_from(n + 1).unwrap_or(u32::MAX);
+            places.entry(w.work.terminal()).or_insert(place);
+        }
+        for record in self.store.list(None) {
+            let place = places.get(&record.terminal).copied();
+            if record.queue_place != place {
+                self.store.update(record.terminal, |e| {
+                    e.record.queue_place = place;
+                    true
+                });
+            }
+        }
+    }
+
     /// The queue of work waiting for room.
     pub(crate) fn queue(&self) -> &queue::Queue {
         &self.queue

@@ -99,7 +99,7 @@ fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError
         core.store.remove(id);
         return Err(e);
     }
-    renumber(core);
+    core.limits.renumber();
     tracing::info!(terminal = id, "queued");
     crate::crash_point::here("spawn-queued");
     core.store.record(id).ok_or_else(|| Core::no_terminal(id))
@@ -116,7 +116,7 @@ pub(crate) fn send_later(core: &Core, request: Send) -> Result<SentInfo, ApiErro
         .push(Work::Send { request }, now_rfc3339(), |waiting| {
             kept(db.write(|tx| keep(tx, waiting)))
         })?;
-    renumber(core);
+    core.limits.renumber();
     tracing::info!(terminal = id, place, "Send queued");
     let state = core
         .store
@@ -128,20 +128,6 @@ pub(crate) fn send_later(core: &Core, request: Send) -> Result<SentInfo, ApiErro
         state,
         queue_place: Some(place),
     })
-}
-
-/// Takes terminal `id`'s work out of the queue (its Close): its Spawn and
-/// the Sends for it. Whether its Spawn was there (then it never starts).
-pub(crate) fn cancel(core: &Core, id: u64) -> bool {
-    let taken = core
-        .limits
-        .queue()
-        .take(core.store.db(), |w| w.work.terminal() == id);
-    if taken.is_empty() {
-        return false;
-    }
-    renumber(core);
-    taken.iter().any(|w| matches!(w.work, Work::Spawn(_)))
 }
 
 /// After a restart: the queued terminals on record again, as `queued`, in
@@ -207,7 +193,7 @@ pub(crate) fn reload(core: &Core) {
     if count > 0 {
         tracing::info!(count, "the queue is back");
     }
-    renumber(core);
+    core.limits.renumber();
 }
 
 /// Starts the queue's work in order as room frees, for as long as the app runs.
@@ -267,7 +253,7 @@ fn first_with_room(core: &Core) -> Option<(Waiting, Option<limits::Room<'_>>)> {
                 .queue()
                 .take(core.store.db(), |w| w.seq == first.seq),
         };
-        renumber(core);
+        core.limits.renumber();
         if let Some(next) = taken.into_iter().next() {
             return Some((next, room));
         }
@@ -333,26 +319,6 @@ async fn start(core: &Arc<Core>, waiting: Waiting) {
                 }
             };
             let _ = tokio::time::timeout(SEND_SETTLES, settled).await;
-        }
-    }
-}
-
-/// Writes each waiting terminal's place into its record (and clears it from
-/// those no longer waiting).
-fn renumber(core: &Core) {
-    let waiting = core.limits.queue().waiting();
-    let mut places: std::collections::BTreeMap<u64, u32> = Default::default();
-    for (n, w) in waiting.iter().enumerate() {
-        let place = u32::try_from(n + 1).unwrap_or(u32::MAX);
-        places.entry(w.work.terminal()).or_insert(place);
-    }
-    for record in core.store.list(None) {
-        let place = places.get(&record.terminal).copied();
-        if record.queue_place != place {
-            core.store.update(record.terminal, |e| {
-                e.record.queue_place = place;
-                true
-            });
         }
     }
 }

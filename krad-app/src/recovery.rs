@@ -90,8 +90,7 @@ pub(crate) async fn recover(core: &Arc<Core>) {
                 }
             }
             Plan::RunVariants { group, request } => {
-                let resumed =
-                    environments::run_variants::resume(core, group, request, &never_started);
+                let resumed = crate::run_variants::resume(core, group, request, &never_started);
                 match resumed.await {
                     Ok(info) => Outcome::Done(info.into_response()),
                     Err(e) if core.store.group(group).is_none() => {

@@ -2,7 +2,7 @@
 //! own token, the `KRAD_ADE_*` variables, the profile's hooks and its prompt —
 //! its id and intent recorded, the program started (here or on an SSH host:
 //! [`launch`]), its record kept and its watcher set going. Spawn's handler and
-//! RunVariants ([`crate::environments::run_variants`]) start agents here,
+//! RunVariants ([`crate::run_variants`]) start agents here,
 //! through [`crate::queue::spawn`], which keeps those that find no room.
 
 mod launch;

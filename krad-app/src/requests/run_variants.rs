@@ -1,12 +1,12 @@
 //! RunVariants: a variant group, one agent in each of N fresh worktrees (see
-//! [`crate::environments::run_variants`]).
+//! [`crate::run_variants`]).
 
 use krad_bus::protocol::{ApiError, VariantsInfo};
 use krad_bus::request::run_variants::RunVariants;
 use krad_bus::server::{CallContext, Handle};
 
 use crate::EmbeddedApp;
-use crate::environments::run_variants;
+use crate::run_variants;
 
 impl Handle<RunVariants> for EmbeddedApp {
     async fn handle(

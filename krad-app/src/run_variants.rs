@@ -2,7 +2,7 @@
 //! commit, one agent each, the group recorded (with the request's intent)
 //! before anything is created. After a crash midway, [`resume`] starts the
 //! variants that had not started — none twice — so the group is whole and the
-//! request id gets its answer. Picking one is [`super::variants`].
+//! request id gets its answer. Picking one is [`crate::environments::variants`].
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
