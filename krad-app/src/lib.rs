@@ -64,7 +64,6 @@ pub mod usage;
 mod waiting;
 mod watcher;
 
-pub use app::{EmbeddedApp, StartError};
 pub use config::Settings;
 pub use durable::{Durable, Readiness, SOCKET_ENV as DURABLE_SOCKET_ENV, TlsListening};
 pub use subscription::AgentStream;
@@ -81,6 +80,66 @@ use krad_term::TerminalHost;
 use crate::environments::MAIN;
 use crate::profile::Profiles;
 use crate::store::Store;
+
+/// The app `krad serve` runs: built, restored and shut down by [`app`] (the
+/// composition root); each request it answers is an
+/// `impl Handle<TheRequest> for EmbeddedApp` in `requests/`.
+pub struct EmbeddedApp {
+    core: Arc<Core>,
+}
+
+impl EmbeddedApp {
+    /// Starts the app: reads its state, prepares its directories.
+    ///
+    /// `host` runs the terminals — unless the config says `[terminals] host =
+    /// "tmux"`: then they live in a tmux server of the app's own, named after the
+    /// repository, and outlive the app (see [`EmbeddedApp::restore`]).
+    pub fn new(
+        settings: Settings,
+        host: Arc<dyn TerminalHost>,
+        secret: Arc<Secret>,
+    ) -> Result<EmbeddedApp, StartError> {
+        app::new(settings, host, secret)
+    }
+
+    /// Starts the durable facet when the config has `[durable]`: binds its
+    /// socket and TLS listener, answering `503 starting` until
+    /// [`Durable::set_ready`] (call it after [`EmbeddedApp::restore`]).
+    pub async fn start_durable(&self) -> Result<Option<Durable>, StartError> {
+        durable::start(&self.core).await.map_err(StartError)
+    }
+
+    /// The repository the app serves (the `main` environment).
+    pub fn root(&self) -> &std::path::Path {
+        &self.core.settings.root
+    }
+
+    /// Brings the app's records and the worktrees on disk back in line after a
+    /// start (or a crash); call once before serving. Returns the other bus
+    /// endpoints that terminals taken back were given (by an earlier run on
+    /// another port): serve the bus there too, so that their `krad` calls reach
+    /// this app.
+    pub async fn restore(&self) -> Vec<std::net::SocketAddr> {
+        app::restore(self).await
+    }
+
+    /// Stops the app's work before the process exits: closes every terminal
+    /// (unless asked not to) and removes the token files.
+    pub async fn shutdown(&self, close_terminals: bool) {
+        app::shutdown(self, close_terminals).await;
+    }
+
+    /// The app over its core, for the app's own calls of its handlers (the
+    /// durable facet's).
+    pub(crate) fn over(core: &Arc<Core>) -> EmbeddedApp {
+        EmbeddedApp { core: core.clone() }
+    }
+}
+
+/// Why the app could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StartError(String);
 
 /// The shared core of the app; handlers and watchers hold it.
 pub(crate) struct Core {
