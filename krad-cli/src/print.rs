@@ -30,6 +30,14 @@ pub fn bell() {
     }
 }
 
+/// Writes bytes as they are (a completion script, a patch).
+pub fn bytes(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    if out.write_all(bytes).and_then(|()| out.flush()).is_err() {
+        std::process::exit(0);
+    }
+}
+
 /// Prints lines of text.
 pub fn lines<S: AsRef<str>>(lines: impl IntoIterator<Item = S>) {
     for text in lines {

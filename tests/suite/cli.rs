@@ -224,6 +224,37 @@ fn help_documents_every_exit_code_and_completions_generate() {
     }
 }
 
+/// Issue 48: `krad completions bash | head -1` panicked with a backtrace
+/// (exit 101). Every command ends quietly on a closed pipe.
+#[test]
+fn a_closed_pipe_ends_every_printing_command_quietly() {
+    for args in [
+        &["completions", "bash"][..],
+        &["completions", "zsh"][..],
+        &["--help"][..],
+        &["spawn", "--help"][..],
+    ] {
+        let mut child = std::process::Command::new(crate::support::KRAD)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader is gone before krad writes a byte.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.code().is_some_and(|c| c == 0),
+            "krad {args:?}: {:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!said.contains("panicked"), "krad {args:?}: {said}");
+    }
+}
+
 #[test]
 fn the_token_never_reaches_logs_or_argv() {
     let mut app = App::start_logged(&[], "trace");

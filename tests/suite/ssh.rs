@@ -55,12 +55,20 @@ impl Sshd {
              AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\n\
              AllowTcpForwarding yes\nMaxSessions 10\nMaxStartups 50\n\
-             SetEnv HOME={d}/home GIT_CONFIG_GLOBAL={d}/gitconfig GIT_CONFIG_NOSYSTEM=1\n{extra}",
+             SetEnv HOME={d}/home GIT_CONFIG_GLOBAL={d}/gitconfig GIT_CONFIG_NOSYSTEM=1 \
+             TMUX_TMPDIR={d}/tmux\n{extra}",
             d = d.display()
         );
         // The "host" logs in with a HOME and git identity of its own, not the
         // account's real ones.
         std::fs::create_dir_all(d.join("home")).unwrap();
+        // Its tmux servers in a folder of the host's own, not the user's.
+        std::fs::create_dir_all(d.join("tmux")).unwrap();
+        std::fs::set_permissions(
+            d.join("tmux"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
         std::fs::write(
             d.join("gitconfig"),
             "[user]\n\tname = krad host\n\temail = host@krad.invalid\n",

@@ -2,6 +2,7 @@
 //! agent requests work as on the default host, and terminals outlive the app.
 
 use std::io::Write as _;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -78,6 +79,36 @@ impl Drop for TmuxServer {
     fn drop(&mut self) {
         end_server(&self.0);
     }
+}
+
+/// Issue 48: the tests left dead `krad-repo-*` sockets in the user's own tmux
+/// directory. Through the test command (scripts/test) every tmux server of
+/// the tests — the apps' and the tests' own — lives in a directory of the
+/// tests' own, emptied before and after the run.
+#[test]
+fn the_tests_tmux_servers_live_in_a_directory_of_their_own() {
+    let private = std::env::var_os("TMUX_TMPDIR").map(std::path::PathBuf::from);
+    let Some(private) = private.filter(|d| d.is_absolute() && d != Path::new("/tmp")) else {
+        panic!(
+            "TMUX_TMPDIR is not set to a directory of the tests' own: run the tests through \
+             scripts/test, which does, so that no test touches your tmux servers"
+        );
+    };
+    let app = App::start_config(TMUX);
+    let id = app.spawn_sh("sleep 60");
+    let server = TmuxServer::of(&app, id);
+    let socket = private
+        .join(format!("tmux-{}", nix::unistd::getuid()))
+        .join(&server.0);
+    assert!(socket.exists(), "{} is not there", socket.display());
+    let user_s = Path::new("/tmp")
+        .join(format!("tmux-{}", nix::unistd::getuid()))
+        .join(&server.0);
+    assert!(
+        !user_s.exists(),
+        "{} is in the user's tmux directory",
+        user_s.display()
+    );
 }
 
 #[test]

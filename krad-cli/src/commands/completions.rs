@@ -14,7 +14,11 @@ pub struct CompletionsArgs {
 }
 
 /// Prints the completion script of `command`, the whole command line (`krad`).
+/// The script is made whole first: clap_complete panics on a write that
+/// fails, and a closed pipe (`| head -1`) must end `krad` quietly.
 pub fn run(args: CompletionsArgs, mut command: clap::Command) -> anyhow::Result<Exit> {
-    clap_complete::generate(args.shell, &mut command, "krad", &mut std::io::stdout());
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "krad", &mut script);
+    crate::print::bytes(&script);
     Ok(Exit::Success)
 }
