@@ -28,9 +28,9 @@ pub mod cgroup;
 mod closing;
 pub mod config;
 mod crash_point;
-mod durable;
 mod environments;
 mod extensions;
+mod feed;
 mod git;
 mod hosts;
 mod input;
@@ -39,6 +39,7 @@ mod launching;
 mod leftovers;
 mod limits;
 mod notify;
+mod phone;
 pub mod port_registry;
 mod prices;
 mod profile;
@@ -65,7 +66,7 @@ mod waiting;
 mod watcher;
 
 pub use config::Settings;
-pub use durable::{Durable, Readiness, SOCKET_ENV as DURABLE_SOCKET_ENV, TlsListening};
+pub use phone::{Durable, Readiness, SOCKET_ENV as DURABLE_SOCKET_ENV, TlsListening};
 pub use subscription::AgentStream;
 
 use std::path::PathBuf;
@@ -106,7 +107,7 @@ impl EmbeddedApp {
     /// socket and TLS listener, answering `503 starting` until
     /// [`Durable::set_ready`] (call it after [`EmbeddedApp::restore`]).
     pub async fn start_durable(&self) -> Result<Option<Durable>, StartError> {
-        durable::start(&self.core).await.map_err(StartError)
+        phone::start(&self.core).await.map_err(StartError)
     }
 
     /// The repository the app serves (the `main` environment).
@@ -164,7 +165,7 @@ pub(crate) struct Core {
     /// The open and recently decided asks.
     pub asks: asks::Asks,
     /// What the durable facet shows of each pane (idle unless `[durable]` is on).
-    pub feed: Arc<durable::feed::Feed>,
+    pub feed: Arc<feed::Feed>,
     /// Each environment's disk use, as last measured in the background.
     pub disk: environments::disk::DiskUse,
     /// The hosts' port registries: their calls in turn, what they said last.

@@ -1,22 +1,14 @@
-//! The durable facet on the app's side: the app as a durable agent Collie
-//! polls (see docs/durable.md).
+//! The phone's side of the app: the durable facet, through which a phone
+//! (Collie) watches the agents and answers their questions (see
+//! docs/durable.md). What the phone is shown of each pane is the feed
+//! ([`crate::feed`], below this module: it imports nothing of the core).
 //!
-//! * [`feed`] — each pane's events, turns, queued sends and conversation.
-//! * `pane_log` — one pane's record in the feed, and how an agent's record moves it.
-//! * `events` — the feed's wire vocabulary: pane states, item kinds, events.
-//! * `disk` — what the feed keeps on disk: conversations and titles.
-//! * `ask_wire` — an ask as the wire shows it.
 //! * `snapshot` — the layout: workspaces, tabs, panes, starters.
 //! * `calls` — what each call of the wire does to the app.
 //! * this module — the [`Facet`] the `krad-durable` server calls, starting
 //!   the listeners, and following the store into the feed.
 
-pub(crate) mod ask_wire;
 mod calls;
-pub(crate) mod disk;
-pub(crate) mod events;
-pub(crate) mod feed;
-mod pane_log;
 mod snapshot;
 
 use std::path::PathBuf;
@@ -30,9 +22,9 @@ use krad_durable::{DurableServer, socket};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use self::events::ItemKind;
 use crate::Core;
 use crate::config::DurableConfig;
+use crate::feed::events::ItemKind;
 
 /// The environment variable Collie and the app read the socket path from.
 pub const SOCKET_ENV: &str = "COLLIE_DURABLE_SOCKET";

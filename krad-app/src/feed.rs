@@ -1,11 +1,18 @@
-//! The durable facet's record of every pane: the [`Feed`] the app tells of
-//! agents and asks, and the phone's readers read.
+//! The feed: what the phone is shown of every pane — the [`Feed`] the app
+//! tells of agents and asks, and the phone's readers read (the durable
+//! facet, [`crate::phone`], serves it).
 //!
-//! The feed learns of agents from the store (see `follow` in the module above)
-//! and of asks from [`crate::asks::Asks`]. Each pane's record is a `Pane` of
-//! `pane_log`; what outlives the app is kept by `disk`. Events live in memory:
-//! a reader from another epoch, or too far behind, gets the pane's whole
-//! current view.
+//! The feed learns of agents from the store (see `follow` in phone.rs) and
+//! of asks as their [`crate::asks::AskListener`]. Each pane's record is a
+//! `Pane` of `pane_log`; what outlives the app is kept by `disk`; `events`
+//! is the wire's vocabulary, `ask_wire` an ask as the wire shows it. Events
+//! live in memory: a reader from another epoch, or too far behind, gets the
+//! pane's whole current view. Imports nothing above the store.
+
+pub(crate) mod ask_wire;
+pub(crate) mod disk;
+pub(crate) mod events;
+pub(crate) mod pane_log;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -16,10 +23,10 @@ use krad_bus::protocol::{AgentRecord, AnsweredInfo, AskInfo, DecidedBy};
 use krad_durable::limits;
 use serde_json::Value;
 
-use super::ask_wire::wire_ask;
-use super::disk::{Disk, Meta, Titles};
-use super::events::{Event, Item, ItemKind, PaneState, view};
-use super::pane_log::{Observed, Page, Pane};
+use self::ask_wire::wire_ask;
+use self::disk::{Disk, Meta, Titles};
+use self::events::{Event, Item, ItemKind, PaneState, view};
+use self::pane_log::{Observed, Page, Pane};
 
 // The names the calls of the wire (`calls/`) reach through the feed.
 
@@ -329,7 +336,7 @@ impl crate::asks::AskListener for Feed {
 mod tests {
     use serde_json::json;
 
-    use super::super::pane_log::KEPT_EVENTS;
+    use super::pane_log::KEPT_EVENTS;
     use super::*;
 
     fn status(turn: u64, state: PaneState) -> Option<PaneStatus> {
@@ -431,7 +438,7 @@ mod tests {
             let (next, reset, page) = feed.events(3, Some(cursor), true, vec![]).unwrap();
             assert!(!reset);
             let bytes: usize = page.iter().map(|e| e.to_string().len() + 1).sum();
-            assert!(bytes <= super::super::pane_log::EVENTS_BYTES, "{bytes}");
+            assert!(bytes <= super::pane_log::EVENTS_BYTES, "{bytes}");
             if page.is_empty() {
                 break;
             }

@@ -9,11 +9,11 @@ use serde_json::json;
 
 use super::{bus_request, live_pane};
 use crate::Core;
-use crate::durable::events::{ItemKind, PaneState};
-use crate::durable::feed::PaneStatus;
+use crate::feed::PaneStatus;
+use crate::feed::events::{ItemKind, PaneState};
 
 /// Types a text and Enter, as the bus's Send does; records it as a `user` item.
-pub(in crate::durable) async fn type_text(
+pub(in crate::phone) async fn type_text(
     core: &Arc<Core>,
     terminal: u64,
     text: &str,

@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 
 use super::{spawn, workspace_exists};
 use crate::Core;
-use crate::durable::disk::{Meta, conversation_terminal};
-use crate::durable::events::ItemKind;
 use crate::environments::MAIN;
+use crate::feed::disk::{Meta, conversation_terminal};
+use crate::feed::events::ItemKind;
 
 /// A conversation's terminal and meta, or `404 no-such-conversation`.
 fn conversation(core: &Core, conversation: &str) -> Result<(u64, Meta), WireError> {

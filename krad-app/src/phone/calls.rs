@@ -26,7 +26,7 @@ use crate::Core;
 use crate::EmbeddedApp;
 use crate::environments::MAIN;
 
-pub(in crate::durable) use steer::type_text;
+pub(in crate::phone) use steer::type_text;
 
 pub(super) async fn run(facet: &AppFacet, call: WireCall, caller: Peer) -> WireResult {
     let core = &facet.core;

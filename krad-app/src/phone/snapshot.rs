@@ -8,12 +8,12 @@ use krad_durable::limits;
 use krad_durable::wire::{Peer, Transport};
 use serde_json::{Value, json};
 
-use super::ask_wire::{strip_allow_always, wire_ask};
-use super::events::PaneState;
-use super::feed::PaneStatus;
-use super::pane_log::pane_title;
 use crate::Core;
 use crate::environments::MAIN;
+use crate::feed::PaneStatus;
+use crate::feed::ask_wire::{strip_allow_always, wire_ask};
+use crate::feed::events::PaneState;
+use crate::feed::pane_log::pane_title;
 
 /// The layout as the phone reads it.
 pub(super) fn build(core: &Core, epoch: &str, caller: &Peer) -> Value {

@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::{bus_request, from_api, no_pane, spawn, tab_terminal, workspace_exists};
 use crate::Core;
-use crate::durable::events::ItemKind;
 use crate::environments::MAIN;
+use crate::feed::events::ItemKind;
 
 /// Renames a workspace (its title on the phone), or a tab: a live terminal's
 /// tab through the Rename request, as `krad rename` does — its record's name

@@ -8,7 +8,7 @@ use super::super::AppFacet;
 use super::{from_api, no_pane, pane_terminal};
 use crate::Core;
 use crate::asks::PhoneAnswer;
-use crate::durable::ask_wire::{decided_by, strip_allow_always, wire_ask, without_allow_always};
+use crate::feed::ask_wire::{decided_by, strip_allow_always, wire_ask, without_allow_always};
 use krad_bus::protocol::AskAnswer;
 
 pub(super) fn events(
