@@ -57,9 +57,9 @@ pub(crate) fn new(
     };
     store.keep_terminals(&settings.endpoint.to_string(), keeping);
     let extensions = extensions::manager(&settings);
-    let asks = asks::Asks::default();
+    let asks = asks::AskBoard::default();
     asks.keep_decided_in(db.clone(), &settings.state_dir.join("asks-decided.jsonl"));
-    let hosts = hosts::Hosts::new(
+    let hosts = hosts::HostLinks::new(
         &settings.config.hosts,
         settings.endpoint.port(),
         &settings.state_dir,

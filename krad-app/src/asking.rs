@@ -14,7 +14,7 @@ use crate::store::set_state;
 
 /// Leaves the ask when the request is dropped (client gone, deadline), so that
 /// an ask nobody waits for any more is decided by `program`.
-struct Waiting<'a> {
+struct LeaveOnDrop<'a> {
     core: &'a Core,
     ask: String,
     terminal: u64,
@@ -25,7 +25,7 @@ struct Waiting<'a> {
     settle: bool,
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for LeaveOnDrop<'_> {
     fn drop(&mut self) {
         self.core.asks.leave(&self.ask);
         if self.settle {
@@ -70,7 +70,7 @@ pub(crate) async fn ask(
         .store
         .with(me.terminal, |e| e.tells_its_state())
         .unwrap_or(false);
-    let mut waiting = Waiting {
+    let mut waiting = LeaveOnDrop {
         core,
         ask: info.ask.clone(),
         terminal: me.terminal,

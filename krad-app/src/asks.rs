@@ -96,7 +96,7 @@ pub(crate) trait AskListener: Send + Sync {
 
 /// Every ask of the app.
 #[derive(Default)]
-pub(crate) struct Asks {
+pub(crate) struct AskBoard {
     inner: Mutex<Inner>,
     /// Told of every ask opened, changed and closed (the durable facet).
     feed: OnceLock<Arc<dyn AskListener>>,
@@ -148,7 +148,7 @@ fn import_decided(db: &Db, legacy: &Path) {
     }
 }
 
-impl Asks {
+impl AskBoard {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -305,7 +305,7 @@ impl Asks {
         self.decide_with(id, by, answer, from, &|_| Ok(()))
     }
 
-    /// [`Asks::decide`], with `also` written in the transaction that keeps the
+    /// [`AskBoard::decide`], with `also` written in the transaction that keeps the
     /// decision (an Answer's intent: the decision was its own).
     pub(crate) fn decide_with(
         &self,
@@ -579,7 +579,7 @@ mod tests {
 
     #[test]
     fn an_answer_after_the_published_expiry_is_the_timeout_s_even_by_a_millisecond() {
-        let asks = Asks::default();
+        let asks = AskBoard::default();
         let Raised::Open { info, .. } = asks.raise(&me(), &permission("c9", "ls")).unwrap() else {
             panic!()
         };
@@ -605,7 +605,7 @@ mod tests {
 
     #[test]
     fn the_same_call_is_the_same_ask_and_the_first_decision_wins() {
-        let asks = Asks::default();
+        let asks = AskBoard::default();
         let Raised::Open {
             info, fresh: true, ..
         } = asks.raise(&me(), &permission("c1", "ls")).unwrap()
@@ -710,7 +710,7 @@ mod tests {
 
     #[test]
     fn the_same_tool_and_input_without_a_call_id_joins_the_open_ask() {
-        let asks = Asks::default();
+        let asks = AskBoard::default();
         let mut ask = permission("unused", "ls");
         ask.tool_call_id = None;
         let Raised::Open { info: first, .. } = asks.raise(&me(), &ask).unwrap() else {
@@ -740,7 +740,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("asks-decided.jsonl");
         let db = Arc::new(Db::open(&dir.path().join("state.db")).unwrap());
-        let asks = Asks::default();
+        let asks = AskBoard::default();
         asks.keep_decided_in(db.clone(), &path);
         let Raised::Open { info, .. } = asks.raise(&me(), &permission("c9", "ls")).unwrap() else {
             panic!()
@@ -754,7 +754,7 @@ mod tests {
         .unwrap();
         drop(asks);
         let db = Arc::new(Db::open(&dir.path().join("state.db")).unwrap());
-        let again = Asks::default();
+        let again = AskBoard::default();
         again.keep_decided_in(db, &path);
         let Raised::Decided(d) = again.raise(&me(), &permission("c9", "ls")).unwrap() else {
             panic!("the decision was forgotten")
@@ -764,7 +764,7 @@ mod tests {
 
     #[test]
     fn the_last_waiter_leaving_decides_by_program() {
-        let asks = Asks::default();
+        let asks = AskBoard::default();
         let Raised::Open { info, .. } = asks.raise(&me(), &permission("c2", "ls")).unwrap() else {
             panic!()
         };

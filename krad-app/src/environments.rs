@@ -45,7 +45,7 @@ pub(crate) mod ports;
 mod removal;
 mod restore;
 mod setup;
-pub(crate) mod snapshot;
+pub(crate) mod tree_state;
 pub(crate) mod update;
 pub(crate) mod variants;
 

@@ -129,11 +129,11 @@ mod tokio_util_cancel {
 }
 
 /// Every configured host.
-pub(crate) struct Hosts {
+pub(crate) struct HostLinks {
     hosts: BTreeMap<String, Arc<Host>>,
 }
 
-impl Hosts {
+impl HostLinks {
     /// The hosts of the config; nothing connects until first use. `state_dir`
     /// is the app's state directory, `root` its repository.
     pub(crate) fn new(
@@ -141,7 +141,7 @@ impl Hosts {
         bus_port: u16,
         state_dir: &std::path::Path,
         root: &std::path::Path,
-    ) -> Hosts {
+    ) -> HostLinks {
         let dir = control_dir();
         if std::fs::create_dir_all(&dir).is_ok() {
             use std::os::unix::fs::PermissionsExt;
@@ -186,7 +186,7 @@ impl Hosts {
                 (name.clone(), Arc::new(host))
             })
             .collect();
-        Hosts { hosts }
+        HostLinks { hosts }
     }
 
     /// A host by name, or `not_found`.

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use krad_bus::protocol::TerminalRef;
-use krad_bus::server::Waiting;
+use krad_bus::server::StartSettled;
 use tokio::sync::watch;
 
 /// The longest a request from a starting terminal waits for its record: a
@@ -62,7 +62,7 @@ impl Launching {
 
     /// For `terminal` while it is being started: what resolves once its start
     /// is over (recorded, or failed; at most [`AT_MOST`]). `None` otherwise.
-    pub(crate) fn started(&self, terminal: &TerminalRef) -> Option<Waiting> {
+    pub(crate) fn started(&self, terminal: &TerminalRef) -> Option<StartSettled> {
         if !self.starts(terminal) {
             return None;
         }

@@ -161,9 +161,9 @@ pub(crate) struct Core {
     /// The answers of at-most-once requests, kept with the state.
     pub request_log: RequestLog,
     /// The SSH hosts of the config.
-    pub hosts: hosts::Hosts,
+    pub hosts: hosts::HostLinks,
     /// The open and recently decided asks.
-    pub asks: asks::Asks,
+    pub asks: asks::AskBoard,
     /// What the durable facet shows of each pane (idle unless `[durable]` is on).
     pub feed: Arc<feed::Feed>,
     /// Each environment's disk use, as last measured in the background.

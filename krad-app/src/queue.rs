@@ -24,7 +24,7 @@ use krad_term::{ExitStatus, Snapshot, Terminal};
 use tokio::sync::oneshot;
 
 use crate::Core;
-use crate::limits::queue::{QueuedSpawn, Waiting, Work, cannot_keep, forget, keep, kept};
+use crate::limits::queue::{InLine, QueuedSpawn, Work, cannot_keep, forget, keep, kept};
 use crate::profile::Profile;
 use crate::spawning::{self, Spawned};
 use crate::store::{now_rfc3339, set_state};
@@ -134,7 +134,7 @@ pub(crate) fn send_later(core: &Core, request: Send) -> Result<SentInfo, ApiErro
 /// their places (call after the intents are recovered); work for terminals
 /// that are gone is dropped.
 pub(crate) fn reload(core: &Core) {
-    let kept = core.store.db().read(|tx| tx.all::<Waiting>(Kind::Queued));
+    let kept = core.store.db().read(|tx| tx.all::<InLine>(Kind::Queued));
     let kept = match kept {
         Ok(kept) => kept,
         Err(e) => {
@@ -142,7 +142,7 @@ pub(crate) fn reload(core: &Core) {
             return;
         }
     };
-    let mut waiting: Vec<Waiting> = kept.into_iter().map(|(_, w)| w).collect();
+    let mut waiting: Vec<InLine> = kept.into_iter().map(|(_, w)| w).collect();
     waiting.sort_by_key(|w| w.seq);
     let mut gone = Vec::new();
     for w in &waiting {
@@ -224,7 +224,7 @@ pub(crate) async fn run(core: Weak<Core>) {
 /// The first work in line, taken out, if the limits leave room for it now,
 /// with the room it takes (a Spawn's); work for a terminal that is gone is
 /// dropped on the way.
-fn first_with_room(core: &Core) -> Option<(Waiting, Option<limits::Room<'_>>)> {
+fn first_with_room(core: &Core) -> Option<(InLine, Option<limits::Room<'_>>)> {
     loop {
         if core.limits.queue().stopped() {
             return None;
@@ -261,7 +261,7 @@ fn first_with_room(core: &Core) -> Option<(Waiting, Option<limits::Room<'_>>)> {
 }
 
 /// Starts (or types) one piece of work whose turn came.
-async fn start(core: &Arc<Core>, waiting: Waiting) {
+async fn start(core: &Arc<Core>, waiting: InLine) {
     let done = [waiting.clone()];
     let ctx = CallContext {
         principal: Principal::Client,

@@ -38,7 +38,7 @@ use crate::EmbeddedApp;
 use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode, TerminalRef};
 use krad_bus::request::RequestKind;
 use krad_bus::server::request_log::RequestLog;
-use krad_bus::server::{App, Waiting};
+use krad_bus::server::{App, StartSettled};
 use krad_bus::token::Principal;
 
 /// A plain terminal may Send to and Close only the terminals it spawned, in its
@@ -75,7 +75,7 @@ impl App for EmbeddedApp {
         self.core.store.knows(terminal)
     }
 
-    fn terminal_starting(&self, terminal: &TerminalRef) -> Option<Waiting> {
+    fn terminal_starting(&self, terminal: &TerminalRef) -> Option<StartSettled> {
         self.core.launching.started(terminal)
     }
 

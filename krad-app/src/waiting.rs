@@ -2,7 +2,7 @@
 //! exits): at once when the condition already holds; each waiter wakes only
 //! when one of its own agents changes.
 //!
-//! A held Wait keeps only what its wait needs ([`Waiting`]): the request is
+//! A held Wait keeps only what its wait needs ([`HeldWait`]): the request is
 //! read, and the watches taken, before the wait begins.
 
 use std::time::Duration;
@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// A Wait, read: the watches of its agents, its condition and its deadline.
-pub(crate) struct Waiting {
+pub(crate) struct HeldWait {
     /// Exactly as many as the targets.
     watches: Vec<watch::Receiver<AgentRecord>>,
     until: Until,
@@ -25,7 +25,7 @@ pub(crate) struct Waiting {
     deadline: Instant,
 }
 
-impl Waiting {
+impl HeldWait {
     /// Reads a Wait: `not_found` for a target the app does not know.
     pub(crate) fn new(core: &Core, request: Wait) -> Result<Self, ApiError> {
         let targets = request.terminals();

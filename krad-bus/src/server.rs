@@ -34,7 +34,7 @@ use dispatch::Prepared;
 use reply::Reply;
 
 pub use attach::Attachment;
-pub use dispatch::Waiting;
+pub use dispatch::StartSettled;
 
 /// The app behind the bus: everything but the requests the bus answers itself
 /// (Hello, Stats, Shutdown).
@@ -59,7 +59,7 @@ pub trait App:
     /// once it is recorded, or its start failed. A request with its token
     /// waits for that, then is checked again, instead of being refused
     /// `unauthorized`. `None`: not being started.
-    fn terminal_starting(&self, terminal: &TerminalRef) -> Option<Waiting> {
+    fn terminal_starting(&self, terminal: &TerminalRef) -> Option<StartSettled> {
         let _ = terminal;
         None
     }

@@ -20,7 +20,7 @@ const NOT_FROM_THE_PAGE: &[RequestKind] = &[RequestKind::Shutdown];
 
 /// Where the bus is and the token to show it.
 #[derive(Debug, Clone)]
-pub(crate) struct Bus {
+pub(crate) struct BusClient {
     address: SocketAddr,
     token: Token,
 }
@@ -42,10 +42,10 @@ impl Lines {
     }
 }
 
-impl Bus {
+impl BusClient {
     /// The bus at `address`, called with the client token.
-    pub(crate) fn new(address: SocketAddr, token: Token) -> Bus {
-        Bus { address, token }
+    pub(crate) fn new(address: SocketAddr, token: Token) -> BusClient {
+        BusClient { address, token }
     }
 
     /// Checks a request from the page as the bus would (name and fields), and
@@ -151,10 +151,10 @@ mod tests {
 
     #[test]
     fn the_page_is_judged_like_any_client() {
-        assert!(Bus::judge(&serde_json::json!("List")).is_ok());
-        assert!(Bus::judge(&serde_json::json!({"Send":{"target":1,"text":"hi"}})).is_ok());
-        assert!(Bus::judge(&serde_json::json!("Shutdown")).is_err());
-        assert!(Bus::judge(&serde_json::json!("NoSuchThing")).is_err());
-        assert!(Bus::judge(&serde_json::json!({"Send":{"target":"x"}})).is_err());
+        assert!(BusClient::judge(&serde_json::json!("List")).is_ok());
+        assert!(BusClient::judge(&serde_json::json!({"Send":{"target":1,"text":"hi"}})).is_ok());
+        assert!(BusClient::judge(&serde_json::json!("Shutdown")).is_err());
+        assert!(BusClient::judge(&serde_json::json!("NoSuchThing")).is_err());
+        assert!(BusClient::judge(&serde_json::json!({"Send":{"target":"x"}})).is_err());
     }
 }

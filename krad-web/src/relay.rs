@@ -31,7 +31,7 @@ use krad_bus::request::send::{Send, When};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
-use crate::bus::{self, Bus};
+use crate::bus::{self, BusClient};
 use crate::reviews::{Draft, Reviews};
 
 /// Streams one page may hold open at once (a board and a grid of terminals).
@@ -40,7 +40,7 @@ const MAX_STREAMS: usize = 64;
 /// What a page's socket needs.
 pub(crate) struct Relay {
     /// The bus.
-    pub bus: Bus,
+    pub bus: BusClient,
     /// Where reviews are kept.
     pub reviews: Arc<Reviews>,
 }
@@ -99,7 +99,7 @@ fn handle(message: Value, relay: &Arc<Relay>, out: &mpsc::Sender<Value>, streams
         });
     };
     if let Some(request) = message.get("call") {
-        let request = match Bus::judge(request) {
+        let request = match BusClient::judge(request) {
             Ok(request) => request,
             Err(why) => return refuse(why),
         };
@@ -112,7 +112,7 @@ fn handle(message: Value, relay: &Arc<Relay>, out: &mpsc::Sender<Value>, streams
             let _ = out.send(reply).await;
         });
     } else if let Some(request) = message.get("open") {
-        let request = match Bus::judge(request) {
+        let request = match BusClient::judge(request) {
             Ok(request) => request,
             Err(why) => return refuse(why),
         };
@@ -205,7 +205,7 @@ async fn send_review(relay: &Relay, draft: Draft) -> Result<Value, String> {
 
 /// Relays one stream: its lines to the page, the page's lines to it.
 async fn stream(
-    bus: Bus,
+    bus: BusClient,
     request: krad_bus::request::Request,
     id: u64,
     out: mpsc::Sender<Value>,

@@ -22,7 +22,7 @@ pub(crate) async fn changes(
     base: &str,
     with_patch: bool,
 ) -> Result<ChangesInfo, ApiError> {
-    let snapshot = super::snapshot::snapshot(git).await?;
+    let snapshot = super::tree_state::snapshot(git).await?;
     let (head, tree) = (snapshot.head, snapshot.tree);
     let numstat = git
         .bytes(&["diff", "--numstat", "-z", "-M", base, tree.as_str()])

@@ -16,7 +16,7 @@ use krad_bus::protocol::{
     ApiError, BaseConflicts, ConflictPair, ConflictsEnvironment, ConflictsInfo,
 };
 
-use super::snapshot::{MergeOf, Merged, Snapshot, merge_all, snapshot};
+use super::tree_state::{MergeOf, Merged, TreeState, merge_all, snapshot};
 use super::{directory_gone, env_git, host, not_found_environment, root_git};
 use crate::Core;
 use crate::environments::MAIN;
@@ -40,7 +40,7 @@ impl Member {
 
 /// An environment as read: its snapshot and a commit of it.
 struct Read {
-    snapshot: Snapshot,
+    snapshot: TreeState,
     commit: String,
 }
 

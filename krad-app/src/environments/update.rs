@@ -21,7 +21,7 @@ use krad_bus::protocol::{ApiError, ErrorCode, UpdatedInfo};
 use krad_bus::request::update_environment::UpdateHow;
 use serde_json::json;
 
-use super::snapshot::{MergeOf, merge};
+use super::tree_state::{MergeOf, merge};
 use super::{conflict, env_git, host, not_found_environment, root_git, save};
 use crate::Core;
 use crate::environments::MAIN;

@@ -19,7 +19,7 @@ use krad_bus::request::pick_variant::{How, PickVariant};
 use krad_bus::server::CallContext;
 use serde_json::json;
 
-use super::snapshot::{MergeOf, merge, snapshot};
+use super::tree_state::{MergeOf, merge, snapshot};
 use super::{close, commit_all, conflict, env_git, not_found_environment};
 use crate::Core;
 use crate::environments::MAIN;

@@ -32,7 +32,7 @@ pub(crate) struct QueuedSpawn {
 
 /// One piece of work waiting, as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Waiting {
+pub(crate) struct InLine {
     /// Its place in line: later work has a larger number.
     pub seq: u64,
     /// When it was queued (RFC 3339).
@@ -75,7 +75,7 @@ pub(crate) struct Queue {
 
 #[derive(Default)]
 pub(crate) struct Line {
-    pub(crate) waiting: Vec<Waiting>,
+    pub(crate) waiting: Vec<InLine>,
     pub(crate) next_seq: u64,
 }
 
@@ -100,7 +100,7 @@ impl Queue {
     }
 
     /// What waits, in order.
-    pub(crate) fn waiting(&self) -> Vec<Waiting> {
+    pub(crate) fn waiting(&self) -> Vec<InLine> {
         self.lock().waiting.clone()
     }
 
@@ -110,10 +110,10 @@ impl Queue {
         &self,
         work: Work,
         since: String,
-        keep: impl FnOnce(&Waiting) -> Result<(), ApiError>,
+        keep: impl FnOnce(&InLine) -> Result<(), ApiError>,
     ) -> Result<u32, ApiError> {
         let mut line = self.lock();
-        let waiting = Waiting {
+        let waiting = InLine {
             seq: line.next_seq.max(1),
             since,
             work,
@@ -129,7 +129,7 @@ impl Queue {
 
     /// Takes out the work `matches` picks, here and in the store; returns
     /// what it took.
-    pub(crate) fn take(&self, db: &Db, matches: impl Fn(&Waiting) -> bool) -> Vec<Waiting> {
+    pub(crate) fn take(&self, db: &Db, matches: impl Fn(&InLine) -> bool) -> Vec<InLine> {
         let taken = self.take_out(matches);
         forget(db, &taken);
         taken
@@ -137,7 +137,7 @@ impl Queue {
 
     /// Takes out the work `matches` picks here only (the store keeps it
     /// until [`forget`]).
-    pub(crate) fn take_out(&self, matches: impl Fn(&Waiting) -> bool) -> Vec<Waiting> {
+    pub(crate) fn take_out(&self, matches: impl Fn(&InLine) -> bool) -> Vec<InLine> {
         let mut line = self.lock();
         let (taken, staying): (Vec<_>, Vec<_>) = line.waiting.drain(..).partition(|w| matches(w));
         line.waiting = staying;
@@ -146,7 +146,7 @@ impl Queue {
 }
 
 /// Removes `done` from the store's queue.
-pub(crate) fn forget(db: &Db, done: &[Waiting]) {
+pub(crate) fn forget(db: &Db, done: &[InLine]) {
     let removed = db.write(|tx| {
         for waiting in done {
             tx.remove(Kind::Queued, &key(waiting.seq))?;
@@ -165,7 +165,7 @@ pub(crate) fn key(seq: u64) -> String {
 }
 
 /// Writes `waiting` in the store.
-pub(crate) fn keep(tx: &krad_store::Tx<'_>, waiting: &Waiting) -> Result<(), StoreError> {
+pub(crate) fn keep(tx: &krad_store::Tx<'_>, waiting: &InLine) -> Result<(), StoreError> {
     tx.put(Kind::Queued, &key(waiting.seq), waiting)
 }
 
@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn work_is_kept_as_json_and_read_back() {
-        let spawn = Waiting {
+        let spawn = InLine {
             seq: 3,
             since: "2026-12-06T21:00:00Z".to_owned(),
             work: Work::Spawn(Box::new(QueuedSpawn {
@@ -211,8 +211,8 @@ mod tests {
         };
         let text = serde_json::to_string(&spawn).unwrap();
         assert!(text.contains(r#""kind":"spawn""#), "{text}");
-        assert_eq!(serde_json::from_str::<Waiting>(&text).unwrap(), spawn);
-        let send = Waiting {
+        assert_eq!(serde_json::from_str::<InLine>(&text).unwrap(), spawn);
+        let send = InLine {
             seq: 4,
             since: "2026-12-06T21:00:01Z".to_owned(),
             work: Work::Send {
@@ -224,7 +224,7 @@ mod tests {
             },
         };
         let text = serde_json::to_string(&send).unwrap();
-        assert_eq!(serde_json::from_str::<Waiting>(&text).unwrap(), send);
+        assert_eq!(serde_json::from_str::<InLine>(&text).unwrap(), send);
         assert_eq!(send.work.terminal(), 7);
     }
 }

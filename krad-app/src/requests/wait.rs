@@ -9,7 +9,7 @@ use krad_bus::request::wait::Wait;
 use krad_bus::server::{CallContext, Handle};
 
 use crate::EmbeddedApp;
-use crate::waiting::Waiting;
+use crate::waiting::HeldWait;
 
 impl Handle<Wait> for EmbeddedApp {
     // It answers `TimedOut` at its own timeout, before the bus's deadline.
@@ -22,7 +22,7 @@ impl Handle<Wait> for EmbeddedApp {
         _ctx: &CallContext,
         request: Wait,
     ) -> impl Future<Output = Result<Waited, ApiError>> + Send {
-        match Waiting::new(&self.core, request) {
+        match HeldWait::new(&self.core, request) {
             Ok(waiting) => Either::Left(waiting.until_met()),
             Err(error) => Either::Right(std::future::ready(Err(error))),
         }

@@ -31,7 +31,7 @@ use crate::token::Principal;
 pub(crate) type Work<S, T> = Pin<Box<dyn Future<Output = Reply<S, T>> + Send>>;
 
 /// What resolves once a terminal being started is recorded (or failed to start).
-pub type Waiting = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub type StartSettled = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// What the order of checks made of a request line.
 pub(crate) enum Prepared<'b, S, T> {
@@ -41,7 +41,7 @@ pub(crate) enum Prepared<'b, S, T> {
     Run(Running<'b, S, T>),
     /// The caller is a terminal being started: wait for this, then prepare
     /// the line again (see [`App::terminal_starting`]).
-    Starting(Waiting),
+    Starting(StartSettled),
 }
 
 /// A request to run: its work and what surrounds it.
@@ -118,7 +118,7 @@ enum Refusal {
     /// Its answer.
     Error(ApiError),
     /// Its caller is a terminal being started: check again once that is over.
-    Starting(Waiting),
+    Starting(StartSettled),
 }
 
 impl From<ApiError> for Refusal {

@@ -1,4 +1,4 @@
-//! Snapshots: an environment's working tree — committed and uncommitted work,
+//! Tree states: an environment's working tree — committed and uncommitted work,
 //! untracked files included, ignored files left out — as a tree object, without
 //! touching its index or its files; and the merges of snapshots, worked out by
 //! `git merge-tree` on objects alone.
@@ -23,7 +23,7 @@ use crate::git::Git;
 
 /// An environment's working tree at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Snapshot {
+pub(crate) struct TreeState {
     /// Its HEAD's commit.
     pub head: String,
     /// Its HEAD's tree.
@@ -32,7 +32,7 @@ pub(crate) struct Snapshot {
     pub tree: String,
 }
 
-impl Snapshot {
+impl TreeState {
     /// Whether there is uncommitted work (the working tree differs from HEAD).
     pub(crate) fn uncommitted(&self) -> bool {
         self.tree != self.head_tree
@@ -79,7 +79,7 @@ const FIXED_DATE: &str = "1700000000 +0000";
 const KEPT_INDEX: &str = "krad-snapshot-index";
 
 /// Snapshots the environment `git` runs in.
-pub(crate) async fn snapshot(git: &Git) -> Result<Snapshot, ApiError> {
+pub(crate) async fn snapshot(git: &Git) -> Result<TreeState, ApiError> {
     let name = format!("krad-index-{}-{}", std::process::id(), unique());
     let facts = git
         .text(&[
@@ -117,7 +117,7 @@ pub(crate) async fn snapshot(git: &Git) -> Result<Snapshot, ApiError> {
     } else {
         git.remove_file(&temporary).await;
     }
-    Ok(Snapshot {
+    Ok(TreeState {
         head: head.display().to_string(),
         head_tree: head_tree.display().to_string(),
         tree: tree?,
