@@ -5,10 +5,10 @@
 //! first answer again with `"replayed": true` and runs nothing; a repeat while
 //! the first is still running waits for it; the same id with another route or
 //! body is `request-id-reused`. The log lives in memory: a new epoch starts it
-//! empty, which the phone learns from hello.
+//! empty, which the phone learns from hello. The ledger is the one the bus
+//! uses ([`krad_once`]).
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -26,23 +26,6 @@ pub struct Finished {
     pub body: Value,
 }
 
-enum Slot {
-    Running(watch::Receiver<Option<Finished>>),
-    Done(Finished),
-}
-
-struct Entry {
-    fingerprint: [u8; 32],
-    slot: Slot,
-}
-
-#[derive(Default)]
-struct Inner {
-    entries: HashMap<String, Entry>,
-    /// Ids in the order they arrived, for eviction.
-    order: VecDeque<String>,
-}
-
 /// What a request id is, when a POST carrying it arrives.
 pub enum Claim {
     /// New: run the call, then [`Ticket::finish`].
@@ -57,98 +40,48 @@ pub enum Claim {
 
 /// The right to run a fresh request id's call; record its answer with
 /// [`Ticket::finish`]. Dropped unfinished, the id is forgotten.
-pub struct Ticket {
-    log: Arc<RequestIds>,
-    id: String,
-    done: Option<watch::Sender<Option<Finished>>>,
-}
+pub struct Ticket(krad_once::Ticket<Finished>);
 
 impl Ticket {
     /// Records the first answer and wakes the retries waiting for it.
-    pub fn finish(mut self, finished: Finished) {
-        let mut inner = self.log.lock();
-        if let Some(entry) = inner.entries.get_mut(&self.id) {
-            entry.slot = Slot::Done(finished.clone());
-        }
-        drop(inner);
-        if let Some(done) = self.done.take() {
-            done.send_replace(Some(finished));
-        }
+    pub fn finish(self, finished: Finished) {
+        self.0.finish(finished);
     }
 }
 
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        if self.done.is_some() {
-            let mut inner = self.log.lock();
-            inner.entries.remove(&self.id);
-            inner.order.retain(|id| id != &self.id);
-        }
-    }
-}
-
-/// The request-id log of one epoch.
-#[derive(Default)]
+/// The request-id log of one epoch: the one at-most-once ledger
+/// ([`krad_once`], which the bus uses too), with the phone as its one caller.
 pub struct RequestIds {
-    inner: Mutex<Inner>,
+    ledger: krad_once::Ledger<Finished>,
+}
+
+impl Default for RequestIds {
+    fn default() -> Self {
+        RequestIds {
+            ledger: krad_once::Ledger::new(KEPT),
+        }
+    }
 }
 
 impl RequestIds {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Claims `id` for a POST to `route` with `body`.
     pub fn claim(self: &Arc<Self>, id: &str, route: &str, body: &Value) -> Claim {
-        let fingerprint = fingerprint(route, body);
-        let mut inner = self.lock();
-        if let Some(entry) = inner.entries.get(id) {
-            if entry.fingerprint != fingerprint {
-                return Claim::Reused;
-            }
-            return match &entry.slot {
-                Slot::Done(finished) => Claim::Replay(finished.clone()),
-                Slot::Running(wait) => Claim::Running(wait.clone()),
-            };
+        match self.ledger.claim("phone", id, &fingerprint(route, body)) {
+            krad_once::Claim::Fresh(ticket) => Claim::Fresh(Ticket(ticket)),
+            krad_once::Claim::Replay(finished) => Claim::Replay(finished),
+            krad_once::Claim::Running(first) => Claim::Running(first),
+            krad_once::Claim::Reused => Claim::Reused,
         }
-        let (done, wait) = watch::channel(None);
-        inner.entries.insert(
-            id.to_owned(),
-            Entry {
-                fingerprint,
-                slot: Slot::Running(wait),
-            },
-        );
-        inner.order.push_back(id.to_owned());
-        while inner.order.len() > KEPT {
-            // The oldest finished id goes; running ones stay until they finish.
-            let Some(position) = inner.order.iter().position(|old| {
-                matches!(
-                    inner.entries.get(old).map(|e| &e.slot),
-                    Some(Slot::Done(_)) | None
-                )
-            }) else {
-                break;
-            };
-            if let Some(old) = inner.order.remove(position) {
-                inner.entries.remove(&old);
-            }
-        }
-        Claim::Fresh(Ticket {
-            log: self.clone(),
-            id: id.to_owned(),
-            done: Some(done),
-        })
     }
 }
 
 /// The route and the body, canonical (serde_json's maps are sorted).
-fn fingerprint(route: &str, body: &Value) -> [u8; 32] {
+fn fingerprint(route: &str, body: &Value) -> String {
     let mut hash = Sha256::new();
     hash.update(route.as_bytes());
     hash.update([0]);
     hash.update(body.to_string().as_bytes());
-    hash.finalize().into()
+    hex::encode(hash.finalize())
 }
 
 #[cfg(test)]

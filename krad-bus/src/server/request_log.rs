@@ -1,5 +1,7 @@
-//! At-most-once requests (section 8): the answers of the last 500 request ids of
-//! each caller, kept in the app's store ([`KeptAnswers`]) with its state.
+//! At-most-once requests (section 8): the bus's side of the one ledger of
+//! request ids ([`krad_once`], which the durable facet uses too) — the
+//! answers' JSON, marked `replayed` when given again, the last 500 of each
+//! caller kept in the app's store ([`KeptAnswers`]) with its state.
 //!
 //! A repeat of a finished id gets the first answer again with `"replayed": true`;
 //! a repeat while the first still runs waits for it; the same id with another
@@ -7,7 +9,7 @@
 //! not kept, so a retry runs again.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -33,12 +35,11 @@ pub struct Entry {
     pub answer: Value,
 }
 
+/// The legacy JSON file's shape (read once, to import it into the store).
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Kept {
     callers: HashMap<String, VecDeque<Entry>>,
 }
-
-type Key = (String, String);
 
 /// Where kept answers live between runs: the app's store. Each call is one
 /// transaction.
@@ -81,30 +82,25 @@ pub enum Begin {
     Fresh(Ticket),
     /// Seen and finished: answer this (already marked `replayed`).
     Replay(Value),
-    /// Still running: wait for the first answer.
+    /// Still running: wait for the first answer (already marked `replayed`;
+    /// the sender gone if the first was cancelled).
     Running(watch::Receiver<Option<Value>>),
     /// The id was used for another request.
     Reused,
 }
 
-type Running = HashMap<Key, (String, watch::Receiver<Option<Value>>)>;
-type Shared = Arc<Mutex<(Kept, Running)>>;
-
 /// A running request with an id. Dropping it unfinished (the work was
 /// cancelled) frees the id for a retry, and its waiting repeats are told so.
 pub struct Ticket {
-    key: Key,
-    fingerprint: String,
-    done: watch::Sender<Option<Value>>,
-    shared: Shared,
+    ticket: Option<krad_once::Ticket<Value>>,
     store: Option<Arc<dyn KeptAnswers>>,
-    finished: bool,
 }
 
-/// The log.
+/// The log: the one at-most-once ledger ([`krad_once::Ledger`]) over the
+/// answers' JSON, kept in the app's store.
 pub struct RequestLog {
     store: Option<Arc<dyn KeptAnswers>>,
-    inner: Shared,
+    ledger: krad_once::Ledger<Value>,
 }
 
 impl RequestLog {
@@ -112,7 +108,7 @@ impl RequestLog {
     pub fn in_memory() -> RequestLog {
         RequestLog {
             store: None,
-            inner: Arc::default(),
+            ledger: krad_once::Ledger::new(KEPT_PER_CALLER),
         }
     }
 
@@ -122,111 +118,67 @@ impl RequestLog {
         store: Arc<dyn KeptAnswers>,
         answers: impl IntoIterator<Item = (String, Entry)>,
     ) -> RequestLog {
-        let mut kept = Kept::default();
-        for (caller, entry) in answers {
-            kept.callers.entry(caller).or_default().push_back(entry);
-        }
+        let answers = answers
+            .into_iter()
+            .map(|(caller, entry)| (caller, entry.id, entry.fingerprint, entry.answer));
         RequestLog {
             store: Some(store),
-            inner: Arc::new(Mutex::new((kept, HashMap::new()))),
+            ledger: krad_once::Ledger::with_answers(KEPT_PER_CALLER, answers),
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, (Kept, Running)> {
-        lock(&self.inner)
     }
 
     /// Looks an id up for a caller and a request (its wire JSON).
     pub fn begin(&self, principal: &Principal, id: &str, request: &Value) -> Begin {
-        let key = (caller_key(principal), id.to_owned());
-        let fingerprint = fingerprint(request);
-        let mut inner = self.lock();
-        let (kept, running) = &mut *inner;
-        if let Some(entry) = kept
-            .callers
-            .get(&key.0)
-            .and_then(|entries| entries.iter().find(|e| e.id == key.1))
-        {
-            if entry.fingerprint != fingerprint {
-                return Begin::Reused;
-            }
-            return Begin::Replay(replayed(entry.answer.clone()));
+        let caller = caller_key(principal);
+        match self.ledger.claim(&caller, id, &fingerprint(request)) {
+            krad_once::Claim::Fresh(ticket) => Begin::Fresh(Ticket {
+                ticket: Some(ticket),
+                store: self.store.clone(),
+            }),
+            krad_once::Claim::Replay(answer) => Begin::Replay(replayed(answer)),
+            krad_once::Claim::Running(first) => Begin::Running(first),
+            krad_once::Claim::Reused => Begin::Reused,
         }
-        if let Some((print, receiver)) = running.get(&key) {
-            if *print != fingerprint {
-                return Begin::Reused;
-            }
-            return Begin::Running(receiver.clone());
-        }
-        let (done, receiver) = watch::channel(None);
-        running.insert(key.clone(), (fingerprint.clone(), receiver));
-        Begin::Fresh(Ticket {
-            key,
-            fingerprint,
-            done,
-            shared: self.inner.clone(),
-            store: self.store.clone(),
-            finished: false,
-        })
     }
 
     /// Records the answer of a request that ran, and wakes its repeats.
+    /// Retryable failures (`busy`, `unavailable`) are not kept.
     pub fn finish(&self, mut ticket: Ticket, answer: Value) {
-        ticket.finished = true;
+        let Some(once) = ticket.ticket.take() else {
+            return;
+        };
         let retryable = answer
             .get("Error")
             .and_then(|e| e.get("code"))
             .and_then(|c| serde_json::from_value::<ErrorCode>(c.clone()).ok())
             .is_some_and(ErrorCode::retryable);
-        let entry = (!retryable).then(|| Entry {
-            id: ticket.key.1.clone(),
-            fingerprint: ticket.fingerprint.clone(),
-            answer: bounded(answer.clone()),
+        let kept = (!retryable).then(|| bounded(answer.clone()));
+        let (caller, id, print) = (
+            once.caller().to_owned(),
+            once.id().to_owned(),
+            once.fingerprint().to_owned(),
+        );
+        // Kept in the store first, under the ledger's lock: a repeat sees the
+        // answer in memory only once it is on disk.
+        let persisted = once.finish_with(kept, replayed(answer), |kept| {
+            persist(&self.store, &caller, &id, &print, kept)
         });
-        {
-            let mut inner = self.lock();
-            let (kept, running) = &mut *inner;
-            running.remove(&ticket.key);
-            // Kept in the store first, under the log's lock: a repeat sees the
-            // answer in memory only once it is on disk.
-            if let Some(store) = &self.store
-                && let Err(e) = store.settle(&ticket.key.0, entry.as_ref(), &ticket.key.1)
-            {
-                tracing::error!("cannot keep a request id's answer: {e}");
-            }
-            if let Some(entry) = entry {
-                let entries = kept.callers.entry(ticket.key.0.clone()).or_default();
-                entries.push_back(entry);
-                while entries.len() > KEPT_PER_CALLER {
-                    entries.pop_front();
-                }
-            }
+        if let Err(e) = persisted {
+            tracing::error!("cannot keep a request id's answer: {e}");
         }
-        ticket.done.send_replace(Some(replayed(answer)));
     }
 
     /// Settles a request id whose request a crash interrupted, once the app's
     /// recovery took it to its end (`Some(answer)`: a retry gets it, replayed)
     /// or back to its start (`None`: a retry runs afresh).
     pub fn recovered(&self, key: &OnceKey, answer: Option<Value>) -> Result<(), String> {
-        let entry = answer.map(|answer| Entry {
-            id: key.id.clone(),
-            fingerprint: key.fingerprint.clone(),
-            answer: bounded(answer),
-        });
-        let mut inner = self.lock();
-        if let Some(store) = &self.store {
-            store.settle(&key.caller, entry.as_ref(), &key.id)?;
-        }
-        if let Some(entry) = entry {
-            let entries = inner.0.callers.entry(key.caller.clone()).or_default();
-            entries.retain(|e| e.id != entry.id);
-            entries.push_back(entry);
-            while entries.len() > KEPT_PER_CALLER {
-                entries.pop_front();
-            }
-        }
-        Ok(())
+        self.ledger.settle_with(
+            &key.caller,
+            &key.id,
+            &key.fingerprint,
+            answer.map(bounded),
+            |kept| persist(&self.store, &key.caller, &key.id, &key.fingerprint, kept),
+        )
     }
 
     /// Forgets what a closed terminal's requests answered: its token no longer
@@ -234,42 +186,72 @@ impl RequestLog {
     /// terminals that live (× [`KEPT_PER_CALLER`]).
     pub fn forget_terminal(&self, terminal: &crate::protocol::TerminalRef) {
         let key = caller_key(&Principal::Terminal(terminal.clone()));
-        let mut inner = self.lock();
-        if inner.0.callers.remove(&key).is_some()
-            && let Some(store) = &self.store
-            && let Err(e) = store.forget_caller(&key)
-        {
-            tracing::error!("cannot forget a closed terminal's request ids: {e}");
-        }
+        self.ledger.forget_caller(&key, || {
+            if let Some(store) = &self.store
+                && let Err(e) = store.forget_caller(&key)
+            {
+                tracing::error!("cannot forget a closed terminal's request ids: {e}");
+            }
+        });
     }
 }
 
-fn lock(shared: &Shared) -> MutexGuard<'_, (Kept, Running)> {
-    shared.lock().unwrap_or_else(|p| p.into_inner())
+/// Keeps (or, for `None`, drops) an id's answer in the store, with whatever
+/// the app recorded as pending under it.
+fn persist(
+    store: &Option<Arc<dyn KeptAnswers>>,
+    caller: &str,
+    id: &str,
+    fingerprint: &str,
+    kept: Option<&Value>,
+) -> Result<(), String> {
+    let Some(store) = store else {
+        return Ok(());
+    };
+    let entry = kept.map(|answer| Entry {
+        id: id.to_owned(),
+        fingerprint: fingerprint.to_owned(),
+        answer: answer.clone(),
+    });
+    store.settle(caller, entry.as_ref(), id)
 }
 
 impl Ticket {
     /// The request's id, caller and fingerprint, for its handler.
     pub fn key(&self) -> OnceKey {
+        let (caller, id, fingerprint) = self.ticket.as_ref().map_or_else(
+            || (String::new(), String::new(), String::new()),
+            |t| {
+                (
+                    t.caller().to_owned(),
+                    t.id().to_owned(),
+                    t.fingerprint().to_owned(),
+                )
+            },
+        );
         OnceKey {
-            caller: self.key.0.clone(),
-            id: self.key.1.clone(),
-            fingerprint: self.fingerprint.clone(),
+            caller,
+            id,
+            fingerprint,
         }
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if !self.finished {
-            lock(&self.shared).1.remove(&self.key);
-            // Cancelled: nothing of it is pending any more.
-            if let Some(store) = &self.store
-                && let Err(e) = store.settle(&self.key.0, None, &self.key.1)
+        let Some(once) = self.ticket.take() else {
+            return;
+        };
+        let (caller, id) = (once.caller().to_owned(), once.id().to_owned());
+        let store = self.store.clone();
+        // Cancelled: nothing of it is pending any more.
+        once.cancel_with(|| {
+            if let Some(store) = &store
+                && let Err(e) = store.settle(&caller, None, &id)
             {
                 tracing::error!("cannot settle a cancelled request id: {e}");
             }
-        }
+        });
     }
 }
 
@@ -335,6 +317,7 @@ fn bounded(value: Value) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::Mutex;
 
     #[test]
     fn a_closed_terminal_s_answers_are_forgotten() {
@@ -353,7 +336,10 @@ mod tests {
             Begin::Replay(_)
         ));
         log.forget_terminal(&me);
-        assert!(log.lock().0.callers.is_empty());
+        assert!(matches!(
+            log.begin(&Principal::Terminal(me.clone()), "s1", &req),
+            Begin::Fresh(_)
+        ));
     }
 
     /// A store that remembers what it was told.
