@@ -706,6 +706,39 @@ mod tests {
     }
 
     #[test]
+    fn an_environment_with_work_is_offered_with_force() {
+        let mut state = State::new(true);
+        let close = Close {
+            environment: Some("feat".into()),
+            ..Close::default()
+        };
+        let refusal = Refusal {
+            message: "feat has uncommitted work".into(),
+            conflict: true,
+        };
+        state.done(&Action::Close(close.clone()), Err(refusal.clone()));
+        let Mode::Confirm(confirm) = &state.mode else {
+            panic!("{:?}", state.mode)
+        };
+        assert_eq!(
+            confirm.yes,
+            Action::Close(Close {
+                force: Some(true),
+                ..close.clone()
+            })
+        );
+        // A terminal's refusal is only said.
+        state.mode = Mode::List;
+        let terminal = Close {
+            target: Some(3),
+            ..Close::default()
+        };
+        state.done(&Action::Close(terminal), Err(refusal));
+        assert_eq!(state.mode, Mode::List);
+        assert!(state.flash.as_ref().is_some_and(|f| f.error));
+    }
+
+    #[test]
     fn totals_count_states_and_cost() {
         let mut state = State::new(true);
         state.snapshot(snapshot(vec![

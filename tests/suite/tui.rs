@@ -430,3 +430,34 @@ fn sigterm_gives_the_terminal_back() {
     assert_eq!(screen.pane("#{cursor_flag}"), "1");
     assert_eq!(agents(&app).len(), 1);
 }
+
+/// `s` types text into the agent (Enter after it), `--key` sends keys; `r`
+/// renames it.
+#[test]
+fn sending_and_renaming() {
+    let app = App::start();
+    let id = spawn_named(
+        &app,
+        "listener",
+        r#"echo waiting; read line; echo "heard:$line"; sleep 600"#,
+    );
+    app.until_screen(id, "waiting");
+    let screen = Screen::open(&app.api_json, 100, 30);
+    screen.until_shows("listener");
+    screen.keys(&["s"]);
+    screen.until_shows("Send to terminal");
+    screen.type_text("over the bus");
+    screen.keys(&["Enter"]);
+    screen.until_shows("sent to terminal");
+    app.until_screen(id, "heard:over the bus");
+    screen.until_shows("heard:over the bus");
+    screen.keys(&["r"]);
+    screen.until_shows("Rename terminal");
+    screen.keys(&["C-u"]);
+    screen.type_text("renamed");
+    screen.keys(&["Enter"]);
+    screen.until("the new name", |s| {
+        s.contains("is now renamed") && line_of(s, "renamed").starts_with(char::is_numeric)
+    });
+    assert_eq!(app.record(id)["name"], "renamed");
+}
