@@ -191,7 +191,10 @@ fn redraw(terminal: &mut Term, state: &mut State) -> std::io::Result<()> {
     state.now = SystemTime::now();
     let size = terminal.size()?;
     let areas = draw::areas(Rect::new(0, 0, size.width, size.height));
-    state.keep_in_view(usize::from(areas.list.height));
+    state.keep_in_view(
+        usize::from(areas.list.height),
+        usize::from(areas.preview.height),
+    );
     terminal.draw(|frame| draw::draw(frame, state))?;
     Ok(())
 }

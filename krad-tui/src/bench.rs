@@ -52,7 +52,10 @@ impl Screen {
     fn frame(&mut self) -> std::io::Result<()> {
         self.state.now = std::time::SystemTime::now();
         let areas = draw::areas(self.size);
-        self.state.keep_in_view(usize::from(areas.list.height));
+        self.state.keep_in_view(
+            usize::from(areas.list.height),
+            usize::from(areas.preview.height),
+        );
         let state = &self.state;
         self.terminal.draw(|frame| draw::draw(frame, state))?;
         Ok(())

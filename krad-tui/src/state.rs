@@ -224,6 +224,8 @@ pub(crate) struct State {
     pub(crate) list_offset: usize,
     /// How many rows the list showed last (0: not drawn yet).
     pub(crate) list_room: usize,
+    /// How many rows the preview showed last.
+    pub(crate) preview_height: usize,
     /// The preview's tab.
     pub(crate) tab: Tab,
     /// The selected agent's screen.
@@ -261,6 +263,7 @@ impl State {
             selected: None,
             list_offset: 0,
             list_room: 0,
+            preview_height: 0,
             tab: Tab::Screen,
             preview: Preview::default(),
             diff: DiffView::default(),
@@ -276,7 +279,8 @@ impl State {
 
     /// Scrolls the list so that the selection shows in a list `height` rows
     /// high (its column header and a possible banner take two).
-    pub(crate) fn keep_in_view(&mut self, height: usize) {
+    pub(crate) fn keep_in_view(&mut self, height: usize, preview_height: usize) {
+        self.preview_height = preview_height;
         let room = height.saturating_sub(2).max(1);
         self.list_room = room;
         let at = self.selected_index().unwrap_or(0);

@@ -39,7 +39,10 @@ pub(crate) fn tabs(frame: &mut Frame<'_>, area: Rect, state: &State, palette: &P
             let status = match &state.preview.status {
                 Status::Ended(why) => format!(" ({why})"),
                 Status::Loading => " (loading)".to_owned(),
-                _ if back > 0 => format!(" ({back} lines back; PgDn returns)"),
+                _ if back > 0 => {
+                    let lines = if back == 1 { "line" } else { "lines" };
+                    format!(" ({back} {lines} back; PgDn returns)")
+                }
                 _ => String::new(),
             };
             format!("terminal {t}{status}")
@@ -88,18 +91,7 @@ fn screen(frame: &mut Frame<'_>, area: Rect, state: &State, palette: &Palette) {
     let screen = parser.screen();
     let (rows, cols) = screen.size();
     let (rows, cols) = (rows.get(), cols.get());
-    // The rows down to the cursor or the last text, the bottom ones when
-    // they do not all fit (scrolled back: from the top).
-    let last = (0..rows)
-        .rev()
-        .find(|&row| (0..cols).any(|col| screen.cell(row, col).is_some_and(|c| c.has_contents())))
-        .unwrap_or(0)
-        .max(screen.cursor_position().0);
-    let start = if screen.scrollback() > 0 {
-        0
-    } else {
-        (last + 1).saturating_sub(area.height)
-    };
+    let start = state.preview.first_row(usize::from(area.height));
     let mut lines = Vec::with_capacity(usize::from(area.height));
     for row in start..rows.min(start.saturating_add(area.height)) {
         let mut spans: Vec<Span<'static>> = Vec::new();

@@ -10,9 +10,11 @@ use crate::state::test_support::record;
 
 fn screen_text(state: &mut State, width: u16, height: u16) -> String {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-    state.keep_in_view(usize::from(
-        areas(Rect::new(0, 0, width, height)).list.height,
-    ));
+    let layout = areas(Rect::new(0, 0, width, height));
+    state.keep_in_view(
+        usize::from(layout.list.height),
+        usize::from(layout.preview.height),
+    );
     terminal.draw(|frame| draw(frame, state)).unwrap();
     let buffer = terminal.backend().buffer().clone();
     let mut text = String::new();

@@ -155,7 +155,7 @@ impl State {
 
     fn scroll_preview(&mut self, delta: isize) -> Vec<Effect> {
         match self.tab {
-            Tab::Screen => self.preview.scroll_by(delta),
+            Tab::Screen => self.preview.scroll_by(delta, self.preview_height),
             Tab::Diff => {
                 self.diff.scroll = (self.diff.scroll as isize - delta).max(0) as usize;
             }

@@ -39,6 +39,8 @@ pub(crate) struct Preview {
     pending: Vec<String>,
     /// Where it is.
     pub(crate) status: Status,
+    /// Lines scrolled back from the live view (0: live).
+    pub(crate) back: usize,
 }
 
 impl Default for Preview {
@@ -49,6 +51,7 @@ impl Default for Preview {
             parser: None,
             pending: Vec::new(),
             status: Status::Empty,
+            back: 0,
         }
     }
 }
@@ -76,6 +79,7 @@ impl Preview {
         self.generation += 1;
         self.parser = None;
         self.pending.clear();
+        self.back = 0;
         self.status = match target {
             Some(_) => Status::Loading,
             None => Status::Empty,
@@ -139,24 +143,83 @@ impl Preview {
         }
     }
 
-    /// Scrolls back (`delta` > 0) or forward.
-    pub(crate) fn scroll_by(&mut self, delta: isize) {
-        if let Some(parser) = &mut self.parser {
-            let now = parser.screen().scrollback() as isize;
-            let to = (now + delta).max(0) as usize;
-            parser.screen_mut().set_scrollback(to);
-        }
+    /// Scrolls back (`delta` > 0) or forward, in a view `height` rows high:
+    /// first through the screen's rows above the view, then through the
+    /// scrollback.
+    pub(crate) fn scroll_by(&mut self, delta: isize, height: usize) {
+        let Some(parser) = &mut self.parser else {
+            return;
+        };
+        let above = live_start(parser.screen(), height);
+        parser.screen_mut().set_scrollback(usize::MAX);
+        let most = above + parser.screen().scrollback();
+        self.back = (self.back as isize + delta).clamp(0, most as isize) as usize;
+        parser
+            .screen_mut()
+            .set_scrollback(self.back.saturating_sub(above));
     }
 
-    /// How far back the view is (0: the live screen).
+    /// How far back the view is (0: the live view).
     pub(crate) fn scrolled(&self) -> usize {
-        self.parser.as_ref().map_or(0, |p| p.screen().scrollback())
+        self.back
     }
+
+    /// The first screen row the view shows, `height` rows high.
+    pub(crate) fn first_row(&self, height: usize) -> u16 {
+        let Some(parser) = &self.parser else {
+            return 0;
+        };
+        let screen = parser.screen();
+        if screen.scrollback() > 0 {
+            return 0;
+        }
+        let above = live_start(screen, height);
+        u16::try_from(above.saturating_sub(self.back)).unwrap_or(0)
+    }
+}
+
+/// The first row of the live view: the rows down to the cursor or the last
+/// text, the bottom ones when they do not all fit.
+fn live_start(screen: &vt100::Screen, height: usize) -> usize {
+    let (rows, cols) = screen.size();
+    let last = (0..rows.get())
+        .rev()
+        .find(|&row| {
+            (0..cols.get()).any(|col| screen.cell(row, col).is_some_and(|c| c.has_contents()))
+        })
+        .unwrap_or(0)
+        .max(screen.cursor_position().0);
+    (usize::from(last) + 1).saturating_sub(height)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scrolling_goes_through_the_rows_above_the_view_then_the_scrollback() {
+        let mut preview = Preview::default();
+        preview.follow(Some(1));
+        let generation = preview.generation;
+        preview.scrollback(generation, vec!["older".into()]);
+        let lines: String = (1..=30).map(|i| format!("line {i}\r\n")).collect();
+        preview.screen(
+            generation,
+            20,
+            40,
+            format!("\x1b[H\x1b[2J{lines}").as_bytes(),
+        );
+        // 30 lines and the cursor under them: a view of 10 shows rows 21–30.
+        assert_eq!(preview.first_row(10), 21);
+        preview.scroll_by(5, 10);
+        assert_eq!(preview.first_row(10), 16);
+        preview.scroll_by(100, 10);
+        let parser = preview.parser.as_ref().unwrap();
+        assert!(parser.screen().scrollback() > 0);
+        assert_eq!(preview.first_row(10), 0);
+        preview.scroll_by(-1000, 10);
+        assert_eq!((preview.scrolled(), preview.first_row(10)), (0, 21));
+    }
 
     #[test]
     fn scrollback_then_screen_then_output() {
@@ -168,7 +231,7 @@ mod tests {
         preview.output(generation, b"\x1b[31m world");
         let parser = preview.parser.as_ref().unwrap();
         assert!(parser.screen().contents().starts_with("hello world"));
-        preview.scroll_by(100);
+        preview.scroll_by(100, 2);
         assert!(preview.scrolled() > 0);
         let parser = preview.parser.as_ref().unwrap();
         assert!(parser.screen().contents().contains("old line"));
