@@ -16,6 +16,9 @@ use super::Connect;
 use crate::event::{BusEvent, Event};
 
 const FIRST_PAUSE: Duration = Duration::from_millis(250);
+/// The app sends a heartbeat every 15 s: a stream silent for this long is a
+/// dead link (an SSH forward gone without a word), and is opened again.
+const SILENCE: Duration = Duration::from_secs(45);
 const MAX_PAUSE: Duration = Duration::from_secs(2);
 
 /// Runs until the UI is gone.
@@ -61,11 +64,26 @@ fn follow(client: &Client, events: &Sender<Event>) -> Followed {
             };
         }
     };
+    if let Err(e) = stream.set_read_timeout(Some(SILENCE)) {
+        return Followed::Ended {
+            why: e.to_string(),
+            streamed: false,
+        };
+    }
     let mut streamed = false;
     let mut why = "the app closed the stream".to_owned();
     for message in stream {
         let value = match message {
             Ok(value) => value,
+            Err(krad_bus::client::ClientError::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                why = format!("no word from the app for {} s", SILENCE.as_secs());
+                break;
+            }
             Err(e) => {
                 why = e.to_string();
                 break;
