@@ -20,7 +20,7 @@ use crate::draw;
 use crate::event::{BusEvent, Event, PreviewEvent};
 use crate::input::Input;
 use crate::signals;
-use crate::state::{Effect, State};
+use crate::state::{Effect, Mode, State};
 use crate::terminal::{TerminalGuard, write_out};
 use crate::{Error, Options};
 
@@ -100,11 +100,13 @@ impl Ui {
         let state = &mut self.state;
         match event {
             Event::Key(key) => state.key(key),
-            Event::Paste(text) => text
+            // Pasted text goes into a field; on the list it would be keys.
+            Event::Paste(text) if matches!(state.mode, Mode::Filter | Mode::Form(_)) => text
                 .chars()
                 .filter(|c| !c.is_control())
                 .flat_map(|c| state.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)))
                 .collect(),
+            Event::Paste(_) => Vec::new(),
             Event::Resize => Vec::new(),
             Event::InputClosed | Event::Stop(_) => {
                 state.quitting = true;
@@ -168,6 +170,7 @@ impl Ui {
         self.input.resume();
         self.kept.extend(kept);
         terminal.clear()?;
+        terminal.hide_cursor()?;
         let text = match ending {
             Ok(Ending::Detached) => format!("detached from terminal {target}"),
             Ok(Ending::Exited(how)) => format!("the program of terminal {target} {how}"),
