@@ -22,6 +22,11 @@ impl Screen {
     /// Opens `krad tui` for the app whose api.json is `api_json`, on a
     /// terminal of `cols` × `rows`.
     fn open(api_json: &Path, cols: u16, rows: u16) -> Screen {
+        Screen::open_with(api_json, cols, rows, &[])
+    }
+
+    /// [`Screen::open`] with more environment for the UI.
+    fn open_with(api_json: &Path, cols: u16, rows: u16, env: &[(&str, &str)]) -> Screen {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("tmux.sock");
         let config = dir.path().join("tmux.conf");
@@ -53,6 +58,7 @@ impl Screen {
             .env_remove("KRAD_ADE_TERMINAL")
             .env_remove("NO_COLOR")
             .env_remove("TMUX")
+            .envs(env.iter().copied())
             .status()
             .unwrap();
         assert!(status.success(), "tmux did not start");
@@ -460,4 +466,48 @@ fn sending_and_renaming() {
         s.contains("is now renamed") && line_of(s, "renamed").starts_with(char::is_numeric)
     });
     assert_eq!(app.record(id)["name"], "renamed");
+}
+
+/// `NO_COLOR` takes the colours away, the preview's included; the text stays.
+#[test]
+fn no_color_is_honoured() {
+    let app = App::start();
+    spawn_named(
+        &app,
+        "painter",
+        r"printf '\033[31mred-marker\033[0m\n'; sleep 600",
+    );
+    let screen = Screen::open_with(&app.api_json, 100, 30, &[("NO_COLOR", "1")]);
+    screen.until_shows("red-marker");
+    let coloured = screen.colours();
+    for text in ["red-marker", "painter", "working"] {
+        let line = line_of(&coloured, text);
+        assert!(
+            !line.contains("38;5;") && !(0..8).any(|n| has_fg(line, n)),
+            "{text}: {line:?}"
+        );
+    }
+}
+
+/// The terminal going away (its pane killed: SIGHUP, the tty gone) ends the
+/// UI; it does not stay behind.
+#[test]
+fn a_closed_terminal_ends_the_ui() {
+    let app = App::start();
+    spawn_named(&app, "left-running", "sleep 600");
+    let screen = Screen::open(&app.api_json, 100, 30);
+    screen.until_shows("left-running");
+    let pid = screen.ui_pid();
+    screen.tmux(&["kill-server"]);
+    let until = Instant::now() + stretched(Duration::from_secs(20));
+    while Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z"))
+    {
+        assert!(
+            Instant::now() < until,
+            "krad tui stayed after its terminal went"
+        );
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert_eq!(agents(&app).len(), 1);
 }
