@@ -511,3 +511,22 @@ fn a_closed_terminal_ends_the_ui() {
     }
     assert_eq!(agents(&app).len(), 1);
 }
+
+/// `krad` alone off a terminal (a script, a pipe) prints the help and exits
+/// 2, as it did before the home screen; `krad tui` there says it needs one.
+#[test]
+fn without_a_terminal_krad_alone_prints_the_help() {
+    let app = App::start();
+    let out = crate::support::krad_cmd(&app.api_json, &[], &[]);
+    assert_eq!(crate::support::exit_code(&out), 2);
+    assert!(
+        crate::support::stderr(&out).contains("Usage: krad"),
+        "{out:?}"
+    );
+    let out = crate::support::krad_cmd(&app.api_json, &["tui"], &[]);
+    assert_eq!(crate::support::exit_code(&out), 2);
+    assert!(
+        crate::support::stderr(&out).contains("needs a terminal"),
+        "{out:?}"
+    );
+}
