@@ -52,8 +52,11 @@ pub fn tui(ctx: &Ctx) -> anyhow::Result<()> {
         let id = ids[(round * 7919) % ids.len()];
         frames.push(screen.state_change(id)?.as_secs_f64() * 1e3);
         let started = Instant::now();
+        // Outside any repository: the CLI would look for the app of the one it
+        // runs in first.
         let ls = Command::new(&ctx.krad)
             .arg("ls")
+            .current_dir(krad.dir.path())
             .env("KRAD_ADE_API_JSON", &krad.api_json)
             .env("COLUMNS", COLS.to_string())
             .env_remove("KRAD_ADE_ENDPOINT")
@@ -139,6 +142,8 @@ fn idle_cpu(krad: &Path, api_json: &Path, n: usize) -> anyhow::Result<Duration> 
             &COLS.to_string(),
         ])
         .args(["-y", &ROWS.to_string()])
+        // Outside any repository (see the `krad ls` above).
+        .args(["-c", &dir.path().display().to_string()])
         .arg(format!("exec '{}' tui", krad.display()))
         .env("KRAD_ADE_API_JSON", api_json)
         .env_remove("KRAD_ADE_ENDPOINT")

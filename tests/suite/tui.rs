@@ -40,6 +40,8 @@ impl Screen {
             .arg(&config)
             .args([
                 "new-session",
+                "-c",
+                &dir.path().display().to_string(),
                 "-d",
                 "-s",
                 "tui",
