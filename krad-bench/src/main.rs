@@ -21,6 +21,7 @@ mod sandbox;
 mod store;
 mod stream;
 mod term;
+mod tui;
 mod usage;
 mod util;
 mod waits;
@@ -101,6 +102,9 @@ enum Bench {
     Spawn,
     /// CPU the app uses while agents sit idle.
     Idle,
+    /// The home screen (`krad tui`): a frame after a change against `krad ls`,
+    /// a key to its frame, idle CPU (`--agents 1000` for the docs' figures).
+    Tui,
     /// What sampling the terminals' CPU and memory costs (`--agents` of them).
     Usage,
     /// What running in a sandbox (bubblewrap) adds to Spawn-to-running.
@@ -311,6 +315,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     if all || matches!(cli.bench, Bench::Idle) {
         term::idle(&ctx)?;
+    }
+    if all || matches!(cli.bench, Bench::Tui) {
+        tui::tui(&ctx)?;
     }
     if all || matches!(cli.bench, Bench::Durable) {
         durable::durable(&ctx)?;

@@ -202,6 +202,14 @@ pub struct MessageStream {
     reader: BufReader<TcpStream>,
 }
 
+impl MessageStream {
+    /// Bounds the wait for each message: a stream with heartbeats (every 15 s
+    /// for SubscribeAgents) can so tell a link that died without a word.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        self.reader.get_ref().set_read_timeout(timeout)
+    }
+}
+
 impl Iterator for MessageStream {
     type Item = Result<Value, ClientError>;
 

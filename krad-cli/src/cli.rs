@@ -23,6 +23,8 @@ use crate::exit::{Exit, exit_codes_help};
         "  krad serve                  start the app in this repository\n",
         "  krad spawn --profile claude --name fix-login --prompt 'fix the login bug'\n",
         "                              start an agent on a new terminal\n",
+        "  krad                        the keyboard home screen (also `krad tui`): the agents\n",
+        "                              live, their screens, diffs and asks; ? lists the keys\n",
         "  krad ls                     the agents, their state and last message\n",
         "  krad wait 4 && krad output 4\n",
         "                              wait until terminal 4 stops, then show its screen\n",
@@ -55,8 +57,9 @@ pub struct Cli {
     #[command(flatten)]
     pub connect: ConnectArgs,
 
+    /// The subcommand; none on a terminal opens the home screen (`krad tui`).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 impl Cli {
@@ -68,7 +71,11 @@ impl Cli {
             connect,
             command,
         } = self;
+        let Some(command) = command else {
+            return tui::without_a_command(&connect, Cli::command());
+        };
         match command {
+            Command::Tui(args) => tui::run(args, &connect),
             Command::Serve(args) => serve::run(args.or_repo(connect.repo), json),
             Command::Api(args) => api::run(args, &connect, json),
             Command::Apps(args) => apps::run(args, json),
@@ -150,6 +157,8 @@ pub enum Command {
     Subscribe(commands::subscribe::SubscribeArgs),
     /// Show a live table of the agents (SubscribeAgents).
     Watch(commands::watch::WatchArgs),
+    /// Open the keyboard home screen: the agents live, their screens, diffs and asks (`krad` alone too).
+    Tui(commands::tui::TuiArgs),
     /// Show the agents by the CPU, memory and cost they use, live (List).
     Top(commands::top::TopArgs),
     /// List the environments: main and the worktrees.

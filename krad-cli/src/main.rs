@@ -38,7 +38,7 @@ fn main() -> ExitCode {
             };
         }
     };
-    init_tracing(matches!(cli.command, cli::Command::Serve(_)));
+    init_tracing(matches!(cli.command, Some(cli::Command::Serve(_))));
     finish(cli.run())
 }
 

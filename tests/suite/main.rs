@@ -44,6 +44,7 @@ mod ssh_environments;
 mod tmux;
 mod transport;
 mod truth;
+mod tui;
 mod ui;
 mod ui_browser;
 mod usage;

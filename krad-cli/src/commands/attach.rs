@@ -491,7 +491,7 @@ const RESET: &[u8] = b"\x1b[0m\x1b[r\x1b[?1l\x1b>\x1b[?2004l\x1b[?1000l\x1b[?100
 \x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l\x1b[<u\x1b[?25h\x1b[?1049l";
 
 /// Parses `--detach-key`: ctrl-<key>, C-<key> or ^<key>.
-fn parse_detach_key(text: &str) -> Result<u8, String> {
+pub(crate) fn parse_detach_key(text: &str) -> Result<u8, String> {
     let lower = text.trim().to_ascii_lowercase();
     let key = ["ctrl-", "ctrl+", "c-", "^"]
         .iter()

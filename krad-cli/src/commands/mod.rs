@@ -36,6 +36,7 @@ pub mod stats;
 pub mod stop;
 pub mod subscribe;
 pub mod top;
+pub mod tui;
 pub mod ui;
 pub mod variants;
 pub mod wait;

@@ -1,0 +1,65 @@
+//! `krad tui`, and `krad` alone on a terminal: the keyboard home screen
+//! (krad-tui), given the way to find the app (found again after a restart).
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use crate::connect::{AppConnection, ConnectArgs};
+use crate::exit::{Exit, Failure};
+
+/// Arguments of `krad tui`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+The list shows every agent, grouped by environment (or variant group), `asking` first; under \
+it the selected agent's screen, its environment's diff and its open asks (Tab). Enter attaches \
+to the agent's real TUI (the detach key comes back), n starts an agent, s sends, a answers, \
+x closes, v runs variants, p picks one after its dry run, b sets a budget, r renames, / filters, \
+? lists every key, q quits and leaves every agent running. NO_COLOR turns colours off.
+
+Examples:
+  krad
+  krad tui --detach-key ctrl-]")]
+pub struct TuiArgs {
+    /// The key that comes back from an agent's TUI to the list: ctrl-<key> (ctrl-\\, ctrl-], …).
+    #[arg(long, value_name = "KEY", default_value = "ctrl-\\", value_parser = super::attach::parse_detach_key)]
+    pub detach_key: u8,
+}
+
+/// Runs the home screen until q.
+pub fn run(args: TuiArgs, connect: &ConnectArgs) -> anyhow::Result<Exit> {
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return Err(Failure::new(
+            Exit::Usage,
+            "krad tui needs a terminal (stdin and stdout); for a table use `krad ls` or `krad watch`",
+        )
+        .into());
+    }
+    // Said at once when no app runs; once running, the screen reconnects.
+    AppConnection::find(connect)?;
+    let connect = connect.clone();
+    let find: krad_tui::Connect = Arc::new(move || {
+        AppConnection::find(&connect)
+            .map(|app| app.client().clone())
+            .map_err(|failure| failure.message)
+    });
+    let options = krad_tui::Options {
+        detach_key: args.detach_key,
+        ..krad_tui::Options::default()
+    };
+    krad_tui::run(find, options).map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
+    Ok(Exit::Success)
+}
+
+/// `krad` with no command: the home screen on a terminal; the help, and a
+/// usage error, otherwise.
+pub fn without_a_command(
+    connect: &ConnectArgs,
+    mut command: clap::Command,
+) -> anyhow::Result<Exit> {
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        let args = TuiArgs { detach_key: 0x1c };
+        return run(args, connect);
+    }
+    eprint!("{}", command.render_help());
+    Ok(Exit::Usage)
+}

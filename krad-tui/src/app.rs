@@ -1,0 +1,203 @@
+//! The event loop: the only owner of the state. It draws, waits for the next
+//! event (no timeout but the next change of a drawn time: an idle screen
+//! takes no CPU), applies every event waiting, and carries out the effects —
+//! calls, the preview's stream, the bell, attaching. Must never decide what a
+//! key means (that is `state`) nor how things look (that is `draw`).
+
+use std::collections::VecDeque;
+use std::io::Stdout;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::SystemTime;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use ratatui::layout::Rect;
+
+use crate::attach::{self, Ending};
+use crate::bus::{Bus, Connect};
+use crate::draw;
+use crate::event::{BusEvent, Event, PreviewEvent};
+use crate::input::Input;
+use crate::signals;
+use crate::state::{Effect, Mode, State};
+use crate::terminal::{TerminalGuard, write_out};
+use crate::{Error, Options};
+
+/// Runs the UI.
+pub(crate) fn run(connect: Connect, options: &Options) -> Result<(), Error> {
+    let (tx, rx) = channel();
+    signals::start(tx.clone())?;
+    let result = (|| {
+        let _guard = TerminalGuard::enter()?;
+        let input = Input::start(tx.clone())?;
+        let bus = Bus::start(connect, tx)?;
+        let mut terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
+        terminal.clear()?;
+        let mut ui = Ui {
+            state: State::new(options.color),
+            bus,
+            input,
+            kept: VecDeque::new(),
+            detach_key: options.detach_key,
+        };
+        ui.run(&mut terminal, &rx)
+    })();
+    signals::stop();
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(Error::from),
+    }
+}
+
+struct Ui {
+    state: State,
+    bus: Bus,
+    input: Input,
+    /// Events that came while attached, applied next.
+    kept: VecDeque<Event>,
+    detach_key: u8,
+}
+
+type Term = Terminal<CrosstermBackend<Stdout>>;
+
+impl Ui {
+    fn run(&mut self, terminal: &mut Term, events: &Receiver<Event>) -> std::io::Result<()> {
+        loop {
+            redraw(terminal, &mut self.state)?;
+            if self.state.quitting {
+                return Ok(());
+            }
+            let first = match self.kept.pop_front() {
+                Some(event) => event,
+                None => match self.state.next_tick(SystemTime::now()) {
+                    Some(tick) => match events.recv_timeout(tick) {
+                        Ok(event) => event,
+                        Err(RecvTimeoutError::Timeout) => continue,
+                        Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                    },
+                    None => match events.recv() {
+                        Ok(event) => event,
+                        Err(_) => return Ok(()),
+                    },
+                },
+            };
+            let mut effects = self.apply(first);
+            // Everything already waiting is applied before the next frame.
+            while !self.state.quitting {
+                let Some(event) = self.kept.pop_front().or_else(|| events.try_recv().ok()) else {
+                    break;
+                };
+                effects.extend(self.apply(event));
+            }
+            for effect in effects {
+                self.carry_out(effect, terminal, events)?;
+            }
+        }
+    }
+
+    fn apply(&mut self, event: Event) -> Vec<Effect> {
+        let state = &mut self.state;
+        match event {
+            Event::Key(key) => state.key(key),
+            // Pasted text goes into a field; on the list it would be keys.
+            Event::Paste(text) if matches!(state.mode, Mode::Filter | Mode::Form(_)) => text
+                .chars()
+                .filter(|c| !c.is_control())
+                .flat_map(|c| state.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)))
+                .collect(),
+            Event::Paste(_) => Vec::new(),
+            Event::Resize => Vec::new(),
+            Event::InputClosed | Event::Stop(_) => {
+                state.quitting = true;
+                Vec::new()
+            }
+            Event::Bus(BusEvent::Up) => state.linked(),
+            Event::Bus(BusEvent::Snapshot(snapshot)) => state.snapshot(snapshot),
+            Event::Bus(BusEvent::Agent(agent)) => state.agent(*agent),
+            Event::Bus(BusEvent::Removed(removed)) => state.removed(&removed),
+            Event::Bus(BusEvent::Down(why)) => state.unlinked(why),
+            Event::Preview(generation, event) => {
+                let preview = &mut state.preview;
+                match event {
+                    PreviewEvent::Scrollback(lines) => preview.scrollback(generation, lines),
+                    PreviewEvent::Screen(cols, rows, bytes) => {
+                        preview.screen(generation, cols, rows, &bytes)
+                    }
+                    PreviewEvent::Output(bytes) => preview.output(generation, &bytes),
+                    PreviewEvent::Ended(why) => preview.ended(generation, why),
+                }
+                Vec::new()
+            }
+            Event::Done(done) => state.done(&done.action, done.result),
+        }
+    }
+
+    fn carry_out(
+        &mut self,
+        effect: Effect,
+        terminal: &mut Term,
+        events: &Receiver<Event>,
+    ) -> std::io::Result<()> {
+        match effect {
+            Effect::Call(action) => self.bus.call(action),
+            Effect::Preview(target) => self.bus.preview(target, self.state.preview.generation),
+            Effect::Bell => write_out(b"\x07"),
+            Effect::Quit => self.state.quitting = true,
+            Effect::Attach(target) => self.attach(target, terminal, events)?,
+        }
+        Ok(())
+    }
+
+    /// Puts the terminal on `target`'s TUI until it ends, then redraws all.
+    fn attach(
+        &mut self,
+        target: u64,
+        terminal: &mut Term,
+        events: &Receiver<Event>,
+    ) -> std::io::Result<()> {
+        let Some(client) = self.bus.client() else {
+            self.state.say("the app is not reachable".to_owned());
+            return Ok(());
+        };
+        // The preview would only repeat what the attachment shows.
+        self.bus.preview(None, self.state.preview.generation);
+        self.input.pause();
+        let mut kept = Vec::new();
+        let ending = attach::attach(&client, target, self.detach_key, events, &mut kept);
+        write_out(crate::terminal::RESET_KEEP_SCREEN);
+        write_out(b"\x1b[?2004h");
+        self.input.resume();
+        self.kept.extend(kept);
+        terminal.clear()?;
+        terminal.hide_cursor()?;
+        let text = match ending {
+            Ok(Ending::Detached) => format!("detached from terminal {target}"),
+            Ok(Ending::Exited(how)) => format!("the program of terminal {target} {how}"),
+            Ok(Ending::AppGone) => "the app went away".to_owned(),
+            Ok(Ending::Stop(_)) | Ok(Ending::InputClosed) => {
+                self.state.quitting = true;
+                return Ok(());
+            }
+            Err(why) => format!("cannot attach to terminal {target}: {why}"),
+        };
+        self.state.say(text);
+        let target = self.state.preview.target;
+        self.state.preview.follow(target);
+        self.bus.preview(target, self.state.preview.generation);
+        Ok(())
+    }
+}
+
+/// Draws a frame of the state as it is now.
+fn redraw(terminal: &mut Term, state: &mut State) -> std::io::Result<()> {
+    state.now = SystemTime::now();
+    let size = terminal.size()?;
+    let areas = draw::areas(Rect::new(0, 0, size.width, size.height));
+    state.keep_in_view(
+        usize::from(areas.list.height),
+        usize::from(areas.preview.height),
+    );
+    terminal.draw(|frame| draw::draw(frame, state))?;
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! The agents' stream (SubscribeAgents): connects, forwards the snapshot and
+//! every change, and when the app stops or cannot be reached says so and
+//! tries again (250 ms, doubling to 2 s) until it is back. Must never import
+//! the state or the terminal.
+
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use krad_bus::client::Client;
+use krad_bus::protocol::{Response, StreamMessage};
+use krad_bus::request::Request;
+use krad_bus::request::subscribe_agents::SubscribeAgents;
+
+use super::Connect;
+use crate::event::{BusEvent, Event};
+
+const FIRST_PAUSE: Duration = Duration::from_millis(250);
+/// The app sends a heartbeat every 15 s: a stream silent for this long is a
+/// dead link (an SSH forward gone without a word), and is opened again.
+const SILENCE: Duration = Duration::from_secs(45);
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// Runs until the UI is gone.
+pub(super) fn run(connect: &Connect, shared: &Arc<Mutex<Option<Client>>>, events: &Sender<Event>) {
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let why = match connect() {
+            Err(why) => why,
+            Ok(client) => {
+                *shared.lock().unwrap_or_else(PoisonError::into_inner) = Some(client.clone());
+                match follow(&client, events) {
+                    Followed::UiGone => return,
+                    Followed::Ended { why, streamed } => {
+                        if streamed {
+                            pause = FIRST_PAUSE;
+                        }
+                        why
+                    }
+                }
+            }
+        };
+        if events.send(Event::Bus(BusEvent::Down(why))).is_err() {
+            return;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(MAX_PAUSE);
+    }
+}
+
+enum Followed {
+    UiGone,
+    Ended { why: String, streamed: bool },
+}
+
+fn follow(client: &Client, events: &Sender<Event>) -> Followed {
+    let request = Request::SubscribeAgents(SubscribeAgents::default());
+    let stream = match client.stream(&request.to_value(), None) {
+        Ok(stream) => stream,
+        Err(e) => {
+            return Followed::Ended {
+                why: e.to_string(),
+                streamed: false,
+            };
+        }
+    };
+    if let Err(e) = stream.set_read_timeout(Some(SILENCE)) {
+        return Followed::Ended {
+            why: e.to_string(),
+            streamed: false,
+        };
+    }
+    let mut streamed = false;
+    let mut why = "the app closed the stream".to_owned();
+    for message in stream {
+        let value = match message {
+            Ok(value) => value,
+            Err(krad_bus::client::ClientError::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                why = format!("no word from the app for {} s", SILENCE.as_secs());
+                break;
+            }
+            Err(e) => {
+                why = e.to_string();
+                break;
+            }
+        };
+        let event = match serde_json::from_value::<StreamMessage>(value.clone()) {
+            Ok(StreamMessage::Snapshot(snapshot)) => {
+                if !streamed && events.send(Event::Bus(BusEvent::Up)).is_err() {
+                    return Followed::UiGone;
+                }
+                streamed = true;
+                BusEvent::Snapshot(snapshot)
+            }
+            Ok(StreamMessage::Agent(agent)) => BusEvent::Agent(agent),
+            Ok(StreamMessage::Removed(removed)) => BusEvent::Removed(removed),
+            Ok(StreamMessage::Heartbeat(_)) => continue,
+            Ok(StreamMessage::ShuttingDown) => {
+                why = "the app is stopping".to_owned();
+                break;
+            }
+            Err(_) => {
+                // An error answer instead of a stream, or a message from a
+                // newer app: the first ends the stream, the second is skipped.
+                match Response::decode(value).map(|d| d.response) {
+                    Ok(Response::Error(error)) => {
+                        why = error.message;
+                        break;
+                    }
+                    _ => continue,
+                }
+            }
+        };
+        if events.send(Event::Bus(event)).is_err() {
+            return Followed::UiGone;
+        }
+    }
+    Followed::Ended { why, streamed }
+}

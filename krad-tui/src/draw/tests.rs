@@ -1,0 +1,130 @@
+//! Drawing at odd sizes and with odd text, on ratatui's `TestBackend`.
+
+use krad_bus::protocol::SnapshotInfo;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use serde_json::json;
+
+use super::*;
+use crate::state::test_support::record;
+
+fn screen_text(state: &mut State, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    let layout = areas(Rect::new(0, 0, width, height));
+    state.keep_in_view(
+        usize::from(layout.list.height),
+        usize::from(layout.preview.height),
+    );
+    terminal.draw(|frame| draw(frame, state)).unwrap();
+    let buffer = terminal.backend().buffer().clone();
+    let mut text = String::new();
+    for y in 0..buffer.area.height {
+        for x in 0..buffer.area.width {
+            text.push_str(buffer[(x, y)].symbol());
+        }
+        text.push('\n');
+    }
+    text
+}
+
+fn state_with(agents: Vec<krad_bus::protocol::AgentRecord>) -> State {
+    let mut state = State::new(true);
+    state.link = Link::Up;
+    state.snapshot(SnapshotInfo {
+        rev: 1,
+        agents,
+        removed: Vec::new(),
+        fresh: true,
+    });
+    state
+}
+
+#[test]
+fn an_empty_list_says_how_to_start() {
+    let mut state = state_with(Vec::new());
+    let text = screen_text(&mut state, 80, 24);
+    assert!(text.contains("No agents yet"), "{text}");
+    assert!(text.contains("0 agents"), "{text}");
+    assert!(text.contains("q quit"), "{text}");
+}
+
+#[test]
+fn every_size_down_to_nothing_draws_without_panic() {
+    let wide = "日本語のメッセージ🙂".repeat(20);
+    let mut state = state_with(
+        (1..=30)
+            .map(|id| {
+                record(
+                    json!({"terminal":id,"name":wide,"message":format!("{wide}\u{1b}[31m\t\r"),
+                    "state": if id % 3 == 0 {"asking"} else {"working"}}),
+                )
+            })
+            .collect(),
+    );
+    for mode in [Mode::List, Mode::Help] {
+        state.mode = mode;
+        for width in [0, 1, 2, 5, 19, 40, 79, 80, 81, 120, 300] {
+            for height in [0, 1, 2, 3, 5, 24, 60] {
+                screen_text(&mut state, width, height);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_narrow_screen_keeps_state_and_message() {
+    let mut state = state_with(vec![record(
+        json!({"terminal":7,"name":"fix-login","state":"asking","message":"May I run rm?"}),
+    )]);
+    let text = screen_text(&mut state, 80, 24);
+    let row = text.lines().find(|l| l.contains("fix-login")).unwrap();
+    assert!(
+        row.contains("asking") && row.contains("May I run rm?"),
+        "{row}"
+    );
+    assert!(text.contains("1 asking"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80));
+}
+
+#[test]
+fn the_app_gone_is_said() {
+    let mut state = state_with(vec![record(json!({"terminal":1}))]);
+    state.unlinked("connection refused".into());
+    let text = screen_text(&mut state, 80, 24);
+    assert!(text.contains("app stopped: reconnecting"), "{text}");
+    assert!(text.contains("The app is not reachable"), "{text}");
+}
+
+#[test]
+fn the_selection_stays_in_view_in_a_long_list() {
+    let mut state = state_with((1..=200).map(|id| record(json!({"terminal":id}))).collect());
+    for _ in 0..149 {
+        state.move_selection(1);
+    }
+    let text = screen_text(&mut state, 80, 24);
+    assert!(text.contains("150 "), "{text}");
+}
+
+#[test]
+fn the_preview_draws_colours_and_wide_characters() {
+    let mut state = state_with(vec![record(json!({"terminal":1}))]);
+    let generation = state.preview.generation;
+    state.preview.screen(
+        generation,
+        20,
+        4,
+        "\x1b[H\x1b[2J\x1b[31m日本\x1b[0m ok".as_bytes(),
+    );
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    terminal.draw(|frame| draw(frame, &state)).unwrap();
+    let buffer = terminal.backend().buffer().clone();
+    let preview = areas(Rect::new(0, 0, 80, 24)).preview;
+    let cell = &buffer[(preview.x, preview.y)];
+    assert_eq!(cell.symbol(), "日");
+    assert_eq!(cell.fg, ratatui::style::Color::Indexed(1));
+    // Without colour: the same text, no colour.
+    state.color = false;
+    terminal.draw(|frame| draw(frame, &state)).unwrap();
+    let cell = &terminal.backend().buffer()[(preview.x, preview.y)];
+    assert_eq!(cell.fg, ratatui::style::Color::Reset);
+}

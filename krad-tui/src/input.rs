@@ -1,0 +1,146 @@
+//! The keyboard: a thread that waits for input (poll, no timeout: an idle UI
+//! takes no CPU), reads crossterm's key events and sends them on; it can be
+//! paused, so that an attachment reads the raw bytes itself. Must never
+//! import the state or the bus.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Duration;
+
+use crossterm::event::Event as TermEvent;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+use crate::event::Event;
+
+/// What the UI thread tells the keyboard thread.
+enum Control {
+    Pause,
+    Resume,
+}
+
+/// The keyboard thread's handle.
+pub(crate) struct Input {
+    wake: OwnedFd,
+    control: Sender<Control>,
+    paused: Receiver<()>,
+}
+
+impl Input {
+    /// Starts reading the keyboard.
+    pub(crate) fn start(events: Sender<Event>) -> std::io::Result<Input> {
+        let (wake_read, wake) = nix::unistd::pipe().map_err(std::io::Error::from)?;
+        let (control, control_rx) = channel();
+        let (paused_tx, paused) = channel();
+        std::thread::Builder::new()
+            .name("krad-tui-keys".into())
+            .spawn(move || read_keys(&events, &wake_read, &control_rx, &paused_tx))?;
+        Ok(Input {
+            wake,
+            control,
+            paused,
+        })
+    }
+
+    /// Stops reading until [`Input::resume`]; returns once the thread
+    /// stopped (or after a second: it is then stuck on a half sequence).
+    pub(crate) fn pause(&self) {
+        if self.control.send(Control::Pause).is_ok() {
+            let _ = nix::unistd::write(self.wake.as_fd(), b"p");
+            let _ = self.paused.recv_timeout(Duration::from_secs(1));
+        }
+    }
+
+    /// Reads again.
+    pub(crate) fn resume(&self) {
+        let _ = self.control.send(Control::Resume);
+        let _ = nix::unistd::write(self.wake.as_fd(), b"r");
+    }
+}
+
+fn read_keys(
+    events: &Sender<Event>,
+    wake: &OwnedFd,
+    control: &Receiver<Control>,
+    paused: &Sender<()>,
+) {
+    let stdin = std::io::stdin();
+    loop {
+        let (keys, woken, gone) = {
+            let mut fds = [
+                PollFd::new(stdin.as_fd(), PollFlags::POLLIN),
+                PollFd::new(wake.as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => {
+                    let _ = events.send(Event::InputClosed);
+                    return;
+                }
+            }
+            let has = |fd: &PollFd<'_>, flags: PollFlags| {
+                fd.revents().is_some_and(|r| r.intersects(flags))
+            };
+            (
+                has(&fds[0], PollFlags::POLLIN),
+                has(&fds[1], PollFlags::POLLIN),
+                has(
+                    &fds[0],
+                    PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL,
+                ) && !has(&fds[0], PollFlags::POLLIN),
+            )
+        };
+        if woken {
+            let mut buf = [0u8; 64];
+            let _ = nix::unistd::read(wake.as_fd(), &mut buf);
+            let mut pause = false;
+            while let Ok(message) = control.try_recv() {
+                pause = matches!(message, Control::Pause);
+            }
+            if pause {
+                let _ = paused.send(());
+                // Wait for Resume; a gone UI ends the thread.
+                loop {
+                    match control.recv() {
+                        Ok(Control::Resume) => break,
+                        Ok(Control::Pause) => {
+                            let _ = paused.send(());
+                        }
+                        Err(_) => return,
+                    }
+                }
+                let _ = nix::unistd::read(wake.as_fd(), &mut buf);
+                continue;
+            }
+        }
+        if gone {
+            let _ = events.send(Event::InputClosed);
+            return;
+        }
+        if keys {
+            loop {
+                match crossterm::event::poll(Duration::ZERO) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(_) => {
+                        let _ = events.send(Event::InputClosed);
+                        return;
+                    }
+                }
+                let event = match crossterm::event::read() {
+                    Ok(TermEvent::Key(key)) => Event::Key(key),
+                    Ok(TermEvent::Paste(text)) => Event::Paste(text),
+                    Ok(TermEvent::Resize(..)) => Event::Resize,
+                    Ok(_) => continue,
+                    Err(_) => {
+                        let _ = events.send(Event::InputClosed);
+                        return;
+                    }
+                };
+                if events.send(event).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}

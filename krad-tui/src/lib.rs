@@ -1,0 +1,60 @@
+//! krad's keyboard home screen (`krad`, `krad tui`): a full-screen client of
+//! the bus, as the page is. The list of agents (live through SubscribeAgents),
+//! the selected agent's screen, its environment's diff and its open asks, and
+//! keys for every action; attaching to an agent's real TUI and back.
+//!
+//! The parts stay apart: [`state`] is the state and how events change it
+//! (pure); `draw` is a pure function of it; `event` is the one channel the
+//! threads feed (`bus`, `input`, `signals`); `app` is the loop, the only
+//! owner of the state; `terminal` gives the terminal back on every way out.
+//!
+//! Depends on `krad-bus` only (its types and typed client), never on the
+//! app's crate; the CLI hands in how to find the app ([`Connect`]).
+
+mod app;
+mod attach;
+mod bus;
+mod cells;
+mod draw;
+mod event;
+mod input;
+mod signals;
+mod state;
+mod terminal;
+
+pub mod bench;
+
+pub use bus::Connect;
+
+/// How the home screen runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The byte that detaches from an agent's TUI (Ctrl-\ = 0x1c).
+    pub detach_key: u8,
+    /// Whether to use colours (false when `NO_COLOR` is set).
+    pub color: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            detach_key: 0x1c,
+            color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        }
+    }
+}
+
+/// Why the home screen could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The terminal could not be set up or written.
+    #[error("the terminal: {0}")]
+    Terminal(#[from] std::io::Error),
+}
+
+/// Runs the home screen until `q` (or a signal, or the terminal's end);
+/// every agent is left running. Call it before starting other threads: it
+/// blocks the signals it handles in this thread and those it starts.
+pub fn run(connect: Connect, options: Options) -> Result<(), Error> {
+    app::run(connect, &options)
+}

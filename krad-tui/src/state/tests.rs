@@ -1,0 +1,104 @@
+//! The state's changes from bus events and calls: the bell and highlight,
+//! the selection kept across changes, the header's totals, refusals.
+
+use super::test_support::record;
+use super::*;
+use serde_json::json;
+
+fn snapshot(agents: Vec<AgentRecord>) -> SnapshotInfo {
+    SnapshotInfo {
+        rev: 1,
+        agents,
+        removed: Vec::new(),
+        fresh: true,
+    }
+}
+
+#[test]
+fn an_agent_that_starts_asking_rings_and_is_highlighted() {
+    let mut state = State::new(true);
+    state.snapshot(snapshot(vec![
+        record(json!({"terminal":1})),
+        record(json!({"terminal":2})),
+    ]));
+    assert_eq!(state.selected, Some(RowKey::Agent(1)));
+    let effects = state.agent(record(json!({"terminal":2,"state":"asking"})));
+    assert!(effects.contains(&Effect::Bell), "{effects:?}");
+    assert!(state.alerted.contains(&2));
+    // Asking sorts first in its group.
+    assert_eq!(state.rows[1], RowKey::Agent(2));
+    // Asking again rings no bell.
+    let effects = state.agent(record(json!({"terminal":2,"state":"asking","rev":2})));
+    assert!(!effects.contains(&Effect::Bell));
+    // Selecting it ends the highlight and follows it in the preview.
+    let effects = state.move_selection(-1);
+    assert!(effects.contains(&Effect::Preview(Some(2))), "{effects:?}");
+    assert!(state.alerted.is_empty());
+}
+
+#[test]
+fn a_removed_selection_moves_to_its_neighbour() {
+    let mut state = State::new(true);
+    state.snapshot(snapshot(vec![
+        record(json!({"terminal":1})),
+        record(json!({"terminal":2})),
+    ]));
+    state.move_selection(1);
+    assert_eq!(state.selected, Some(RowKey::Agent(2)));
+    let effects = state.removed(&RemovedInfo {
+        terminal: 2,
+        rev: 3,
+    });
+    assert_eq!(state.selected, Some(RowKey::Agent(1)));
+    assert!(effects.contains(&Effect::Preview(Some(1))));
+    state.snapshot(snapshot(Vec::new()));
+    assert!(state.rows.is_empty() && state.selected.is_none());
+}
+
+#[test]
+fn an_environment_with_work_is_offered_with_force() {
+    let mut state = State::new(true);
+    let close = Close {
+        environment: Some("feat".into()),
+        ..Close::default()
+    };
+    let refusal = Refusal {
+        message: "feat has uncommitted work".into(),
+        conflict: true,
+    };
+    state.done(&Action::Close(close.clone()), Err(refusal.clone()));
+    let Mode::Confirm(confirm) = &state.mode else {
+        panic!("{:?}", state.mode)
+    };
+    assert_eq!(
+        confirm.yes,
+        Action::Close(Close {
+            force: Some(true),
+            ..close.clone()
+        })
+    );
+    // A terminal's refusal is only said.
+    state.mode = Mode::List;
+    let terminal = Close {
+        target: Some(3),
+        ..Close::default()
+    };
+    state.done(&Action::Close(terminal), Err(refusal));
+    assert_eq!(state.mode, Mode::List);
+    assert!(state.flash.as_ref().is_some_and(|f| f.error));
+}
+
+#[test]
+fn totals_count_states_and_cost() {
+    let mut state = State::new(true);
+    state.snapshot(snapshot(vec![
+        record(json!({"terminal":1,"state":"asking"})),
+        record(
+            json!({"terminal":2,"tokens":{"input":1,"output":1,"cache_write":0,
+            "cache_read":0,"model":null,"cost_usd":0.5,"cost_unknown":null}}),
+        ),
+    ]));
+    let totals = state.totals();
+    assert_eq!((totals.agents, totals.asking, totals.working), (2, 1, 1));
+    assert!((totals.cost_usd - 0.5).abs() < 1e-9);
+}
