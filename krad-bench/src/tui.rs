@@ -29,7 +29,7 @@ const ROWS: u16 = 50;
 const IDLE: Duration = Duration::from_secs(20);
 
 /// Prints the figures as Markdown.
-pub fn tui(ctx: &Ctx) -> anyhow::Result<()> {
+pub(crate) fn tui(ctx: &Ctx) -> anyhow::Result<()> {
     let n = ctx.agents.max(1);
     let krad = Krad::start(&ctx.krad, &[])?;
     for _ in 0..n {

@@ -11,7 +11,7 @@
 //! Plain files and kernel locks only: this module never imports the bus
 //! client, the commands or `connect` (which uses it).
 
-pub mod discovery;
-pub mod lock;
-pub mod registry;
-pub mod repository;
+pub(crate) mod discovery;
+pub(crate) mod lock;
+pub(crate) mod registry;
+pub(crate) mod repository;

@@ -49,7 +49,7 @@ use crate::exit::{Exit, exit_codes_help};
     ),
     propagate_version = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Print one JSON value (a line per message when streaming) instead of text.
     #[arg(long, global = true)]
     pub json: bool,
@@ -64,7 +64,7 @@ pub struct Cli {
 
 impl Cli {
     /// Runs the subcommand the command line named.
-    pub fn run(self) -> anyhow::Result<Exit> {
+    pub(crate) fn run(self) -> anyhow::Result<Exit> {
         use commands::*;
         let Cli {
             json,
@@ -122,7 +122,7 @@ impl Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Start the app in a git repository and serve the bus (stays in the foreground).
     Serve(commands::serve::ServeArgs),
     /// Show the API version, build and pid of the running app (Hello).

@@ -39,7 +39,7 @@ use crate::exit::{Exit, Failure};
 
 /// How to reach the bus, as the global flags say.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct ConnectArgs {
+pub(crate) struct ConnectArgs {
     /// The bus endpoint (127.0.0.1:PORT) instead of KRAD_ADE_ENDPOINT or api.json.
     #[arg(long, global = true, value_name = "ADDR")]
     pub endpoint: Option<String>,
@@ -54,7 +54,7 @@ pub struct ConnectArgs {
 
 /// A resolved connection to the bus.
 #[derive(Debug)]
-pub struct AppConnection {
+pub(crate) struct AppConnection {
     client: Client,
     /// The app's pid, when api.json told it.
     pub pid: Option<u32>,
@@ -74,7 +74,7 @@ pub struct AppConnection {
 const ANSWER_MARGIN: Duration = Duration::from_secs(5);
 /// The variable that asks for refused connections to be tried again, in
 /// seconds (at most [`MAX_REFUSED_RETRY`]).
-pub const RETRY_ENV: &str = "KRAD_ADE_RETRY_SECS";
+pub(crate) const RETRY_ENV: &str = "KRAD_ADE_RETRY_SECS";
 const MAX_REFUSED_RETRY: Duration = Duration::from_secs(600);
 /// The first pause before trying again, doubled each time up to
 /// [`MAX_RETRY_PAUSE`]: a call gets through within a second of the bus being
@@ -84,7 +84,7 @@ const MAX_RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 impl AppConnection {
     /// Finds the bus. A missing or stale api.json is [`Exit::Unreachable`].
-    pub fn find(args: &ConnectArgs) -> Result<AppConnection, Failure> {
+    pub(crate) fn find(args: &ConnectArgs) -> Result<AppConnection, Failure> {
         let inside = env_nonempty("KRAD_ADE_ENDPOINT");
         let mut pid = None;
         let mut from_api_json: Option<(String, Token)> = None;
@@ -135,26 +135,26 @@ impl AppConnection {
     }
 
     /// Speaks another API version (for `krad raw --api-version`).
-    pub fn with_api_version(mut self, version: u64) -> AppConnection {
+    pub(crate) fn with_api_version(mut self, version: u64) -> AppConnection {
         self.client = self.client.with_api_version(version);
         self.api_version = Some(version);
         self
     }
 
     /// The endpoint.
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         self.client.endpoint().to_string()
     }
 
     /// The underlying client, for streaming requests.
-    pub fn client(&self) -> &Client {
+    pub(crate) fn client(&self) -> &Client {
         &self.client
     }
 
     /// Sends a request and waits for its answer as long as the request's own
     /// deadline allows, plus a margin. An `Error` or `"TimedOut"` answer, or the
     /// answer of another request, is a [`Failure`].
-    pub fn send<R: Call>(
+    pub(crate) fn send<R: Call>(
         &self,
         request: R,
         request_id: Option<&str>,
@@ -342,7 +342,7 @@ fn refused(error: &ClientError) -> bool {
 
 /// A request's answer: as the app wrote it (what `--json` prints) and typed.
 #[derive(Debug, Clone)]
-pub struct Received<A> {
+pub(crate) struct Received<A> {
     /// The answer line as JSON.
     pub raw: Value,
     /// The typed answer.
@@ -351,7 +351,7 @@ pub struct Received<A> {
 
 /// The failure an answer's JSON stands for, if it is an error or `"TimedOut"`
 /// (replayed or not); for the lines of `krad raw` and of streams.
-pub fn answer_failure(answer: &Value) -> Option<Failure> {
+pub(crate) fn answer_failure(answer: &Value) -> Option<Failure> {
     match Response::decode(answer.clone()) {
         Ok(decoded) => response_failure(&decoded.response),
         // An error this client cannot read is an error all the same.
@@ -362,7 +362,7 @@ pub fn answer_failure(answer: &Value) -> Option<Failure> {
 }
 
 /// The failure a response stands for, if it is an error or `"TimedOut"`.
-pub fn response_failure(response: &Response) -> Option<Failure> {
+pub(crate) fn response_failure(response: &Response) -> Option<Failure> {
     match response {
         Response::TimedOut => Some(timed_out()),
         Response::Error(error) => {
@@ -373,7 +373,7 @@ pub fn response_failure(response: &Response) -> Option<Failure> {
 }
 
 /// `"TimedOut"`: the app did not finish within the request's deadline.
-pub fn timed_out() -> Failure {
+pub(crate) fn timed_out() -> Failure {
     Failure::new(
         Exit::TimedOut,
         "the app did not finish within the request's deadline (TimedOut)",
@@ -381,7 +381,7 @@ pub fn timed_out() -> Failure {
 }
 
 /// The failure a request (or a stream) that got no usable answer stands for.
-pub fn client_failure(error: ClientError) -> Failure {
+pub(crate) fn client_failure(error: ClientError) -> Failure {
     match error {
         ClientError::Unreachable { endpoint, source } => Failure::new(
             Exit::Unreachable,
@@ -414,7 +414,7 @@ fn read_api_json(repo: Option<&Path>) -> Result<(String, Token, u32), Failure> {
 /// discovery file of the app serving `repo` (or the working directory's
 /// repository), else api.json. None found: exit 7 (with `repo` given and
 /// no app serving it, no fallback).
-pub fn running_app(repo: Option<&Path>) -> Result<api_json::ApiJson, Failure> {
+pub(crate) fn running_app(repo: Option<&Path>) -> Result<api_json::ApiJson, Failure> {
     let dir = match repo {
         Some(repo) => repo.to_path_buf(),
         None => match std::env::current_dir() {

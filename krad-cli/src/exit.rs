@@ -57,7 +57,7 @@ impl From<Exit> for std::process::ExitCode {
 /// A failure with the exit code it maps to. Its message is printed as
 /// `krad: <message>` on stderr.
 #[derive(Debug)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// How the process exits.
     pub exit: Exit,
     /// What went wrong and, where we know, what to do next.
@@ -66,7 +66,7 @@ pub struct Failure {
 
 impl Failure {
     /// A failure with an exit code and a message.
-    pub fn new(exit: Exit, message: impl Into<String>) -> Failure {
+    pub(crate) fn new(exit: Exit, message: impl Into<String>) -> Failure {
         Failure {
             exit,
             message: message.into(),

@@ -9,7 +9,7 @@ use crate::connect::Received;
 
 /// Prints an answer: with `--json` the app's JSON as it came, otherwise what
 /// `human` prints of the typed answer.
-pub fn emit<A>(json: bool, reply: &Received<A>, human: impl FnOnce(&A)) {
+pub(crate) fn emit<A>(json: bool, reply: &Received<A>, human: impl FnOnce(&A)) {
     if json {
         self::json(&reply.raw);
     } else {
@@ -18,12 +18,12 @@ pub fn emit<A>(json: bool, reply: &Received<A>, human: impl FnOnce(&A)) {
 }
 
 /// Prints one JSON value on its own line.
-pub fn json(value: &Value) {
+pub(crate) fn json(value: &Value) {
     line(&value.to_string());
 }
 
 /// Rings the terminal's bell.
-pub fn bell() {
+pub(crate) fn bell() {
     let mut out = std::io::stdout().lock();
     if out.write_all(b"\x07").and_then(|()| out.flush()).is_err() {
         std::process::exit(0);
@@ -31,7 +31,7 @@ pub fn bell() {
 }
 
 /// Writes bytes as they are (a completion script, a patch).
-pub fn bytes(bytes: &[u8]) {
+pub(crate) fn bytes(bytes: &[u8]) {
     let mut out = std::io::stdout().lock();
     if out.write_all(bytes).and_then(|()| out.flush()).is_err() {
         std::process::exit(0);
@@ -39,14 +39,14 @@ pub fn bytes(bytes: &[u8]) {
 }
 
 /// Prints lines of text.
-pub fn lines<S: AsRef<str>>(lines: impl IntoIterator<Item = S>) {
+pub(crate) fn lines<S: AsRef<str>>(lines: impl IntoIterator<Item = S>) {
     for text in lines {
         line(text.as_ref());
     }
 }
 
 /// Prints one line of text.
-pub fn line(text: &str) {
+pub(crate) fn line(text: &str) {
     let mut out = std::io::stdout().lock();
     if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
         // Broken pipe: the reader is gone, and so is the point of going on.

@@ -7,15 +7,15 @@ use std::time::{Duration, SystemTime};
 use krad_bus::protocol::AgentRecord;
 
 /// The width used on a terminal whose size cannot be read.
-pub const DEFAULT_WIDTH: usize = 100;
+pub(crate) const DEFAULT_WIDTH: usize = 100;
 
 /// The width of output that goes to a pipe or a file: nothing is cut.
-pub const UNLIMITED: usize = usize::MAX / 4;
+pub(crate) const UNLIMITED: usize = usize::MAX / 4;
 
 /// The width to fit tables to: `$COLUMNS`; else the terminal's width; else
 /// (stdout is a pipe or a file) [`UNLIMITED`], so that scripts and logs get
 /// whole cells.
-pub fn terminal_width() -> usize {
+pub(crate) fn terminal_width() -> usize {
     let columns = std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<usize>().ok())
@@ -36,21 +36,21 @@ pub fn terminal_width() -> usize {
 /// An agent record as the commands print it. States and sources from a newer
 /// app than this CLI knows print as `?`.
 #[derive(Debug, Clone, Copy)]
-pub struct Agent<'a>(pub &'a AgentRecord);
+pub(crate) struct Agent<'a>(pub &'a AgentRecord);
 
 impl<'a> Agent<'a> {
     /// The terminal id as text.
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         self.0.terminal.to_string()
     }
 
     /// The name given at spawn.
-    pub fn name(&self) -> Option<&'a str> {
+    pub(crate) fn name(&self) -> Option<&'a str> {
         self.0.name.as_deref().filter(|n| !n.is_empty())
     }
 
     /// The environment, with `@host` for an agent on an SSH host.
-    pub fn place(&self) -> String {
+    pub(crate) fn place(&self) -> String {
         match &self.0.host {
             Some(host) => format!("{}@{host}", self.0.environment),
             None => self.0.environment.clone(),
@@ -58,37 +58,37 @@ impl<'a> Agent<'a> {
     }
 
     /// The state (`working`, `idle`, …; `?` for one this CLI does not know).
-    pub fn state(&self) -> &'static str {
+    pub(crate) fn state(&self) -> &'static str {
         self.0.state.as_str()
     }
 
     /// Where the state came from (`hook`, `quiet`, …; `?` for one this CLI does not know).
-    pub fn source(&self) -> &'static str {
+    pub(crate) fn source(&self) -> &'static str {
         self.0.state_source.as_str()
     }
 
     /// The last message, if any.
-    pub fn message(&self) -> Option<&'a str> {
+    pub(crate) fn message(&self) -> Option<&'a str> {
         self.0.message.as_deref().filter(|m| !m.trim().is_empty())
     }
 
     /// The title, if any.
-    pub fn title(&self) -> Option<&'a str> {
+    pub(crate) fn title(&self) -> Option<&'a str> {
         self.0.title.as_deref().filter(|t| !t.trim().is_empty())
     }
 
     /// When the state last changed (RFC 3339), if the app said.
-    pub fn state_since(&self) -> Option<&'a str> {
+    pub(crate) fn state_since(&self) -> Option<&'a str> {
         Some(self.0.state_since.as_str()).filter(|s| !s.trim().is_empty())
     }
 
     /// `idle (hook)`, `? (quiet)`.
-    pub fn state_label(&self) -> String {
+    pub(crate) fn state_label(&self) -> String {
         format!("{} ({})", self.state(), self.source())
     }
 
     /// How long the agent has been in its state, relative to `now` (`12s`, `3m`).
-    pub fn since(&self, now: SystemTime) -> String {
+    pub(crate) fn since(&self, now: SystemTime) -> String {
         self.state_since()
             .and_then(|since| elapsed(since, now))
             .map_or_else(|| "?".to_owned(), relative)
@@ -96,7 +96,7 @@ impl<'a> Agent<'a> {
 
     /// How the process ended, when that was not a clean exit: `exited with code 3`,
     /// `was killed by signal 9`.
-    pub fn failure(&self) -> Option<String> {
+    pub(crate) fn failure(&self) -> Option<String> {
         match (self.0.exit_code, self.0.signal) {
             (_, Some(signal)) => Some(format!("was killed by signal {signal}")),
             (Some(code), None) if code != 0 => Some(format!("exited with code {code}")),
@@ -105,7 +105,7 @@ impl<'a> Agent<'a> {
     }
 
     /// How the process ended, if it did: `code 0`, `signal 9`.
-    pub fn ending(&self) -> Option<String> {
+    pub(crate) fn ending(&self) -> Option<String> {
         match (self.0.exit_code, self.0.signal) {
             (_, Some(signal)) => Some(format!("signal {signal}")),
             (Some(code), None) => Some(format!("code {code}")),
@@ -114,7 +114,7 @@ impl<'a> Agent<'a> {
     }
 
     /// The MESSAGE column: how it ended (for exited agents), then the message, on one line.
-    pub fn message_cell(&self) -> String {
+    pub(crate) fn message_cell(&self) -> String {
         let message = self.message().map(one_line).unwrap_or_default();
         match self.ending() {
             Some(ending) if message.is_empty() => ending,
@@ -125,7 +125,7 @@ impl<'a> Agent<'a> {
 
     /// The cells of a row of `krad ls` (`with_place`: ENV and PROFILE too) and
     /// `krad watch`: ID, NAME, [ENV, PROFILE,] STATE, SOURCE, SINCE, MESSAGE.
-    pub fn row(&self, now: SystemTime, with_place: bool) -> Vec<String> {
+    pub(crate) fn row(&self, now: SystemTime, with_place: bool) -> Vec<String> {
         let mut row = vec![
             self.id(),
             self.name().map_or_else(|| "-".to_owned(), one_line),
@@ -145,7 +145,7 @@ impl<'a> Agent<'a> {
 
     /// The CPU cell: `12.5%` of one core, as last sampled; `-` before the
     /// first sample and on an SSH host without tmux.
-    pub fn cpu_cell(&self) -> String {
+    pub(crate) fn cpu_cell(&self) -> String {
         self.0.usage.as_ref().map_or_else(
             || "-".to_owned(),
             |u| format!("{:.1}%", u.cpu_percent.value()),
@@ -153,7 +153,7 @@ impl<'a> Agent<'a> {
     }
 
     /// The MEM cell: the process tree's resident memory (`180.2 MiB`), or `-`.
-    pub fn memory_cell(&self) -> String {
+    pub(crate) fn memory_cell(&self) -> String {
         self.0
             .usage
             .as_ref()
@@ -162,13 +162,13 @@ impl<'a> Agent<'a> {
 
     /// The COST cell: what its model calls cost (`$0.0123`), `?` when a
     /// model used has no price, `-` before its hooks named its files.
-    pub fn cost_cell(&self) -> String {
+    pub(crate) fn cost_cell(&self) -> String {
         cost(self.0.tokens.as_ref())
     }
 
     /// The TOKENS cell: every token its model calls used, input (cached or
     /// not) and output (`12.3k`), or `-`.
-    pub fn tokens_cell(&self) -> String {
+    pub(crate) fn tokens_cell(&self) -> String {
         self.0.tokens.as_ref().map_or_else(
             || "-".to_owned(),
             |t| count(t.input + t.output + t.cache_write + t.cache_read),
@@ -176,7 +176,7 @@ impl<'a> Agent<'a> {
     }
 
     /// `4 fix-login idle (hook) — <message>`.
-    pub fn summary_line(&self) -> String {
+    pub(crate) fn summary_line(&self) -> String {
         let mut line = self.id();
         if let Some(name) = self.name() {
             line.push(' ');
@@ -197,7 +197,7 @@ impl<'a> Agent<'a> {
 
 /// The wire name of a protocol enum's value (`setting_up`), or `?` for a value
 /// from a newer app than this CLI knows (each such enum's `Other`).
-pub fn wire_name<T: serde::Serialize>(value: &T) -> String {
+pub(crate) fn wire_name<T: serde::Serialize>(value: &T) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(name)) if name != "other" => name,
         _ => "?".to_owned(),
@@ -205,13 +205,13 @@ pub fn wire_name<T: serde::Serialize>(value: &T) -> String {
 }
 
 /// The time from an RFC 3339 timestamp to `now`; zero for one in the future.
-pub fn elapsed(timestamp: &str, now: SystemTime) -> Option<Duration> {
+pub(crate) fn elapsed(timestamp: &str, now: SystemTime) -> Option<Duration> {
     let then = humantime::parse_rfc3339_weak(timestamp.trim()).ok()?;
     Some(now.duration_since(then).unwrap_or(Duration::ZERO))
 }
 
 /// A duration in its largest whole unit: `12s`, `3m`, `5h`, `2d`.
-pub fn relative(duration: Duration) -> String {
+pub(crate) fn relative(duration: Duration) -> String {
     let secs = duration.as_secs();
     match secs {
         0..60 => format!("{secs}s"),
@@ -222,7 +222,7 @@ pub fn relative(duration: Duration) -> String {
 }
 
 /// A size in bytes for people: `512 B`, `4.0 KiB`, `1.2 GiB`.
-pub fn bytes(bytes: u64) -> String {
+pub(crate) fn bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
     if bytes < 1024 {
         return format!("{bytes} B");
@@ -238,7 +238,7 @@ pub fn bytes(bytes: u64) -> String {
 
 /// Text made safe for one line of a table: control characters (escape sequences
 /// included) become spaces, and runs of white space one space.
-pub fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     let mut line = String::with_capacity(text.len());
     let mut space = false;
     for c in text.trim().chars() {
@@ -256,7 +256,7 @@ pub fn one_line(text: &str) -> String {
 }
 
 /// Cuts `text` to at most `width` characters, ending in `…` when cut.
-pub fn truncate(text: &str, width: usize) -> String {
+pub(crate) fn truncate(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
         return text.to_owned();
     }
@@ -271,7 +271,7 @@ pub fn truncate(text: &str, width: usize) -> String {
 /// A table column: its header, and how wide it may grow and shrink. The last
 /// column of a table takes whatever width is left.
 #[derive(Debug, Clone, Copy)]
-pub struct Column {
+pub(crate) struct Column {
     /// The header.
     pub header: &'static str,
     /// The widest it grows to fit its cells.
@@ -282,7 +282,7 @@ pub struct Column {
 
 impl Column {
     /// A column.
-    pub const fn new(header: &'static str, min: usize, max: usize) -> Column {
+    pub(crate) const fn new(header: &'static str, min: usize, max: usize) -> Column {
         Column { header, max, min }
     }
 }
@@ -290,7 +290,7 @@ impl Column {
 /// Lays rows out under headers, fitted to `width`: columns grow to their cells
 /// (up to their max), shrink (down to their min) when the line is too long, and
 /// the last column gets the rest; cells that do not fit end in `…`.
-pub fn table(columns: &[Column], rows: &[Vec<String>], width: usize) -> Vec<String> {
+pub(crate) fn table(columns: &[Column], rows: &[Vec<String>], width: usize) -> Vec<String> {
     let Some(last) = columns.len().checked_sub(1) else {
         return Vec::new();
     };
@@ -367,7 +367,7 @@ pub(crate) fn test_record(fields: serde_json::Value) -> AgentRecord {
 }
 
 /// A COST cell: `$0.0123`, `?` without a price, `-` without tokens.
-pub fn cost(tokens: Option<&krad_bus::protocol::Tokens>) -> String {
+pub(crate) fn cost(tokens: Option<&krad_bus::protocol::Tokens>) -> String {
     match tokens {
         None => "-".to_owned(),
         Some(tokens) => tokens
@@ -377,7 +377,7 @@ pub fn cost(tokens: Option<&krad_bus::protocol::Tokens>) -> String {
 }
 
 /// A count, short: `950`, `12.3k`, `4.5M`.
-pub fn count(n: u64) -> String {
+pub(crate) fn count(n: u64) -> String {
     match n {
         0..1000 => n.to_string(),
         1000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),

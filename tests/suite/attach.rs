@@ -218,14 +218,14 @@ fn attach_has_the_rights_of_send() {
 
 /// `krad attach` on a real pseudo-terminal, as a user runs it (also the
 /// page's baseline in `ui_browser`'s measurement).
-pub struct Pty {
+pub(crate) struct Pty {
     master: std::fs::File,
     slave: OwnedFd,
     seen: Arc<Mutex<Vec<u8>>>,
 }
 
 impl Pty {
-    pub fn open() -> Pty {
+    pub(crate) fn open() -> Pty {
         let pty = nix::pty::openpty(None, None).unwrap();
         let master = std::fs::File::from(pty.master);
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -248,7 +248,7 @@ impl Pty {
     }
 
     /// Runs `krad attach ARGS` with the pseudo-terminal as its stdin, stdout and stderr.
-    pub fn krad_attach(&self, app: &App, args: &[&str]) -> Child {
+    pub(crate) fn krad_attach(&self, app: &App, args: &[&str]) -> Child {
         let io = || Stdio::from(self.slave.try_clone().unwrap());
         Command::new(KRAD)
             .arg("attach")
@@ -265,7 +265,7 @@ impl Pty {
             .unwrap()
     }
 
-    pub fn type_keys(&mut self, bytes: &[u8]) {
+    pub(crate) fn type_keys(&mut self, bytes: &[u8]) {
         self.master.write_all(bytes).unwrap();
     }
 
@@ -274,11 +274,11 @@ impl Pty {
     }
 
     /// How many bytes the pseudo-terminal has shown so far.
-    pub fn seen_len(&self) -> usize {
+    pub(crate) fn seen_len(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
 
-    pub fn until(&self, text: &str) {
+    pub(crate) fn until(&self, text: &str) {
         let until = Instant::now() + Duration::from_secs(20);
         while !self.text().contains(text) {
             assert!(

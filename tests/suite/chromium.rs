@@ -15,7 +15,7 @@ use tungstenite::stream::MaybeTlsStream;
 use tungstenite::{Message, WebSocket};
 
 /// A Chromium and the page it shows.
-pub struct Chromium {
+pub(crate) struct Chromium {
     child: Child,
     _profile: tempfile::TempDir,
     socket: WebSocket<MaybeTlsStream<TcpStream>>,
@@ -38,7 +38,7 @@ fn program() -> &'static str {
 
 impl Chromium {
     /// Starts a headless Chromium with a fresh profile, 1280×800.
-    pub fn start() -> Chromium {
+    pub(crate) fn start() -> Chromium {
         let profile = tempfile::tempdir().unwrap();
         let child = Command::new(program())
             .args([
@@ -104,7 +104,7 @@ impl Chromium {
     }
 
     /// One DevTools call: its result (events in between are skipped).
-    pub fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.next;
         self.next += 1;
         let message = json!({"id": id, "method": method, "params": params});
@@ -124,12 +124,12 @@ impl Chromium {
     }
 
     /// Opens `url` in the page.
-    pub fn navigate(&mut self, url: &str) {
+    pub(crate) fn navigate(&mut self, url: &str) {
         self.call("Page.navigate", json!({"url": url}));
     }
 
     /// Evaluates a JavaScript expression in the page (promises awaited).
-    pub fn eval(&mut self, expression: &str) -> Value {
+    pub(crate) fn eval(&mut self, expression: &str) -> Value {
         let result = self.call(
             "Runtime.evaluate",
             json!({"expression": expression, "awaitPromise": true, "returnByValue": true}),
@@ -143,7 +143,7 @@ impl Chromium {
     }
 
     /// Waits until `expression` is truthy in the page; its value.
-    pub fn until(&mut self, expression: &str, limit: Duration) -> Value {
+    pub(crate) fn until(&mut self, expression: &str, limit: Duration) -> Value {
         let until = Instant::now() + limit;
         loop {
             let value = self.eval(&format!(
@@ -162,7 +162,7 @@ impl Chromium {
     }
 
     /// Clicks the element `selector` finds (it must exist).
-    pub fn click(&mut self, selector: &str) {
+    pub(crate) fn click(&mut self, selector: &str) {
         let found = self.eval(&format!(
             "(() => {{ const e = document.querySelector({s}); if (!e) return false; e.scrollIntoView(); e.click(); return true; }})()",
             s = json!(selector)
@@ -171,12 +171,12 @@ impl Chromium {
     }
 
     /// Types text as keystrokes into the focused element.
-    pub fn type_text(&mut self, text: &str) {
+    pub(crate) fn type_text(&mut self, text: &str) {
         self.call("Input.insertText", json!({"text": text}));
     }
 
     /// Presses Enter in the focused element.
-    pub fn press_enter(&mut self) {
+    pub(crate) fn press_enter(&mut self) {
         for (kind, text) in [("keyDown", "\r"), ("keyUp", "")] {
             self.call(
                 "Input.dispatchKeyEvent",
@@ -188,7 +188,7 @@ impl Chromium {
 
     /// Writes a screenshot of the view at `selector` (scrolled to the top)
     /// into `$KRAD_UI_SCREENSHOTS/<name>.png`, when that variable is set.
-    pub fn screenshot(&mut self, selector: &str, name: &str) {
+    pub(crate) fn screenshot(&mut self, selector: &str, name: &str) {
         let Some(dir) = std::env::var_os("KRAD_UI_SCREENSHOTS") else {
             return;
         };

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 /// One HTTP answer.
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub text: String,
@@ -24,20 +24,20 @@ pub struct Reply {
 }
 
 impl Reply {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn code(&self) -> &str {
+    pub(crate) fn code(&self) -> &str {
         self.body["code"].as_str().unwrap_or("")
     }
 }
 
 /// Writes one request (`Connection: close`) and reads the whole answer.
-pub fn exchange<S: Read + Write>(
+pub(crate) fn exchange<S: Read + Write>(
     mut stream: S,
     method: &str,
     path: &str,
@@ -92,7 +92,7 @@ fn parse(raw: &[u8]) -> Reply {
 }
 
 /// One request over the socket.
-pub fn over_socket(
+pub(crate) fn over_socket(
     socket: &Path,
     method: &str,
     path: &str,
@@ -108,7 +108,7 @@ pub fn over_socket(
 }
 
 /// One request over TLS, trusting the certificate in `cert` (PEM).
-pub fn over_tls(
+pub(crate) fn over_tls(
     address: SocketAddr,
     cert: &Path,
     method: &str,
@@ -142,7 +142,7 @@ pub fn over_tls(
 }
 
 /// Collie, on the socket.
-pub struct Collie {
+pub(crate) struct Collie {
     pub socket: PathBuf,
     pub version: u32,
     pub epoch: String,
@@ -154,7 +154,7 @@ pub struct Collie {
 
 impl Collie {
     /// hello without the header, then the highest version both speak.
-    pub fn connect(socket: &Path) -> Collie {
+    pub(crate) fn connect(socket: &Path) -> Collie {
         let hello = over_socket(socket, "GET", "/session/v1/hello", &[], None);
         assert_eq!(hello.status, 200, "{}", hello.text);
         assert_eq!(hello.body["service"], "collie-durable");
@@ -175,7 +175,7 @@ impl Collie {
     }
 
     /// hello again (with the version): a new epoch means the app restarted.
-    pub fn rehello(&mut self) -> bool {
+    pub(crate) fn rehello(&mut self) -> bool {
         let hello = self.get("/hello");
         assert_eq!(hello.status, 200, "{}", hello.text);
         let epoch = hello.body["epoch"].as_str().unwrap().to_owned();
@@ -189,7 +189,7 @@ impl Collie {
         vec![("X-Collie-Session", self.version.to_string())]
     }
 
-    pub fn get(&self, path: &str) -> Reply {
+    pub(crate) fn get(&self, path: &str) -> Reply {
         over_socket(
             &self.socket,
             "GET",
@@ -199,7 +199,7 @@ impl Collie {
         )
     }
 
-    pub fn post(&self, path: &str, body: &Value) -> Reply {
+    pub(crate) fn post(&self, path: &str, body: &Value) -> Reply {
         over_socket(
             &self.socket,
             "POST",
@@ -211,7 +211,7 @@ impl Collie {
 
     /// A POST whose answer is never read: the request leaves, the write side
     /// is shut, and the connection is dropped when the caller drops the stream.
-    pub fn post_unread(&self, path: &str, body: &Value) -> UnixStream {
+    pub(crate) fn post_unread(&self, path: &str, body: &Value) -> UnixStream {
         let mut stream = UnixStream::connect(&self.socket).unwrap();
         let body = body.to_string();
         let request = format!(
@@ -225,13 +225,13 @@ impl Collie {
     }
 
     /// A new request id (one per intent).
-    pub fn request_id(&mut self) -> String {
+    pub(crate) fn request_id(&mut self) -> String {
         self.next_request += 1;
         format!("r-{}-{}", std::process::id(), self.next_request)
     }
 
     /// The snapshot if it changed since the last poll (`None` on 304).
-    pub fn poll_snapshot(&mut self) -> Option<Value> {
+    pub(crate) fn poll_snapshot(&mut self) -> Option<Value> {
         let mut headers = self.headers();
         if let Some(etag) = &self.etag {
             headers.push(("If-None-Match", etag.clone()));
@@ -248,12 +248,12 @@ impl Collie {
     }
 
     /// Whether the last ETag seen is the app's current one.
-    pub fn etag(&self) -> Option<&str> {
+    pub(crate) fn etag(&self) -> Option<&str> {
         self.etag.as_deref()
     }
 
     /// The pane's events after the cursor read last (with its epoch).
-    pub fn events(&mut self, pane: &str) -> Value {
+    pub(crate) fn events(&mut self, pane: &str) -> Value {
         let path = match self.cursors.get(pane) {
             Some((epoch, cursor)) => format!("/pane/{pane}/events?after={cursor}&epoch={epoch}"),
             None => format!("/pane/{pane}/events"),
@@ -267,7 +267,11 @@ impl Collie {
     }
 
     /// Events until one matches `check`; returns every event read.
-    pub fn events_until(&mut self, pane: &str, check: impl Fn(&Value) -> bool) -> Vec<Value> {
+    pub(crate) fn events_until(
+        &mut self,
+        pane: &str,
+        check: impl Fn(&Value) -> bool,
+    ) -> Vec<Value> {
         let until = std::time::Instant::now() + Duration::from_secs(20);
         let mut seen = Vec::new();
         loop {
@@ -285,7 +289,7 @@ impl Collie {
     }
 
     /// The pane's open asks in the snapshot.
-    pub fn asks(&mut self, pane: &str) -> Vec<Value> {
+    pub(crate) fn asks(&mut self, pane: &str) -> Vec<Value> {
         let snapshot = self.get("/snapshot").body;
         panes(&snapshot)
             .into_iter()
@@ -295,7 +299,7 @@ impl Collie {
     }
 
     /// A pane as the snapshot shows it.
-    pub fn pane(&self, pane: &str) -> Value {
+    pub(crate) fn pane(&self, pane: &str) -> Value {
         let snapshot = self.get("/snapshot").body;
         panes(&snapshot)
             .into_iter()
@@ -304,7 +308,7 @@ impl Collie {
     }
 
     /// Sends a text for the turn the snapshot shows, with a fresh request id.
-    pub fn send(&mut self, pane: &str, text: &str) -> Reply {
+    pub(crate) fn send(&mut self, pane: &str, text: &str) -> Reply {
         let turn = self.pane(pane)["turn"].clone();
         let id = self.request_id();
         self.post(
@@ -314,7 +318,7 @@ impl Collie {
     }
 
     /// Answers an ask with a fresh request id.
-    pub fn answer(&mut self, pane: &str, ask: &Value, option: &str) -> Reply {
+    pub(crate) fn answer(&mut self, pane: &str, ask: &Value, option: &str) -> Reply {
         let id = self.request_id();
         self.post(
             &format!("/pane/{pane}/answer"),
@@ -324,7 +328,7 @@ impl Collie {
 }
 
 /// Every pane of a snapshot.
-pub fn panes(snapshot: &Value) -> Vec<Value> {
+pub(crate) fn panes(snapshot: &Value) -> Vec<Value> {
     snapshot["workspaces"]
         .as_array()
         .unwrap()

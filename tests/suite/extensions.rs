@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::support::{App, Launch, code, exit_code, stderr, stdout};
 
 /// The fixture server: target/<profile>/krad-mcp-fixture, beside deps/suite-….
-pub fn fixture() -> PathBuf {
+pub(crate) fn fixture() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let path = exe
         .parent()

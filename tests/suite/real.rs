@@ -20,22 +20,22 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-pub use double::{ModelDouble, SentUsage, Turn, last_user_text};
+pub(crate) use double::{ModelDouble, SentUsage, Turn, last_user_text};
 
 use crate::support::{App, Launch, git_repo};
 
 /// A dummy Anthropic key; Claude Code remembers approved keys by their last 20 characters.
-pub const ANTHROPIC_KEY: &str = "sk-ant-double-0123456789abcdefghijklmnopqrstuvwxyz";
+pub(crate) const ANTHROPIC_KEY: &str = "sk-ant-double-0123456789abcdefghijklmnopqrstuvwxyz";
 /// A dummy key for the Codex provider (`env_key = "DOUBLE_API_KEY"`).
-pub const CODEX_KEY: &str = "sk-double-0123456789abcdefghijklmnopqrstuvwxyz";
+pub(crate) const CODEX_KEY: &str = "sk-double-0123456789abcdefghijklmnopqrstuvwxyz";
 /// The model Codex asks for.
-pub const CODEX_MODEL: &str = "gpt-5.1-codex";
+pub(crate) const CODEX_MODEL: &str = "gpt-5.1-codex";
 
 /// Generous limits: these run real Node and Rust CLIs on a loaded 2-core CI.
-pub const LONG: Duration = Duration::from_secs(90);
+pub(crate) const LONG: Duration = Duration::from_secs(90);
 
 /// How many sends the turn tests make: 20, or `KRAD_REAL_SENDS` (to measure 100).
-pub fn sends() -> usize {
+pub(crate) fn sends() -> usize {
     std::env::var("KRAD_REAL_SENDS")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -45,7 +45,7 @@ pub fn sends() -> usize {
 /// Installs the pinned CLIs (once per test process, once per target directory
 /// across processes) with `scripts/agent-clis.sh`; returns their bin directory.
 /// `KRAD_AGENT_CLIS=previous` runs the tests against the previous pins.
-pub fn clis() -> &'static Path {
+pub(crate) fn clis() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -68,7 +68,7 @@ pub fn clis() -> &'static Path {
 
 /// Which real CLI a test runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cli {
+pub(crate) enum Cli {
     Claude,
     Codex,
 }
@@ -111,7 +111,7 @@ fn base_env(home: &Path) -> Vec<(String, String)> {
 
 /// Claude Code's environment and config in `home`: onboarding done, the dummy key
 /// approved, `repo` trusted, the model API at the double.
-pub fn claude_env(home: &Path, repo: &Path, double: &ModelDouble) -> Vec<(String, String)> {
+pub(crate) fn claude_env(home: &Path, repo: &Path, double: &ModelDouble) -> Vec<(String, String)> {
     let mut env = base_env(home);
     let key_tail = &ANTHROPIC_KEY[ANTHROPIC_KEY.len() - 20..];
     let config = json!({
@@ -144,7 +144,7 @@ pub fn claude_env(home: &Path, repo: &Path, double: &ModelDouble) -> Vec<(String
 
 /// Codex CLI's environment and `$CODEX_HOME/config.toml`: the double as its model
 /// provider, `repo` trusted.
-pub fn codex_env(home: &Path, repo: &Path, double: &ModelDouble) -> Vec<(String, String)> {
+pub(crate) fn codex_env(home: &Path, repo: &Path, double: &ModelDouble) -> Vec<(String, String)> {
     let mut env = base_env(home);
     let codex_home = home.join(".codex");
     std::fs::create_dir_all(&codex_home).unwrap();
@@ -180,7 +180,7 @@ trust_level = "trusted"
 }
 
 /// An app whose terminals run a real CLI against its own model double.
-pub struct RealApp {
+pub(crate) struct RealApp {
     pub app: App,
     pub double: ModelDouble,
     /// The HOME of the app and its terminals.
@@ -192,13 +192,13 @@ pub struct RealApp {
 
 impl RealApp {
     /// Starts a double and an app set up for `cli`.
-    pub fn start(cli: Cli) -> RealApp {
+    pub(crate) fn start(cli: Cli) -> RealApp {
         Self::start_configured(cli, |_| None)
     }
 
     /// The same, with the durable facet on a socket of its own, as a phone
     /// reaches it: the app and that socket's path.
-    pub fn start_with_phone(cli: Cli) -> (RealApp, PathBuf) {
+    pub(crate) fn start_with_phone(cli: Cli) -> (RealApp, PathBuf) {
         let mut socket = PathBuf::new();
         let bed = Self::start_configured(cli, |dir| {
             socket = dir.join("collie").join("durable.sock");
@@ -211,7 +211,7 @@ impl RealApp {
     }
 
     /// Starts a double and an app set up for `cli`, with this config.
-    pub fn start_with_config(cli: Cli, config: &str) -> RealApp {
+    pub(crate) fn start_with_config(cli: Cli, config: &str) -> RealApp {
         Self::start_configured(cli, |_| Some(config.to_owned()))
     }
 
@@ -246,12 +246,12 @@ impl RealApp {
     }
 
     /// Spawns a terminal with these Spawn fields; returns its id.
-    pub fn spawn(&self, fields: Value) -> u64 {
+    pub(crate) fn spawn(&self, fields: Value) -> u64 {
         self.app.spawn(fields)["terminal"].as_u64().unwrap()
     }
 
     /// The terminal's screen now.
-    pub fn screen(&self, id: u64) -> String {
+    pub(crate) fn screen(&self, id: u64) -> String {
         let answer = self.app.request(json!({"Output": {"target": id}}));
         answer["Output"]["screen"]
             .as_str()
@@ -261,7 +261,7 @@ impl RealApp {
 
     /// Waits until the model answered its `n`th main request (from 1); on a
     /// timeout, fails with what the terminal shows and what the model got.
-    pub fn answered(&self, id: u64, n: usize) -> (Instant, Instant) {
+    pub(crate) fn answered(&self, id: u64, n: usize) -> (Instant, Instant) {
         let until = Instant::now() + LONG;
         loop {
             if let Some((start, Some(end))) = self.double.times(n) {
@@ -283,7 +283,7 @@ impl RealApp {
     }
 
     /// Polls (at most [`LONG`]) until the terminal's screen contains `text`.
-    pub fn until_screen(&self, id: u64, text: &str) -> String {
+    pub(crate) fn until_screen(&self, id: u64, text: &str) -> String {
         let until = Instant::now() + LONG;
         loop {
             let answer = self.app.request(json!({"Output": {"target": id}}));

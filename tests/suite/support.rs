@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 /// The `krad` binary under test.
-pub const KRAD: &str = env!("CARGO_BIN_EXE_krad");
+pub(crate) const KRAD: &str = env!("CARGO_BIN_EXE_krad");
 
 /// A running app and the temp directory it lives in.
-pub struct App {
+pub(crate) struct App {
     pub child: Child,
     pub dir: tempfile::TempDir,
     pub endpoint: SocketAddr,
@@ -25,7 +25,7 @@ pub struct App {
 }
 
 /// Makes a git repository in `dir/repo` and returns its path.
-pub fn git_repo(dir: &Path) -> PathBuf {
+pub(crate) fn git_repo(dir: &Path) -> PathBuf {
     let repo = dir.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
     let status = Command::new("git")
@@ -39,12 +39,12 @@ pub fn git_repo(dir: &Path) -> PathBuf {
 
 impl App {
     /// Starts `krad serve --json` with extra arguments.
-    pub fn start_with(args: &[&str]) -> App {
+    pub(crate) fn start_with(args: &[&str]) -> App {
         App::start_logged(args, "warn")
     }
 
     /// Starts the app with a `RUST_LOG` filter; its log goes to [`App::log`].
-    pub fn start_logged(args: &[&str], rust_log: &str) -> App {
+    pub(crate) fn start_logged(args: &[&str], rust_log: &str) -> App {
         App::launch(Launch {
             args,
             rust_log,
@@ -54,7 +54,7 @@ impl App {
 
     /// Starts the app with a config file (written to `<repo>/.krad/config.toml`)
     /// and the fake agents of `tests/suite/fake` first on its PATH.
-    pub fn start_config(config: &str) -> App {
+    pub(crate) fn start_config(config: &str) -> App {
         App::launch(Launch {
             config: Some(config),
             ..Launch::default()
@@ -62,7 +62,7 @@ impl App {
     }
 
     /// Starts the app as `launch` says.
-    pub fn launch(launch: Launch<'_>) -> App {
+    pub(crate) fn launch(launch: Launch<'_>) -> App {
         let dir = match launch.reuse {
             Some(dir) => dir,
             None => tempfile::tempdir().unwrap(),
@@ -142,34 +142,34 @@ impl App {
     }
 
     /// Starts `krad serve` as shipped.
-    pub fn start() -> App {
+    pub(crate) fn start() -> App {
         App::start_with(&[])
     }
 
     /// What the app logged so far.
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("app.log")).unwrap_or_default()
     }
 
     /// The client token from api.json.
-    pub fn token(&self) -> &str {
+    pub(crate) fn token(&self) -> &str {
         &self.token
     }
 
     /// An envelope from Client with the right token.
-    pub fn envelope(&self, request: Value) -> Value {
+    pub(crate) fn envelope(&self, request: Value) -> Value {
         json!({"api_version": 1, "token": self.token, "from": "Client", "request": request})
     }
 
     /// Sends raw bytes on a fresh connection and returns everything the app wrote.
-    pub fn send_raw(&self, bytes: &[u8]) -> String {
+    pub(crate) fn send_raw(&self, bytes: &[u8]) -> String {
         let mut stream = self.connect();
         stream.write_all(bytes).unwrap();
         read_all(&mut stream)
     }
 
     /// Sends one envelope (as a line) and returns the parsed answer.
-    pub fn call(&self, envelope: &Value) -> Value {
+    pub(crate) fn call(&self, envelope: &Value) -> Value {
         let mut line = serde_json::to_vec(envelope).unwrap();
         line.push(b'\n');
         let answer = self.send_raw(&line);
@@ -178,12 +178,12 @@ impl App {
     }
 
     /// Sends a request from Client.
-    pub fn request(&self, request: Value) -> Value {
+    pub(crate) fn request(&self, request: Value) -> Value {
         self.call(&self.envelope(request))
     }
 
     /// A connected socket with a read timeout, so that no test hangs.
-    pub fn connect(&self) -> TcpStream {
+    pub(crate) fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(self.endpoint).unwrap();
         stream
             // A guard against a hang only: longer than any request's deadline
@@ -194,13 +194,13 @@ impl App {
     }
 
     /// Runs the CLI against this app (through api.json) with extra environment.
-    pub fn krad(&self, args: &[&str]) -> Output {
+    pub(crate) fn krad(&self, args: &[&str]) -> Output {
         self.krad_env(args, &[])
     }
 
     /// Terminal `parent` (with its `token`) spawns `command` in its own
     /// environment: the new terminal's id.
-    pub fn spawn_as(&self, parent: u64, token: &str, command: &[&str]) -> u64 {
+    pub(crate) fn spawn_as(&self, parent: u64, token: &str, command: &[&str]) -> u64 {
         let answer = self.call_as(
             parent,
             token,
@@ -212,7 +212,7 @@ impl App {
     }
 
     /// Starts the CLI against this app, its stdout piped (`--follow`).
-    pub fn krad_child(&self, args: &[&str]) -> Child {
+    pub(crate) fn krad_child(&self, args: &[&str]) -> Child {
         krad_command(&self.api_json, args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -222,7 +222,7 @@ impl App {
     }
 
     /// Runs the CLI with `stdin` on its standard input.
-    pub fn krad_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
+    pub(crate) fn krad_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
         let mut child = krad_command(&self.api_json, args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -234,25 +234,25 @@ impl App {
     }
 
     /// A plain terminal (its program sleeps a minute) and its token.
-    pub fn plain_terminal(&self) -> (u64, String) {
+    pub(crate) fn plain_terminal(&self) -> (u64, String) {
         let id = self.spawn_sh("sleep 60");
         (id, self.terminal_token(id))
     }
 
     /// Runs the CLI, which must exit 0; its stdout.
-    pub fn krad_ok(&self, args: &[&str]) -> String {
+    pub(crate) fn krad_ok(&self, args: &[&str]) -> String {
         let out = self.krad(args);
         assert_eq!(exit_code(&out), 0, "krad {args:?}: {}", stderr(&out));
         stdout(&out)
     }
 
     /// Runs the CLI with extra environment variables.
-    pub fn krad_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+    pub(crate) fn krad_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         krad_cmd(&self.api_json, args, env)
     }
 
     /// Waits (at most `limit`) for the app to exit and returns its status.
-    pub fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+    pub(crate) fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
         let until = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -267,7 +267,7 @@ impl App {
     }
 
     /// Sends a signal to the app.
-    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+    pub(crate) fn signal(&self, signal: nix::sys::signal::Signal) {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), signal).unwrap();
     }
 }
@@ -275,7 +275,7 @@ impl App {
 /// A HOME of the app's own under `dir` (with a git identity), so that nothing the
 /// app or its terminals run reads or writes the real HOME (a shell's history, a
 /// user's krad or git config).
-pub fn private_home(dir: &Path) -> Vec<(String, String)> {
+pub(crate) fn private_home(dir: &Path) -> Vec<(String, String)> {
     let home = dir.join("home");
     let config = home.join(".config");
     std::fs::create_dir_all(&config).unwrap();
@@ -303,7 +303,7 @@ pub fn private_home(dir: &Path) -> Vec<(String, String)> {
 
 /// How to start an app.
 #[derive(Default)]
-pub struct Launch<'a> {
+pub(crate) struct Launch<'a> {
     pub args: &'a [&'a str],
     pub rust_log: &'a str,
     pub config: Option<&'a str>,
@@ -317,34 +317,34 @@ pub struct Launch<'a> {
 }
 
 /// The directory of the fake agents the tests run (`tests/suite/fake`).
-pub fn fake_agents_dir() -> PathBuf {
+pub(crate) fn fake_agents_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/suite/fake")
 }
 
 impl App {
     /// Spawns a terminal from Client with these Spawn fields; returns the record.
-    pub fn spawn(&self, fields: Value) -> Value {
+    pub(crate) fn spawn(&self, fields: Value) -> Value {
         let answer = self.request(json!({ "Spawn": fields }));
         assert!(answer["Agent"].is_object(), "Spawn failed: {answer}");
         answer["Agent"].clone()
     }
 
     /// Spawns `sh -c SCRIPT` with the exec profile; returns the terminal id.
-    pub fn spawn_sh(&self, script: &str) -> u64 {
+    pub(crate) fn spawn_sh(&self, script: &str) -> u64 {
         self.spawn(json!({"profile": "exec", "command": ["sh", "-c", script]}))["terminal"]
             .as_u64()
             .unwrap()
     }
 
     /// The agent record of a terminal.
-    pub fn record(&self, id: u64) -> Value {
+    pub(crate) fn record(&self, id: u64) -> Value {
         let answer = self.request(json!({"Check": {"target": id}}));
         assert!(answer["Agent"].is_object(), "Check {id}: {answer}");
         answer["Agent"].clone()
     }
 
     /// Polls until the record satisfies `check` (at most `limit`); returns it.
-    pub fn until(&self, id: u64, limit: Duration, check: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn until(&self, id: u64, limit: Duration, check: impl Fn(&Value) -> bool) -> Value {
         let until = Instant::now() + limit;
         loop {
             let record = self.record(id);
@@ -360,12 +360,12 @@ impl App {
     }
 
     /// Polls until the agent is in `state`; returns the record.
-    pub fn until_state(&self, id: u64, state: &str) -> Value {
+    pub(crate) fn until_state(&self, id: u64, state: &str) -> Value {
         self.until(id, Duration::from_secs(20), |r| r["state"] == state)
     }
 
     /// Polls until the terminal's screen contains `text`; returns the screen.
-    pub fn until_screen(&self, id: u64, text: &str) -> String {
+    pub(crate) fn until_screen(&self, id: u64, text: &str) -> String {
         let until = Instant::now() + Duration::from_secs(20);
         loop {
             let answer = self.request(json!({"Output": {"target": id}}));
@@ -385,7 +385,7 @@ impl App {
     }
 
     /// The directory of the terminals' token files.
-    pub fn token_dir(&self) -> PathBuf {
+    pub(crate) fn token_dir(&self) -> PathBuf {
         self.api_json
             .parent()
             .unwrap()
@@ -393,19 +393,19 @@ impl App {
     }
 
     /// A terminal's own token, read from its token file.
-    pub fn terminal_token(&self, id: u64) -> String {
+    pub(crate) fn terminal_token(&self, id: u64) -> String {
         std::fs::read_to_string(self.token_dir().join(format!("{id}.token"))).unwrap()
     }
 
     /// A host terminal's token, from its file on the "host" (this machine, whose
     /// SSH logins get `home` as their HOME).
-    pub fn terminal_token_remote(&self, home: &Path, id: u64) -> String {
+    pub(crate) fn terminal_token_remote(&self, home: &Path, id: u64) -> String {
         std::fs::read_to_string(home.join(format!(".krad-ade/remote-{}/{id}.token", self.pid)))
             .unwrap()
     }
 
     /// Sends a request as a terminal with a given token.
-    pub fn call_as(&self, terminal: u64, token: &str, request: Value) -> Value {
+    pub(crate) fn call_as(&self, terminal: u64, token: &str, request: Value) -> Value {
         self.call(&json!({
             "token": token,
             "from": {"Terminal": {"environment": "main", "terminal": terminal}},
@@ -414,7 +414,7 @@ impl App {
     }
 
     /// The app's resident memory, in KiB.
-    pub fn rss_kib(&self) -> u64 {
+    pub(crate) fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap();
         status
             .lines()
@@ -425,7 +425,7 @@ impl App {
     }
 
     /// Stops the app (SIGTERM), waits for it, and hands back its directory.
-    pub fn stop_keep_dir(mut self) -> tempfile::TempDir {
+    pub(crate) fn stop_keep_dir(mut self) -> tempfile::TempDir {
         if self.child.try_wait().unwrap().is_none() {
             self.signal(nix::sys::signal::Signal::SIGTERM);
         }
@@ -443,7 +443,7 @@ impl Drop for App {
 }
 
 /// Runs the CLI with a given api.json location and extra environment.
-pub fn krad_cmd(api_json: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) fn krad_cmd(api_json: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = krad_command(api_json, args);
     cmd.stdin(Stdio::null());
     for (k, v) in env {
@@ -473,7 +473,7 @@ fn krad_command(api_json: &Path, args: &[&str]) -> Command {
 /// Runs git in `dir` with a fixed identity; returns its stdout, trimmed.
 /// An app whose repository has a first commit of `files` (path, contents),
 /// with `config` if given.
-pub fn app_with_first_commit(files: &[(&str, &[u8])], config: Option<&str>) -> App {
+pub(crate) fn app_with_first_commit(files: &[(&str, &[u8])], config: Option<&str>) -> App {
     let dir = tempfile::tempdir().unwrap();
     let repo = git_repo(dir.path());
     for (file, contents) in files {
@@ -490,7 +490,7 @@ pub fn app_with_first_commit(files: &[(&str, &[u8])], config: Option<&str>) -> A
     })
 }
 
-pub fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@t"])
         .args(args)
@@ -506,7 +506,7 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 /// Reads until the app closes the connection.
-pub fn read_all(stream: &mut TcpStream) -> String {
+pub(crate) fn read_all(stream: &mut TcpStream) -> String {
     let mut out = Vec::new();
     let _ = stream.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
@@ -514,7 +514,7 @@ pub fn read_all(stream: &mut TcpStream) -> String {
 
 /// What a request without fields that answers a list answers (`"Asks"` →
 /// `{"Asks":[…]}`).
-pub fn listed(app: &App, request: &str) -> Vec<Value> {
+pub(crate) fn listed(app: &App, request: &str) -> Vec<Value> {
     app.request(json!(request))[request]
         .as_array()
         .unwrap()
@@ -522,7 +522,7 @@ pub fn listed(app: &App, request: &str) -> Vec<Value> {
 }
 
 /// The object of a JSON array whose `name` is `name`.
-pub fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
+pub(crate) fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
     list.as_array()
         .unwrap()
         .iter()
@@ -531,7 +531,7 @@ pub fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
 }
 
 /// The `key` of each object of a JSON array (their ids, names …).
-pub fn each<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+pub(crate) fn each<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
     list.as_array()
         .unwrap()
         .iter()
@@ -541,7 +541,7 @@ pub fn each<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
 
 /// Every file below `dir`, at any depth (a folder that cannot be read is
 /// passed over).
-pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let (mut folders, mut files) = (vec![dir.to_path_buf()], Vec::new());
     while let Some(folder) = folders.pop() {
         let Ok(entries) = std::fs::read_dir(&folder) else {
@@ -560,7 +560,7 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 
 /// The first line a child printed on its piped stdout (`krad serve`'s
 /// `Serving` line), with its newline.
-pub fn first_line(child: &mut Child) -> String {
+pub(crate) fn first_line(child: &mut Child) -> String {
     let mut first = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
@@ -569,27 +569,27 @@ pub fn first_line(child: &mut Child) -> String {
 }
 
 /// The error code of an answer, or "" when it is not an error.
-pub fn code(answer: &Value) -> &str {
+pub(crate) fn code(answer: &Value) -> &str {
     answer["Error"]["code"].as_str().unwrap_or("")
 }
 
 /// The exit code of a finished CLI run.
-pub fn exit_code(output: &Output) -> i32 {
+pub(crate) fn exit_code(output: &Output) -> i32 {
     output.status.code().unwrap_or(-1)
 }
 
 /// stdout of a CLI run as text.
-pub fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// stderr of a CLI run as text.
-pub fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Waits until `check` holds, polling; panics after `limit`.
-pub fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) {
+pub(crate) fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) {
     let until = Instant::now() + limit;
     while !check() {
         assert!(Instant::now() < until, "not true within {limit:?}");
@@ -600,13 +600,13 @@ pub fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) {
 /// Tests whose assertions bound a latency (the real CLIs) share this lock for
 /// reading; a test that loads the machine on purpose (the crash torture) takes
 /// it for writing, so that the two never run at once.
-pub static LATENCY_BOUND: std::sync::RwLock<()> = std::sync::RwLock::new(());
+pub(crate) static LATENCY_BOUND: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 /// A latency bound stretched by how loaded the machine is, since the bound is
 /// about the app, not about the machine: when more processes want to run than
 /// there are cores (the 1-minute load average over the number of cores), the
 /// bound grows in that ratio; on an idle or normally busy machine it is `base`.
-pub fn stretched(base: Duration) -> Duration {
+pub(crate) fn stretched(base: Duration) -> Duration {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let load = std::fs::read_to_string("/proc/loadavg")
         .ok()
@@ -616,11 +616,11 @@ pub fn stretched(base: Duration) -> Duration {
 }
 
 /// A share of [`LATENCY_BOUND`] for a test bounding a latency.
-pub fn latency_bound() -> std::sync::RwLockReadGuard<'static, ()> {
+pub(crate) fn latency_bound() -> std::sync::RwLockReadGuard<'static, ()> {
     LATENCY_BOUND.read().unwrap_or_else(|p| p.into_inner())
 }
 
 /// [`LATENCY_BOUND`] alone, for a test that loads the machine.
-pub fn loading_the_machine() -> std::sync::RwLockWriteGuard<'static, ()> {
+pub(crate) fn loading_the_machine() -> std::sync::RwLockWriteGuard<'static, ()> {
     LATENCY_BOUND.write().unwrap_or_else(|p| p.into_inner())
 }

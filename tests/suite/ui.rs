@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::support::{App, exit_code, stderr, stdout};
 
 /// One HTTP/1.1 exchange on a fresh connection: the status and the whole answer.
-pub fn http(address: &str, request: &str) -> (u16, String) {
+pub(crate) fn http(address: &str, request: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(address).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -44,7 +44,7 @@ fn get(address: &str, path: &str, headers: &[&str]) -> (u16, String) {
 }
 
 /// The page's `host:port`, from what `krad serve --json` printed.
-pub fn page_address(app: &App) -> String {
+pub(crate) fn page_address(app: &App) -> String {
     let url = app.serving["Serving"]["ui"].as_str().unwrap();
     url.trim_start_matches("http://")
         .trim_end_matches('/')
@@ -52,7 +52,7 @@ pub fn page_address(app: &App) -> String {
 }
 
 /// A fresh one-time login URL from `krad ui --json --no-open`.
-pub fn login_url(app: &App) -> String {
+pub(crate) fn login_url(app: &App) -> String {
     let out = app.krad(&["ui", "--json", "--no-open"]);
     assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
     let answer: Value = serde_json::from_str(&stdout(&out)).unwrap();

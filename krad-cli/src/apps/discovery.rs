@@ -16,27 +16,27 @@ use super::lock::{self, Probe};
 use super::repository::krad_dir;
 
 /// The discovery file's name in `.git/krad/`.
-pub const FILE: &str = "api.json";
+pub(crate) const FILE: &str = "api.json";
 
 /// The discovery file of the repository whose git common directory is `common_dir`.
-pub fn path(common_dir: &Path) -> PathBuf {
+pub(crate) fn path(common_dir: &Path) -> PathBuf {
     krad_dir(common_dir).join(FILE)
 }
 
 /// Writes the discovery file (atomically, 0600, in a private folder).
-pub fn write(common_dir: &Path, contents: &ApiJson) -> Result<(), ApiJsonError> {
+pub(crate) fn write(common_dir: &Path, contents: &ApiJson) -> Result<(), ApiJsonError> {
     api_json::write(&path(common_dir), contents)
 }
 
 /// Removes the discovery file if it still names this process.
-pub fn remove_if_ours(common_dir: &Path) {
+pub(crate) fn remove_if_ours(common_dir: &Path) {
     api_json::remove_if_ours(&path(common_dir));
 }
 
 /// The app serving the repository of `common_dir`, from its discovery file,
 /// when the repository's lock says that app is alive. A file whose app is
 /// gone (the lock is free) is removed on the way.
-pub fn live(common_dir: &Path) -> Option<ApiJson> {
+pub(crate) fn live(common_dir: &Path) -> Option<ApiJson> {
     let file = path(common_dir);
     let found = match api_json::read(&file) {
         Ok(found) => found,

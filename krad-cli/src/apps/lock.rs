@@ -23,7 +23,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 /// The lock file's name in `.git/krad/`.
-pub const FILE: &str = "app.lock";
+pub(crate) const FILE: &str = "app.lock";
 
 /// How long [`RepoLock::acquire`] tries again while the lock is held by
 /// something that is not a live app (a reader's test, an app still writing
@@ -38,7 +38,7 @@ const CONTENDED: Duration = Duration::from_millis(500);
 /// {"pid":48211,"root":"/src/app","endpoint":"127.0.0.1:41234","started_at":"…"}
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Holder {
+pub(crate) struct Holder {
     /// The app's process id.
     pub pid: u32,
     /// The repository it serves (its top folder).
@@ -53,14 +53,14 @@ pub struct Holder {
 /// The lock, held: the repository is this process's until it is dropped or
 /// the process ends.
 #[derive(Debug)]
-pub struct RepoLock {
+pub(crate) struct RepoLock {
     file: Flock<File>,
     path: PathBuf,
 }
 
 /// Why the lock was not taken.
 #[derive(Debug, thiserror::Error)]
-pub enum LockError {
+pub(crate) enum LockError {
     /// Another process holds it; what it wrote about itself, if readable.
     #[error("another app holds {path}")]
     Held {
@@ -83,7 +83,7 @@ impl RepoLock {
     /// Takes the lock in `krad_dir` (which must exist) for `holder`, and
     /// writes `holder` into the file. Never waits on a live app: a live
     /// holder is [`LockError::Held`] at once.
-    pub fn acquire(krad_dir: &Path, holder: &Holder) -> Result<RepoLock, LockError> {
+    pub(crate) fn acquire(krad_dir: &Path, holder: &Holder) -> Result<RepoLock, LockError> {
         let path = krad_dir.join(FILE);
         let io = |source: std::io::Error| LockError::Io {
             path: path.clone(),
@@ -127,7 +127,7 @@ impl RepoLock {
     }
 
     /// Writes `holder` into the lock file (the endpoint, once known).
-    pub fn update(&mut self, holder: &Holder) -> std::io::Result<()> {
+    pub(crate) fn update(&mut self, holder: &Holder) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(holder).map_err(std::io::Error::other)?;
         self.file.set_len(0)?;
         self.file.write_all_at(&bytes, 0)?;
@@ -135,14 +135,14 @@ impl RepoLock {
     }
 
     /// The lock file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }
 
 /// What a reader learns about a repository's lock.
 #[derive(Debug)]
-pub enum Probe {
+pub(crate) enum Probe {
     /// An app holds it: the repository is served.
     Held(Option<Holder>),
     /// Nobody holds it; the guard keeps a shared lock until dropped, so that
@@ -152,14 +152,14 @@ pub enum Probe {
 
 /// A shared lock on a lock nobody else held, released when dropped.
 #[derive(Debug)]
-pub struct FreeGuard {
+pub(crate) struct FreeGuard {
     _file: Option<Flock<File>>,
 }
 
 /// Tests the lock in `krad_dir` without waiting. A missing file is free
 /// (no app ever served here); a file that cannot be opened is taken as held,
 /// so that a reader never cleans up after an app it cannot see.
-pub fn probe(krad_dir: &Path) -> Probe {
+pub(crate) fn probe(krad_dir: &Path) -> Probe {
     let path = krad_dir.join(FILE);
     let file = match File::open(&path) {
         Ok(file) => file,

@@ -26,7 +26,7 @@ use krad_bus::private_file;
 ///  "build":"0.1.0","started_at":"2026-12-07T02:00:00Z"}
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The app's process id (also the entry's file name).
     pub pid: u32,
     /// The repository's top folder, as the app serves it.
@@ -46,7 +46,7 @@ pub struct Entry {
 }
 
 /// The directory of running apps for this process's environment.
-pub fn dir() -> Option<PathBuf> {
+pub(crate) fn dir() -> Option<PathBuf> {
     let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     if let Some(runtime) = non_empty("XDG_RUNTIME_DIR") {
         return Some(PathBuf::from(runtime).join("krad-ade").join("apps"));
@@ -55,7 +55,7 @@ pub fn dir() -> Option<PathBuf> {
 }
 
 /// Writes this app's entry; the path to remove at the end.
-pub fn register(entry: &Entry) -> std::io::Result<PathBuf> {
+pub(crate) fn register(entry: &Entry) -> std::io::Result<PathBuf> {
     let dir = dir().ok_or_else(|| {
         std::io::Error::other("cannot tell where running apps are listed: set HOME")
     })?;
@@ -72,7 +72,7 @@ pub fn register(entry: &Entry) -> std::io::Result<PathBuf> {
 
 /// The running apps, oldest first; the entries of apps that are gone are
 /// removed.
-pub fn live() -> Vec<Entry> {
+pub(crate) fn live() -> Vec<Entry> {
     let Some(dir) = dir() else {
         return Vec::new();
     };
@@ -116,7 +116,7 @@ fn alive(entry: &Entry) -> bool {
 }
 
 /// Removes an entry written by [`register`].
-pub fn unregister(path: &Path) {
+pub(crate) fn unregister(path: &Path) {
     let _ = std::fs::remove_file(path);
 }
 

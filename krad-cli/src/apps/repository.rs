@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 
 /// The folder of krad's files in a repository's git common directory (the
 /// app's store, its lock, its discovery file).
-pub fn krad_dir(common_dir: &Path) -> PathBuf {
+pub(crate) fn krad_dir(common_dir: &Path) -> PathBuf {
     common_dir.join("krad")
 }
 
 /// The canonical git common directory of the repository `dir` is in, or
 /// `None` when `dir` is in none (or cannot be read).
-pub fn common_dir_of(dir: &Path) -> Option<PathBuf> {
+pub(crate) fn common_dir_of(dir: &Path) -> Option<PathBuf> {
     let dir = dir.canonicalize().ok()?;
     for at in dir.ancestors() {
         let dot_git = at.join(".git");

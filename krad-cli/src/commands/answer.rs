@@ -15,7 +15,7 @@ use crate::print;
     Examples:\n  krad answer a-3f2a91c0d4e5b6a7 allow\n  krad answer a-77b0c1d2e3f4a5b6 --text \"use SQLite\"\n  \
     krad answer a-9c8d7e6f5a4b3c2d --fields-json '{\"name\":\"krad\"}'"
 )]
-pub struct AnswerArgs {
+pub(crate) struct AnswerArgs {
     /// The ask's id (see `krad asks`).
     pub ask: String,
     /// The option to pick (allow, allow-always, deny, or a choice's id).
@@ -29,7 +29,7 @@ pub struct AnswerArgs {
 }
 
 /// Sends the answer.
-pub fn run(args: AnswerArgs, connect: &ConnectArgs, json_out: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: AnswerArgs, connect: &ConnectArgs, json_out: bool) -> anyhow::Result<Exit> {
     let answer = match (&args.option, &args.text, &args.fields_json) {
         (Some(option), None, None) => json!({ "option": option }),
         (None, Some(text), None) => json!({ "text": text }),

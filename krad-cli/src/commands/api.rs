@@ -9,10 +9,10 @@ use crate::print;
 /// Arguments of `krad api`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  krad api\n  krad api --json")]
-pub struct ApiArgs {}
+pub(crate) struct ApiArgs {}
 
 /// Sends Hello and prints what the app serves.
-pub fn run(_args: ApiArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(_args: ApiArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let bus = AppConnection::find(connect)?;
     let reply = bus.send(Hello {}, None)?;
     print::emit(json, &reply, |hello| {

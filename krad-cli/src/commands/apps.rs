@@ -29,7 +29,7 @@ names: the one reached from outside any repository. AGENTS and ASKING are `?` wh
 Examples:
   krad apps
   krad apps --json | jq -r '.Apps[] | select(.asking > 0) | .root'")]
-pub struct AppsArgs {}
+pub(crate) struct AppsArgs {}
 
 /// One running app, as `krad apps` shows it.
 #[derive(Debug, Serialize)]
@@ -59,7 +59,7 @@ const COLUMNS: [Column; 6] = [
 ];
 
 /// Lists the running apps.
-pub fn run(_args: AppsArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(_args: AppsArgs, json: bool) -> anyhow::Result<Exit> {
     let default_pid = api_json::default_path()
         .ok()
         .and_then(|path| api_json::read(&path).ok())

@@ -11,14 +11,14 @@ use crate::print;
 
 /// Arguments of `krad archive`.
 #[derive(Debug, clap::Args)]
-pub struct ArchiveArgs {
+pub(crate) struct ArchiveArgs {
     #[command(subcommand)]
     pub command: ArchiveCommand,
 }
 
 /// What to do with the archives.
 #[derive(Debug, clap::Subcommand)]
-pub enum ArchiveCommand {
+pub(crate) enum ArchiveCommand {
     /// List the archived work: refs/krad/archive/*, newest first (Archives).
     #[command(after_help = "\
 Every Close of an environment keeps its tip under refs/krad/archive/<name> (<name>-2, … \
@@ -67,7 +67,7 @@ Examples:
 }
 
 /// Runs the archive subcommand.
-pub fn run(args: ArchiveArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: ArchiveArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     match args.command {
         ArchiveCommand::Ls { host } => {
             let reply = AppConnection::find(connect)?.send(Archives { host }, None)?;

@@ -14,14 +14,14 @@ use crate::render;
 #[command(
     after_help = "Answer one with `krad answer ASK OPTION`.\n\nExamples:\n  krad asks\n  krad asks --terminal 4 --json"
 )]
-pub struct AsksArgs {
+pub(crate) struct AsksArgs {
     /// Only this terminal's asks.
     #[arg(long, value_name = "ID")]
     pub terminal: Option<u64>,
 }
 
 /// Lists the open asks.
-pub fn run(args: AsksArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: AsksArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let request = Asks {
         terminal: args.terminal,
     };

@@ -49,7 +49,7 @@ Examples:
   krad attach 4
   krad attach 4 --detach-key ctrl-]
   krad attach 4 --stream          # the Attach stream even for a tmux terminal")]
-pub struct AttachArgs {
+pub(crate) struct AttachArgs {
     /// The terminal id.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
     pub target: u64,
@@ -77,7 +77,7 @@ enum Ending {
 }
 
 /// Attaches, and says where the agent is once detached.
-pub fn run(args: AttachArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: AttachArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(Failure::new(
             Exit::Usage,

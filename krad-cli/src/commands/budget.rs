@@ -27,7 +27,7 @@ Examples:
   krad budget --group variants-1 --max-cost 10
   krad budget 4 --none --json"
 )]
-pub struct BudgetArgs {
+pub(crate) struct BudgetArgs {
     /// The terminal id.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
     pub target: Option<u64>,
@@ -51,7 +51,7 @@ pub(crate) fn dollars(text: &str) -> Result<Dollars, String> {
 }
 
 /// Sends Budget and prints each concerned agent's limit and state.
-pub fn run(args: BudgetArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: BudgetArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let request = Budget {
         target: args.target,
         group: args.group,

@@ -18,7 +18,7 @@ use crate::render;
 against the commit the environment was created from.\n\nExamples:\n  krad changes fix-login\n  \
 krad changes fix-login --patch | less -R\n  krad changes main --json"
 )]
-pub struct ChangesArgs {
+pub(crate) struct ChangesArgs {
     /// The environment.
     pub environment: String,
     /// Print the patch instead of the diffstat.
@@ -31,7 +31,7 @@ pub struct ChangesArgs {
 
 /// When to colour.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum ColorWhen {
+pub(crate) enum ColorWhen {
     /// On a terminal.
     Auto,
     /// Always.
@@ -41,7 +41,7 @@ pub enum ColorWhen {
 }
 
 /// Prints the changes.
-pub fn run(args: ChangesArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: ChangesArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let request = Changes {
         environment: args.environment,
         patch: Some(args.patch),

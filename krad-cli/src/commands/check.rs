@@ -19,7 +19,7 @@ use super::wait::parse_wait_secs;
 (default: its rev when the request arrives), or after SECS with the unchanged record.\n\n\
 Examples:\n  krad check 4\n  krad check 4 --wait 60 --since-rev 57\n  krad check 4 --json | jq -r .Agent.state"
 )]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// The terminal id.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
     pub target: u64,
@@ -32,7 +32,7 @@ pub struct CheckArgs {
 }
 
 /// Sends Check and prints the record.
-pub fn run(args: CheckArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: CheckArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let request = Check {
         target: args.target,
         wait_secs: args.wait_secs,

@@ -21,7 +21,7 @@ Examples:
   krad close --env feat-x
   krad close --env feat-x --force"
 )]
-pub struct CloseArgs {
+pub(crate) struct CloseArgs {
     /// The terminal id to close.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
     pub target: Option<u64>,
@@ -34,7 +34,7 @@ pub struct CloseArgs {
 }
 
 /// Sends Close and says what was closed.
-pub fn run(args: CloseArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: CloseArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let what = match (&args.target, &args.environment) {
         (Some(target), _) => format!("terminal {target}"),
         (None, Some(environment)) => format!("environment {environment}"),

@@ -35,7 +35,7 @@ Examples:
   krad code --env feat-x --timeout 60 -- make lint
   git diff | krad code --stdin-file - -- wc -l
   krad code --json -- ls | jq -r .CodeResult.stdout")]
-pub struct CodeArgs {
+pub(crate) struct CodeArgs {
     /// The environment to run in (default: this terminal's, else main).
     #[arg(long = "env", value_name = "NAME")]
     pub environment: Option<String>,
@@ -53,7 +53,7 @@ pub struct CodeArgs {
 }
 
 /// Sends Code and passes the program's output and outcome through.
-pub fn run(args: CodeArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: CodeArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let stdin = match &args.stdin_file {
         Some(path) => Some(read_stdin_file(path)?),
         None => None,

@@ -35,7 +35,7 @@ Examples:
   krad conflicts main fix-login spike
   krad conflicts --watch
   krad conflicts --json | jq '.Conflicts.pairs[] | select(.clean | not)'")]
-pub struct ConflictsArgs {
+pub(crate) struct ConflictsArgs {
     /// Only these environments (default: main and every worktree).
     #[arg(value_name = "ENV")]
     pub environments: Vec<String>,
@@ -48,7 +48,7 @@ pub struct ConflictsArgs {
 const POLL: Duration = Duration::from_secs(2);
 
 /// Prints the matrix, once or on every change.
-pub fn run(args: ConflictsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: ConflictsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let bus = AppConnection::find(connect)?;
     let request = Conflicts {
         environments: (!args.environments.is_empty()).then_some(args.environments),

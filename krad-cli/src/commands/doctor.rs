@@ -33,7 +33,7 @@ Examples:\n  krad doctor\n  krad doctor --repo ~/src/app\n  \
 krad doctor --json | jq -r '.checks[] | select(.level != \"ok\") | .fix'\n  \
 krad doctor --json | jq -r '.problems[].problem'"
 )]
-pub struct DoctorArgs {}
+pub(crate) struct DoctorArgs {}
 
 /// One thing that is wrong, and about what.
 #[derive(Debug, Serialize)]
@@ -64,7 +64,7 @@ struct Report {
 }
 
 /// Asks the app what it knows, and prints what is wrong.
-pub fn run(_args: DoctorArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(_args: DoctorArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let checks = local::checks(connect.repo.as_deref());
     let app = match AppConnection::find(connect) {
         Ok(app) => app,

@@ -19,14 +19,14 @@ const SOCKET_VAR: &str = "COLLIE_DURABLE_SOCKET";
     (see docs/durable.md).\n\n\
     Examples:\n  krad durable doctor\n  krad durable doctor --socket /run/user/1000/krad/durable.sock --json"
 )]
-pub struct DurableArgs {
+pub(crate) struct DurableArgs {
     #[command(subcommand)]
     pub command: DurableCommand,
 }
 
 /// What to do with the durable facet.
 #[derive(Debug, clap::Subcommand)]
-pub enum DurableCommand {
+pub(crate) enum DurableCommand {
     /// Walk the socket path as Collie does before connecting; exit 1 when Collie would refuse it.
     Doctor(DoctorArgs),
 }
@@ -47,14 +47,14 @@ pub enum DurableCommand {
     krad durable doctor --socket /run/user/1000/krad/durable.sock\n  \
     krad durable doctor --json | jq -r .problem"
 )]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// The socket path to walk [default: $COLLIE_DURABLE_SOCKET].
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
 }
 
 /// Runs a `krad durable` subcommand.
-pub fn run(args: DurableArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: DurableArgs, json: bool) -> anyhow::Result<Exit> {
     match args.command {
         DurableCommand::Doctor(args) => doctor(args, json),
     }

@@ -10,14 +10,14 @@ use crate::print;
 
 /// Arguments of `krad env`.
 #[derive(Debug, clap::Args)]
-pub struct EnvArgs {
+pub(crate) struct EnvArgs {
     #[command(subcommand)]
     pub command: EnvCommand,
 }
 
 /// What to do with an environment.
 #[derive(Debug, clap::Subcommand)]
-pub enum EnvCommand {
+pub(crate) enum EnvCommand {
     /// Bring a worktree environment up to its base environment's current tip (UpdateEnvironment).
     #[command(after_help = "\
 Merges the base environment's tip into the environment's branch (--merge, the default; a \
@@ -48,7 +48,7 @@ Examples:
 }
 
 /// Runs the env subcommand.
-pub fn run(args: EnvArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: EnvArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let EnvCommand::Update {
         name,
         rebase,

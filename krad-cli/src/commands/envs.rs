@@ -22,10 +22,10 @@ Examples:
   krad envs --json | jq '.Environments[] | {name, disk_bytes, created_at}'
   krad envs --json | jq '.Environments[] | {name, cost: .tokens.cost_usd}'
   krad gc --merged --dry-run        what could go, and what it would free")]
-pub struct EnvsArgs {}
+pub(crate) struct EnvsArgs {}
 
 /// Lists the environments.
-pub fn run(_args: EnvsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(_args: EnvsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let reply = AppConnection::find(connect)?.send(Environments {}, None)?;
     print::emit(json, &reply, |envs| {
         print::lines(envs_table(envs, render::terminal_width()));

@@ -14,7 +14,7 @@ use crate::render::{self, Column};
 
 /// Arguments of `krad ext`.
 #[derive(Debug, clap::Args)]
-pub struct ExtArgs {
+pub(crate) struct ExtArgs {
     /// What to do.
     #[command(subcommand)]
     pub command: ExtCommand,
@@ -22,7 +22,7 @@ pub struct ExtArgs {
 
 /// The subcommands of `krad ext`.
 #[derive(Debug, clap::Subcommand)]
-pub enum ExtCommand {
+pub(crate) enum ExtCommand {
     /// List the extensions, their state and their tools (Extensions; starts nothing).
     Ls(ExtLsArgs),
     /// Call a tool of an extension, starting its server if needed (ExtensionTool).
@@ -40,7 +40,7 @@ Examples:
   krad ext ls
   krad ext ls --tools
   krad ext ls --json | jq '.Extensions[] | select(.state == \"failed\") | .error'")]
-pub struct ExtLsArgs {
+pub(crate) struct ExtLsArgs {
     /// Also list every tool with its description.
     #[arg(long)]
     pub tools: bool,
@@ -62,7 +62,7 @@ Examples:
   krad ext call github search_issues --arg q='is:open label:bug' --arg per_page=5
   krad ext call db query --args-json '{\"sql\":\"select 1\"}'
   krad ext call github get_me --json | jq '.ToolResult.content'")]
-pub struct ExtCallArgs {
+pub(crate) struct ExtCallArgs {
     /// The extension's name in the config.
     #[arg(value_name = "EXT")]
     pub extension: String,
@@ -78,7 +78,7 @@ pub struct ExtCallArgs {
 }
 
 /// Runs `krad ext …`.
-pub fn run(args: ExtArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: ExtArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     match args.command {
         ExtCommand::Ls(args) => ls(args, connect, json),
         ExtCommand::Call(args) => call(args, connect, json),

@@ -42,7 +42,7 @@ Examples:
   krad gc --merged
   krad gc --older-than 7d
   krad gc --merged --older-than 2w --json | jq '.Collected.freed_bytes'")]
-pub struct GcArgs {
+pub(crate) struct GcArgs {
     /// Select environments whose work is merged into their target already.
     #[arg(long)]
     pub merged: bool,
@@ -58,7 +58,7 @@ pub struct GcArgs {
 }
 
 /// Runs `krad gc`.
-pub fn run(args: GcArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: GcArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let request = CollectEnvironments {
         merged: args.merged.then_some(true),
         older_than_secs: args.older_than,

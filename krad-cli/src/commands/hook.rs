@@ -29,8 +29,8 @@ use crate::exit::Exit;
 mod claude;
 mod codex;
 
-pub use claude::{ClaudeEvent, claude_report};
-pub use codex::{CodexHookEvent, CodexNotification, codex_report};
+pub(crate) use claude::{ClaudeEvent, claude_report};
+pub(crate) use codex::{CodexHookEvent, CodexNotification, codex_report};
 
 /// Messages longer than this are cut (with an ellipsis).
 const MAX_MESSAGE: usize = 2000;
@@ -42,14 +42,14 @@ const MAX_MESSAGE: usize = 2000;
     Examples:\n  echo '{\"hook_event_name\":\"Stop\",\"last_assistant_message\":\"Done.\"}' | krad hook claude\n  \
     krad hook codex '{\"type\":\"agent-turn-complete\",\"last-assistant-message\":\"Done.\"}'"
 )]
-pub struct HookArgs {
+pub(crate) struct HookArgs {
     #[command(subcommand)]
     pub agent: HookAgent,
 }
 
 /// Which agent CLI is calling.
 #[derive(Debug, clap::Subcommand)]
-pub enum HookAgent {
+pub(crate) enum HookAgent {
     /// A Claude Code hook (the event's JSON on stdin).
     Claude,
     /// A Codex hook (the event's JSON on stdin), or its notify call (the JSON
@@ -61,7 +61,7 @@ pub enum HookAgent {
 }
 
 /// Turns the event into a Report or an Ask; never fails the caller.
-pub fn run(args: HookArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: HookArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result<Exit> {
     let report = match args.agent {
         HookAgent::Claude => {
             let Some(event) = parse::<ClaudeEvent>(&stdin()) else {
@@ -114,10 +114,10 @@ fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
 /// How long a permission request waits on the bus for someone to answer before
 /// it gives the question back to the CLI's own dialog, unless
 /// `KRAD_PERMISSION_ASK_SECS` says otherwise (1–1800).
-pub const PERMISSION_ASK_SECS: u64 = 120;
+pub(crate) const PERMISSION_ASK_SECS: u64 = 120;
 
 /// The variable that changes [`PERMISSION_ASK_SECS`] (a profile's `env` sets it).
-pub const PERMISSION_ASK_SECS_ENV: &str = "KRAD_PERMISSION_ASK_SECS";
+pub(crate) const PERMISSION_ASK_SECS_ENV: &str = "KRAD_PERMISSION_ASK_SECS";
 
 /// How long this permission request waits on the bus.
 fn permission_ask_secs() -> u64 {
@@ -176,7 +176,7 @@ fn ask(permission: Permission, connect: &ConnectArgs) -> Option<AnsweredInfo> {
 /// Claude Code and Codex read (`hookSpecificOutput.decision`); `None` when
 /// nobody decided, so that the CLI asks in its own terminal. `always`: the
 /// permission "always allow" keeps (`updatedPermissions`: Claude Code only).
-pub fn decision(always: Option<&Value>, answered: &AnsweredInfo) -> Option<Value> {
+pub(crate) fn decision(always: Option<&Value>, answered: &AnsweredInfo) -> Option<Value> {
     let by = match answered.by {
         DecidedBy::Timeout | DecidedBy::Program => return None,
         DecidedBy::Phone => "phone",

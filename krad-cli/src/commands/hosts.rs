@@ -16,14 +16,14 @@ use crate::render::{self, Column};
     TMUX says whether a host's terminals live in tmux there (they outlive the link and the app).\n\n\
     Examples:\n  krad hosts\n  krad hosts check gpu\n  krad hosts --json"
 )]
-pub struct HostsArgs {
+pub(crate) struct HostsArgs {
     #[command(subcommand)]
     pub command: Option<HostsCommand>,
 }
 
 /// What to do with hosts.
 #[derive(Debug, clap::Subcommand)]
-pub enum HostsCommand {
+pub(crate) enum HostsCommand {
     /// Connect to a host (if needed) and show its link; exit 1 with ssh's reason when it cannot be reached.
     Check {
         /// The host's name in the config.
@@ -32,7 +32,7 @@ pub enum HostsCommand {
 }
 
 /// Lists or checks hosts.
-pub fn run(args: HostsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: HostsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let bus = AppConnection::find(connect)?;
     let reply = match args.command {
         None => bus.send(Hosts {}, None)?,

@@ -33,14 +33,14 @@ Examples:
   krad internal ports in-use --dir /srv/repo/.krad/worktrees/web 20000 20001
   krad internal sandboxed --listen 127.0.0.1:41234 --to /repo/.git/krad/sandbox-bus.sock \\
     --net /repo/.git/krad/sandbox/4.net.sock --relay 127.0.0.1:8080 -- claude")]
-pub struct InternalArgs {
+pub(crate) struct InternalArgs {
     #[command(subcommand)]
     pub command: InternalCommand,
 }
 
 /// What the app asks of the host.
 #[derive(Debug, clap::Subcommand)]
-pub enum InternalCommand {
+pub(crate) enum InternalCommand {
     /// This machine's registry of ports handed out to environments.
     Ports(PortsArgs),
     /// The first process inside an agent's sandbox (the app runs it there).
@@ -49,7 +49,7 @@ pub enum InternalCommand {
 
 /// Arguments of `krad internal ports`.
 #[derive(Debug, clap::Args)]
-pub struct PortsArgs {
+pub(crate) struct PortsArgs {
     /// The app the ports are for (`app-<hex>`; not needed by `in-use`).
     #[arg(long, value_name = "ID")]
     pub owner: Option<String>,
@@ -59,7 +59,7 @@ pub struct PortsArgs {
 
 /// What to do with the registry.
 #[derive(Debug, clap::Subcommand)]
-pub enum PortsCommand {
+pub(crate) enum PortsCommand {
     /// Hand out a block of free ports.
     Claim {
         /// The lowest port to hand out.
@@ -95,7 +95,7 @@ pub enum PortsCommand {
 }
 
 /// Runs `krad internal`.
-pub fn run(args: InternalArgs) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: InternalArgs) -> anyhow::Result<Exit> {
     let ports = match args.command {
         InternalCommand::Ports(ports) => ports,
         InternalCommand::Sandboxed(args) => return super::sandboxed::run(args),

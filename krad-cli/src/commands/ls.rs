@@ -24,7 +24,7 @@ first in MESSAGE (`[queue #2]`; also for an agent a queued send waits for); it s
 that order as room frees.\n\n\
 Examples:\n  krad ls\n  krad ls --env feat-x\n  krad ls --json | jq '.Agents[] | select(.state == \"idle\") | .terminal'"
 )]
-pub struct LsArgs {
+pub(crate) struct LsArgs {
     /// Only the agents of this environment.
     #[arg(long = "env", value_name = "NAME")]
     pub environment: Option<String>,
@@ -46,7 +46,7 @@ const COLUMNS: [Column; 11] = [
 ];
 
 /// Sends List and prints the agents.
-pub fn run(args: LsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: LsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let request = List {
         environment: args.environment,
     };

@@ -24,7 +24,7 @@ Examples:
   krad net 4
   krad net 4 --follow
   krad net 4 --json | jq '.Connections.attempts[] | select(.allowed | not)'")]
-pub struct NetArgs {
+pub(crate) struct NetArgs {
     /// The terminal id.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
     pub target: u64,
@@ -34,7 +34,7 @@ pub struct NetArgs {
 }
 
 /// Sends Connections (again and again with `--follow`) and prints the attempts.
-pub fn run(args: NetArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: NetArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let app = AppConnection::find(connect)?;
     let ask = |since| Connections {
         target: args.target,

@@ -18,7 +18,7 @@ Examples:
   krad output 4
   krad output 4 --lines 0
   krad output 4 --lines 2000 --json | jq -r '.Output.scrollback[]'")]
-pub struct OutputArgs {
+pub(crate) struct OutputArgs {
     /// The terminal id.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
     pub target: u64,
@@ -28,7 +28,7 @@ pub struct OutputArgs {
 }
 
 /// Sends Output and prints the text.
-pub fn run(args: OutputArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: OutputArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let request = Output {
         target: args.target,
         lines: args.lines,

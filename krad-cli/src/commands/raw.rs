@@ -19,7 +19,7 @@ without fields, or an object with one key. The envelope around it (token, from) 
 Examples:\n  krad raw Hello\n  krad raw '\"Stats\"'\n  krad raw '{\"Shutdown\":{\"close_terminals\":false}}'\n  \
 echo '\"Hello\"' | krad raw -"
 )]
-pub struct RawArgs {
+pub(crate) struct RawArgs {
     /// The request as JSON ("Hello", {"Shutdown":{}}), a bare name, or - to read stdin.
     pub request: String,
     /// An at-most-once request id (1–128 printable ASCII characters, no spaces).
@@ -31,7 +31,7 @@ pub struct RawArgs {
 }
 
 /// Sends the request and prints the answer lines.
-pub fn run(args: RawArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: RawArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result<Exit> {
     let text = if args.request == "-" {
         let mut text = String::new();
         std::io::stdin()

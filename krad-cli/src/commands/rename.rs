@@ -21,7 +21,7 @@ Examples:
   krad rename 4 --clear
   krad rename 4 \"review: auth\" --json | jq .Agent.rev"
 )]
-pub struct RenameArgs {
+pub(crate) struct RenameArgs {
     /// The terminal id.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
     pub target: u64,
@@ -34,7 +34,7 @@ pub struct RenameArgs {
 }
 
 /// Sends Rename and says what the terminal is called now.
-pub fn run(args: RenameArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: RenameArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let request = Rename {
         target: args.target,
         name: args.name,

@@ -14,7 +14,7 @@ use crate::print;
     krad report working --message \"running the tests\"\n  krad report idle --message \"All 48 tests pass.\"\n  \
     krad report asking --message \"Delete the old migrations?\""
 )]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// The agent's state.
     #[arg(value_enum)]
     pub state: StateArg,
@@ -48,7 +48,7 @@ impl From<StateArg> for ReportedState {
 }
 
 /// Sends the report.
-pub fn run(args: ReportArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: ReportArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let report = Report {
         state: args.state.into(),
         message: args.message,

@@ -37,7 +37,7 @@ use crate::exit::Exit;
 
 /// Arguments of `krad internal sandboxed`.
 #[derive(Debug, clap::Args)]
-pub struct SandboxedArgs {
+pub(crate) struct SandboxedArgs {
     /// The address to take in the sandbox: the bus's, as its programs know it.
     #[arg(long, value_name = "ADDR", requires = "to")]
     pub listen: Option<SocketAddr>,
@@ -60,7 +60,7 @@ pub struct SandboxedArgs {
 
 /// Takes the foreground, relays the bus if asked, runs the program; ends as
 /// it ended.
-pub fn run(args: SandboxedArgs) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: SandboxedArgs) -> anyhow::Result<Exit> {
     take_the_foreground();
     end_with_the_terminal();
     // The ports this process takes itself, which lead out of the sandbox.

@@ -28,7 +28,7 @@ Examples:
   krad send 4 --key Down --key Enter      # move to the next choice and take it
   krad send 4 --key Escape                # dismiss a dialog / interrupt
   krad send 4 'next task' --enter --queue # wait in line under [limits]")]
-pub struct SendArgs {
+pub(crate) struct SendArgs {
     /// The terminal id.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
     pub target: u64,
@@ -57,7 +57,7 @@ fn parse_key(name: &str) -> Result<String, String> {
 }
 
 /// Sends the text and keys and says what became of them.
-pub fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let text = match args.text {
         Some(text) if text == "-" => read_stdin_text("the text")?,
         Some(text) => text,

@@ -41,7 +41,7 @@ use krad_bus::private_file;
     Examples:\n  krad serve\n  krad serve --root ~/src/app --port 41234\n  \
     KRAD_ADE_API_JSON=/tmp/krad/api.json krad serve --json"
 )]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The repository to serve (default: the git repository of the current
     /// directory; `--repo PATH` says the same).
     #[arg(long, value_name = "PATH")]
@@ -66,7 +66,7 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// `krad serve --repo PATH` serves PATH, as `--root PATH` does.
-    pub fn or_repo(mut self, repo: Option<PathBuf>) -> ServeArgs {
+    pub(crate) fn or_repo(mut self, repo: Option<PathBuf>) -> ServeArgs {
         self.root = self.root.or(repo);
         self
     }
@@ -90,7 +90,7 @@ struct Place {
 }
 
 /// Runs the app in the foreground.
-pub fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: ServeArgs, json: bool) -> anyhow::Result<Exit> {
     let place = find_place(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -543,6 +543,8 @@ fn announce(announced: &Announced<'_>, json: bool) {
 const NEXT_STEPS: &str = "\n\nFirst time here? In another shell, in this repository:\n  \
     krad spawn --profile claude --prompt 'fix the login bug'   start an agent (or codex, or \
     `--profile exec -- CMD`)\n  \
+    krad                     the home screen: every agent, its screen, diffs and asks, \
+    from the keyboard\n  \
     krad ls                  the agents and their states (`krad watch` for a live table)\n  \
     krad attach ID           its terminal, here (Ctrl-\\ to leave)\n  \
     krad ui                  the page in a browser: every terminal, live\n  \

@@ -25,7 +25,7 @@ Examples:
   krad spawn --profile claude --env feat-x --sandbox --prompt 'refactor the parser'
   krad spawn --profile claude --max-cost 2.50 --prompt 'port the tests'
   krad spawn --profile codex --queue --prompt 'update the changelog'   # waits for room")]
-pub struct SpawnArgs {
+pub(crate) struct SpawnArgs {
     /// How to start the agent (shell, exec, claude, codex, or one from the config; default: the config's).
     #[arg(long, value_name = "P")]
     pub profile: Option<String>,
@@ -68,7 +68,7 @@ pub struct SpawnArgs {
 }
 
 /// Sends Spawn and prints the new terminal.
-pub fn run(args: SpawnArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: SpawnArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let prompt = match args.prompt.as_deref() {
         Some("-") => Some(read_stdin_text("the prompt")?),
         other => other.map(str::to_owned),

@@ -9,10 +9,10 @@ use crate::print;
 /// Arguments of `krad stats`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  krad stats\n  krad stats --json | jq .Stats.requests_total")]
-pub struct StatsArgs {}
+pub(crate) struct StatsArgs {}
 
 /// Prints the counters.
-pub fn run(_args: StatsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(_args: StatsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let reply = AppConnection::find(connect)?.send(Stats {}, None)?;
     print::emit(json, &reply, |stats| print::lines(stats_lines(stats)));
     Ok(Exit::Success)

@@ -12,7 +12,7 @@ use crate::print;
 /// Arguments of `krad stop`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  krad stop\n  krad stop --keep-terminals")]
-pub struct StopArgs {
+pub(crate) struct StopArgs {
     /// Leave the terminals' programs running (by default they are closed).
     #[arg(long)]
     pub keep_terminals: bool,
@@ -22,7 +22,7 @@ pub struct StopArgs {
 }
 
 /// Sends Shutdown and waits for the process to exit.
-pub fn run(args: StopArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: StopArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let bus = AppConnection::find(connect)?;
     let request = Shutdown {
         close_terminals: Some(!args.keep_terminals),

@@ -21,7 +21,7 @@ Examples:
   krad subscribe
   krad subscribe --env feat-x | jq -c 'select(.Agent.state == \"idle\") | .Agent.terminal'
   krad subscribe --since-rev 120")]
-pub struct SubscribeArgs {
+pub(crate) struct SubscribeArgs {
     /// Only the agents of this environment.
     #[arg(long = "env", value_name = "NAME")]
     pub environment: Option<String>,
@@ -31,7 +31,7 @@ pub struct SubscribeArgs {
 }
 
 /// Prints the stream until the app stops or closes it.
-pub fn run(args: SubscribeArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: SubscribeArgs, connect: &ConnectArgs, _json: bool) -> anyhow::Result<Exit> {
     let bus = AppConnection::find(connect)?;
     print_stream(&bus, args.environment, args.since_rev)
 }

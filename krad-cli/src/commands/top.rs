@@ -30,7 +30,7 @@ Examples:
   krad top --sort mem --limit 10
   krad top --sort cost --once
   krad top --once --json | jq '.Agents[] | {terminal, usage}'")]
-pub struct TopArgs {
+pub(crate) struct TopArgs {
     /// Only the agents of this environment.
     #[arg(long = "env", value_name = "NAME")]
     pub environment: Option<String>,
@@ -47,7 +47,7 @@ pub struct TopArgs {
 
 /// What `krad top` sorts by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SortBy {
+pub(crate) enum SortBy {
     /// CPU, busiest first.
     Cpu,
     /// Resident memory, largest first.
@@ -74,7 +74,7 @@ const COLUMNS: [Column; 10] = [
 ];
 
 /// Lists the agents every 2 s (once with `--once`) and prints them busiest first.
-pub fn run(args: TopArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: TopArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let bus = AppConnection::find(connect)?;
     let live = !args.once && std::io::stdout().is_terminal();
     let mut drawn = false;

@@ -19,14 +19,14 @@ x closes, v runs variants, p picks one after its dry run, b sets a budget, r ren
 Examples:
   krad
   krad tui --detach-key ctrl-]")]
-pub struct TuiArgs {
+pub(crate) struct TuiArgs {
     /// The key that comes back from an agent's TUI to the list: ctrl-<key> (ctrl-\\, ctrl-], …).
     #[arg(long, value_name = "KEY", default_value = "ctrl-\\", value_parser = super::attach::parse_detach_key)]
     pub detach_key: u8,
 }
 
 /// Runs the home screen until q.
-pub fn run(args: TuiArgs, connect: &ConnectArgs) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: TuiArgs, connect: &ConnectArgs) -> anyhow::Result<Exit> {
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(Failure::new(
             Exit::Usage,
@@ -52,7 +52,7 @@ pub fn run(args: TuiArgs, connect: &ConnectArgs) -> anyhow::Result<Exit> {
 
 /// `krad` with no command: the home screen on a terminal; the help, and a
 /// usage error, otherwise.
-pub fn without_a_command(
+pub(crate) fn without_a_command(
     connect: &ConnectArgs,
     mut command: clap::Command,
 ) -> anyhow::Result<Exit> {

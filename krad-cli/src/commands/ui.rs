@@ -21,14 +21,14 @@ use crate::print;
     The page is on by default; `[ui] enabled = false` in the config turns it off (docs/ui.md).\n\n\
     Examples:\n  krad ui\n  krad ui --no-open\n  krad ui --json | jq -r .Ui.url"
 )]
-pub struct UiArgs {
+pub(crate) struct UiArgs {
     /// Print the URL only; do not start a browser.
     #[arg(long)]
     pub no_open: bool,
 }
 
 /// Asks the page for a login URL, prints it and opens it.
-pub fn run(args: UiArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: UiArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let app = running_app(connect.repo.as_deref())?;
     let Some(page) = app.ui.as_deref() else {
         return Err(Failure::new(

@@ -13,14 +13,14 @@ use crate::print;
 
 /// Arguments of `krad variants`.
 #[derive(Debug, clap::Args)]
-pub struct VariantsArgs {
+pub(crate) struct VariantsArgs {
     #[command(subcommand)]
     pub command: VariantsCommand,
 }
 
 /// Run or pick.
 #[derive(Debug, clap::Subcommand)]
-pub enum VariantsCommand {
+pub(crate) enum VariantsCommand {
     /// Start the same task in N fresh worktrees from one base commit, one agent each.
     #[command(
         after_help = "Examples:\n  krad variants run 3 --profile claude --prompt \"fix the login bug\" --name login\n  \
@@ -100,7 +100,7 @@ pub enum VariantsCommand {
 
 /// How to land a variant.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum HowArg {
+pub(crate) enum HowArg {
     /// A merge commit (or fast-forward).
     Merge,
     /// One commit with the variant's changes.
@@ -110,7 +110,7 @@ pub enum HowArg {
 }
 
 /// Runs the variants subcommand.
-pub fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let bus = AppConnection::find(connect)?;
     match args.command {
         VariantsCommand::Run {

@@ -24,7 +24,7 @@ Examples:
   krad wait 4
   krad wait 4 5 6 --any --timeout 10m
   krad wait 7 --exit && echo \"the build passed\"")]
-pub struct WaitArgs {
+pub(crate) struct WaitArgs {
     /// The terminal id(s) to wait for.
     #[arg(value_name = "TARGET", required = true, num_args = 1..,
           value_parser = super::parse_target)]
@@ -41,7 +41,7 @@ pub struct WaitArgs {
 }
 
 /// Sends Wait and prints the records it answers.
-pub fn run(args: WaitArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: WaitArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let Received { raw, answer } = AppConnection::find(connect)?.send(wait_request(&args), None)?;
     let records = match answer {
         Waited::Agent(record) => vec![*record],

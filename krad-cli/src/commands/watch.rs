@@ -31,7 +31,7 @@ Examples:
   krad watch
   krad watch --env feat-x
   krad watch --json")]
-pub struct WatchArgs {
+pub(crate) struct WatchArgs {
     /// Only the agents of this environment.
     #[arg(long = "env", value_name = "NAME")]
     pub environment: Option<String>,
@@ -58,7 +58,7 @@ const STATES: [&str; 5] = ["starting", "working", "asking", "idle", "exited"];
 const TICK: Duration = Duration::from_secs(1);
 
 /// Follows the stream and redraws the table until the app stops.
-pub fn run(args: WatchArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: WatchArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let bus = AppConnection::find(connect)?;
     if json {
         return subscribe::print_stream(&bus, args.environment, None);

@@ -10,14 +10,14 @@ use crate::render;
 
 /// Arguments of `krad worktree`.
 #[derive(Debug, clap::Args)]
-pub struct WorktreeArgs {
+pub(crate) struct WorktreeArgs {
     #[command(subcommand)]
     pub command: WorktreeCommand,
 }
 
 /// What to do with worktrees.
 #[derive(Debug, clap::Subcommand)]
-pub enum WorktreeCommand {
+pub(crate) enum WorktreeCommand {
     /// Create a worktree environment (branch `krad/NAME` unless --branch).
     #[command(after_help = "Examples:\n  krad worktree create fix-login\n  \
         krad worktree create spike --base v1.2 --branch spike/new-parser\n  \
@@ -41,7 +41,7 @@ pub enum WorktreeCommand {
 }
 
 /// Runs the worktree subcommand.
-pub fn run(args: WorktreeArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: WorktreeArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let WorktreeCommand::Create {
         name,
         base,

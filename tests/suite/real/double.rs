@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 /// What the model does on one main-conversation request.
 #[derive(Clone, Debug)]
-pub enum Turn {
+pub(crate) enum Turn {
     /// Plain assistant text.
     Reply(String),
     /// A tool call: Claude's `tool_use` block, Codex's `function_call` item; `input`
@@ -33,12 +33,12 @@ pub enum Turn {
 
 impl Turn {
     /// A plain text reply.
-    pub fn reply(text: impl Into<String>) -> Turn {
+    pub(crate) fn reply(text: impl Into<String>) -> Turn {
         Turn::Reply(text.into())
     }
 
     /// A tool call with JSON arguments.
-    pub fn tool(name: impl Into<String>, input: Value) -> Turn {
+    pub(crate) fn tool(name: impl Into<String>, input: Value) -> Turn {
         Turn::ToolCall {
             name: name.into(),
             input,
@@ -46,7 +46,7 @@ impl Turn {
     }
 
     /// An API error with this status.
-    pub fn error(status: u16, message: impl Into<String>) -> Turn {
+    pub(crate) fn error(status: u16, message: impl Into<String>) -> Turn {
         Turn::Error {
             status,
             message: message.into(),
@@ -59,7 +59,7 @@ impl Turn {
 /// `input` excludes the cache's; OpenAI's includes `cached`. Side requests
 /// (titles) say [`SIDE`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SentUsage {
+pub(crate) struct SentUsage {
     pub input: u64,
     pub output: u64,
     pub cache_write: u64,
@@ -68,7 +68,7 @@ pub struct SentUsage {
 
 impl SentUsage {
     /// What main request `n` (from 1) is told it used.
-    pub fn of(api_openai: bool, n: u64) -> SentUsage {
+    pub(crate) fn of(api_openai: bool, n: u64) -> SentUsage {
         if api_openai {
             SentUsage {
                 input: 2000 + 10 * n,
@@ -88,7 +88,7 @@ impl SentUsage {
 }
 
 /// What side requests are told they used.
-pub const SIDE: SentUsage = SentUsage {
+pub(super) const SIDE: SentUsage = SentUsage {
     input: 7,
     output: 3,
     cache_write: 0,
@@ -133,14 +133,14 @@ impl Shared {
 }
 
 /// A running model double; dropping it stops it (and ends every hanging stream).
-pub struct ModelDouble {
+pub(crate) struct ModelDouble {
     shared: Arc<Shared>,
     addr: SocketAddr,
 }
 
 impl ModelDouble {
     /// Starts the double on 127.0.0.1 on a port the system picks.
-    pub fn start() -> ModelDouble {
+    pub(crate) fn start() -> ModelDouble {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
@@ -164,23 +164,23 @@ impl ModelDouble {
     }
 
     /// `http://127.0.0.1:PORT`.
-    pub fn base_url(&self) -> String {
+    pub(crate) fn base_url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Appends turns to the script that main-conversation requests consume in order;
     /// once it is empty they get the reply "ok".
-    pub fn script(&self, turns: Vec<Turn>) {
+    pub(crate) fn script(&self, turns: Vec<Turn>) {
         self.shared.lock().script.extend(turns);
     }
 
     /// The main-conversation request bodies received so far.
-    pub fn requests(&self) -> Vec<Value> {
+    pub(crate) fn requests(&self) -> Vec<Value> {
         self.shared.lock().main.clone()
     }
 
     /// When the `n`th main request (from 1) came, and when it was answered whole.
-    pub fn times(&self, n: usize) -> Option<(Instant, Option<Instant>)> {
+    pub(crate) fn times(&self, n: usize) -> Option<(Instant, Option<Instant>)> {
         self.shared
             .lock()
             .main_times
@@ -190,7 +190,7 @@ impl ModelDouble {
 
     /// Waits until the `n`th main request (from 1) was answered whole; returns when
     /// it arrived and when it was answered.
-    pub fn wait_answered(&self, n: usize, timeout: Duration) -> (Instant, Instant) {
+    pub(crate) fn wait_answered(&self, n: usize, timeout: Duration) -> (Instant, Instant) {
         let until = Instant::now() + timeout;
         let mut state = self.shared.lock();
         loop {
@@ -216,13 +216,13 @@ impl ModelDouble {
     }
 
     /// Every request so far as `"METHOD /path"` and its body (side requests too).
-    pub fn all_requests(&self) -> Vec<(String, Value)> {
+    pub(crate) fn all_requests(&self) -> Vec<(String, Value)> {
         self.shared.lock().all.clone()
     }
 
     /// Waits until a main request's last user message contains `text`; returns that
     /// request's body.
-    pub fn wait_for_user_text(&self, text: &str, timeout: Duration) -> Value {
+    pub(crate) fn wait_for_user_text(&self, text: &str, timeout: Duration) -> Value {
         self.wait_for(timeout, |body| last_user_text(body).contains(text))
             .unwrap_or_else(|| {
                 panic!(
@@ -234,7 +234,11 @@ impl ModelDouble {
     }
 
     /// Waits until a main request satisfies `check`; returns its body, or None on timeout.
-    pub fn wait_for(&self, timeout: Duration, check: impl Fn(&Value) -> bool) -> Option<Value> {
+    pub(crate) fn wait_for(
+        &self,
+        timeout: Duration,
+        check: impl Fn(&Value) -> bool,
+    ) -> Option<Value> {
         let until = Instant::now() + timeout;
         let mut state = self.shared.lock();
         loop {
@@ -262,7 +266,7 @@ impl Drop for ModelDouble {
 }
 
 /// All the text of a request's last user message (Anthropic `messages`, OpenAI `input`).
-pub fn last_user_text(body: &Value) -> String {
+pub(crate) fn last_user_text(body: &Value) -> String {
     let items = body["messages"]
         .as_array()
         .or_else(|| body["input"].as_array());

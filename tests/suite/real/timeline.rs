@@ -12,7 +12,7 @@ use crate::support::App;
 
 /// How late a state may show after the moment that decides it: 1 s, stretched
 /// on an overloaded machine ([`crate::support::stretched`]).
-pub fn bound() -> Duration {
+pub(super) fn bound() -> Duration {
     crate::support::stretched(Duration::from_secs(1))
 }
 
@@ -22,14 +22,14 @@ struct Seen {
 }
 
 /// The records of one terminal, as they stream.
-pub struct Timeline {
+pub(super) struct Timeline {
     seen: Arc<(Mutex<Seen>, Condvar)>,
     terminal: u64,
 }
 
 impl Timeline {
     /// Follows terminal `terminal` from now on (its record now is the first entry).
-    pub fn follow(app: &App, terminal: u64) -> Timeline {
+    pub(super) fn follow(app: &App, terminal: u64) -> Timeline {
         let mut stream = app.connect();
         let mut line = app
             .envelope(json!({"SubscribeAgents": {}}))
@@ -69,7 +69,7 @@ impl Timeline {
 
     /// Waits (at most `limit`) for a record after `after` that satisfies `check`;
     /// returns when it arrived and the record.
-    pub fn first_after(
+    pub(super) fn first_after(
         &self,
         after: Instant,
         limit: Duration,
@@ -100,7 +100,11 @@ impl Timeline {
     }
 
     /// When the last record before `at` that satisfies `check` arrived.
-    pub fn last_before(&self, at: Instant, check: impl Fn(&Value) -> bool) -> Option<Instant> {
+    pub(super) fn last_before(
+        &self,
+        at: Instant,
+        check: impl Fn(&Value) -> bool,
+    ) -> Option<Instant> {
         let seen = self.seen.0.lock().unwrap();
         seen.records
             .iter()
@@ -110,7 +114,7 @@ impl Timeline {
     }
 
     /// The states seen between two moments, in order (`state (source)`).
-    pub fn between(&self, from: Instant, to: Instant) -> Vec<String> {
+    pub(super) fn between(&self, from: Instant, to: Instant) -> Vec<String> {
         let seen = self.seen.0.lock().unwrap();
         seen.records
             .iter()
@@ -120,7 +124,7 @@ impl Timeline {
     }
 
     /// The whole timeline, for failure messages.
-    pub fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         describe(&self.seen.0.lock().unwrap().records)
     }
 }

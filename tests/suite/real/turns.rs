@@ -11,7 +11,7 @@ use super::timeline::{Timeline, bound};
 use super::{LONG, RealApp, Turn};
 
 /// What one turn showed.
-pub struct TurnSeen {
+pub(super) struct TurnSeen {
     /// The `n`th main request (from 1).
     pub request: usize,
     /// When the model got it, and when its answer was written whole.
@@ -24,7 +24,7 @@ pub struct TurnSeen {
 
 impl TurnSeen {
     /// How late `working` and `idle` showed (a state shown before its moment is 0).
-    pub fn latencies(&self) -> (Duration, Duration) {
+    pub(super) fn latencies(&self) -> (Duration, Duration) {
         (
             self.working.0.saturating_duration_since(self.started),
             self.idle.0.saturating_duration_since(self.answered),
@@ -34,7 +34,7 @@ impl TurnSeen {
 
 /// Sends `prompt` (paste, then Enter) and plays `reply` as the model: checks that
 /// the model got exactly the prompt, and the turn's states and their latencies.
-pub fn send_turn(
+pub(super) fn send_turn(
     bed: &RealApp,
     timeline: &Timeline,
     id: u64,
@@ -53,7 +53,7 @@ pub fn send_turn(
 
 /// Checks the `n`th main request (from 1) carried `prompt` and the states of its
 /// turn; `since`: when the turn was asked for.
-pub fn expect_turn(
+pub(super) fn expect_turn(
     bed: &RealApp,
     timeline: &Timeline,
     id: u64,
@@ -106,7 +106,7 @@ pub fn expect_turn(
 }
 
 /// The open asks of the app.
-pub fn asks(bed: &RealApp) -> Vec<Value> {
+pub(super) fn asks(bed: &RealApp) -> Vec<Value> {
     bed.app.request(json!("Asks"))["Asks"]
         .as_array()
         .unwrap()
@@ -114,7 +114,7 @@ pub fn asks(bed: &RealApp) -> Vec<Value> {
 }
 
 /// Waits for an open ask; returns it.
-pub fn until_ask(bed: &RealApp) -> Value {
+pub(super) fn until_ask(bed: &RealApp) -> Value {
     let until = Instant::now() + LONG;
     loop {
         if let Some(ask) = asks(bed).into_iter().next() {
@@ -126,7 +126,7 @@ pub fn until_ask(bed: &RealApp) -> Value {
 }
 
 /// Waits until no ask is open.
-pub fn until_no_ask(bed: &RealApp) {
+pub(super) fn until_no_ask(bed: &RealApp) {
     let until = Instant::now() + LONG;
     while !asks(bed).is_empty() {
         assert!(
@@ -141,7 +141,7 @@ pub fn until_no_ask(bed: &RealApp) {
 /// Presses `keys` in a CLI's dialog until `answered` holds for the record: a TUI
 /// may drop keys that come the instant its dialog opens, as a person's would be
 /// (at most 3 presses, each given up to 5 s to show).
-pub fn answer_dialog(
+pub(super) fn answer_dialog(
     bed: &RealApp,
     id: u64,
     keys: &[&str],
@@ -165,11 +165,12 @@ pub fn answer_dialog(
 }
 
 /// Prompts a CLI would take for its own subcommands or flags, were they arguments.
-pub const SUBCOMMAND_LOOKING: [&str; 6] = ["doctor", "update", "-v", "--help", "review", "resume"];
+pub(super) const SUBCOMMAND_LOOKING: [&str; 6] =
+    ["doctor", "update", "-v", "--help", "review", "resume"];
 
 /// Spawns one `profile` agent per prompt and waits until the model got each
 /// prompt as the user's words; returns the terminals.
-pub fn spawn_with_prompts(bed: &RealApp, profile: &str, prompts: &[&str]) -> Vec<u64> {
+pub(super) fn spawn_with_prompts(bed: &RealApp, profile: &str, prompts: &[&str]) -> Vec<u64> {
     let ids = prompts
         .iter()
         .map(|p| bed.spawn(json!({"profile": profile, "prompt": p})))

@@ -21,7 +21,7 @@ use crate::apps::{discovery, registry, repository};
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Level {
+pub(super) enum Level {
     /// As it should be.
     Ok,
     /// Worth knowing; nothing to do unless you want what it is about.
@@ -34,7 +34,7 @@ pub enum Level {
 
 impl Level {
     /// The line's first word, as the app's checks print theirs.
-    pub fn label(self) -> &'static str {
+    pub(super) fn label(self) -> &'static str {
         match self {
             Level::Ok => "ok",
             Level::Info => "info",
@@ -46,7 +46,7 @@ impl Level {
 
 /// One finding.
 #[derive(Debug, Clone, Serialize)]
-pub struct Check {
+pub(super) struct Check {
     /// What was checked (`claude`, `tmux`, `lock`, …).
     pub about: &'static str,
     /// How it went.
@@ -74,7 +74,7 @@ impl Check {
     }
 
     /// The line `krad doctor` prints.
-    pub fn line(&self) -> String {
+    pub(super) fn line(&self) -> String {
         let mut line = format!("{:<7} {}: {}", self.level.label(), self.about, self.found);
         if let Some(fix) = &self.fix {
             line.push_str(&format!(" — fix: {fix}"));
@@ -109,7 +109,7 @@ const AGENT_CLIS: [AgentCli; 2] = [
 ];
 
 /// Every local check, for the repository of `repo` (or the current directory).
-pub fn checks(repo: Option<&Path>) -> Vec<Check> {
+pub(super) fn checks(repo: Option<&Path>) -> Vec<Check> {
     let mut checks: Vec<Check> = AGENT_CLIS.iter().map(agent_cli).collect();
     checks.push(tmux());
     checks.push(bubblewrap());

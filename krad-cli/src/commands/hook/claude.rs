@@ -21,7 +21,7 @@ use crate::exit::Exit;
 /// ignored; a field krad reads that is missing is empty).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct ClaudeEvent {
+pub(crate) struct ClaudeEvent {
     /// `Stop`, `PreToolUse`, …
     pub hook_event_name: String,
     pub session_id: Option<String>,
@@ -55,7 +55,7 @@ pub struct ClaudeEvent {
 /// Background work a `Stop` says is in flight, as far as krad reads it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct BackgroundTask {
+pub(crate) struct BackgroundTask {
     /// `subagent`, `shell`, …
     #[serde(rename = "type")]
     pub kind: String,
@@ -153,7 +153,7 @@ impl Suggestion {
 /// What Claude Code suggests keeping for "always allow", as it gave it, and
 /// its label: the first `addRules` suggestion whose every rule has its content,
 /// or else an `addDirectories` one. Mode changes (`setMode`) are never offered.
-pub fn always_allow_rule(event: &ClaudeEvent) -> Option<(Value, String)> {
+pub(super) fn always_allow_rule(event: &ClaudeEvent) -> Option<(Value, String)> {
     let read: Vec<(&Value, Suggestion)> = event
         .permission_suggestions
         .iter()
@@ -189,7 +189,7 @@ pub(super) fn permission_request(event: &ClaudeEvent, connect: &ConnectArgs) -> 
 }
 
 /// The report a Claude Code hook event stands for.
-pub fn claude_report(event: &ClaudeEvent) -> Option<Report> {
+pub(crate) fn claude_report(event: &ClaudeEvent) -> Option<Report> {
     let report = |state, message: Option<String>| Report {
         state,
         message: message.map(cut),

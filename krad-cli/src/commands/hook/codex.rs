@@ -14,7 +14,7 @@ use crate::exit::Exit;
 /// A Codex hook event, as far as krad reads it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct CodexHookEvent {
+pub(crate) struct CodexHookEvent {
     /// `PermissionRequest`, …
     pub hook_event_name: String,
     /// `Bash` for a shell command (its input `{"command", "description"}`).
@@ -28,7 +28,7 @@ pub struct CodexHookEvent {
 /// What Codex's `notify` program gets, as far as krad reads it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "kebab-case")]
-pub struct CodexNotification {
+pub(crate) struct CodexNotification {
     /// `agent-turn-complete`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -65,7 +65,7 @@ pub(super) fn permission_request(event: &CodexHookEvent, connect: &ConnectArgs) 
 const CODEX_TITLE_PROMPT: &str = "Generate a concise, single-line task title";
 
 /// The report a Codex notify call stands for.
-pub fn codex_report(notification: &CodexNotification) -> Option<Report> {
+pub(crate) fn codex_report(notification: &CodexNotification) -> Option<Report> {
     if notification.kind != "agent-turn-complete" {
         return None;
     }
