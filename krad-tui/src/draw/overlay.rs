@@ -17,7 +17,7 @@ pub(crate) const HELP: &[(&str, &str)] = &[
     ("↑ ↓  j k", "move; Home/End (g G) first and last"),
     (
         "⏎",
-        "attach to the agent's real TUI (Ctrl-\\ comes back); on a group: fold",
+        "attach to its real TUI (Ctrl-\\ comes back); on a group: fold",
     ),
     ("space ← →", "fold and unfold a group"),
     ("/", "filter by text (⏎ keeps it, esc clears it)"),
@@ -26,7 +26,7 @@ pub(crate) const HELP: &[(&str, &str)] = &[
     ("← →", "in the diff tab: the previous and next file"),
     (
         "n",
-        "a new agent: profile, environment or new worktree, name, prompt, sandbox",
+        "new agent: profile, env or new worktree, name, prompt, sandbox",
     ),
     (
         "s",
@@ -58,10 +58,8 @@ pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, state: &State, palette: &P
                         Span::raw(*what),
                     ])
                 })
-                .chain([
-                    Line::raw(""),
-                    Line::styled("any key closes this", palette.dim),
-                ])
+                // No blank line before it: at 80×24 every line counts.
+                .chain([Line::styled("any key closes this", palette.dim)])
                 .collect();
             ("keys".to_owned(), lines)
         }

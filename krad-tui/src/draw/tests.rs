@@ -128,3 +128,16 @@ fn the_preview_draws_colours_and_wide_characters() {
     let cell = &terminal.backend().buffer()[(preview.x, preview.y)];
     assert_eq!(cell.fg, ratatui::style::Color::Reset);
 }
+
+/// The whole key list fits at 80×24, the smallest size the UI promises (its
+/// last line was cut).
+#[test]
+fn the_help_fits_at_80_by_24() {
+    let mut state = state_with(Vec::new());
+    state.mode = Mode::Help;
+    let text = screen_text(&mut state, 80, 24);
+    for (key, _) in crate::draw::overlay::HELP {
+        assert!(text.contains(key.trim()), "{key:?} missing:\n{text}");
+    }
+    assert!(text.contains("any key closes this"), "{text}");
+}
