@@ -390,3 +390,73 @@ fn list_check_and_stream_agents_are_the_typed_records_byte_for_byte() {
         }
     }
 }
+
+/// Issue 48: `krad wait 4 --timeout 2s` and `krad send 19 hello --when-idle`
+/// both said "the app did not finish within the request's deadline
+/// (TimedOut)". The first says where the agent is; the second that nothing
+/// was typed.
+#[test]
+fn a_cli_timeout_says_where_the_agent_is_and_that_nothing_was_typed() {
+    let app = App::start();
+    let id =
+        app.spawn_sh("krad report working -m 'running tests'; read x; echo \"got $x\"; sleep 60");
+    app.until(id, Duration::from_secs(20), |r| {
+        r["message"] == "running tests"
+    });
+    let target = id.to_string();
+    let waited = app.krad(&["wait", &target, "--timeout", "1s"]);
+    assert_eq!(crate::support::exit_code(&waited), 5);
+    let said = crate::support::stderr(&waited);
+    assert!(
+        said.contains(&format!(
+            "terminal {id} is working (\"running tests\") after 1 s"
+        )),
+        "{said}"
+    );
+    assert!(!said.contains("TimedOut"), "{said}");
+    let sent = app.krad(&[
+        "send",
+        &target,
+        "hello",
+        "--enter",
+        "--when-idle",
+        "--timeout",
+        "1s",
+    ]);
+    assert_eq!(crate::support::exit_code(&sent), 5);
+    let said = crate::support::stderr(&sent);
+    assert!(said.contains("nothing was typed"), "{said}");
+    assert!(
+        said.contains(&format!("terminal {id} is working")),
+        "{said}"
+    );
+    let output = app.request(json!({"Output": {"target": id}}));
+    assert!(
+        !output["Output"]["screen"]
+            .as_str()
+            .unwrap_or("")
+            .contains("got hello"),
+        "{output}"
+    );
+}
+
+/// Issue 48: `--when-idle` was capped at 10 s, useless for turns of minutes:
+/// it now waits for the turn to end (up to --timeout) and says so.
+#[test]
+fn send_when_idle_waits_for_a_turn_longer_than_10_s() {
+    let app = App::start();
+    let id = app.spawn_sh(
+        "krad report working -m turn; sleep 12; krad report idle -m done; read x; echo \"got $x\"; sleep 60",
+    );
+    app.until(id, Duration::from_secs(20), |r| r["message"] == "turn");
+    let sent = app.krad(&["send", &id.to_string(), "hello", "--enter", "--when-idle"]);
+    assert_eq!(
+        crate::support::exit_code(&sent),
+        0,
+        "{}",
+        crate::support::stderr(&sent)
+    );
+    let said = crate::support::stdout(&sent);
+    assert!(said.contains("once its turn ended, after"), "{said}");
+    app.until_screen(id, "got hello");
+}

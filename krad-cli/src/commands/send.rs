@@ -1,10 +1,13 @@
 //! `krad send`: types text into an agent's terminal (Send).
 
 use std::io::{IsTerminal, Read};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use krad_bus::protocol::Waited;
 use krad_bus::protocol::keys::Key;
 use krad_bus::request::send::{MAX_TEXT, Send, When};
+use krad_bus::request::wait::Wait;
 
 use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::{Exit, Failure};
@@ -22,7 +25,7 @@ character. An exited target is a conflict (exit 8).
 
 Examples:
   krad send 4 'run the tests again' --enter
-  krad send 4 'and now the docs' --enter --when-idle
+  krad send 4 'and now the docs' --enter --when-idle   # once its turn ends (up to 30 min)
   krad send 4 - --enter < followup.md
   krad send 4 --key 2                     # pick option 2 of a dialog
   krad send 4 --key Down --key Enter      # move to the next choice and take it
@@ -41,9 +44,15 @@ pub(crate) struct SendArgs {
     /// A key to press after the text; repeat for several (`--key Down --key Enter`).
     #[arg(long = "key", short = 'k', value_name = "KEY", value_parser = parse_key)]
     pub keys: Vec<String>,
-    /// Hold the text until the agent is idle or asking (within 10 s).
+    /// Hold the text until the agent's turn ends (idle or asking), waiting up
+    /// to --timeout; nothing is typed if it does not.
     #[arg(long)]
     pub when_idle: bool,
+    /// With --when-idle: how long to wait for the turn to end (seconds, or
+    /// 90s, 10m; at most 1800 s).
+    #[arg(long, value_name = "SECS", default_value = "1800", requires = "when_idle",
+          value_parser = super::wait::parse_wait_secs)]
+    pub timeout: u64,
     /// When the app's [limits] leave no room for the agent to work now (or it
     /// is itself queued), wait in the queue and be typed when its turn comes,
     /// instead of answering busy (exit 1).
@@ -73,6 +82,12 @@ pub(crate) fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::
         )
         .into());
     }
+    let app = AppConnection::find(connect)?;
+    let waited = if args.when_idle {
+        Some(turn_ended(&app, args.target, args.timeout)?)
+    } else {
+        None
+    };
     let request = Send {
         target: args.target,
         text,
@@ -81,7 +96,20 @@ pub(crate) fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::
         when: args.when_idle.then_some(When::Idle),
         queue: args.queue.then_some(true),
     };
-    let reply = AppConnection::find(connect)?.send(request, None)?;
+    let reply = match app.send(request, None) {
+        Err(failure) if failure.exit == Exit::TimedOut => {
+            return Err(Failure::new(
+                Exit::TimedOut,
+                format!(
+                    "terminal {} went back to work before the text could be typed (within \
+                     Send's 10 s): nothing was typed; send it again",
+                    args.target
+                ),
+            )
+            .into());
+        }
+        reply => reply?,
+    };
     print::emit(json, &reply, |sent| {
         if let Some(place) = sent.queue_place {
             print::line(&format!(
@@ -96,12 +124,47 @@ pub(crate) fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::
         } else {
             "not delivered"
         };
+        let once = match waited {
+            Some(waited) if waited.as_secs() > 0 => {
+                format!(" once its turn ended, after {} s", waited.as_secs())
+            }
+            Some(_) => " at its prompt".to_owned(),
+            None => String::new(),
+        };
         print::line(&format!(
-            "sent to terminal {} ({delivered}; now {})",
+            "sent to terminal {}{once} ({delivered}; now {})",
             sent.terminal, sent.state
         ));
     });
     Ok(Exit::Success)
+}
+
+/// Waits (Wait) up to `timeout` seconds for terminal `target`'s turn to end;
+/// how long it took. Exit 5 when it did not, saying where it is and that
+/// nothing was typed.
+fn turn_ended(app: &AppConnection, target: u64, timeout: u64) -> Result<Duration, Failure> {
+    let started = Instant::now();
+    let wait = Wait {
+        target: Some(target),
+        timeout_secs: Some(timeout),
+        ..Wait::default()
+    };
+    match app.send(wait, None)?.answer {
+        Waited::TimedOut => {
+            let args = super::wait::WaitArgs {
+                targets: vec![target],
+                any: false,
+                exit: false,
+                timeout,
+            };
+            let still = super::wait::still_going(app, &args);
+            Err(Failure::new(
+                Exit::TimedOut,
+                format!("{}; nothing was typed", still.message),
+            ))
+        }
+        Waited::Agent(_) | Waited::Agents(_) => Ok(started.elapsed()),
+    }
 }
 
 /// Reads stdin to its end for `what`, dropping one trailing newline (the one

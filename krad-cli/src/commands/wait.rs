@@ -2,14 +2,15 @@
 //! Exits 9 when a waited agent exited non-zero or was killed, so scripts can
 //! chain `krad wait 4 --exit && …`.
 
-use krad_bus::protocol::Waited;
+use krad_bus::protocol::{AgentRecord, Waited};
+use krad_bus::request::check::Check;
 use krad_bus::request::{
     deadline,
     wait::{Until, Wait, WaitFor},
 };
 
-use crate::connect::{AppConnection, ConnectArgs, Received, timed_out};
-use crate::exit::Exit;
+use crate::connect::{AppConnection, ConnectArgs, Received};
+use crate::exit::{Exit, Failure};
 use crate::print;
 use crate::render::Agent;
 
@@ -42,11 +43,12 @@ pub(crate) struct WaitArgs {
 
 /// Sends Wait and prints the records it answers.
 pub(crate) fn run(args: WaitArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let Received { raw, answer } = AppConnection::find(connect)?.send(wait_request(&args), None)?;
+    let app = AppConnection::find(connect)?;
+    let Received { raw, answer } = app.send(wait_request(&args), None)?;
     let records = match answer {
         Waited::Agent(record) => vec![*record],
         Waited::Agents(records) => records,
-        Waited::TimedOut => return Err(timed_out().into()),
+        Waited::TimedOut => return Err(still_going(&app, &args).into()),
     };
     if json {
         print::json(&raw);
@@ -63,6 +65,54 @@ pub(crate) fn run(args: WaitArgs, connect: &ConnectArgs, json: bool) -> anyhow::
         }
     }
     Ok(exit)
+}
+
+/// Exit 5 when the timeout passed first, saying where each waited agent is
+/// (its state and message, as it is now).
+pub(crate) fn still_going(app: &AppConnection, args: &WaitArgs) -> Failure {
+    let records: Vec<AgentRecord> = args
+        .targets
+        .iter()
+        .filter_map(|&target| {
+            let check = Check {
+                target,
+                wait_secs: None,
+                since_rev: None,
+            };
+            app.send(check, None).ok().map(|r| r.answer)
+        })
+        .collect();
+    let waited = if args.exit { "exited" } else { "stopped" };
+    Failure::new(
+        Exit::TimedOut,
+        timed_out_message(&records, waited, args.timeout),
+    )
+}
+
+/// `terminal 4 is still working ("running tests") after 2 s: it has not
+/// stopped; wait longer with --timeout`.
+fn timed_out_message(records: &[AgentRecord], waited: &str, timeout: u64) -> String {
+    let each: Vec<String> = records
+        .iter()
+        .map(|record| {
+            let agent = Agent(record);
+            match agent.message() {
+                Some(message) => {
+                    format!("terminal {} is {} ({message:?})", agent.id(), agent.state())
+                }
+                None => format!("terminal {} is {}", agent.id(), agent.state()),
+            }
+        })
+        .collect();
+    let now = if each.is_empty() {
+        "the agents".to_owned()
+    } else {
+        each.join(", ")
+    };
+    format!(
+        "{now} after {timeout} s: not {waited} yet (timed out, exit 5); wait longer with \
+         --timeout (at most 1800 s)"
+    )
 }
 
 /// The request: `target` for one terminal, `targets` for several.
@@ -101,6 +151,23 @@ pub(crate) fn parse_wait_secs(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timeout_says_where_each_agent_is() {
+        let record: AgentRecord = serde_json::from_value(serde_json::json!({
+            "terminal": 4, "environment": "main", "profile": "exec", "command": ["x"],
+            "lead": false, "state": "working", "state_source": "hook",
+            "message": "running tests", "started_at": "2026-01-01T00:00:00Z",
+            "state_since": "2026-01-01T00:00:00Z", "rev": 3
+        }))
+        .unwrap();
+        let said = timed_out_message(&[record], "stopped", 2);
+        assert!(
+            said.starts_with("terminal 4 is working (\"running tests\") after 2 s"),
+            "{said}"
+        );
+        assert!(!said.contains("TimedOut"), "{said}");
+    }
     use krad_bus::request::Request;
     use serde_json::json;
 
