@@ -45,6 +45,10 @@ use crate::exit::{Exit, exit_codes_help};
         "                              call a tool of an extension (an MCP server)\n",
         "  krad raw '\"Stats\"'          any request as JSON; prints the answer line\n",
         "  krad stop                   stop the app and close its terminals\n\n",
+        "Reaching an app by hand (any client command): --repo PATH (the app serving that \
+         repository), --endpoint 127.0.0.1:PORT with --token-file PATH (a file holding \
+         the token); otherwise KRAD_ADE_* inside a terminal, the app of the current \
+         repository, then api.json.\n\n",
         exit_codes_help!()
     ),
     propagate_version = true

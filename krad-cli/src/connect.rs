@@ -41,10 +41,12 @@ use crate::exit::{Exit, Failure};
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct ConnectArgs {
     /// The bus endpoint (127.0.0.1:PORT) instead of KRAD_ADE_ENDPOINT or api.json.
-    #[arg(long, global = true, value_name = "ADDR")]
+    /// (Hidden from each command's help — `krad serve` connects to nothing —
+    /// and told in `krad --help`'s text.)
+    #[arg(long, global = true, value_name = "ADDR", hide = true)]
     pub endpoint: Option<String>,
     /// A file holding the token, instead of KRAD_ADE_TOKEN_FILE or api.json's.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", hide = true)]
     pub token_file: Option<PathBuf>,
     /// Reach the app that serves this repository (default: the one of the
     /// current directory, else api.json's).

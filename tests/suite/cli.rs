@@ -273,3 +273,36 @@ fn the_token_never_reaches_logs_or_argv() {
     assert!(log.contains("request"), "trace logging is on: {log}");
     assert!(!log.contains(app.token()), "the token reached the log");
 }
+
+/// Issue 48: `krad serve --help` listed the client options `--endpoint` and
+/// `--token-file`: serve starts the app, it connects to none. They are told
+/// once, in `krad --help`, and still work on every client command.
+#[test]
+fn serve_help_lists_no_client_options_and_krad_help_tells_them() {
+    let out = krad_cmd(std::path::Path::new("/x"), &["serve", "--help"], &[]);
+    assert_eq!(exit_code(&out), 0);
+    let help = stdout(&out);
+    assert!(!help.contains("--endpoint"), "{help}");
+    assert!(!help.contains("--token-file"), "{help}");
+    let top = stdout(&krad_cmd(std::path::Path::new("/x"), &["--help"], &[]));
+    assert!(
+        top.contains("--endpoint") && top.contains("--token-file"),
+        "{top}"
+    );
+    let app = App::start();
+    let token = app.dir.path().join("token");
+    std::fs::write(&token, app.token()).unwrap();
+    let endpoint = app.endpoint.to_string();
+    let out = krad_cmd(
+        std::path::Path::new("/nowhere/api.json"),
+        &[
+            "ls",
+            "--endpoint",
+            &endpoint,
+            "--token-file",
+            token.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+}
