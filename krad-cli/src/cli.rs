@@ -94,6 +94,7 @@ impl Cli {
             Command::Net(args) => net::run(args, &connect, json),
             Command::Close(args) => close::run(args, &connect, json),
             Command::Rename(args) => rename::run(args, &connect, json),
+            Command::Ask(args) => ask::run(args, &connect, json),
             Command::Budget(args) => budget::run(args, &connect, json),
             Command::Subscribe(args) => subscribe::run(args, &connect, json),
             Command::Watch(args) => watch::run(args, &connect, json),
@@ -155,6 +156,8 @@ pub(crate) enum Command {
     Close(commands::close::CloseArgs),
     /// Give a terminal a new name, or take its name away (Rename).
     Rename(commands::rename::RenameArgs),
+    /// From inside a terminal: ask the user a question and print the answer (Ask).
+    Ask(commands::ask::AskArgs),
     /// Set what an agent's (or a variant group's) model calls may cost (Budget).
     Budget(commands::budget::BudgetArgs),
     /// Print every change to the agents as JSON lines (SubscribeAgents).

@@ -4,6 +4,7 @@ pub(crate) mod answer;
 pub(crate) mod api;
 pub(crate) mod apps;
 pub(crate) mod archive;
+pub(crate) mod ask;
 pub(crate) mod asks;
 pub(crate) mod attach;
 pub(crate) mod budget;

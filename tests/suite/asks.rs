@@ -218,3 +218,47 @@ fn an_answer_cut_by_a_crash_after_deciding_is_answered_ok_on_its_retry() {
     let retried = app.call(&envelope);
     assert_eq!(retried, json!({"Ok": {"replayed": true}}));
 }
+
+/// Issue 48: a plain program could ask only through `krad raw '{"Ask":…}'`.
+/// `krad ask` asks (a choice, a text, a form), and prints the answer for the
+/// script; an ask nobody answers exits 5.
+#[test]
+fn a_plain_program_asks_with_krad_ask_and_reads_the_answer() {
+    let app = App::start();
+    let id = app.spawn_sh(
+        "db=$(krad ask 'Which database?' --option pg=Postgres --option lite=SQLite); \
+         name=$(krad ask 'What is it called?' --text); \
+         where=$(krad ask 'Where?' --field host=Host --field port=Port | tr '\\n' ' '); \
+         krad ask 'Nobody?' --option x --expires 1; gone=$?; \
+         krad report idle -m \"db=$db name=$name where=$where gone=$gone\"; sleep 60",
+    );
+    let choice = until_ask(&app);
+    assert_eq!(choice["terminal"], id);
+    assert_eq!(choice["title"], "Which database?");
+    let ask = choice["ask"].as_str().unwrap();
+    let out = app.krad(&["answer", ask, "lite"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    let text = until_next_ask(&app, ask);
+    let answered =
+        app.request(json!({"Answer": {"ask": text["ask"], "answer": {"text": "krad 2"}}}));
+    assert!(answered.get("Error").is_none(), "{answered}");
+    let form = until_next_ask(&app, text["ask"].as_str().unwrap());
+    let answered = app.request(json!({"Answer": {"ask": form["ask"],
+        "answer": {"fields": {"host": "box", "port": "22"}}}}));
+    assert!(answered.get("Error").is_none(), "{answered}");
+    app.until(id, Duration::from_secs(30), |r| {
+        r["message"] == "db=lite name=krad 2 where=host=box port=22  gone=5"
+    });
+}
+
+/// The first open ask whose id is not `after`.
+fn until_next_ask(app: &App, after: &str) -> Value {
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(ask) = asks(app).into_iter().find(|a| a["ask"] != after) {
+            return ask;
+        }
+        assert!(std::time::Instant::now() < until, "no next ask was raised");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
