@@ -168,15 +168,17 @@ pub(crate) enum Command {
     Tui(commands::tui::TuiArgs),
     /// Show the agents by the CPU, memory and cost they use, live (List).
     Top(commands::top::TopArgs),
-    /// List the environments: main and the worktrees.
+    /// The same as `krad env ls`.
+    #[command(hide = true)]
     Envs(commands::envs::EnvsArgs),
-    /// Create worktree environments.
+    /// The same as `krad env create`.
+    #[command(hide = true)]
     Worktree(commands::worktree::WorktreeArgs),
     /// Show what an environment changed since it was created (diffstat or patch).
     Changes(commands::changes::ChangesArgs),
     /// Show which environments' work would conflict, pair by pair and with their base (Conflicts).
     Conflicts(commands::conflicts::ConflictsArgs),
-    /// Bring an environment up to its base's tip: `krad env update NAME` (UpdateEnvironment).
+    /// Environments — main and the worktrees: create, ls, close, update.
     Env(commands::env::EnvArgs),
     /// List archived work (`krad archive ls`) and make it an environment again (`krad archive restore NAME`).
     Archive(commands::archive::ArchiveArgs),

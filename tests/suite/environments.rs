@@ -1751,3 +1751,33 @@ fn teardown_runs_before_a_worktree_goes_and_a_failed_one_keeps_it_unless_forced(
     );
     assert!(!path.exists());
 }
+
+/// Issue 48: `krad worktree create`, `krad envs` and `krad close --env` were
+/// three nouns for one thing. `krad env create|ls|close|update` is the one;
+/// the old spellings still work.
+#[test]
+fn krad_env_creates_lists_and_closes_and_the_old_spellings_still_work() {
+    let app = crate::support::app_with_first_commit(&[("README", b"hi\n")], None);
+    let created = app.krad(&["env", "create", "one-noun"]);
+    assert_eq!(exit_code(&created), 0, "{}", stderr(&created));
+    let listed = app.krad_ok(&["env", "ls"]);
+    assert!(listed.contains("one-noun"), "{listed}");
+    assert_eq!(app.krad_ok(&["env", "list"]), listed);
+    assert_eq!(app.krad_ok(&["envs"]), listed);
+    let old = app.krad(&["worktree", "create", "old-noun"]);
+    assert_eq!(exit_code(&old), 0, "{}", stderr(&old));
+    let closed = app.krad(&["env", "close", "one-noun"]);
+    assert_eq!(exit_code(&closed), 0, "{}", stderr(&closed));
+    let closed = app.krad(&["close", "--env", "old-noun"]);
+    assert_eq!(exit_code(&closed), 0, "{}", stderr(&closed));
+    let listed = app.krad_ok(&["env", "ls"]);
+    assert!(
+        !listed.contains("one-noun") && !listed.contains("old-noun"),
+        "{listed}"
+    );
+    // One noun in the command list.
+    let help = app.krad_ok(&["--help"]);
+    assert!(!help.contains("\n  envs "), "{help}");
+    assert!(!help.contains("\n  worktree "), "{help}");
+    assert!(help.contains("\n  env "), "{help}");
+}

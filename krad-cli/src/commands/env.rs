@@ -1,5 +1,7 @@
-//! `krad env update`: bring a worktree environment up to its base environment's
-//! current tip (UpdateEnvironment).
+//! `krad env`: the one noun for environments — `create` (CreateWorktree),
+//! `ls` (Environments), `close` (Close of an environment) and `update`
+//! (UpdateEnvironment). The older spellings `krad worktree create`, `krad envs`
+//! and `krad close --env` do the same.
 
 use krad_bus::protocol::UpdatedInfo;
 use krad_bus::request::update_environment::{UpdateEnvironment, UpdateHow};
@@ -18,6 +20,24 @@ pub(crate) struct EnvArgs {
 /// What to do with an environment.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum EnvCommand {
+    /// Create a worktree environment (branch `krad/NAME` unless --branch).
+    Create(super::worktree::CreateArgs),
+    /// The environments — main and the worktrees — with their state.
+    #[command(visible_alias = "list")]
+    Ls(super::envs::EnvsArgs),
+    /// Close a worktree environment: its terminals, then its worktree and
+    /// branch (their tip archived under refs/krad/archive/).
+    #[command(
+        after_help = "Uncommitted or unmerged work refuses the close (exit 8) unless \
+--force.\n\nExamples:\n  krad env close feat-x\n  krad env close feat-x --force"
+    )]
+    Close {
+        /// The environment (never main).
+        name: String,
+        /// Close it even with uncommitted or unmerged work.
+        #[arg(long)]
+        force: bool,
+    },
     /// Bring a worktree environment up to its base environment's current tip (UpdateEnvironment).
     #[command(after_help = "\
 Merges the base environment's tip into the environment's branch (--merge, the default; a \
@@ -49,12 +69,24 @@ Examples:
 
 /// Runs the env subcommand.
 pub(crate) fn run(args: EnvArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let EnvCommand::Update {
-        name,
-        rebase,
-        merge: _,
-        request_id,
-    } = args.command;
+    let (name, rebase, request_id) = match args.command {
+        EnvCommand::Create(create) => return super::worktree::create(create, connect, json),
+        EnvCommand::Ls(ls) => return super::envs::run(ls, connect, json),
+        EnvCommand::Close { name, force } => {
+            let close = super::close::CloseArgs {
+                target: None,
+                environment: Some(name),
+                force,
+            };
+            return super::close::run(close, connect, json);
+        }
+        EnvCommand::Update {
+            name,
+            rebase,
+            merge: _,
+            request_id,
+        } => (name, rebase, request_id),
+    };
     let request = UpdateEnvironment {
         environment: name,
         how: Some(if rebase {

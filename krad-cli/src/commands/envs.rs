@@ -1,4 +1,4 @@
-//! `krad envs`: the environments — main and the worktrees — with their state.
+//! `krad env ls`: the environments — main and the worktrees — with their state.
 
 use krad_bus::protocol::EnvironmentInfo;
 use krad_bus::request::environments::Environments;
@@ -8,7 +8,7 @@ use crate::exit::Exit;
 use crate::print;
 use crate::render::{self, Column};
 
-/// Arguments of `krad envs`.
+/// Arguments of `krad env ls`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 DISK is the environment's disk use as the app last measured it (in the background, every \
@@ -18,9 +18,9 @@ what its agents' model calls cost together (`krad ls`'s COST); each variant grou
 follows the table.
 
 Examples:
-  krad envs
-  krad envs --json | jq '.Environments[] | {name, disk_bytes, created_at}'
-  krad envs --json | jq '.Environments[] | {name, cost: .tokens.cost_usd}'
+  krad env ls
+  krad env ls --json | jq '.Environments[] | {name, disk_bytes, created_at}'
+  krad env ls --json | jq '.Environments[] | {name, cost: .tokens.cost_usd}'
   krad gc --merged --dry-run        what could go, and what it would free")]
 pub(crate) struct EnvsArgs {}
 
@@ -33,7 +33,7 @@ pub(crate) fn run(_args: EnvsArgs, connect: &ConnectArgs, json: bool) -> anyhow:
     Ok(Exit::Success)
 }
 
-/// The table of `krad envs`, fitted to `width`.
+/// The table of `krad env ls`, fitted to `width`.
 fn envs_table(envs: &[EnvironmentInfo], width: usize) -> Vec<String> {
     let now = std::time::SystemTime::now();
     let rows: Vec<Vec<String>> = envs

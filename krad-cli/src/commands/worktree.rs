@@ -18,37 +18,48 @@ pub(crate) struct WorktreeArgs {
 /// What to do with worktrees.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum WorktreeCommand {
-    /// Create a worktree environment (branch `krad/NAME` unless --branch).
-    #[command(after_help = "Examples:\n  krad worktree create fix-login\n  \
-        krad worktree create spike --base v1.2 --branch spike/new-parser\n  \
-        krad worktree create review --base fix-login")]
-    Create {
-        /// The environment's name.
-        name: String,
-        /// An environment or a git ref to start from (default: main's HEAD).
-        #[arg(long)]
-        base: Option<String>,
-        /// The branch to create (default krad/NAME).
-        #[arg(long)]
-        branch: Option<String>,
-        /// Make it on an SSH host of the config (`[hosts.NAME]`), in the host's repository.
-        #[arg(long)]
-        host: Option<String>,
-        /// Make the request at most once with this id (safe to retry).
-        #[arg(long, value_name = "ID")]
-        request_id: Option<String>,
-    },
+    /// Create a worktree environment (branch `krad/NAME` unless --branch);
+    /// the same as `krad env create`.
+    Create(CreateArgs),
+}
+
+/// Arguments of `krad env create` (and `krad worktree create`).
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  krad env create fix-login\n  \
+    krad env create spike --base v1.2 --branch spike/new-parser\n  \
+    krad env create review --base fix-login")]
+pub(crate) struct CreateArgs {
+    /// The environment's name.
+    pub name: String,
+    /// An environment or a git ref to start from (default: main's HEAD).
+    #[arg(long)]
+    pub base: Option<String>,
+    /// The branch to create (default krad/NAME).
+    #[arg(long)]
+    pub branch: Option<String>,
+    /// Make it on an SSH host of the config (`[hosts.NAME]`), in the host's repository.
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Make the request at most once with this id (safe to retry).
+    #[arg(long, value_name = "ID")]
+    pub request_id: Option<String>,
 }
 
 /// Runs the worktree subcommand.
 pub(crate) fn run(args: WorktreeArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let WorktreeCommand::Create {
+    let WorktreeCommand::Create(create) = args.command;
+    self::create(create, connect, json)
+}
+
+/// Creates a worktree environment (CreateWorktree) and says where.
+pub(crate) fn create(args: CreateArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let CreateArgs {
         name,
         base,
         branch,
         host,
         request_id,
-    } = args.command;
+    } = args;
     let request = CreateWorktree {
         name,
         base,
