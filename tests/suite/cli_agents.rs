@@ -203,3 +203,31 @@ fn hooks_never_fail_the_agent() {
     assert_eq!(exit_code(&out), 0);
     assert!(out.stdout.is_empty());
 }
+
+/// Issue 48: there was no `krad output --follow` for a script to stream a
+/// terminal's new output.
+#[test]
+fn output_follow_streams_what_the_program_prints_until_it_exits() {
+    let app = App::start();
+    let id = app.spawn_sh("echo first-line; read x; echo \"then-$x\"; sleep 0.2; exit 3");
+    app.until_screen(id, "first-line");
+    let mut child = app.krad_child(&["output", &id.to_string(), "--follow"]);
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    let mut line = String::new();
+    while !seen.contains("first-line") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "ended early: {seen}");
+        seen.push_str(&line);
+    }
+    let sent = app.request(json!({"Send": {"target": id, "text": "more", "enter": true}}));
+    assert!(sent["Sent"].is_object(), "{sent}");
+    while !seen.contains("then-more") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "ended early: {seen}");
+        seen.push_str(&line);
+    }
+    // It ends with the program.
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{seen}");
+}

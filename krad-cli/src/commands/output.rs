@@ -4,8 +4,16 @@
 use krad_bus::protocol::OutputInfo;
 use krad_bus::request::output::{MAX_LINES, Output};
 
-use crate::connect::{AppConnection, ConnectArgs};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use krad_bus::client::{ClientError, MessageStream};
+use krad_bus::protocol::{AttachMessage, DataInfo};
+use krad_bus::request::Request;
+use krad_bus::request::attach::Attach;
+
+use crate::connect::{AppConnection, ConnectArgs, answer_failure, client_failure};
 use crate::exit::Exit;
+use crate::exit::Failure;
 use crate::print;
 
 /// Arguments of `krad output`.
@@ -17,6 +25,7 @@ blank rows.
 Examples:
   krad output 4
   krad output 4 --lines 0
+  krad output 4 --follow | grep --line-buffered ERROR   # as it prints, until it exits
   krad output 4 --lines 2000 --json | jq -r '.Output.scrollback[]'")]
 pub(crate) struct OutputArgs {
     /// The terminal id.
@@ -25,6 +34,11 @@ pub(crate) struct OutputArgs {
     /// Lines of scrollback above the screen (default 100, at most 10000).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=MAX_LINES))]
     pub lines: Option<u64>,
+    /// Then stream what the program prints from now on, as it prints it
+    /// (its bytes, escape sequences included), until it exits or the app
+    /// stops; with --json, the Attach stream's lines.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
 }
 
 /// Sends Output and prints the text.
@@ -33,13 +47,71 @@ pub(crate) fn run(args: OutputArgs, connect: &ConnectArgs, json: bool) -> anyhow
         target: args.target,
         lines: args.lines,
     };
-    let reply = AppConnection::find(connect)?.send(request, None)?;
+    let app = AppConnection::find(connect)?;
+    // Opened first: nothing printed between the screen and the stream is lost
+    // (what it printed meanwhile may show twice).
+    let follow = if args.follow {
+        Some(open_follow(&app, args.target)?)
+    } else {
+        None
+    };
+    let reply = app.send(request, None)?;
     print::emit(json, &reply, |info| {
         print::lines(text_lines(info));
         if info.truncated {
             eprintln!("krad: there is more scrollback than shown (--lines, at most {MAX_LINES})");
         }
     });
+    match follow {
+        Some(stream) => follow_output(stream, json),
+        None => Ok(Exit::Success),
+    }
+}
+
+/// The terminal's Attach stream, its first line (the screen) read: a reader
+/// that never types, nor resizes.
+fn open_follow(app: &AppConnection, target: u64) -> Result<MessageStream, Failure> {
+    let request = Request::Attach(Attach { target });
+    let mut stream = app
+        .client()
+        .stream(&request.to_value(), None)
+        .map_err(client_failure)?;
+    match stream.next() {
+        Some(Ok(first)) => match answer_failure(&first) {
+            Some(failure) => Err(failure),
+            None => Ok(stream),
+        },
+        Some(Err(e)) => Err(client_failure(e)),
+        None => Err(client_failure(ClientError::NoAnswer)),
+    }
+}
+
+/// Writes what the program prints until it exits (exit 0) or the app stops
+/// (exit 7).
+fn follow_output(stream: MessageStream, json: bool) -> anyhow::Result<Exit> {
+    for line in stream {
+        let raw = line.map_err(client_failure)?;
+        if json {
+            print::json(&raw);
+        }
+        match serde_json::from_value::<AttachMessage>(raw) {
+            Ok(AttachMessage::Output(DataInfo { data })) if !json => {
+                let bytes = BASE64
+                    .decode(data)
+                    .map_err(|e| Failure::new(Exit::Failure, format!("unreadable output: {e}")))?;
+                print::bytes(&bytes);
+            }
+            Ok(AttachMessage::Exited(_)) => return Ok(Exit::Success),
+            Ok(AttachMessage::ShuttingDown) => {
+                return Err(Failure::new(
+                    Exit::Unreachable,
+                    "the app stopped while following the terminal's output",
+                )
+                .into());
+            }
+            _ => {}
+        }
+    }
     Ok(Exit::Success)
 }
 
