@@ -1781,3 +1781,30 @@ fn krad_env_creates_lists_and_closes_and_the_old_spellings_still_work() {
     assert!(!help.contains("\n  worktree "), "{help}");
     assert!(help.contains("\n  env "), "{help}");
 }
+
+/// Issue 48: there was no `krad variants ls`. It shows each group's
+/// variants: environment, agent state, diff size and cost.
+#[test]
+fn krad_variants_ls_shows_each_variant_s_state_and_diff() {
+    let app = app_with_commit(None);
+    run_three(&app, "vls");
+    let out = app.krad_ok(&["variants", "ls"]);
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("vls ")).collect();
+    assert_eq!(rows.len(), 3, "{out}");
+    for (n, row) in rows.iter().enumerate() {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[1], (n + 1).to_string(), "{out}");
+        assert_eq!(cells[2], format!("vls-{}", n + 1), "{out}");
+        assert_eq!(cells[3], "exited", "{out}");
+        // result-vls-N.txt and task.txt, one line each.
+        assert_eq!((cells[4], cells[5], cells[6]), ("2", "+2", "-0"), "{out}");
+    }
+    let json: Value =
+        serde_json::from_str(&app.krad_ok(&["variants", "ls", "vls", "--json"])).unwrap();
+    assert_eq!(json["Variants"].as_array().map(Vec::len), Some(3), "{json}");
+    assert_eq!(json["Variants"][0]["environment"], "vls-1");
+    assert!(
+        app.krad_ok(&["variants", "ls", "nope"])
+            .contains("no variant group")
+    );
+}

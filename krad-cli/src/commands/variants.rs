@@ -3,13 +3,17 @@
 use std::io::Read;
 
 use anyhow::Context;
-use krad_bus::protocol::PickedInfo;
+use krad_bus::protocol::{AgentRecord, PickedInfo};
+use krad_bus::request::changes::Changes;
+use krad_bus::request::environments::Environments;
+use krad_bus::request::list::List;
 use krad_bus::request::pick_variant::{How, PickVariant};
 use krad_bus::request::run_variants::RunVariants;
 
 use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
+use crate::render::{Column, table, terminal_width};
 
 /// Arguments of `krad variants`.
 #[derive(Debug, clap::Args)]
@@ -75,6 +79,18 @@ pub(crate) enum VariantsCommand {
         krad variants pick login 3 --how squash\n  \
         krad variants pick login 1 --how branch --keep-others"
     )]
+    /// The variant groups: each variant's environment, agent state, diff
+    /// size against its base, and cost.
+    #[command(
+        visible_alias = "list",
+        after_help = "STATE is its agent's (several: the first's, and how many more); \
+FILES, + and − its changes since its base, uncommitted work included.\n\n\
+Examples:\n  krad variants ls\n  krad variants ls login --json"
+    )]
+    Ls {
+        /// Only this group (default: every group).
+        group: Option<String>,
+    },
     Pick {
         /// The group.
         group: String,
@@ -164,6 +180,7 @@ pub(crate) fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyh
                 }
             });
         }
+        VariantsCommand::Ls { group } => return list(&bus, group.as_deref(), json),
         VariantsCommand::Pick {
             group,
             variant,
@@ -258,4 +275,121 @@ fn dry_run_lines(picked: &PickedInfo) -> Vec<String> {
     }
     lines.push("dry run: nothing was changed".to_owned());
     lines
+}
+
+/// One variant as `krad variants ls` shows it.
+#[derive(Debug, serde::Serialize)]
+struct VariantRow {
+    group: String,
+    variant: u32,
+    environment: String,
+    terminals: Vec<u64>,
+    state: Option<String>,
+    files: usize,
+    added: u64,
+    removed: u64,
+    cost_usd: Option<f64>,
+}
+
+/// Lists the variant groups (Environments, List, and Changes of each variant).
+fn list(bus: &AppConnection, group: Option<&str>, json: bool) -> anyhow::Result<Exit> {
+    let environments = bus.send(Environments::default(), None)?.answer;
+    let agents = bus.send(List::default(), None)?.answer;
+    let mut rows = Vec::new();
+    for env in environments {
+        let (Some(of), Some(variant)) = (env.group.clone(), env.variant) else {
+            continue;
+        };
+        if group.is_some_and(|g| g != of) {
+            continue;
+        }
+        let states: Vec<&AgentRecord> = agents
+            .iter()
+            .filter(|a| a.environment == env.name)
+            .collect();
+        let state = states.first().map(|first| {
+            let more = states.len() - 1;
+            let state = crate::render::Agent(first).state();
+            if more > 0 {
+                format!("{state} +{more}")
+            } else {
+                state.to_owned()
+            }
+        });
+        let changes = bus
+            .send(
+                Changes {
+                    environment: env.name.clone(),
+                    ..Changes::default()
+                },
+                None,
+            )
+            .ok()
+            .map(|reply| reply.answer);
+        let (files, added, removed) = changes.map_or((0, 0, 0), |c| {
+            (
+                c.files.len(),
+                c.files.iter().map(|f| f.added).sum(),
+                c.files.iter().map(|f| f.removed).sum(),
+            )
+        });
+        rows.push(VariantRow {
+            group: of,
+            variant,
+            environment: env.name,
+            terminals: env.terminals,
+            state,
+            files,
+            added,
+            removed,
+            cost_usd: env
+                .tokens
+                .as_ref()
+                .and_then(|t| t.cost_usd)
+                .map(|d| d.value()),
+        });
+    }
+    rows.sort_by(|a, b| (&a.group, a.variant).cmp(&(&b.group, b.variant)));
+    if json {
+        print::json(&serde_json::json!({ "Variants": rows }));
+        return Ok(Exit::Success);
+    }
+    if rows.is_empty() {
+        print::line(
+            match group {
+                Some(group) => format!("no variant group {group:?} (krad variants run starts one)"),
+                None => "no variant groups (krad variants run starts one)".to_owned(),
+            }
+            .as_str(),
+        );
+        return Ok(Exit::Success);
+    }
+    let columns = [
+        Column::new("GROUP", 5, 24),
+        Column::new("#", 1, 3),
+        Column::new("ENV", 3, 28),
+        Column::new("STATE", 5, 12),
+        Column::new("FILES", 5, 6),
+        Column::new("+", 1, 8),
+        Column::new("−", 1, 8),
+        Column::new("COST", 4, 10),
+    ];
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            vec![
+                row.group.clone(),
+                row.variant.to_string(),
+                row.environment.clone(),
+                row.state.clone().unwrap_or_else(|| "-".to_owned()),
+                row.files.to_string(),
+                format!("+{}", row.added),
+                format!("-{}", row.removed),
+                row.cost_usd
+                    .map_or_else(|| "-".to_owned(), |c| format!("${c:.2}")),
+            ]
+        })
+        .collect();
+    print::lines(table(&columns, &cells, terminal_width()));
+    Ok(Exit::Success)
 }
