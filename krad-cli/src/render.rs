@@ -143,10 +143,20 @@ impl<'a> Agent<'a> {
         row
     }
 
-    /// The CPU cell: `12.5%` of one core, as last sampled; `-` before the
-    /// first sample and on an SSH host without tmux.
+    /// What its processes use now, as last sampled: none for an exited
+    /// agent (its last sample is of processes that are gone), before the
+    /// first sample, and on an SSH host without tmux.
+    pub(crate) fn live_usage(&self) -> Option<&'a krad_bus::protocol::Usage> {
+        self.0
+            .usage
+            .as_ref()
+            .filter(|_| self.0.state != krad_bus::protocol::AgentState::Exited)
+    }
+
+    /// The CPU cell: `12.5%` of one core, as last sampled; `-` when there is
+    /// no live sample ([`Agent::live_usage`]).
     pub(crate) fn cpu_cell(&self) -> String {
-        self.0.usage.as_ref().map_or_else(
+        self.live_usage().map_or_else(
             || "-".to_owned(),
             |u| format!("{:.1}%", u.cpu_percent.value()),
         )
@@ -154,9 +164,7 @@ impl<'a> Agent<'a> {
 
     /// The MEM cell: the process tree's resident memory (`180.2 MiB`), or `-`.
     pub(crate) fn memory_cell(&self) -> String {
-        self.0
-            .usage
-            .as_ref()
+        self.live_usage()
             .map_or_else(|| "-".to_owned(), |u| bytes(u.rss_bytes))
     }
 

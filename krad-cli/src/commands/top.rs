@@ -115,15 +115,17 @@ pub(crate) fn run(args: TopArgs, connect: &ConnectArgs, json: bool) -> anyhow::R
 }
 
 /// `krad top: 3 agents — 112.5% CPU, 1.2 GiB — by cpu — Ctrl-C to quit`.
+/// CPU and memory are the live agents' (an exited one's last sample is of
+/// processes that are gone); the cost is everyone's (spent stays spent).
 fn header(agents: &[AgentRecord], sort: SortBy) -> String {
     let cpu: f64 = agents
         .iter()
-        .filter_map(|a| a.usage.as_ref())
+        .filter_map(|a| Agent(a).live_usage())
         .map(|u| u.cpu_percent.value())
         .sum();
     let memory: u64 = agents
         .iter()
-        .filter_map(|a| a.usage.as_ref())
+        .filter_map(|a| Agent(a).live_usage())
         .map(|u| u.rss_bytes)
         .sum();
     let cost: u64 = agents
@@ -161,7 +163,7 @@ fn top_table(
     let mut sorted: Vec<&AgentRecord> = agents.iter().collect();
     let weight = |a: &AgentRecord| match sort {
         SortBy::Cost => a.tokens.as_ref().and_then(|t| t.cost_usd).map(|c| (c.0, 0)),
-        _ => a.usage.as_ref().map(|u| match sort {
+        _ => Agent(a).live_usage().map(|u| match sort {
             SortBy::Mem => (u.rss_bytes, u64::from(u.cpu_percent.0)),
             _ => (u64::from(u.cpu_percent.0), u.rss_bytes),
         }),
@@ -181,9 +183,8 @@ fn top_table(
                 agent.state().to_owned(),
                 agent.cpu_cell(),
                 agent.memory_cell(),
-                record
-                    .usage
-                    .as_ref()
+                agent
+                    .live_usage()
                     .map_or_else(|| "-".to_owned(), |u| u.processes.to_string()),
                 agent.tokens_cell(),
                 agent.cost_cell(),
@@ -202,6 +203,21 @@ mod tests {
     fn agent(terminal: u64, cpu: f64, rss: u64) -> AgentRecord {
         render::test_record(json!({"terminal": terminal, "usage":
             {"cpu_percent": cpu, "rss_bytes": rss, "processes": 2, "sampled_at": "x"}}))
+    }
+
+    /// Issue 48: the header summed exited agents' last samples, and their
+    /// rows showed processes.
+    #[test]
+    fn exited_agents_count_for_cost_only() {
+        let mut gone = render::test_record(json!({"terminal": 9, "state": "exited",
+            "usage": {"cpu_percent": 50.0, "rss_bytes": 1u64 << 30, "processes": 3, "sampled_at": "x"}}));
+        gone.tokens = None;
+        let agents = [agent(1, 5.0, 100 << 20), gone];
+        let said = header(&agents, SortBy::Cpu);
+        assert!(said.contains("5.0% CPU, 100.0 MiB"), "{said}");
+        let table = top_table(&agents, SortBy::Cpu, None, 200);
+        let row = table.iter().find(|l| l.starts_with('9')).unwrap();
+        assert!(!row.contains("50.0%") && !row.contains("GiB"), "{row}");
     }
 
     #[test]
