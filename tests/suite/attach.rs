@@ -226,7 +226,18 @@ pub(crate) struct Pty {
 
 impl Pty {
     pub(crate) fn open() -> Pty {
-        let pty = nix::pty::openpty(None, None).unwrap();
+        Pty::open_sized(None)
+    }
+
+    /// A pseudo-terminal of `cols` × `rows` (`None`: 0 × 0, as under `script`).
+    pub(crate) fn open_sized(size: Option<(u16, u16)>) -> Pty {
+        let size = size.map(|(cols, rows)| nix::pty::Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        });
+        let pty = nix::pty::openpty(size.as_ref(), None).unwrap();
         let master = std::fs::File::from(pty.master);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let mut reader = master.try_clone().unwrap();
@@ -304,6 +315,43 @@ fn wait(child: &mut Child) -> std::process::ExitStatus {
         }
         assert!(Instant::now() < until, "krad attach did not end");
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 48: `krad attach` from a terminal that reports 0×0 left the agent's
+/// terminal 1×1 after the detach (its screen read two characters a line). A
+/// 0 size is never sent, and the size the attach found comes back at detach.
+#[test]
+fn an_attach_leaves_the_agent_s_size_as_it_found_it() {
+    let app = App::start();
+    let id = app.spawn_sh("echo READY; while read -r x; do echo \"size $(stty size)\"; done");
+    app.until_screen(id, "READY");
+    for size in [None, Some((100, 30))] {
+        let mut pty = Pty::open_sized(size);
+        let mut child = pty.krad_attach(&app, &[&id.to_string()]);
+        pty.until("READY");
+        if size.is_some() {
+            // While attached, the agent has the user's size.
+            pty.type_keys(b"\r");
+            pty.until("size 30 100");
+        }
+        pty.type_keys(b"\x1c");
+        assert!(wait(&mut child).success());
+        let sizes = |app: &App| {
+            let output = app.request(json!({"Output": {"target": id}}));
+            let screen = output["Output"]["screen"].as_str().unwrap_or("").to_owned();
+            screen
+                .lines()
+                .filter(|l| l.starts_with("size "))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        let before = sizes(&app).len();
+        let sent = app.request(json!({"Send": {"target": id, "text": "", "enter": true}}));
+        assert!(sent["Sent"].is_object(), "{sent}");
+        crate::support::wait_until(Duration::from_secs(20), || sizes(&app).len() > before);
+        let last = sizes(&app).pop();
+        assert_eq!(last.as_deref(), Some("size 40 120"), "{:?}", sizes(&app));
     }
 }
 

@@ -97,8 +97,13 @@ pub(crate) fn run(args: AttachArgs, connect: &ConnectArgs, json: bool) -> anyhow
     if let Some(failure) = answer_failure(&first) {
         return Err(failure.into());
     }
-    let Ok(AttachMessage::Screen(ScreenInfo { data, tmux, .. })) =
-        serde_json::from_value(first.clone())
+    let Ok(AttachMessage::Screen(ScreenInfo {
+        data,
+        tmux,
+        cols,
+        rows,
+        ..
+    })) = serde_json::from_value(first.clone())
     else {
         return Err(Failure::new(
             Exit::Failure,
@@ -124,7 +129,13 @@ pub(crate) fn run(args: AttachArgs, connect: &ConnectArgs, json: bool) -> anyhow
             let screen = BASE64
                 .decode(data)
                 .map_err(|e| Failure::new(Exit::Failure, format!("a bad Screen message: {e}")))?;
-            runtime.block_on(stream_attach(stream, early, screen, args.detach_key))?
+            runtime.block_on(stream_attach(
+                stream,
+                early,
+                screen,
+                args.detach_key,
+                (cols, rows),
+            ))?
         }
     };
     // The stdin reader may still wait for a key: do not wait for it.
@@ -165,11 +176,15 @@ fn first_message(stream: &TcpStream) -> Result<(Value, Vec<u8>), Failure> {
 }
 
 /// The Attach stream, with the user's terminal in raw mode until it ends.
+/// `before` is the terminal's size as the attach found it: it comes back when
+/// the user leaves (a detach, a signal), so that the agent's screen is read
+/// as it was.
 async fn stream_attach(
     stream: TcpStream,
     early: Vec<u8>,
     screen: Vec<u8>,
     detach_key: u8,
+    before: (u16, u16),
 ) -> anyhow::Result<Ending> {
     use tokio::signal::unix::{SignalKind, signal};
     // Signals are caught before the terminal changes, so none leaves it raw.
@@ -189,7 +204,9 @@ async fn stream_attach(
         .spawn(move || read_keys(&keys_tx))
         .context("cannot read the keyboard")?;
     write_out(&screen);
-    send(&mut writer, &resize_message()).await;
+    if let Some(resize) = resize_message() {
+        send(&mut writer, &resize).await;
+    }
     let mut line = Vec::new();
     let ending = loop {
         tokio::select! {
@@ -231,7 +248,9 @@ async fn stream_attach(
                 }
             }
             _ = winch.recv() => {
-                if !send(&mut writer, &resize_message()).await {
+                if let Some(resize) = resize_message()
+                    && !send(&mut writer, &resize).await
+                {
                     break Ending::AppGone;
                 }
             }
@@ -240,6 +259,12 @@ async fn stream_attach(
             _ = int.recv() => break Ending::Signal("SIGINT"),
         }
     };
+    if matches!(ending, Ending::Detached | Ending::Signal(_)) {
+        let (cols, rows) = before;
+        if cols > 0 && rows > 0 {
+            send(&mut writer, &AttachInput::Resize(ResizeInfo { cols, rows })).await;
+        }
+    }
     let _ = writer.shutdown().await;
     Ok(ending)
 }
@@ -262,13 +287,11 @@ fn read_keys(keys: &tokio::sync::mpsc::Sender<Vec<u8>>) {
     }
 }
 
-/// `Resize` with the user's terminal size.
-fn resize_message() -> AttachInput {
-    let (cols, rows) = crossterm::terminal::size().unwrap_or((80, 24));
-    AttachInput::Resize(ResizeInfo {
-        cols: cols.max(1),
-        rows: rows.max(1),
-    })
+/// `Resize` with the user's terminal size; none when the terminal does not
+/// say (a 0×0 terminal, as under `script`: the agent's size stays as it is).
+fn resize_message() -> Option<AttachInput> {
+    let (cols, rows) = crossterm::terminal::size().ok()?;
+    (cols > 0 && rows > 0).then_some(AttachInput::Resize(ResizeInfo { cols, rows }))
 }
 
 /// Sends a line to the app; false when the connection broke.
