@@ -104,13 +104,18 @@ impl<'a> Agent<'a> {
         }
     }
 
-    /// How the process ended, if it did: `code 0`, `signal 9`.
+    /// How the process ended, if it did: `code 0`, `signal 9` — unless its
+    /// message says so already (`exited with code 3`: said twice otherwise).
     pub(crate) fn ending(&self) -> Option<String> {
-        match (self.0.exit_code, self.0.signal) {
-            (_, Some(signal)) => Some(format!("signal {signal}")),
-            (Some(code), None) => Some(format!("code {code}")),
-            (None, None) => None,
-        }
+        let ending = match (self.0.exit_code, self.0.signal) {
+            (_, Some(signal)) => format!("signal {signal}"),
+            (Some(code), None) => format!("code {code}"),
+            (None, None) => return None,
+        };
+        let said = self
+            .message()
+            .is_some_and(|message| message.contains(&ending));
+        (!said).then_some(ending)
     }
 
     /// The MESSAGE column: how it ended (for exited agents), then the message, on one line.
@@ -481,6 +486,14 @@ mod tests {
         assert_eq!(
             Agent(&failed).failure().as_deref(),
             Some("exited with code 2")
+        );
+        // Issue 48: `code 3 — exited with code 3` said it twice.
+        let said = test_record(json!({"terminal": 5, "state": "exited", "exit_code": 3,
+            "message": "exited with code 3"}));
+        assert_eq!(Agent(&said).message_cell(), "exited with code 3");
+        assert_eq!(
+            Agent(&said).summary_line(),
+            "5 exited (process) — exited with code 3"
         );
         let killed = test_record(json!({"terminal": 4, "name": "x", "state": "exited",
             "state_source": "process", "exit_code": null, "signal": 9, "message": "bye"}));
