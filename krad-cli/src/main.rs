@@ -8,6 +8,7 @@ mod connect;
 mod exit;
 mod print;
 mod render;
+mod status;
 
 use std::process::ExitCode;
 

@@ -260,9 +260,15 @@ impl Pty {
 
     /// Runs `krad attach ARGS` with the pseudo-terminal as its stdin, stdout and stderr.
     pub(crate) fn krad_attach(&self, app: &App, args: &[&str]) -> Child {
+        let mut all = vec!["attach"];
+        all.extend_from_slice(args);
+        self.krad(app, &all)
+    }
+
+    /// Runs `krad ARGS` with the pseudo-terminal as its stdin, stdout and stderr.
+    pub(crate) fn krad(&self, app: &App, args: &[&str]) -> Child {
         let io = || Stdio::from(self.slave.try_clone().unwrap());
         Command::new(KRAD)
-            .arg("attach")
             .args(args)
             .env("KRAD_ADE_API_JSON", &app.api_json)
             .env_remove("KRAD_ADE_ENDPOINT")
@@ -280,7 +286,7 @@ impl Pty {
         self.master.write_all(bytes).unwrap();
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
     }
 

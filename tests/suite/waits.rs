@@ -460,3 +460,26 @@ fn send_when_idle_waits_for_a_turn_longer_than_10_s() {
     assert!(said.contains("once its turn ended, after"), "{said}");
     app.until_screen(id, "got hello");
 }
+
+/// Issue 48: `krad code` and `krad wait` were silent for up to minutes. On a
+/// terminal they show a one-line live status; nothing extra when piped.
+#[test]
+fn wait_and_code_show_a_live_status_on_a_terminal_only() {
+    let app = App::start();
+    let id = app.spawn_sh("krad report working -m busy; sleep 60");
+    app.until(id, Duration::from_secs(20), |r| r["message"] == "busy");
+    let pty = crate::attach::Pty::open_sized(Some((100, 30)));
+    let mut child = pty.krad(&app, &["wait", &id.to_string(), "--timeout", "3s"]);
+    pty.until(&format!("krad wait: {id} working"));
+    assert_eq!(child.wait().unwrap().code(), Some(5));
+    let mut child = pty.krad(&app, &["code", "--", "sh", "-c", "sleep 2; echo done"]);
+    pty.until("krad code: running `sh -c sleep 2; echo done` in main");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    pty.until("done");
+    // Piped: the output is the program's alone.
+    let out = app.krad(&["code", "--", "sh", "-c", "sleep 1; echo piped"]);
+    assert_eq!(crate::support::stdout(&out), "piped\n");
+    assert!(!crate::support::stderr(&out).contains("krad code:"));
+    let out = app.krad(&["wait", &id.to_string(), "--timeout", "1s"]);
+    assert!(!crate::support::stderr(&out).contains("krad wait:"));
+}

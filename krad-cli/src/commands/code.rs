@@ -72,7 +72,17 @@ pub(crate) fn run(args: CodeArgs, connect: &ConnectArgs, json: bool) -> anyhow::
         stdin,
         timeout_secs: args.timeout,
     };
-    let reply = AppConnection::find(connect)?.send(request, None)?;
+    let shown = request.command.join(" ");
+    let place = request.environment.clone();
+    let status = crate::status::StatusLine::show(json, move |elapsed| {
+        format!(
+            "krad code: running `{shown}` in {place} — {}",
+            crate::status::elapsed(elapsed)
+        )
+    });
+    let sent = AppConnection::find(connect)?.send(request, None);
+    drop(status);
+    let reply = sent?;
     print::emit(json, &reply, pass_through);
     Ok(outcome(&reply.answer))
 }

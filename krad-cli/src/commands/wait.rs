@@ -4,6 +4,7 @@
 
 use krad_bus::protocol::{AgentRecord, Waited};
 use krad_bus::request::check::Check;
+use krad_bus::request::list::List;
 use krad_bus::request::{
     deadline,
     wait::{Until, Wait, WaitFor},
@@ -13,6 +14,7 @@ use crate::connect::{AppConnection, ConnectArgs, Received};
 use crate::exit::{Exit, Failure};
 use crate::print;
 use crate::render::Agent;
+use crate::status::StatusLine;
 
 /// Arguments of `krad wait`.
 #[derive(Debug, clap::Args)]
@@ -44,7 +46,10 @@ pub(crate) struct WaitArgs {
 /// Sends Wait and prints the records it answers.
 pub(crate) fn run(args: WaitArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let app = AppConnection::find(connect)?;
-    let Received { raw, answer } = app.send(wait_request(&args), None)?;
+    let status = status_line(connect, &args.targets, json);
+    let sent = app.send(wait_request(&args), None);
+    drop(status);
+    let Received { raw, answer } = sent?;
     let records = match answer {
         Waited::Agent(record) => vec![*record],
         Waited::Agents(records) => records,
@@ -65,6 +70,34 @@ pub(crate) fn run(args: WaitArgs, connect: &ConnectArgs, json: bool) -> anyhow::
         }
     }
     Ok(exit)
+}
+
+/// On a terminal, the agents waited on and their states, with the time
+/// waited so far (`krad wait: 4 working, 5 idle — 12 s`).
+fn status_line(connect: &ConnectArgs, targets: &[u64], json: bool) -> Option<StatusLine> {
+    let watcher = AppConnection::find(connect).ok()?;
+    let targets = targets.to_vec();
+    StatusLine::show(json, move |elapsed| {
+        let agents = watcher
+            .send(List::default(), None)
+            .map(|reply| reply.answer)
+            .unwrap_or_default();
+        let states: Vec<String> = targets
+            .iter()
+            .map(|target| {
+                let state = agents
+                    .iter()
+                    .find(|a| a.terminal == *target)
+                    .map_or("?", |a| Agent(a).state());
+                format!("{target} {state}")
+            })
+            .collect();
+        format!(
+            "krad wait: {} — {}",
+            states.join(", "),
+            crate::status::elapsed(elapsed)
+        )
+    })
 }
 
 /// Exit 5 when the timeout passed first, saying where each waited agent is
