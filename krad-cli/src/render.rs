@@ -2,7 +2,7 @@
 //! prints `?`), relative times, one-line text cut to a width, and tables fitted
 //! to the terminal.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use krad_bus::protocol::AgentRecord;
 
@@ -217,22 +217,7 @@ pub(crate) fn wire_name<T: serde::Serialize>(value: &T) -> String {
     }
 }
 
-/// The time from an RFC 3339 timestamp to `now`; zero for one in the future.
-pub(crate) fn elapsed(timestamp: &str, now: SystemTime) -> Option<Duration> {
-    let then = humantime::parse_rfc3339_weak(timestamp.trim()).ok()?;
-    Some(now.duration_since(then).unwrap_or(Duration::ZERO))
-}
-
-/// A duration in its largest whole unit: `12s`, `3m`, `5h`, `2d`.
-pub(crate) fn relative(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    match secs {
-        0..60 => format!("{secs}s"),
-        60..3600 => format!("{}m", secs / 60),
-        3600..86_400 => format!("{}h", secs / 3600),
-        _ => format!("{}d", secs / 86_400),
-    }
-}
+pub(crate) use krad_tui::{elapsed, relative};
 
 /// A size in bytes for people: `512 B`, `4.0 KiB`, `1.2 GiB`.
 pub(crate) fn bytes(bytes: u64) -> String {
@@ -402,6 +387,7 @@ pub(crate) fn count(n: u64) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::time::Duration;
 
     #[test]
     fn sizes_in_binary_units() {

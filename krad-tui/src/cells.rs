@@ -13,13 +13,13 @@ pub(crate) fn since(record: &AgentRecord, now: SystemTime) -> String {
 }
 
 /// The time from an RFC 3339 timestamp to `now`; zero for one in the future.
-pub(crate) fn elapsed(timestamp: &str, now: SystemTime) -> Option<Duration> {
+pub fn elapsed(timestamp: &str, now: SystemTime) -> Option<Duration> {
     let then = humantime::parse_rfc3339_weak(timestamp.trim()).ok()?;
     Some(now.duration_since(then).unwrap_or(Duration::ZERO))
 }
 
 /// A duration in its largest whole unit.
-pub(crate) fn relative(duration: Duration) -> String {
+pub fn relative(duration: Duration) -> String {
     let secs = duration.as_secs();
     match secs {
         0..60 => format!("{secs}s"),
@@ -45,20 +45,26 @@ pub(crate) fn next_change(age: Duration) -> Duration {
         .max(Duration::from_millis(10))
 }
 
-/// CPU of the process tree (`12.5%`), `-` before the first sample.
+/// What its processes use now: none for an exited agent (its last sample
+/// is of processes that are gone, as `krad top` says too) or before the first.
+fn live_usage(record: &AgentRecord) -> Option<&krad_bus::protocol::Usage> {
+    record
+        .usage
+        .as_ref()
+        .filter(|_| record.state != krad_bus::protocol::AgentState::Exited)
+}
+
+/// CPU of the process tree (`12.5%`), `-` without a live sample.
 pub(crate) fn cpu(record: &AgentRecord) -> String {
-    record.usage.as_ref().map_or_else(
+    live_usage(record).map_or_else(
         || "-".to_owned(),
         |u| format!("{:.1}%", u.cpu_percent.value()),
     )
 }
 
-/// Resident memory of the process tree (`180.2M`), `-` before the first sample.
+/// Resident memory of the process tree (`180.2M`), `-` without a live sample.
 pub(crate) fn memory(record: &AgentRecord) -> String {
-    record
-        .usage
-        .as_ref()
-        .map_or_else(|| "-".to_owned(), |u| bytes(u.rss_bytes))
+    live_usage(record).map_or_else(|| "-".to_owned(), |u| bytes(u.rss_bytes))
 }
 
 /// A size, short: `512B`, `4.0K`, `1.2G`.
@@ -161,5 +167,23 @@ mod tests {
         );
         assert_eq!(bytes(3 * 1024 * 1024), "3.0M");
         assert_eq!(one_line(" a\n\x1b[31mb\t "), "a [31mb");
+    }
+
+    /// An exited agent's last sample is of processes that are gone.
+    #[test]
+    fn an_exited_agent_uses_nothing() {
+        use crate::state::test_support::record;
+        let usage = serde_json::json!({"cpu_percent": 50.0, "rss_bytes": 1u64 << 30,
+            "processes": 3, "sampled_at": "x"});
+        let live = record(serde_json::json!({"usage": usage}));
+        assert_eq!(
+            (cpu(&live), memory(&live)),
+            ("50.0%".to_owned(), "1.0G".to_owned())
+        );
+        let gone = record(serde_json::json!({"state": "exited", "usage": usage}));
+        assert_eq!(
+            (cpu(&gone), memory(&gone)),
+            ("-".to_owned(), "-".to_owned())
+        );
     }
 }

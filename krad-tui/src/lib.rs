@@ -25,6 +25,8 @@ mod terminal;
 pub mod bench;
 
 pub use bus::Connect;
+pub use cells::{elapsed, relative};
+pub use terminal::TerminalGuard;
 
 /// How the home screen runs.
 #[derive(Debug, Clone)]

@@ -1,7 +1,8 @@
-//! The user's terminal while the home screen runs: raw mode and the
-//! alternate screen, given back by a guard on every way out — the end, an
-//! error, a panic on any thread (a hook), a signal (the loop ends, the guard
-//! drops). Owns no state of the UI; must never import the bus.
+//! The user's terminal while the home screen runs (or `krad attach`): raw
+//! mode and the alternate screen, given back by a guard on every way out —
+//! the end, an error, a panic on any thread (a hook), a signal (the loop ends,
+//! the guard drops). The one guard of the workspace: `krad attach` takes it
+//! too. Owns no state of the UI; must never import the bus.
 
 use std::io::Write;
 use std::sync::Once;
@@ -23,11 +24,19 @@ pub(crate) const RESET_KEEP_SCREEN: &[u8] = b"\x1b[0m\x1b[r\x1b[?1l\x1b>\x1b[?20
 
 /// The terminal in raw mode on the alternate screen until dropped.
 #[derive(Debug)]
-pub(crate) struct TerminalGuard;
+pub struct TerminalGuard;
 
 impl TerminalGuard {
-    /// Takes the terminal.
+    /// Takes the terminal for the home screen (bracketed paste on: a paste
+    /// goes into a field whole).
     pub(crate) fn enter() -> std::io::Result<TerminalGuard> {
+        TerminalGuard::enter_with(b"\x1b[?1049h\x1b[?2004h\x1b[H\x1b[2J")
+    }
+
+    /// Takes the terminal: raw mode, then `prologue` (which enters the
+    /// alternate screen, and whatever modes the caller wants); everything is
+    /// undone when the guard drops, or on a panic.
+    pub fn enter_with(prologue: &[u8]) -> std::io::Result<TerminalGuard> {
         HOOK.call_once(|| {
             let previous = std::panic::take_hook();
             std::panic::set_hook(Box::new(move |info| {
@@ -37,7 +46,7 @@ impl TerminalGuard {
         });
         crossterm::terminal::enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
-        write_out(b"\x1b[?1049h\x1b[?2004h\x1b[H\x1b[2J");
+        write_out(prologue);
         Ok(TerminalGuard)
     }
 }

@@ -13,7 +13,6 @@
 
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -197,7 +196,10 @@ async fn stream_attach(
     let (reader, mut writer) = stream.into_split();
     let mut lines = tokio::io::BufReader::new(std::io::Cursor::new(early).chain(reader));
 
-    let _guard = TerminalGuard::enter()?;
+    // The one terminal guard (krad-tui's): raw mode and the alternate
+    // screen, everything an attached program set undone on every way out.
+    let _guard = krad_tui::TerminalGuard::enter_with(b"\x1b[?1049h\x1b[H\x1b[2J")
+        .context("cannot put the terminal in raw mode")?;
     let (keys_tx, mut keys) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
     std::thread::Builder::new()
         .name("krad-attach-stdin".into())
@@ -470,48 +472,6 @@ fn report(bus: &AppConnection, target: u64, ending: Ending, json: bool) -> anyho
     print::line(&text);
     Ok(exit)
 }
-
-/// The user's terminal in raw mode on the alternate screen, until dropped — or
-/// until a panic, on any thread, puts it back (see [`restore`]).
-struct TerminalGuard;
-
-/// Whether the terminal still needs putting back.
-static RAW: AtomicBool = AtomicBool::new(false);
-
-impl TerminalGuard {
-    fn enter() -> anyhow::Result<TerminalGuard> {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            restore();
-            previous(info);
-        }));
-        crossterm::terminal::enable_raw_mode().context("cannot put the terminal in raw mode")?;
-        RAW.store(true, Ordering::SeqCst);
-        write_out(b"\x1b[?1049h\x1b[H\x1b[2J");
-        Ok(TerminalGuard)
-    }
-}
-
-impl Drop for TerminalGuard {
-    fn drop(&mut self) {
-        restore();
-    }
-}
-
-/// Undoes what the attached program may have set in the user's terminal, leaves
-/// the alternate screen and ends raw mode. Once.
-fn restore() {
-    if !RAW.swap(false, Ordering::SeqCst) {
-        return;
-    }
-    write_out(RESET);
-    let _ = crossterm::terminal::disable_raw_mode();
-}
-
-/// Attributes, scroll region, cursor and keypad modes, bracketed paste, mouse
-/// and focus reporting, the kitty keyboard protocol, the cursor, the screen.
-const RESET: &[u8] = b"\x1b[0m\x1b[r\x1b[?1l\x1b>\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l\
-\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l\x1b[<u\x1b[?25h\x1b[?1049l";
 
 /// Parses `--detach-key`: ctrl-<key>, C-<key> or ^<key>.
 pub(crate) fn parse_detach_key(text: &str) -> Result<u8, String> {
