@@ -172,7 +172,7 @@ mod tests {
     /// An exited agent's last sample is of processes that are gone.
     #[test]
     fn an_exited_agent_uses_nothing() {
-        use crate::state::test_support::record;
+        use crate::test_support::record;
         let usage = serde_json::json!({"cpu_percent": 50.0, "rss_bytes": 1u64 << 30,
             "processes": 3, "sampled_at": "x"});
         let live = record(serde_json::json!({"usage": usage}));

@@ -21,6 +21,8 @@ mod input;
 mod signals;
 mod state;
 mod terminal;
+#[cfg(test)]
+mod test_support;
 
 pub mod bench;
 

@@ -6,7 +6,7 @@ use ratatui::backend::TestBackend;
 use serde_json::json;
 
 use super::*;
-use crate::state::test_support::record;
+use crate::test_support::record;
 
 fn screen_text(state: &mut State, width: u16, height: u16) -> String {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();

@@ -406,7 +406,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::test_support::record;
+    use crate::test_support::record;
     use krad_bus::protocol::SnapshotInfo;
     use serde_json::json;
 

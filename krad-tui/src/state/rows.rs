@@ -116,7 +116,7 @@ pub(crate) fn visible_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::test_support::record;
+    use crate::test_support::record;
     use serde_json::json;
 
     #[test]

@@ -1,8 +1,8 @@
 //! The state's changes from bus events and calls: the bell and highlight,
 //! the selection kept across changes, the header's totals, refusals.
 
-use super::test_support::record;
 use super::*;
+use crate::test_support::record;
 use serde_json::json;
 
 fn snapshot(agents: Vec<AgentRecord>) -> SnapshotInfo {
