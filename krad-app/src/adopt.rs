@@ -332,7 +332,7 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
         let token = core.secret.terminal_token(&me, record.lead);
         // A sandbox binds its token file by itself: it sees the same file
         // written again, not one renamed over it.
-        let written = if crate::sandbox::contained_here(core, id) {
+        let written = if crate::sandbox::contained_here(&core.sandbox, id) {
             private_file::rewrite_in_place(path, token.expose().as_bytes())
         } else {
             private_file::write(path, token.expose().as_bytes())
@@ -350,7 +350,7 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
-    crate::sandbox::taken_back(core, &record.environment, id);
+    crate::sandbox::taken_back(&core.sandbox, &record.environment, id);
     watch_again(core, record, terminal, token_file, events);
     tracing::info!(terminal = id, "took the terminal back");
     Ok(())
@@ -386,7 +386,7 @@ fn record_gone(core: &Core, entry: TerminalEntry, why: &str) {
     }
     // It never runs again: its sandbox's home (with the CLI's credentials)
     // and sockets go now, not at its Close.
-    crate::sandbox::forget(core, record.terminal);
+    crate::sandbox::forget(&core.sandbox, record.terminal);
     let terminal = Arc::new(Gone {
         id: record.terminal,
         status: ExitStatus {

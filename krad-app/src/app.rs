@@ -16,7 +16,8 @@ use crate::profile::Profiles;
 use crate::store::Store;
 use crate::{
     Core, EmbeddedApp, StartError, adopt, asks, budget, config, environments, extensions, hosts,
-    launching, leftovers, limits, notify, queue, recovery, sampling, state_db, store, transcripts,
+    launching, leftovers, limits, notify, queue, recovery, sampling, sandbox, state_db, store,
+    transcripts,
 };
 
 /// Starts the app: reads its state, prepares its directories.
@@ -59,12 +60,22 @@ pub(crate) fn new(
     let extensions = extensions::manager(&settings);
     let asks = asks::AskBoard::default();
     asks.keep_decided_in(db.clone(), &settings.state_dir.join("asks-decided.jsonl"));
-    let hosts = hosts::HostLinks::new(
+    let hosts = Arc::new(hosts::HostLinks::new(
         &settings.config.hosts,
         settings.endpoint.port(),
         &settings.state_dir,
         &settings.root,
-    );
+    ));
+    let settings = Arc::new(settings);
+    let environments = Arc::new(environments::Environments::new(
+        settings.clone(),
+        store.clone(),
+        hosts.clone(),
+    ));
+    let sandbox = Arc::new(sandbox::Sandbox::new(
+        settings.clone(),
+        environments.clone(),
+    ));
     Ok(EmbeddedApp {
         core: Arc::new(Core {
             settings,
@@ -73,19 +84,13 @@ pub(crate) fn new(
             host,
             secret,
             extensions,
-            environments_lock: tokio::sync::Mutex::new(()),
+            environments,
             launching: launching::Launching::default(),
             hosts,
             asks,
             feed: Arc::default(),
-            host_ports: Default::default(),
-            port_blocks: Default::default(),
-            bus_socket: Default::default(),
-            nets: Default::default(),
-            inbound: Default::default(),
+            sandbox,
             request_log,
-            environments_changed: tokio::sync::watch::channel(0).0,
-            disk: Default::default(),
             budgets,
             limits,
         }),
@@ -99,8 +104,8 @@ pub(crate) fn new(
 /// this app.
 pub(crate) async fn restore(app: &EmbeddedApp) -> Vec<SocketAddr> {
     let core = &app.core;
-    environments::restore(core).await;
-    environments::ports::restore(core);
+    environments::restore(&core.environments).await;
+    environments::ports::restore(&core.environments);
     let endpoints = adopt::restore(core).await;
     // The queued terminals on record again before the intents are
     // settled: a queued Spawn's retry is answered with its record.
@@ -110,7 +115,7 @@ pub(crate) async fn restore(app: &EmbeddedApp) -> Vec<SocketAddr> {
     transcripts::prune_in_background(&core.settings, &core.store).await;
     leftovers::clean(core).await;
     notify::start(core.settings.config.notify.as_ref(), &core.store);
-    environments::disk::start(core);
+    environments::disk::start(&core.environments);
     tokio::spawn(sampling::run(Arc::downgrade(core)));
     endpoints
 }

@@ -61,7 +61,7 @@ pub(crate) async fn close_terminal(core: &Arc<Core>, id: u64) -> Result<(), ApiE
         }
         // The settings handed to its program (Claude Code's hooks), if any.
         let _ = std::fs::remove_dir_all(core.settings.state_dir.join("hooks").join(id.to_string()));
-        crate::sandbox::forget(core, id);
+        crate::sandbox::forget(&core.sandbox, id);
         if let Some(host) = entry.record.host.as_deref()
             && let Ok(host) = core.hosts.get(host)
         {
@@ -85,4 +85,10 @@ pub(crate) async fn close_terminals_of(
         close_terminal(core, terminal).await?;
     }
     Ok(())
+}
+
+impl crate::environments::CloseTerminals for Arc<Core> {
+    async fn close_terminals_of(&self, environment: &str) -> Result<(), ApiError> {
+        close_terminals_of(self, environment).await
+    }
 }

@@ -63,10 +63,80 @@ pub(crate) use restore::restore;
 pub(crate) use setup::{ready, run_setup, run_teardown};
 pub(crate) use variants::recover_pick;
 
-use crate::Core;
+use crate::config::Settings;
 use crate::git::Git;
 use crate::hosts::Host;
+use crate::hosts::HostLinks;
 use crate::records::{EnvironmentRecord, Phase};
+use crate::store::Store;
+
+/// The environments' domain, one per app: the records of worktrees (in the
+/// store), the lock that serializes the git work creating and removing them,
+/// the signal that one changed, their disk use and port blocks. Built once by
+/// the composition root; everything under `environments/` takes it.
+pub(crate) struct Environments {
+    settings: Arc<Settings>,
+    store: Arc<Store>,
+    hosts: Arc<HostLinks>,
+    /// Serializes the git work that creates and removes worktrees.
+    lock: tokio::sync::Mutex<()>,
+    /// Bumped whenever an environment changes (Spawn waits on a setup with it).
+    changed: tokio::sync::watch::Sender<u64>,
+    /// Each environment's disk use, as last measured in the background.
+    disk: disk::DiskUse,
+    /// The hosts' port registries: their calls in turn, what they said last.
+    host_ports: ports::HostPorts,
+    /// The environments' port blocks as last read from the store.
+    port_blocks: ports::KnownBlocks,
+}
+
+impl Environments {
+    pub(crate) fn new(settings: Arc<Settings>, store: Arc<Store>, hosts: Arc<HostLinks>) -> Self {
+        Environments {
+            settings,
+            store,
+            hosts,
+            lock: tokio::sync::Mutex::new(()),
+            changed: tokio::sync::watch::channel(0).0,
+            disk: Default::default(),
+            host_ports: Default::default(),
+            port_blocks: Default::default(),
+        }
+    }
+
+    /// Checks that an environment exists.
+    pub(crate) fn check(&self, name: &str) -> Result<(), ApiError> {
+        if name == MAIN || self.store.environment(name).is_some() {
+            Ok(())
+        } else {
+            Err(not_found_environment(name))
+        }
+    }
+
+    /// The working directory of an environment, or `not_found`.
+    pub(crate) fn path(&self, name: &str) -> Result<PathBuf, ApiError> {
+        if name == MAIN {
+            return Ok(self.settings.root.clone());
+        }
+        self.store
+            .environment(name)
+            .map(|record| record.path)
+            .ok_or_else(|| not_found_environment(name))
+    }
+}
+
+/// What the environments need of the terminals, handed in by the caller:
+/// closing an environment's terminals before it goes (Close,
+/// CollectEnvironments, a pick's losing variants). So environments import
+/// nothing of the terminals.
+pub(crate) trait CloseTerminals: Sync {
+    /// Closes every terminal of `environment`; stops at the first that does
+    /// not exit.
+    fn close_terminals_of(
+        &self,
+        environment: &str,
+    ) -> impl std::future::Future<Output = Result<(), ApiError>> + Send;
+}
 
 /// Where new worktrees go on a host: `<root>/.krad/worktrees`.
 pub(crate) fn worktrees_dir_on(host: &Host) -> PathBuf {
@@ -75,34 +145,34 @@ pub(crate) fn worktrees_dir_on(host: &Host) -> PathBuf {
 
 /// Where new worktrees go: `[worktrees] dir` (or `<repo>/.krad/worktrees`) here,
 /// `<root>/.krad/worktrees` on a host.
-pub(crate) fn worktrees_dir(core: &Core, host: Option<&Arc<Host>>) -> PathBuf {
+pub(crate) fn worktrees_dir(envs: &Environments, host: Option<&Arc<Host>>) -> PathBuf {
     if let Some(host) = host {
         return worktrees_dir_on(host);
     }
-    match &core.settings.config.worktrees.dir {
+    match &envs.settings.config.worktrees.dir {
         Some(dir) if dir.is_absolute() => dir.clone(),
-        Some(dir) => core.settings.root.join(dir),
-        None => core.settings.root.join(".krad").join("worktrees"),
+        Some(dir) => envs.settings.root.join(dir),
+        None => envs.settings.root.join(".krad").join("worktrees"),
     }
 }
 
 /// The host a record or a request names, from the config.
-pub(crate) fn host(core: &Core, name: Option<&str>) -> Result<Option<Arc<Host>>, ApiError> {
-    name.map(|n| core.hosts.get(n)).transpose()
+pub(crate) fn host(envs: &Environments, name: Option<&str>) -> Result<Option<Arc<Host>>, ApiError> {
+    name.map(|n| envs.hosts.get(n)).transpose()
 }
 
 /// git in the repository: main here, or the host's root.
-pub(crate) fn root_git(core: &Core, host: Option<&Arc<Host>>) -> Git {
+pub(crate) fn root_git(envs: &Environments, host: Option<&Arc<Host>>) -> Git {
     match host {
         Some(host) => Git::on(Some(host), Path::new(&host.config.root)),
-        None => Git::new(&core.settings.root),
+        None => Git::new(&envs.settings.root),
     }
 }
 
 /// git in an environment's directory, where it lives.
-pub(crate) fn env_git(core: &Core, record: &EnvironmentRecord) -> Result<Git, ApiError> {
+pub(crate) fn env_git(envs: &Environments, record: &EnvironmentRecord) -> Result<Git, ApiError> {
     Ok(Git::on(
-        host(core, record.host.as_deref())?.as_ref(),
+        host(envs, record.host.as_deref())?.as_ref(),
         &record.path,
     ))
 }
@@ -123,13 +193,13 @@ fn directory_gone(record: &EnvironmentRecord) -> bool {
 }
 
 /// Persists an environment's record and tells whoever waits on environments.
-fn save(core: &Core, record: EnvironmentRecord) -> Result<(), ApiError> {
-    core.store.put_environment(record).map_err(|e| {
+fn save(envs: &Environments, record: EnvironmentRecord) -> Result<(), ApiError> {
+    envs.store.put_environment(record).map_err(|e| {
         ApiError::new(
             ErrorCode::Failed,
             format!("cannot record the environment: {e}"),
         )
     })?;
-    core.environments_changed.send_modify(|n| *n += 1);
+    envs.changed.send_modify(|n| *n += 1);
     Ok(())
 }

@@ -69,7 +69,6 @@ pub use config::Settings;
 pub use phone::{Durable, Readiness, SOCKET_ENV as DURABLE_SOCKET_ENV, TlsListening};
 pub use subscription::AgentStream;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use krad_bus::protocol::{ApiError, ErrorCode};
@@ -78,7 +77,6 @@ use krad_bus::server::request_log::RequestLog;
 use krad_bus::token::Secret;
 use krad_term::TerminalHost;
 
-use crate::environments::MAIN;
 use crate::profile::Profiles;
 use crate::store::Store;
 
@@ -144,7 +142,7 @@ pub struct StartError(String);
 
 /// The shared core of the app; handlers and watchers hold it.
 pub(crate) struct Core {
-    pub settings: Settings,
+    pub settings: Arc<Settings>,
     pub profiles: Profiles,
     pub store: Arc<Store>,
     pub host: Arc<dyn TerminalHost>,
@@ -154,30 +152,18 @@ pub(crate) struct Core {
     pub extensions: krad_ext::ExtensionManager,
     /// Terminals being started (their tokens work before they are recorded).
     pub launching: launching::Launching,
-    /// Serializes the git work that creates and removes worktrees.
-    pub environments_lock: tokio::sync::Mutex<()>,
-    /// Bumped whenever an environment changes (Spawn waits on a setup with it).
-    pub environments_changed: tokio::sync::watch::Sender<u64>,
+    /// The environments: worktrees, their setup, disk use and ports.
+    pub environments: Arc<environments::Environments>,
     /// The answers of at-most-once requests, kept with the state.
     pub request_log: RequestLog,
     /// The SSH hosts of the config.
-    pub hosts: hosts::HostLinks,
+    pub hosts: Arc<hosts::HostLinks>,
     /// The open and recently decided asks.
     pub asks: asks::AskBoard,
     /// What the durable facet shows of each pane (idle unless `[durable]` is on).
     pub feed: Arc<feed::Feed>,
-    /// Each environment's disk use, as last measured in the background.
-    pub disk: environments::disk::DiskUse,
-    /// The hosts' port registries: their calls in turn, what they said last.
-    pub host_ports: environments::ports::HostPorts,
-    /// The environments' port blocks as last read from the store.
-    pub port_blocks: environments::ports::KnownBlocks,
-    /// The bus's Unix socket for sandboxes without a network.
-    pub bus_socket: sandbox::BusSocket,
-    /// The networks of sandboxes with an allowlist (their logs).
-    pub nets: sandbox::Nets,
-    /// The environments' ports relayed into their sandboxes.
-    pub inbound: sandbox::inbound::Inbound,
+    /// The sandboxes: the bus's socket, their networks, their inbound ports.
+    pub sandbox: Arc<sandbox::Sandbox>,
     /// The variant groups' cost limits.
     pub budgets: budget::Budgets,
     /// `[limits]`, the room taken by starts under way, and the queue.
@@ -189,25 +175,5 @@ impl Core {
     pub(crate) fn no_terminal(id: u64) -> ApiError {
         ApiError::new(ErrorCode::NotFound, format!("no terminal {id}"))
             .with_detail(serde_json::json!({ "terminal": id }))
-    }
-
-    /// Checks that an environment exists.
-    pub(crate) fn check_environment(&self, name: &str) -> Result<(), ApiError> {
-        if name == MAIN || self.store.environment(name).is_some() {
-            Ok(())
-        } else {
-            Err(environments::not_found_environment(name))
-        }
-    }
-
-    /// The working directory of an environment, or `not_found`.
-    pub(crate) fn environment_path(&self, name: &str) -> Result<PathBuf, ApiError> {
-        if name == MAIN {
-            return Ok(self.settings.root.clone());
-        }
-        self.store
-            .environment(name)
-            .map(|record| record.path)
-            .ok_or_else(|| environments::not_found_environment(name))
     }
 }

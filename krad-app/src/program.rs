@@ -244,7 +244,7 @@ fn json_len(text: &str) -> usize {
 /// ports, or on its SSH host through the host's control connection, with the
 /// host's own `timeout` so that the program there ends with the run.
 pub(crate) async fn run_code(core: &Core, request: Code) -> Result<CodeResultInfo, ApiError> {
-    let cwd = core.environment_path(&request.environment)?;
+    let cwd = core.environments.path(&request.environment)?;
     let timeout = Duration::from_secs(request.timeout_secs());
     let host = core
         .store
@@ -255,7 +255,7 @@ pub(crate) async fn run_code(core: &Core, request: Code) -> Result<CodeResultInf
         None => {
             crate::environments::ports::add_env(
                 &mut env,
-                &crate::environments::ports::block(core, &request.environment),
+                &crate::environments::ports::block(&core.environments, &request.environment),
             );
             (request.command.clone(), cwd)
         }
@@ -268,7 +268,7 @@ pub(crate) async fn run_code(core: &Core, request: Code) -> Result<CodeResultInf
                 "cd {} && {}exec timeout -s KILL {} ",
                 shell_quote(&cwd.display().to_string()),
                 crate::environments::ports::shell_exports(&crate::environments::ports::block(
-                    core,
+                    &core.environments,
                     &request.environment
                 )),
                 timeout.as_secs() + 1

@@ -160,7 +160,7 @@ pub(crate) fn reload(core: &Core) {
                 let profile_name = queued.request.profile.clone().unwrap_or_default();
                 let (Some(profile), true) = (
                     core.profiles.get(&profile_name),
-                    core.check_environment(&environment).is_ok(),
+                    core.environments.check(&environment).is_ok(),
                 ) else {
                     tracing::warn!(
                         terminal = queued.terminal,

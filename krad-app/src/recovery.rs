@@ -76,11 +76,13 @@ pub(crate) async fn recover(core: &Arc<Core>) {
             Plan::Answer { decided: true, .. } => Outcome::Done(().into_response()),
             Plan::Answer { decided: false, .. } => Outcome::Undone,
             Plan::CreateWorktree { name } => match core.store.environment(name) {
-                Some(record) => Outcome::Done(environments::info(core, &record).into_response()),
+                Some(record) => {
+                    Outcome::Done(environments::info(&core.environments, &record).into_response())
+                }
                 None => Outcome::Undone,
             },
             Plan::CloseEnvironment { name, force } => {
-                match environments::close(core, name, *force).await {
+                match environments::close(&core.environments, core, name, *force).await {
                     Ok(_) => Outcome::Done(().into_response()),
                     // Closed by the first run before it could answer.
                     Err(_) if core.store.environment(name).is_none() => {
@@ -101,17 +103,19 @@ pub(crate) async fn recover(core: &Arc<Core>) {
                 }
             }
             Plan::UpdateEnvironment { name, how } => {
-                match environments::update::recover(core, name, *how).await {
+                match environments::update::recover(&core.environments, name, *how).await {
                     Ok(updated) => Outcome::Done(updated.into_response()),
                     Err(_) if core.store.environment(name).is_none() => Outcome::Undone,
                     Err(e) => Outcome::Done(e.into()),
                 }
             }
-            Plan::PickVariant(plan) => match environments::recover_pick(core, plan).await {
-                Ok(Some(picked)) => Outcome::Done(picked.into_response()),
-                Ok(None) => Outcome::Undone,
-                Err(reason) => Outcome::Left(reason),
-            },
+            Plan::PickVariant(plan) => {
+                match environments::recover_pick(&core.environments, core, plan).await {
+                    Ok(Some(picked)) => Outcome::Done(picked.into_response()),
+                    Ok(None) => Outcome::Undone,
+                    Err(reason) => Outcome::Left(reason),
+                }
+            }
         };
         settle(core, &key, &intent, outcome);
     }

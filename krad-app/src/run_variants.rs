@@ -40,9 +40,10 @@ pub(crate) async fn run(
     };
     core.budgets
         .set_group_limit(&group, request.max_group_cost_usd);
-    let host = environments::host(core, request.host.as_deref())?;
+    let host = environments::host(&core.environments, request.host.as_deref())?;
     let (base_commit, base_environment) =
-        environments::resolve_base(core, request.base.as_deref(), host.as_ref()).await?;
+        environments::resolve_base(&core.environments, request.base.as_deref(), host.as_ref())
+            .await?;
     let plan = Plan {
         group,
         profile,
@@ -111,7 +112,7 @@ pub(crate) async fn resume(
         profile: known_profile(core, request)?,
         base_commit: group.base,
         base_environment: group.base_environment,
-        host: environments::host(core, group.host.as_deref())?,
+        host: environments::host(&core.environments, group.host.as_deref())?,
         request,
         // Started again after a crash: those with no room wait in line.
         queued: request.queue == Some(true),
@@ -162,7 +163,7 @@ fn names_are_free(core: &Core, group: &str, count: u32) -> Result<(), ApiError> 
     }
     for n in 1..=count {
         let name = format!("{group}-{n}");
-        if core.check_environment(&name).is_ok() {
+        if core.environments.check(&name).is_ok() {
             return Err(environments::conflict(
                 format!("environment {name:?} exists"),
                 json!({ "environment": name }),
@@ -220,11 +221,11 @@ async fn start_variant(
         .filter(|e| e.group.as_deref() == Some(group.as_str()));
     if let Some(record) = made {
         if record.phase == Phase::SetupFailed {
-            environments::run_setup(core, record).await?;
+            environments::run_setup(&core.environments, record).await?;
         }
     } else {
         environments::create(
-            core,
+            &core.environments,
             NewWorktree {
                 name: &environment,
                 branch: None,
@@ -264,7 +265,7 @@ fn free_group_name(core: &Core) -> String {
     (1..)
         .map(|n| format!("variants-{n}"))
         .find(|name| {
-            !core.store.has_group(name) && core.check_environment(&format!("{name}-1")).is_err()
+            !core.store.has_group(name) && core.environments.check(&format!("{name}-1")).is_err()
         })
         .unwrap_or_else(|| "variants".to_owned())
 }

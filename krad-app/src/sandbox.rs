@@ -38,8 +38,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use krad_bus::protocol::{ApiError, ErrorCode};
 
-use crate::Core;
 use crate::config::HookKind;
+use crate::config::Settings;
+use crate::environments::Environments;
 
 /// The files of `$HOME` a profile's CLI needs, copied into the private home:
 /// its settings and credentials, nothing else of the user's.
@@ -57,9 +58,9 @@ fn home_files(hooks: HookKind) -> &'static [&'static str] {
 
 /// Whether a terminal of `profile` runs contained: the config says so for
 /// the profile, or the request asks (it can only tighten).
-pub(crate) fn wanted(core: &Core, profile: &str, asked: Option<bool>) -> bool {
+pub(crate) fn wanted(sandbox: &Sandbox, profile: &str, asked: Option<bool>) -> bool {
     asked == Some(true)
-        || core
+        || sandbox
             .settings
             .config
             .sandbox
@@ -89,10 +90,43 @@ pub struct Contained<'a> {
     pub ports: &'a [u16],
 }
 
+/// The sandboxes' domain, one per app: the bus's Unix socket for sandboxes
+/// without a network, the networks of those with an allowlist, and the
+/// environments' ports relayed into them. Built once by the composition
+/// root; everything under `sandbox/` takes it.
+pub(crate) struct Sandbox {
+    settings: Arc<Settings>,
+    /// Where worktrees go, and each environment's ports.
+    environments: Arc<Environments>,
+    /// The bus's Unix socket for sandboxes without a network.
+    bus_socket: BusSocket,
+    /// The networks of sandboxes with an allowlist (their logs).
+    nets: Nets,
+    /// The environments' ports relayed into their sandboxes.
+    inbound: inbound::Inbound,
+}
+
+impl Sandbox {
+    pub(crate) fn new(settings: Arc<Settings>, environments: Arc<Environments>) -> Self {
+        Sandbox {
+            settings,
+            environments,
+            bus_socket: BusSocket::default(),
+            nets: Nets::default(),
+            inbound: inbound::Inbound::default(),
+        }
+    }
+
+    /// The network log of a terminal's sandbox, if it has an allowlist.
+    pub(crate) fn nets(&self) -> &Nets {
+        &self.nets
+    }
+}
+
 /// `argv` wrapped in bubblewrap as [`Contained`] says. A machine without
 /// bubblewrap is `failed`, saying what to install.
 pub(crate) fn wrap(
-    core: &Core,
+    sandbox: &Sandbox,
     contained: Contained<'_>,
     argv: Vec<String>,
 ) -> Result<Vec<String>, ApiError> {
@@ -106,7 +140,7 @@ pub(crate) fn wrap(
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .filter(|h| h.is_absolute() && h != Path::new("/"));
-    let private_home = core
+    let private_home = sandbox
         .settings
         .state_dir
         .join("sandbox")
@@ -117,10 +151,10 @@ pub(crate) fn wrap(
             format!("cannot prepare the sandbox's home: {e}"),
         )
     })?;
-    let settings = &core.settings;
+    let settings = &sandbox.settings;
     let own_network = settings.config.sandbox.own_network();
     let bus_socket = if own_network {
-        Some(core.bus_socket.path(settings).map_err(|e| {
+        Some(sandbox.bus_socket.path(settings).map_err(|e| {
             ApiError::new(
                 ErrorCode::Failed,
                 format!("cannot open the bus's socket for the sandbox: {e}"),
@@ -130,20 +164,31 @@ pub(crate) fn wrap(
         None
     };
     let allowlist = if settings.config.sandbox.allowlist() {
-        let policy = allowlist(core, contained.hooks, contained.env, home.as_deref(), true);
-        Some(core.nets.open(core, contained.id, policy).map_err(|e| {
-            ApiError::new(
-                ErrorCode::Failed,
-                format!("cannot open the sandbox's network socket: {e}"),
-            )
-        })?)
+        let policy = allowlist(
+            sandbox,
+            contained.hooks,
+            contained.env,
+            home.as_deref(),
+            true,
+        );
+        Some(
+            sandbox
+                .nets
+                .open(sandbox, contained.id, policy)
+                .map_err(|e| {
+                    ApiError::new(
+                        ErrorCode::Failed,
+                        format!("cannot open the sandbox's network socket: {e}"),
+                    )
+                })?,
+        )
     } else {
         None
     };
     // The folder of the inbound socket, made anew (0700): the folder is
     // bound, so that the socket the inner end makes there is seen here.
     let inbound = if own_network && !contained.ports.is_empty() {
-        let dir = inbound_dir(core, contained.id);
+        let dir = inbound_dir(sandbox, contained.id);
         make_private_dir(&dir).map_err(|e| {
             ApiError::new(
                 ErrorCode::Failed,
@@ -187,7 +232,7 @@ pub(crate) fn wrap(
     {
         args.extend(["--ro-bind".into(), "/dev/null".into(), path(&api_json)]);
     }
-    let worktrees = crate::environments::worktrees_dir(core, None);
+    let worktrees = crate::environments::worktrees_dir(&sandbox.environments, None);
     if worktrees.is_dir() {
         args.extend(["--tmpfs".into(), path(&worktrees)]);
     }
@@ -247,7 +292,8 @@ pub(crate) fn wrap(
             .filter(|p| !outward.contains(p))
             .copied()
             .collect();
-        core.inbound
+        sandbox
+            .inbound
             .add(contained.environment, &ports, contained.id, socket);
     }
     args.push("--".into());
@@ -295,7 +341,7 @@ impl BusSocket {
 /// terminal `here`, on this machine — the app's environment and the CLI's
 /// config in `home` (a host's files and environment are not this machine's).
 fn allowlist(
-    core: &Core,
+    sandbox: &Sandbox,
     hooks: HookKind,
     env: &[(String, String)],
     home: Option<&Path>,
@@ -308,7 +354,7 @@ fn allowlist(
             .map(|(_, v)| v.clone())
             .or_else(|| std::env::var(name).ok().filter(|_| here))
     };
-    let mut entries = core.settings.config.sandbox.allow.clone();
+    let mut entries = sandbox.settings.config.sandbox.allow.clone();
     let mut urls = Vec::new();
     match hooks {
         HookKind::Claude => {
@@ -368,11 +414,11 @@ impl Nets {
     /// the loopback ports to relay inside.
     fn open(
         &self,
-        core: &Core,
+        sandbox: &Sandbox,
         id: u64,
         policy: net::Policy,
     ) -> std::io::Result<(PathBuf, Vec<u16>)> {
-        let dir = net_dir(core, id);
+        let dir = net_dir(sandbox, id);
         if !dir.is_dir() {
             make_private_dir(&dir)?;
         }
@@ -406,8 +452,9 @@ impl Nets {
 }
 
 /// Terminal `id`'s folder for its allowlist's socket (and the list).
-fn net_dir(core: &Core, id: u64) -> PathBuf {
-    core.settings
+fn net_dir(sandbox: &Sandbox, id: u64) -> PathBuf {
+    sandbox
+        .settings
         .state_dir
         .join("sandbox")
         .join(format!("{id}.net"))
@@ -418,8 +465,9 @@ fn net_dir(core: &Core, id: u64) -> PathBuf {
 const ALLOWLIST_FILE: &str = "allow";
 
 /// Terminal `id`'s folder for its inbound socket.
-fn inbound_dir(core: &Core, id: u64) -> PathBuf {
-    core.settings
+fn inbound_dir(sandbox: &Sandbox, id: u64) -> PathBuf {
+    sandbox
+        .settings
         .state_dir
         .join("sandbox")
         .join(format!("{id}.in"))
@@ -502,8 +550,9 @@ fn find_bwrap() -> Option<PathBuf> {
 
 /// Whether terminal `id` runs in a sandbox on this machine (its private
 /// home is there from its Spawn to its Close).
-pub(crate) fn contained_here(core: &Core, id: u64) -> bool {
-    core.settings
+pub(crate) fn contained_here(sandbox: &Sandbox, id: u64) -> bool {
+    sandbox
+        .settings
         .state_dir
         .join("sandbox")
         .join(id.to_string())
@@ -513,49 +562,49 @@ pub(crate) fn contained_here(core: &Core, id: u64) -> bool {
 /// A contained terminal taken back after a restart (kept in tmux): when its
 /// sandbox made an inbound socket, its environment's ports are relayed to it
 /// again — its first process inside still listens there.
-pub(crate) fn taken_back(core: &Core, environment: &str, id: u64) {
-    if !contained_here(core, id) {
+pub(crate) fn taken_back(sandbox: &Sandbox, environment: &str, id: u64) {
+    if !contained_here(sandbox, id) {
         return;
     }
     // Its sockets' folders are bound in its sandbox: the sockets made anew
     // there are the ones it reaches.
-    if core.settings.config.sandbox.own_network()
-        && let Err(e) = core.bus_socket.path(&core.settings)
+    if sandbox.settings.config.sandbox.own_network()
+        && let Err(e) = sandbox.bus_socket.path(&sandbox.settings)
     {
         tracing::warn!(
             terminal = id,
             "cannot open the bus's socket for its sandbox again: {e}"
         );
     }
-    if let Ok(kept) = std::fs::read_to_string(net_dir(core, id).join(ALLOWLIST_FILE)) {
+    if let Ok(kept) = std::fs::read_to_string(net_dir(sandbox, id).join(ALLOWLIST_FILE)) {
         let policy = net::Policy::new(kept.lines().filter(|l| !l.trim().is_empty()));
-        if let Err(e) = core.nets.open(core, id, policy) {
+        if let Err(e) = sandbox.nets.open(sandbox, id, policy) {
             tracing::warn!(
                 terminal = id,
                 "cannot open its sandbox's network again: {e}"
             );
         }
     }
-    let socket = inbound_dir(core, id).join("in.sock");
+    let socket = inbound_dir(sandbox, id).join("in.sock");
     if socket.exists() {
-        let ports = crate::environments::ports::block(core, environment);
-        core.inbound.add(environment, &ports, id, socket);
+        let ports = crate::environments::ports::block(&sandbox.environments, environment);
+        sandbox.inbound.add(environment, &ports, id, socket);
     }
 }
 
 /// Removes a closed terminal's private home, its sockets, its network and
 /// its inbound relays.
-pub(crate) fn forget(core: &Core, id: u64) {
+pub(crate) fn forget(sandbox: &Sandbox, id: u64) {
     // Every Close comes here: /proc is read only for a contained terminal.
-    if contained_here(core, id) {
-        end_leftover_processes(&core.settings.state_dir, id);
+    if contained_here(sandbox, id) {
+        end_leftover_processes(&sandbox.settings.state_dir, id);
     }
-    let dir = core.settings.state_dir.join("sandbox");
+    let dir = sandbox.settings.state_dir.join("sandbox");
     let _ = std::fs::remove_dir_all(dir.join(id.to_string()));
-    core.nets.forget(id);
-    let _ = std::fs::remove_dir_all(net_dir(core, id));
-    core.inbound.forget(id);
-    let _ = std::fs::remove_dir_all(inbound_dir(core, id));
+    sandbox.nets.forget(id);
+    let _ = std::fs::remove_dir_all(net_dir(sandbox, id));
+    sandbox.inbound.forget(id);
+    let _ = std::fs::remove_dir_all(inbound_dir(sandbox, id));
 }
 
 /// Ends what bubblewrap left of terminal `id`'s sandbox once the terminal is

@@ -66,7 +66,7 @@ pub(crate) async fn spawn(
         .max_cost_usd
         .or(core.settings.config.budget.max_cost_usd);
     let (environment, lead) = environment_and_lead(ctx, &request)?;
-    core.check_environment(&environment)?;
+    core.environments.check(&environment)?;
     let (profile, command) = profile_and_command(core, &request)?;
     let parent = ctx.principal.terminal().map(|t| t.terminal);
     let wants_queue = request.queue == Some(true);
@@ -124,7 +124,7 @@ pub(crate) async fn start_queued(
         .environment
         .clone()
         .unwrap_or_else(|| MAIN.to_owned());
-    core.check_environment(&environment)?;
+    core.environments.check(&environment)?;
     let start = Start {
         environment,
         lead: queued.lead,
@@ -163,8 +163,8 @@ async fn start_now(
         ..
     } = start;
     // A new worktree's setup runs before any agent starts there.
-    let (cwd, host) = environments::ready(core, &start.environment).await?;
-    let host = environments::host(core, host.as_deref())?;
+    let (cwd, host) = environments::ready(&core.environments, &start.environment).await?;
+    let host = environments::host(&core.environments, host.as_deref())?;
     if host.is_none() {
         core.limits.may_limit_memory(profile.memory_max_mib)?;
     }
@@ -210,7 +210,7 @@ async fn start_now(
         prompt: request.prompt.as_deref(),
         profile: &profile,
         extra_env: request.env.as_ref(),
-        contained: crate::sandbox::wanted(core, &profile.name, request.sandbox),
+        contained: crate::sandbox::wanted(&core.sandbox, &profile.name, request.sandbox),
     };
     let prepared = match &newcomer.host {
         None => local_launch(core, launch, cwd)?,
@@ -298,7 +298,7 @@ fn record_started(
             }
             core.store.forget_kept(id);
             // A sandbox's home, network and sockets carried to a host.
-            crate::sandbox::forget(core, id);
+            crate::sandbox::forget(&core.sandbox, id);
             if let Some(host) = after.newcomer.host.clone() {
                 tokio::spawn(async move { host.remove_terminal_files(&[id]).await });
             }

@@ -58,7 +58,7 @@ pub(crate) async fn run(
         ready_by_hook: hooks == HookKind::Claude,
         look_for_questions: screen_questions::known(hooks),
         question_check_at: None,
-        refusals: crate::sandbox::contained_here(&core, id).then(Default::default),
+        refusals: crate::sandbox::contained_here(&core.sandbox, id).then(Default::default),
         refusals_check_at: None,
         typing: None,
         spawned: tokio::time::Instant::now(),

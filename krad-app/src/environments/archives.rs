@@ -10,8 +10,8 @@ use std::sync::Arc;
 use krad_bus::protocol::{ApiError, ArchiveInfo, ErrorCode};
 use serde_json::json;
 
+use super::Environments;
 use super::{NewWorktree, create, env_git, root_git, save};
-use crate::Core;
 use crate::environments::MAIN;
 use crate::hosts::Host;
 use crate::records::EnvironmentRecord;
@@ -24,24 +24,24 @@ pub(crate) const UNCOMMITTED_SUBJECT: &str = "krad: archive the uncommitted work
 
 /// Every archive of this machine's repository, then of each configured
 /// host's (each newest first). A host that cannot be reached is `unavailable`.
-pub(crate) async fn list_all(core: &Core) -> Result<Vec<ArchiveInfo>, ApiError> {
-    let mut all = list(core, None).await?;
-    for host in core.hosts.all() {
-        all.extend(list(core, Some(&host)).await?);
+pub(crate) async fn list_all(envs: &Environments) -> Result<Vec<ArchiveInfo>, ApiError> {
+    let mut all = list(envs, None).await?;
+    for host in envs.hosts.all() {
+        all.extend(list(envs, Some(&host)).await?);
     }
     Ok(all)
 }
 
 /// Every archive of the repository here or on `host`, newest first.
 pub(crate) async fn list(
-    core: &Core,
+    envs: &Environments,
     host: Option<&Arc<Host>>,
 ) -> Result<Vec<ArchiveInfo>, ApiError> {
     if let Some(host) = host {
         // One line when it is down or cannot be reached, before git runs.
         host.connect().await?;
     }
-    let root = root_git(core, host);
+    let root = root_git(envs, host);
     let out = root
         .text(&[
             "for-each-ref",
@@ -73,7 +73,7 @@ pub(crate) async fn list(
 /// Makes the archive `name` (of the repository here or on `host`) the
 /// environment `as_name` there: see the module's doc.
 pub(crate) async fn restore(
-    core: &Arc<Core>,
+    envs: &Environments,
     name: &str,
     as_name: &str,
     host: Option<Arc<Host>>,
@@ -81,7 +81,7 @@ pub(crate) async fn restore(
     if let Some(host) = &host {
         host.connect().await?;
     }
-    let root = root_git(core, host.as_ref());
+    let root = root_git(envs, host.as_ref());
     let reference = format!("{PREFIX}{name}");
     let Some(commit) = root.commit_of(&reference).await? else {
         let (place, list) = match &host {
@@ -103,7 +103,7 @@ pub(crate) async fn restore(
     let parent = root.commit_of(&format!("{commit}^")).await?;
     let uncommitted = subject.starts_with(UNCOMMITTED_SUBJECT) && parent.is_some();
     let mut record = create(
-        core,
+        envs,
         NewWorktree {
             name: as_name,
             branch: None,
@@ -114,7 +114,7 @@ pub(crate) async fn restore(
         },
     )
     .await?;
-    let git = env_git(core, &record)?;
+    let git = env_git(envs, &record)?;
     if uncommitted {
         git.bytes(&["reset", "--quiet", "--mixed", "HEAD~1"])
             .await?;
@@ -125,7 +125,7 @@ pub(crate) async fn restore(
         .text(&["merge-base", main_head.as_str(), head.as_str()])
         .await
         .unwrap_or(head);
-    save(core, record.clone())?;
+    save(envs, record.clone())?;
     tracing::info!(archive = name, environment = as_name, commit = %commit, uncommitted, host = ?record.host, "archive restored");
     Ok(record)
 }

@@ -16,9 +16,9 @@ use krad_bus::protocol::{
     ApiError, BaseConflicts, ConflictPair, ConflictsEnvironment, ConflictsInfo,
 };
 
+use super::Environments;
 use super::tree_state::{MergeOf, Merged, TreeState, merge_all, snapshot};
 use super::{directory_gone, env_git, host, not_found_environment, root_git};
-use crate::Core;
 use crate::environments::MAIN;
 use crate::git::Git;
 use crate::records::{EnvironmentRecord, Phase};
@@ -46,19 +46,19 @@ struct Read {
 
 /// Conflicts: the environments named (default: main and every worktree).
 pub(crate) async fn conflicts(
-    core: &Core,
+    envs: &Environments,
     names: Option<&[String]>,
 ) -> Result<ConflictsInfo, ApiError> {
     let started = Instant::now();
-    let members = members(core, names)?;
+    let members = members(envs, names)?;
     let at_once = tokio::sync::Semaphore::new(AT_ONCE);
     let reads: Vec<Result<Read, String>> =
         futures_util::future::join_all(members.iter().map(|member| async {
             let _turn = at_once.acquire().await;
-            read(core, member).await
+            read(envs, member).await
         }))
         .await;
-    let tips = base_tips(core, &members, &reads).await;
+    let tips = base_tips(envs, &members, &reads).await;
     let mut environments: Vec<ConflictsEnvironment> = members
         .iter()
         .zip(&reads)
@@ -81,8 +81,8 @@ pub(crate) async fn conflicts(
         }
     }
     for (host_name, indexes) in repositories {
-        let root = match host(core, host_name) {
-            Ok(host) => root_git(core, host.as_ref()),
+        let root = match host(envs, host_name) {
+            Ok(host) => root_git(envs, host.as_ref()),
             Err(e) => {
                 for &i in &indexes {
                     environments[i].error = Some(e.message.clone());
@@ -153,8 +153,8 @@ pub(crate) async fn conflicts(
 
 /// The environments to compare: main first, then the worktrees by name. A name
 /// that is no environment is `not_found`.
-fn members(core: &Core, names: Option<&[String]>) -> Result<Vec<Member>, ApiError> {
-    let records = core.store.environments();
+fn members(envs: &Environments, names: Option<&[String]>) -> Result<Vec<Member>, ApiError> {
+    let records = envs.store.environments();
     let mut members = Vec::new();
     let wanted = |name: &str| names.is_none_or(|names| names.iter().any(|n| n == name));
     if let Some(names) = names {
@@ -181,16 +181,16 @@ fn members(core: &Core, names: Option<&[String]>) -> Result<Vec<Member>, ApiErro
 }
 
 /// Snapshots one environment; why it cannot be, as text.
-async fn read(core: &Core, member: &Member) -> Result<Read, String> {
+async fn read(envs: &Environments, member: &Member) -> Result<Read, String> {
     let git = match &member.record {
-        None => Git::new(&core.settings.root),
+        None => Git::new(&envs.settings.root),
         Some(record) if record.phase == Phase::Creating => {
             return Err("it is still being created".into());
         }
         Some(record) if directory_gone(record) => {
             return Err(format!("its directory {} is gone", record.path.display()));
         }
-        Some(record) => env_git(core, record).map_err(|e| e.message)?,
+        Some(record) => env_git(envs, record).map_err(|e| e.message)?,
     };
     let snapshot = snapshot(&git).await.map_err(|e| e.message)?;
     let commit = snapshot.commit(&git).await.map_err(|e| e.message)?;
@@ -200,7 +200,7 @@ async fn read(core: &Core, member: &Member) -> Result<Read, String> {
 /// Each worktree's base environment and that environment's tip now (its HEAD's
 /// commit); `None` for main, and when the base is gone or cannot be read.
 async fn base_tips(
-    core: &Core,
+    envs: &Environments,
     members: &[Member],
     reads: &[Result<Read, String>],
 ) -> Vec<Option<(String, String)>> {
@@ -224,7 +224,7 @@ async fn base_tips(
         let tip = match known.get(&key) {
             Some(tip) => tip.clone(),
             None => {
-                let tip = tip_of(core, record.host.as_deref(), &base).await;
+                let tip = tip_of(envs, record.host.as_deref(), &base).await;
                 known.insert(key, tip.clone());
                 tip
             }
@@ -236,16 +236,16 @@ async fn base_tips(
 
 /// The commit an environment's HEAD is at (main on a host: the host's
 /// repository), or `None`.
-async fn tip_of(core: &Core, host_name: Option<&str>, name: &str) -> Option<String> {
+async fn tip_of(envs: &Environments, host_name: Option<&str>, name: &str) -> Option<String> {
     let git = if name == MAIN {
-        let host = host(core, host_name).ok()?;
-        root_git(core, host.as_ref())
+        let host = host(envs, host_name).ok()?;
+        root_git(envs, host.as_ref())
     } else {
-        let record = core.store.environment(name)?;
+        let record = envs.store.environment(name)?;
         if record.host.as_deref() != host_name {
             return None;
         }
-        env_git(core, &record).ok()?
+        env_git(envs, &record).ok()?
     };
     git.commit_of("HEAD").await.ok().flatten()
 }

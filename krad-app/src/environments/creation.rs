@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use krad_bus::protocol::{ApiError, ErrorCode};
 
+use super::Environments;
 use super::naming::{branch_for, check_available};
 use super::ports;
 use super::setup::run_setup;
 use super::{root_git, worktrees_dir};
-use crate::Core;
 use crate::git::Git;
 use crate::hosts::Host;
 use crate::profile::shell_quote;
@@ -31,18 +31,18 @@ pub(crate) struct NewWorktree<'a> {
 /// before git runs, so a crash at any point leaves something
 /// [`super::restore`] finds.
 pub(crate) async fn create(
-    core: &Arc<Core>,
+    envs: &Environments,
     new: NewWorktree<'_>,
 ) -> Result<EnvironmentRecord, ApiError> {
     let host = new.host.as_ref();
-    let root = root_git(core, host);
+    let root = root_git(envs, host);
     let name = new.name;
     let branch = branch_for(name, new.branch);
-    let path = worktrees_dir(core, host).join(name);
+    let path = worktrees_dir(envs, host).join(name);
     let record = {
-        let _serial = core.environments_lock.lock().await;
-        check_available(core, &root, host, name, &branch, &path).await?;
-        prepare_worktrees_dir(core, host).await?;
+        let _serial = envs.lock.lock().await;
+        check_available(envs, &root, host, name, &branch, &path).await?;
+        prepare_worktrees_dir(envs, host).await?;
         let record = EnvironmentRecord {
             name: name.to_owned(),
             path: path.clone(),
@@ -56,33 +56,37 @@ pub(crate) async fn create(
             setup: None,
             created_at: Some(crate::store::now_rfc3339()),
         };
-        let block = ports::allocate(core, host).await?;
-        let saved = core
+        let block = ports::allocate(envs, host).await?;
+        let saved = envs
             .store
             .put_environment_with(record.clone(), |tx| ports::put(tx, name, &block));
-        core.port_blocks.forget(name);
+        envs.port_blocks.forget(name);
         if let Err(e) = saved {
-            ports::give_back(core, &block).await;
+            ports::give_back(envs, &block).await;
             return Err(ApiError::new(
                 ErrorCode::Failed,
                 format!("cannot record the environment: {e}"),
             ));
         }
-        core.environments_changed.send_modify(|n| *n += 1);
-        if let Err(e) = add_worktree(core, &root, &record).await {
-            ports::release(core, name).await;
+        envs.changed.send_modify(|n| *n += 1);
+        if let Err(e) = add_worktree(envs, &root, &record).await {
+            ports::release(envs, name).await;
             return Err(e);
         }
         record
     };
     copy_worktree_include(&root, &path).await;
-    let record = run_setup(core, record).await?;
+    let record = run_setup(envs, record).await?;
     tracing::info!(environment = name, branch = %record.branch, host = ?record.host, "worktree created");
     Ok(record)
 }
 
 /// `git worktree add` for a saved record; the record is forgotten if git fails.
-async fn add_worktree(core: &Core, root: &Git, record: &EnvironmentRecord) -> Result<(), ApiError> {
+async fn add_worktree(
+    envs: &Environments,
+    root: &Git,
+    record: &EnvironmentRecord,
+) -> Result<(), ApiError> {
     let path_arg = record.path.display().to_string();
     let added = root
         .bytes(&[
@@ -96,7 +100,7 @@ async fn add_worktree(core: &Core, root: &Git, record: &EnvironmentRecord) -> Re
         ])
         .await;
     if let Err(e) = added {
-        let _ = core.store.remove_environment(&record.name);
+        let _ = envs.store.remove_environment(&record.name);
         return Err(e.into());
     }
     Ok(())
@@ -104,13 +108,16 @@ async fn add_worktree(core: &Core, root: &Git, record: &EnvironmentRecord) -> Re
 
 /// Makes the worktrees directory and keeps it out of `git status` through the
 /// repository's own `.git/info/exclude` (never the user's `.gitignore`).
-async fn prepare_worktrees_dir(core: &Core, host: Option<&Arc<Host>>) -> Result<(), ApiError> {
-    let dir = worktrees_dir(core, host);
+async fn prepare_worktrees_dir(
+    envs: &Environments,
+    host: Option<&Arc<Host>>,
+) -> Result<(), ApiError> {
+    let dir = worktrees_dir(envs, host);
     let root_dir = match host {
         Some(host) => PathBuf::from(&host.config.root),
-        None => core.settings.root.clone(),
+        None => envs.settings.root.clone(),
     };
-    let root = root_git(core, host);
+    let root = root_git(envs, host);
     let exclude = PathBuf::from(
         root.text(&[
             "rev-parse",

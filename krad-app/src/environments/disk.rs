@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use krad_bus::protocol::LinkState;
 
-use crate::Core;
+use super::Environments;
 use crate::environments::MAIN;
 use crate::profile::shell_quote;
 use crate::records::EnvironmentRecord;
@@ -65,21 +65,21 @@ impl DiskUse {
 }
 
 /// Starts the background measurement; call once the records are restored.
-pub(crate) fn start(core: &Arc<Core>) {
-    let core = core.clone();
-    tokio::spawn(async move { run(core).await });
+pub(crate) fn start(envs: &Arc<Environments>) {
+    let envs = envs.clone();
+    tokio::spawn(async move { run(envs).await });
 }
 
-async fn run(core: Arc<Core>) {
-    let every = core
+async fn run(envs: Arc<Environments>) {
+    let every = envs
         .settings
         .config
         .environments
         .disk_refresh_secs
         .map_or(DEFAULT_REFRESH, |secs| Duration::from_secs(secs.max(1)));
-    let mut changed = core.environments_changed.subscribe();
+    let mut changed = envs.changed.subscribe();
     loop {
-        refresh_all(&core).await;
+        refresh_all(&envs).await;
         tokio::select! {
             () = tokio::time::sleep(every) => {}
             seen = changed.changed() => {
@@ -95,21 +95,21 @@ async fn run(core: Arc<Core>) {
 }
 
 /// Measures main and every environment once, one after the other.
-async fn refresh_all(core: &Arc<Core>) {
-    let records = core.store.environments();
+async fn refresh_all(envs: &Arc<Environments>) {
+    let records = envs.store.environments();
     let names: HashSet<String> = records
         .iter()
         .map(|r| r.name.clone())
         .chain([MAIN.to_owned()])
         .collect();
-    core.disk.keep_only(&names);
+    envs.disk.keep_only(&names);
     let started = std::time::Instant::now();
-    if let Some(bytes) = measure_local(core.settings.root.clone()).await {
-        core.disk.set(MAIN, now(bytes));
+    if let Some(bytes) = measure_local(envs.settings.root.clone()).await {
+        envs.disk.set(MAIN, now(bytes));
     }
     for record in &records {
-        if let Some(bytes) = measure(core, record).await {
-            core.disk.set(&record.name, now(bytes));
+        if let Some(bytes) = measure(envs, record).await {
+            envs.disk.set(&record.name, now(bytes));
         }
     }
     tracing::debug!(
@@ -128,11 +128,11 @@ fn now(bytes: u64) -> Measured {
 
 /// Measures one environment now (here, or on its host while its link is up);
 /// `None` when it cannot be measured (its directory is gone, its host down).
-pub(crate) async fn measure(core: &Core, record: &EnvironmentRecord) -> Option<u64> {
+pub(crate) async fn measure(envs: &Environments, record: &EnvironmentRecord) -> Option<u64> {
     let Some(host) = record.host.as_deref() else {
         return measure_local(record.path.clone()).await;
     };
-    let host = core.hosts.get(host).ok()?;
+    let host = envs.hosts.get(host).ok()?;
     // Never opens a link of its own: a host that is down stays quiet.
     if host.status().state != LinkState::Up {
         return None;

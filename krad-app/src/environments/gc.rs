@@ -14,7 +14,6 @@
 //! at the next start like an interrupted Close.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use krad_bus::protocol::{
@@ -25,8 +24,8 @@ use krad_bus::request::collect_environments::CollectEnvironments;
 use krad_bus::server::CallContext;
 
 use super::removal::{self, Removal};
+use super::{CloseTerminals, Environments};
 use super::{env_git, host, root_git};
-use crate::Core;
 use crate::intents::{self, Plan, Underway};
 use crate::records::{EnvironmentRecord, Phase};
 
@@ -35,7 +34,8 @@ const COMMAND_SHOWN: usize = 200;
 
 /// Runs a CollectEnvironments: see the module's doc.
 pub(crate) async fn collect(
-    core: &Arc<Core>,
+    envs: &Environments,
+    terminals: &impl CloseTerminals,
     ctx: &CallContext,
     request: &CollectEnvironments,
 ) -> Result<CollectedInfo, ApiError> {
@@ -43,21 +43,21 @@ pub(crate) async fn collect(
     let older_than = request.older_than_secs.map(Duration::from_secs);
     let merged = request.merged.unwrap_or(false);
     let mut environments = Vec::new();
-    for record in core.store.environments() {
-        let Some(mut entry) = select(core, &record, merged, older_than).await else {
+    for record in envs.store.environments() {
+        let Some(mut entry) = select(envs, &record, merged, older_than).await else {
             continue;
         };
         if entry.action == CollectAction::Kept {
             environments.push(entry);
             continue;
         }
-        entry.bytes = match core.disk.get(&record.name) {
+        entry.bytes = match envs.disk.get(&record.name) {
             Some(measured) => Some(measured.bytes),
-            None => super::disk::measure(core, &record).await,
+            None => super::disk::measure(envs, &record).await,
         };
         // Checked right before the removal (which refuses live terminals
         // again, at the last moment).
-        if let Some(kept) = in_use(core, &record).await {
+        if let Some(kept) = in_use(envs, &record).await {
             environments.push(kept_as(entry, kept));
             continue;
         }
@@ -66,7 +66,7 @@ pub(crate) async fn collect(
             environments.push(entry);
             continue;
         }
-        environments.push(remove(core, ctx, &record, entry).await);
+        environments.push(remove(envs, terminals, ctx, &record, entry).await);
     }
     let freed_bytes = environments
         .iter()
@@ -95,7 +95,7 @@ pub(crate) async fn collect(
 /// is not ready or whether it is merged cannot be told); `None` when it does
 /// not match.
 async fn select(
-    core: &Core,
+    envs: &Environments,
     record: &EnvironmentRecord,
     merged: bool,
     older_than: Option<Duration>,
@@ -124,7 +124,7 @@ async fn select(
         kept: None,
         reason: String::new(),
         archive: None,
-        bytes: core.disk.get(&record.name).map(|m| m.bytes),
+        bytes: envs.disk.get(&record.name).map(|m| m.bytes),
         created_at,
         terminals: Vec::new(),
         processes: Vec::new(),
@@ -134,7 +134,7 @@ async fn select(
         return Some(kept_as(entry, (KeptBecause::NotReady, None)));
     }
     if merged {
-        match merged_because(core, record).await {
+        match merged_because(envs, record).await {
             Ok(Some(why)) => reasons.insert(0, format!("merged: {why}")),
             Ok(None) => return None,
             Err(e) => {
@@ -150,14 +150,14 @@ async fn select(
 /// Why an environment's work is merged (Close's notion), or `None` when it has
 /// work that exists nowhere else.
 async fn merged_because(
-    core: &Core,
+    envs: &Environments,
     record: &EnvironmentRecord,
 ) -> Result<Option<String>, ApiError> {
-    let host = host(core, record.host.as_deref())?;
-    let root = root_git(core, host.as_ref());
-    let worktree = env_git(core, record)?;
+    let host = host(envs, record.host.as_deref())?;
+    let root = root_git(envs, host.as_ref());
+    let worktree = env_git(envs, record)?;
     let present = worktree.dir_exists().await;
-    let work = removal::unique_work(core, &root, &worktree, record, present).await?;
+    let work = removal::unique_work(envs, &root, &worktree, record, present).await?;
     if !work.dirty.is_empty() || work.unmerged > 0 {
         return Ok(None);
     }
@@ -169,12 +169,15 @@ async fn merged_because(
 
 /// What keeps an environment: its live terminals, or (here) the processes
 /// with their working directory inside it.
-async fn in_use(core: &Core, record: &EnvironmentRecord) -> Option<(KeptBecause, Option<InUse>)> {
-    let live: Vec<LiveTerminal> = core
+async fn in_use(
+    envs: &Environments,
+    record: &EnvironmentRecord,
+) -> Option<(KeptBecause, Option<InUse>)> {
+    let live: Vec<LiveTerminal> = envs
         .store
         .terminals_of(&record.name)
         .into_iter()
-        .filter_map(|id| core.store.record(id))
+        .filter_map(|id| envs.store.record(id))
         .filter(|r| r.state != AgentState::Exited)
         .map(|r| LiveTerminal {
             terminal: r.terminal,
@@ -242,7 +245,8 @@ fn kept_as(
 
 /// Archives and removes one environment, its Close intent recorded first.
 async fn remove(
-    core: &Arc<Core>,
+    envs: &Environments,
+    terminals: &impl CloseTerminals,
     ctx: &CallContext,
     record: &EnvironmentRecord,
     mut entry: CollectedEnvironment,
@@ -251,7 +255,7 @@ async fn remove(
     // Its own intent, not keyed by the request id: a crash midway finishes it
     // as an interrupted Close (it was archived before anything was removed).
     let underway = Underway::begin(
-        core.store.db(),
+        envs.store.db(),
         &intents::inner(ctx),
         Plan::CloseEnvironment {
             name: name.clone(),
@@ -261,7 +265,8 @@ async fn remove(
     let removed = match underway {
         Ok(_underway) => {
             removal::remove(
-                core,
+                envs,
+                terminals,
                 name,
                 Removal {
                     refuse_unique_work: false,
@@ -283,7 +288,7 @@ async fn remove(
         Err(e) if removal::is_live_terminals(&e) => {
             // A terminal started since the check: named as the check names it.
             tracing::info!(environment = %name, "environment not collected: {}", e.message);
-            match in_use(core, record).await {
+            match in_use(envs, record).await {
                 Some(kept) => kept_as(entry, kept),
                 None => {
                     entry.reason = e.message;

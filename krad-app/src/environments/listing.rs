@@ -6,31 +6,31 @@ use std::path::PathBuf;
 
 use krad_bus::protocol::{EnvironmentInfo, EnvironmentKind, EnvironmentStatus, PortInUse, Tokens};
 
+use super::Environments;
 use super::directory_gone;
-use crate::Core;
 use crate::environments::MAIN;
 use crate::git::Git;
 use crate::port_registry;
 use crate::records::{EnvironmentRecord, Phase};
 
 /// What Environments shows of `main`.
-pub(crate) async fn main_info(core: &Core) -> EnvironmentInfo {
-    let branch = Git::new(&core.settings.root)
+pub(crate) async fn main_info(envs: &Environments) -> EnvironmentInfo {
+    let branch = Git::new(&envs.settings.root)
         .text(&["symbolic-ref", "--short", "-q", "HEAD"])
         .await
         .ok()
         .filter(|b| !b.is_empty());
-    let disk = core.disk.get(MAIN);
+    let disk = envs.disk.get(MAIN);
     EnvironmentInfo {
         name: MAIN.to_owned(),
-        path: core.settings.root.display().to_string(),
+        path: envs.settings.root.display().to_string(),
         branch,
         base: None,
         host: None,
         kind: EnvironmentKind::Main,
         group: None,
         variant: None,
-        terminals: core.store.terminals_of(MAIN),
+        terminals: envs.store.terminals_of(MAIN),
         status: EnvironmentStatus::Ready,
         setup: None,
         ports: Vec::new(),
@@ -38,21 +38,21 @@ pub(crate) async fn main_info(core: &Core) -> EnvironmentInfo {
         created_at: None,
         disk_bytes: disk.as_ref().map(|d| d.bytes),
         disk_measured_at: disk.map(|d| d.at),
-        tokens: tokens_of(core, MAIN),
+        tokens: tokens_of(envs, MAIN),
     }
 }
 
 /// The tokens of an environment's terminals together.
-fn tokens_of(core: &Core, environment: &str) -> Option<Tokens> {
-    let records = core.store.list(Some(environment));
+fn tokens_of(envs: &Environments, environment: &str) -> Option<Tokens> {
+    let records = envs.store.list(Some(environment));
     Tokens::sum(records.iter().filter_map(|r| r.tokens.as_ref()))
 }
 
 /// What Environments shows of a worktree.
-pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
-    let ports = super::ports::block(core, &record.name);
-    let ports_in_use = super::ports::in_use_of(core, record, &ports);
-    info_with(core, record, ports, ports_in_use)
+pub(crate) fn info(envs: &Environments, record: &EnvironmentRecord) -> EnvironmentInfo {
+    let ports = super::ports::block(envs, &record.name);
+    let ports_in_use = super::ports::in_use_of(envs, record, &ports);
+    info_with(envs, record, ports, ports_in_use)
 }
 
 /// What Environments shows of every worktree. The ports in use of all local
@@ -60,10 +60,13 @@ pub(crate) fn info(core: &Core, record: &EnvironmentRecord) -> EnvironmentInfo {
 /// the processes), on a blocking thread: on a busy machine the socket tables
 /// list thousands of closed connections, and the request's deadline must be
 /// able to end the request while the look runs.
-pub(crate) async fn infos(core: &Core, records: &[EnvironmentRecord]) -> Vec<EnvironmentInfo> {
+pub(crate) async fn infos(
+    envs: &Environments,
+    records: &[EnvironmentRecord],
+) -> Vec<EnvironmentInfo> {
     let blocks: Vec<Vec<u16>> = records
         .iter()
-        .map(|record| super::ports::block(core, &record.name))
+        .map(|record| super::ports::block(envs, &record.name))
         .collect();
     let local: Vec<(Vec<u16>, PathBuf)> = records
         .iter()
@@ -84,15 +87,15 @@ pub(crate) async fn infos(core: &Core, records: &[EnvironmentRecord]) -> Vec<Env
         .map(|(record, ports)| {
             let ports_in_use = match record.host {
                 None => super::ports::not_the_app(local_in_use.next().unwrap_or_default()),
-                Some(_) => super::ports::in_use_of(core, record, &ports),
+                Some(_) => super::ports::in_use_of(envs, record, &ports),
             };
-            info_with(core, record, ports, ports_in_use)
+            info_with(envs, record, ports, ports_in_use)
         })
         .collect()
 }
 
 fn info_with(
-    core: &Core,
+    envs: &Environments,
     record: &EnvironmentRecord,
     ports: Vec<u16>,
     ports_in_use: Vec<PortInUse>,
@@ -106,7 +109,7 @@ fn info_with(
             Phase::SetupFailed => EnvironmentStatus::SetupFailed,
         }
     };
-    let disk = core.disk.get(&record.name);
+    let disk = envs.disk.get(&record.name);
     EnvironmentInfo {
         name: record.name.clone(),
         path: record.path.display().to_string(),
@@ -120,7 +123,7 @@ fn info_with(
         },
         group: record.group.clone(),
         variant: record.variant,
-        terminals: core.store.terminals_of(&record.name),
+        terminals: envs.store.terminals_of(&record.name),
         status,
         setup: record.setup.clone(),
         ports_in_use,
@@ -128,6 +131,6 @@ fn info_with(
         created_at: super::disk::created_at(record),
         disk_bytes: disk.as_ref().map(|d| d.bytes),
         disk_measured_at: disk.map(|d| d.at),
-        tokens: tokens_of(core, &record.name),
+        tokens: tokens_of(envs, &record.name),
     }
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use krad_bus::protocol::{ApiError, ErrorCode};
 use serde_json::json;
 
+use super::Environments;
 use super::{conflict, env_git, root_git};
-use crate::Core;
 use crate::environments::MAIN;
 use crate::git::Git;
 use crate::hosts::Host;
@@ -23,14 +23,14 @@ pub(super) fn branch_for(name: &str, branch: Option<&str>) -> String {
 /// when one is taken, `invalid` when the branch is not a valid name. Call it
 /// under the environments lock.
 pub(super) async fn check_available(
-    core: &Core,
+    envs: &Environments,
     root: &Git,
     host: Option<&Arc<Host>>,
     name: &str,
     branch: &str,
     path: &Path,
 ) -> Result<(), ApiError> {
-    if name == MAIN || core.store.environment(name).is_some() {
+    if name == MAIN || envs.store.environment(name).is_some() {
         return Err(conflict(
             format!("environment {name:?} exists"),
             json!({ "environment": name }),
@@ -72,11 +72,11 @@ pub(super) async fn check_available(
 /// environment it came from (main when it is a plain ref). On a host, refs are
 /// the host repository's and environments must be on the same host.
 pub(crate) async fn resolve_base(
-    core: &Core,
+    envs: &Environments,
     base: Option<&str>,
     host: Option<&Arc<Host>>,
 ) -> Result<(String, String), ApiError> {
-    let root = root_git(core, host);
+    let root = root_git(envs, host);
     let base = base.unwrap_or(MAIN);
     if base == MAIN {
         let commit = root.commit_of("HEAD").await?.ok_or_else(|| {
@@ -87,7 +87,7 @@ pub(crate) async fn resolve_base(
         })?;
         return Ok((commit, MAIN.to_owned()));
     }
-    if let Some(env) = core.store.environment(base) {
+    if let Some(env) = envs.store.environment(base) {
         if env.host.as_deref() != host.map(|h| h.name.as_str()) {
             return Err(ApiError::new(
                 ErrorCode::Invalid,
@@ -95,7 +95,7 @@ pub(crate) async fn resolve_base(
             )
             .with_detail(json!({ "base": base })));
         }
-        let commit = env_git(core, &env)?
+        let commit = env_git(envs, &env)?
             .commit_of("HEAD")
             .await?
             .ok_or_else(|| {

@@ -26,7 +26,7 @@ use krad_store::{Kind, StoreError, Tx};
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
-use crate::Core;
+use super::Environments;
 use crate::hosts::Host;
 use crate::port_registry::{self, Holder, PortsAnswer, Registry};
 use crate::profile::shell_quote;
@@ -83,8 +83,8 @@ impl Block {
 }
 
 /// How many ports a new environment gets (0: none), from the config.
-fn block_size(core: &Core, host: Option<&str>) -> u16 {
-    let config = &core.settings.config;
+fn block_size(envs: &Environments, host: Option<&str>) -> u16 {
+    let config = &envs.settings.config;
     match host {
         Some(host) => config.hosts.get(host).and_then(|h| h.ports),
         None => config.environments.ports,
@@ -92,8 +92,8 @@ fn block_size(core: &Core, host: Option<&str>) -> u16 {
     .unwrap_or(0)
 }
 
-fn first_port(core: &Core) -> u16 {
-    core.settings
+fn first_port(envs: &Environments) -> u16 {
+    envs.settings
         .config
         .environments
         .first_port
@@ -103,12 +103,12 @@ fn first_port(core: &Core) -> u16 {
 /// This app's id in a host's registry: the same across its restarts (this
 /// machine's name and the app's state directory, hashed), different for two
 /// apps of one machine.
-pub(crate) fn app_id(core: &Core) -> String {
+pub(crate) fn app_id(envs: &Environments) -> String {
     let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let mut hash = sha2::Sha256::new();
     hash.update(machine.trim().as_bytes());
     hash.update([0]);
-    hash.update(core.settings.state_dir.as_os_str().as_encoded_bytes());
+    hash.update(envs.settings.state_dir.as_os_str().as_encoded_bytes());
     let digest = hex::encode(hash.finalize());
     format!("app-{}", &digest[..16])
 }
@@ -120,12 +120,15 @@ fn failed(e: impl std::fmt::Display) -> ApiError {
 /// Hands out a block for a new environment on `host` (this machine when None;
 /// empty without `ports` in the config): each port free in the machine's
 /// registry and by a bind test there. Call with the environments lock held.
-pub(crate) async fn allocate(core: &Core, host: Option<&Arc<Host>>) -> Result<Block, ApiError> {
-    let size = block_size(core, host.map(|h| h.name.as_str()));
+pub(crate) async fn allocate(
+    envs: &Environments,
+    host: Option<&Arc<Host>>,
+) -> Result<Block, ApiError> {
+    let size = block_size(envs, host.map(|h| h.name.as_str()));
     if size == 0 {
         return Ok(Block::default());
     }
-    let first = first_port(core);
+    let first = first_port(envs);
     let Some(host) = host else {
         let registry = Registry::open().map_err(failed)?;
         let ports = registry.claim(&Holder::me(), first, size).map_err(failed)?;
@@ -133,8 +136,8 @@ pub(crate) async fn allocate(core: &Core, host: Option<&Arc<Host>>) -> Result<Bl
     };
     // The ports this app holds there (the registry gives back any other it
     // still held: a release that could not reach the host).
-    let _calls = core.host_ports.calls.lock().await;
-    let keep: Vec<u16> = blocks(core)
+    let _calls = envs.host_ports.calls.lock().await;
+    let keep: Vec<u16> = blocks(envs)
         .into_values()
         .filter(|b| b.host.as_deref() == Some(host.name.as_str()))
         .flat_map(|b| b.ports)
@@ -149,7 +152,7 @@ pub(crate) async fn allocate(core: &Core, host: Option<&Arc<Host>>) -> Result<Bl
     for port in keep {
         args.extend(["--keep".to_owned(), port.to_string()]);
     }
-    let answer = on_host(core, host, &args).await?;
+    let answer = on_host(envs, host, &args).await?;
     Ok(Block {
         host: Some(host.name.clone()),
         ports: answer.ports,
@@ -157,11 +160,15 @@ pub(crate) async fn allocate(core: &Core, host: Option<&Arc<Host>>) -> Result<Bl
 }
 
 /// Runs `krad internal ports <args> --owner <app id>` on `host`: its answer.
-async fn on_host(core: &Core, host: &Arc<Host>, args: &[String]) -> Result<PortsAnswer, ApiError> {
+async fn on_host(
+    envs: &Environments,
+    host: &Arc<Host>,
+    args: &[String],
+) -> Result<PortsAnswer, ApiError> {
     let mut script = format!(
         "exec {} internal ports --owner {}",
         shell_quote(&host.krad()),
-        app_id(core)
+        app_id(envs)
     );
     for arg in args {
         script.push(' ');
@@ -207,8 +214,8 @@ pub(crate) fn put(tx: &Tx<'_>, name: &str, block: &Block) -> Result<(), StoreErr
 }
 
 /// Every stored block, by environment.
-fn blocks(core: &Core) -> BTreeMap<String, Block> {
-    match core.store.db().read(|tx| tx.all::<Stored>(Kind::PortBlock)) {
+fn blocks(envs: &Environments) -> BTreeMap<String, Block> {
+    match envs.store.db().read(|tx| tx.all::<Stored>(Kind::PortBlock)) {
         Ok(all) => all.into_iter().map(|(k, v)| (k, v.into())).collect(),
         Err(e) => {
             tracing::warn!("cannot read the port blocks: {e}");
@@ -217,8 +224,8 @@ fn blocks(core: &Core) -> BTreeMap<String, Block> {
     }
 }
 
-fn stored_block(core: &Core, name: &str) -> Option<Block> {
-    core.store
+fn stored_block(envs: &Environments, name: &str) -> Option<Block> {
+    envs.store
         .db()
         .read(|tx| tx.get::<Stored>(Kind::PortBlock, name))
         .ok()
@@ -227,9 +234,9 @@ fn stored_block(core: &Core, name: &str) -> Option<Block> {
 }
 
 /// An environment's ports (empty without a block).
-pub(crate) fn block(core: &Core, name: &str) -> Vec<u16> {
-    core.port_blocks.ports(name, || {
-        stored_block(core, name)
+pub(crate) fn block(envs: &Environments, name: &str) -> Vec<u16> {
+    envs.port_blocks.ports(name, || {
+        stored_block(envs, name)
             .map(|b| b.ports)
             .unwrap_or_default()
     })
@@ -283,7 +290,7 @@ impl KnownBlocks {
 
 /// Gives a block back to its machine's registry without touching the store (a
 /// creation that failed before its record was written).
-pub(crate) async fn give_back(core: &Core, block: &Block) {
+pub(crate) async fn give_back(envs: &Environments, block: &Block) {
     if block.ports.is_empty() {
         return;
     }
@@ -296,12 +303,12 @@ pub(crate) async fn give_back(core: &Core, block: &Block) {
             }
         }
         Some(name) => {
-            let _calls = core.host_ports.calls.lock().await;
+            let _calls = envs.host_ports.calls.lock().await;
             let released = async {
-                let host = core.hosts.get(name)?;
+                let host = envs.hosts.get(name)?;
                 let mut args = vec!["release".to_owned()];
                 args.extend(block.ports.iter().map(u16::to_string));
-                on_host(core, &host, &args).await
+                on_host(envs, &host, &args).await
             };
             // Not given back now: the next hand-out or restart there does.
             if let Err(e) = released.await {
@@ -313,39 +320,39 @@ pub(crate) async fn give_back(core: &Core, block: &Block) {
 
 /// Releases a closed environment's block: forgotten by the store, given back to
 /// its machine's registry. Call once the environment is removed.
-pub(crate) async fn release(core: &Core, name: &str) {
-    let Some(block) = stored_block(core, name) else {
+pub(crate) async fn release(envs: &Environments, name: &str) {
+    let Some(block) = stored_block(envs, name) else {
         return;
     };
-    let removed = core
+    let removed = envs
         .store
         .db()
         .write(|tx| tx.remove(Kind::PortBlock, name).map(|_| ()));
-    core.port_blocks.forget(name);
+    envs.port_blocks.forget(name);
     if let Err(e) = removed {
         tracing::warn!(environment = name, "cannot forget the port block: {e}");
         return;
     }
-    core.host_ports.seen.forget(name);
-    give_back(core, &block).await;
+    envs.host_ports.seen.forget(name);
+    give_back(envs, &block).await;
 }
 
 /// After a restart: takes the stored blocks back in their registries, and
 /// releases those of environments that no longer exist. A host's are taken
 /// back in the background, once its link is up.
-pub(crate) fn restore(core: &Arc<Core>) {
+pub(crate) fn restore(envs: &Arc<Environments>) {
     let mut hosts = BTreeSet::new();
     let mut kept_here = Vec::new();
-    for (name, block) in blocks(core) {
-        let live = core.store.environment(&name).is_some();
+    for (name, block) in blocks(envs) {
+        let live = envs.store.environment(&name).is_some();
         if !live {
             // Its lock files here are stale (the pid of a gone app); a host's
             // are given back by the take-back below.
-            let _ = core
+            let _ = envs
                 .store
                 .db()
                 .write(|tx| tx.remove(Kind::PortBlock, &name).map(|_| ()));
-            core.port_blocks.forget(&name);
+            envs.port_blocks.forget(&name);
         }
         match block.host {
             Some(host) => {
@@ -362,8 +369,8 @@ pub(crate) fn restore(core: &Arc<Core>) {
         }
     }
     for host in hosts {
-        let core = core.clone();
-        tokio::spawn(async move { retake_on_host(&core, &host).await });
+        let envs = envs.clone();
+        tokio::spawn(async move { retake_on_host(&envs, &host).await });
     }
 }
 
@@ -384,22 +391,22 @@ fn retake_here(registry: &Registry, blocks: Vec<(String, Vec<u16>)>) {
 /// Takes this app's blocks on `host` back in its registry (a host that
 /// rebooted lost them with its runtime dir) and gives back any other port it
 /// holds there (of environments closed while the host was down).
-async fn retake_on_host(core: &Core, host_name: &str) {
-    let Ok(host) = core.hosts.get(host_name) else {
+async fn retake_on_host(envs: &Environments, host_name: &str) {
+    let Ok(host) = envs.hosts.get(host_name) else {
         return;
     };
     // Under the lock a hand-out holds until its block is stored, and in turn
     // with releases: the blocks read are those of the registry now.
-    let _serial = core.environments_lock.lock().await;
-    let _calls = core.host_ports.calls.lock().await;
-    let mine: Vec<u16> = blocks(core)
+    let _serial = envs.lock.lock().await;
+    let _calls = envs.host_ports.calls.lock().await;
+    let mine: Vec<u16> = blocks(envs)
         .into_values()
         .filter(|b| b.host.as_deref() == Some(host_name))
         .flat_map(|b| b.ports)
         .collect();
     let mut args = vec!["retake".to_owned()];
     args.extend(mine.iter().map(u16::to_string));
-    match on_host(core, &host, &args).await {
+    match on_host(envs, &host, &args).await {
         Ok(answer) if !answer.held_by_others.is_empty() => tracing::warn!(
             host = host_name,
             ports = ?answer.held_by_others,
@@ -457,19 +464,23 @@ pub(crate) fn shell_exports(block: &[u16]) -> String {
 /// The ports of an environment's block some program outside it listens on:
 /// seen here at once; on a host, what the host said last (asked again in the
 /// background at most every [`HOST_IN_USE_REFRESH`]).
-pub(crate) fn in_use_of(core: &Core, record: &EnvironmentRecord, ports: &[u16]) -> Vec<PortInUse> {
+pub(crate) fn in_use_of(
+    envs: &Environments,
+    record: &EnvironmentRecord,
+    ports: &[u16],
+) -> Vec<PortInUse> {
     if ports.is_empty() {
         return Vec::new();
     }
     let Some(host_name) = &record.host else {
         return not_the_app(port_registry::in_use(ports, &record.path));
     };
-    let (seen, ask) = core.host_ports.seen.last(&record.name);
+    let (seen, ask) = envs.host_ports.seen.last(&record.name);
     if ask
-        && let Ok(host) = core.hosts.get(host_name)
+        && let Ok(host) = envs.hosts.get(host_name)
         && let Ok(runtime) = tokio::runtime::Handle::try_current()
     {
-        let cache = core.host_ports.seen.clone();
+        let cache = envs.host_ports.seen.clone();
         let name = record.name.clone();
         let script = in_use_script(&host, &record.path, ports);
         runtime.spawn(async move {

@@ -5,16 +5,13 @@
 //! always recorded under `refs/krad/archive/<name>` first, then its worktree and
 //! branch are removed.
 
-use std::sync::Arc;
-
 use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
 use serde_json::json;
 
+use super::Environments;
 use super::archives::UNCOMMITTED_SUBJECT;
 use super::merged::merged_by_content;
-use super::{conflict, env_git, host, not_found_environment, root_git};
-use crate::Core;
-use crate::closing;
+use super::{CloseTerminals, conflict, env_git, host, not_found_environment, root_git};
 use crate::environments::MAIN;
 use crate::git::Git;
 use crate::records::EnvironmentRecord;
@@ -23,7 +20,12 @@ use crate::records::EnvironmentRecord;
 /// under `refs/krad/archive/` — its worktree and branch. Work that exists
 /// nowhere else is refused with `conflict` unless `force`. Returns the archive
 /// ref (empty when there was no tip to keep).
-pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<String, ApiError> {
+pub(crate) async fn close(
+    envs: &Environments,
+    terminals: &impl CloseTerminals,
+    name: &str,
+    force: bool,
+) -> Result<String, ApiError> {
     let how = if force {
         Removal {
             refuse_unique_work: false,
@@ -37,7 +39,7 @@ pub(crate) async fn close(core: &Arc<Core>, name: &str, force: bool) -> Result<S
             refuse_live_terminals: false,
         }
     };
-    remove(core, name, how).await
+    remove(envs, terminals, name, how).await
 }
 
 /// What a removal refuses.
@@ -72,7 +74,12 @@ pub(crate) fn is_teardown_failure(error: &ApiError) -> bool {
 }
 
 /// Removes a worktree environment as `how` says: see [`close`].
-pub(crate) async fn remove(core: &Arc<Core>, name: &str, how: Removal) -> Result<String, ApiError> {
+pub(crate) async fn remove(
+    envs: &Environments,
+    terminals: &impl CloseTerminals,
+    name: &str,
+    how: Removal,
+) -> Result<String, ApiError> {
     let force = !how.refuse_unique_work;
     if name == MAIN {
         return Err(
@@ -80,26 +87,26 @@ pub(crate) async fn remove(core: &Arc<Core>, name: &str, how: Removal) -> Result
                 .with_detail(json!({ "environment": MAIN })),
         );
     }
-    let record = core
+    let record = envs
         .store
         .environment(name)
         .ok_or_else(|| not_found_environment(name))?;
-    let host = host(core, record.host.as_deref())?;
-    let root = root_git(core, host.as_ref());
-    let worktree = env_git(core, &record)?;
+    let host = host(envs, record.host.as_deref())?;
+    let root = root_git(envs, host.as_ref());
+    let worktree = env_git(envs, &record)?;
     let present = worktree.dir_exists().await;
     let merged = if present && !force {
-        refuse_unique_work(core, &root, &worktree, &record).await?
+        refuse_unique_work(envs, &root, &worktree, &record).await?
     } else {
         None
     };
     if how.refuse_live_terminals {
-        let live: Vec<u64> = core
+        let live: Vec<u64> = envs
             .store
             .terminals_of(name)
             .into_iter()
             .filter(|&id| {
-                core.store
+                envs.store
                     .record(id)
                     .is_some_and(|r| r.state != AgentState::Exited)
             })
@@ -117,8 +124,8 @@ pub(crate) async fn remove(core: &Arc<Core>, name: &str, how: Removal) -> Result
             ));
         }
     }
-    closing::close_terminals_of(core, name).await?;
-    if let Some((exit_code, output)) = super::run_teardown(core, &record).await? {
+    terminals.close_terminals_of(name).await?;
+    if let Some((exit_code, output)) = super::run_teardown(envs, &record).await? {
         if exit_code != Some(0) && !how.despite_teardown {
             return Err(conflict(
                 format!(
@@ -135,15 +142,15 @@ pub(crate) async fn remove(core: &Arc<Core>, name: &str, how: Removal) -> Result
     {
         // git's worktree commands read every worktree's metadata: a removal
         // beside an add in progress fails on its half-written files.
-        let _serial = core.environments_lock.lock().await;
+        let _serial = envs.lock.lock().await;
         remove_worktree(&root, &record, present).await?;
     }
-    core.store
+    envs.store
         .remove_environment(name)
         .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the closing: {e}")))?;
-    core.environments_changed.send_modify(|n| *n += 1);
+    envs.changed.send_modify(|n| *n += 1);
     // However it was closed (Close, a pick closing the others, recovery).
-    super::ports::release(core, name).await;
+    super::ports::release(envs, name).await;
     match &merged {
         Some(why) => tracing::info!(
             environment = name,
@@ -161,7 +168,7 @@ pub(crate) async fn remove(core: &Arc<Core>, name: &str, how: Removal) -> Result
 /// environment's branch) by content either. `Some(why)` when it has such
 /// commits but they are merged by content (squash-merged, cherry-picked).
 async fn refuse_unique_work(
-    core: &Core,
+    envs: &Environments,
     root: &Git,
     worktree: &Git,
     record: &EnvironmentRecord,
@@ -171,7 +178,7 @@ async fn refuse_unique_work(
         dirty,
         unmerged,
         merged,
-    } = unique_work(core, root, worktree, record, true).await?;
+    } = unique_work(envs, root, worktree, record, true).await?;
     if !dirty.is_empty() || unmerged > 0 {
         return Err(conflict(
             format!(
@@ -200,7 +207,7 @@ pub(crate) struct UniqueWork {
 /// refuses by. `present`: whether its directory exists (a gone one has no
 /// uncommitted files).
 pub(crate) async fn unique_work(
-    core: &Core,
+    envs: &Environments,
     root: &Git,
     worktree: &Git,
     record: &EnvironmentRecord,
@@ -215,7 +222,7 @@ pub(crate) async fn unique_work(
     let mut merged = None;
     if dirty.is_empty() && unmerged > 0 {
         let tip = format!("refs/heads/{}", record.branch);
-        for target in targets(core, record) {
+        for target in targets(envs, record) {
             if let Some(why) = merged_by_content(root, &tip, &target).await {
                 merged = Some(why);
                 unmerged = 0;
@@ -232,10 +239,10 @@ pub(crate) async fn unique_work(
 
 /// Where an environment's work lands: its base environment's branch (main's
 /// HEAD for main, or when the base environment is gone), then main's HEAD.
-fn targets(core: &Core, record: &EnvironmentRecord) -> Vec<String> {
+fn targets(envs: &Environments, record: &EnvironmentRecord) -> Vec<String> {
     let mut targets = Vec::new();
     if record.base_environment != MAIN
-        && let Some(base) = core.store.environment(&record.base_environment)
+        && let Some(base) = envs.store.environment(&record.base_environment)
         && base.host == record.host
     {
         targets.push(format!("refs/heads/{}", base.branch));

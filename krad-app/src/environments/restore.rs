@@ -4,27 +4,26 @@
 //! none is ever orphaned silently.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
+use super::Environments;
 use super::{save, worktrees_dir};
-use crate::Core;
 use crate::environments::MAIN;
 use crate::git::Git;
 use crate::records::{EnvironmentRecord, Phase};
 
 /// Brings the records and the worktrees on disk back in line after a start;
 /// see the module's doc.
-pub(crate) async fn restore(core: &Arc<Core>) {
-    for mut record in core.store.environments() {
+pub(crate) async fn restore(envs: &Environments) {
+    for mut record in envs.store.environments() {
         match record.phase {
             Phase::Creating if record.host.is_none() && !record.path.is_dir() => {
                 tracing::warn!(environment = %record.name, "worktree creation was interrupted before git ran; forgetting it");
-                let _ = core.store.remove_environment(&record.name);
+                let _ = envs.store.remove_environment(&record.name);
             }
             Phase::Creating => {
                 tracing::warn!(environment = %record.name, "worktree creation was interrupted; adopting it");
                 record.phase = Phase::Ready;
-                let _ = save(core, record);
+                let _ = save(envs, record);
             }
             Phase::SettingUp => {
                 tracing::warn!(environment = %record.name, "its setup was interrupted by a restart");
@@ -34,7 +33,7 @@ pub(crate) async fn restore(core: &Arc<Core>) {
                         .output
                         .push_str("\n[interrupted: the app stopped while the setup ran]");
                 }
-                let _ = save(core, record);
+                let _ = save(envs, record);
             }
             Phase::Ready | Phase::SetupFailed => {
                 if record.host.is_none() && !record.path.is_dir() {
@@ -43,17 +42,17 @@ pub(crate) async fn restore(core: &Arc<Core>) {
             }
         }
     }
-    adopt_orphans(core).await;
+    adopt_orphans(envs).await;
 }
 
 /// Adopts worktrees under our directory that no record names.
-async fn adopt_orphans(core: &Arc<Core>) {
-    let root = Git::new(&core.settings.root);
+async fn adopt_orphans(envs: &Environments) {
+    let root = Git::new(&envs.settings.root);
     let Ok(list) = root.text(&["worktree", "list", "--porcelain"]).await else {
         return;
     };
-    let dir = worktrees_dir(core, None);
-    let known: Vec<PathBuf> = core
+    let dir = worktrees_dir(envs, None);
+    let known: Vec<PathBuf> = envs
         .store
         .environments()
         .into_iter()
@@ -69,7 +68,7 @@ async fn adopt_orphans(core: &Arc<Core>) {
         let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
             continue;
         };
-        if core.store.environment(&name).is_some() || name == MAIN {
+        if envs.store.environment(&name).is_some() || name == MAIN {
             continue;
         }
         let base = root
@@ -77,7 +76,7 @@ async fn adopt_orphans(core: &Arc<Core>) {
             .await
             .unwrap_or_else(|_| main_head.clone());
         tracing::warn!(environment = %name, "adopting a worktree no record named");
-        let _ = save(core, orphan_record(name, path, branch, base));
+        let _ = save(envs, orphan_record(name, path, branch, base));
     }
 }
 

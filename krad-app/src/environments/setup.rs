@@ -9,8 +9,8 @@ use std::time::Duration;
 use krad_bus::protocol::{ApiError, SetupInfo};
 use serde_json::json;
 
+use super::Environments;
 use super::{conflict, directory_gone, host, not_found_environment, save};
-use crate::Core;
 use crate::environments::MAIN;
 use crate::hosts::Host;
 use crate::profile::shell_quote;
@@ -23,12 +23,12 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Runs the config's setup command in a new worktree, recording its outcome.
 pub(crate) async fn run_setup(
-    core: &Arc<Core>,
+    envs: &Environments,
     mut record: EnvironmentRecord,
 ) -> Result<EnvironmentRecord, ApiError> {
-    let Some(command) = core.settings.config.worktrees.setup.clone() else {
+    let Some(command) = envs.settings.config.worktrees.setup.clone() else {
         record.phase = Phase::Ready;
-        save(core, record.clone())?;
+        save(envs, record.clone())?;
         return Ok(record);
     };
     record.phase = Phase::SettingUp;
@@ -37,8 +37,8 @@ pub(crate) async fn run_setup(
         exit_code: None,
         output: String::new(),
     });
-    save(core, record.clone())?;
-    let (exit_code, output) = run_in(core, &record, &command, "setup").await?;
+    save(envs, record.clone())?;
+    let (exit_code, output) = run_in(envs, &record, &command, "setup").await?;
     record.phase = if exit_code == Some(0) {
         Phase::Ready
     } else {
@@ -49,7 +49,7 @@ pub(crate) async fn run_setup(
         exit_code,
         output: tail(&output, SETUP_OUTPUT_TAIL),
     });
-    save(core, record.clone())?;
+    save(envs, record.clone())?;
     Ok(record)
 }
 
@@ -57,41 +57,41 @@ pub(crate) async fn run_setup(
 /// services stopped, say), with the setup's time limit: its exit code and the
 /// tail of its output, or `None` when there is none or the worktree is gone.
 pub(crate) async fn run_teardown(
-    core: &Core,
+    envs: &Environments,
     record: &EnvironmentRecord,
 ) -> Result<Option<(Option<i32>, String)>, ApiError> {
-    let Some(command) = core.settings.config.worktrees.teardown.clone() else {
+    let Some(command) = envs.settings.config.worktrees.teardown.clone() else {
         return Ok(None);
     };
     if record.host.is_none() && !record.path.is_dir() {
         return Ok(None);
     }
-    let (exit_code, output) = run_in(core, record, &command, "teardown").await?;
+    let (exit_code, output) = run_in(envs, record, &command, "teardown").await?;
     Ok(Some((exit_code, tail(&output, SETUP_OUTPUT_TAIL))))
 }
 
 /// Runs a setup or teardown command (`what`) in a worktree, here or on its
 /// host, within `setup_timeout_secs`: its exit code and output.
 async fn run_in(
-    core: &Core,
+    envs: &Environments,
     record: &EnvironmentRecord,
     command: &str,
     what: &str,
 ) -> Result<(Option<i32>, String), ApiError> {
-    let limit = core
+    let limit = envs
         .settings
         .config
         .worktrees
         .setup_timeout_secs
         .map_or(SETUP_TIMEOUT, Duration::from_secs);
-    Ok(match host(core, record.host.as_deref())? {
+    Ok(match host(envs, record.host.as_deref())? {
         Some(host) => {
-            let ports = super::ports::block(core, &record.name);
+            let ports = super::ports::block(envs, &record.name);
             run_remote(&host, record, command, &ports, limit, what).await
         }
         None => {
             let mut env = Vec::new();
-            super::ports::add_env(&mut env, &super::ports::block(core, &record.name));
+            super::ports::add_env(&mut env, &super::ports::block(envs, &record.name));
             run_local(record, command, &env, limit, what).await
         }
     })
@@ -173,14 +173,17 @@ fn tail(text: &str, max: usize) -> String {
 
 /// An environment for an agent: its directory and host. Waits while its setup
 /// runs; refuses one whose setup failed or whose directory is gone.
-pub(crate) async fn ready(core: &Core, name: &str) -> Result<(PathBuf, Option<String>), ApiError> {
+pub(crate) async fn ready(
+    envs: &Environments,
+    name: &str,
+) -> Result<(PathBuf, Option<String>), ApiError> {
     if name == MAIN {
-        return Ok((core.settings.root.clone(), None));
+        return Ok((envs.settings.root.clone(), None));
     }
-    let mut changes = core.environments_changed.subscribe();
+    let mut changes = envs.changed.subscribe();
     loop {
         changes.borrow_and_update();
-        let record = core
+        let record = envs
             .store
             .environment(name)
             .ok_or_else(|| not_found_environment(name))?;

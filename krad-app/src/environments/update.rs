@@ -15,36 +15,34 @@
 //! environment up to date and records its base. Its intent makes the next app
 //! run it again ([`recover`]), so the base is right even without a retry.
 
-use std::sync::Arc;
-
 use krad_bus::protocol::{ApiError, ErrorCode, UpdatedInfo};
 use krad_bus::request::update_environment::UpdateHow;
 use serde_json::json;
 
+use super::Environments;
 use super::tree_state::{MergeOf, merge};
 use super::{conflict, env_git, host, not_found_environment, root_git, save};
-use crate::Core;
 use crate::environments::MAIN;
 use crate::git::Git;
 
 /// After a crash: runs an interrupted update again, once a git the dead app
 /// left running in the environment is done.
 pub(crate) async fn recover(
-    core: &Arc<Core>,
+    envs: &Environments,
     name: &str,
     how: UpdateHow,
 ) -> Result<UpdatedInfo, ApiError> {
-    let record = core
+    let record = envs
         .store
         .environment(name)
         .ok_or_else(|| not_found_environment(name))?;
-    super::variants::wait_for_index_lock(&env_git(core, &record)?).await;
-    update(core, name, how).await
+    super::variants::wait_for_index_lock(&env_git(envs, &record)?).await;
+    update(envs, name, how).await
 }
 
 /// Brings environment `name` up to its base environment's tip.
 pub(crate) async fn update(
-    core: &Arc<Core>,
+    envs: &Environments,
     name: &str,
     how: UpdateHow,
 ) -> Result<UpdatedInfo, ApiError> {
@@ -55,11 +53,11 @@ pub(crate) async fn update(
         )
         .with_detail(json!({ "environment": MAIN })));
     }
-    let mut record = core
+    let mut record = envs
         .store
         .environment(name)
         .ok_or_else(|| not_found_environment(name))?;
-    let git = env_git(core, &record)?;
+    let git = env_git(envs, &record)?;
     if !git.dir_exists().await {
         return Err(conflict(
             format!(
@@ -70,7 +68,7 @@ pub(crate) async fn update(
         ));
     }
     let base_environment = record.base_environment.clone();
-    let tip = base_tip(core, record.host.as_deref(), &base_environment).await?;
+    let tip = base_tip(envs, record.host.as_deref(), &base_environment).await?;
     if git
         .text(&["symbolic-ref", "--short", "-q", "HEAD"])
         .await
@@ -136,7 +134,7 @@ pub(crate) async fn update(
     // Its base moves forward only (a base environment reset backwards leaves it).
     if record.base != tip && is_ancestor(&git, &record.base, &tip).await? {
         record.base = tip.clone();
-        save(core, record)?;
+        save(envs, record)?;
     }
     tracing::info!(environment = name, %before, %head, "environment updated");
     Ok(UpdatedInfo {
@@ -151,11 +149,15 @@ pub(crate) async fn update(
 
 /// The tip (HEAD's commit) of an environment's base environment: main (on a
 /// host, the host's repository) or another worktree on the same machine.
-async fn base_tip(core: &Core, host_name: Option<&str>, base: &str) -> Result<String, ApiError> {
+async fn base_tip(
+    envs: &Environments,
+    host_name: Option<&str>,
+    base: &str,
+) -> Result<String, ApiError> {
     let git = if base == MAIN {
-        root_git(core, host(core, host_name)?.as_ref())
+        root_git(envs, host(envs, host_name)?.as_ref())
     } else {
-        let record = core.store.environment(base).ok_or_else(|| {
+        let record = envs.store.environment(base).ok_or_else(|| {
             ApiError::new(
                 ErrorCode::NotFound,
                 format!("its base environment {base:?} is gone (closed); there is nothing to update from"),
@@ -168,7 +170,7 @@ async fn base_tip(core: &Core, host_name: Option<&str>, base: &str) -> Result<St
                 format!("its base environment {base:?} is on another machine"),
             ));
         }
-        env_git(core, &record)?
+        env_git(envs, &record)?
     };
     git.commit_of("HEAD").await?.ok_or_else(|| {
         ApiError::new(

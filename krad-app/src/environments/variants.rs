@@ -9,8 +9,6 @@
 //! that after a crash [`recover_pick`] finds whether it landed and finishes it,
 //! or puts the target back as it was.
 
-use std::sync::Arc;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -20,8 +18,8 @@ use krad_bus::server::CallContext;
 use serde_json::json;
 
 use super::tree_state::{MergeOf, merge, snapshot};
+use super::{CloseTerminals, Environments};
 use super::{close, commit_all, conflict, env_git, not_found_environment};
-use crate::Core;
 use crate::environments::MAIN;
 use crate::git::Git;
 use crate::intents::{Merging, PickPlan, Plan, Underway};
@@ -29,10 +27,14 @@ use crate::records::{EnvironmentRecord, GroupRecord};
 
 /// git in a target environment, and its checked-out branch. `main` of a group on
 /// a host is the host's repository.
-async fn target(core: &Core, name: &str, host: Option<&str>) -> Result<(Git, String), ApiError> {
+async fn target(
+    envs: &Environments,
+    name: &str,
+    host: Option<&str>,
+) -> Result<(Git, String), ApiError> {
     if name == MAIN {
-        let host = super::host(core, host)?;
-        let git = super::root_git(core, host.as_ref());
+        let host = super::host(envs, host)?;
+        let git = super::root_git(envs, host.as_ref());
         let branch = git
             .text(&["symbolic-ref", "--short", "-q", "HEAD"])
             .await
@@ -47,7 +49,7 @@ async fn target(core: &Core, name: &str, host: Option<&str>) -> Result<(Git, Str
             })?;
         return Ok((git, branch));
     }
-    let record = core
+    let record = envs
         .store
         .environment(name)
         .ok_or_else(|| not_found_environment(name))?;
@@ -57,16 +59,17 @@ async fn target(core: &Core, name: &str, host: Option<&str>) -> Result<(Git, Str
             format!("environment {name:?} is on another machine than the variant"),
         ));
     }
-    Ok((env_git(core, &record)?, record.branch))
+    Ok((env_git(envs, &record)?, record.branch))
 }
 
 /// PickVariant.
 pub(crate) async fn pick(
-    core: &Arc<Core>,
+    envs: &Environments,
+    terminals: &impl CloseTerminals,
     ctx: &CallContext,
     request: PickVariant,
 ) -> Result<PickedInfo, ApiError> {
-    let (group, record) = find_variant(core, &request)?;
+    let (group, record) = find_variant(envs, &request)?;
     let how = request.how.unwrap_or_default();
     let into = request
         .into
@@ -79,10 +82,10 @@ pub(crate) async fn pick(
         ));
     }
     if request.dry_run {
-        return dry_run(core, &group, record, how, &into, request.variant).await;
+        return dry_run(envs, &group, record, how, &into, request.variant).await;
     }
     let mut underway = Underway::begin(
-        core.store.db(),
+        envs.store.db(),
         ctx,
         Plan::PickVariant(PickPlan {
             group: group.name.clone(),
@@ -95,7 +98,7 @@ pub(crate) async fn pick(
         }),
     )?;
     let label = format!("variant {} of {}", request.variant, group.name);
-    let variant_git = env_git(core, &record)?;
+    let variant_git = env_git(envs, &record)?;
     let commit = if how == How::Branch {
         commit_all(&variant_git, &format!("krad: the work of {label}")).await?
     } else {
@@ -109,7 +112,7 @@ pub(crate) async fn pick(
             how,
             label: &label,
         };
-        merge_into(core, target, merge, &mut underway).await?
+        merge_into(envs, target, merge, &mut underway).await?
     };
     let picked = PickedInfo {
         group: group.name.clone(),
@@ -119,16 +122,16 @@ pub(crate) async fn pick(
         commit,
         dry_run: None,
     };
-    landed(core, &group.name, &picked, &mut underway)?;
+    landed(envs, &group.name, &picked, &mut underway)?;
     if request.close_others.unwrap_or(true) {
-        close_others(core, &group, request.variant).await;
+        close_others(envs, terminals, &group, request.variant).await;
     }
     Ok(picked)
 }
 
 /// Records the pick: the group's `picked` and the intent's `landed`, together.
 fn landed(
-    core: &Core,
+    envs: &Environments,
     group: &str,
     picked: &PickedInfo,
     underway: &mut Underway,
@@ -136,7 +139,7 @@ fn landed(
     if let Plan::PickVariant(plan) = underway.plan_mut() {
         plan.landed = Some(picked.commit.clone());
     }
-    core.store
+    envs.store
         .update_group_with(
             group,
             |g| {
@@ -154,23 +157,24 @@ fn landed(
 /// target is put back to its tip before the pick); an error when the target
 /// cannot be checked now or moved some other way (left as it is).
 pub(crate) async fn recover_pick(
-    core: &Arc<Core>,
+    envs: &Environments,
+    terminals: &impl CloseTerminals,
     plan: &PickPlan,
 ) -> Result<Option<PickedInfo>, String> {
-    let Some(group) = core.store.group(&plan.group) else {
+    let Some(group) = envs.store.group(&plan.group) else {
         return Ok(None);
     };
     let branch = group
         .variants
         .get(&plan.variant)
-        .and_then(|v| core.store.environment(&v.environment))
+        .and_then(|v| envs.store.environment(&v.environment))
         .map(|e| e.branch)
         .unwrap_or_default();
     let commit = match (&plan.landed, &plan.merging, &plan.into) {
         (Some(commit), _, _) => commit.clone(),
         (None, None, _) | (None, _, None) => return Ok(None),
         (None, Some(merging), Some(into)) => {
-            let (git, _) = target(core, into, group.host.as_deref())
+            let (git, _) = target(envs, into, group.host.as_deref())
                 .await
                 .map_err(|e| e.message)?;
             match merge_outcome(&git, plan.how, merging).await? {
@@ -187,7 +191,7 @@ pub(crate) async fn recover_pick(
         commit,
         dry_run: None,
     };
-    core.store
+    envs.store
         .update_group(&group.name, |g| {
             if let Some(g) = g {
                 g.picked = Some(plan.variant);
@@ -195,7 +199,7 @@ pub(crate) async fn recover_pick(
         })
         .map_err(|e| format!("cannot record the pick: {e}"))?;
     if plan.close_others {
-        close_others(core, &group, plan.variant).await;
+        close_others(envs, terminals, &group, plan.variant).await;
     }
     Ok(Some(picked))
 }
@@ -290,10 +294,10 @@ async fn clear_merge_state(git: &Git) {
 
 /// The group and the environment of the variant a PickVariant names.
 fn find_variant(
-    core: &Core,
+    envs: &Environments,
     request: &PickVariant,
 ) -> Result<(GroupRecord, EnvironmentRecord), ApiError> {
-    let group = core.store.group(&request.group).ok_or_else(|| {
+    let group = envs.store.group(&request.group).ok_or_else(|| {
         ApiError::new(
             ErrorCode::NotFound,
             format!("no variant group {:?}", request.group),
@@ -310,7 +314,7 @@ fn find_variant(
         )
         .with_detail(json!({ "group": group.name, "variant": request.variant }))
     })?;
-    let record = core
+    let record = envs
         .store
         .environment(&variant.environment)
         .ok_or_else(|| not_found_environment(&variant.environment))?;
@@ -336,12 +340,12 @@ struct Merge<'a> {
 /// the target's new tip. The target's tip before is recorded in the intent
 /// before git touches it.
 async fn merge_into(
-    core: &Core,
+    envs: &Environments,
     into: Target<'_>,
     merge: Merge<'_>,
     underway: &mut Underway,
 ) -> Result<String, ApiError> {
-    let (target_git, target_branch) = target(core, into.name, into.host).await?;
+    let (target_git, target_branch) = target(envs, into.name, into.host).await?;
     let into = into.name;
     let label = merge.label;
     refuse_dirty_target(&target_git, into).await?;
@@ -395,7 +399,7 @@ async fn refuse_dirty_target(target_git: &Git, into: &str) -> Result<(), ApiErro
 /// out by `git merge-tree`, and no intent recorded. What the pick would refuse
 /// before merging (a dirty target, a detached one) is refused the same way.
 async fn dry_run(
-    core: &Core,
+    envs: &Environments,
     group: &GroupRecord,
     record: EnvironmentRecord,
     how: How,
@@ -403,7 +407,7 @@ async fn dry_run(
     variant: u32,
 ) -> Result<PickedInfo, ApiError> {
     let label = format!("variant {variant} of {}", group.name);
-    let variant_git = env_git(core, &record)?;
+    let variant_git = env_git(envs, &record)?;
     let snapshot = snapshot(&variant_git).await?;
     let uncommitted = if snapshot.uncommitted() {
         changed_files(&variant_git, &snapshot.head, &snapshot.tree).await?
@@ -423,7 +427,7 @@ async fn dry_run(
         };
         (snapshot.head.clone(), dry_run)
     } else {
-        let (target_git, _) = target(core, into, group.host.as_deref()).await?;
+        let (target_git, _) = target(envs, into, group.host.as_deref()).await?;
         refuse_dirty_target(&target_git, into).await?;
         let head = target_git.text(&["rev-parse", "HEAD"]).await?;
         let head_tree = target_git
@@ -499,12 +503,17 @@ fn merge_message(how: How, label: &str, branch: &str) -> String {
 
 /// Closes (forced, archived first) the variants of a group other than the
 /// picked one; a failure is logged, not returned.
-async fn close_others(core: &Arc<Core>, group: &GroupRecord, picked: u32) {
+async fn close_others(
+    envs: &Environments,
+    terminals: &impl CloseTerminals,
+    group: &GroupRecord,
+    picked: u32,
+) {
     for (number, other) in &group.variants {
-        if *number == picked || core.store.environment(&other.environment).is_none() {
+        if *number == picked || envs.store.environment(&other.environment).is_none() {
             continue;
         }
-        if let Err(e) = close(core, &other.environment, true).await {
+        if let Err(e) = close(envs, terminals, &other.environment, true).await {
             tracing::warn!(environment = %other.environment, "could not close a losing variant: {e}");
         }
     }

@@ -17,9 +17,9 @@ impl Handle<Archives> for EmbeddedApp {
         request: Archives,
     ) -> Result<Vec<ArchiveInfo>, ApiError> {
         let core = &self.core;
-        match environments::host(core, request.host.as_deref())? {
-            Some(host) => archives::list(core, Some(&host)).await,
-            None => archives::list_all(core).await,
+        match environments::host(&core.environments, request.host.as_deref())? {
+            Some(host) => archives::list(&core.environments, Some(&host)).await,
+            None => archives::list_all(&core.environments).await,
         }
     }
 }
@@ -32,7 +32,7 @@ impl Handle<RestoreArchive> for EmbeddedApp {
     ) -> Result<EnvironmentInfo, ApiError> {
         let core = &self.core;
         let name = request.as_name.unwrap_or_else(|| request.name.clone());
-        let host = environments::host(core, request.host.as_deref())?;
+        let host = environments::host(&core.environments, request.host.as_deref())?;
         // Its retry after a crash is a CreateWorktree's: the environment if it
         // was made, else nothing was.
         let _underway = Underway::begin(
@@ -40,7 +40,7 @@ impl Handle<RestoreArchive> for EmbeddedApp {
             ctx,
             Plan::CreateWorktree { name: name.clone() },
         )?;
-        let record = archives::restore(core, &request.name, &name, host).await?;
-        Ok(environments::info(core, &record))
+        let record = archives::restore(&core.environments, &request.name, &name, host).await?;
+        Ok(environments::info(&core.environments, &record))
     }
 }

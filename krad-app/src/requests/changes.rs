@@ -37,7 +37,7 @@ impl Handle<Changes> for EmbeddedApp {
                         ),
                     ));
                 }
-                (env_git(core, &record)?, record.base)
+                (env_git(&core.environments, &record)?, record.base)
             };
             changes::changes(name, &git, &base, request.patch.unwrap_or(false)).await
         };

@@ -56,7 +56,7 @@ async fn close_environment(
             ),
         ));
     }
-    core.check_environment(environment)?;
+    core.environments.check(environment)?;
     let _underway = Underway::begin(
         core.store.db(),
         ctx,
@@ -65,6 +65,6 @@ async fn close_environment(
             force,
         },
     )?;
-    environments::close(core, environment, force).await?;
+    environments::close(&core.environments, core, environment, force).await?;
     Ok(())
 }

@@ -13,6 +13,6 @@ impl Handle<Conflicts> for EmbeddedApp {
         _ctx: &CallContext,
         request: Conflicts,
     ) -> Result<ConflictsInfo, ApiError> {
-        conflicts::conflicts(&self.core, request.environments.as_deref()).await
+        conflicts::conflicts(&self.core.environments, request.environments.as_deref()).await
     }
 }

@@ -18,7 +18,7 @@ impl Handle<Connections> for EmbeddedApp {
         if core.store.record(request.target).is_none() {
             return Err(Core::no_terminal(request.target));
         }
-        Ok(match core.nets.get(request.target) {
+        Ok(match core.sandbox.nets().get(request.target) {
             Some(net) => net.info(request.since),
             None => ConnectionsInfo {
                 terminal: request.target,

@@ -23,11 +23,15 @@ impl Handle<CreateWorktree> for EmbeddedApp {
             },
         )?;
         let created = async {
-            let host = environments::host(core, request.host.as_deref())?;
-            let (base_commit, base_environment) =
-                environments::resolve_base(core, request.base.as_deref(), host.as_ref()).await?;
+            let host = environments::host(&core.environments, request.host.as_deref())?;
+            let (base_commit, base_environment) = environments::resolve_base(
+                &core.environments,
+                request.base.as_deref(),
+                host.as_ref(),
+            )
+            .await?;
             environments::create(
-                core,
+                &core.environments,
                 NewWorktree {
                     name: &request.name,
                     branch: request.branch.as_deref(),
@@ -40,6 +44,6 @@ impl Handle<CreateWorktree> for EmbeddedApp {
             .await
         };
         let record = created.await?;
-        Ok(environments::info(core, &record))
+        Ok(environments::info(&core.environments, &record))
     }
 }

@@ -14,8 +14,8 @@ impl Handle<Environments> for EmbeddedApp {
         _request: Environments,
     ) -> Result<Vec<EnvironmentInfo>, ApiError> {
         let core = &self.core;
-        let mut all = vec![environments::main_info(core).await];
-        all.extend(environments::infos(core, &core.store.environments()).await);
+        let mut all = vec![environments::main_info(&core.environments).await];
+        all.extend(environments::infos(&core.environments, &core.store.environments()).await);
         Ok(all)
     }
 }

@@ -13,7 +13,7 @@ impl HandleEncoded<List> for EmbeddedApp {
     ) -> Result<EncodedAnswer, ApiError> {
         let core = &self.core;
         if let Some(env) = &request.environment {
-            core.check_environment(env)?;
+            core.environments.check(env)?;
         }
         Ok(core.store.list_answer(request.environment.as_deref()))
     }

@@ -17,7 +17,7 @@ impl Open<SubscribeAgents> for EmbeddedApp {
         request: SubscribeAgents,
     ) -> Result<AgentStream, ApiError> {
         if let Some(env) = &request.environment {
-            self.core.check_environment(env)?;
+            self.core.environments.check(env)?;
         }
         Ok(AgentStream::new(
             self.core.store.clone(),

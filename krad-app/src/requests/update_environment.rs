@@ -38,6 +38,6 @@ impl Handle<UpdateEnvironment> for EmbeddedApp {
                 how,
             },
         )?;
-        update::update(&self.core, &request.environment, how).await
+        update::update(&self.core.environments, &request.environment, how).await
     }
 }

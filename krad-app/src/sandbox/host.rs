@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use krad_bus::protocol::{ApiError, ErrorCode};
 
-use crate::Core;
+use super::Sandbox;
 use crate::config::HookKind;
 use crate::hosts::{Carried, Host};
 use crate::profile::shell_quote;
@@ -72,18 +72,18 @@ pub(crate) struct HostNet {
 /// on the host. `None` for a shared network. `bus_port` is the bus's port on
 /// the host.
 pub(crate) async fn network(
-    core: &Core,
+    sandbox: &Sandbox,
     host: &Arc<Host>,
     (id, hooks, env): (u64, HookKind, &[(String, String)]),
     files_dir: &str,
     bus_port: u16,
 ) -> Result<Option<HostNet>, ApiError> {
-    let settings = &core.settings;
+    let settings = &sandbox.settings;
     if !settings.config.sandbox.own_network() {
         return Ok(None);
     }
     let dir = format!("{files_dir}/{id}-net");
-    let bus = core.bus_socket.path(settings).map_err(|e| {
+    let bus = sandbox.bus_socket.path(settings).map_err(|e| {
         ApiError::new(
             ErrorCode::Failed,
             format!("cannot open the bus's socket for the sandbox: {e}"),
@@ -97,8 +97,8 @@ pub(crate) async fn network(
     if settings.config.sandbox.allowlist() {
         // The host's environment is not the app's: only the profile's and
         // the Spawn's variables name base URLs.
-        let policy = super::allowlist(core, hooks, env, None, false);
-        let (socket, ports) = core.nets.open(core, id, policy).map_err(|e| {
+        let policy = super::allowlist(sandbox, hooks, env, None, false);
+        let (socket, ports) = sandbox.nets.open(sandbox, id, policy).map_err(|e| {
             ApiError::new(
                 ErrorCode::Failed,
                 format!("cannot open the sandbox's network socket: {e}"),
@@ -112,7 +112,7 @@ pub(crate) async fn network(
     }
     host.carry_sockets(id, &dir, sockets)
         .await
-        .inspect_err(|_| super::forget(core, id))?;
+        .inspect_err(|_| super::forget(sandbox, id))?;
     Ok(Some(HostNet {
         dir,
         bus_port,

@@ -75,7 +75,7 @@ pub(super) fn local_launch(
         claude_settings.as_deref(),
     );
     let mut env = profile_env(launch.profile, launch.extra_env);
-    let ports = crate::environments::ports::block(core, &launch.me.environment);
+    let ports = crate::environments::ports::block(&core.environments, &launch.me.environment);
     if launch.contained {
         let contained = crate::sandbox::Contained {
             id,
@@ -93,7 +93,7 @@ pub(super) fn local_launch(
             environment: &launch.me.environment,
             ports: &ports,
         };
-        argv = crate::sandbox::wrap(core, contained, argv).inspect_err(|_| {
+        argv = crate::sandbox::wrap(&core.sandbox, contained, argv).inspect_err(|_| {
             let _ = std::fs::remove_file(&token_file);
         })?;
     }
@@ -189,7 +189,7 @@ pub(super) async fn remote_launch(
     let net = if launch.contained {
         let env = profile_env(launch.profile, launch.extra_env);
         let contained = (id, launch.profile.hooks, env.as_slice());
-        crate::sandbox::host::network(core, host, contained, &dir, port).await?
+        crate::sandbox::host::network(&core.sandbox, host, contained, &dir, port).await?
     } else {
         None
     };
@@ -229,7 +229,7 @@ pub(super) async fn remote_launch(
     if let Err(e) = host.write_private(&launcher, script.as_bytes()).await {
         if net.is_some() {
             host.remove_terminal_files(&[id]).await;
-            crate::sandbox::forget(core, id);
+            crate::sandbox::forget(&core.sandbox, id);
         }
         return Err(e);
     }
@@ -301,7 +301,7 @@ fn host_env<'a>(
         }
     }
     let user_set_port = env.iter().any(|(k, _)| *k == "PORT");
-    let ports = crate::environments::ports::block(core, &me.environment);
+    let ports = crate::environments::ports::block(&core.environments, &me.environment);
     env.extend(crate::environments::ports::vars(&ports, user_set_port));
     env.push(("TERM", "xterm-256color".to_owned()));
     env.push(("KRAD_ADE_ENDPOINT", format!("127.0.0.1:{port}")));
