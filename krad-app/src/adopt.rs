@@ -34,8 +34,8 @@ use krad_bus::protocol::{AgentRecord, AgentState, StateSource, TerminalRef};
 use krad_term::{AdoptSpec, Attachment, ExitStatus, Snapshot, Survivor, Terminal, TerminalEvent};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use crate::Core;
 use crate::config::{HookKind, PromptDelivery};
+use crate::handles::Core;
 use crate::hosts::Host;
 use crate::profile::Profile;
 use crate::profile::shell_quote;
@@ -51,7 +51,7 @@ const EVENT_QUEUE: usize = 64;
 /// Returns the other bus endpoints the terminals taken back were given.
 pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
     restore_host_terminals(core).await;
-    if !core.host.restart_safe() {
+    if !core.host().restart_safe() {
         // The PTY host's terminals ended with the app that died: on record,
         // `exited`, until closed (an acknowledged Spawn names a terminal
         // that is there).
@@ -67,7 +67,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
         }
         return Vec::new();
     }
-    let host = core.host.clone();
+    let host = core.host().clone();
     let survivors = match tokio::task::spawn_blocking(move || host.survivors()).await {
         Ok(Ok(survivors)) => survivors,
         Ok(Err(error)) => {
@@ -114,7 +114,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
                     tracing::warn!(terminal = id, %error, "cannot take the terminal back: ending it");
                     // On record `exited`: so it must be, not left running
                     // where no record, limit or Close reaches it.
-                    let host = core.host.clone();
+                    let host = core.host().clone();
                     let _ = tokio::task::spawn_blocking(move || host.discard(id)).await;
                     record_gone(core, entry, NOT_TAKEN_BACK);
                     continue;
@@ -124,7 +124,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
         if entry.record.pid.is_none() {
             // Kept before its start, and the app died before the host started
             // it: it never ran (see `Store::keep_before_start`).
-            core.store.forget_kept(id);
+            core.store().forget_kept(id);
             if let Some(path) = &entry.token_file {
                 let _ = std::fs::remove_file(path);
             }
@@ -135,7 +135,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
     }
     for id in survivors.keys().filter(|id| !known.contains(id)) {
         tracing::info!(terminal = id, "ending a terminal no record names");
-        let host = core.host.clone();
+        let host = core.host().clone();
         let id = *id;
         let _ = tokio::task::spawn_blocking(move || host.discard(id)).await;
     }
@@ -143,7 +143,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
         tracing::info!(adopted, gone, "took back the terminals of the previous run");
     }
     for (name, terminals) in on_hosts {
-        if let Ok(host) = core.hosts.get(&name) {
+        if let Ok(host) = core.hosts().get(&name) {
             let (core, lead) = (core.clone(), lead.clone());
             host.await_new_tokens(terminals.iter().map(|me| me.terminal));
             tokio::spawn(async move { new_tokens_once_up(&core, &host, &terminals, &lead).await });
@@ -152,7 +152,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
     endpoints
         .iter()
         .filter_map(|endpoint| match endpoint.parse::<SocketAddr>() {
-            Ok(address) => Some(address).filter(|a| *a != core.settings.endpoint),
+            Ok(address) => Some(address).filter(|a| *a != core.settings().endpoint),
             Err(_) => {
                 tracing::warn!(%endpoint, "a kept terminal's bus endpoint is not an address; ignored");
                 None
@@ -165,7 +165,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
 /// tmux there are its own tmux host's).
 fn kept_here(core: &Core) -> Vec<TerminalEntry> {
     let mut kept: Vec<TerminalEntry> = core
-        .store
+        .store()
         .kept_terminals()
         .into_iter()
         .filter(|entry| entry.record.host.is_none())
@@ -179,7 +179,7 @@ fn kept_here(core: &Core) -> Vec<TerminalEntry> {
 /// module's doc.
 async fn restore_host_terminals(core: &Arc<Core>) {
     let mut kept: Vec<TerminalEntry> = core
-        .store
+        .store()
         .kept_terminals()
         .into_iter()
         .filter(|entry| entry.record.host.is_some())
@@ -194,12 +194,12 @@ async fn restore_host_terminals(core: &Arc<Core>) {
     let mut lead = BTreeSet::new();
     for entry in kept {
         let id = entry.record.terminal;
-        core.store.keep_terminal(id);
+        core.store().keep_terminal(id);
         let host = entry
             .record
             .host
             .as_deref()
-            .and_then(|name| core.hosts.get(name).ok());
+            .and_then(|name| core.hosts().get(name).ok());
         let Some(host) = host.filter(|_| entry.record.state != AgentState::Exited) else {
             record_gone(core, entry, GONE);
             continue;
@@ -223,7 +223,7 @@ async fn restore_host_terminals(core: &Arc<Core>) {
         }
     }
     for (name, terminals) in by_host {
-        let Ok(host) = core.hosts.get(&name) else {
+        let Ok(host) = core.hosts().get(&name) else {
             continue;
         };
         tracing::info!(host = %name, terminals = terminals.len(), "taking back the terminals on the host once its link is up");
@@ -243,8 +243,8 @@ async fn reattach(core: &Arc<Core>, host: &Host, entry: TerminalEntry) -> Result
     let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
     let spec = AdoptSpec {
         id,
-        transcript: Some(transcripts::path(&core.settings, id)),
-        scrollback_lines: core.settings.config.terminals.scrollback,
+        transcript: Some(transcripts::path(core.settings(), id)),
+        scrollback_lines: core.settings().config.terminals.scrollback,
     };
     let terminal = host
         .tmux_host()
@@ -265,7 +265,7 @@ fn watch_again(
     let id = record.terminal;
     let profile = profile_of(core, &record.profile);
     record.pid = terminal.pid().or(record.pid);
-    core.store
+    core.store()
         .insert(record, terminal.clone(), profile.clone(), token_file);
     tokio::spawn(watcher::run(
         core.clone(),
@@ -294,7 +294,9 @@ async fn new_tokens_once_up(
     }
     let dir = host.tmux_files_dir();
     for me in terminals {
-        let token = core.secret.terminal_token(me, lead.contains(&me.terminal));
+        let token = core
+            .secret()
+            .terminal_token(me, lead.contains(&me.terminal));
         // Only for a terminal whose files are there (it was not closed); the
         // token through stdin, never on a command line.
         let file = shell_quote(&format!("{dir}/{}.token", me.terminal));
@@ -329,10 +331,10 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
             environment: record.environment.clone(),
             terminal: id,
         };
-        let token = core.secret.terminal_token(&me, record.lead);
+        let token = core.secret().terminal_token(&me, record.lead);
         // A sandbox binds its token file by itself: it sees the same file
         // written again, not one renamed over it.
-        let written = if crate::sandbox::contained_here(&core.sandbox, id) {
+        let written = if crate::sandbox::contained_here(core.sandbox(), id) {
             private_file::rewrite_in_place(path, token.expose().as_bytes())
         } else {
             private_file::write(path, token.expose().as_bytes())
@@ -342,15 +344,15 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
     let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
     let spec = AdoptSpec {
         id,
-        transcript: Some(transcripts::path(&core.settings, id)),
-        scrollback_lines: core.settings.config.terminals.scrollback,
+        transcript: Some(transcripts::path(core.settings(), id)),
+        scrollback_lines: core.settings().config.terminals.scrollback,
     };
-    let host = core.host.clone();
+    let host = core.host().clone();
     let terminal = tokio::task::spawn_blocking(move || host.adopt(spec, events_tx))
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
-    crate::sandbox::taken_back(&core.sandbox, &record.environment, id);
+    crate::sandbox::taken_back(core.sandbox(), &record.environment, id);
     watch_again(core, record, terminal, token_file, events);
     tracing::info!(terminal = id, "took the terminal back");
     Ok(())
@@ -386,7 +388,7 @@ fn record_gone(core: &Core, entry: TerminalEntry, why: &str) {
     }
     // It never runs again: its sandbox's home (with the CLI's credentials)
     // and sockets go now, not at its Close.
-    crate::sandbox::forget(&core.sandbox, record.terminal);
+    crate::sandbox::forget(core.sandbox(), record.terminal);
     let terminal = Arc::new(Gone {
         id: record.terminal,
         status: ExitStatus {
@@ -395,15 +397,15 @@ fn record_gone(core: &Core, entry: TerminalEntry, why: &str) {
         },
     });
     let profile = profile_of(core, &record.profile);
-    core.store.insert(record, terminal, profile, None);
+    core.store().insert(record, terminal, profile, None);
 }
 
 /// The profile a terminal was started with, or `exec` if the config lost it.
 fn profile_of(core: &Core, name: &str) -> Arc<Profile> {
-    core.profiles
+    core.profiles()
         .get(name)
-        .or_else(|| core.profiles.get("exec"))
-        .or_else(|| core.profiles.get(core.profiles.default_name()))
+        .or_else(|| core.profiles().get("exec"))
+        .or_else(|| core.profiles().get(core.profiles().default_name()))
         .unwrap_or_else(|| {
             Arc::new(Profile {
                 name: name.to_owned(),

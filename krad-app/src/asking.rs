@@ -8,8 +8,8 @@ use krad_bus::protocol::{
 };
 use krad_bus::request::ask::{Ask, AskKind};
 
-use crate::Core;
 use crate::asks::Raised;
+use crate::handles::Core;
 use crate::store::set_state;
 
 /// Leaves the ask when the request is dropped (client gone, deadline), so that
@@ -27,7 +27,7 @@ struct LeaveOnDrop<'a> {
 
 impl Drop for LeaveOnDrop<'_> {
     fn drop(&mut self) {
-        self.core.asks.leave(&self.ask);
+        self.core.asks().leave(&self.ask);
         if self.settle {
             settle(self.core, self.terminal);
         }
@@ -41,7 +41,7 @@ pub(crate) async fn ask(
     me: &TerminalRef,
     request: Ask,
 ) -> Result<AnsweredInfo, ApiError> {
-    let (info, mut decision) = match core.asks.raise(me, &request) {
+    let (info, mut decision) = match core.asks().raise(me, &request) {
         Err(e) => return Err(e),
         Ok(Raised::Decided(answered)) => return Ok(answered),
         Ok(Raised::Open {
@@ -50,7 +50,7 @@ pub(crate) async fn ask(
             fresh,
         }) => {
             if fresh {
-                core.store.update(me.terminal, |e| {
+                core.store().update(me.terminal, |e| {
                     if request.kind == AskKind::Permission {
                         e.permission_asks += 1;
                     }
@@ -67,7 +67,7 @@ pub(crate) async fn ask(
         }
     };
     let tells_its_state = core
-        .store
+        .store()
         .with(me.terminal, |e| e.tells_its_state())
         .unwrap_or(false);
     let mut waiting = LeaveOnDrop {
@@ -87,14 +87,14 @@ pub(crate) async fn ask(
             changed = decision.changed() => {
                 if changed.is_err() {
                     break core
-                        .asks
+                        .asks()
                         .decide(&info.ask, DecidedBy::Program, AskAnswer::Nothing, None)
                         .unwrap_or_else(|_| gone(&info.ask));
                 }
             }
             () = &mut expiry => {
                 // Nobody answered in time; a concurrent answer may have won.
-                match core.asks.decide(&info.ask, DecidedBy::Timeout, AskAnswer::Nothing, None) {
+                match core.asks().decide(&info.ask, DecidedBy::Timeout, AskAnswer::Nothing, None) {
                     Ok(answered) => break answered,
                     Err(_) => continue,
                 }
@@ -120,10 +120,10 @@ fn gone(ask: &str) -> AnsweredInfo {
 
 /// Once its asks are decided, an agent left asking by them works again.
 pub(crate) fn settle(core: &Core, terminal: u64) {
-    if core.asks.has_open(terminal) {
+    if core.asks().has_open(terminal) {
         return;
     }
-    core.store.update(terminal, |e| {
+    core.store().update(terminal, |e| {
         e.record.state == AgentState::Asking
             && set_state(&mut e.record, AgentState::Working, StateSource::Hook, None)
     });

@@ -24,7 +24,8 @@ use krad_bus::server::Attachment as BusAttachment;
 use krad_term::{Attachment, NativeAttach, Terminal};
 use tokio::sync::{broadcast, oneshot, watch};
 
-use crate::Core;
+use crate::handles::Core;
+use crate::records::no_terminal;
 use crate::store::set_state;
 
 /// Output bytes gathered into one `Output` message, at most.
@@ -39,8 +40,8 @@ pub(crate) fn open(
     id: u64,
     record: watch::Receiver<AgentRecord>,
 ) -> Result<Attacher, ApiError> {
-    let Some(terminal) = core.store.with(id, |e| e.terminal.clone()) else {
-        return Err(Core::no_terminal(id));
+    let Some(terminal) = core.store().with(id, |e| e.terminal.clone()) else {
+        return Err(no_terminal(id));
     };
     let attachment = terminal.attach().ok_or_else(|| {
         ApiError::new(
@@ -215,7 +216,7 @@ impl BusAttachment for Attacher {
                 self.writes.push_back(self.terminal.write(bytes));
                 // Keystrokes answer a question: an asking agent is working again —
                 // unless it tells its state itself (then it says when it is not asking).
-                self.core.store.update(self.id, |e| {
+                self.core.store().update(self.id, |e| {
                     e.record.state == AgentState::Asking
                         && !e.tells_its_state()
                         && set_state(&mut e.record, AgentState::Working, StateSource::Input, None)

@@ -1,7 +1,7 @@
 //! The phone's side of the app: the durable facet, through which a phone
 //! (Collie) watches the agents and answers their questions (see
 //! docs/durable.md). What the phone is shown of each pane is the feed
-//! ([`crate::feed`], below this module: it imports nothing of the core).
+//! ([`crate::feed`], below this module: it imports nothing of the phone).
 //!
 //! * `snapshot` — the layout: workspaces, tabs, panes, starters.
 //! * `calls` — what each call of the wire does to the app.
@@ -15,23 +15,79 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use krad_bus::protocol::StreamMessage;
+use krad_bus::protocol::{AgentRecord, ApiError, SentInfo, StreamMessage};
+use krad_bus::request::close::Close;
+use krad_bus::request::rename::Rename;
+use krad_bus::request::send::Send as SendText;
+use krad_bus::request::spawn::Spawn;
 use krad_durable::tls::{TlsMaterial, TlsSettings};
 use krad_durable::wire::{Facet, Peer, Transport, WireCall, WireFuture, new_epoch};
 use krad_durable::{DurableServer, socket};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use crate::Core;
+use crate::asks::AskBoard;
 use crate::config::DurableConfig;
+use crate::config::Settings;
+use crate::feed::Feed;
 use crate::feed::events::ItemKind;
+use crate::profile::Profiles;
+use crate::store::Store;
 
 /// The environment variable Collie and the app read the socket path from.
 pub const SOCKET_ENV: &str = "COLLIE_DURABLE_SOCKET";
 
+/// What the phone's side reaches of the app: the records, what the phone is
+/// shown of each pane, the asks, the settings and profiles, and the bus
+/// requests it makes. Built by the composition root; everything under
+/// `phone/` takes it.
+pub(crate) struct Phone {
+    requests: Arc<dyn Requests>,
+    settings: Arc<Settings>,
+    store: Arc<Store>,
+    feed: Arc<Feed>,
+    asks: Arc<AskBoard>,
+    profiles: Arc<Profiles>,
+}
+
+impl Phone {
+    pub(crate) fn new(
+        requests: Arc<dyn Requests>,
+        settings: Arc<Settings>,
+        store: Arc<Store>,
+        feed: Arc<Feed>,
+        asks: Arc<AskBoard>,
+        profiles: Arc<Profiles>,
+    ) -> Phone {
+        Phone {
+            requests,
+            settings,
+            store,
+            feed,
+            asks,
+            profiles,
+        }
+    }
+}
+
+/// A bus request's answer, on its way.
+pub(crate) type Answering<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, ApiError>> + Send + 'a>>;
+
+/// The bus requests the phone makes, answered by the app's own typed
+/// handlers as the durable facet ([`krad_bus::token::Principal::Durable`],
+/// with Client's rights). The composition root gives them, so that the
+/// phone imports nothing above it.
+pub(crate) trait Requests: Send + Sync {
+    fn spawn(&self, request: Spawn) -> Answering<'_, AgentRecord>;
+    fn send(&self, request: SendText) -> Answering<'_, SentInfo>;
+    fn rename(&self, request: Rename) -> Answering<'_, AgentRecord>;
+    fn close(&self, request: Close) -> Answering<'_, ()>;
+}
+
 /// The app behind the facet.
 pub(crate) struct AppFacet {
-    core: Arc<Core>,
+    phone: Arc<Phone>,
     epoch: String,
     ready: AtomicBool,
     name: String,
@@ -47,7 +103,7 @@ impl Facet for AppFacet {
     }
 
     fn rev(&self) -> u64 {
-        self.core.store.rev() + self.core.feed.rev()
+        self.phone.store.rev() + self.phone.feed.rev()
     }
 
     fn host_name(&self) -> String {
@@ -133,28 +189,30 @@ impl Durable {
 
 /// Starts the facet the config asks for; `None` when `[durable]` is absent.
 /// WireCall before `restore`, and [`Durable::set_ready`] after it.
-pub(crate) async fn start(core: &Arc<Core>) -> Result<Option<Durable>, String> {
-    let Some(config) = core.settings.config.durable.clone() else {
+pub(crate) async fn start(phone: &Arc<Phone>) -> Result<Option<Durable>, String> {
+    let Some(config) = phone.settings.config.durable.clone() else {
         return Ok(None);
     };
-    let dir = core.settings.state_dir.join("durable");
-    core.feed
+    let dir = phone.settings.state_dir.join("durable");
+    phone
+        .feed
         .enable(&dir)
         .map_err(|e| format!("cannot prepare {}: {e}", dir.display()))?;
-    core.asks.tell(core.feed.clone());
+    phone.asks.tell(phone.feed.clone());
     let facet = Arc::new(AppFacet {
-        core: core.clone(),
+        phone: phone.clone(),
         epoch: new_epoch(),
         ready: AtomicBool::new(false),
         name: config.name.clone().unwrap_or_else(|| {
-            core.settings
+            phone
+                .settings
                 .root
                 .file_name()
                 .map_or_else(|| "krad".to_owned(), |n| n.to_string_lossy().into_owned())
         }),
     });
     let server = DurableServer::new(facet.clone());
-    let mut tasks = vec![tokio::spawn(follow(core.clone()))];
+    let mut tasks = vec![tokio::spawn(follow(phone.clone()))];
     let mut bound = None;
     let socket = match socket_path(&config)? {
         Some(path) => {
@@ -230,22 +288,22 @@ fn socket_path(config: &DurableConfig) -> Result<Option<PathBuf>, String> {
 }
 
 /// Follows the store into the feed: every agent change, every removal.
-async fn follow(core: Arc<Core>) {
-    let mut revs = core.store.revs();
-    let mut last = core.store.rev();
-    for record in core.store.list(None) {
-        observe(&core, &record).await;
+async fn follow(phone: Arc<Phone>) {
+    let mut revs = phone.store.revs();
+    let mut last = phone.store.rev();
+    for record in phone.store.list(None) {
+        observe(&phone, &record).await;
     }
     loop {
-        let (messages, rev) = core.store.changes_since(last, None);
+        let (messages, rev) = phone.store.changes_since(last, None);
         last = rev;
         for message in messages {
             match message {
-                StreamMessage::Agent(record) => observe(&core, &record).await,
-                StreamMessage::Removed(removed) => core.feed.removed(removed.terminal),
+                StreamMessage::Agent(record) => observe(&phone, &record).await,
+                StreamMessage::Removed(removed) => phone.feed.removed(removed.terminal),
                 StreamMessage::Snapshot(snapshot) => {
                     for record in &snapshot.agents {
-                        observe(&core, record).await;
+                        observe(&phone, record).await;
                     }
                 }
                 StreamMessage::Heartbeat(_) | StreamMessage::ShuttingDown => {}
@@ -261,13 +319,13 @@ async fn follow(core: Arc<Core>) {
 const SCREEN_LINES: usize = 40;
 
 /// One agent's change into the feed; types what was queued for its next turn.
-async fn observe(core: &Arc<Core>, record: &krad_bus::protocol::AgentRecord) {
-    let asking = core.asks.has_open(record.terminal);
-    let observed = core.feed.observe(record, asking);
+async fn observe(phone: &Arc<Phone>, record: &krad_bus::protocol::AgentRecord) {
+    let asking = phone.asks.has_open(record.terminal);
+    let observed = phone.feed.observe(record, asking);
     if observed.turn_ended && !observed.replied {
         // An agent without hooks says nothing at the end of its turn: the
         // phone reads what its screen shows instead.
-        let terminal = core.store.with(record.terminal, |e| e.terminal.clone());
+        let terminal = phone.store.with(record.terminal, |e| e.terminal.clone());
         if let Some(screen) = terminal.map(|t| t.snapshot(0).screen) {
             let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
             let end = lines
@@ -276,12 +334,12 @@ async fn observe(core: &Arc<Core>, record: &krad_bus::protocol::AgentRecord) {
                 .map_or(0, |i| i + 1);
             let text = lines[end.saturating_sub(SCREEN_LINES)..end].join("\n");
             if !text.trim().is_empty() {
-                core.feed.item(record.terminal, ItemKind::Code, &text);
+                phone.feed.item(record.terminal, ItemKind::Code, &text);
             }
         }
     }
     for text in observed.queued {
-        if let Err(e) = calls::type_text(core, record.terminal, &text).await {
+        if let Err(e) = calls::type_text(phone, record.terminal, &text).await {
             tracing::warn!(
                 terminal = record.terminal,
                 "a queued text was not typed: {}",

@@ -23,9 +23,10 @@ use krad_store::Kind;
 use krad_term::{ExitStatus, Snapshot, Terminal};
 use tokio::sync::oneshot;
 
-use crate::Core;
+use crate::handles::Core;
 use crate::limits::queue::{InLine, QueuedSpawn, Work, cannot_keep, forget, keep, kept};
 use crate::profile::Profile;
+use crate::records::no_terminal;
 use crate::spawning::{self, Spawned};
 use crate::store::{now_rfc3339, set_state};
 use crate::{limits, sending};
@@ -59,7 +60,7 @@ fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError
             .request
             .profile
             .as_deref()
-            .and_then(|p| core.profiles.get(p)),
+            .and_then(|p| core.profiles().get(p)),
     ) else {
         return Err(ApiError::internal(
             "a queued Spawn without its environment or profile",
@@ -75,11 +76,11 @@ fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError
     put_on_record(core, &me, &queued, profile, &since);
     let variant = queued.variant.clone();
     let pushed = core
-        .limits
+        .limits()
         .queue()
         .push(Work::Spawn(Box::new(queued)), since, |waiting| {
             let Some((group, n)) = &variant else {
-                return kept(core.store.db().write(|tx| keep(tx, waiting)));
+                return kept(core.store().db().write(|tx| keep(tx, waiting)));
             };
             // The group knows its variant's terminal in the same transaction.
             let record_variant = |g: &mut Option<crate::records::GroupRecord>| {
@@ -91,35 +92,35 @@ fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError
                     g.variants.insert(*n, variant);
                 }
             };
-            core.store
+            core.store()
                 .update_group_with(group, record_variant, |tx| keep(tx, waiting))
                 .map_err(|e| cannot_keep(&e))
         });
     if let Err(e) = pushed {
-        core.store.remove(id);
+        core.store().remove(id);
         return Err(e);
     }
-    core.limits.renumber();
+    core.limits().renumber();
     tracing::info!(terminal = id, "queued");
     crate::crash_point::here("spawn-queued");
-    core.store.record(id).ok_or_else(|| Core::no_terminal(id))
+    core.store().record(id).ok_or_else(|| no_terminal(id))
 }
 
 /// Queues a Send (see the Send handler): answered at once, typed when its
 /// turn comes.
 pub(crate) fn send_later(core: &Core, request: Send) -> Result<SentInfo, ApiError> {
     let id = request.target;
-    let db = core.store.db();
+    let db = core.store().db();
     let place = core
-        .limits
+        .limits()
         .queue()
         .push(Work::Send { request }, now_rfc3339(), |waiting| {
             kept(db.write(|tx| keep(tx, waiting)))
         })?;
-    core.limits.renumber();
+    core.limits().renumber();
     tracing::info!(terminal = id, place, "Send queued");
     let state = core
-        .store
+        .store()
         .record(id)
         .map_or(AgentState::Exited, |r| r.state);
     Ok(SentInfo {
@@ -134,7 +135,7 @@ pub(crate) fn send_later(core: &Core, request: Send) -> Result<SentInfo, ApiErro
 /// their places (call after the intents are recovered); work for terminals
 /// that are gone is dropped.
 pub(crate) fn reload(core: &Core) {
-    let kept = core.store.db().read(|tx| tx.all::<InLine>(Kind::Queued));
+    let kept = core.store().db().read(|tx| tx.all::<InLine>(Kind::Queued));
     let kept = match kept {
         Ok(kept) => kept,
         Err(e) => {
@@ -148,7 +149,7 @@ pub(crate) fn reload(core: &Core) {
     for w in &waiting {
         match &w.work {
             Work::Spawn(queued) => {
-                if core.store.record(queued.terminal).is_some() {
+                if core.store().record(queued.terminal).is_some() {
                     // Started as the last app died, and taken back.
                     gone.push(w.seq);
                     continue;
@@ -159,8 +160,8 @@ pub(crate) fn reload(core: &Core) {
                 };
                 let profile_name = queued.request.profile.clone().unwrap_or_default();
                 let (Some(profile), true) = (
-                    core.profiles.get(&profile_name),
-                    core.environments.check(&environment).is_ok(),
+                    core.profiles().get(&profile_name),
+                    core.environments().check(&environment).is_ok(),
                 ) else {
                     tracing::warn!(
                         terminal = queued.terminal,
@@ -176,24 +177,24 @@ pub(crate) fn reload(core: &Core) {
                 put_on_record(core, &me, queued, profile, &w.since);
             }
             Work::Send { request } => {
-                if core.store.record(request.target).is_none() {
+                if core.store().record(request.target).is_none() {
                     gone.push(w.seq);
                 }
             }
         }
     }
-    let mut line = core.limits.queue().lock();
+    let mut line = core.limits().queue().lock();
     line.next_seq = waiting.last().map_or(1, |w| w.seq + 1);
     line.waiting = waiting;
     drop(line);
-    core.limits
+    core.limits()
         .queue()
-        .take(core.store.db(), |w| gone.contains(&w.seq));
-    let count = core.limits.queue().len();
+        .take(core.store().db(), |w| gone.contains(&w.seq));
+    let count = core.limits().queue().len();
     if count > 0 {
         tracing::info!(count, "the queue is back");
     }
-    core.limits.renumber();
+    core.limits().renumber();
 }
 
 /// Starts the queue's work in order as room frees, for as long as the app runs.
@@ -201,7 +202,7 @@ pub(crate) async fn run(core: Weak<Core>) {
     let Some(strong) = core.upgrade() else {
         return;
     };
-    let mut revs = strong.store.revs();
+    let mut revs = strong.store().revs();
     drop(strong);
     let period = Duration::from_secs(limits::RETRY_AFTER_SECS);
     loop {
@@ -211,7 +212,7 @@ pub(crate) async fn run(core: Weak<Core>) {
         while let Some((next, _room)) = first_with_room(&core) {
             start(&core, next).await;
         }
-        let wake = core.limits.queue().wake.clone();
+        let wake = core.limits().queue().wake.clone();
         drop(core);
         tokio::select! {
             changed = revs.changed() => if changed.is_err() { return },
@@ -226,19 +227,19 @@ pub(crate) async fn run(core: Weak<Core>) {
 /// dropped on the way.
 fn first_with_room(core: &Core) -> Option<(InLine, Option<limits::Room<'_>>)> {
     loop {
-        if core.limits.queue().stopped() {
+        if core.limits().queue().stopped() {
             return None;
         }
-        let first = core.limits.queue().lock().waiting.first().cloned()?;
+        let first = core.limits().queue().lock().waiting.first().cloned()?;
         let room = match &first.work {
-            Work::Spawn(_) => Some(core.limits.room_to_start(1).ok()?),
+            Work::Spawn(_) => Some(core.limits().room_to_start(1).ok()?),
             Work::Send { request } => {
-                if let Some(record) = core.store.record(request.target) {
+                if let Some(record) = core.store().record(request.target) {
                     // A Send for a queued agent waits for its Spawn (ahead of it).
                     if record.state == AgentState::Queued {
                         return None;
                     }
-                    core.limits.room_to_work(record.state).ok()?;
+                    core.limits().room_to_work(record.state).ok()?;
                 }
                 None
             }
@@ -247,13 +248,13 @@ fn first_with_room(core: &Core) -> Option<(InLine, Option<limits::Room<'_>>)> {
         // dies meanwhile starts it again (or finds it taken back: [`reload`]).
         // A Send goes now: typed at most once.
         let taken = match first.work {
-            Work::Spawn(_) => core.limits.queue().take_out(|w| w.seq == first.seq),
+            Work::Spawn(_) => core.limits().queue().take_out(|w| w.seq == first.seq),
             Work::Send { .. } => core
-                .limits
+                .limits()
                 .queue()
-                .take(core.store.db(), |w| w.seq == first.seq),
+                .take(core.store().db(), |w| w.seq == first.seq),
         };
-        core.limits.renumber();
+        core.limits().renumber();
         if let Some(next) = taken.into_iter().next() {
             return Some((next, room));
         }
@@ -273,10 +274,10 @@ async fn start(core: &Arc<Core>, waiting: InLine) {
             let id = queued.terminal;
             tracing::info!(terminal = id, "starting from the queue");
             let started = spawning::start_queued(core, *queued).await;
-            forget(core.store.db(), &done);
+            forget(core.store().db(), &done);
             if let Err(e) = started {
                 tracing::warn!(terminal = id, "a queued Spawn did not start: {}", e.message);
-                core.store.update(id, |entry| {
+                core.store().update(id, |entry| {
                     entry.record.queue_place = None;
                     let message = format!("did not start from the queue: {}", e.message);
                     entry.record.state != AgentState::Exited
@@ -291,7 +292,7 @@ async fn start(core: &Arc<Core>, waiting: InLine) {
         }
         Work::Send { request } => {
             let id = request.target;
-            let Some(mut watch) = core.store.watch(id) else {
+            let Some(mut watch) = core.store().watch(id) else {
                 return;
             };
             let before = watch.borrow_and_update().state;
@@ -303,7 +304,7 @@ async fn start(core: &Arc<Core>, waiting: InLine) {
                 }
             }
             let counted_already = !matches!(before, AgentState::Idle | AgentState::Asking);
-            if counted_already || core.settings.config.limits.max_working.is_none() {
+            if counted_already || core.settings().config.limits.max_working.is_none() {
                 return;
             }
             // Give the agent the moment it takes to say it works, so that
@@ -341,7 +342,10 @@ fn put_on_record(
         &profile,
         queued.request.prompt.as_deref(),
     ));
-    let host = core.store.environment(&me.environment).and_then(|e| e.host);
+    let host = core
+        .store()
+        .environment(&me.environment)
+        .and_then(|e| e.host);
     let mut record = spawning::new_record(
         me,
         host,
@@ -357,7 +361,7 @@ fn put_on_record(
     record.started_at = since.to_owned();
     record.state_since = since.to_owned();
     record.message = Some("waiting in the queue for room under [limits]".to_owned());
-    core.store
+    core.store()
         .insert(record, Arc::new(Unstarted(me.terminal)), profile, None);
 }
 

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use krad_bus::protocol::{AgentRecord, SetupInfo};
+use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode, SetupInfo};
 use serde::{Deserialize, Serialize};
 
 /// How many revs are reserved at a time.
@@ -163,6 +163,12 @@ impl StatePath {
         let bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
         krad_bus::private_file::write(&self.path, &bytes)
     }
+}
+
+/// `not_found` for a terminal.
+pub(crate) fn no_terminal(id: u64) -> ApiError {
+    ApiError::new(ErrorCode::NotFound, format!("no terminal {id}"))
+        .with_detail(serde_json::json!({ "terminal": id }))
 }
 
 #[cfg(test)]

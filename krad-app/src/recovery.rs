@@ -22,8 +22,8 @@ use std::sync::Arc;
 use krad_bus::protocol::{ApiError, ErrorCode, Response, TypedAnswer};
 use krad_store::Kind;
 
-use crate::Core;
 use crate::environments;
+use crate::handles::Core;
 use crate::intents::{Intent, Plan};
 
 /// What recovery made of an intent.
@@ -38,7 +38,7 @@ enum Outcome {
 
 /// Settles every intent left over by a crash; see the module's doc.
 pub(crate) async fn recover(core: &Arc<Core>) {
-    let intents = match core.store.db().read(|tx| tx.all::<Intent>(Kind::Intent)) {
+    let intents = match core.store().db().read(|tx| tx.all::<Intent>(Kind::Intent)) {
         Ok(intents) => intents,
         Err(e) => {
             tracing::error!("cannot read the mutations a crash interrupted: {e}");
@@ -49,14 +49,14 @@ pub(crate) async fn recover(core: &Arc<Core>) {
     let never_started: BTreeSet<u64> = intents
         .iter()
         .filter_map(|(_, intent)| match &intent.plan {
-            Plan::Spawn { terminal } if core.store.record(*terminal).is_none() => Some(*terminal),
+            Plan::Spawn { terminal } if core.store().record(*terminal).is_none() => Some(*terminal),
             _ => None,
         })
         .collect();
     for (key, intent) in intents {
         let outcome = match &intent.plan {
             // The answer is the record as it is: the same everywhere.
-            Plan::Spawn { terminal } => match core.store.record(*terminal) {
+            Plan::Spawn { terminal } => match core.store().record(*terminal) {
                 Some(record) => Outcome::Done(record.into_response()),
                 None => Outcome::Undone,
             },
@@ -75,17 +75,17 @@ pub(crate) async fn recover(core: &Arc<Core>) {
             // Its decision was kept (with this step): its answer was "Ok".
             Plan::Answer { decided: true, .. } => Outcome::Done(().into_response()),
             Plan::Answer { decided: false, .. } => Outcome::Undone,
-            Plan::CreateWorktree { name } => match core.store.environment(name) {
+            Plan::CreateWorktree { name } => match core.store().environment(name) {
                 Some(record) => {
-                    Outcome::Done(environments::info(&core.environments, &record).into_response())
+                    Outcome::Done(environments::info(core.environments(), &record).into_response())
                 }
                 None => Outcome::Undone,
             },
             Plan::CloseEnvironment { name, force } => {
-                match environments::close(&core.environments, core, name, *force).await {
+                match environments::close(core.environments(), core, name, *force).await {
                     Ok(_) => Outcome::Done(().into_response()),
                     // Closed by the first run before it could answer.
-                    Err(_) if core.store.environment(name).is_none() => {
+                    Err(_) if core.store().environment(name).is_none() => {
                         Outcome::Done(().into_response())
                     }
                     Err(e) => Outcome::Done(e.into()),
@@ -95,7 +95,7 @@ pub(crate) async fn recover(core: &Arc<Core>) {
                 let resumed = crate::run_variants::resume(core, group, request, &never_started);
                 match resumed.await {
                     Ok(info) => Outcome::Done(info.into_response()),
-                    Err(e) if core.store.group(group).is_none() => {
+                    Err(e) if core.store().group(group).is_none() => {
                         tracing::debug!("group {group} is gone: {e}");
                         Outcome::Undone
                     }
@@ -103,14 +103,14 @@ pub(crate) async fn recover(core: &Arc<Core>) {
                 }
             }
             Plan::UpdateEnvironment { name, how } => {
-                match environments::update::recover(&core.environments, name, *how).await {
+                match environments::update::recover(core.environments(), name, *how).await {
                     Ok(updated) => Outcome::Done(updated.into_response()),
-                    Err(_) if core.store.environment(name).is_none() => Outcome::Undone,
+                    Err(_) if core.store().environment(name).is_none() => Outcome::Undone,
                     Err(e) => Outcome::Done(e.into()),
                 }
             }
             Plan::PickVariant(plan) => {
-                match environments::recover_pick(&core.environments, core, plan).await {
+                match environments::recover_pick(core.environments(), core, plan).await {
                     Ok(Some(picked)) => Outcome::Done(picked.into_response()),
                     Ok(None) => Outcome::Undone,
                     Err(reason) => Outcome::Left(reason),
@@ -139,9 +139,9 @@ fn settle(core: &Core, key: &str, intent: &Intent, outcome: Outcome) {
         }
     };
     let settled = match &intent.once {
-        Some(once) => core.request_log.recovered(once, answer),
+        Some(once) => core.request_log().recovered(once, answer),
         None => core
-            .store
+            .store()
             .db()
             .write(|tx| tx.remove(Kind::Intent, key).map(drop))
             .map_err(|e| e.to_string()),

@@ -7,16 +7,17 @@
 use krad_bus::protocol::{AgentState, ApiError, ErrorCode, StateSource};
 use krad_bus::request::report::Report;
 
-use crate::Core;
+use crate::handles::Core;
+use crate::records::no_terminal;
 use crate::store::{Entry, set_state};
 
 /// Takes terminal `id`'s report; `conflict` once the terminal has exited.
 pub(crate) fn take(core: &Core, id: u64, request: &Report) -> Result<(), ApiError> {
     let state: AgentState = request.state.into();
     decide_moot_asks(core, id, state);
-    let asking_through_bus = state == AgentState::Asking && core.asks.has_open(id);
+    let asking_through_bus = state == AgentState::Asking && core.asks().has_open(id);
     let mut exited = false;
-    let updated = core.store.update(id, |e| {
+    let updated = core.store().update(id, |e| {
         if e.record.state == AgentState::Exited {
             exited = true;
             return false;
@@ -27,10 +28,10 @@ pub(crate) fn take(core: &Core, id: u64, request: &Report) -> Result<(), ApiErro
         && !exited
         && let Some(session) = &request.session
     {
-        core.feed.session(id, session);
+        core.feed().session(id, session);
     }
     match updated {
-        None => Err(Core::no_terminal(id)),
+        None => Err(no_terminal(id)),
         Some(_) if exited => Err(ApiError::new(
             ErrorCode::Conflict,
             format!("terminal {id} has exited"),
@@ -44,8 +45,8 @@ pub(crate) fn take(core: &Core, id: u64, request: &Report) -> Result<(), ApiErro
 /// through the bus are moot (answered in its own terminal, or dropped).
 fn decide_moot_asks(core: &Core, id: u64, state: AgentState) {
     let moves_on = matches!(state, AgentState::Working | AgentState::Idle);
-    if moves_on && core.asks.has_open(id) {
-        let decided = core.asks.decide_all_by_program(id);
+    if moves_on && core.asks().has_open(id) {
+        let decided = core.asks().decide_all_by_program(id);
         tracing::debug!(
             terminal = id,
             decided,

@@ -34,7 +34,7 @@ pub(crate) mod subscribe_agents;
 pub(crate) mod update_environment;
 pub(crate) mod wait;
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode, TerminalRef};
 use krad_bus::request::RequestKind;
 use krad_bus::server::request_log::RequestLog;
@@ -68,22 +68,23 @@ pub(crate) fn may_act_on(
 
 impl App for EmbeddedApp {
     fn request_log(&self) -> Option<&RequestLog> {
-        Some(&self.core.request_log)
+        Some(self.core().request_log())
     }
 
     fn knows_terminal(&self, terminal: &TerminalRef) -> bool {
-        self.core.store.knows(terminal)
+        self.core().store().knows(terminal)
     }
 
     fn terminal_starting(&self, terminal: &TerminalRef) -> Option<StartSettled> {
-        self.core.launching.started(terminal)
+        self.core().launching().started(terminal)
     }
 
     fn token_being_renewed(&self, terminal: &TerminalRef) -> bool {
-        self.core.store.knows(terminal) && self.core.hosts.token_being_renewed(terminal.terminal)
+        self.core().store().knows(terminal)
+            && self.core().hosts().token_being_renewed(terminal.terminal)
     }
 
     async fn agent_count(&self) -> u64 {
-        self.core.store.count() as u64
+        self.core().store().count() as u64
     }
 }

@@ -14,8 +14,8 @@ use krad_bus::request::spawn::Spawn;
 use krad_bus::server::CallContext;
 use serde_json::json;
 
-use crate::Core;
 use crate::environments::{self, NewWorktree};
+use crate::handles::Core;
 use crate::hosts::Host;
 use crate::intents::{self, Underway};
 use crate::records::{GroupRecord, Phase};
@@ -33,16 +33,16 @@ pub(crate) async fn run(
     };
     names_are_free(core, &group, request.count)?;
     // Room for every variant at once, or (sent with `queue`) each waits in line.
-    let room = match core.limits.may_start(request.count as usize) {
+    let room = match core.limits().may_start(request.count as usize) {
         Ok(room) => Some(room),
         Err(e) if request.queue == Some(true) && e.code == ErrorCode::Busy => None,
         Err(e) => return Err(e),
     };
-    core.budgets
+    core.budgets()
         .set_group_limit(&group, request.max_group_cost_usd);
-    let host = environments::host(&core.environments, request.host.as_deref())?;
+    let host = environments::host(core.environments(), request.host.as_deref())?;
     let (base_commit, base_environment) =
-        environments::resolve_base(&core.environments, request.base.as_deref(), host.as_ref())
+        environments::resolve_base(core.environments(), request.base.as_deref(), host.as_ref())
             .await?;
     let plan = Plan {
         group,
@@ -72,7 +72,7 @@ async fn start_missing(
     let inner = intents::inner(ctx);
     let mut variants = Vec::new();
     for n in 1..=plan.request.count {
-        let started = core.store.group(&plan.group).and_then(|g| {
+        let started = core.store().group(&plan.group).and_then(|g| {
             let v = g.variants.get(&n)?;
             Some(VariantInfo {
                 variant: n,
@@ -104,7 +104,7 @@ pub(crate) async fn resume(
     never_started: &BTreeSet<u64>,
 ) -> Result<VariantsInfo, ApiError> {
     let group = core
-        .store
+        .store()
         .group(name)
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no variant group {name:?}")))?;
     let plan = Plan {
@@ -112,7 +112,7 @@ pub(crate) async fn resume(
         profile: known_profile(core, request)?,
         base_commit: group.base,
         base_environment: group.base_environment,
-        host: environments::host(&core.environments, group.host.as_deref())?,
+        host: environments::host(core.environments(), group.host.as_deref())?,
         request,
         // Started again after a crash: those with no room wait in line.
         queued: request.queue == Some(true),
@@ -142,8 +142,8 @@ fn known_profile(core: &Core, request: &RunVariants) -> Result<String, ApiError>
     let profile = request
         .profile
         .clone()
-        .unwrap_or_else(|| core.profiles.default_name().to_owned());
-    if core.profiles.get(&profile).is_none() {
+        .unwrap_or_else(|| core.profiles().default_name().to_owned());
+    if core.profiles().get(&profile).is_none() {
         return Err(RequestKind::RunVariants.field_error(
             ErrorCode::Invalid,
             "profile",
@@ -155,7 +155,7 @@ fn known_profile(core: &Core, request: &RunVariants) -> Result<String, ApiError>
 
 /// A conflict if the group or any of its `count` environments exists.
 fn names_are_free(core: &Core, group: &str, count: u32) -> Result<(), ApiError> {
-    if core.store.has_group(group) {
+    if core.store().has_group(group) {
         return Err(environments::conflict(
             format!("variant group {group:?} exists"),
             json!({ "group": group }),
@@ -163,7 +163,7 @@ fn names_are_free(core: &Core, group: &str, count: u32) -> Result<(), ApiError> 
     }
     for n in 1..=count {
         let name = format!("{group}-{n}");
-        if core.environments.check(&name).is_ok() {
+        if core.environments().check(&name).is_ok() {
             return Err(environments::conflict(
                 format!("environment {name:?} exists"),
                 json!({ "environment": name }),
@@ -177,14 +177,14 @@ fn names_are_free(core: &Core, group: &str, count: u32) -> Result<(), ApiError> 
 /// request's intent in the same transaction (see [`crate::intents`]).
 fn record_group(core: &Core, ctx: &CallContext, plan: &Plan<'_>) -> Result<Underway, ApiError> {
     let underway = Underway::new(
-        core.store.db(),
+        core.store().db(),
         ctx,
         intents::Plan::RunVariants {
             group: plan.group.clone(),
             request: plan.request.clone(),
         },
     );
-    core.store
+    core.store()
         .update_group_with(
             &plan.group,
             |g| {
@@ -216,16 +216,16 @@ async fn start_variant(
     // Made already when a crash came between its worktree and its agent; a
     // setup the crash cut short runs again.
     let made = core
-        .store
+        .store()
         .environment(&environment)
         .filter(|e| e.group.as_deref() == Some(group.as_str()));
     if let Some(record) = made {
         if record.phase == Phase::SetupFailed {
-            environments::run_setup(&core.environments, record).await?;
+            environments::run_setup(core.environments(), record).await?;
         }
     } else {
         environments::create(
-            &core.environments,
+            core.environments(),
             NewWorktree {
                 name: &environment,
                 branch: None,
@@ -237,7 +237,7 @@ async fn start_variant(
         )
         .await?;
     }
-    core.store
+    core.store()
         .record_variant(group, n, &environment, None)
         .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}")))?;
     let spawn_request = Spawn {
@@ -265,7 +265,8 @@ fn free_group_name(core: &Core) -> String {
     (1..)
         .map(|n| format!("variants-{n}"))
         .find(|name| {
-            !core.store.has_group(name) && core.environments.check(&format!("{name}-1")).is_err()
+            !core.store().has_group(name)
+                && core.environments().check(&format!("{name}-1")).is_err()
         })
         .unwrap_or_else(|| "variants".to_owned())
 }

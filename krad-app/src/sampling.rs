@@ -7,7 +7,7 @@
 use std::sync::Weak;
 use std::time::Duration;
 
-use crate::Core;
+use crate::handles::Core;
 use crate::spend::Reader;
 use crate::usage::Usages;
 

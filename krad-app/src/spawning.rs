@@ -18,9 +18,9 @@ use krad_bus::token::Principal;
 use krad_term::{SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost};
 
 use self::launch::{Launch, Prepared, local_launch, remote_launch};
-use crate::Core;
 use crate::config::PromptDelivery;
 use crate::environments::MAIN;
+use crate::handles::Core;
 use crate::hosts::Host;
 use crate::intents::{Plan, Underway};
 pub(crate) use crate::limits::queue::QueuedSpawn;
@@ -64,9 +64,9 @@ pub(crate) async fn spawn(
 ) -> Result<Spawned, ApiError> {
     request.max_cost_usd = request
         .max_cost_usd
-        .or(core.settings.config.budget.max_cost_usd);
+        .or(core.settings().config.budget.max_cost_usd);
     let (environment, lead) = environment_and_lead(ctx, &request)?;
-    core.environments.check(&environment)?;
+    core.environments().check(&environment)?;
     let (profile, command) = profile_and_command(core, &request)?;
     let parent = ctx.principal.terminal().map(|t| t.terminal);
     let wants_queue = request.queue == Some(true);
@@ -75,7 +75,7 @@ pub(crate) async fn spawn(
         // group sent with `queue` that found none queues each of them.
         Some(_) if wants_queue => None,
         Some(_) => Some(None),
-        None => match core.limits.may_start(1) {
+        None => match core.limits().may_start(1) {
             Ok(room) => Some(Some(room)),
             Err(e) if wants_queue && e.code == ErrorCode::Busy => None,
             Err(e) => return Err(e),
@@ -87,7 +87,7 @@ pub(crate) async fn spawn(
         // record, never queued twice. A variant's group records it instead.
         let terminal = match &variant {
             None => allocate_id(core, ctx, false)?.0,
-            Some(_) => core.store.allocate_terminal_id().map_err(cannot_record)?,
+            Some(_) => core.store().allocate_terminal_id().map_err(cannot_record)?,
         };
         request.environment = Some(environment);
         request.profile = Some(profile.name.clone());
@@ -124,7 +124,7 @@ pub(crate) async fn start_queued(
         .environment
         .clone()
         .unwrap_or_else(|| MAIN.to_owned());
-    core.environments.check(&environment)?;
+    core.environments().check(&environment)?;
     let start = Start {
         environment,
         lead: queued.lead,
@@ -163,10 +163,10 @@ async fn start_now(
         ..
     } = start;
     // A new worktree's setup runs before any agent starts there.
-    let (cwd, host) = environments::ready(&core.environments, &start.environment).await?;
-    let host = environments::host(&core.environments, host.as_deref())?;
+    let (cwd, host) = environments::ready(core.environments(), &start.environment).await?;
+    let host = environments::host(core.environments(), host.as_deref())?;
     if host.is_none() {
-        core.limits.may_limit_memory(profile.memory_max_mib)?;
+        core.limits().may_limit_memory(profile.memory_max_mib)?;
     }
     let (terminal, underway) = match (queued_id, ctx) {
         // Its group knows it since it was queued.
@@ -177,7 +177,7 @@ async fn start_now(
                 // The group knows its variant's terminal before the program
                 // starts: after a crash, `run_variants::resume` never starts
                 // it twice.
-                core.store
+                core.store()
                     .record_variant(group, *n, &start.environment, Some(terminal))
                     .map_err(|e| {
                         ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}"))
@@ -197,7 +197,7 @@ async fn start_now(
         host,
         variant: start.variant,
     };
-    let token = core.secret.terminal_token(&newcomer.me, newcomer.lead);
+    let token = core.secret().terminal_token(&newcomer.me, newcomer.lead);
     let mut shown = command.clone();
     shown.extend(crate::profile::prompt_args(
         &profile,
@@ -210,7 +210,7 @@ async fn start_now(
         prompt: request.prompt.as_deref(),
         profile: &profile,
         extra_env: request.env.as_ref(),
-        contained: crate::sandbox::wanted(&core.sandbox, &profile.name, request.sandbox),
+        contained: crate::sandbox::wanted(core.sandbox(), &profile.name, request.sandbox),
     };
     let prepared = match &newcomer.host {
         None => local_launch(core, launch, cwd)?,
@@ -220,11 +220,11 @@ async fn start_now(
     // The one record of the terminal, made once: kept before the start, and
     // on record (with its pid) after — the same to the digit everywhere.
     let mut record = agent_record(&newcomer, &request, &profile, shown);
-    if let Some(queued) = queued_id.and_then(|id| core.store.record(id)) {
+    if let Some(queued) = queued_id.and_then(|id| core.store().record(id)) {
         // It exists since it was queued.
         record.started_at = queued.started_at;
     }
-    core.store.keep_before_start(&record, prepared.3.as_ref());
+    core.store().keep_before_start(&record, prepared.3.as_ref());
     crate::crash_point::here("spawn-before-program");
     let (spec, token_file) = spawn_spec(core, terminal, &request, prepared);
     let host = terminal_host(core, newcomer.host.as_deref());
@@ -241,7 +241,7 @@ async fn start_now(
         // The PTY host starts the program in place and never waits: nothing
         // from here to the record can be cancelled half-way. Its token works
         // from now on: a request with it waits for its record.
-        let start = core.launching.begin(&after.newcomer.me);
+        let start = core.launching().begin(&after.newcomer.me);
         let spawned = host.spawn(spec, events_tx);
         let recorded = record_started(core, spawned, after);
         drop(start);
@@ -254,7 +254,7 @@ async fn start_now(
     let core = core.clone();
     let finish = tokio::spawn(async move {
         // Its token works from now on: a request with it waits for its record.
-        let start = core.launching.begin(&after.newcomer.me);
+        let start = core.launching().begin(&after.newcomer.me);
         let spawned = tokio::task::spawn_blocking(move || host.spawn(spec, events_tx))
             .await
             .unwrap_or_else(|e| Err(SpawnError::Host(format!("the terminal host failed: {e}"))));
@@ -296,9 +296,9 @@ fn record_started(
             if let Some(file) = &after.token_file {
                 let _ = std::fs::remove_file(file);
             }
-            core.store.forget_kept(id);
+            core.store().forget_kept(id);
             // A sandbox's home, network and sockets carried to a host.
-            crate::sandbox::forget(&core.sandbox, id);
+            crate::sandbox::forget(core.sandbox(), id);
             if let Some(host) = after.newcomer.host.clone() {
                 tokio::spawn(async move { host.remove_terminal_files(&[id]).await });
             }
@@ -306,12 +306,12 @@ fn record_started(
         }
     };
     if after.newcomer.host.is_none() {
-        core.limits
+        core.limits()
             .limit_memory(after.profile.memory_max_mib, id, terminal.pid());
     }
     let mut record = after.record;
     record.pid = terminal.pid();
-    let record = core.store.insert(
+    let record = core.store().insert(
         record,
         terminal.clone(),
         after.profile.clone(),
@@ -368,13 +368,13 @@ fn profile_and_command(
     let profile_name = request
         .profile
         .clone()
-        .unwrap_or_else(|| core.profiles.default_name().to_owned());
-    let profile = core.profiles.get(&profile_name).ok_or_else(|| {
+        .unwrap_or_else(|| core.profiles().default_name().to_owned());
+    let profile = core.profiles().get(&profile_name).ok_or_else(|| {
         invalid(
             "profile",
             format!(
                 "unknown profile {profile_name:?}; profiles: {}",
-                core.profiles.names().join(", ")
+                core.profiles().names().join(", ")
             ),
         )
     })?;
@@ -411,14 +411,14 @@ fn allocate_id(
 ) -> Result<(u64, Option<Underway>), ApiError> {
     let cannot = cannot_record;
     if ctx.once.is_none() && !variant {
-        let id = core.store.allocate_terminal_id().map_err(cannot)?;
+        let id = core.store().allocate_terminal_id().map_err(cannot)?;
         return Ok((id, None));
     }
     let mut underway = None;
     let id = core
-        .store
+        .store()
         .allocate_terminal_id_with(|tx, terminal| {
-            let intent = Underway::new(core.store.db(), ctx, Plan::Spawn { terminal });
+            let intent = Underway::new(core.store().db(), ctx, Plan::Spawn { terminal });
             intent.write(tx)?;
             underway = Some(intent);
             Ok(())
@@ -462,8 +462,8 @@ fn spawn_spec(
         env_remove: BUS_VARIABLES.map(String::from).to_vec(),
         cols: request.cols.unwrap_or(COLS),
         rows: request.rows.unwrap_or(ROWS),
-        transcript: Some(crate::transcripts::path(&core.settings, id)),
-        scrollback_lines: core.settings.config.terminals.scrollback,
+        transcript: Some(crate::transcripts::path(core.settings(), id)),
+        scrollback_lines: core.settings().config.terminals.scrollback,
     };
     (spec, token_file)
 }
@@ -473,7 +473,7 @@ fn spawn_spec(
 fn terminal_host(core: &Core, on: Option<&Host>) -> Arc<dyn TerminalHost> {
     match on.and_then(Host::tmux_terminals) {
         Some(tmux) => tmux,
-        None => core.host.clone(),
+        None => core.host().clone(),
     }
 }
 
@@ -566,7 +566,7 @@ fn watch(
         .then_some(prompt)
         .flatten();
     if typed.is_some() || prompt_in_argv {
-        core.store.update(id, |e| {
+        core.store().update(id, |e| {
             e.prompt_pending = typed.is_some();
             e.first_turn_pending = prompt_in_argv;
             false

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use krad_bus::protocol::{Dollars, Tokens};
 use serde::Deserialize;
 
-use crate::Core;
+use crate::handles::Core;
 use crate::prices::{Counts, Prices};
 
 /// At most this much of a file is read at once (the rest at the next period).
@@ -280,7 +280,7 @@ impl Reader {
     pub(crate) fn new(core: &Core) -> Reader {
         Reader {
             meters: Meters::new(),
-            prices: Prices::with(&core.settings.config.prices),
+            prices: Prices::with(&core.settings().config.prices),
         }
     }
 
@@ -288,7 +288,7 @@ impl Reader {
     /// writes what changed into their records; `None` once the app's core is
     /// gone.
     pub(crate) async fn sample(&mut self, core: &std::sync::Weak<Core>) -> Option<()> {
-        let targets = core.upgrade()?.store.spend_targets();
+        let targets = core.upgrade()?.store().spend_targets();
         if targets.is_empty() {
             self.meters.clear();
             return Some(());
@@ -304,8 +304,8 @@ impl Reader {
         self.meters = back;
         let live = core.upgrade()?;
         let changed: Vec<u64> = tokens.iter().map(|(id, _)| *id).collect();
-        live.store.set_spend(tokens);
-        live.budgets.check(&changed).await;
+        live.store().set_spend(tokens);
+        live.budgets().check(&changed).await;
         Some(())
     }
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use krad_bus::protocol::{Tenths, Usage};
 
-use crate::Core;
+use crate::handles::Core;
 use crate::store::now_rfc3339;
 
 /// One process as `/proc/<pid>/stat` tells it.
@@ -238,8 +238,8 @@ impl Usages {
         host_limit: Duration,
     ) -> Option<()> {
         let live = core.upgrade()?;
-        let terminals = live.store.usage_targets();
-        let on_hosts = live.store.host_usage_targets();
+        let terminals = live.store().usage_targets();
+        let on_hosts = live.store().host_usage_targets();
         drop(live);
         if terminals.is_empty() {
             self.here.seen.clear();
@@ -252,7 +252,7 @@ impl Usages {
             .await
             .ok()?;
             self.here = back;
-            core.upgrade()?.store.set_usage(usages);
+            core.upgrade()?.store().set_usage(usages);
         }
         let mut by_host: HashMap<String, Vec<u64>> = HashMap::new();
         for (host, id) in on_hosts {
@@ -264,7 +264,7 @@ impl Usages {
             else {
                 continue;
             };
-            core.upgrade()?.store.set_usage(usages);
+            core.upgrade()?.store().set_usage(usages);
         }
         Some(())
     }
@@ -279,7 +279,7 @@ async fn sample_host(
     samplers: &mut HashMap<String, Sampler>,
     limit: Duration,
 ) -> Option<Vec<(u64, Usage)>> {
-    let host = core.upgrade()?.hosts.get(name).ok()?;
+    let host = core.upgrade()?.hosts().get(name).ok()?;
     let said = tokio::time::timeout(limit, host.processes_for_usage())
         .await
         .ok()??;

@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use crate::Core;
+use crate::handles::Core;
+use crate::records::no_terminal;
 use futures_util::future::select_all;
 use krad_bus::protocol::{AgentRecord, AgentState, ApiError, Waited};
 use krad_bus::request::wait::{Until, Wait, WaitFor};
@@ -31,9 +32,9 @@ impl HeldWait {
         let targets = request.terminals();
         let mut watches = Vec::with_capacity(targets.len());
         for target in targets {
-            match core.store.watch(target) {
+            match core.store().watch(target) {
                 Some(w) => watches.push(w),
-                None => return Err(Core::no_terminal(target)),
+                None => return Err(no_terminal(target)),
             }
         }
         Ok(Self {

@@ -23,9 +23,9 @@ use krad_bus::protocol::{AgentRecord, AgentState, StateSource};
 use krad_term::{ExitStatus, Terminal, TerminalEvent};
 use tokio::sync::mpsc;
 
-use crate::Core;
 use crate::announced;
 use crate::config::HookKind;
+use crate::handles::Core;
 use crate::screen_questions;
 use crate::store::{Entry, set_state};
 
@@ -50,7 +50,7 @@ pub(crate) async fn run(
     idle_after: Option<Duration>,
     hooks: HookKind,
 ) {
-    let Some(mut record_watch) = core.store.watch(id) else {
+    let Some(mut record_watch) = core.store().watch(id) else {
         return;
     };
     let mut watch = Watch {
@@ -58,7 +58,7 @@ pub(crate) async fn run(
         ready_by_hook: hooks == HookKind::Claude,
         look_for_questions: screen_questions::known(hooks),
         question_check_at: None,
-        refusals: crate::sandbox::contained_here(&core.sandbox, id).then(Default::default),
+        refusals: crate::sandbox::contained_here(core.sandbox(), id).then(Default::default),
         refusals_check_at: None,
         typing: None,
         spawned: tokio::time::Instant::now(),
@@ -124,7 +124,7 @@ impl Watch {
     fn quiet_at(&self) -> Option<tokio::time::Instant> {
         self.idle_after.and_then(|quiet| {
             self.core
-                .store
+                .store()
                 .with(self.id, |e| {
                     (e.record.state == AgentState::Working).then_some(e.last_activity + quiet)
                 })
@@ -137,7 +137,7 @@ impl Watch {
     fn type_at(&self) -> Option<tokio::time::Instant> {
         let (hook_heard, asking) = self
             .core
-            .store
+            .store()
             .with(self.id, |e| {
                 (e.hook_heard, e.record.state == AgentState::Asking)
             })
@@ -220,7 +220,7 @@ impl Watch {
     /// A working agent quiet for the profile's quiet time is idle.
     fn idle_if_still_quiet(&self) {
         if let Some(quiet) = self.idle_after {
-            self.core.store.update(self.id, |e| {
+            self.core.store().update(self.id, |e| {
                 e.record.state == AgentState::Working
                     && e.last_activity.elapsed() >= quiet
                     && set_state(&mut e.record, AgentState::Idle, StateSource::Quiet, None)
@@ -242,9 +242,9 @@ impl Watch {
             let heard = (self.hooks == HookKind::Claude).then(|| {
                 let core = self.core.clone();
                 let id = self.id;
-                let before = core.store.with(id, |e| e.reports).unwrap_or_default();
+                let before = core.store().with(id, |e| e.reports).unwrap_or_default();
                 move || {
-                    core.store
+                    core.store()
                         .with(id, |e| e.reports)
                         .is_some_and(|r| r > before)
                 }
@@ -270,7 +270,7 @@ impl Watch {
 
     fn typing_done(&mut self) {
         self.typing = None;
-        self.core.store.update(self.id, |e| {
+        self.core.store().update(self.id, |e| {
             e.prompt_pending = false;
             false
         });
@@ -295,7 +295,7 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 }
 
 fn apply(core: &Core, id: u64, event: TerminalEvent, screen: Option<&str>) {
-    core.store.update(id, |e| match event {
+    core.store().update(id, |e| match event {
         TerminalEvent::Output => output(e),
         TerminalEvent::Bell => bell(&mut e.record),
         TerminalEvent::Notification { title, body } => notification(&mut e.record, title, body),
@@ -415,11 +415,11 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
     let dialog = screen_questions::permission_dialog(hooks, &screen);
     let declined = screen_questions::declined(hooks, &screen);
     let mut dialog_gone = false;
-    let ask_open = core.asks.has_open(id);
+    let ask_open = core.asks().has_open(id);
     let error = (hooks == HookKind::Codex)
         .then(|| announced::codex_error(&screen))
         .flatten();
-    core.store.update(id, |e| {
+    core.store().update(id, |e| {
         if e.record.state != AgentState::Asking {
             e.dialog_seen = false;
         }
@@ -453,7 +453,7 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
         }
     });
     if dialog_gone {
-        let decided = core.asks.decide_all_by_program(id);
+        let decided = core.asks().decide_all_by_program(id);
         tracing::debug!(terminal = id, decided, "the permission dialog is gone");
     }
 }
@@ -546,20 +546,20 @@ fn looks_like_a_question(text: &str) -> bool {
 }
 
 fn exited(core: &Core, id: u64, status: ExitStatus) {
-    let token_file = core.store.with(id, |e| e.token_file.clone()).flatten();
+    let token_file = core.store().with(id, |e| e.token_file.clone()).flatten();
     // A host terminal in tmux there: tmux there told its status (its own 255
     // included); none, when its pane was gone (the host lost it).
     let in_host_tmux = core
-        .store
+        .store()
         .with(id, |e| {
             e.record
                 .host
                 .as_deref()
-                .and_then(|name| core.hosts.get(name).ok())
+                .and_then(|name| core.hosts().get(name).ok())
                 .is_some_and(|host| host.tmux_terminals().is_some())
         })
         .unwrap_or(false);
-    core.store.update(id, |e| {
+    core.store().update(id, |e| {
         e.record.exit_code = status.code;
         e.record.signal = status.signal;
         // On a host without tmux the terminal is `ssh -tt`: 255 is ssh saying

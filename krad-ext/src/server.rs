@@ -22,8 +22,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::content::{tool_info, tool_result};
 use crate::process_group::ProcessGroup;
+use crate::spec::{Limits, ServerSpec, unavailable};
 use crate::tap::{Calls, Pending, TapTransport};
-use crate::{Limits, ServerSpec, unavailable};
 
 /// The longest stderr line logged whole; longer ones are cut.
 const MAX_LOG_LINE: usize = 4096;

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// The schema this build writes.
 pub const SCHEMA_VERSION: i64 = 1;

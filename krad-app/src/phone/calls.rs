@@ -17,47 +17,44 @@ use std::sync::Arc;
 use krad_bus::protocol::{ApiError, ErrorCode};
 use krad_bus::request::Call;
 use krad_bus::request::spawn::Spawn;
-use krad_bus::server::{CallContext, Handle};
-use krad_bus::token::Principal;
 use krad_durable::wire::{Peer, WireCall, WireError, WireResult};
 
 use super::AppFacet;
-use crate::Core;
-use crate::EmbeddedApp;
+use super::{Answering, Phone, Requests};
 use crate::environments::MAIN;
 
 pub(in crate::phone) use steer::type_text;
 
 pub(super) async fn run(facet: &AppFacet, call: WireCall, caller: Peer) -> WireResult {
-    let core = &facet.core;
+    let phone = &facet.phone;
     match call {
-        WireCall::Snapshot => Ok(super::snapshot::build(core, &facet.epoch, &caller)),
+        WireCall::Snapshot => Ok(super::snapshot::build(phone, &facet.epoch, &caller)),
         WireCall::Events { pane, after, epoch } => pane::events(facet, &pane, after, epoch, caller),
         WireCall::Answer {
             pane,
             ask,
             revision,
             answer,
-        } => pane::answer_ask(core, &pane, &ask, revision, answer, caller),
-        WireCall::Send { pane, text, turn } => steer::send(core, &pane, text, turn).await,
-        WireCall::Abort { pane, turn } => steer::abort(core, &pane, turn).await,
-        WireCall::Action { pane, action } => steer::belt_action(core, &pane, &action).await,
-        WireCall::Rename { target, title } => layout::rename(core, target, &title).await,
-        WireCall::Close { target } => layout::close(core, target).await,
+        } => pane::answer_ask(phone, &pane, &ask, revision, answer, caller),
+        WireCall::Send { pane, text, turn } => steer::send(phone, &pane, text, turn).await,
+        WireCall::Abort { pane, turn } => steer::abort(phone, &pane, turn).await,
+        WireCall::Action { pane, action } => steer::belt_action(phone, &pane, &action).await,
+        WireCall::Rename { target, title } => layout::rename(phone, target, &title).await,
+        WireCall::Close { target } => layout::close(phone, target).await,
         WireCall::Starter {
             starter,
             workspace,
             prompt,
-        } => layout::start(core, &starter, workspace, prompt).await,
+        } => layout::start(phone, &starter, workspace, prompt).await,
         WireCall::Conversations { after, limit } => {
-            Ok(history::conversations(core, after.as_deref(), limit))
+            Ok(history::conversations(phone, after.as_deref(), limit))
         }
         WireCall::Items {
             conversation,
             after,
             limit,
-        } => history::items(core, &conversation, after.as_deref(), limit),
-        WireCall::Reopen { conversation } => history::reopen(core, &conversation).await,
+        } => history::items(phone, &conversation, after.as_deref(), limit),
+        WireCall::Reopen { conversation } => history::reopen(phone, &conversation).await,
     }
 }
 
@@ -76,26 +73,26 @@ fn no_pane(pane: &str) -> WireError {
 }
 
 /// A live pane's terminal.
-fn live_pane(core: &Core, pane: &str) -> Result<u64, WireError> {
+fn live_pane(phone: &Phone, pane: &str) -> Result<u64, WireError> {
     let terminal = pane_terminal(pane)?;
-    if core.store.record(terminal).is_some() {
+    if phone.store.record(terminal).is_some() {
         Ok(terminal)
     } else {
         Err(no_pane(pane))
     }
 }
 
-fn workspace_exists(core: &Core, workspace: &str) -> bool {
-    workspace == MAIN || core.store.environment(workspace).is_some()
+fn workspace_exists(phone: &Phone, workspace: &str) -> bool {
+    workspace == MAIN || phone.store.environment(workspace).is_some()
 }
 
-fn tab_terminal(core: &Core, tab: &str) -> Result<u64, WireError> {
+fn tab_terminal(phone: &Phone, tab: &str) -> Result<u64, WireError> {
     let terminal = tab
         .strip_prefix('t')
         .and_then(|n| n.parse::<u64>().ok())
         .ok_or_else(|| WireError::missing("no-such-tab", format!("no tab {tab}")))?;
-    if core.store.record(terminal).is_some()
-        || core.feed.reopened().iter().any(|m| m.terminal == terminal)
+    if phone.store.record(terminal).is_some()
+        || phone.feed.reopened().iter().any(|m| m.terminal == terminal)
     {
         Ok(terminal)
     } else {
@@ -106,7 +103,7 @@ fn tab_terminal(core: &Core, tab: &str) -> Result<u64, WireError> {
 /// Spawns an agent as the Client would, and gives the feed its pane at once
 /// (so that the items recorded next land in it). Returns its terminal.
 async fn spawn(
-    core: &Arc<Core>,
+    phone: &Arc<Phone>,
     workspace: &str,
     profile: &str,
     command: Option<Vec<String>>,
@@ -126,27 +123,48 @@ async fn spawn(
         max_cost_usd: None,
         queue: None,
     };
-    let record = bus_request(core, request).await?;
-    let asking = core.asks.has_open(record.terminal);
-    core.feed.observe(&record, asking);
+    let record = bus_request(phone, request).await?;
+    let asking = phone.asks.has_open(record.terminal);
+    phone.feed.observe(&record, asking);
     Ok(record.terminal)
 }
 
 /// Makes a bus request as the durable facet: through the app's own typed
-/// handler, as [`Principal::Durable`] (Client's rights).
-async fn bus_request<R: Call>(core: &Arc<Core>, request: R) -> Result<R::Answer, WireError>
-where
-    EmbeddedApp: Handle<R>,
-{
-    let ctx = CallContext {
-        principal: Principal::Durable,
-        request_id: None,
-        once: None,
-    };
-    EmbeddedApp::over(core)
-        .handle(&ctx, request)
+/// handler, as [`krad_bus::token::Principal::Durable`] (Client's rights).
+async fn bus_request<R: PhoneRequest>(phone: &Phone, request: R) -> Result<R::Answer, WireError> {
+    request
+        .make(phone.requests.as_ref())
         .await
         .map_err(from_api)
+}
+
+/// A request the phone makes, and which of [`Requests`]' calls makes it.
+trait PhoneRequest: Call {
+    fn make(self, requests: &dyn Requests) -> Answering<'_, Self::Answer>;
+}
+
+impl PhoneRequest for Spawn {
+    fn make(self, requests: &dyn Requests) -> Answering<'_, Self::Answer> {
+        requests.spawn(self)
+    }
+}
+
+impl PhoneRequest for krad_bus::request::send::Send {
+    fn make(self, requests: &dyn Requests) -> Answering<'_, Self::Answer> {
+        requests.send(self)
+    }
+}
+
+impl PhoneRequest for krad_bus::request::rename::Rename {
+    fn make(self, requests: &dyn Requests) -> Answering<'_, Self::Answer> {
+        requests.rename(self)
+    }
+}
+
+impl PhoneRequest for krad_bus::request::close::Close {
+    fn make(self, requests: &dyn Requests) -> Answering<'_, Self::Answer> {
+        requests.close(self)
+    }
 }
 
 /// A bus error as the wire says it.

@@ -8,7 +8,7 @@ use krad_durable::limits;
 use krad_durable::wire::{Peer, Transport};
 use serde_json::{Value, json};
 
-use crate::Core;
+use super::Phone;
 use crate::environments::MAIN;
 use crate::feed::PaneStatus;
 use crate::feed::ask_wire::{strip_allow_always, wire_ask};
@@ -16,11 +16,12 @@ use crate::feed::events::PaneState;
 use crate::feed::pane_log::pane_title;
 
 /// The layout as the phone reads it.
-pub(super) fn build(core: &Core, epoch: &str, caller: &Peer) -> Value {
+pub(super) fn build(phone: &Phone, epoch: &str, caller: &Peer) -> Value {
     let mut by_workspace: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut names: Vec<String> = vec![MAIN.to_owned()];
     names.extend(
-        core.store
+        phone
+            .store
             .environments()
             .into_iter()
             .map(|e| e.name)
@@ -28,7 +29,7 @@ pub(super) fn build(core: &Core, epoch: &str, caller: &Peer) -> Value {
     );
     let mut tabs = 0;
     let mut budget = ASKS_BYTES;
-    let mut records = core.store.list(None);
+    let mut records = phone.store.list(None);
     records.sort_by_key(|r| r.terminal);
     for record in &records {
         if tabs == limits::TABS {
@@ -38,9 +39,9 @@ pub(super) fn build(core: &Core, epoch: &str, caller: &Peer) -> Value {
         by_workspace
             .entry(record.environment.clone())
             .or_default()
-            .push(tab(core, record, caller, &mut budget));
+            .push(tab(phone, record, caller, &mut budget));
     }
-    for meta in core.feed.reopened() {
+    for meta in phone.feed.reopened() {
         if tabs == limits::TABS {
             break;
         }
@@ -50,7 +51,7 @@ pub(super) fn build(core: &Core, epoch: &str, caller: &Peer) -> Value {
         } else {
             MAIN.to_owned()
         };
-        let title = core
+        let title = phone
             .feed
             .tab_title(meta.terminal)
             .unwrap_or(meta.title.clone());
@@ -76,16 +77,16 @@ pub(super) fn build(core: &Core, epoch: &str, caller: &Peer) -> Value {
         .map(|name| {
             json!({
                 "id": name,
-                "title": core.feed.workspace_title(name).unwrap_or_else(|| name.clone()),
+                "title": phone.feed.workspace_title(name).unwrap_or_else(|| name.clone()),
                 "tabs": by_workspace.remove(name).unwrap_or_default(),
             })
         })
         .collect();
     json!({
         "epoch": epoch,
-        "rev": core.store.rev() + core.feed.rev(),
+        "rev": phone.store.rev() + phone.feed.rev(),
         "workspaces": workspaces,
-        "starters": starters(core),
+        "starters": starters(phone),
     })
 }
 
@@ -93,9 +94,9 @@ pub(super) fn build(core: &Core, epoch: &str, caller: &Peer) -> Value {
 /// under the 4 MiB Collie reads (panes' other fields are small and bounded).
 const ASKS_BYTES: usize = 3 * 1024 * 1024;
 
-fn tab(core: &Core, record: &AgentRecord, caller: &Peer, budget: &mut usize) -> Value {
+fn tab(phone: &Phone, record: &AgentRecord, caller: &Peer, budget: &mut usize) -> Value {
     let mut asks: Vec<Value> = Vec::new();
-    for info in core
+    for info in phone
         .asks
         .list(Some(record.terminal))
         .iter()
@@ -113,7 +114,8 @@ fn tab(core: &Core, record: &AgentRecord, caller: &Peer, budget: &mut usize) -> 
         asks.push(ask);
     }
     let PaneStatus { turn, state } =
-        core.feed
+        phone
+            .feed
             .status(record.terminal)
             .unwrap_or_else(|| PaneStatus {
                 turn: 0,
@@ -124,7 +126,7 @@ fn tab(core: &Core, record: &AgentRecord, caller: &Peer, budget: &mut usize) -> 
     } else {
         PaneState::Waiting
     };
-    let belt: Vec<Value> = core
+    let belt: Vec<Value> = phone
         .store
         .with(record.terminal, |e| e.profile.actions.clone())
         .unwrap_or_default()
@@ -133,7 +135,7 @@ fn tab(core: &Core, record: &AgentRecord, caller: &Peer, budget: &mut usize) -> 
         .take(limits::BELT_BUTTONS)
         .map(|a| json!({"id": a.id, "label": limits::clean_chars(&a.label, limits::BELT_LABEL_CHARS).text}))
         .collect();
-    let title = core
+    let title = phone
         .feed
         .tab_title(record.terminal)
         .unwrap_or_else(|| pane_title(record));
@@ -155,13 +157,15 @@ fn tab(core: &Core, record: &AgentRecord, caller: &Peer, budget: &mut usize) -> 
 }
 
 /// The profiles that start on their own (`exec` needs a command), ≤ 50.
-fn starters(core: &Core) -> Vec<Value> {
-    core.profiles
+fn starters(phone: &Phone) -> Vec<Value> {
+    phone
+        .profiles
         .names()
         .into_iter()
         .filter(|name| limits::valid_id(name))
         .filter(|name| {
-            core.profiles
+            phone
+                .profiles
                 .get(name)
                 .is_some_and(|p| !p.command.is_empty())
         })

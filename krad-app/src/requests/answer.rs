@@ -10,21 +10,21 @@ use krad_bus::protocol::{ApiError, DecidedBy};
 use krad_bus::request::answer::Answer;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::asking;
 use crate::intents::{Plan, Underway};
 
 impl Handle<Answer> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Answer) -> Result<(), ApiError> {
-        let core = &self.core;
+        let core = self.core();
         let from = ctx.principal.terminal().map(|t| t.terminal);
-        let asker = core.asks.terminal_of(&request.ask);
+        let asker = core.asks().terminal_of(&request.ask);
         let plan = |decided| Plan::Answer {
             ask: request.ask.clone(),
             decided,
         };
         let mut underway = match ctx.once {
-            Some(_) => Some(Underway::begin(core.store.db(), ctx, plan(false))?),
+            Some(_) => Some(Underway::begin(core.store().db(), ctx, plan(false))?),
             None => None,
         };
         if let Some(underway) = &mut underway {
@@ -35,7 +35,7 @@ impl Handle<Answer> for EmbeddedApp {
             None => Ok(()),
         };
         let decided =
-            (core.asks).decide_with(&request.ask, DecidedBy::Client, request.answer, from, &also);
+            (core.asks()).decide_with(&request.ask, DecidedBy::Client, request.answer, from, &also);
         match decided {
             Ok(_) => {
                 if let Some(terminal) = asker {

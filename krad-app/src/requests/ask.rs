@@ -5,7 +5,7 @@ use krad_bus::protocol::{AnsweredInfo, ApiError, ErrorCode};
 use krad_bus::request::ask::Ask;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::asking;
 
 impl Handle<Ask> for EmbeddedApp {
@@ -16,6 +16,6 @@ impl Handle<Ask> for EmbeddedApp {
                 "only a terminal asks, about itself",
             ));
         };
-        asking::ask(&self.core, me, request).await
+        asking::ask(self.core(), me, request).await
     }
 }

@@ -7,20 +7,20 @@ use krad_bus::request::attach::Attach;
 use krad_bus::server::{CallContext, Open};
 
 use super::may_act_on;
-use crate::Core;
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::attacher::{self, Attacher};
+use crate::records::no_terminal;
 
 impl Open<Attach> for EmbeddedApp {
     type Stream = Attacher;
 
     async fn open(&self, ctx: &CallContext, request: Attach) -> Result<Attacher, ApiError> {
         let id = request.target;
-        let Some(record) = self.core.store.watch(id) else {
-            return Err(Core::no_terminal(id));
+        let Some(record) = self.core().store().watch(id) else {
+            return Err(no_terminal(id));
         };
         may_act_on(&ctx.principal, RequestKind::Attach, &record.borrow())?;
-        let attacher = attacher::open(&self.core, id, record)?;
+        let attacher = attacher::open(self.core(), id, record)?;
         tracing::debug!(terminal = id, caller = ?ctx.principal, "attached");
         Ok(attacher)
     }

@@ -5,8 +5,8 @@ use krad_bus::protocol::{AgentRecord, ApiError, ErrorCode};
 use krad_bus::request::budget::Budget;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::Core;
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
+use crate::records::no_terminal;
 
 impl Handle<Budget> for EmbeddedApp {
     async fn handle(
@@ -14,16 +14,16 @@ impl Handle<Budget> for EmbeddedApp {
         _ctx: &CallContext,
         request: Budget,
     ) -> Result<Vec<AgentRecord>, ApiError> {
-        let core = &self.core;
+        let core = self.core();
         if let Some(id) = request.target {
             let record = core
-                .budgets
+                .budgets()
                 .set_terminal_limit(id, request.max_cost_usd)
-                .ok_or_else(|| Core::no_terminal(id))?;
+                .ok_or_else(|| no_terminal(id))?;
             return Ok(vec![record]);
         }
         let group = request.group.unwrap_or_default();
-        if !core.store.has_group(&group) {
+        if !core.store().has_group(&group) {
             return Err(ApiError::new(
                 ErrorCode::NotFound,
                 format!("no variant group {group:?}: `krad variants` lists them"),
@@ -31,7 +31,7 @@ impl Handle<Budget> for EmbeddedApp {
             .with_detail(serde_json::json!({ "group": group })));
         }
         Ok(core
-            .budgets
+            .budgets()
             .set_group_limit_now(&group, request.max_cost_usd))
     }
 }

@@ -4,7 +4,7 @@ use krad_bus::protocol::{ApiError, ChangesInfo, ErrorCode};
 use krad_bus::request::changes::Changes;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::environments::MAIN;
 use crate::environments::{changes, env_git, not_found_environment};
 use crate::git::Git;
@@ -12,12 +12,12 @@ use crate::records::Phase;
 
 impl Handle<Changes> for EmbeddedApp {
     async fn handle(&self, _ctx: &CallContext, request: Changes) -> Result<ChangesInfo, ApiError> {
-        let core = &self.core;
+        let core = self.core();
         let answer = async {
             let name = request.environment.as_str();
             let (git, base) = if name == MAIN {
                 // main was not created from anything: its changes are its uncommitted work.
-                let git = Git::new(&core.settings.root);
+                let git = Git::new(&core.settings().root);
                 let head = git
                     .commit_of("HEAD")
                     .await?
@@ -25,7 +25,7 @@ impl Handle<Changes> for EmbeddedApp {
                 (git, head)
             } else {
                 let record = core
-                    .store
+                    .store()
                     .environment(name)
                     .ok_or_else(|| not_found_environment(name))?;
                 if record.phase == Phase::Creating {
@@ -37,7 +37,7 @@ impl Handle<Changes> for EmbeddedApp {
                         ),
                     ));
                 }
-                (env_git(&core.environments, &record)?, record.base)
+                (env_git(core.environments(), &record)?, record.base)
             };
             changes::changes(name, &git, &base, request.patch.unwrap_or(false)).await
         };

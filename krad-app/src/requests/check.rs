@@ -7,8 +7,9 @@ use krad_bus::protocol::{AgentRecord, ApiError, EncodedAnswer, RecordJson};
 use krad_bus::request::check::Check;
 use krad_bus::server::{CallContext, HandleEncoded};
 
-use crate::Core;
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
+use crate::handles::Core;
+use crate::records::no_terminal;
 
 impl HandleEncoded<Check> for EmbeddedApp {
     async fn handle_encoded(
@@ -16,15 +17,15 @@ impl HandleEncoded<Check> for EmbeddedApp {
         _ctx: &CallContext,
         request: Check,
     ) -> Result<EncodedAnswer, ApiError> {
-        let core = &self.core;
+        let core = self.core();
         let Some(wait_secs) = request.wait_secs else {
-            return match core.store.json(request.target) {
+            return match core.store().json(request.target) {
                 Some(json) => Ok(EncodedAnswer::agent(&json)),
-                None => Err(Core::no_terminal(request.target)),
+                None => Err(no_terminal(request.target)),
             };
         };
-        let Some(mut watch) = core.store.watch(request.target) else {
-            return Err(Core::no_terminal(request.target));
+        let Some(mut watch) = core.store().watch(request.target) else {
+            return Err(no_terminal(request.target));
         };
         let since = request
             .since_rev
@@ -52,7 +53,7 @@ impl HandleEncoded<Check> for EmbeddedApp {
 /// The record's answer: its kept JSON while that is of the same rev (it is
 /// unless the agent changed again, or was removed, meanwhile).
 fn answer(core: &Core, record: &AgentRecord) -> EncodedAnswer {
-    match core.store.json(record.terminal) {
+    match core.store().json(record.terminal) {
         Some(json) if json.rev() == record.rev => EncodedAnswer::agent(&json),
         _ => EncodedAnswer::agent(&RecordJson::of(record)),
     }

@@ -11,14 +11,15 @@ use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
 
 use super::may_act_on;
-use crate::Core;
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
+use crate::handles::Core;
 use crate::intents::{Plan, Underway};
+use crate::records::no_terminal;
 use crate::{closing, environments};
 
 impl Handle<Close> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Close) -> Result<(), ApiError> {
-        close(&self.core, ctx, request).await
+        close(self.core(), ctx, request).await
     }
 }
 
@@ -33,8 +34,8 @@ async fn close(core: &Arc<Core>, ctx: &CallContext, request: Close) -> Result<()
             RequestKind::Close.name()
         )));
     };
-    let Some(record) = core.store.record(id) else {
-        return Err(Core::no_terminal(id));
+    let Some(record) = core.store().record(id) else {
+        return Err(no_terminal(id));
     };
     may_act_on(&ctx.principal, RequestKind::Close, &record)?;
     closing::close_terminal(core, id).await
@@ -56,15 +57,15 @@ async fn close_environment(
             ),
         ));
     }
-    core.environments.check(environment)?;
+    core.environments().check(environment)?;
     let _underway = Underway::begin(
-        core.store.db(),
+        core.store().db(),
         ctx,
         Plan::CloseEnvironment {
             name: environment.to_owned(),
             force,
         },
     )?;
-    environments::close(&core.environments, core, environment, force).await?;
+    environments::close(core.environments(), core, environment, force).await?;
     Ok(())
 }

@@ -9,12 +9,12 @@ use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
 use serde_json::json;
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::program;
 
 impl Handle<Code> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Code) -> Result<CodeResultInfo, ApiError> {
-        let core = &self.core;
+        let core = self.core();
         if let Principal::Terminal(me) = &ctx.principal
             && request.environment != me.environment
         {

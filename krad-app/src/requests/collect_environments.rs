@@ -7,7 +7,7 @@ use krad_bus::protocol::{ApiError, CollectedInfo};
 use krad_bus::request::collect_environments::CollectEnvironments;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::environments::gc;
 
 impl Handle<CollectEnvironments> for EmbeddedApp {
@@ -16,6 +16,6 @@ impl Handle<CollectEnvironments> for EmbeddedApp {
         ctx: &CallContext,
         request: CollectEnvironments,
     ) -> Result<CollectedInfo, ApiError> {
-        gc::collect(&self.core.environments, &self.core, ctx, &request).await
+        gc::collect(self.core().environments(), self.core(), ctx, &request).await
     }
 }

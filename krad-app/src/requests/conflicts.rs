@@ -4,7 +4,7 @@ use krad_bus::protocol::{ApiError, ConflictsInfo};
 use krad_bus::request::conflicts::Conflicts;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::environments::conflicts;
 
 impl Handle<Conflicts> for EmbeddedApp {
@@ -13,6 +13,6 @@ impl Handle<Conflicts> for EmbeddedApp {
         _ctx: &CallContext,
         request: Conflicts,
     ) -> Result<ConflictsInfo, ApiError> {
-        conflicts::conflicts(&self.core.environments, request.environments.as_deref()).await
+        conflicts::conflicts(self.core().environments(), request.environments.as_deref()).await
     }
 }

@@ -5,8 +5,8 @@ use krad_bus::protocol::ApiError;
 use krad_bus::request::connections::{Connections, ConnectionsInfo};
 use krad_bus::server::{CallContext, Handle};
 
-use crate::Core;
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
+use crate::records::no_terminal;
 
 impl Handle<Connections> for EmbeddedApp {
     async fn handle(
@@ -14,11 +14,11 @@ impl Handle<Connections> for EmbeddedApp {
         _ctx: &CallContext,
         request: Connections,
     ) -> Result<ConnectionsInfo, ApiError> {
-        let core = &self.core;
-        if core.store.record(request.target).is_none() {
-            return Err(Core::no_terminal(request.target));
+        let core = self.core();
+        if core.store().record(request.target).is_none() {
+            return Err(no_terminal(request.target));
         }
-        Ok(match core.sandbox.nets().get(request.target) {
+        Ok(match core.sandbox().nets().get(request.target) {
             Some(net) => net.info(request.since),
             None => ConnectionsInfo {
                 terminal: request.target,

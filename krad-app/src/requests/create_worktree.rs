@@ -4,7 +4,7 @@ use krad_bus::protocol::{ApiError, EnvironmentInfo};
 use krad_bus::request::create_worktree::CreateWorktree;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::environments::{self, NewWorktree};
 use crate::intents::{Plan, Underway};
 
@@ -14,24 +14,24 @@ impl Handle<CreateWorktree> for EmbeddedApp {
         ctx: &CallContext,
         request: CreateWorktree,
     ) -> Result<EnvironmentInfo, ApiError> {
-        let core = &self.core;
+        let core = self.core();
         let _underway = Underway::begin(
-            core.store.db(),
+            core.store().db(),
             ctx,
             Plan::CreateWorktree {
                 name: request.name.clone(),
             },
         )?;
         let created = async {
-            let host = environments::host(&core.environments, request.host.as_deref())?;
+            let host = environments::host(core.environments(), request.host.as_deref())?;
             let (base_commit, base_environment) = environments::resolve_base(
-                &core.environments,
+                core.environments(),
                 request.base.as_deref(),
                 host.as_ref(),
             )
             .await?;
             environments::create(
-                &core.environments,
+                core.environments(),
                 NewWorktree {
                     name: &request.name,
                     branch: request.branch.as_deref(),
@@ -44,6 +44,6 @@ impl Handle<CreateWorktree> for EmbeddedApp {
             .await
         };
         let record = created.await?;
-        Ok(environments::info(&core.environments, &record))
+        Ok(environments::info(core.environments(), &record))
     }
 }

@@ -4,7 +4,7 @@ use krad_bus::protocol::{ApiError, EnvironmentInfo};
 use krad_bus::request::environments::Environments;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::environments;
 
 impl Handle<Environments> for EmbeddedApp {
@@ -13,9 +13,9 @@ impl Handle<Environments> for EmbeddedApp {
         _ctx: &CallContext,
         _request: Environments,
     ) -> Result<Vec<EnvironmentInfo>, ApiError> {
-        let core = &self.core;
-        let mut all = vec![environments::main_info(&core.environments).await];
-        all.extend(environments::infos(&core.environments, &core.store.environments()).await);
+        let core = self.core();
+        let mut all = vec![environments::main_info(core.environments()).await];
+        all.extend(environments::infos(core.environments(), &core.store().environments()).await);
         Ok(all)
     }
 }

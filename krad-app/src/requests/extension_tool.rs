@@ -2,7 +2,7 @@
 //! use. The call is cancelled on the MCP side (`notifications/cancelled`) when
 //! the bus drops this future: the client left or the deadline passed.
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use krad_bus::protocol::{ApiError, ToolResultInfo};
 use krad_bus::request::extension_tool::ExtensionTool;
 use krad_bus::server::{CallContext, Handle};
@@ -13,8 +13,8 @@ impl Handle<ExtensionTool> for EmbeddedApp {
         _ctx: &CallContext,
         request: ExtensionTool,
     ) -> Result<ToolResultInfo, ApiError> {
-        self.core
-            .extensions
+        self.core()
+            .extensions()
             .call(&request.extension, &request.tool, request.arguments)
             .await
     }

@@ -2,7 +2,7 @@
 //! state and their tools. Listing never starts a server: one not used yet is
 //! `stopped`, with no tools.
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use krad_bus::protocol::{ApiError, ExtensionInfo};
 use krad_bus::request::extensions::Extensions;
 use krad_bus::server::{CallContext, Handle};
@@ -13,6 +13,6 @@ impl Handle<Extensions> for EmbeddedApp {
         _ctx: &CallContext,
         _request: Extensions,
     ) -> Result<Vec<ExtensionInfo>, ApiError> {
-        Ok(self.core.extensions.list())
+        Ok(self.core().extensions().list())
     }
 }

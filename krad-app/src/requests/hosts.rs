@@ -1,6 +1,6 @@
 //! Hosts and CheckHost: the SSH hosts of the config and the state of their links.
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use krad_bus::protocol::{ApiError, HostStatus};
 use krad_bus::request::hosts::{CheckHost, Hosts};
 use krad_bus::server::{CallContext, Handle};
@@ -11,7 +11,7 @@ impl Handle<Hosts> for EmbeddedApp {
         _ctx: &CallContext,
         _request: Hosts,
     ) -> Result<Vec<HostStatus>, ApiError> {
-        Ok(self.core.hosts.statuses())
+        Ok(self.core().hosts().statuses())
     }
 }
 
@@ -23,7 +23,7 @@ impl Handle<CheckHost> for EmbeddedApp {
         _ctx: &CallContext,
         request: CheckHost,
     ) -> Result<Vec<HostStatus>, ApiError> {
-        let host = self.core.hosts.get(&request.name)?;
+        let host = self.core().hosts().get(&request.name)?;
         host.connect().await?;
         host.run("true", None).await?;
         Ok(vec![host.status()])

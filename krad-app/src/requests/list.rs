@@ -1,6 +1,6 @@
 //! List: every agent, by terminal id, spliced from each record's kept JSON.
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use krad_bus::protocol::{ApiError, EncodedAnswer};
 use krad_bus::request::list::List;
 use krad_bus::server::{CallContext, HandleEncoded};
@@ -11,10 +11,10 @@ impl HandleEncoded<List> for EmbeddedApp {
         _ctx: &CallContext,
         request: List,
     ) -> Result<EncodedAnswer, ApiError> {
-        let core = &self.core;
+        let core = self.core();
         if let Some(env) = &request.environment {
-            core.environments.check(env)?;
+            core.environments().check(env)?;
         }
-        Ok(core.store.list_answer(request.environment.as_deref()))
+        Ok(core.store().list_answer(request.environment.as_deref()))
     }
 }

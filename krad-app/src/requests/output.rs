@@ -4,17 +4,17 @@ use krad_bus::protocol::{ApiError, MAX_RESPONSE, OutputInfo};
 use krad_bus::request::output::Output;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::Core;
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
+use crate::records::no_terminal;
 
 /// Room kept in the answer line for everything but the scrollback.
 const ANSWER_ROOM: usize = MAX_RESPONSE - 512 * 1024;
 
 impl Handle<Output> for EmbeddedApp {
     async fn handle(&self, _ctx: &CallContext, request: Output) -> Result<OutputInfo, ApiError> {
-        let core = &self.core;
-        let Some(terminal) = core.store.with(request.target, |e| e.terminal.clone()) else {
-            return Err(Core::no_terminal(request.target));
+        let core = self.core();
+        let Some(terminal) = core.store().with(request.target, |e| e.terminal.clone()) else {
+            return Err(no_terminal(request.target));
         };
         let snapshot = terminal.snapshot(request.lines());
         let mut scrollback = snapshot.scrollback;

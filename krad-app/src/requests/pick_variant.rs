@@ -4,7 +4,7 @@ use krad_bus::protocol::{ApiError, PickedInfo};
 use krad_bus::request::pick_variant::PickVariant;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::environments::variants;
 
 impl Handle<PickVariant> for EmbeddedApp {
@@ -13,7 +13,7 @@ impl Handle<PickVariant> for EmbeddedApp {
         ctx: &CallContext,
         request: PickVariant,
     ) -> Result<PickedInfo, ApiError> {
-        let core = &self.core;
-        variants::pick(&core.environments, core, ctx, request).await
+        let core = self.core();
+        variants::pick(core.environments(), core, ctx, request).await
     }
 }

@@ -5,7 +5,7 @@ use krad_bus::protocol::{ApiError, ErrorCode};
 use krad_bus::request::report::Report;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::reports;
 
 impl Handle<Report> for EmbeddedApp {
@@ -16,6 +16,6 @@ impl Handle<Report> for EmbeddedApp {
                 "only a terminal reports, about itself",
             ));
         };
-        reports::take(&self.core, me.terminal, &request)
+        reports::take(self.core(), me.terminal, &request)
     }
 }

@@ -5,7 +5,7 @@ use krad_bus::protocol::{ApiError, VariantsInfo};
 use krad_bus::request::run_variants::RunVariants;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::run_variants;
 
 impl Handle<RunVariants> for EmbeddedApp {
@@ -14,6 +14,6 @@ impl Handle<RunVariants> for EmbeddedApp {
         ctx: &CallContext,
         request: RunVariants,
     ) -> Result<VariantsInfo, ApiError> {
-        run_variants::run(&self.core, ctx, request).await
+        run_variants::run(self.core(), ctx, request).await
     }
 }

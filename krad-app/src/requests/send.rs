@@ -9,21 +9,21 @@ use krad_bus::request::send::Send;
 use krad_bus::server::{CallContext, Handle};
 
 use super::may_act_on;
-use crate::Core;
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
+use crate::records::no_terminal;
 use crate::sending;
 
 impl Handle<Send> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Send) -> Result<SentInfo, ApiError> {
-        let core = &self.core;
+        let core = self.core();
         let id = request.target;
-        let Some(mut watch) = core.store.watch(id) else {
-            return Err(Core::no_terminal(id));
+        let Some(mut watch) = core.store().watch(id) else {
+            return Err(no_terminal(id));
         };
         let record = watch.borrow_and_update().clone();
         may_act_on(&ctx.principal, RequestKind::Send, &record)?;
         // Sending to an agent its cost limit stopped is going on past it.
-        core.budgets.answered(id);
+        core.budgets().answered(id);
         if record.state == AgentState::Queued {
             // Nothing runs there yet: the text waits for its Spawn, in line.
             if request.queue == Some(true) {
@@ -43,7 +43,7 @@ impl Handle<Send> for EmbeddedApp {
                 "retry_after_secs": crate::limits::RETRY_AFTER_SECS,
             })));
         }
-        match core.limits.may_send(record.state) {
+        match core.limits().may_send(record.state) {
             Ok(()) => {}
             Err(e) if request.queue == Some(true) && e.code == ErrorCode::Busy => {
                 return crate::queue::send_later(core, request);

@@ -5,11 +5,11 @@ use krad_bus::protocol::{AgentRecord, ApiError};
 use krad_bus::request::spawn::Spawn;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::queue;
 
 impl Handle<Spawn> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Spawn) -> Result<AgentRecord, ApiError> {
-        queue::spawn(&self.core, ctx, request, None).await
+        queue::spawn(self.core(), ctx, request, None).await
     }
 }

@@ -5,8 +5,8 @@ use krad_bus::protocol::ApiError;
 use krad_bus::request::subscribe_agents::SubscribeAgents;
 use krad_bus::server::{CallContext, Open};
 
-use crate::AgentStream;
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
+use crate::subscription::AgentStream;
 
 impl Open<SubscribeAgents> for EmbeddedApp {
     type Stream = AgentStream;
@@ -17,10 +17,10 @@ impl Open<SubscribeAgents> for EmbeddedApp {
         request: SubscribeAgents,
     ) -> Result<AgentStream, ApiError> {
         if let Some(env) = &request.environment {
-            self.core.environments.check(env)?;
+            self.core().environments().check(env)?;
         }
         Ok(AgentStream::new(
-            self.core.store.clone(),
+            self.core().store().clone(),
             request.environment,
             request.since_rev,
         ))

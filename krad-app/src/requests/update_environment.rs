@@ -8,7 +8,7 @@ use krad_bus::request::update_environment::UpdateEnvironment;
 use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::environments::update;
 use crate::intents::{Plan, Underway};
 
@@ -31,13 +31,13 @@ impl Handle<UpdateEnvironment> for EmbeddedApp {
         }
         let how = request.how.unwrap_or_default();
         let _underway = Underway::begin(
-            self.core.store.db(),
+            self.core().store().db(),
             ctx,
             Plan::UpdateEnvironment {
                 name: request.environment.clone(),
                 how,
             },
         )?;
-        update::update(&self.core.environments, &request.environment, how).await
+        update::update(self.core().environments(), &request.environment, how).await
     }
 }

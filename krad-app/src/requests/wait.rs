@@ -8,7 +8,7 @@ use krad_bus::protocol::{ApiError, Waited};
 use krad_bus::request::wait::Wait;
 use krad_bus::server::{CallContext, Handle};
 
-use crate::EmbeddedApp;
+use crate::app::EmbeddedApp;
 use crate::waiting::HeldWait;
 
 impl Handle<Wait> for EmbeddedApp {
@@ -22,7 +22,7 @@ impl Handle<Wait> for EmbeddedApp {
         _ctx: &CallContext,
         request: Wait,
     ) -> impl Future<Output = Result<Waited, ApiError>> + Send {
-        match HeldWait::new(&self.core, request) {
+        match HeldWait::new(self.core(), request) {
             Ok(waiting) => Either::Left(waiting.until_met()),
             Err(error) => Either::Right(std::future::ready(Err(error))),
         }

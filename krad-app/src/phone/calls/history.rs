@@ -7,13 +7,13 @@ use krad_durable::wire::{WireError, WireResult};
 use serde_json::{Value, json};
 
 use super::{spawn, workspace_exists};
-use crate::Core;
 use crate::environments::MAIN;
 use crate::feed::disk::{Meta, conversation_terminal};
 use crate::feed::events::ItemKind;
+use crate::phone::Phone;
 
 /// A conversation's terminal and meta, or `404 no-such-conversation`.
-fn conversation(core: &Core, conversation: &str) -> Result<(u64, Meta), WireError> {
+fn conversation(phone: &Phone, conversation: &str) -> Result<(u64, Meta), WireError> {
     let missing = || {
         WireError::missing(
             "no-such-conversation",
@@ -21,19 +21,19 @@ fn conversation(core: &Core, conversation: &str) -> Result<(u64, Meta), WireErro
         )
     };
     let terminal = conversation_terminal(conversation).ok_or_else(missing)?;
-    let meta = core.feed.meta(terminal).ok_or_else(missing)?;
+    let meta = phone.feed.meta(terminal).ok_or_else(missing)?;
     Ok((terminal, meta))
 }
 
 /// Opaque history cursors: `k<terminal>` for conversations, `n<index>` for items.
-pub(super) fn conversations(core: &Core, after: Option<&str>, limit: usize) -> Value {
+pub(super) fn conversations(phone: &Phone, after: Option<&str>, limit: usize) -> Value {
     let before = after
         .and_then(|c| c.strip_prefix('k'))
         .and_then(|n| n.parse::<u64>().ok());
     let mut budget = limits::response::CONVERSATIONS - 4096;
     let mut page = Vec::new();
     let mut last = None;
-    let all = core.feed.conversations();
+    let all = phone.feed.conversations();
     let mut rest = all
         .iter()
         .filter(|m| before.is_none_or(|b| m.terminal < b))
@@ -42,10 +42,10 @@ pub(super) fn conversations(core: &Core, after: Option<&str>, limit: usize) -> V
         if page.len() == limit {
             break;
         }
-        let open = core.store.record(meta.terminal).is_some();
+        let open = phone.store.record(meta.terminal).is_some();
         let entry = json!({
             "id": meta.conversation,
-            "title": core.feed.tab_title(meta.terminal).unwrap_or(meta.title.clone()),
+            "title": phone.feed.tab_title(meta.terminal).unwrap_or(meta.title.clone()),
             "workspace": meta.workspace,
             "profile": meta.profile,
             "startedAt": meta.started_at,
@@ -68,8 +68,8 @@ pub(super) fn conversations(core: &Core, after: Option<&str>, limit: usize) -> V
     json!({"conversations": page, "next": last.map(|t| format!("k{t}"))})
 }
 
-pub(super) fn items(core: &Core, id: &str, after: Option<&str>, limit: usize) -> WireResult {
-    let (terminal, meta) = conversation(core, id)?;
+pub(super) fn items(phone: &Phone, id: &str, after: Option<&str>, limit: usize) -> WireResult {
+    let (terminal, meta) = conversation(phone, id)?;
     let from = match after {
         None => 0,
         Some(cursor) => cursor
@@ -79,7 +79,7 @@ pub(super) fn items(core: &Core, id: &str, after: Option<&str>, limit: usize) ->
     };
     let mut budget = limits::response::ITEMS - 64 * 1024;
     let mut page = Vec::new();
-    for item in core.feed.read_items(terminal, from, limit, false) {
+    for item in phone.feed.read_items(terminal, from, limit, false) {
         let size = item.text.len() + 128;
         if size > budget {
             break;
@@ -94,21 +94,21 @@ pub(super) fn items(core: &Core, id: &str, after: Option<&str>, limit: usize) ->
 
 /// Shows a closed conversation again: resumed in a new terminal when its
 /// profile can resume its session, else read-only.
-pub(super) async fn reopen(core: &Arc<Core>, id: &str) -> WireResult {
-    let (terminal, meta) = conversation(core, id)?;
-    let open = core.store.record(terminal).is_some();
-    let workspace = if workspace_exists(core, &meta.workspace) {
+pub(super) async fn reopen(phone: &Arc<Phone>, id: &str) -> WireResult {
+    let (terminal, meta) = conversation(phone, id)?;
+    let open = phone.store.record(terminal).is_some();
+    let workspace = if workspace_exists(phone, &meta.workspace) {
         meta.workspace.clone()
     } else {
         MAIN.to_owned()
     };
     let resume = meta.session.as_deref().and_then(|session| {
-        let profile = core.profiles.get(&meta.profile)?;
+        let profile = phone.profiles.get(&meta.profile)?;
         crate::profile::resume_command(&profile, session).map(|command| (profile, command))
     });
     if let (false, Some((profile, command))) = (open, resume) {
-        let resumed = spawn(core, &workspace, &profile.name, Some(command), None).await?;
-        core.feed.item(
+        let resumed = spawn(phone, &workspace, &profile.name, Some(command), None).await?;
+        phone.feed.item(
             resumed,
             ItemKind::Notice,
             &format!("Resumed from conversation {id}."),
@@ -123,7 +123,7 @@ pub(super) async fn reopen(core: &Arc<Core>, id: &str) -> WireResult {
         }));
     }
     if !open {
-        core.feed.reopen(terminal);
+        phone.feed.reopen(terminal);
     }
     Ok(json!({
         "result": if open { "open" } else { "reopened" },

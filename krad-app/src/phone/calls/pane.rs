@@ -6,9 +6,9 @@ use serde_json::{Value, json};
 
 use super::super::AppFacet;
 use super::{from_api, no_pane, pane_terminal};
-use crate::Core;
 use crate::asks::PhoneAnswer;
 use crate::feed::ask_wire::{decided_by, strip_allow_always, wire_ask, without_allow_always};
+use crate::phone::Phone;
 use krad_bus::protocol::AskAnswer;
 
 pub(super) fn events(
@@ -18,26 +18,26 @@ pub(super) fn events(
     epoch: Option<String>,
     caller: Peer,
 ) -> WireResult {
-    let core = &facet.core;
+    let phone = &facet.phone;
     let terminal = pane_terminal(pane)?;
     let same_epoch = epoch.as_deref() == Some(facet.epoch.as_str());
-    let open_asks: Vec<Value> = core
+    let open_asks: Vec<Value> = phone
         .asks
         .list(Some(terminal))
         .iter()
         .take(limits::OPEN_ASKS)
         .map(wire_ask)
         .collect();
-    let (cursor, reset, mut events) = match core.feed.events(terminal, after, same_epoch, open_asks)
-    {
-        Some(found) => found,
-        // A reopened conversation: read-only, its view never changes.
-        None => match core.feed.closed_view(terminal) {
-            Some(_) if same_epoch && after == Some(0) => (0, false, Vec::new()),
-            Some(view) => (0, true, view),
-            None => return Err(no_pane(pane)),
-        },
-    };
+    let (cursor, reset, mut events) =
+        match phone.feed.events(terminal, after, same_epoch, open_asks) {
+            Some(found) => found,
+            // A reopened conversation: read-only, its view never changes.
+            None => match phone.feed.closed_view(terminal) {
+                Some(_) if same_epoch && after == Some(0) => (0, false, Vec::new()),
+                Some(view) => (0, true, view),
+                None => return Err(no_pane(pane)),
+            },
+        };
     if caller.transport == Transport::Tls {
         without_allow_always(&mut events);
     }
@@ -45,7 +45,7 @@ pub(super) fn events(
 }
 
 pub(super) fn answer_ask(
-    core: &Core,
+    phone: &Phone,
     pane: &str,
     ask: &str,
     revision: Option<u64>,
@@ -54,7 +54,7 @@ pub(super) fn answer_ask(
 ) -> WireResult {
     let terminal = pane_terminal(pane)?;
     let allow_always = caller.transport == Transport::Socket;
-    match core
+    match phone
         .asks
         .answer_from_phone(
             ask,

@@ -8,13 +8,13 @@ use krad_durable::wire::{WireError, WireResult};
 use serde_json::json;
 
 use super::{bus_request, live_pane};
-use crate::Core;
 use crate::feed::PaneStatus;
 use crate::feed::events::{ItemKind, PaneState};
+use crate::phone::Phone;
 
 /// Types a text and Enter, as the bus's Send does; records it as a `user` item.
 pub(in crate::phone) async fn type_text(
-    core: &Arc<Core>,
+    phone: &Arc<Phone>,
     terminal: u64,
     text: &str,
 ) -> Result<(), WireError> {
@@ -26,22 +26,22 @@ pub(in crate::phone) async fn type_text(
         when: None,
         queue: None,
     };
-    bus_request(core, request).await?;
-    core.feed.item(terminal, ItemKind::User, text);
+    bus_request(phone, request).await?;
+    phone.feed.item(terminal, ItemKind::User, text);
     Ok(())
 }
 
 pub(super) async fn send(
-    core: &Arc<Core>,
+    phone: &Arc<Phone>,
     pane: &str,
     text: String,
     turn: Option<u64>,
 ) -> WireResult {
-    let terminal = live_pane(core, pane)?;
+    let terminal = live_pane(phone, pane)?;
     let PaneStatus {
         turn: current,
         state,
-    } = core.feed.status(terminal).unwrap_or_default();
+    } = phone.feed.status(terminal).unwrap_or_default();
     if state == PaneState::Exited {
         return Err(WireError::conflict(
             "exited",
@@ -52,10 +52,10 @@ pub(super) async fn send(
     // otherwise the text waits for the agent's next rest.
     let now = turn == Some(current) || state == PaneState::Idle;
     if now {
-        type_text(core, terminal, &text).await?;
+        type_text(phone, terminal, &text).await?;
         Ok(json!({"result": "sent", "turn": current}))
     } else {
-        match core.feed.queue(terminal, text) {
+        match phone.feed.queue(terminal, text) {
             Ok(()) => Ok(json!({"result": "queued", "turn": current})),
             Err(0) => Err(WireError::missing("no-such-pane", format!("no pane {pane}"))),
             Err(held) => Err(WireError::new(
@@ -70,12 +70,12 @@ pub(super) async fn send(
     }
 }
 
-pub(super) async fn abort(core: &Arc<Core>, pane: &str, turn: u64) -> WireResult {
-    let terminal = live_pane(core, pane)?;
+pub(super) async fn abort(phone: &Arc<Phone>, pane: &str, turn: u64) -> WireResult {
+    let terminal = live_pane(phone, pane)?;
     let PaneStatus {
         turn: current,
         state,
-    } = core.feed.status(terminal).unwrap_or_default();
+    } = phone.feed.status(terminal).unwrap_or_default();
     if turn != current {
         return Err(WireError::conflict(
             "turn-moved",
@@ -86,20 +86,21 @@ pub(super) async fn abort(core: &Arc<Core>, pane: &str, turn: u64) -> WireResult
     if matches!(state, PaneState::Idle | PaneState::Exited) {
         return Ok(json!({"result": "already-over", "turn": current}));
     }
-    let decided = core.asks.decide_all_by_program(terminal);
-    let keys = core
+    let decided = phone.asks.decide_all_by_program(terminal);
+    let keys = phone
         .store
         .with(terminal, |e| e.profile.interrupt.clone())
         .unwrap_or_default();
-    write_keys(core, terminal, &keys).await?;
-    core.feed
+    write_keys(phone, terminal, &keys).await?;
+    phone
+        .feed
         .item(terminal, ItemKind::Notice, "Stopped from the phone.");
     Ok(json!({"result": "aborted", "turn": current, "asksDecided": decided}))
 }
 
-pub(super) async fn belt_action(core: &Arc<Core>, pane: &str, action: &str) -> WireResult {
-    let terminal = live_pane(core, pane)?;
-    let keys = core
+pub(super) async fn belt_action(phone: &Arc<Phone>, pane: &str, action: &str) -> WireResult {
+    let terminal = live_pane(phone, pane)?;
+    let keys = phone
         .store
         .with(terminal, |e| {
             e.profile
@@ -116,13 +117,13 @@ pub(super) async fn belt_action(core: &Arc<Core>, pane: &str, action: &str) -> W
                 format!("pane {pane} has no belt button {action}"),
             )
         })?;
-    write_keys(core, terminal, &keys).await?;
+    write_keys(phone, terminal, &keys).await?;
     Ok(json!({"result": "pressed", "action": action}))
 }
 
 /// Writes keys as they are (no paste brackets, no Enter).
-async fn write_keys(core: &Core, terminal: u64, keys: &str) -> Result<(), WireError> {
-    let Some(handle) = core.store.with(terminal, |e| e.terminal.clone()) else {
+async fn write_keys(phone: &Phone, terminal: u64, keys: &str) -> Result<(), WireError> {
+    let Some(handle) = phone.store.with(terminal, |e| e.terminal.clone()) else {
         return Err(WireError::missing("no-such-pane", "the pane is gone"));
     };
     match handle.write(keys.as_bytes().to_vec()).await {
