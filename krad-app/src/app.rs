@@ -191,7 +191,7 @@ fn new(
             hosts,
             asks: Arc::new(asks),
             sandbox,
-            budgets,
+            budgets: Arc::new(budgets),
             limits,
         })),
     })
@@ -213,10 +213,13 @@ async fn restore(app: &EmbeddedApp) -> Vec<SocketAddr> {
     recovery::recover(core).await;
     tokio::spawn(queue::run(Arc::downgrade(core)));
     transcripts::prune_in_background(core.settings(), core.store()).await;
-    leftovers::clean(core).await;
+    leftovers::clean(core.settings(), core.store()).await;
     notify::start(core.settings().config.notify.as_ref(), core.store());
     environments::disk::start(core.environments());
-    tokio::spawn(sampling::run(Arc::downgrade(core)));
+    tokio::spawn(sampling::run(
+        sampling::Sampled::new(core.store(), core.hosts(), core.budgets()),
+        core.settings().config.prices.clone(),
+    ));
     endpoints
 }
 

@@ -8,14 +8,15 @@ use krad_bus::protocol::{
 };
 use krad_bus::request::ask::{Ask, AskKind};
 
-use crate::asks::Raised;
-use crate::handles::Core;
-use crate::store::set_state;
+use crate::asks::{AskBoard, Raised};
+
+use crate::store::{Store, set_state};
 
 /// Leaves the ask when the request is dropped (client gone, deadline), so that
 /// an ask nobody waits for any more is decided by `program`.
 struct LeaveOnDrop<'a> {
-    core: &'a Core,
+    asks: &'a AskBoard,
+    store: &'a Store,
     ask: String,
     terminal: u64,
     /// Whether the agent is taken as working again once the ask is decided:
@@ -27,9 +28,9 @@ struct LeaveOnDrop<'a> {
 
 impl Drop for LeaveOnDrop<'_> {
     fn drop(&mut self) {
-        self.core.asks().leave(&self.ask);
+        self.asks.leave(&self.ask);
         if self.settle {
-            settle(self.core, self.terminal);
+            settle(self.asks, self.store, self.terminal);
         }
     }
 }
@@ -37,11 +38,12 @@ impl Drop for LeaveOnDrop<'_> {
 /// Raises terminal `me`'s ask (or joins the same one) and waits for its
 /// decision: a person's, the program's, or its expiry.
 pub(crate) async fn ask(
-    core: &Core,
+    asks: &AskBoard,
+    store: &Store,
     me: &TerminalRef,
     request: Ask,
 ) -> Result<AnsweredInfo, ApiError> {
-    let (info, mut decision) = match core.asks().raise(me, &request) {
+    let (info, mut decision) = match asks.raise(me, &request) {
         Err(e) => return Err(e),
         Ok(Raised::Decided(answered)) => return Ok(answered),
         Ok(Raised::Open {
@@ -50,7 +52,7 @@ pub(crate) async fn ask(
             fresh,
         }) => {
             if fresh {
-                core.store().update(me.terminal, |e| {
+                store.update(me.terminal, |e| {
                     if request.kind == AskKind::Permission {
                         e.permission_asks += 1;
                     }
@@ -66,12 +68,12 @@ pub(crate) async fn ask(
             (info, decision)
         }
     };
-    let tells_its_state = core
-        .store()
+    let tells_its_state = store
         .with(me.terminal, |e| e.tells_its_state())
         .unwrap_or(false);
     let mut waiting = LeaveOnDrop {
-        core,
+        asks,
+        store,
         ask: info.ask.clone(),
         terminal: me.terminal,
         settle: !tells_its_state,
@@ -86,15 +88,14 @@ pub(crate) async fn ask(
         tokio::select! {
             changed = decision.changed() => {
                 if changed.is_err() {
-                    break core
-                        .asks()
+                    break asks
                         .decide(&info.ask, DecidedBy::Program, AskAnswer::Nothing, None)
                         .unwrap_or_else(|_| gone(&info.ask));
                 }
             }
             () = &mut expiry => {
                 // Nobody answered in time; a concurrent answer may have won.
-                match core.asks().decide(&info.ask, DecidedBy::Timeout, AskAnswer::Nothing, None) {
+                match asks.decide(&info.ask, DecidedBy::Timeout, AskAnswer::Nothing, None) {
                     Ok(answered) => break answered,
                     Err(_) => continue,
                 }
@@ -119,11 +120,11 @@ fn gone(ask: &str) -> AnsweredInfo {
 }
 
 /// Once its asks are decided, an agent left asking by them works again.
-pub(crate) fn settle(core: &Core, terminal: u64) {
-    if core.asks().has_open(terminal) {
+pub(crate) fn settle(asks: &AskBoard, store: &Store, terminal: u64) {
+    if asks.has_open(terminal) {
         return;
     }
-    core.store().update(terminal, |e| {
+    store.update(terminal, |e| {
         e.record.state == AgentState::Asking
             && set_state(&mut e.record, AgentState::Working, StateSource::Hook, None)
     });

@@ -24,8 +24,8 @@ use krad_bus::server::Attachment as BusAttachment;
 use krad_term::{Attachment, NativeAttach, Terminal};
 use tokio::sync::{broadcast, oneshot, watch};
 
-use crate::handles::Core;
 use crate::records::no_terminal;
+use crate::store::Store;
 use crate::store::set_state;
 
 /// Output bytes gathered into one `Output` message, at most.
@@ -36,11 +36,11 @@ const WRITES_IN_FLIGHT: usize = 64;
 
 /// Attaches to terminal `id`, whose record `record` follows.
 pub(crate) fn open(
-    core: &Arc<Core>,
+    store: &Arc<Store>,
     id: u64,
     record: watch::Receiver<AgentRecord>,
 ) -> Result<Attacher, ApiError> {
-    let Some(terminal) = core.store().with(id, |e| e.terminal.clone()) else {
+    let Some(terminal) = store.with(id, |e| e.terminal.clone()) else {
         return Err(no_terminal(id));
     };
     let attachment = terminal.attach().ok_or_else(|| {
@@ -53,7 +53,7 @@ pub(crate) fn open(
     let exited = record.borrow().state == AgentState::Exited;
     let screen = screen_message(id, terminal.as_ref(), &attachment, exited);
     Ok(Attacher {
-        core: core.clone(),
+        store: store.clone(),
         id,
         terminal,
         record,
@@ -99,7 +99,7 @@ fn screen_message(
 
 /// One client attached to one terminal.
 pub struct Attacher {
-    core: Arc<Core>,
+    store: Arc<Store>,
     id: u64,
     terminal: Arc<dyn Terminal>,
     record: watch::Receiver<AgentRecord>,
@@ -216,7 +216,7 @@ impl BusAttachment for Attacher {
                 self.writes.push_back(self.terminal.write(bytes));
                 // Keystrokes answer a question: an asking agent is working again —
                 // unless it tells its state itself (then it says when it is not asking).
-                self.core.store().update(self.id, |e| {
+                self.store.update(self.id, |e| {
                     e.record.state == AgentState::Asking
                         && !e.tells_its_state()
                         && set_state(&mut e.record, AgentState::Working, StateSource::Input, None)

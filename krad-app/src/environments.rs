@@ -113,6 +113,17 @@ impl Environments {
         }
     }
 
+    /// The SSH host an environment lives on (`None`: this machine).
+    pub(crate) fn host_of(&self, name: &str) -> Result<Option<Arc<Host>>, ApiError> {
+        let record = self.store.environment(name);
+        host(self, record.and_then(|r| r.host).as_deref())
+    }
+
+    /// The repository (the `main` environment's directory).
+    pub(crate) fn root(&self) -> &Path {
+        &self.settings.root
+    }
+
     /// The working directory of an environment, or `not_found`.
     pub(crate) fn path(&self, name: &str) -> Result<PathBuf, ApiError> {
         if name == MAIN {

@@ -9,6 +9,7 @@ use krad_bus::server::request_log::RequestLog;
 use krad_bus::token::Secret;
 use krad_term::TerminalHost;
 
+use crate::closing::Closer;
 use crate::config::Settings;
 use crate::profile::Profiles;
 use crate::store::Store;
@@ -40,7 +41,7 @@ pub(crate) struct Core {
     /// The sandboxes: the bus's socket, their networks, their inbound ports.
     sandbox: Arc<sandbox::Sandbox>,
     /// The variant groups' cost limits.
-    budgets: budget::Budgets,
+    budgets: Arc<budget::Budgets>,
     /// `[limits]`, the room taken by starts under way, and the queue.
     limits: limits::Limits,
 }
@@ -58,7 +59,7 @@ pub(crate) struct Parts {
     pub(crate) hosts: Arc<hosts::HostLinks>,
     pub(crate) asks: Arc<asks::AskBoard>,
     pub(crate) sandbox: Arc<sandbox::Sandbox>,
-    pub(crate) budgets: budget::Budgets,
+    pub(crate) budgets: Arc<budget::Budgets>,
     pub(crate) limits: limits::Limits,
 }
 
@@ -137,10 +138,22 @@ impl Core {
     pub(crate) fn sandbox(&self) -> &Arc<sandbox::Sandbox> {
         &self.sandbox
     }
-    pub(crate) fn budgets(&self) -> &budget::Budgets {
+    pub(crate) fn budgets(&self) -> &Arc<budget::Budgets> {
         &self.budgets
     }
     pub(crate) fn limits(&self) -> &limits::Limits {
         &self.limits
+    }
+
+    /// What closing a terminal reaches.
+    pub(crate) fn closer(&self) -> Closer<'_> {
+        Closer {
+            settings: &self.settings,
+            store: &self.store,
+            limits: &self.limits,
+            request_log: &self.request_log,
+            sandbox: &self.sandbox,
+            hosts: &self.hosts,
+        }
     }
 }

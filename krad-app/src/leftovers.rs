@@ -25,17 +25,18 @@ use std::time::Duration;
 
 use krad_bus::api_json::pid_alive;
 
-use crate::handles::Core;
+use crate::config::Settings;
 use crate::hosts::{control_dir, control_owner};
+use crate::store::Store;
 
 /// How long a dead app's control master has to exit when asked.
 const MASTER_EXIT: Duration = Duration::from_secs(3);
 
 /// Cleans what dead apps left; call after the terminals were taken back.
-pub(crate) async fn clean(core: &Core) {
-    token_folders(core);
-    sandbox_homes(core);
-    temp_files(&core.settings().state_dir, 3);
+pub(crate) async fn clean(settings: &Settings, store: &Store) {
+    token_folders(settings, store);
+    sandbox_homes(settings, store);
+    temp_files(&settings.state_dir, 3);
     control_masters(&control_dir()).await;
 }
 
@@ -83,13 +84,12 @@ fn dead_owner(name: &str, prefix: &str) -> Option<u32> {
     (pid != std::process::id() && !pid_alive(pid)).then_some(pid)
 }
 
-fn token_folders(core: &Core) {
-    let Some(parent) = core.settings().token_dir.parent() else {
+fn token_folders(settings: &Settings, store: &Store) {
+    let Some(parent) = settings.token_dir.parent() else {
         return;
     };
     // Terminals taken back keep the token file they were started with.
-    let in_use: BTreeSet<PathBuf> = core
-        .store()
+    let in_use: BTreeSet<PathBuf> = store
         .token_files()
         .iter()
         .filter_map(|file| file.parent().map(Path::to_path_buf))
@@ -115,8 +115,8 @@ fn token_folders(core: &Core) {
 
 /// Removes the sandboxes' private homes of terminals the store does not
 /// have (a closed terminal's goes at its Close; these are a dead app's).
-fn sandbox_homes(core: &Core) {
-    let Ok(entries) = std::fs::read_dir(core.settings().state_dir.join("sandbox")) else {
+fn sandbox_homes(settings: &Settings, store: &Store) {
+    let Ok(entries) = std::fs::read_dir(settings.state_dir.join("sandbox")) else {
         return;
     };
     for entry in entries.flatten() {
@@ -131,8 +131,8 @@ fn sandbox_homes(core: &Core) {
         }) else {
             continue;
         };
-        if core.store().record(id).is_none() {
-            crate::sandbox::end_leftover_processes(&core.settings().state_dir, id);
+        if store.record(id).is_none() {
+            crate::sandbox::end_leftover_processes(&settings.state_dir, id);
             let path = entry.path();
             let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
         }

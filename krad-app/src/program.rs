@@ -26,7 +26,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::watch;
 
-use crate::handles::Core;
+use crate::environments::Environments;
 use crate::profile::shell_quote;
 
 /// The most bytes of stdout, and of stderr, a Code answer carries.
@@ -243,32 +243,31 @@ fn json_len(text: &str) -> usize {
 /// Runs Code's program in its environment: here, with the environment's
 /// ports, or on its SSH host through the host's control connection, with the
 /// host's own `timeout` so that the program there ends with the run.
-pub(crate) async fn run_code(core: &Core, request: Code) -> Result<CodeResultInfo, ApiError> {
-    let cwd = core.environments().path(&request.environment)?;
+pub(crate) async fn run_code(
+    environments: &Environments,
+    request: Code,
+) -> Result<CodeResultInfo, ApiError> {
+    let cwd = environments.path(&request.environment)?;
     let timeout = Duration::from_secs(request.timeout_secs());
-    let host = core
-        .store()
-        .environment(&request.environment)
-        .and_then(|record| record.host);
+    let host = environments.host_of(&request.environment)?;
     let mut env = Vec::new();
     let (argv, cwd) = match host {
         None => {
             crate::environments::ports::add_env(
                 &mut env,
-                &crate::environments::ports::block(core.environments(), &request.environment),
+                &crate::environments::ports::block(environments, &request.environment),
             );
             (request.command.clone(), cwd)
         }
         // On a host: through its control connection, with the host's own
         // `timeout` so that the program there ends with the run.
-        Some(name) => {
-            let host = core.hosts().get(&name)?;
+        Some(host) => {
             host.connect().await?;
             let mut script = format!(
                 "cd {} && {}exec timeout -s KILL {} ",
                 shell_quote(&cwd.display().to_string()),
                 crate::environments::ports::shell_exports(&crate::environments::ports::block(
-                    core.environments(),
+                    environments,
                     &request.environment
                 )),
                 timeout.as_secs() + 1
@@ -285,7 +284,7 @@ pub(crate) async fn run_code(core: &Core, request: Code) -> Result<CodeResultInf
             argv.extend(host.ssh_args(false));
             argv.push("--".to_owned());
             argv.push(script);
-            (argv, core.settings().root.clone())
+            (argv, environments.root().to_path_buf())
         }
     };
     let job = Program {

@@ -296,7 +296,7 @@ async fn start(core: &Arc<Core>, waiting: InLine) {
                 return;
             };
             let before = watch.borrow_and_update().state;
-            match sending::send(core, &ctx, request, watch.clone()).await {
+            match sending::send(core.store(), &ctx, request, watch.clone()).await {
                 Ok(_) => tracing::info!(terminal = id, "a queued Send was typed"),
                 Err(e) => {
                     tracing::warn!(terminal = id, "a queued Send was not typed: {}", e.message);

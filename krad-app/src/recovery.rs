@@ -82,7 +82,7 @@ pub(crate) async fn recover(core: &Arc<Core>) {
                 None => Outcome::Undone,
             },
             Plan::CloseEnvironment { name, force } => {
-                match environments::close(core.environments(), core, name, *force).await {
+                match environments::close(core.environments(), &core.closer(), name, *force).await {
                     Ok(_) => Outcome::Done(().into_response()),
                     // Closed by the first run before it could answer.
                     Err(_) if core.store().environment(name).is_none() => {
@@ -110,7 +110,7 @@ pub(crate) async fn recover(core: &Arc<Core>) {
                 }
             }
             Plan::PickVariant(plan) => {
-                match environments::recover_pick(core.environments(), core, plan).await {
+                match environments::recover_pick(core.environments(), &core.closer(), plan).await {
                     Ok(Some(picked)) => Outcome::Done(picked.into_response()),
                     Ok(None) => Outcome::Undone,
                     Err(reason) => Outcome::Left(reason),

@@ -7,17 +7,24 @@
 use krad_bus::protocol::{AgentState, ApiError, ErrorCode, StateSource};
 use krad_bus::request::report::Report;
 
-use crate::handles::Core;
+use crate::asks::AskBoard;
+use crate::feed::Feed;
 use crate::records::no_terminal;
-use crate::store::{Entry, set_state};
+use crate::store::{Entry, Store, set_state};
 
 /// Takes terminal `id`'s report; `conflict` once the terminal has exited.
-pub(crate) fn take(core: &Core, id: u64, request: &Report) -> Result<(), ApiError> {
+pub(crate) fn take(
+    asks: &AskBoard,
+    store: &Store,
+    feed: &Feed,
+    id: u64,
+    request: &Report,
+) -> Result<(), ApiError> {
     let state: AgentState = request.state.into();
-    decide_moot_asks(core, id, state);
-    let asking_through_bus = state == AgentState::Asking && core.asks().has_open(id);
+    decide_moot_asks(asks, id, state);
+    let asking_through_bus = state == AgentState::Asking && asks.has_open(id);
     let mut exited = false;
-    let updated = core.store().update(id, |e| {
+    let updated = store.update(id, |e| {
         if e.record.state == AgentState::Exited {
             exited = true;
             return false;
@@ -28,7 +35,7 @@ pub(crate) fn take(core: &Core, id: u64, request: &Report) -> Result<(), ApiErro
         && !exited
         && let Some(session) = &request.session
     {
-        core.feed().session(id, session);
+        feed.session(id, session);
     }
     match updated {
         None => Err(no_terminal(id)),
@@ -43,10 +50,10 @@ pub(crate) fn take(core: &Core, id: u64, request: &Report) -> Result<(), ApiErro
 
 /// An agent that reports it works or is idle went on: the questions it asked
 /// through the bus are moot (answered in its own terminal, or dropped).
-fn decide_moot_asks(core: &Core, id: u64, state: AgentState) {
+fn decide_moot_asks(asks: &AskBoard, id: u64, state: AgentState) {
     let moves_on = matches!(state, AgentState::Working | AgentState::Idle);
-    if moves_on && core.asks().has_open(id) {
-        let decided = core.asks().decide_all_by_program(id);
+    if moves_on && asks.has_open(id) {
+        let decided = asks.decide_all_by_program(id);
         tracing::debug!(
             terminal = id,
             decided,

@@ -8,15 +8,14 @@ use krad_bus::request::send::{Send, When};
 use krad_bus::server::CallContext;
 use tokio::sync::watch;
 
-use crate::handles::Core;
 use crate::input::{TypeError, type_into};
 use crate::intents::{Plan, Underway};
 use crate::records::no_terminal;
-use crate::store::set_state;
+use crate::store::{Store, set_state};
 
 /// Sends `request` to its terminal, whose record `watch` follows.
 pub(crate) async fn send(
-    core: &Core,
+    store: &Store,
     ctx: &CallContext,
     request: Send,
     mut watch: watch::Receiver<AgentRecord>,
@@ -37,7 +36,7 @@ pub(crate) async fn send(
             }
         }
     }
-    let Some(terminal) = core.store().with(id, |e| e.terminal.clone()) else {
+    let Some(terminal) = store.with(id, |e| e.terminal.clone()) else {
         return Err(no_terminal(id));
     };
     if let Some(e) = exited(&watch.borrow()) {
@@ -54,12 +53,12 @@ pub(crate) async fn send(
     let enter = request.enter.unwrap_or(false);
     // A Report made while the text is written (the program may answer the
     // moment it reads it) is newer than this Send: it keeps its state.
-    let reports_before = core.store().with(id, |e| e.reports).unwrap_or_default();
+    let reports_before = store.with(id, |e| e.reports).unwrap_or_default();
     // Under a request id, the write is an intent: a crash while it runs is
     // answered (not sent again) on the retry.
     let _underway = match &ctx.once {
         Some(_) => Some(Underway::begin(
-            core.store().db(),
+            store.db(),
             ctx,
             Plan::Send { terminal: id },
         )?),
@@ -88,7 +87,7 @@ pub(crate) async fn send(
     // unless the agent tells its states itself (hooks, announcements): then it
     // stays asking until it says the question is gone.
     let answers = enter || keys.iter().any(|k| k.ends_a_dialog() || k.is_char());
-    let after = core.store().update(id, |e| {
+    let after = store.update(id, |e| {
         e.record.state == AgentState::Asking
             && e.reports == reports_before
             && answers

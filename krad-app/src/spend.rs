@@ -20,8 +20,14 @@ use std::path::{Path, PathBuf};
 use krad_bus::protocol::{Dollars, Tokens};
 use serde::Deserialize;
 
-use crate::handles::Core;
 use crate::prices::{Counts, Prices};
+use std::sync::Weak;
+
+use crate::budget::Budgets;
+use crate::store::Store;
+
+/// The config's `[prices]`: a model's name to its price.
+pub(crate) type PriceList = std::collections::BTreeMap<String, crate::prices::Price>;
 
 /// At most this much of a file is read at once (the rest at the next period).
 const MAX_READ: u64 = 16 << 20;
@@ -277,18 +283,22 @@ pub(crate) struct Reader {
 
 impl Reader {
     /// A reader pricing with the config's `[prices]`.
-    pub(crate) fn new(core: &Core) -> Reader {
+    pub(crate) fn new(prices: &PriceList) -> Reader {
         Reader {
             meters: Meters::new(),
-            prices: Prices::with(&core.settings().config.prices),
+            prices: Prices::with(prices),
         }
     }
 
     /// Reads the terminals' files once (off the runtime's workers) and
     /// writes what changed into their records; `None` once the app's core is
     /// gone.
-    pub(crate) async fn sample(&mut self, core: &std::sync::Weak<Core>) -> Option<()> {
-        let targets = core.upgrade()?.store().spend_targets();
+    pub(crate) async fn sample(
+        &mut self,
+        store: &Weak<Store>,
+        budgets: &Weak<Budgets>,
+    ) -> Option<()> {
+        let targets = store.upgrade()?.spend_targets();
         if targets.is_empty() {
             self.meters.clear();
             return Some(());
@@ -302,10 +312,9 @@ impl Reader {
         .await
         .ok()?;
         self.meters = back;
-        let live = core.upgrade()?;
         let changed: Vec<u64> = tokens.iter().map(|(id, _)| *id).collect();
-        live.store().set_spend(tokens);
-        live.budgets().check(&changed).await;
+        store.upgrade()?.set_spend(tokens);
+        budgets.upgrade()?.check(&changed).await;
         Some(())
     }
 }

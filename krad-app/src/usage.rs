@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 
 use krad_bus::protocol::{Tenths, Usage};
 
-use crate::handles::Core;
+use std::sync::Weak;
+
+use crate::hosts::HostLinks;
+use crate::store::Store;
 use crate::store::now_rfc3339;
 
 /// One process as `/proc/<pid>/stat` tells it.
@@ -231,15 +234,16 @@ impl Usages {
 
     /// Samples the terminals once — this machine's, then each SSH host's (at
     /// most `host_limit` each) — and writes their usage into their records;
-    /// `None` once the app's core is gone.
+    /// `None` once the app is gone.
     pub(crate) async fn sample(
         &mut self,
-        core: &std::sync::Weak<Core>,
+        store: &Weak<Store>,
+        hosts: &Weak<HostLinks>,
         host_limit: Duration,
     ) -> Option<()> {
-        let live = core.upgrade()?;
-        let terminals = live.store().usage_targets();
-        let on_hosts = live.store().host_usage_targets();
+        let live = store.upgrade()?;
+        let terminals = live.usage_targets();
+        let on_hosts = live.host_usage_targets();
         drop(live);
         if terminals.is_empty() {
             self.here.seen.clear();
@@ -252,7 +256,7 @@ impl Usages {
             .await
             .ok()?;
             self.here = back;
-            core.upgrade()?.store().set_usage(usages);
+            store.upgrade()?.set_usage(usages);
         }
         let mut by_host: HashMap<String, Vec<u64>> = HashMap::new();
         for (host, id) in on_hosts {
@@ -260,11 +264,11 @@ impl Usages {
         }
         self.hosts.retain(|name, _| by_host.contains_key(name));
         for (name, ids) in by_host {
-            let Some(usages) = sample_host(core, &name, &ids, &mut self.hosts, host_limit).await
+            let Some(usages) = sample_host(hosts, &name, &ids, &mut self.hosts, host_limit).await
             else {
                 continue;
             };
-            core.upgrade()?.store().set_usage(usages);
+            store.upgrade()?.set_usage(usages);
         }
         Some(())
     }
@@ -273,13 +277,13 @@ impl Usages {
 /// One sample of host `name`'s terminals `ids` through its link; `None`
 /// when the link is not up (or the host not in tmux, or too slow to answer).
 async fn sample_host(
-    core: &std::sync::Weak<Core>,
+    hosts: &Weak<HostLinks>,
     name: &str,
     ids: &[u64],
     samplers: &mut HashMap<String, Sampler>,
     limit: Duration,
 ) -> Option<Vec<(u64, Usage)>> {
-    let host = core.upgrade()?.hosts().get(name).ok()?;
+    let host = hosts.upgrade()?.get(name).ok()?;
     let said = tokio::time::timeout(limit, host.processes_for_usage())
         .await
         .ok()??;

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use crate::handles::Core;
 use crate::records::no_terminal;
+use crate::store::Store;
 use futures_util::future::select_all;
 use krad_bus::protocol::{AgentRecord, AgentState, ApiError, Waited};
 use krad_bus::request::wait::{Until, Wait, WaitFor};
@@ -28,11 +28,11 @@ pub(crate) struct HeldWait {
 
 impl HeldWait {
     /// Reads a Wait: `not_found` for a target the app does not know.
-    pub(crate) fn new(core: &Core, request: Wait) -> Result<Self, ApiError> {
+    pub(crate) fn new(store: &Store, request: Wait) -> Result<Self, ApiError> {
         let targets = request.terminals();
         let mut watches = Vec::with_capacity(targets.len());
         for target in targets {
-            match core.store().watch(target) {
+            match store.watch(target) {
                 Some(w) => watches.push(w),
                 None => return Err(no_terminal(target)),
             }

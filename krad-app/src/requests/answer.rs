@@ -39,7 +39,7 @@ impl Handle<Answer> for EmbeddedApp {
         match decided {
             Ok(_) => {
                 if let Some(terminal) = asker {
-                    asking::settle(core, terminal);
+                    asking::settle(core.asks(), core.store(), terminal);
                 }
                 Ok(())
             }

@@ -16,6 +16,6 @@ impl Handle<Ask> for EmbeddedApp {
                 "only a terminal asks, about itself",
             ));
         };
-        asking::ask(self.core(), me, request).await
+        asking::ask(self.core().asks(), self.core().store(), me, request).await
     }
 }

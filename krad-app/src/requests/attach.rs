@@ -20,7 +20,7 @@ impl Open<Attach> for EmbeddedApp {
             return Err(no_terminal(id));
         };
         may_act_on(&ctx.principal, RequestKind::Attach, &record.borrow())?;
-        let attacher = attacher::open(self.core(), id, record)?;
+        let attacher = attacher::open(self.core().store(), id, record)?;
         tracing::debug!(terminal = id, caller = ?ctx.principal, "attached");
         Ok(attacher)
     }

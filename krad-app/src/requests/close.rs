@@ -38,7 +38,7 @@ async fn close(core: &Arc<Core>, ctx: &CallContext, request: Close) -> Result<()
         return Err(no_terminal(id));
     };
     may_act_on(&ctx.principal, RequestKind::Close, &record)?;
-    closing::close_terminal(core, id).await
+    closing::close_terminal(&core.closer(), id).await
 }
 
 /// Closes a worktree environment; plain terminals may not.
@@ -66,6 +66,6 @@ async fn close_environment(
             force,
         },
     )?;
-    environments::close(core.environments(), core, environment, force).await?;
+    environments::close(core.environments(), &core.closer(), environment, force).await?;
     Ok(())
 }

@@ -29,6 +29,6 @@ impl Handle<Code> for EmbeddedApp {
                 json!({ "request": RequestKind::Code.name(), "environment": request.environment }),
             ));
         }
-        program::run_code(core, request).await
+        program::run_code(core.environments(), request).await
     }
 }

@@ -16,6 +16,12 @@ impl Handle<CollectEnvironments> for EmbeddedApp {
         ctx: &CallContext,
         request: CollectEnvironments,
     ) -> Result<CollectedInfo, ApiError> {
-        gc::collect(self.core().environments(), self.core(), ctx, &request).await
+        gc::collect(
+            self.core().environments(),
+            &self.core().closer(),
+            ctx,
+            &request,
+        )
+        .await
     }
 }

@@ -14,6 +14,6 @@ impl Handle<PickVariant> for EmbeddedApp {
         request: PickVariant,
     ) -> Result<PickedInfo, ApiError> {
         let core = self.core();
-        variants::pick(core.environments(), core, ctx, request).await
+        variants::pick(core.environments(), &core.closer(), ctx, request).await
     }
 }

@@ -16,6 +16,12 @@ impl Handle<Report> for EmbeddedApp {
                 "only a terminal reports, about itself",
             ));
         };
-        reports::take(self.core(), me.terminal, &request)
+        reports::take(
+            self.core().asks(),
+            self.core().store(),
+            self.core().feed(),
+            me.terminal,
+            &request,
+        )
     }
 }

@@ -50,6 +50,6 @@ impl Handle<Send> for EmbeddedApp {
             }
             Err(e) => return Err(e),
         }
-        sending::send(core, ctx, request, watch).await
+        sending::send(core.store(), ctx, request, watch).await
     }
 }

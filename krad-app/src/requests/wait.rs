@@ -22,7 +22,7 @@ impl Handle<Wait> for EmbeddedApp {
         _ctx: &CallContext,
         request: Wait,
     ) -> impl Future<Output = Result<Waited, ApiError>> + Send {
-        match HeldWait::new(self.core(), request) {
+        match HeldWait::new(self.core().store(), request) {
             Ok(waiting) => Either::Left(waiting.until_met()),
             Err(error) => Either::Right(std::future::ready(Err(error))),
         }
