@@ -35,11 +35,11 @@ use krad_term::{AdoptSpec, Attachment, ExitStatus, Snapshot, Survivor, Terminal,
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::config::{HookKind, PromptDelivery};
-use crate::handles::Core;
 use crate::hosts::Host;
 use crate::profile::Profile;
 use crate::profile::shell_quote;
 use crate::records::TerminalEntry;
+use crate::spawning::Spawner;
 use crate::store::set_state;
 use crate::{transcripts, watcher};
 use krad_bus::private_file;
@@ -49,13 +49,13 @@ const EVENT_QUEUE: usize = 64;
 
 /// Takes back the terminals of the previous run; see the module's doc.
 /// Returns the other bus endpoints the terminals taken back were given.
-pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
-    restore_host_terminals(core).await;
-    if !core.host().restart_safe() {
+pub(crate) async fn restore(spawner: &Spawner) -> Vec<SocketAddr> {
+    restore_host_terminals(spawner).await;
+    if !spawner.host().restart_safe() {
         // The PTY host's terminals ended with the app that died: on record,
         // `exited`, until closed (an acknowledged Spawn names a terminal
         // that is there).
-        let kept = kept_here(core);
+        let kept = kept_here(spawner);
         if !kept.is_empty() {
             tracing::info!(
                 lost = kept.len(),
@@ -63,11 +63,11 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
             );
         }
         for entry in kept {
-            record_gone(core, entry, LOST);
+            record_gone(spawner, entry, LOST);
         }
         return Vec::new();
     }
-    let host = core.host().clone();
+    let host = spawner.host().clone();
     let survivors = match tokio::task::spawn_blocking(move || host.survivors()).await {
         Ok(Ok(survivors)) => survivors,
         Ok(Err(error)) => {
@@ -85,7 +85,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
     crate::leftovers::end_dead_masters().await;
     let mut on_hosts: BTreeMap<String, Vec<TerminalRef>> = BTreeMap::new();
     let mut lead = BTreeSet::new();
-    let kept = kept_here(core);
+    let kept = kept_here(spawner);
     let known: BTreeSet<u64> = kept.iter().map(|entry| entry.record.terminal).collect();
     let mut endpoints = BTreeSet::new();
     let (mut adopted, mut gone) = (0, 0);
@@ -98,7 +98,7 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
                 terminal: id,
             };
             let (host, is_lead) = (entry.record.host.clone(), entry.record.lead);
-            match adopt(core, entry.clone()).await {
+            match adopt(spawner, entry.clone()).await {
                 Ok(()) => {
                     adopted += 1;
                     endpoints.extend(endpoint);
@@ -114,9 +114,9 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
                     tracing::warn!(terminal = id, %error, "cannot take the terminal back: ending it");
                     // On record `exited`: so it must be, not left running
                     // where no record, limit or Close reaches it.
-                    let host = core.host().clone();
+                    let host = spawner.host().clone();
                     let _ = tokio::task::spawn_blocking(move || host.discard(id)).await;
-                    record_gone(core, entry, NOT_TAKEN_BACK);
+                    record_gone(spawner, entry, NOT_TAKEN_BACK);
                     continue;
                 }
             }
@@ -124,18 +124,18 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
         if entry.record.pid.is_none() {
             // Kept before its start, and the app died before the host started
             // it: it never ran (see `Store::keep_before_start`).
-            core.store().forget_kept(id);
+            spawner.store().forget_kept(id);
             if let Some(path) = &entry.token_file {
                 let _ = std::fs::remove_file(path);
             }
             continue;
         }
         gone += 1;
-        record_gone(core, entry, GONE);
+        record_gone(spawner, entry, GONE);
     }
     for id in survivors.keys().filter(|id| !known.contains(id)) {
         tracing::info!(terminal = id, "ending a terminal no record names");
-        let host = core.host().clone();
+        let host = spawner.host().clone();
         let id = *id;
         let _ = tokio::task::spawn_blocking(move || host.discard(id)).await;
     }
@@ -143,16 +143,18 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
         tracing::info!(adopted, gone, "took back the terminals of the previous run");
     }
     for (name, terminals) in on_hosts {
-        if let Ok(host) = core.hosts().get(&name) {
-            let (core, lead) = (core.clone(), lead.clone());
+        if let Ok(host) = spawner.hosts().get(&name) {
+            let (spawner, lead) = (spawner.clone(), lead.clone());
             host.await_new_tokens(terminals.iter().map(|me| me.terminal));
-            tokio::spawn(async move { new_tokens_once_up(&core, &host, &terminals, &lead).await });
+            tokio::spawn(
+                async move { new_tokens_once_up(&spawner, &host, &terminals, &lead).await },
+            );
         }
     }
     endpoints
         .iter()
         .filter_map(|endpoint| match endpoint.parse::<SocketAddr>() {
-            Ok(address) => Some(address).filter(|a| *a != core.settings().endpoint),
+            Ok(address) => Some(address).filter(|a| *a != spawner.settings().endpoint),
             Err(_) => {
                 tracing::warn!(%endpoint, "a kept terminal's bus endpoint is not an address; ignored");
                 None
@@ -163,8 +165,8 @@ pub(crate) async fn restore(core: &Arc<Core>) -> Vec<SocketAddr> {
 
 /// The kept terminals of this machine's host, by id (a host's terminals in
 /// tmux there are its own tmux host's).
-fn kept_here(core: &Core) -> Vec<TerminalEntry> {
-    let mut kept: Vec<TerminalEntry> = core
+fn kept_here(spawner: &Spawner) -> Vec<TerminalEntry> {
+    let mut kept: Vec<TerminalEntry> = spawner
         .store()
         .kept_terminals()
         .into_iter()
@@ -177,8 +179,8 @@ fn kept_here(core: &Core) -> Vec<TerminalEntry> {
 /// Takes back the terminals on SSH hosts that live in tmux there, whatever
 /// the local host: each waits in its host's tmux host for the link; see the
 /// module's doc.
-async fn restore_host_terminals(core: &Arc<Core>) {
-    let mut kept: Vec<TerminalEntry> = core
+async fn restore_host_terminals(spawner: &Spawner) {
+    let mut kept: Vec<TerminalEntry> = spawner
         .store()
         .kept_terminals()
         .into_iter()
@@ -194,14 +196,14 @@ async fn restore_host_terminals(core: &Arc<Core>) {
     let mut lead = BTreeSet::new();
     for entry in kept {
         let id = entry.record.terminal;
-        core.store().keep_terminal(id);
+        spawner.store().keep_terminal(id);
         let host = entry
             .record
             .host
             .as_deref()
-            .and_then(|name| core.hosts().get(name).ok());
+            .and_then(|name| spawner.hosts().get(name).ok());
         let Some(host) = host.filter(|_| entry.record.state != AgentState::Exited) else {
-            record_gone(core, entry, GONE);
+            record_gone(spawner, entry, GONE);
             continue;
         };
         let me = TerminalRef {
@@ -209,7 +211,7 @@ async fn restore_host_terminals(core: &Arc<Core>) {
             terminal: id,
         };
         let is_lead = entry.record.lead;
-        match reattach(core, &host, entry.clone()).await {
+        match reattach(spawner, &host, entry.clone()).await {
             Ok(()) => {
                 if is_lead {
                     lead.insert(id);
@@ -218,63 +220,64 @@ async fn restore_host_terminals(core: &Arc<Core>) {
             }
             Err(error) => {
                 tracing::warn!(terminal = id, %error, "cannot attach to the terminal on its host again");
-                record_gone(core, entry, GONE);
+                record_gone(spawner, entry, GONE);
             }
         }
     }
     for (name, terminals) in by_host {
-        let Ok(host) = core.hosts().get(&name) else {
+        let Ok(host) = spawner.hosts().get(&name) else {
             continue;
         };
         tracing::info!(host = %name, terminals = terminals.len(), "taking back the terminals on the host once its link is up");
-        let core = core.clone();
+        let spawner = spawner.clone();
         let lead = lead.clone();
         host.await_new_tokens(terminals.iter().map(|me| me.terminal));
-        tokio::spawn(async move { new_tokens_once_up(&core, &host, &terminals, &lead).await });
+        tokio::spawn(async move { new_tokens_once_up(&spawner, &host, &terminals, &lead).await });
     }
 }
 
 /// Host terminal `entry` again, with its id and its record as it was: its
 /// handle now, its pane and screen taken back by the host's tmux client once
 /// the link is up (or `exited` then, if the pane is gone).
-async fn reattach(core: &Arc<Core>, host: &Host, entry: TerminalEntry) -> Result<(), String> {
+async fn reattach(spawner: &Spawner, host: &Host, entry: TerminalEntry) -> Result<(), String> {
     let TerminalEntry { record, .. } = entry;
     let id = record.terminal;
     let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
     let spec = AdoptSpec {
         id,
-        transcript: Some(transcripts::path(core.settings(), id)),
-        scrollback_lines: core.settings().config.terminals.scrollback,
+        transcript: Some(transcripts::path(spawner.settings(), id)),
+        scrollback_lines: spawner.settings().config.terminals.scrollback,
     };
     let terminal = host
         .tmux_host()
         .adopt_later(spec, events_tx)
         .map_err(|e| e.to_string())?;
-    watch_again(core, record, terminal, None, events);
+    watch_again(spawner, record, terminal, None, events);
     Ok(())
 }
 
 /// Records terminal `terminal` again, as `record` says it was, and watches it.
 fn watch_again(
-    core: &Arc<Core>,
+    spawner: &Spawner,
     mut record: AgentRecord,
     terminal: Arc<dyn Terminal>,
     token_file: Option<PathBuf>,
     events: mpsc::Receiver<TerminalEvent>,
 ) {
     let id = record.terminal;
-    let profile = profile_of(core, &record.profile);
+    let profile = profile_of(spawner, &record.profile);
     record.pid = terminal.pid().or(record.pid);
-    core.store()
+    spawner
+        .store()
         .insert(record, terminal.clone(), profile.clone(), token_file);
     tokio::spawn(watcher::run(
-        core.clone(),
+        spawner.watching().clone(),
+        crate::sandbox::contained_here(spawner.sandbox(), id),
         id,
         terminal,
         events,
         None,
-        profile.idle_after,
-        profile.hooks,
+        profile.clone(),
     ));
 }
 
@@ -284,7 +287,7 @@ fn watch_again(
 /// refused `unauthorized` but retryable (the caller noted them with
 /// [`Host::await_new_tokens`]).
 async fn new_tokens_once_up(
-    core: &Arc<Core>,
+    spawner: &Spawner,
     host: &Arc<Host>,
     terminals: &[TerminalRef],
     lead: &BTreeSet<u64>,
@@ -294,7 +297,7 @@ async fn new_tokens_once_up(
     }
     let dir = host.tmux_files_dir();
     for me in terminals {
-        let token = core
+        let token = spawner
             .secret()
             .terminal_token(me, lead.contains(&me.terminal));
         // Only for a terminal whose files are there (it was not closed); the
@@ -321,7 +324,7 @@ async fn new_tokens_once_up(
 }
 
 /// Takes one terminal back and watches it again.
-async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
+async fn adopt(spawner: &Spawner, entry: TerminalEntry) -> Result<(), String> {
     let TerminalEntry {
         record, token_file, ..
     } = entry;
@@ -331,10 +334,10 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
             environment: record.environment.clone(),
             terminal: id,
         };
-        let token = core.secret().terminal_token(&me, record.lead);
+        let token = spawner.secret().terminal_token(&me, record.lead);
         // A sandbox binds its token file by itself: it sees the same file
         // written again, not one renamed over it.
-        let written = if crate::sandbox::contained_here(core.sandbox(), id) {
+        let written = if crate::sandbox::contained_here(spawner.sandbox(), id) {
             private_file::rewrite_in_place(path, token.expose().as_bytes())
         } else {
             private_file::write(path, token.expose().as_bytes())
@@ -344,16 +347,16 @@ async fn adopt(core: &Arc<Core>, entry: TerminalEntry) -> Result<(), String> {
     let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
     let spec = AdoptSpec {
         id,
-        transcript: Some(transcripts::path(core.settings(), id)),
-        scrollback_lines: core.settings().config.terminals.scrollback,
+        transcript: Some(transcripts::path(spawner.settings(), id)),
+        scrollback_lines: spawner.settings().config.terminals.scrollback,
     };
-    let host = core.host().clone();
+    let host = spawner.host().clone();
     let terminal = tokio::task::spawn_blocking(move || host.adopt(spec, events_tx))
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
-    crate::sandbox::taken_back(core.sandbox(), &record.environment, id);
-    watch_again(core, record, terminal, token_file, events);
+    crate::sandbox::taken_back(spawner.sandbox(), &record.environment, id);
+    watch_again(spawner, record, terminal, token_file, events);
     tracing::info!(terminal = id, "took the terminal back");
     Ok(())
 }
@@ -367,7 +370,7 @@ const NOT_TAKEN_BACK: &str =
     "the app could not take the terminal back when it started again: ended";
 
 /// A kept terminal that does not run on: on record, `exited`, saying `why`.
-fn record_gone(core: &Core, entry: TerminalEntry, why: &str) {
+fn record_gone(spawner: &Spawner, entry: TerminalEntry, why: &str) {
     let TerminalEntry {
         mut record,
         token_file,
@@ -388,7 +391,7 @@ fn record_gone(core: &Core, entry: TerminalEntry, why: &str) {
     }
     // It never runs again: its sandbox's home (with the CLI's credentials)
     // and sockets go now, not at its Close.
-    crate::sandbox::forget(core.sandbox(), record.terminal);
+    crate::sandbox::forget(spawner.sandbox(), record.terminal);
     let terminal = Arc::new(Gone {
         id: record.terminal,
         status: ExitStatus {
@@ -396,16 +399,17 @@ fn record_gone(core: &Core, entry: TerminalEntry, why: &str) {
             signal: record.signal,
         },
     });
-    let profile = profile_of(core, &record.profile);
-    core.store().insert(record, terminal, profile, None);
+    let profile = profile_of(spawner, &record.profile);
+    spawner.store().insert(record, terminal, profile, None);
 }
 
 /// The profile a terminal was started with, or `exec` if the config lost it.
-fn profile_of(core: &Core, name: &str) -> Arc<Profile> {
-    core.profiles()
+fn profile_of(spawner: &Spawner, name: &str) -> Arc<Profile> {
+    spawner
+        .profiles()
         .get(name)
-        .or_else(|| core.profiles().get("exec"))
-        .or_else(|| core.profiles().get(core.profiles().default_name()))
+        .or_else(|| spawner.profiles().get("exec"))
+        .or_else(|| spawner.profiles().get(spawner.profiles().default_name()))
         .unwrap_or_else(|| {
             Arc::new(Profile {
                 name: name.to_owned(),

@@ -192,7 +192,7 @@ fn new(
             asks: Arc::new(asks),
             sandbox,
             budgets: Arc::new(budgets),
-            limits,
+            limits: Arc::new(limits),
         })),
     })
 }
@@ -206,12 +206,12 @@ async fn restore(app: &EmbeddedApp) -> Vec<SocketAddr> {
     let core = &app.core;
     environments::restore(core.environments()).await;
     environments::ports::restore(core.environments());
-    let endpoints = adopt::restore(core).await;
+    let endpoints = adopt::restore(core.spawner()).await;
     // The queued terminals on record again before the intents are
     // settled: a queued Spawn's retry is answered with its record.
-    queue::reload(core);
-    recovery::recover(core).await;
-    tokio::spawn(queue::run(Arc::downgrade(core)));
+    queue::reload(core.spawner());
+    recovery::recover(core.spawner(), &core.closer(), core.request_log()).await;
+    tokio::spawn(queue::run(Arc::downgrade(core.spawner())));
     transcripts::prune_in_background(core.settings(), core.store()).await;
     leftovers::clean(core.settings(), core.store()).await;
     notify::start(core.settings().config.notify.as_ref(), core.store());

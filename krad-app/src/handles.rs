@@ -12,7 +12,9 @@ use krad_term::TerminalHost;
 use crate::closing::Closer;
 use crate::config::Settings;
 use crate::profile::Profiles;
+use crate::spawning::{Spawner, SpawnerParts};
 use crate::store::Store;
+use crate::watcher::Watching;
 use crate::{asks, budget, environments, feed, hosts, launching, limits, sandbox};
 
 /// Every domain's handle, made once: what the handlers in `requests/` take
@@ -22,8 +24,6 @@ pub(crate) struct Core {
     profiles: Arc<Profiles>,
     store: Arc<Store>,
     host: Arc<dyn TerminalHost>,
-    /// The bus's secret, to mint the terminals' tokens.
-    secret: Arc<Secret>,
     /// The extensions (MCP servers) the config names.
     extensions: krad_ext::ExtensionManager,
     /// Terminals being started (their tokens work before they are recorded).
@@ -43,7 +43,9 @@ pub(crate) struct Core {
     /// The variant groups' cost limits.
     budgets: Arc<budget::Budgets>,
     /// `[limits]`, the room taken by starts under way, and the queue.
-    limits: limits::Limits,
+    limits: Arc<limits::Limits>,
+    /// Starting terminals.
+    spawner: Arc<Spawner>,
 }
 
 /// What a [`Core`] is made of, each built once by the composition root.
@@ -60,7 +62,7 @@ pub(crate) struct Parts {
     pub(crate) asks: Arc<asks::AskBoard>,
     pub(crate) sandbox: Arc<sandbox::Sandbox>,
     pub(crate) budgets: Arc<budget::Budgets>,
-    pub(crate) limits: limits::Limits,
+    pub(crate) limits: Arc<limits::Limits>,
 }
 
 impl Core {
@@ -80,14 +82,33 @@ impl Core {
             budgets,
             limits,
         } = parts;
+        let launching = launching::Launching::default();
+        let watching = Watching {
+            store: store.clone(),
+            asks: asks.clone(),
+            hosts: hosts.clone(),
+        };
+        let spawner = Arc::new(Spawner::new(SpawnerParts {
+            settings: settings.clone(),
+            profiles: profiles.clone(),
+            store: store.clone(),
+            host: host.clone(),
+            secret,
+            launching: launching.clone(),
+            environments: environments.clone(),
+            sandbox: sandbox.clone(),
+            hosts: hosts.clone(),
+            limits: limits.clone(),
+            budgets: budgets.clone(),
+            watching,
+        }));
         Core {
             settings,
             profiles,
             store,
             host,
-            secret,
             extensions,
-            launching: launching::Launching::default(),
+            launching,
             environments,
             request_log,
             hosts,
@@ -96,6 +117,7 @@ impl Core {
             sandbox,
             budgets,
             limits,
+            spawner,
         }
     }
 
@@ -110,9 +132,6 @@ impl Core {
     }
     pub(crate) fn host(&self) -> &Arc<dyn TerminalHost> {
         &self.host
-    }
-    pub(crate) fn secret(&self) -> &Arc<Secret> {
-        &self.secret
     }
     pub(crate) fn extensions(&self) -> &krad_ext::ExtensionManager {
         &self.extensions
@@ -141,8 +160,13 @@ impl Core {
     pub(crate) fn budgets(&self) -> &Arc<budget::Budgets> {
         &self.budgets
     }
-    pub(crate) fn limits(&self) -> &limits::Limits {
+    pub(crate) fn limits(&self) -> &Arc<limits::Limits> {
         &self.limits
+    }
+
+    /// Starting terminals.
+    pub(crate) fn spawner(&self) -> &Arc<Spawner> {
+        &self.spawner
     }
 
     /// What closing a terminal reaches.

@@ -23,10 +23,10 @@ use krad_store::Kind;
 use krad_term::{ExitStatus, Snapshot, Terminal};
 use tokio::sync::oneshot;
 
-use crate::handles::Core;
 use crate::limits::queue::{InLine, QueuedSpawn, Work, cannot_keep, forget, keep, kept};
 use crate::profile::Profile;
 use crate::records::no_terminal;
+use crate::spawning::Spawner;
 use crate::spawning::{self, Spawned};
 use crate::store::{now_rfc3339, set_state};
 use crate::{limits, sending};
@@ -39,20 +39,20 @@ const SEND_SETTLES: Duration = Duration::from_secs(5);
 /// Spawns an agent ([`spawning::spawn`]); one sent with `queue` that finds no
 /// room under `[limits]` is queued and answered at once, `queued`.
 pub(crate) async fn spawn(
-    core: &Arc<Core>,
+    spawner: &Spawner,
     ctx: &CallContext,
     request: Spawn,
     variant: Option<(String, u32)>,
 ) -> Result<AgentRecord, ApiError> {
-    match spawning::spawn(core, ctx, request, variant).await? {
+    match spawning::spawn(spawner, ctx, request, variant).await? {
         Spawned::Started(record) => Ok(*record),
-        Spawned::NoRoom(queued) => spawn_later(core, *queued),
+        Spawned::NoRoom(queued) => spawn_later(spawner, *queued),
     }
 }
 
 /// Queues a Spawn: its terminal is on record as `queued`, with its place,
 /// before the answer.
-fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError> {
+fn spawn_later(spawner: &Spawner, queued: QueuedSpawn) -> Result<AgentRecord, ApiError> {
     let id = queued.terminal;
     let (Some(environment), Some(profile)) = (
         queued.request.environment.clone(),
@@ -60,7 +60,7 @@ fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError
             .request
             .profile
             .as_deref()
-            .and_then(|p| core.profiles().get(p)),
+            .and_then(|p| spawner.profiles().get(p)),
     ) else {
         return Err(ApiError::internal(
             "a queued Spawn without its environment or profile",
@@ -73,14 +73,14 @@ fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError
     // On record first: the queue may start it the moment it is in line.
     // Its record exists since it was queued, after a restart too.
     let since = now_rfc3339();
-    put_on_record(core, &me, &queued, profile, &since);
+    put_on_record(spawner, &me, &queued, profile, &since);
     let variant = queued.variant.clone();
-    let pushed = core
+    let pushed = spawner
         .limits()
         .queue()
         .push(Work::Spawn(Box::new(queued)), since, |waiting| {
             let Some((group, n)) = &variant else {
-                return kept(core.store().db().write(|tx| keep(tx, waiting)));
+                return kept(spawner.store().db().write(|tx| keep(tx, waiting)));
             };
             // The group knows its variant's terminal in the same transaction.
             let record_variant = |g: &mut Option<crate::records::GroupRecord>| {
@@ -92,34 +92,36 @@ fn spawn_later(core: &Core, queued: QueuedSpawn) -> Result<AgentRecord, ApiError
                     g.variants.insert(*n, variant);
                 }
             };
-            core.store()
+            spawner
+                .store()
                 .update_group_with(group, record_variant, |tx| keep(tx, waiting))
                 .map_err(|e| cannot_keep(&e))
         });
     if let Err(e) = pushed {
-        core.store().remove(id);
+        spawner.store().remove(id);
         return Err(e);
     }
-    core.limits().renumber();
+    spawner.limits().renumber();
     tracing::info!(terminal = id, "queued");
     crate::crash_point::here("spawn-queued");
-    core.store().record(id).ok_or_else(|| no_terminal(id))
+    spawner.store().record(id).ok_or_else(|| no_terminal(id))
 }
 
 /// Queues a Send (see the Send handler): answered at once, typed when its
 /// turn comes.
-pub(crate) fn send_later(core: &Core, request: Send) -> Result<SentInfo, ApiError> {
+pub(crate) fn send_later(spawner: &Spawner, request: Send) -> Result<SentInfo, ApiError> {
     let id = request.target;
-    let db = core.store().db();
-    let place = core
-        .limits()
-        .queue()
-        .push(Work::Send { request }, now_rfc3339(), |waiting| {
-            kept(db.write(|tx| keep(tx, waiting)))
-        })?;
-    core.limits().renumber();
+    let db = spawner.store().db();
+    let place =
+        spawner
+            .limits()
+            .queue()
+            .push(Work::Send { request }, now_rfc3339(), |waiting| {
+                kept(db.write(|tx| keep(tx, waiting)))
+            })?;
+    spawner.limits().renumber();
     tracing::info!(terminal = id, place, "Send queued");
-    let state = core
+    let state = spawner
         .store()
         .record(id)
         .map_or(AgentState::Exited, |r| r.state);
@@ -134,8 +136,11 @@ pub(crate) fn send_later(core: &Core, request: Send) -> Result<SentInfo, ApiErro
 /// After a restart: the queued terminals on record again, as `queued`, in
 /// their places (call after the intents are recovered); work for terminals
 /// that are gone is dropped.
-pub(crate) fn reload(core: &Core) {
-    let kept = core.store().db().read(|tx| tx.all::<InLine>(Kind::Queued));
+pub(crate) fn reload(spawner: &Spawner) {
+    let kept = spawner
+        .store()
+        .db()
+        .read(|tx| tx.all::<InLine>(Kind::Queued));
     let kept = match kept {
         Ok(kept) => kept,
         Err(e) => {
@@ -149,7 +154,7 @@ pub(crate) fn reload(core: &Core) {
     for w in &waiting {
         match &w.work {
             Work::Spawn(queued) => {
-                if core.store().record(queued.terminal).is_some() {
+                if spawner.store().record(queued.terminal).is_some() {
                     // Started as the last app died, and taken back.
                     gone.push(w.seq);
                     continue;
@@ -160,8 +165,8 @@ pub(crate) fn reload(core: &Core) {
                 };
                 let profile_name = queued.request.profile.clone().unwrap_or_default();
                 let (Some(profile), true) = (
-                    core.profiles().get(&profile_name),
-                    core.environments().check(&environment).is_ok(),
+                    spawner.profiles().get(&profile_name),
+                    spawner.environments().check(&environment).is_ok(),
                 ) else {
                     tracing::warn!(
                         terminal = queued.terminal,
@@ -174,46 +179,47 @@ pub(crate) fn reload(core: &Core) {
                     environment,
                     terminal: queued.terminal,
                 };
-                put_on_record(core, &me, queued, profile, &w.since);
+                put_on_record(spawner, &me, queued, profile, &w.since);
             }
             Work::Send { request } => {
-                if core.store().record(request.target).is_none() {
+                if spawner.store().record(request.target).is_none() {
                     gone.push(w.seq);
                 }
             }
         }
     }
-    let mut line = core.limits().queue().lock();
+    let mut line = spawner.limits().queue().lock();
     line.next_seq = waiting.last().map_or(1, |w| w.seq + 1);
     line.waiting = waiting;
     drop(line);
-    core.limits()
+    spawner
+        .limits()
         .queue()
-        .take(core.store().db(), |w| gone.contains(&w.seq));
-    let count = core.limits().queue().len();
+        .take(spawner.store().db(), |w| gone.contains(&w.seq));
+    let count = spawner.limits().queue().len();
     if count > 0 {
         tracing::info!(count, "the queue is back");
     }
-    core.limits().renumber();
+    spawner.limits().renumber();
 }
 
 /// Starts the queue's work in order as room frees, for as long as the app runs.
-pub(crate) async fn run(core: Weak<Core>) {
-    let Some(strong) = core.upgrade() else {
+pub(crate) async fn run(spawner: Weak<Spawner>) {
+    let Some(strong) = spawner.upgrade() else {
         return;
     };
     let mut revs = strong.store().revs();
     drop(strong);
     let period = Duration::from_secs(limits::RETRY_AFTER_SECS);
     loop {
-        let Some(core) = core.upgrade() else {
+        let Some(spawner) = spawner.upgrade() else {
             return;
         };
-        while let Some((next, _room)) = first_with_room(&core) {
-            start(&core, next).await;
+        while let Some((next, _room)) = first_with_room(&spawner) {
+            start(&spawner, next).await;
         }
-        let wake = core.limits().queue().wake.clone();
-        drop(core);
+        let wake = spawner.limits().queue().wake.clone();
+        drop(spawner);
         tokio::select! {
             changed = revs.changed() => if changed.is_err() { return },
             () = wake.notified() => {}
@@ -225,21 +231,21 @@ pub(crate) async fn run(core: Weak<Core>) {
 /// The first work in line, taken out, if the limits leave room for it now,
 /// with the room it takes (a Spawn's); work for a terminal that is gone is
 /// dropped on the way.
-fn first_with_room(core: &Core) -> Option<(InLine, Option<limits::Room<'_>>)> {
+fn first_with_room(spawner: &Spawner) -> Option<(InLine, Option<limits::Room<'_>>)> {
     loop {
-        if core.limits().queue().stopped() {
+        if spawner.limits().queue().stopped() {
             return None;
         }
-        let first = core.limits().queue().lock().waiting.first().cloned()?;
+        let first = spawner.limits().queue().lock().waiting.first().cloned()?;
         let room = match &first.work {
-            Work::Spawn(_) => Some(core.limits().room_to_start(1).ok()?),
+            Work::Spawn(_) => Some(spawner.limits().room_to_start(1).ok()?),
             Work::Send { request } => {
-                if let Some(record) = core.store().record(request.target) {
+                if let Some(record) = spawner.store().record(request.target) {
                     // A Send for a queued agent waits for its Spawn (ahead of it).
                     if record.state == AgentState::Queued {
                         return None;
                     }
-                    core.limits().room_to_work(record.state).ok()?;
+                    spawner.limits().room_to_work(record.state).ok()?;
                 }
                 None
             }
@@ -248,13 +254,13 @@ fn first_with_room(core: &Core) -> Option<(InLine, Option<limits::Room<'_>>)> {
         // dies meanwhile starts it again (or finds it taken back: [`reload`]).
         // A Send goes now: typed at most once.
         let taken = match first.work {
-            Work::Spawn(_) => core.limits().queue().take_out(|w| w.seq == first.seq),
-            Work::Send { .. } => core
+            Work::Spawn(_) => spawner.limits().queue().take_out(|w| w.seq == first.seq),
+            Work::Send { .. } => spawner
                 .limits()
                 .queue()
-                .take(core.store().db(), |w| w.seq == first.seq),
+                .take(spawner.store().db(), |w| w.seq == first.seq),
         };
-        core.limits().renumber();
+        spawner.limits().renumber();
         if let Some(next) = taken.into_iter().next() {
             return Some((next, room));
         }
@@ -262,7 +268,7 @@ fn first_with_room(core: &Core) -> Option<(InLine, Option<limits::Room<'_>>)> {
 }
 
 /// Starts (or types) one piece of work whose turn came.
-async fn start(core: &Arc<Core>, waiting: InLine) {
+async fn start(spawner: &Spawner, waiting: InLine) {
     let done = [waiting.clone()];
     let ctx = CallContext {
         principal: Principal::Client,
@@ -273,11 +279,11 @@ async fn start(core: &Arc<Core>, waiting: InLine) {
         Work::Spawn(queued) => {
             let id = queued.terminal;
             tracing::info!(terminal = id, "starting from the queue");
-            let started = spawning::start_queued(core, *queued).await;
-            forget(core.store().db(), &done);
+            let started = spawning::start_queued(spawner, *queued).await;
+            forget(spawner.store().db(), &done);
             if let Err(e) = started {
                 tracing::warn!(terminal = id, "a queued Spawn did not start: {}", e.message);
-                core.store().update(id, |entry| {
+                spawner.store().update(id, |entry| {
                     entry.record.queue_place = None;
                     let message = format!("did not start from the queue: {}", e.message);
                     entry.record.state != AgentState::Exited
@@ -292,11 +298,11 @@ async fn start(core: &Arc<Core>, waiting: InLine) {
         }
         Work::Send { request } => {
             let id = request.target;
-            let Some(mut watch) = core.store().watch(id) else {
+            let Some(mut watch) = spawner.store().watch(id) else {
                 return;
             };
             let before = watch.borrow_and_update().state;
-            match sending::send(core.store(), &ctx, request, watch.clone()).await {
+            match sending::send(spawner.store(), &ctx, request, watch.clone()).await {
                 Ok(_) => tracing::info!(terminal = id, "a queued Send was typed"),
                 Err(e) => {
                     tracing::warn!(terminal = id, "a queued Send was not typed: {}", e.message);
@@ -304,7 +310,7 @@ async fn start(core: &Arc<Core>, waiting: InLine) {
                 }
             }
             let counted_already = !matches!(before, AgentState::Idle | AgentState::Asking);
-            if counted_already || core.settings().config.limits.max_working.is_none() {
+            if counted_already || spawner.settings().config.limits.max_working.is_none() {
                 return;
             }
             // Give the agent the moment it takes to say it works, so that
@@ -327,7 +333,7 @@ async fn start(core: &Arc<Core>, waiting: InLine) {
 /// Puts a queued terminal on record: `queued` since `since` (when it was
 /// queued, also after a restart), no program.
 fn put_on_record(
-    core: &Core,
+    spawner: &Spawner,
     me: &TerminalRef,
     queued: &QueuedSpawn,
     profile: Arc<Profile>,
@@ -342,7 +348,7 @@ fn put_on_record(
         &profile,
         queued.request.prompt.as_deref(),
     ));
-    let host = core
+    let host = spawner
         .store()
         .environment(&me.environment)
         .and_then(|e| e.host);
@@ -361,7 +367,8 @@ fn put_on_record(
     record.started_at = since.to_owned();
     record.state_since = since.to_owned();
     record.message = Some("waiting in the queue for room under [limits]".to_owned());
-    core.store()
+    spawner
+        .store()
         .insert(record, Arc::new(Unstarted(me.terminal)), profile, None);
 }
 

@@ -17,14 +17,16 @@
 //! next start.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use krad_bus::protocol::{ApiError, ErrorCode, Response, TypedAnswer};
+use krad_bus::server::request_log::RequestLog;
 use krad_store::Kind;
 
+use crate::closing::Closer;
 use crate::environments;
-use crate::handles::Core;
 use crate::intents::{Intent, Plan};
+use crate::spawning::Spawner;
+use crate::store::Store;
 
 /// What recovery made of an intent.
 enum Outcome {
@@ -37,8 +39,12 @@ enum Outcome {
 }
 
 /// Settles every intent left over by a crash; see the module's doc.
-pub(crate) async fn recover(core: &Arc<Core>) {
-    let intents = match core.store().db().read(|tx| tx.all::<Intent>(Kind::Intent)) {
+pub(crate) async fn recover(spawner: &Spawner, closer: &Closer<'_>, request_log: &RequestLog) {
+    let intents = match spawner
+        .store()
+        .db()
+        .read(|tx| tx.all::<Intent>(Kind::Intent))
+    {
         Ok(intents) => intents,
         Err(e) => {
             tracing::error!("cannot read the mutations a crash interrupted: {e}");
@@ -49,14 +55,16 @@ pub(crate) async fn recover(core: &Arc<Core>) {
     let never_started: BTreeSet<u64> = intents
         .iter()
         .filter_map(|(_, intent)| match &intent.plan {
-            Plan::Spawn { terminal } if core.store().record(*terminal).is_none() => Some(*terminal),
+            Plan::Spawn { terminal } if spawner.store().record(*terminal).is_none() => {
+                Some(*terminal)
+            }
             _ => None,
         })
         .collect();
     for (key, intent) in intents {
         let outcome = match &intent.plan {
             // The answer is the record as it is: the same everywhere.
-            Plan::Spawn { terminal } => match core.store().record(*terminal) {
+            Plan::Spawn { terminal } => match spawner.store().record(*terminal) {
                 Some(record) => Outcome::Done(record.into_response()),
                 None => Outcome::Undone,
             },
@@ -75,27 +83,27 @@ pub(crate) async fn recover(core: &Arc<Core>) {
             // Its decision was kept (with this step): its answer was "Ok".
             Plan::Answer { decided: true, .. } => Outcome::Done(().into_response()),
             Plan::Answer { decided: false, .. } => Outcome::Undone,
-            Plan::CreateWorktree { name } => match core.store().environment(name) {
-                Some(record) => {
-                    Outcome::Done(environments::info(core.environments(), &record).into_response())
-                }
+            Plan::CreateWorktree { name } => match spawner.store().environment(name) {
+                Some(record) => Outcome::Done(
+                    environments::info(spawner.environments(), &record).into_response(),
+                ),
                 None => Outcome::Undone,
             },
             Plan::CloseEnvironment { name, force } => {
-                match environments::close(core.environments(), &core.closer(), name, *force).await {
+                match environments::close(spawner.environments(), closer, name, *force).await {
                     Ok(_) => Outcome::Done(().into_response()),
                     // Closed by the first run before it could answer.
-                    Err(_) if core.store().environment(name).is_none() => {
+                    Err(_) if spawner.store().environment(name).is_none() => {
                         Outcome::Done(().into_response())
                     }
                     Err(e) => Outcome::Done(e.into()),
                 }
             }
             Plan::RunVariants { group, request } => {
-                let resumed = crate::run_variants::resume(core, group, request, &never_started);
+                let resumed = crate::run_variants::resume(spawner, group, request, &never_started);
                 match resumed.await {
                     Ok(info) => Outcome::Done(info.into_response()),
-                    Err(e) if core.store().group(group).is_none() => {
+                    Err(e) if spawner.store().group(group).is_none() => {
                         tracing::debug!("group {group} is gone: {e}");
                         Outcome::Undone
                     }
@@ -103,26 +111,26 @@ pub(crate) async fn recover(core: &Arc<Core>) {
                 }
             }
             Plan::UpdateEnvironment { name, how } => {
-                match environments::update::recover(core.environments(), name, *how).await {
+                match environments::update::recover(spawner.environments(), name, *how).await {
                     Ok(updated) => Outcome::Done(updated.into_response()),
-                    Err(_) if core.store().environment(name).is_none() => Outcome::Undone,
+                    Err(_) if spawner.store().environment(name).is_none() => Outcome::Undone,
                     Err(e) => Outcome::Done(e.into()),
                 }
             }
             Plan::PickVariant(plan) => {
-                match environments::recover_pick(core.environments(), &core.closer(), plan).await {
+                match environments::recover_pick(spawner.environments(), closer, plan).await {
                     Ok(Some(picked)) => Outcome::Done(picked.into_response()),
                     Ok(None) => Outcome::Undone,
                     Err(reason) => Outcome::Left(reason),
                 }
             }
         };
-        settle(core, &key, &intent, outcome);
+        settle(spawner.store(), request_log, &key, &intent, outcome);
     }
 }
 
 /// Keeps the outcome as the request id's answer, and drops the intent.
-fn settle(core: &Core, key: &str, intent: &Intent, outcome: Outcome) {
+fn settle(store: &Store, request_log: &RequestLog, key: &str, intent: &Intent, outcome: Outcome) {
     let what = format!("{:?}", intent.plan);
     let answer = match outcome {
         Outcome::Left(reason) => {
@@ -139,9 +147,8 @@ fn settle(core: &Core, key: &str, intent: &Intent, outcome: Outcome) {
         }
     };
     let settled = match &intent.once {
-        Some(once) => core.request_log().recovered(once, answer),
-        None => core
-            .store()
+        Some(once) => request_log.recovered(once, answer),
+        None => store
             .db()
             .write(|tx| tx.remove(Kind::Intent, key).map(drop))
             .map_err(|e| e.to_string()),

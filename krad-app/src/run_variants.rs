@@ -15,35 +15,39 @@ use krad_bus::server::CallContext;
 use serde_json::json;
 
 use crate::environments::{self, NewWorktree};
-use crate::handles::Core;
 use crate::hosts::Host;
 use crate::intents::{self, Underway};
 use crate::records::{GroupRecord, Phase};
+use crate::spawning::Spawner;
 
 /// Starts a new group as `request` asks, and answers it.
 pub(crate) async fn run(
-    core: &Arc<Core>,
+    spawner: &Spawner,
     ctx: &CallContext,
     request: RunVariants,
 ) -> Result<VariantsInfo, ApiError> {
-    let profile = known_profile(core, &request)?;
+    let profile = known_profile(spawner, &request)?;
     let group = match &request.name {
         Some(name) => name.clone(),
-        None => free_group_name(core),
+        None => free_group_name(spawner),
     };
-    names_are_free(core, &group, request.count)?;
+    names_are_free(spawner, &group, request.count)?;
     // Room for every variant at once, or (sent with `queue`) each waits in line.
-    let room = match core.limits().may_start(request.count as usize) {
+    let room = match spawner.limits().may_start(request.count as usize) {
         Ok(room) => Some(room),
         Err(e) if request.queue == Some(true) && e.code == ErrorCode::Busy => None,
         Err(e) => return Err(e),
     };
-    core.budgets()
+    spawner
+        .budgets()
         .set_group_limit(&group, request.max_group_cost_usd);
-    let host = environments::host(core.environments(), request.host.as_deref())?;
-    let (base_commit, base_environment) =
-        environments::resolve_base(core.environments(), request.base.as_deref(), host.as_ref())
-            .await?;
+    let host = environments::host(spawner.environments(), request.host.as_deref())?;
+    let (base_commit, base_environment) = environments::resolve_base(
+        spawner.environments(),
+        request.base.as_deref(),
+        host.as_ref(),
+    )
+    .await?;
     let plan = Plan {
         group,
         profile,
@@ -53,8 +57,8 @@ pub(crate) async fn run(
         request: &request,
         queued: room.is_none(),
     };
-    let _underway = record_group(core, ctx, &plan)?;
-    let started = start_missing(core, ctx, &plan, &BTreeSet::new()).await;
+    let _underway = record_group(spawner, ctx, &plan)?;
+    let started = start_missing(spawner, ctx, &plan, &BTreeSet::new()).await;
     drop(room);
     started
 }
@@ -62,7 +66,7 @@ pub(crate) async fn run(
 /// Starts every variant of the group that has not started (all of them, the
 /// first time; after a crash, those it had not reached).
 async fn start_missing(
-    core: &Arc<Core>,
+    spawner: &Spawner,
     ctx: &CallContext,
     plan: &Plan<'_>,
     never_started: &BTreeSet<u64>,
@@ -72,7 +76,7 @@ async fn start_missing(
     let inner = intents::inner(ctx);
     let mut variants = Vec::new();
     for n in 1..=plan.request.count {
-        let started = core.store().group(&plan.group).and_then(|g| {
+        let started = spawner.store().group(&plan.group).and_then(|g| {
             let v = g.variants.get(&n)?;
             Some(VariantInfo {
                 variant: n,
@@ -83,7 +87,7 @@ async fn start_missing(
         });
         match started {
             Some(variant) => variants.push(variant),
-            None => variants.push(start_variant(core, &inner, plan, n).await?),
+            None => variants.push(start_variant(spawner, &inner, plan, n).await?),
         }
     }
     tracing::info!(group = %plan.group, count = plan.request.count, "variants started");
@@ -98,21 +102,21 @@ async fn start_missing(
 /// an id but whose program `never_started`. The answer is the group's, as the
 /// request would have had it.
 pub(crate) async fn resume(
-    core: &Arc<Core>,
+    spawner: &Spawner,
     name: &str,
     request: &RunVariants,
     never_started: &BTreeSet<u64>,
 ) -> Result<VariantsInfo, ApiError> {
-    let group = core
+    let group = spawner
         .store()
         .group(name)
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no variant group {name:?}")))?;
     let plan = Plan {
         group: group.name,
-        profile: known_profile(core, request)?,
+        profile: known_profile(spawner, request)?,
         base_commit: group.base,
         base_environment: group.base_environment,
-        host: environments::host(core.environments(), group.host.as_deref())?,
+        host: environments::host(spawner.environments(), group.host.as_deref())?,
         request,
         // Started again after a crash: those with no room wait in line.
         queued: request.queue == Some(true),
@@ -122,7 +126,7 @@ pub(crate) async fn resume(
         request_id: None,
         once: None,
     };
-    start_missing(core, &ctx, &plan, never_started).await
+    start_missing(spawner, &ctx, &plan, never_started).await
 }
 
 /// What every variant of a new group shares.
@@ -138,12 +142,12 @@ struct Plan<'a> {
 }
 
 /// The profile asked for (or the default one), if the app knows it.
-fn known_profile(core: &Core, request: &RunVariants) -> Result<String, ApiError> {
+fn known_profile(spawner: &Spawner, request: &RunVariants) -> Result<String, ApiError> {
     let profile = request
         .profile
         .clone()
-        .unwrap_or_else(|| core.profiles().default_name().to_owned());
-    if core.profiles().get(&profile).is_none() {
+        .unwrap_or_else(|| spawner.profiles().default_name().to_owned());
+    if spawner.profiles().get(&profile).is_none() {
         return Err(RequestKind::RunVariants.field_error(
             ErrorCode::Invalid,
             "profile",
@@ -154,8 +158,8 @@ fn known_profile(core: &Core, request: &RunVariants) -> Result<String, ApiError>
 }
 
 /// A conflict if the group or any of its `count` environments exists.
-fn names_are_free(core: &Core, group: &str, count: u32) -> Result<(), ApiError> {
-    if core.store().has_group(group) {
+fn names_are_free(spawner: &Spawner, group: &str, count: u32) -> Result<(), ApiError> {
+    if spawner.store().has_group(group) {
         return Err(environments::conflict(
             format!("variant group {group:?} exists"),
             json!({ "group": group }),
@@ -163,7 +167,7 @@ fn names_are_free(core: &Core, group: &str, count: u32) -> Result<(), ApiError> 
     }
     for n in 1..=count {
         let name = format!("{group}-{n}");
-        if core.environments().check(&name).is_ok() {
+        if spawner.environments().check(&name).is_ok() {
             return Err(environments::conflict(
                 format!("environment {name:?} exists"),
                 json!({ "environment": name }),
@@ -175,16 +179,21 @@ fn names_are_free(core: &Core, group: &str, count: u32) -> Result<(), ApiError> 
 
 /// Records the group, before any of its worktrees is created, with the
 /// request's intent in the same transaction (see [`crate::intents`]).
-fn record_group(core: &Core, ctx: &CallContext, plan: &Plan<'_>) -> Result<Underway, ApiError> {
+fn record_group(
+    spawner: &Spawner,
+    ctx: &CallContext,
+    plan: &Plan<'_>,
+) -> Result<Underway, ApiError> {
     let underway = Underway::new(
-        core.store().db(),
+        spawner.store().db(),
         ctx,
         intents::Plan::RunVariants {
             group: plan.group.clone(),
             request: plan.request.clone(),
         },
     );
-    core.store()
+    spawner
+        .store()
         .update_group_with(
             &plan.group,
             |g| {
@@ -206,7 +215,7 @@ fn record_group(core: &Core, ctx: &CallContext, plan: &Plan<'_>) -> Result<Under
 
 /// Variant `n`: its worktree, then its agent, each recorded as it starts.
 async fn start_variant(
-    core: &Arc<Core>,
+    spawner: &Spawner,
     ctx: &CallContext,
     plan: &Plan<'_>,
     n: u32,
@@ -215,17 +224,17 @@ async fn start_variant(
     let environment = format!("{group}-{n}");
     // Made already when a crash came between its worktree and its agent; a
     // setup the crash cut short runs again.
-    let made = core
+    let made = spawner
         .store()
         .environment(&environment)
         .filter(|e| e.group.as_deref() == Some(group.as_str()));
     if let Some(record) = made {
         if record.phase == Phase::SetupFailed {
-            environments::run_setup(core.environments(), record).await?;
+            environments::run_setup(spawner.environments(), record).await?;
         }
     } else {
         environments::create(
-            core.environments(),
+            spawner.environments(),
             NewWorktree {
                 name: &environment,
                 branch: None,
@@ -237,7 +246,8 @@ async fn start_variant(
         )
         .await?;
     }
-    core.store()
+    spawner
+        .store()
         .record_variant(group, n, &environment, None)
         .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}")))?;
     let spawn_request = Spawn {
@@ -251,7 +261,7 @@ async fn start_variant(
         queue: plan.queued.then_some(true),
         ..Spawn::default()
     };
-    let agent = crate::queue::spawn(core, ctx, spawn_request, Some((group.clone(), n))).await?;
+    let agent = crate::queue::spawn(spawner, ctx, spawn_request, Some((group.clone(), n))).await?;
     Ok(VariantInfo {
         variant: n,
         environment,
@@ -261,12 +271,12 @@ async fn start_variant(
 }
 
 /// `variants-1`, `variants-2`, … the first whose group and environments are free.
-fn free_group_name(core: &Core) -> String {
+fn free_group_name(spawner: &Spawner) -> String {
     (1..)
         .map(|n| format!("variants-{n}"))
         .find(|name| {
-            !core.store().has_group(name)
-                && core.environments().check(&format!("{name}-1")).is_err()
+            !spawner.store().has_group(name)
+                && spawner.environments().check(&format!("{name}-1")).is_err()
         })
         .unwrap_or_else(|| "variants".to_owned())
 }

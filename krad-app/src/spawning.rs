@@ -18,15 +18,153 @@ use krad_bus::token::Principal;
 use krad_term::{SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost};
 
 use self::launch::{Launch, Prepared, local_launch, remote_launch};
+use crate::budget::Budgets;
 use crate::config::PromptDelivery;
+use crate::config::Settings;
+use crate::environments::Environments;
 use crate::environments::MAIN;
-use crate::handles::Core;
 use crate::hosts::Host;
+use crate::hosts::HostLinks;
 use crate::intents::{Plan, Underway};
+use crate::launching::Launching;
+use crate::limits::Limits;
 pub(crate) use crate::limits::queue::QueuedSpawn;
 use crate::profile::Profile;
+use crate::profile::Profiles;
+use crate::sandbox::Sandbox;
+use crate::store::Store;
 use crate::store::now_rfc3339;
+use crate::watcher::Watching;
 use crate::{environments, watcher};
+use krad_bus::token::Secret;
+
+/// What starting a terminal reaches: Spawn, each variant, the queue's starts
+/// and taking terminals back after a restart. Built once by the composition
+/// root; its parts are read through its accessors.
+#[derive(Clone)]
+pub(crate) struct Spawner {
+    /// The app's settings.
+    settings: Arc<Settings>,
+    /// The config's profiles.
+    profiles: Arc<Profiles>,
+    /// The records.
+    store: Arc<Store>,
+    /// The terminal host here.
+    host: Arc<dyn TerminalHost>,
+    /// The bus's secret, to mint the terminals' tokens.
+    secret: Arc<Secret>,
+    /// Terminals being started (their tokens work before they are recorded).
+    launching: Launching,
+    /// Where agents run.
+    environments: Arc<Environments>,
+    /// Contained agents' sandboxes.
+    sandbox: Arc<Sandbox>,
+    /// The SSH hosts.
+    hosts: Arc<HostLinks>,
+    /// `[limits]`, the room taken by starts under way, and the queue.
+    limits: Arc<Limits>,
+    /// The variant groups' cost limits.
+    budgets: Arc<Budgets>,
+    /// What each terminal's watcher reaches.
+    watching: Watching,
+}
+
+/// What a [`Spawner`] is made of.
+pub(crate) struct SpawnerParts {
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) profiles: Arc<Profiles>,
+    pub(crate) store: Arc<Store>,
+    pub(crate) host: Arc<dyn TerminalHost>,
+    pub(crate) secret: Arc<Secret>,
+    pub(crate) launching: Launching,
+    pub(crate) environments: Arc<Environments>,
+    pub(crate) sandbox: Arc<Sandbox>,
+    pub(crate) hosts: Arc<HostLinks>,
+    pub(crate) limits: Arc<Limits>,
+    pub(crate) budgets: Arc<Budgets>,
+    pub(crate) watching: Watching,
+}
+
+impl Spawner {
+    pub(crate) fn new(parts: SpawnerParts) -> Spawner {
+        let SpawnerParts {
+            settings,
+            profiles,
+            store,
+            host,
+            secret,
+            launching,
+            environments,
+            sandbox,
+            hosts,
+            limits,
+            budgets,
+            watching,
+        } = parts;
+        Spawner {
+            settings,
+            profiles,
+            store,
+            host,
+            secret,
+            launching,
+            environments,
+            sandbox,
+            hosts,
+            limits,
+            budgets,
+            watching,
+        }
+    }
+
+    pub(crate) fn settings(&self) -> &Arc<Settings> {
+        &self.settings
+    }
+
+    pub(crate) fn profiles(&self) -> &Arc<Profiles> {
+        &self.profiles
+    }
+
+    pub(crate) fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    pub(crate) fn host(&self) -> &Arc<dyn TerminalHost> {
+        &self.host
+    }
+
+    pub(crate) fn secret(&self) -> &Arc<Secret> {
+        &self.secret
+    }
+
+    pub(crate) fn launching(&self) -> &Launching {
+        &self.launching
+    }
+
+    pub(crate) fn environments(&self) -> &Arc<Environments> {
+        &self.environments
+    }
+
+    pub(crate) fn sandbox(&self) -> &Arc<Sandbox> {
+        &self.sandbox
+    }
+
+    pub(crate) fn hosts(&self) -> &Arc<HostLinks> {
+        &self.hosts
+    }
+
+    pub(crate) fn limits(&self) -> &Arc<Limits> {
+        &self.limits
+    }
+
+    pub(crate) fn budgets(&self) -> &Arc<Budgets> {
+        &self.budgets
+    }
+
+    pub(crate) fn watching(&self) -> &Watching {
+        &self.watching
+    }
+}
 
 /// The variables of the app's own environment a terminal never inherits (it
 /// is given its own).
@@ -57,17 +195,17 @@ pub(crate) enum Spawned {
 /// Sent with `queue` and no room under `[limits]`, it does not start: it is
 /// handed back for the queue.
 pub(crate) async fn spawn(
-    core: &Arc<Core>,
+    spawner: &Spawner,
     ctx: &CallContext,
     mut request: Spawn,
     variant: Option<(String, u32)>,
 ) -> Result<Spawned, ApiError> {
     request.max_cost_usd = request
         .max_cost_usd
-        .or(core.settings().config.budget.max_cost_usd);
+        .or(spawner.settings().config.budget.max_cost_usd);
     let (environment, lead) = environment_and_lead(ctx, &request)?;
-    core.environments().check(&environment)?;
-    let (profile, command) = profile_and_command(core, &request)?;
+    spawner.environments().check(&environment)?;
+    let (profile, command) = profile_and_command(spawner, &request)?;
     let parent = ctx.principal.terminal().map(|t| t.terminal);
     let wants_queue = request.queue == Some(true);
     let room = match &variant {
@@ -75,7 +213,7 @@ pub(crate) async fn spawn(
         // group sent with `queue` that found none queues each of them.
         Some(_) if wants_queue => None,
         Some(_) => Some(None),
-        None => match core.limits().may_start(1) {
+        None => match spawner.limits().may_start(1) {
             Ok(room) => Some(Some(room)),
             Err(e) if wants_queue && e.code == ErrorCode::Busy => None,
             Err(e) => return Err(e),
@@ -86,8 +224,11 @@ pub(crate) async fn spawn(
         // answer is kept: a retry after a crash is answered with the queued
         // record, never queued twice. A variant's group records it instead.
         let terminal = match &variant {
-            None => allocate_id(core, ctx, false)?.0,
-            Some(_) => core.store().allocate_terminal_id().map_err(cannot_record)?,
+            None => allocate_id(spawner, ctx, false)?.0,
+            Some(_) => spawner
+                .store()
+                .allocate_terminal_id()
+                .map_err(cannot_record)?,
         };
         request.environment = Some(environment);
         request.profile = Some(profile.name.clone());
@@ -108,23 +249,23 @@ pub(crate) async fn spawn(
         command,
         variant,
     };
-    start_now(core, Some(ctx), None, start)
+    start_now(spawner, Some(ctx), None, start)
         .await
         .map(|record| Spawned::Started(Box::new(record)))
 }
 
 /// Starts a Spawn whose turn in the queue came (the queue took the room).
 pub(crate) async fn start_queued(
-    core: &Arc<Core>,
+    spawner: &Spawner,
     queued: QueuedSpawn,
 ) -> Result<AgentRecord, ApiError> {
-    let (profile, command) = profile_and_command(core, &queued.request)?;
+    let (profile, command) = profile_and_command(spawner, &queued.request)?;
     let environment = queued
         .request
         .environment
         .clone()
         .unwrap_or_else(|| MAIN.to_owned());
-    core.environments().check(&environment)?;
+    spawner.environments().check(&environment)?;
     let start = Start {
         environment,
         lead: queued.lead,
@@ -134,7 +275,7 @@ pub(crate) async fn start_queued(
         command,
         variant: queued.variant,
     };
-    start_now(core, None, Some(queued.terminal), start).await
+    start_now(spawner, None, Some(queued.terminal), start).await
 }
 
 /// A Spawn judged and resolved: what starts, where and as whom.
@@ -151,7 +292,7 @@ struct Start {
 /// Starts a Spawn now: its environment ready, its id (given now, or when it
 /// was queued: `queued_id`), its program.
 async fn start_now(
-    core: &Arc<Core>,
+    spawner: &Spawner,
     ctx: Option<&CallContext>,
     queued_id: Option<u64>,
     start: Start,
@@ -163,21 +304,22 @@ async fn start_now(
         ..
     } = start;
     // A new worktree's setup runs before any agent starts there.
-    let (cwd, host) = environments::ready(core.environments(), &start.environment).await?;
-    let host = environments::host(core.environments(), host.as_deref())?;
+    let (cwd, host) = environments::ready(spawner.environments(), &start.environment).await?;
+    let host = environments::host(spawner.environments(), host.as_deref())?;
     if host.is_none() {
-        core.limits().may_limit_memory(profile.memory_max_mib)?;
+        spawner.limits().may_limit_memory(profile.memory_max_mib)?;
     }
     let (terminal, underway) = match (queued_id, ctx) {
         // Its group knows it since it was queued.
         (Some(id), _) => (id, None),
         (None, Some(ctx)) => {
-            let (terminal, underway) = allocate_id(core, ctx, start.variant.is_some())?;
+            let (terminal, underway) = allocate_id(spawner, ctx, start.variant.is_some())?;
             if let Some((group, n)) = &start.variant {
                 // The group knows its variant's terminal before the program
                 // starts: after a crash, `run_variants::resume` never starts
                 // it twice.
-                core.store()
+                spawner
+                    .store()
                     .record_variant(group, *n, &start.environment, Some(terminal))
                     .map_err(|e| {
                         ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}"))
@@ -197,7 +339,7 @@ async fn start_now(
         host,
         variant: start.variant,
     };
-    let token = core.secret().terminal_token(&newcomer.me, newcomer.lead);
+    let token = spawner.secret().terminal_token(&newcomer.me, newcomer.lead);
     let mut shown = command.clone();
     shown.extend(crate::profile::prompt_args(
         &profile,
@@ -210,24 +352,26 @@ async fn start_now(
         prompt: request.prompt.as_deref(),
         profile: &profile,
         extra_env: request.env.as_ref(),
-        contained: crate::sandbox::wanted(core.sandbox(), &profile.name, request.sandbox),
+        contained: crate::sandbox::wanted(spawner.sandbox(), &profile.name, request.sandbox),
     };
     let prepared = match &newcomer.host {
-        None => local_launch(core, launch, cwd)?,
-        Some(host) => remote_launch(core, host, launch, &cwd).await?,
+        None => local_launch(spawner, launch, cwd)?,
+        Some(host) => remote_launch(spawner, host, launch, &cwd).await?,
     };
     let (events_tx, events) = tokio::sync::mpsc::channel(EVENT_QUEUE);
     // The one record of the terminal, made once: kept before the start, and
     // on record (with its pid) after — the same to the digit everywhere.
     let mut record = agent_record(&newcomer, &request, &profile, shown);
-    if let Some(queued) = queued_id.and_then(|id| core.store().record(id)) {
+    if let Some(queued) = queued_id.and_then(|id| spawner.store().record(id)) {
         // It exists since it was queued.
         record.started_at = queued.started_at;
     }
-    core.store().keep_before_start(&record, prepared.3.as_ref());
+    spawner
+        .store()
+        .keep_before_start(&record, prepared.3.as_ref());
     crate::crash_point::here("spawn-before-program");
-    let (spec, token_file) = spawn_spec(core, terminal, &request, prepared);
-    let host = terminal_host(core, newcomer.host.as_deref());
+    let (spec, token_file) = spawn_spec(spawner, terminal, &request, prepared);
+    let host = terminal_host(spawner, newcomer.host.as_deref());
     let after = AfterStart {
         newcomer,
         record,
@@ -241,9 +385,9 @@ async fn start_now(
         // The PTY host starts the program in place and never waits: nothing
         // from here to the record can be cancelled half-way. Its token works
         // from now on: a request with it waits for its record.
-        let start = core.launching().begin(&after.newcomer.me);
+        let start = spawner.launching().begin(&after.newcomer.me);
         let spawned = host.spawn(spec, events_tx);
-        let recorded = record_started(core, spawned, after);
+        let recorded = record_started(spawner, spawned, after);
         drop(start);
         return recorded;
     }
@@ -251,14 +395,14 @@ async fn start_now(
     // blocking thread, which must never hold a runtime worker, in a task of
     // its own: a caller that leaves (or times out) while the program starts
     // leaves no orphan — the terminal is recorded and watched all the same.
-    let core = core.clone();
+    let spawner = spawner.clone();
     let finish = tokio::spawn(async move {
         // Its token works from now on: a request with it waits for its record.
-        let start = core.launching().begin(&after.newcomer.me);
+        let start = spawner.launching().begin(&after.newcomer.me);
         let spawned = tokio::task::spawn_blocking(move || host.spawn(spec, events_tx))
             .await
             .unwrap_or_else(|e| Err(SpawnError::Host(format!("the terminal host failed: {e}"))));
-        let recorded = record_started(&core, spawned, after);
+        let recorded = record_started(&spawner, spawned, after);
         drop(start);
         recorded
     });
@@ -285,7 +429,7 @@ struct AfterStart {
 /// one that did not, removes its token file and the record kept before the
 /// start, and says why.
 fn record_started(
-    core: &Arc<Core>,
+    spawner: &Spawner,
     spawned: Result<Arc<dyn Terminal>, SpawnError>,
     after: AfterStart,
 ) -> Result<AgentRecord, ApiError> {
@@ -296,9 +440,9 @@ fn record_started(
             if let Some(file) = &after.token_file {
                 let _ = std::fs::remove_file(file);
             }
-            core.store().forget_kept(id);
+            spawner.store().forget_kept(id);
             // A sandbox's home, network and sockets carried to a host.
-            crate::sandbox::forget(core.sandbox(), id);
+            crate::sandbox::forget(spawner.sandbox(), id);
             if let Some(host) = after.newcomer.host.clone() {
                 tokio::spawn(async move { host.remove_terminal_files(&[id]).await });
             }
@@ -306,19 +450,20 @@ fn record_started(
         }
     };
     if after.newcomer.host.is_none() {
-        core.limits()
+        spawner
+            .limits()
             .limit_memory(after.profile.memory_max_mib, id, terminal.pid());
     }
     let mut record = after.record;
     record.pid = terminal.pid();
-    let record = core.store().insert(
+    let record = spawner.store().insert(
         record,
         terminal.clone(),
         after.profile.clone(),
         after.token_file,
     );
     watch(
-        core,
+        spawner,
         id,
         terminal,
         after.events,
@@ -362,19 +507,19 @@ fn environment_and_lead(ctx: &CallContext, request: &Spawn) -> Result<(String, b
 /// The profile a Spawn names (or the default one) and the command it runs;
 /// refuses an empty command and a prompt the profile cannot take.
 fn profile_and_command(
-    core: &Core,
+    spawner: &Spawner,
     request: &Spawn,
 ) -> Result<(Arc<Profile>, Vec<String>), ApiError> {
     let profile_name = request
         .profile
         .clone()
-        .unwrap_or_else(|| core.profiles().default_name().to_owned());
-    let profile = core.profiles().get(&profile_name).ok_or_else(|| {
+        .unwrap_or_else(|| spawner.profiles().default_name().to_owned());
+    let profile = spawner.profiles().get(&profile_name).ok_or_else(|| {
         invalid(
             "profile",
             format!(
                 "unknown profile {profile_name:?}; profiles: {}",
-                core.profiles().names().join(", ")
+                spawner.profiles().names().join(", ")
             ),
         )
     })?;
@@ -405,20 +550,20 @@ fn profile_and_command(
 /// back — the terminal is on record or not (`keep_before_start`) and no answer
 /// is kept — so no intent is written, nor removed afterwards.
 fn allocate_id(
-    core: &Core,
+    spawner: &Spawner,
     ctx: &CallContext,
     variant: bool,
 ) -> Result<(u64, Option<Underway>), ApiError> {
     let cannot = cannot_record;
     if ctx.once.is_none() && !variant {
-        let id = core.store().allocate_terminal_id().map_err(cannot)?;
+        let id = spawner.store().allocate_terminal_id().map_err(cannot)?;
         return Ok((id, None));
     }
     let mut underway = None;
-    let id = core
+    let id = spawner
         .store()
         .allocate_terminal_id_with(|tx, terminal| {
-            let intent = Underway::new(core.store().db(), ctx, Plan::Spawn { terminal });
+            let intent = Underway::new(spawner.store().db(), ctx, Plan::Spawn { terminal });
             intent.write(tx)?;
             underway = Some(intent);
             Ok(())
@@ -449,7 +594,7 @@ struct Newcomer {
 /// What the terminal host is given to start terminal `id`, and the token file
 /// of a local terminal (removed again if its program does not start).
 fn spawn_spec(
-    core: &Core,
+    spawner: &Spawner,
     id: u64,
     request: &Spawn,
     (argv, cwd, env, token_file): Prepared,
@@ -462,18 +607,18 @@ fn spawn_spec(
         env_remove: BUS_VARIABLES.map(String::from).to_vec(),
         cols: request.cols.unwrap_or(COLS),
         rows: request.rows.unwrap_or(ROWS),
-        transcript: Some(crate::transcripts::path(core.settings(), id)),
-        scrollback_lines: core.settings().config.terminals.scrollback,
+        transcript: Some(crate::transcripts::path(spawner.settings(), id)),
+        scrollback_lines: spawner.settings().config.terminals.scrollback,
     };
     (spec, token_file)
 }
 
 /// The terminal host a new terminal starts on: the app's, or for a host whose
 /// terminals live in tmux there, its own tmux client.
-fn terminal_host(core: &Core, on: Option<&Host>) -> Arc<dyn TerminalHost> {
+fn terminal_host(spawner: &Spawner, on: Option<&Host>) -> Arc<dyn TerminalHost> {
     match on.and_then(Host::tmux_terminals) {
         Some(tmux) => tmux,
-        None => core.host().clone(),
+        None => spawner.host().clone(),
     }
 }
 
@@ -554,7 +699,7 @@ pub(crate) fn new_record(
 /// Notes how the prompt reaches the program (typed by the watcher, or in its
 /// argv) and starts the terminal's watcher.
 fn watch(
-    core: &Arc<Core>,
+    spawner: &Spawner,
     id: u64,
     terminal: Arc<dyn Terminal>,
     events: tokio::sync::mpsc::Receiver<TerminalEvent>,
@@ -566,20 +711,20 @@ fn watch(
         .then_some(prompt)
         .flatten();
     if typed.is_some() || prompt_in_argv {
-        core.store().update(id, |e| {
+        spawner.store().update(id, |e| {
             e.prompt_pending = typed.is_some();
             e.first_turn_pending = prompt_in_argv;
             false
         });
     }
     tokio::spawn(watcher::run(
-        core.clone(),
+        spawner.watching().clone(),
+        crate::sandbox::contained_here(spawner.sandbox(), id),
         id,
         terminal,
         events,
         typed,
-        profile.idle_after,
-        profile.hooks,
+        profile.clone(),
     ));
     tracing::info!(terminal = id, profile = %profile.name, "spawned");
 }

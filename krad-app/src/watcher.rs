@@ -24,9 +24,12 @@ use krad_term::{ExitStatus, Terminal, TerminalEvent};
 use tokio::sync::mpsc;
 
 use crate::announced;
+use crate::asks::AskBoard;
 use crate::config::HookKind;
-use crate::handles::Core;
+use crate::hosts::HostLinks;
+use crate::profile::Profile;
 use crate::screen_questions;
+use crate::store::Store;
 use crate::store::{Entry, set_state};
 
 /// A program is taken as ready for a typed prompt after this long without output.
@@ -40,17 +43,28 @@ const READY_HOOK_LIMIT: Duration = Duration::from_secs(15);
 /// A screen is read for questions this long after it changed (at most this often).
 const QUESTION_CALM: Duration = Duration::from_millis(250);
 
-/// Runs until the terminal's program exits.
+/// What a terminal's watcher reaches: the records, the asks, the hosts.
+#[derive(Clone)]
+pub(crate) struct Watching {
+    pub(crate) store: Arc<Store>,
+    pub(crate) asks: Arc<AskBoard>,
+    pub(crate) hosts: Arc<HostLinks>,
+}
+
+/// Runs until the terminal's program exits, with the quiet time and hooks
+/// of its `profile`. `contained`: it runs in a sandbox on this machine (its refused writes are
+/// told).
 pub(crate) async fn run(
-    core: Arc<Core>,
+    app: Watching,
+    contained: bool,
     id: u64,
     terminal: Arc<dyn Terminal>,
     mut events: mpsc::Receiver<TerminalEvent>,
     typed_prompt: Option<String>,
-    idle_after: Option<Duration>,
-    hooks: HookKind,
+    profile: Arc<Profile>,
 ) {
-    let Some(mut record_watch) = core.store().watch(id) else {
+    let (idle_after, hooks) = (profile.idle_after, profile.hooks);
+    let Some(mut record_watch) = app.store.watch(id) else {
         return;
     };
     let mut watch = Watch {
@@ -58,12 +72,12 @@ pub(crate) async fn run(
         ready_by_hook: hooks == HookKind::Claude,
         look_for_questions: screen_questions::known(hooks),
         question_check_at: None,
-        refusals: crate::sandbox::contained_here(core.sandbox(), id).then(Default::default),
+        refusals: contained.then(Default::default),
         refusals_check_at: None,
         typing: None,
         spawned: tokio::time::Instant::now(),
         last_output: None,
-        core,
+        app,
         id,
         terminal,
         typed_prompt,
@@ -95,7 +109,7 @@ pub(crate) async fn run(
 
 /// What the task of one terminal keeps from one event to the next.
 struct Watch {
-    core: Arc<Core>,
+    app: Watching,
     id: u64,
     terminal: Arc<dyn Terminal>,
     hooks: HookKind,
@@ -123,8 +137,8 @@ impl Watch {
     /// When a working agent has been quiet for the profile's quiet time.
     fn quiet_at(&self) -> Option<tokio::time::Instant> {
         self.idle_after.and_then(|quiet| {
-            self.core
-                .store()
+            self.app
+                .store
                 .with(self.id, |e| {
                     (e.record.state == AgentState::Working).then_some(e.last_activity + quiet)
                 })
@@ -136,8 +150,8 @@ impl Watch {
     /// When to type the prompt, if one waits.
     fn type_at(&self) -> Option<tokio::time::Instant> {
         let (hook_heard, asking) = self
-            .core
-            .store()
+            .app
+            .store
             .with(self.id, |e| {
                 (e.hook_heard, e.record.state == AgentState::Asking)
             })
@@ -160,7 +174,7 @@ impl Watch {
     fn take(&mut self, event: Option<TerminalEvent>) -> ControlFlow<()> {
         match event {
             Some(TerminalEvent::Exited(status)) => {
-                exited(&self.core, self.id, status);
+                exited(&self.app, self.id, status);
                 crate::cgroup::forget(self.id);
                 ControlFlow::Break(())
             }
@@ -178,7 +192,7 @@ impl Watch {
                     }
                     _ => None,
                 };
-                apply(&self.core, self.id, event, screen.as_deref());
+                apply(&self.app, self.id, event, screen.as_deref());
                 ControlFlow::Continue(())
             }
             None => {
@@ -187,7 +201,7 @@ impl Watch {
                     code: None,
                     signal: None,
                 });
-                exited(&self.core, self.id, status);
+                exited(&self.app, self.id, status);
                 crate::cgroup::forget(self.id);
                 ControlFlow::Break(())
             }
@@ -220,7 +234,7 @@ impl Watch {
     /// A working agent quiet for the profile's quiet time is idle.
     fn idle_if_still_quiet(&self) {
         if let Some(quiet) = self.idle_after {
-            self.core.store().update(self.id, |e| {
+            self.app.store.update(self.id, |e| {
                 e.record.state == AgentState::Working
                     && e.last_activity.elapsed() >= quiet
                     && set_state(&mut e.record, AgentState::Idle, StateSource::Quiet, None)
@@ -230,7 +244,7 @@ impl Watch {
 
     fn read_the_screen(&mut self) {
         self.question_check_at = None;
-        look_at_the_question(&self.core, self.id, self.terminal.as_ref(), self.hooks);
+        look_at_the_question(&self.app, self.id, self.terminal.as_ref(), self.hooks);
     }
 
     fn start_typing(&mut self) {
@@ -240,11 +254,11 @@ impl Watch {
             let terminal = self.terminal.clone();
             // Claude Code's UserPromptSubmit hook says it took the prompt.
             let heard = (self.hooks == HookKind::Claude).then(|| {
-                let core = self.core.clone();
+                let app = self.app.clone();
                 let id = self.id;
-                let before = core.store().with(id, |e| e.reports).unwrap_or_default();
+                let before = app.store.with(id, |e| e.reports).unwrap_or_default();
                 move || {
-                    core.store()
+                    app.store
                         .with(id, |e| e.reports)
                         .is_some_and(|r| r > before)
                 }
@@ -270,7 +284,7 @@ impl Watch {
 
     fn typing_done(&mut self) {
         self.typing = None;
-        self.core.store().update(self.id, |e| {
+        self.app.store.update(self.id, |e| {
             e.prompt_pending = false;
             false
         });
@@ -294,8 +308,8 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-fn apply(core: &Core, id: u64, event: TerminalEvent, screen: Option<&str>) {
-    core.store().update(id, |e| match event {
+fn apply(app: &Watching, id: u64, event: TerminalEvent, screen: Option<&str>) {
+    app.store.update(id, |e| match event {
         TerminalEvent::Output => output(e),
         TerminalEvent::Bell => bell(&mut e.record),
         TerminalEvent::Notification { title, body } => notification(&mut e.record, title, body),
@@ -409,17 +423,17 @@ fn announcement(e: &mut Entry, announced: &str, screen: Option<&str>) -> bool {
 /// * the agent's own permission dialog, while it asks: once the dialog is gone
 ///   the question is over — `idle` if the user declined it (Claude Code says
 ///   nothing then), else `working` — and its open asks are decided by `program`.
-fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: HookKind) {
+fn look_at_the_question(app: &Watching, id: u64, terminal: &dyn Terminal, hooks: HookKind) {
     let screen = terminal.snapshot(0).screen;
     let question = screen_questions::find(hooks, &screen);
     let dialog = screen_questions::permission_dialog(hooks, &screen);
     let declined = screen_questions::declined(hooks, &screen);
     let mut dialog_gone = false;
-    let ask_open = core.asks().has_open(id);
+    let ask_open = app.asks.has_open(id);
     let error = (hooks == HookKind::Codex)
         .then(|| announced::codex_error(&screen))
         .flatten();
-    core.store().update(id, |e| {
+    app.store.update(id, |e| {
         if e.record.state != AgentState::Asking {
             e.dialog_seen = false;
         }
@@ -453,7 +467,7 @@ fn look_at_the_question(core: &Core, id: u64, terminal: &dyn Terminal, hooks: Ho
         }
     });
     if dialog_gone {
-        let decided = core.asks().decide_all_by_program(id);
+        let decided = app.asks.decide_all_by_program(id);
         tracing::debug!(terminal = id, decided, "the permission dialog is gone");
     }
 }
@@ -545,21 +559,21 @@ fn looks_like_a_question(text: &str) -> bool {
         || lower.trim_end().ends_with('?')
 }
 
-fn exited(core: &Core, id: u64, status: ExitStatus) {
-    let token_file = core.store().with(id, |e| e.token_file.clone()).flatten();
+fn exited(app: &Watching, id: u64, status: ExitStatus) {
+    let token_file = app.store.with(id, |e| e.token_file.clone()).flatten();
     // A host terminal in tmux there: tmux there told its status (its own 255
     // included); none, when its pane was gone (the host lost it).
-    let in_host_tmux = core
-        .store()
+    let in_host_tmux = app
+        .store
         .with(id, |e| {
             e.record
                 .host
                 .as_deref()
-                .and_then(|name| core.hosts().get(name).ok())
+                .and_then(|name| app.hosts.get(name).ok())
                 .is_some_and(|host| host.tmux_terminals().is_some())
         })
         .unwrap_or(false);
-    core.store().update(id, |e| {
+    app.store.update(id, |e| {
         e.record.exit_code = status.code;
         e.record.signal = status.signal;
         // On a host without tmux the terminal is `ssh -tt`: 255 is ssh saying

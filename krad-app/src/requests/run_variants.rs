@@ -14,6 +14,6 @@ impl Handle<RunVariants> for EmbeddedApp {
         ctx: &CallContext,
         request: RunVariants,
     ) -> Result<VariantsInfo, ApiError> {
-        run_variants::run(self.core(), ctx, request).await
+        run_variants::run(self.core().spawner(), ctx, request).await
     }
 }

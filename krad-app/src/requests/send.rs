@@ -27,7 +27,7 @@ impl Handle<Send> for EmbeddedApp {
         if record.state == AgentState::Queued {
             // Nothing runs there yet: the text waits for its Spawn, in line.
             if request.queue == Some(true) {
-                return crate::queue::send_later(core, request);
+                return crate::queue::send_later(core.spawner(), request);
             }
             return Err(ApiError::new(
                 ErrorCode::Busy,
@@ -46,7 +46,7 @@ impl Handle<Send> for EmbeddedApp {
         match core.limits().may_send(record.state) {
             Ok(()) => {}
             Err(e) if request.queue == Some(true) && e.code == ErrorCode::Busy => {
-                return crate::queue::send_later(core, request);
+                return crate::queue::send_later(core.spawner(), request);
             }
             Err(e) => return Err(e),
         }

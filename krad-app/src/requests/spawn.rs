@@ -10,6 +10,6 @@ use crate::queue;
 
 impl Handle<Spawn> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Spawn) -> Result<AgentRecord, ApiError> {
-        queue::spawn(self.core(), ctx, request, None).await
+        queue::spawn(self.core().spawner(), ctx, request, None).await
     }
 }
