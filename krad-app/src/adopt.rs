@@ -41,7 +41,7 @@ use crate::profile::shell_quote;
 use crate::records::TerminalEntry;
 use crate::spawning::Spawner;
 use crate::store::set_state;
-use crate::{transcripts, watcher};
+use crate::transcripts;
 use krad_bus::private_file;
 
 /// Events a terminal may queue before frequent ones are coalesced (as Spawn).
@@ -51,7 +51,7 @@ const EVENT_QUEUE: usize = 64;
 /// Returns the other bus endpoints the terminals taken back were given.
 pub(crate) async fn restore(spawner: &Spawner) -> Vec<SocketAddr> {
     restore_host_terminals(spawner).await;
-    if !spawner.host().restart_safe() {
+    if !spawner.host.restart_safe() {
         // The PTY host's terminals ended with the app that died: on record,
         // `exited`, until closed (an acknowledged Spawn names a terminal
         // that is there).
@@ -67,7 +67,7 @@ pub(crate) async fn restore(spawner: &Spawner) -> Vec<SocketAddr> {
         }
         return Vec::new();
     }
-    let host = spawner.host().clone();
+    let host = spawner.host.clone();
     let survivors = match tokio::task::spawn_blocking(move || host.survivors()).await {
         Ok(Ok(survivors)) => survivors,
         Ok(Err(error)) => {
@@ -114,7 +114,7 @@ pub(crate) async fn restore(spawner: &Spawner) -> Vec<SocketAddr> {
                     tracing::warn!(terminal = id, %error, "cannot take the terminal back: ending it");
                     // On record `exited`: so it must be, not left running
                     // where no record, limit or Close reaches it.
-                    let host = spawner.host().clone();
+                    let host = spawner.host.clone();
                     let _ = tokio::task::spawn_blocking(move || host.discard(id)).await;
                     record_gone(spawner, entry, NOT_TAKEN_BACK);
                     continue;
@@ -124,7 +124,7 @@ pub(crate) async fn restore(spawner: &Spawner) -> Vec<SocketAddr> {
         if entry.record.pid.is_none() {
             // Kept before its start, and the app died before the host started
             // it: it never ran (see `Store::keep_before_start`).
-            spawner.store().forget_kept(id);
+            spawner.store.forget_kept(id);
             if let Some(path) = &entry.token_file {
                 let _ = std::fs::remove_file(path);
             }
@@ -135,7 +135,7 @@ pub(crate) async fn restore(spawner: &Spawner) -> Vec<SocketAddr> {
     }
     for id in survivors.keys().filter(|id| !known.contains(id)) {
         tracing::info!(terminal = id, "ending a terminal no record names");
-        let host = spawner.host().clone();
+        let host = spawner.host.clone();
         let id = *id;
         let _ = tokio::task::spawn_blocking(move || host.discard(id)).await;
     }
@@ -143,7 +143,7 @@ pub(crate) async fn restore(spawner: &Spawner) -> Vec<SocketAddr> {
         tracing::info!(adopted, gone, "took back the terminals of the previous run");
     }
     for (name, terminals) in on_hosts {
-        if let Ok(host) = spawner.hosts().get(&name) {
+        if let Ok(host) = spawner.hosts.get(&name) {
             let (spawner, lead) = (spawner.clone(), lead.clone());
             host.await_new_tokens(terminals.iter().map(|me| me.terminal));
             tokio::spawn(
@@ -154,7 +154,7 @@ pub(crate) async fn restore(spawner: &Spawner) -> Vec<SocketAddr> {
     endpoints
         .iter()
         .filter_map(|endpoint| match endpoint.parse::<SocketAddr>() {
-            Ok(address) => Some(address).filter(|a| *a != spawner.settings().endpoint),
+            Ok(address) => Some(address).filter(|a| *a != spawner.settings.endpoint),
             Err(_) => {
                 tracing::warn!(%endpoint, "a kept terminal's bus endpoint is not an address; ignored");
                 None
@@ -167,7 +167,7 @@ pub(crate) async fn restore(spawner: &Spawner) -> Vec<SocketAddr> {
 /// tmux there are its own tmux host's).
 fn kept_here(spawner: &Spawner) -> Vec<TerminalEntry> {
     let mut kept: Vec<TerminalEntry> = spawner
-        .store()
+        .store
         .kept_terminals()
         .into_iter()
         .filter(|entry| entry.record.host.is_none())
@@ -181,7 +181,7 @@ fn kept_here(spawner: &Spawner) -> Vec<TerminalEntry> {
 /// module's doc.
 async fn restore_host_terminals(spawner: &Spawner) {
     let mut kept: Vec<TerminalEntry> = spawner
-        .store()
+        .store
         .kept_terminals()
         .into_iter()
         .filter(|entry| entry.record.host.is_some())
@@ -196,12 +196,12 @@ async fn restore_host_terminals(spawner: &Spawner) {
     let mut lead = BTreeSet::new();
     for entry in kept {
         let id = entry.record.terminal;
-        spawner.store().keep_terminal(id);
+        spawner.store.keep_terminal(id);
         let host = entry
             .record
             .host
             .as_deref()
-            .and_then(|name| spawner.hosts().get(name).ok());
+            .and_then(|name| spawner.hosts.get(name).ok());
         let Some(host) = host.filter(|_| entry.record.state != AgentState::Exited) else {
             record_gone(spawner, entry, GONE);
             continue;
@@ -225,7 +225,7 @@ async fn restore_host_terminals(spawner: &Spawner) {
         }
     }
     for (name, terminals) in by_host {
-        let Ok(host) = spawner.hosts().get(&name) else {
+        let Ok(host) = spawner.hosts.get(&name) else {
             continue;
         };
         tracing::info!(host = %name, terminals = terminals.len(), "taking back the terminals on the host once its link is up");
@@ -245,8 +245,8 @@ async fn reattach(spawner: &Spawner, host: &Host, entry: TerminalEntry) -> Resul
     let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
     let spec = AdoptSpec {
         id,
-        transcript: Some(transcripts::path(spawner.settings(), id)),
-        scrollback_lines: spawner.settings().config.terminals.scrollback,
+        transcript: Some(transcripts::path(&spawner.settings, id)),
+        scrollback_lines: spawner.settings.config.terminals.scrollback,
     };
     let terminal = host
         .tmux_host()
@@ -268,17 +268,9 @@ fn watch_again(
     let profile = profile_of(spawner, &record.profile);
     record.pid = terminal.pid().or(record.pid);
     spawner
-        .store()
+        .store
         .insert(record, terminal.clone(), profile.clone(), token_file);
-    tokio::spawn(watcher::run(
-        spawner.watching().clone(),
-        crate::sandbox::contained_here(spawner.sandbox(), id),
-        id,
-        terminal,
-        events,
-        None,
-        profile.clone(),
-    ));
+    spawner.watch(id, terminal, events, None, profile);
 }
 
 /// Connects to `host` (again and again, with backoff, until it is up or the
@@ -298,7 +290,7 @@ async fn new_tokens_once_up(
     let dir = host.tmux_files_dir();
     for me in terminals {
         let token = spawner
-            .secret()
+            .secret
             .terminal_token(me, lead.contains(&me.terminal));
         // Only for a terminal whose files are there (it was not closed); the
         // token through stdin, never on a command line.
@@ -334,10 +326,10 @@ async fn adopt(spawner: &Spawner, entry: TerminalEntry) -> Result<(), String> {
             environment: record.environment.clone(),
             terminal: id,
         };
-        let token = spawner.secret().terminal_token(&me, record.lead);
+        let token = spawner.secret.terminal_token(&me, record.lead);
         // A sandbox binds its token file by itself: it sees the same file
         // written again, not one renamed over it.
-        let written = if crate::sandbox::contained_here(spawner.sandbox(), id) {
+        let written = if crate::sandbox::contained_here(&spawner.sandbox, id) {
             private_file::rewrite_in_place(path, token.expose().as_bytes())
         } else {
             private_file::write(path, token.expose().as_bytes())
@@ -347,15 +339,15 @@ async fn adopt(spawner: &Spawner, entry: TerminalEntry) -> Result<(), String> {
     let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
     let spec = AdoptSpec {
         id,
-        transcript: Some(transcripts::path(spawner.settings(), id)),
-        scrollback_lines: spawner.settings().config.terminals.scrollback,
+        transcript: Some(transcripts::path(&spawner.settings, id)),
+        scrollback_lines: spawner.settings.config.terminals.scrollback,
     };
-    let host = spawner.host().clone();
+    let host = spawner.host.clone();
     let terminal = tokio::task::spawn_blocking(move || host.adopt(spec, events_tx))
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
-    crate::sandbox::taken_back(spawner.sandbox(), &record.environment, id);
+    crate::sandbox::taken_back(&spawner.sandbox, &record.environment, id);
     watch_again(spawner, record, terminal, token_file, events);
     tracing::info!(terminal = id, "took the terminal back");
     Ok(())
@@ -391,7 +383,7 @@ fn record_gone(spawner: &Spawner, entry: TerminalEntry, why: &str) {
     }
     // It never runs again: its sandbox's home (with the CLI's credentials)
     // and sockets go now, not at its Close.
-    crate::sandbox::forget(spawner.sandbox(), record.terminal);
+    crate::sandbox::forget(&spawner.sandbox, record.terminal);
     let terminal = Arc::new(Gone {
         id: record.terminal,
         status: ExitStatus {
@@ -400,16 +392,16 @@ fn record_gone(spawner: &Spawner, entry: TerminalEntry, why: &str) {
         },
     });
     let profile = profile_of(spawner, &record.profile);
-    spawner.store().insert(record, terminal, profile, None);
+    spawner.store.insert(record, terminal, profile, None);
 }
 
 /// The profile a terminal was started with, or `exec` if the config lost it.
 fn profile_of(spawner: &Spawner, name: &str) -> Arc<Profile> {
     spawner
-        .profiles()
+        .profiles
         .get(name)
-        .or_else(|| spawner.profiles().get("exec"))
-        .or_else(|| spawner.profiles().get(spawner.profiles().default_name()))
+        .or_else(|| spawner.profiles.get("exec"))
+        .or_else(|| spawner.profiles.get(spawner.profiles.default_name()))
         .unwrap_or_else(|| {
             Arc::new(Profile {
                 name: name.to_owned(),

@@ -15,16 +15,13 @@ use krad_bus::request::send::Send as SendText;
 use krad_bus::request::spawn::Spawn;
 use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::{Principal, Secret};
-use krad_term::{TerminalHost, TmuxHost};
+use krad_term::TerminalHost;
 
-use crate::config::{Settings, TerminalHostKind};
-use crate::handles::{Core, Parts};
+use crate::config::Settings;
+use crate::handles::Core;
 use crate::phone::{self, Answering, Durable, Phone};
-use crate::profile::Profiles;
-use crate::store::Store;
 use crate::{
-    adopt, asks, budget, config, environments, extensions, hosts, leftovers, limits, notify, queue,
-    recovery, sampling, sandbox, state_db, store, transcripts,
+    adopt, config, environments, leftovers, notify, queue, recovery, sampling, transcripts,
 };
 
 /// The app `krad serve` runs: built, restored and shut down here; each
@@ -59,14 +56,14 @@ impl EmbeddedApp {
     /// [`Durable::set_ready`] (call it after [`EmbeddedApp::restore`]).
     pub async fn start_durable(&self) -> Result<Option<Durable>, StartError> {
         let core = &self.core;
-        let phone = Arc::new(Phone::new(
-            Arc::new(self.clone()),
-            core.settings().clone(),
-            core.store().clone(),
-            core.feed().clone(),
-            core.asks().clone(),
-            core.profiles().clone(),
-        ));
+        let phone = Arc::new(Phone {
+            requests: Arc::new(self.clone()),
+            settings: core.settings().clone(),
+            store: core.store().clone(),
+            feed: core.feed().clone(),
+            asks: core.asks().clone(),
+            profiles: core.profiles().clone(),
+        });
         phone::start(&phone).await.map_err(StartError)
     }
 
@@ -132,68 +129,9 @@ fn new(
     host: Arc<dyn TerminalHost>,
     secret: Arc<Secret>,
 ) -> Result<EmbeddedApp, StartError> {
-    let profiles = Profiles::from_config(&settings.config)
-        .map_err(|e| StartError(format!("the config is not usable: {e}")))?;
-    private_dir(&settings.state_dir)?;
-    private_dir(&settings.token_dir)?;
-    let host: Arc<dyn TerminalHost> = match settings.config.terminals.host {
-        TerminalHostKind::Pty => host,
-        TerminalHostKind::Tmux => Arc::new(
-            TmuxHost::new(
-                TmuxHost::socket_for(&settings.root),
-                settings.state_dir.join("tmux.conf"),
-            )
-            .map_err(|e| StartError(e.to_string()))?,
-        ),
-    };
-    let db = state_db::open(&settings.state_dir).map_err(StartError)?;
-    let store = Arc::new(Store::open(db.clone()).map_err(StartError)?);
-    let limits = limits::Limits::new(settings.config.limits.clone(), store.clone());
-    let budgets = budget::Budgets::new(store.clone(), settings.config.budget.max_group_cost_usd);
-    let request_log = state_db::request_log(&db).map_err(StartError)?;
-    // Every terminal of this machine is kept on record: a restart-safe
-    // host's are taken back by the next app, the others shown lost.
-    let keeping = if host.restart_safe() {
-        store::Keeping::All
-    } else {
-        store::Keeping::Local
-    };
-    store.keep_terminals(&settings.endpoint.to_string(), keeping);
-    let extensions = extensions::manager(&settings);
-    let asks = asks::AskBoard::default();
-    asks.keep_decided_in(db.clone(), &settings.state_dir.join("asks-decided.jsonl"));
-    let hosts = Arc::new(hosts::HostLinks::new(
-        &settings.config.hosts,
-        settings.endpoint.port(),
-        &settings.state_dir,
-        &settings.root,
-    ));
-    let settings = Arc::new(settings);
-    let environments = Arc::new(environments::Environments::new(
-        settings.clone(),
-        store.clone(),
-        hosts.clone(),
-    ));
-    let sandbox = Arc::new(sandbox::Sandbox::new(
-        settings.clone(),
-        environments.clone(),
-    ));
+    let core = Core::build(settings, host, secret).map_err(StartError)?;
     Ok(EmbeddedApp {
-        core: Arc::new(Core::new(Parts {
-            settings,
-            profiles: Arc::new(profiles),
-            store: store.clone(),
-            host,
-            secret,
-            extensions,
-            environments,
-            request_log,
-            hosts,
-            asks: Arc::new(asks),
-            sandbox,
-            budgets: Arc::new(budgets),
-            limits: Arc::new(limits),
-        })),
+        core: Arc::new(core),
     })
 }
 
@@ -257,14 +195,4 @@ async fn shutdown(app: &EmbeddedApp, close_terminals: bool) {
     // (a sandbox binds its file): the next app writes them again in
     // place, and cleans the folder once no terminal uses it.
     tracing::info!(terminals = terminals.len(), close_terminals, "app stopped");
-}
-
-fn private_dir(dir: &Path) -> Result<(), StartError> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
-        .map_err(|e| StartError(format!("cannot prepare {}: {e}", dir.display())))
 }

@@ -24,7 +24,7 @@ use krad_durable::limits;
 use serde_json::Value;
 
 use self::ask_wire::wire_ask;
-use self::disk::{Disk, Meta, Titles};
+use self::disk::{Disk, Meta, Span, Titles};
 use self::events::{Event, Item, ItemKind, PaneState, view};
 use self::pane_log::{Observed, Page, Pane};
 
@@ -202,7 +202,7 @@ impl Feed {
             return None;
         }
         let meta = self.meta(terminal)?;
-        let items = self.read_items(terminal, 0, limits::VIEW_ITEMS, true);
+        let items = self.read_items(terminal, Span::Last(limits::VIEW_ITEMS));
         Some(view(PaneState::Exited, meta.turn, Vec::new(), &items))
     }
 
@@ -276,17 +276,10 @@ impl Feed {
             .collect()
     }
 
-    /// Items of a conversation from index `from`, at most `limit`; with
-    /// `newest`, the last `limit` instead.
-    pub(crate) fn read_items(
-        &self,
-        terminal: u64,
-        from: usize,
-        limit: usize,
-        newest: bool,
-    ) -> Vec<Item> {
+    /// The items of a conversation that `span` says.
+    pub(crate) fn read_items(&self, terminal: u64, span: Span) -> Vec<Item> {
         match self.disk.get() {
-            Some(disk) => disk.items(terminal, from, limit, newest),
+            Some(disk) => disk.items(terminal, span),
             None => Vec::new(),
         }
     }
@@ -459,7 +452,7 @@ mod tests {
         again.enable(dir.path()).unwrap();
         let meta = again.meta(7).unwrap();
         assert!(meta.ended_at.is_some());
-        let items = again.read_items(7, 0, 10, false);
+        let items = again.read_items(7, Span::From { from: 0, limit: 10 });
         assert_eq!(items[0].text, "ab", "control characters removed");
         assert_eq!(items[0].kind, ItemKind::User);
         assert_eq!(items.len(), 1);

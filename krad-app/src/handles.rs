@@ -1,21 +1,25 @@
-//! [`Core`]: every domain's handle, made once by the composition root
-//! (`app.rs`) and handed to the handlers in `requests/` and to the use cases
-//! that still take it whole. It owns no state of its own and imports only the
-//! domains' handle types, never a module that takes a `Core`.
+//! [`Core`]: every domain's handle, made once ([`Core::build`]), for the
+//! composition root (`app.rs`) and the handlers in `requests/`, which take
+//! from it the handles they need. It owns no state of its own; it imports
+//! the domains it builds, and nothing that takes a `Core`.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use krad_bus::server::request_log::RequestLog;
 use krad_bus::token::Secret;
-use krad_term::TerminalHost;
+use krad_term::{TerminalHost, TmuxHost};
 
 use crate::closing::Closer;
-use crate::config::Settings;
+use crate::config::{Settings, TerminalHostKind};
 use crate::profile::Profiles;
-use crate::spawning::{Spawner, SpawnerParts};
+use crate::spawning::Spawner;
 use crate::store::Store;
 use crate::watcher::Watching;
-use crate::{asks, budget, environments, feed, hosts, launching, limits, sandbox};
+use crate::{
+    asks, budget, environments, extensions, feed, hosts, launching, limits, sandbox, state_db,
+    store,
+};
 
 /// Every domain's handle, made once: what the handlers in `requests/` take
 /// their handles from. Its fields are private; each has an accessor.
@@ -48,47 +52,74 @@ pub(crate) struct Core {
     spawner: Arc<Spawner>,
 }
 
-/// What a [`Core`] is made of, each built once by the composition root.
-pub(crate) struct Parts {
-    pub(crate) settings: Arc<Settings>,
-    pub(crate) profiles: Arc<Profiles>,
-    pub(crate) store: Arc<Store>,
-    pub(crate) host: Arc<dyn TerminalHost>,
-    pub(crate) secret: Arc<Secret>,
-    pub(crate) extensions: krad_ext::ExtensionManager,
-    pub(crate) environments: Arc<environments::Environments>,
-    pub(crate) request_log: RequestLog,
-    pub(crate) hosts: Arc<hosts::HostLinks>,
-    pub(crate) asks: Arc<asks::AskBoard>,
-    pub(crate) sandbox: Arc<sandbox::Sandbox>,
-    pub(crate) budgets: Arc<budget::Budgets>,
-    pub(crate) limits: Arc<limits::Limits>,
-}
-
 impl Core {
-    pub(crate) fn new(parts: Parts) -> Core {
-        let Parts {
-            settings,
-            profiles,
-            store,
-            host,
-            secret,
-            extensions,
-            environments,
-            request_log,
-            hosts,
-            asks,
-            sandbox,
-            budgets,
-            limits,
-        } = parts;
+    /// Makes every domain's handle once: reads the app's state, prepares its
+    /// directories. `host` runs the terminals — unless the config says
+    /// `[terminals] host = "tmux"`: then they live in a tmux server of the
+    /// app's own, named after the repository, and outlive the app.
+    pub(crate) fn build(
+        settings: Settings,
+        host: Arc<dyn TerminalHost>,
+        secret: Arc<Secret>,
+    ) -> Result<Core, String> {
+        let profiles = Profiles::from_config(&settings.config)
+            .map_err(|e| format!("the config is not usable: {e}"))?;
+        private_dir(&settings.state_dir)?;
+        private_dir(&settings.token_dir)?;
+        let host: Arc<dyn TerminalHost> = match settings.config.terminals.host {
+            TerminalHostKind::Pty => host,
+            TerminalHostKind::Tmux => Arc::new(
+                TmuxHost::new(
+                    TmuxHost::socket_for(&settings.root),
+                    settings.state_dir.join("tmux.conf"),
+                )
+                .map_err(|e| e.to_string())?,
+            ),
+        };
+        let db = state_db::open(&settings.state_dir)?;
+        let store = Arc::new(Store::open(db.clone())?);
+        let limits = limits::Limits::new(settings.config.limits.clone(), store.clone());
+        let budgets =
+            budget::Budgets::new(store.clone(), settings.config.budget.max_group_cost_usd);
+        let request_log = state_db::request_log(&db)?;
+        // Every terminal of this machine is kept on record: a restart-safe
+        // host's are taken back by the next app, the others shown lost.
+        let keeping = if host.restart_safe() {
+            store::Keeping::All
+        } else {
+            store::Keeping::Local
+        };
+        store.keep_terminals(&settings.endpoint.to_string(), keeping);
+        let extensions = extensions::manager(&settings);
+        let asks = asks::AskBoard::default();
+        asks.keep_decided_in(db.clone(), &settings.state_dir.join("asks-decided.jsonl"));
+        let hosts = Arc::new(hosts::HostLinks::new(
+            &settings.config.hosts,
+            settings.endpoint.port(),
+            &settings.state_dir,
+            &settings.root,
+        ));
+        let settings = Arc::new(settings);
+        let environments = Arc::new(environments::Environments::new(
+            settings.clone(),
+            store.clone(),
+            hosts.clone(),
+        ));
+        let sandbox = Arc::new(sandbox::Sandbox::new(
+            settings.clone(),
+            environments.clone(),
+        ));
+        let profiles = Arc::new(profiles);
+        let asks = Arc::new(asks);
+        let budgets = Arc::new(budgets);
+        let limits = Arc::new(limits);
         let launching = launching::Launching::default();
         let watching = Watching {
             store: store.clone(),
             asks: asks.clone(),
             hosts: hosts.clone(),
         };
-        let spawner = Arc::new(Spawner::new(SpawnerParts {
+        let spawner = Arc::new(Spawner {
             settings: settings.clone(),
             profiles: profiles.clone(),
             store: store.clone(),
@@ -101,8 +132,8 @@ impl Core {
             limits: limits.clone(),
             budgets: budgets.clone(),
             watching,
-        }));
-        Core {
+        });
+        Ok(Core {
             settings,
             profiles,
             store,
@@ -118,7 +149,7 @@ impl Core {
             budgets,
             limits,
             spawner,
-        }
+        })
     }
 
     pub(crate) fn settings(&self) -> &Arc<Settings> {
@@ -180,4 +211,14 @@ impl Core {
             hosts: &self.hosts,
         }
     }
+}
+
+fn private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|e| format!("cannot prepare {}: {e}", dir.display()))
 }

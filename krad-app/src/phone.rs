@@ -39,35 +39,15 @@ pub const SOCKET_ENV: &str = "COLLIE_DURABLE_SOCKET";
 
 /// What the phone's side reaches of the app: the records, what the phone is
 /// shown of each pane, the asks, the settings and profiles, and the bus
-/// requests it makes. Built by the composition root; everything under
-/// `phone/` takes it.
+/// requests it makes. A bundle of handles, built by the composition root;
+/// everything under `phone/` takes it.
 pub(crate) struct Phone {
-    requests: Arc<dyn Requests>,
-    settings: Arc<Settings>,
-    store: Arc<Store>,
-    feed: Arc<Feed>,
-    asks: Arc<AskBoard>,
-    profiles: Arc<Profiles>,
-}
-
-impl Phone {
-    pub(crate) fn new(
-        requests: Arc<dyn Requests>,
-        settings: Arc<Settings>,
-        store: Arc<Store>,
-        feed: Arc<Feed>,
-        asks: Arc<AskBoard>,
-        profiles: Arc<Profiles>,
-    ) -> Phone {
-        Phone {
-            requests,
-            settings,
-            store,
-            feed,
-            asks,
-            profiles,
-        }
-    }
+    pub(crate) requests: Arc<dyn Requests>,
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) store: Arc<Store>,
+    pub(crate) feed: Arc<Feed>,
+    pub(crate) asks: Arc<AskBoard>,
+    pub(crate) profiles: Arc<Profiles>,
 }
 
 /// A bus request's answer, on its way.

@@ -91,22 +91,8 @@ impl Profiles {
                     let Some(command) = change.command.clone() else {
                         return Err(format!("profile {name:?} needs a command"));
                     };
-                    apply(
-                        Profile {
-                            name: name.clone(),
-                            command,
-                            prompt: PromptDelivery::Arg,
-                            hooks: HookKind::None,
-                            idle_after: None,
-                            env: BTreeMap::new(),
-                            expose_token: false,
-                            interrupt: CTRL_C.to_owned(),
-                            actions: Vec::new(),
-                            resume: Vec::new(),
-                            memory_max_mib: None,
-                        },
-                        change,
-                    )
+                    let plain = plain(name, command, PromptDelivery::Arg, HookKind::None, None);
+                    apply(plain, change)
                 }
             };
             profiles.insert(name.clone(), profile);
@@ -177,12 +163,16 @@ fn apply(mut profile: Profile, change: &ProfileConfig) -> Profile {
     profile
 }
 
-fn builtins() -> Vec<Profile> {
-    let shell = std::env::var("SHELL")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "/bin/sh".to_owned());
-    let base = |name: &str, command: Vec<String>, prompt, hooks, idle: Option<u64>| Profile {
+/// A profile of `command` with nothing more: no environment of its own, no
+/// actions, Ctrl-C to interrupt; quiet after `idle` seconds when given.
+fn plain(
+    name: &str,
+    command: Vec<String>,
+    prompt: PromptDelivery,
+    hooks: HookKind,
+    idle: Option<u64>,
+) -> Profile {
+    Profile {
         name: name.to_owned(),
         command,
         prompt,
@@ -194,7 +184,14 @@ fn builtins() -> Vec<Profile> {
         actions: Vec::new(),
         resume: Vec::new(),
         memory_max_mib: None,
-    };
+    }
+}
+
+fn builtins() -> Vec<Profile> {
+    let shell = std::env::var("SHELL")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "/bin/sh".to_owned());
     let agent = |mut profile: Profile| {
         profile.interrupt = ESCAPE.to_owned();
         profile.actions = vec![
@@ -203,7 +200,7 @@ fn builtins() -> Vec<Profile> {
         ];
         profile
     };
-    let plain = |mut profile: Profile| {
+    let with_keys = |mut profile: Profile| {
         profile.actions = vec![
             action("interrupt", "Ctrl-C", CTRL_C),
             action("enter", "Enter", "\r"),
@@ -211,14 +208,14 @@ fn builtins() -> Vec<Profile> {
         profile
     };
     vec![
-        plain(base(
+        with_keys(plain(
             "shell",
             vec![shell],
             PromptDelivery::Type,
             HookKind::None,
             Some(3),
         )),
-        plain(base(
+        with_keys(plain(
             "exec",
             Vec::new(),
             PromptDelivery::Arg,
@@ -226,7 +223,7 @@ fn builtins() -> Vec<Profile> {
             None,
         )),
         resumable(
-            agent(base(
+            agent(plain(
                 "claude",
                 vec!["claude".into()],
                 // Typed once its SessionStart hook said it is up: as an argument,
@@ -238,7 +235,7 @@ fn builtins() -> Vec<Profile> {
             &["--resume", SESSION],
         ),
         resumable(
-            agent(base(
+            agent(plain(
                 "codex",
                 vec!["codex".into()],
                 PromptDelivery::Arg,

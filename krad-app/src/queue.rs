@@ -60,7 +60,7 @@ fn spawn_later(spawner: &Spawner, queued: QueuedSpawn) -> Result<AgentRecord, Ap
             .request
             .profile
             .as_deref()
-            .and_then(|p| spawner.profiles().get(p)),
+            .and_then(|p| spawner.profiles.get(p)),
     ) else {
         return Err(ApiError::internal(
             "a queued Spawn without its environment or profile",
@@ -76,11 +76,11 @@ fn spawn_later(spawner: &Spawner, queued: QueuedSpawn) -> Result<AgentRecord, Ap
     put_on_record(spawner, &me, &queued, profile, &since);
     let variant = queued.variant.clone();
     let pushed = spawner
-        .limits()
+        .limits
         .queue()
         .push(Work::Spawn(Box::new(queued)), since, |waiting| {
             let Some((group, n)) = &variant else {
-                return kept(spawner.store().db().write(|tx| keep(tx, waiting)));
+                return kept(spawner.store.db().write(|tx| keep(tx, waiting)));
             };
             // The group knows its variant's terminal in the same transaction.
             let record_variant = |g: &mut Option<crate::records::GroupRecord>| {
@@ -93,36 +93,35 @@ fn spawn_later(spawner: &Spawner, queued: QueuedSpawn) -> Result<AgentRecord, Ap
                 }
             };
             spawner
-                .store()
+                .store
                 .update_group_with(group, record_variant, |tx| keep(tx, waiting))
                 .map_err(|e| cannot_keep(&e))
         });
     if let Err(e) = pushed {
-        spawner.store().remove(id);
+        spawner.store.remove(id);
         return Err(e);
     }
-    spawner.limits().renumber();
+    spawner.limits.renumber();
     tracing::info!(terminal = id, "queued");
     crate::crash_point::here("spawn-queued");
-    spawner.store().record(id).ok_or_else(|| no_terminal(id))
+    spawner.store.record(id).ok_or_else(|| no_terminal(id))
 }
 
 /// Queues a Send (see the Send handler): answered at once, typed when its
 /// turn comes.
 pub(crate) fn send_later(spawner: &Spawner, request: Send) -> Result<SentInfo, ApiError> {
     let id = request.target;
-    let db = spawner.store().db();
-    let place =
-        spawner
-            .limits()
-            .queue()
-            .push(Work::Send { request }, now_rfc3339(), |waiting| {
-                kept(db.write(|tx| keep(tx, waiting)))
-            })?;
-    spawner.limits().renumber();
+    let db = spawner.store.db();
+    let place = spawner
+        .limits
+        .queue()
+        .push(Work::Send { request }, now_rfc3339(), |waiting| {
+            kept(db.write(|tx| keep(tx, waiting)))
+        })?;
+    spawner.limits.renumber();
     tracing::info!(terminal = id, place, "Send queued");
     let state = spawner
-        .store()
+        .store
         .record(id)
         .map_or(AgentState::Exited, |r| r.state);
     Ok(SentInfo {
@@ -137,10 +136,7 @@ pub(crate) fn send_later(spawner: &Spawner, request: Send) -> Result<SentInfo, A
 /// their places (call after the intents are recovered); work for terminals
 /// that are gone is dropped.
 pub(crate) fn reload(spawner: &Spawner) {
-    let kept = spawner
-        .store()
-        .db()
-        .read(|tx| tx.all::<InLine>(Kind::Queued));
+    let kept = spawner.store.db().read(|tx| tx.all::<InLine>(Kind::Queued));
     let kept = match kept {
         Ok(kept) => kept,
         Err(e) => {
@@ -154,7 +150,7 @@ pub(crate) fn reload(spawner: &Spawner) {
     for w in &waiting {
         match &w.work {
             Work::Spawn(queued) => {
-                if spawner.store().record(queued.terminal).is_some() {
+                if spawner.store.record(queued.terminal).is_some() {
                     // Started as the last app died, and taken back.
                     gone.push(w.seq);
                     continue;
@@ -165,8 +161,8 @@ pub(crate) fn reload(spawner: &Spawner) {
                 };
                 let profile_name = queued.request.profile.clone().unwrap_or_default();
                 let (Some(profile), true) = (
-                    spawner.profiles().get(&profile_name),
-                    spawner.environments().check(&environment).is_ok(),
+                    spawner.profiles.get(&profile_name),
+                    spawner.environments.check(&environment).is_ok(),
                 ) else {
                     tracing::warn!(
                         terminal = queued.terminal,
@@ -182,25 +178,25 @@ pub(crate) fn reload(spawner: &Spawner) {
                 put_on_record(spawner, &me, queued, profile, &w.since);
             }
             Work::Send { request } => {
-                if spawner.store().record(request.target).is_none() {
+                if spawner.store.record(request.target).is_none() {
                     gone.push(w.seq);
                 }
             }
         }
     }
-    let mut line = spawner.limits().queue().lock();
+    let mut line = spawner.limits.queue().lock();
     line.next_seq = waiting.last().map_or(1, |w| w.seq + 1);
     line.waiting = waiting;
     drop(line);
     spawner
-        .limits()
+        .limits
         .queue()
-        .take(spawner.store().db(), |w| gone.contains(&w.seq));
-    let count = spawner.limits().queue().len();
+        .take(spawner.store.db(), |w| gone.contains(&w.seq));
+    let count = spawner.limits.queue().len();
     if count > 0 {
         tracing::info!(count, "the queue is back");
     }
-    spawner.limits().renumber();
+    spawner.limits.renumber();
 }
 
 /// Starts the queue's work in order as room frees, for as long as the app runs.
@@ -208,7 +204,7 @@ pub(crate) async fn run(spawner: Weak<Spawner>) {
     let Some(strong) = spawner.upgrade() else {
         return;
     };
-    let mut revs = strong.store().revs();
+    let mut revs = strong.store.revs();
     drop(strong);
     let period = Duration::from_secs(limits::RETRY_AFTER_SECS);
     loop {
@@ -218,7 +214,7 @@ pub(crate) async fn run(spawner: Weak<Spawner>) {
         while let Some((next, _room)) = first_with_room(&spawner) {
             start(&spawner, next).await;
         }
-        let wake = spawner.limits().queue().wake.clone();
+        let wake = spawner.limits.queue().wake.clone();
         drop(spawner);
         tokio::select! {
             changed = revs.changed() => if changed.is_err() { return },
@@ -233,19 +229,19 @@ pub(crate) async fn run(spawner: Weak<Spawner>) {
 /// dropped on the way.
 fn first_with_room(spawner: &Spawner) -> Option<(InLine, Option<limits::Room<'_>>)> {
     loop {
-        if spawner.limits().queue().stopped() {
+        if spawner.limits.queue().stopped() {
             return None;
         }
-        let first = spawner.limits().queue().lock().waiting.first().cloned()?;
+        let first = spawner.limits.queue().lock().waiting.first().cloned()?;
         let room = match &first.work {
-            Work::Spawn(_) => Some(spawner.limits().room_to_start(1).ok()?),
+            Work::Spawn(_) => Some(spawner.limits.room_to_start(1).ok()?),
             Work::Send { request } => {
-                if let Some(record) = spawner.store().record(request.target) {
+                if let Some(record) = spawner.store.record(request.target) {
                     // A Send for a queued agent waits for its Spawn (ahead of it).
                     if record.state == AgentState::Queued {
                         return None;
                     }
-                    spawner.limits().room_to_work(record.state).ok()?;
+                    spawner.limits.room_to_work(record.state).ok()?;
                 }
                 None
             }
@@ -254,13 +250,13 @@ fn first_with_room(spawner: &Spawner) -> Option<(InLine, Option<limits::Room<'_>
         // dies meanwhile starts it again (or finds it taken back: [`reload`]).
         // A Send goes now: typed at most once.
         let taken = match first.work {
-            Work::Spawn(_) => spawner.limits().queue().take_out(|w| w.seq == first.seq),
+            Work::Spawn(_) => spawner.limits.queue().take_out(|w| w.seq == first.seq),
             Work::Send { .. } => spawner
-                .limits()
+                .limits
                 .queue()
-                .take(spawner.store().db(), |w| w.seq == first.seq),
+                .take(spawner.store.db(), |w| w.seq == first.seq),
         };
-        spawner.limits().renumber();
+        spawner.limits.renumber();
         if let Some(next) = taken.into_iter().next() {
             return Some((next, room));
         }
@@ -280,10 +276,10 @@ async fn start(spawner: &Spawner, waiting: InLine) {
             let id = queued.terminal;
             tracing::info!(terminal = id, "starting from the queue");
             let started = spawning::start_queued(spawner, *queued).await;
-            forget(spawner.store().db(), &done);
+            forget(spawner.store.db(), &done);
             if let Err(e) = started {
                 tracing::warn!(terminal = id, "a queued Spawn did not start: {}", e.message);
-                spawner.store().update(id, |entry| {
+                spawner.store.update(id, |entry| {
                     entry.record.queue_place = None;
                     let message = format!("did not start from the queue: {}", e.message);
                     entry.record.state != AgentState::Exited
@@ -298,11 +294,11 @@ async fn start(spawner: &Spawner, waiting: InLine) {
         }
         Work::Send { request } => {
             let id = request.target;
-            let Some(mut watch) = spawner.store().watch(id) else {
+            let Some(mut watch) = spawner.store.watch(id) else {
                 return;
             };
             let before = watch.borrow_and_update().state;
-            match sending::send(spawner.store(), &ctx, request, watch.clone()).await {
+            match sending::send(&spawner.store, &ctx, request, watch.clone()).await {
                 Ok(_) => tracing::info!(terminal = id, "a queued Send was typed"),
                 Err(e) => {
                     tracing::warn!(terminal = id, "a queued Send was not typed: {}", e.message);
@@ -310,7 +306,7 @@ async fn start(spawner: &Spawner, waiting: InLine) {
                 }
             }
             let counted_already = !matches!(before, AgentState::Idle | AgentState::Asking);
-            if counted_already || spawner.settings().config.limits.max_working.is_none() {
+            if counted_already || spawner.settings.config.limits.max_working.is_none() {
                 return;
             }
             // Give the agent the moment it takes to say it works, so that
@@ -349,7 +345,7 @@ fn put_on_record(
         queued.request.prompt.as_deref(),
     ));
     let host = spawner
-        .store()
+        .store
         .environment(&me.environment)
         .and_then(|e| e.host);
     let mut record = spawning::new_record(
@@ -368,7 +364,7 @@ fn put_on_record(
     record.state_since = since.to_owned();
     record.message = Some("waiting in the queue for room under [limits]".to_owned());
     spawner
-        .store()
+        .store
         .insert(record, Arc::new(Unstarted(me.terminal)), profile, None);
 }
 

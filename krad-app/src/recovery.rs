@@ -40,11 +40,7 @@ enum Outcome {
 
 /// Settles every intent left over by a crash; see the module's doc.
 pub(crate) async fn recover(spawner: &Spawner, closer: &Closer<'_>, request_log: &RequestLog) {
-    let intents = match spawner
-        .store()
-        .db()
-        .read(|tx| tx.all::<Intent>(Kind::Intent))
-    {
+    let intents = match spawner.store.db().read(|tx| tx.all::<Intent>(Kind::Intent)) {
         Ok(intents) => intents,
         Err(e) => {
             tracing::error!("cannot read the mutations a crash interrupted: {e}");
@@ -55,7 +51,7 @@ pub(crate) async fn recover(spawner: &Spawner, closer: &Closer<'_>, request_log:
     let never_started: BTreeSet<u64> = intents
         .iter()
         .filter_map(|(_, intent)| match &intent.plan {
-            Plan::Spawn { terminal } if spawner.store().record(*terminal).is_none() => {
+            Plan::Spawn { terminal } if spawner.store.record(*terminal).is_none() => {
                 Some(*terminal)
             }
             _ => None,
@@ -64,7 +60,7 @@ pub(crate) async fn recover(spawner: &Spawner, closer: &Closer<'_>, request_log:
     for (key, intent) in intents {
         let outcome = match &intent.plan {
             // The answer is the record as it is: the same everywhere.
-            Plan::Spawn { terminal } => match spawner.store().record(*terminal) {
+            Plan::Spawn { terminal } => match spawner.store.record(*terminal) {
                 Some(record) => Outcome::Done(record.into_response()),
                 None => Outcome::Undone,
             },
@@ -83,17 +79,17 @@ pub(crate) async fn recover(spawner: &Spawner, closer: &Closer<'_>, request_log:
             // Its decision was kept (with this step): its answer was "Ok".
             Plan::Answer { decided: true, .. } => Outcome::Done(().into_response()),
             Plan::Answer { decided: false, .. } => Outcome::Undone,
-            Plan::CreateWorktree { name } => match spawner.store().environment(name) {
+            Plan::CreateWorktree { name } => match spawner.store.environment(name) {
                 Some(record) => Outcome::Done(
-                    environments::info(spawner.environments(), &record).into_response(),
+                    environments::info(&spawner.environments, &record).into_response(),
                 ),
                 None => Outcome::Undone,
             },
             Plan::CloseEnvironment { name, force } => {
-                match environments::close(spawner.environments(), closer, name, *force).await {
+                match environments::close(&spawner.environments, closer, name, *force).await {
                     Ok(_) => Outcome::Done(().into_response()),
                     // Closed by the first run before it could answer.
-                    Err(_) if spawner.store().environment(name).is_none() => {
+                    Err(_) if spawner.store.environment(name).is_none() => {
                         Outcome::Done(().into_response())
                     }
                     Err(e) => Outcome::Done(e.into()),
@@ -103,7 +99,7 @@ pub(crate) async fn recover(spawner: &Spawner, closer: &Closer<'_>, request_log:
                 let resumed = crate::run_variants::resume(spawner, group, request, &never_started);
                 match resumed.await {
                     Ok(info) => Outcome::Done(info.into_response()),
-                    Err(e) if spawner.store().group(group).is_none() => {
+                    Err(e) if spawner.store.group(group).is_none() => {
                         tracing::debug!("group {group} is gone: {e}");
                         Outcome::Undone
                     }
@@ -111,21 +107,21 @@ pub(crate) async fn recover(spawner: &Spawner, closer: &Closer<'_>, request_log:
                 }
             }
             Plan::UpdateEnvironment { name, how } => {
-                match environments::update::recover(spawner.environments(), name, *how).await {
+                match environments::update::recover(&spawner.environments, name, *how).await {
                     Ok(updated) => Outcome::Done(updated.into_response()),
-                    Err(_) if spawner.store().environment(name).is_none() => Outcome::Undone,
+                    Err(_) if spawner.store.environment(name).is_none() => Outcome::Undone,
                     Err(e) => Outcome::Done(e.into()),
                 }
             }
             Plan::PickVariant(plan) => {
-                match environments::recover_pick(spawner.environments(), closer, plan).await {
+                match environments::recover_pick(&spawner.environments, closer, plan).await {
                     Ok(Some(picked)) => Outcome::Done(picked.into_response()),
                     Ok(None) => Outcome::Undone,
                     Err(reason) => Outcome::Left(reason),
                 }
             }
         };
-        settle(spawner.store(), request_log, &key, &intent, outcome);
+        settle(&spawner.store, request_log, &key, &intent, outcome);
     }
 }
 

@@ -33,17 +33,17 @@ pub(crate) async fn run(
     };
     names_are_free(spawner, &group, request.count)?;
     // Room for every variant at once, or (sent with `queue`) each waits in line.
-    let room = match spawner.limits().may_start(request.count as usize) {
+    let room = match spawner.limits.may_start(request.count as usize) {
         Ok(room) => Some(room),
         Err(e) if request.queue == Some(true) && e.code == ErrorCode::Busy => None,
         Err(e) => return Err(e),
     };
     spawner
-        .budgets()
+        .budgets
         .set_group_limit(&group, request.max_group_cost_usd);
-    let host = environments::host(spawner.environments(), request.host.as_deref())?;
+    let host = environments::host(&spawner.environments, request.host.as_deref())?;
     let (base_commit, base_environment) = environments::resolve_base(
-        spawner.environments(),
+        &spawner.environments,
         request.base.as_deref(),
         host.as_ref(),
     )
@@ -76,7 +76,7 @@ async fn start_missing(
     let inner = intents::inner(ctx);
     let mut variants = Vec::new();
     for n in 1..=plan.request.count {
-        let started = spawner.store().group(&plan.group).and_then(|g| {
+        let started = spawner.store.group(&plan.group).and_then(|g| {
             let v = g.variants.get(&n)?;
             Some(VariantInfo {
                 variant: n,
@@ -108,7 +108,7 @@ pub(crate) async fn resume(
     never_started: &BTreeSet<u64>,
 ) -> Result<VariantsInfo, ApiError> {
     let group = spawner
-        .store()
+        .store
         .group(name)
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no variant group {name:?}")))?;
     let plan = Plan {
@@ -116,7 +116,7 @@ pub(crate) async fn resume(
         profile: known_profile(spawner, request)?,
         base_commit: group.base,
         base_environment: group.base_environment,
-        host: environments::host(spawner.environments(), group.host.as_deref())?,
+        host: environments::host(&spawner.environments, group.host.as_deref())?,
         request,
         // Started again after a crash: those with no room wait in line.
         queued: request.queue == Some(true),
@@ -146,8 +146,8 @@ fn known_profile(spawner: &Spawner, request: &RunVariants) -> Result<String, Api
     let profile = request
         .profile
         .clone()
-        .unwrap_or_else(|| spawner.profiles().default_name().to_owned());
-    if spawner.profiles().get(&profile).is_none() {
+        .unwrap_or_else(|| spawner.profiles.default_name().to_owned());
+    if spawner.profiles.get(&profile).is_none() {
         return Err(RequestKind::RunVariants.field_error(
             ErrorCode::Invalid,
             "profile",
@@ -159,7 +159,7 @@ fn known_profile(spawner: &Spawner, request: &RunVariants) -> Result<String, Api
 
 /// A conflict if the group or any of its `count` environments exists.
 fn names_are_free(spawner: &Spawner, group: &str, count: u32) -> Result<(), ApiError> {
-    if spawner.store().has_group(group) {
+    if spawner.store.has_group(group) {
         return Err(environments::conflict(
             format!("variant group {group:?} exists"),
             json!({ "group": group }),
@@ -167,7 +167,7 @@ fn names_are_free(spawner: &Spawner, group: &str, count: u32) -> Result<(), ApiE
     }
     for n in 1..=count {
         let name = format!("{group}-{n}");
-        if spawner.environments().check(&name).is_ok() {
+        if spawner.environments.check(&name).is_ok() {
             return Err(environments::conflict(
                 format!("environment {name:?} exists"),
                 json!({ "environment": name }),
@@ -185,7 +185,7 @@ fn record_group(
     plan: &Plan<'_>,
 ) -> Result<Underway, ApiError> {
     let underway = Underway::new(
-        spawner.store().db(),
+        spawner.store.db(),
         ctx,
         intents::Plan::RunVariants {
             group: plan.group.clone(),
@@ -193,7 +193,7 @@ fn record_group(
         },
     );
     spawner
-        .store()
+        .store
         .update_group_with(
             &plan.group,
             |g| {
@@ -225,16 +225,16 @@ async fn start_variant(
     // Made already when a crash came between its worktree and its agent; a
     // setup the crash cut short runs again.
     let made = spawner
-        .store()
+        .store
         .environment(&environment)
         .filter(|e| e.group.as_deref() == Some(group.as_str()));
     if let Some(record) = made {
         if record.phase == Phase::SetupFailed {
-            environments::run_setup(spawner.environments(), record).await?;
+            environments::run_setup(&spawner.environments, record).await?;
         }
     } else {
         environments::create(
-            spawner.environments(),
+            &spawner.environments,
             NewWorktree {
                 name: &environment,
                 branch: None,
@@ -247,7 +247,7 @@ async fn start_variant(
         .await?;
     }
     spawner
-        .store()
+        .store
         .record_variant(group, n, &environment, None)
         .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}")))?;
     let spawn_request = Spawn {
@@ -275,8 +275,8 @@ fn free_group_name(spawner: &Spawner) -> String {
     (1..)
         .map(|n| format!("variants-{n}"))
         .find(|name| {
-            !spawner.store().has_group(name)
-                && spawner.environments().check(&format!("{name}-1")).is_err()
+            !spawner.store.has_group(name)
+                && spawner.environments.check(&format!("{name}-1")).is_err()
         })
         .unwrap_or_else(|| "variants".to_owned())
 }

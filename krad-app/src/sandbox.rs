@@ -453,11 +453,13 @@ impl Nets {
 
 /// Terminal `id`'s folder for its allowlist's socket (and the list).
 fn net_dir(sandbox: &Sandbox, id: u64) -> PathBuf {
-    sandbox
-        .settings
-        .state_dir
-        .join("sandbox")
-        .join(format!("{id}.net"))
+    terminal_dir(sandbox, id, "net")
+}
+
+/// Terminal `id`'s folder of `kind` (`net`, `in`) under `<state>/sandbox`.
+fn terminal_dir(sandbox: &Sandbox, id: u64, kind: &str) -> PathBuf {
+    let folder = format!("{id}.{kind}");
+    sandbox.settings.state_dir.join("sandbox").join(folder)
 }
 
 /// The allowlist kept in a terminal's network folder, an entry a line: a
@@ -466,11 +468,7 @@ const ALLOWLIST_FILE: &str = "allow";
 
 /// Terminal `id`'s folder for its inbound socket.
 fn inbound_dir(sandbox: &Sandbox, id: u64) -> PathBuf {
-    sandbox
-        .settings
-        .state_dir
-        .join("sandbox")
-        .join(format!("{id}.in"))
+    terminal_dir(sandbox, id, "in")
 }
 
 /// An empty folder only this user reaches, made anew.

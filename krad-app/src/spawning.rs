@@ -40,129 +40,56 @@ use krad_bus::token::Secret;
 
 /// What starting a terminal reaches: Spawn, each variant, the queue's starts
 /// and taking terminals back after a restart. Built once by the composition
-/// root; its parts are read through its accessors.
+/// root. A bundle of handles: each part owns its own state.
 #[derive(Clone)]
 pub(crate) struct Spawner {
     /// The app's settings.
-    settings: Arc<Settings>,
-    /// The config's profiles.
-    profiles: Arc<Profiles>,
-    /// The records.
-    store: Arc<Store>,
-    /// The terminal host here.
-    host: Arc<dyn TerminalHost>,
-    /// The bus's secret, to mint the terminals' tokens.
-    secret: Arc<Secret>,
-    /// Terminals being started (their tokens work before they are recorded).
-    launching: Launching,
-    /// Where agents run.
-    environments: Arc<Environments>,
-    /// Contained agents' sandboxes.
-    sandbox: Arc<Sandbox>,
-    /// The SSH hosts.
-    hosts: Arc<HostLinks>,
-    /// `[limits]`, the room taken by starts under way, and the queue.
-    limits: Arc<Limits>,
-    /// The variant groups' cost limits.
-    budgets: Arc<Budgets>,
-    /// What each terminal's watcher reaches.
-    watching: Watching,
-}
-
-/// What a [`Spawner`] is made of.
-pub(crate) struct SpawnerParts {
     pub(crate) settings: Arc<Settings>,
+    /// The config's profiles.
     pub(crate) profiles: Arc<Profiles>,
+    /// The records.
     pub(crate) store: Arc<Store>,
+    /// The terminal host here.
     pub(crate) host: Arc<dyn TerminalHost>,
+    /// The bus's secret, to mint the terminals' tokens.
     pub(crate) secret: Arc<Secret>,
+    /// Terminals being started (their tokens work before they are recorded).
     pub(crate) launching: Launching,
+    /// Where agents run.
     pub(crate) environments: Arc<Environments>,
+    /// Contained agents' sandboxes.
     pub(crate) sandbox: Arc<Sandbox>,
+    /// The SSH hosts.
     pub(crate) hosts: Arc<HostLinks>,
+    /// `[limits]`, the room taken by starts under way, and the queue.
     pub(crate) limits: Arc<Limits>,
+    /// The variant groups' cost limits.
     pub(crate) budgets: Arc<Budgets>,
+    /// What each terminal's watcher reaches.
     pub(crate) watching: Watching,
 }
 
 impl Spawner {
-    pub(crate) fn new(parts: SpawnerParts) -> Spawner {
-        let SpawnerParts {
-            settings,
-            profiles,
-            store,
-            host,
-            secret,
-            launching,
-            environments,
-            sandbox,
-            hosts,
-            limits,
-            budgets,
-            watching,
-        } = parts;
-        Spawner {
-            settings,
-            profiles,
-            store,
-            host,
-            secret,
-            launching,
-            environments,
-            sandbox,
-            hosts,
-            limits,
-            budgets,
-            watching,
-        }
-    }
-
-    pub(crate) fn settings(&self) -> &Arc<Settings> {
-        &self.settings
-    }
-
-    pub(crate) fn profiles(&self) -> &Arc<Profiles> {
-        &self.profiles
-    }
-
-    pub(crate) fn store(&self) -> &Arc<Store> {
-        &self.store
-    }
-
-    pub(crate) fn host(&self) -> &Arc<dyn TerminalHost> {
-        &self.host
-    }
-
-    pub(crate) fn secret(&self) -> &Arc<Secret> {
-        &self.secret
-    }
-
-    pub(crate) fn launching(&self) -> &Launching {
-        &self.launching
-    }
-
-    pub(crate) fn environments(&self) -> &Arc<Environments> {
-        &self.environments
-    }
-
-    pub(crate) fn sandbox(&self) -> &Arc<Sandbox> {
-        &self.sandbox
-    }
-
-    pub(crate) fn hosts(&self) -> &Arc<HostLinks> {
-        &self.hosts
-    }
-
-    pub(crate) fn limits(&self) -> &Arc<Limits> {
-        &self.limits
-    }
-
-    pub(crate) fn budgets(&self) -> &Arc<Budgets> {
-        &self.budgets
-    }
-
-    pub(crate) fn watching(&self) -> &Watching {
-        &self.watching
+    /// Sets terminal `id`'s watcher going, typing `typed` once its program
+    /// is ready.
+    pub(crate) fn watch(
+        &self,
+        id: u64,
+        terminal: Arc<dyn Terminal>,
+        events: tokio::sync::mpsc::Receiver<TerminalEvent>,
+        typed: Option<String>,
+        profile: Arc<Profile>,
+    ) {
+        let contained = crate::sandbox::contained_here(&self.sandbox, id);
+        tokio::spawn(watcher::run(
+            self.watching.clone(),
+            contained,
+            id,
+            terminal,
+            events,
+            typed,
+            profile,
+        ));
     }
 }
 
@@ -202,9 +129,9 @@ pub(crate) async fn spawn(
 ) -> Result<Spawned, ApiError> {
     request.max_cost_usd = request
         .max_cost_usd
-        .or(spawner.settings().config.budget.max_cost_usd);
+        .or(spawner.settings.config.budget.max_cost_usd);
     let (environment, lead) = environment_and_lead(ctx, &request)?;
-    spawner.environments().check(&environment)?;
+    spawner.environments.check(&environment)?;
     let (profile, command) = profile_and_command(spawner, &request)?;
     let parent = ctx.principal.terminal().map(|t| t.terminal);
     let wants_queue = request.queue == Some(true);
@@ -213,7 +140,7 @@ pub(crate) async fn spawn(
         // group sent with `queue` that found none queues each of them.
         Some(_) if wants_queue => None,
         Some(_) => Some(None),
-        None => match spawner.limits().may_start(1) {
+        None => match spawner.limits.may_start(1) {
             Ok(room) => Some(Some(room)),
             Err(e) if wants_queue && e.code == ErrorCode::Busy => None,
             Err(e) => return Err(e),
@@ -226,7 +153,7 @@ pub(crate) async fn spawn(
         let terminal = match &variant {
             None => allocate_id(spawner, ctx, false)?.0,
             Some(_) => spawner
-                .store()
+                .store
                 .allocate_terminal_id()
                 .map_err(cannot_record)?,
         };
@@ -265,7 +192,7 @@ pub(crate) async fn start_queued(
         .environment
         .clone()
         .unwrap_or_else(|| MAIN.to_owned());
-    spawner.environments().check(&environment)?;
+    spawner.environments.check(&environment)?;
     let start = Start {
         environment,
         lead: queued.lead,
@@ -304,10 +231,10 @@ async fn start_now(
         ..
     } = start;
     // A new worktree's setup runs before any agent starts there.
-    let (cwd, host) = environments::ready(spawner.environments(), &start.environment).await?;
-    let host = environments::host(spawner.environments(), host.as_deref())?;
+    let (cwd, host) = environments::ready(&spawner.environments, &start.environment).await?;
+    let host = environments::host(&spawner.environments, host.as_deref())?;
     if host.is_none() {
-        spawner.limits().may_limit_memory(profile.memory_max_mib)?;
+        spawner.limits.may_limit_memory(profile.memory_max_mib)?;
     }
     let (terminal, underway) = match (queued_id, ctx) {
         // Its group knows it since it was queued.
@@ -319,7 +246,7 @@ async fn start_now(
                 // starts: after a crash, `run_variants::resume` never starts
                 // it twice.
                 spawner
-                    .store()
+                    .store
                     .record_variant(group, *n, &start.environment, Some(terminal))
                     .map_err(|e| {
                         ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}"))
@@ -339,7 +266,7 @@ async fn start_now(
         host,
         variant: start.variant,
     };
-    let token = spawner.secret().terminal_token(&newcomer.me, newcomer.lead);
+    let token = spawner.secret.terminal_token(&newcomer.me, newcomer.lead);
     let mut shown = command.clone();
     shown.extend(crate::profile::prompt_args(
         &profile,
@@ -352,7 +279,7 @@ async fn start_now(
         prompt: request.prompt.as_deref(),
         profile: &profile,
         extra_env: request.env.as_ref(),
-        contained: crate::sandbox::wanted(spawner.sandbox(), &profile.name, request.sandbox),
+        contained: crate::sandbox::wanted(&spawner.sandbox, &profile.name, request.sandbox),
     };
     let prepared = match &newcomer.host {
         None => local_launch(spawner, launch, cwd)?,
@@ -362,12 +289,12 @@ async fn start_now(
     // The one record of the terminal, made once: kept before the start, and
     // on record (with its pid) after — the same to the digit everywhere.
     let mut record = agent_record(&newcomer, &request, &profile, shown);
-    if let Some(queued) = queued_id.and_then(|id| spawner.store().record(id)) {
+    if let Some(queued) = queued_id.and_then(|id| spawner.store.record(id)) {
         // It exists since it was queued.
         record.started_at = queued.started_at;
     }
     spawner
-        .store()
+        .store
         .keep_before_start(&record, prepared.3.as_ref());
     crate::crash_point::here("spawn-before-program");
     let (spec, token_file) = spawn_spec(spawner, terminal, &request, prepared);
@@ -385,7 +312,7 @@ async fn start_now(
         // The PTY host starts the program in place and never waits: nothing
         // from here to the record can be cancelled half-way. Its token works
         // from now on: a request with it waits for its record.
-        let start = spawner.launching().begin(&after.newcomer.me);
+        let start = spawner.launching.begin(&after.newcomer.me);
         let spawned = host.spawn(spec, events_tx);
         let recorded = record_started(spawner, spawned, after);
         drop(start);
@@ -398,7 +325,7 @@ async fn start_now(
     let spawner = spawner.clone();
     let finish = tokio::spawn(async move {
         // Its token works from now on: a request with it waits for its record.
-        let start = spawner.launching().begin(&after.newcomer.me);
+        let start = spawner.launching.begin(&after.newcomer.me);
         let spawned = tokio::task::spawn_blocking(move || host.spawn(spec, events_tx))
             .await
             .unwrap_or_else(|e| Err(SpawnError::Host(format!("the terminal host failed: {e}"))));
@@ -440,9 +367,9 @@ fn record_started(
             if let Some(file) = &after.token_file {
                 let _ = std::fs::remove_file(file);
             }
-            spawner.store().forget_kept(id);
+            spawner.store.forget_kept(id);
             // A sandbox's home, network and sockets carried to a host.
-            crate::sandbox::forget(spawner.sandbox(), id);
+            crate::sandbox::forget(&spawner.sandbox, id);
             if let Some(host) = after.newcomer.host.clone() {
                 tokio::spawn(async move { host.remove_terminal_files(&[id]).await });
             }
@@ -451,12 +378,12 @@ fn record_started(
     };
     if after.newcomer.host.is_none() {
         spawner
-            .limits()
+            .limits
             .limit_memory(after.profile.memory_max_mib, id, terminal.pid());
     }
     let mut record = after.record;
     record.pid = terminal.pid();
-    let record = spawner.store().insert(
+    let record = spawner.store.insert(
         record,
         terminal.clone(),
         after.profile.clone(),
@@ -513,13 +440,13 @@ fn profile_and_command(
     let profile_name = request
         .profile
         .clone()
-        .unwrap_or_else(|| spawner.profiles().default_name().to_owned());
-    let profile = spawner.profiles().get(&profile_name).ok_or_else(|| {
+        .unwrap_or_else(|| spawner.profiles.default_name().to_owned());
+    let profile = spawner.profiles.get(&profile_name).ok_or_else(|| {
         invalid(
             "profile",
             format!(
                 "unknown profile {profile_name:?}; profiles: {}",
-                spawner.profiles().names().join(", ")
+                spawner.profiles.names().join(", ")
             ),
         )
     })?;
@@ -556,14 +483,14 @@ fn allocate_id(
 ) -> Result<(u64, Option<Underway>), ApiError> {
     let cannot = cannot_record;
     if ctx.once.is_none() && !variant {
-        let id = spawner.store().allocate_terminal_id().map_err(cannot)?;
+        let id = spawner.store.allocate_terminal_id().map_err(cannot)?;
         return Ok((id, None));
     }
     let mut underway = None;
     let id = spawner
-        .store()
+        .store
         .allocate_terminal_id_with(|tx, terminal| {
-            let intent = Underway::new(spawner.store().db(), ctx, Plan::Spawn { terminal });
+            let intent = Underway::new(spawner.store.db(), ctx, Plan::Spawn { terminal });
             intent.write(tx)?;
             underway = Some(intent);
             Ok(())
@@ -607,8 +534,8 @@ fn spawn_spec(
         env_remove: BUS_VARIABLES.map(String::from).to_vec(),
         cols: request.cols.unwrap_or(COLS),
         rows: request.rows.unwrap_or(ROWS),
-        transcript: Some(crate::transcripts::path(spawner.settings(), id)),
-        scrollback_lines: spawner.settings().config.terminals.scrollback,
+        transcript: Some(crate::transcripts::path(&spawner.settings, id)),
+        scrollback_lines: spawner.settings.config.terminals.scrollback,
     };
     (spec, token_file)
 }
@@ -618,7 +545,7 @@ fn spawn_spec(
 fn terminal_host(spawner: &Spawner, on: Option<&Host>) -> Arc<dyn TerminalHost> {
     match on.and_then(Host::tmux_terminals) {
         Some(tmux) => tmux,
-        None => spawner.host().clone(),
+        None => spawner.host.clone(),
     }
 }
 
@@ -711,21 +638,13 @@ fn watch(
         .then_some(prompt)
         .flatten();
     if typed.is_some() || prompt_in_argv {
-        spawner.store().update(id, |e| {
+        spawner.store.update(id, |e| {
             e.prompt_pending = typed.is_some();
             e.first_turn_pending = prompt_in_argv;
             false
         });
     }
-    tokio::spawn(watcher::run(
-        spawner.watching().clone(),
-        crate::sandbox::contained_here(spawner.sandbox(), id),
-        id,
-        terminal,
-        events,
-        typed,
-        profile.clone(),
-    ));
+    spawner.watch(id, terminal, events, typed, profile.clone());
     tracing::info!(terminal = id, profile = %profile.name, "spawned");
 }
 

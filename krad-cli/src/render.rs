@@ -217,40 +217,11 @@ pub(crate) fn wire_name<T: serde::Serialize>(value: &T) -> String {
     }
 }
 
-pub(crate) use krad_tui::{elapsed, relative};
+pub(crate) use krad_tui::{elapsed, one_line, relative};
 
 /// A size in bytes for people: `512 B`, `4.0 KiB`, `1.2 GiB`.
 pub(crate) fn bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
-
-/// Text made safe for one line of a table: control characters (escape sequences
-/// included) become spaces, and runs of white space one space.
-pub(crate) fn one_line(text: &str) -> String {
-    let mut line = String::with_capacity(text.len());
-    let mut space = false;
-    for c in text.trim().chars() {
-        if c.is_whitespace() || c.is_control() {
-            space = true;
-        } else {
-            if space && !line.is_empty() {
-                line.push(' ');
-            }
-            space = false;
-            line.push(c);
-        }
-    }
-    line
+    krad_tui::bytes_in(bytes, ["B", "KiB", "MiB", "GiB", "TiB", "PiB"], " ")
 }
 
 /// Cuts `text` to at most `width` characters, ending in `…` when cut.

@@ -6,13 +6,13 @@
 use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use krad_bus::protocol::{AgentRecord, AgentState, SnapshotInfo};
+use krad_bus::protocol::{AgentRecord, AgentState};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
 
 use crate::draw;
-use crate::state::{Link, State};
+use crate::state::State;
 
 /// A screen of `cols` × `rows` showing `agents`, drawn once.
 pub struct Screen {
@@ -24,14 +24,7 @@ pub struct Screen {
 impl Screen {
     /// The list of `agents` on a screen of `cols` × `rows`.
     pub fn new(agents: Vec<AgentRecord>, cols: u16, rows: u16) -> std::io::Result<Screen> {
-        let mut state = State::new(true);
-        state.link = Link::Up;
-        state.snapshot(SnapshotInfo {
-            rev: 1,
-            agents,
-            removed: Vec::new(),
-            fresh: true,
-        });
+        let state = State::showing(agents);
         let size = Rect::new(0, 0, cols, rows);
         let backend = CrosstermBackend::new(std::io::sink());
         let terminal = Terminal::with_options(

@@ -69,17 +69,23 @@ pub(crate) fn memory(record: &AgentRecord) -> String {
 
 /// A size, short: `512B`, `4.0K`, `1.2G`.
 pub(crate) fn bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["K", "M", "G", "T", "P"];
+    bytes_in(bytes, ["B", "K", "M", "G", "T", "P"], "")
+}
+
+/// A size in `units` (bytes, then each 1024 times the one before), with one
+/// decimal past bytes, `gap` between the number and its unit:
+/// `bytes_in(1536, ["B", "KiB", …], " ")` is `1.5 KiB`.
+pub fn bytes_in(bytes: u64, units: [&str; 6], gap: &str) -> String {
     if bytes < 1024 {
-        return format!("{bytes}B");
+        return format!("{bytes}{gap}{}", units[0]);
     }
     let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
+    let mut unit = 1;
+    while value >= 1024.0 && unit + 1 < units.len() {
         value /= 1024.0;
         unit += 1;
     }
-    format!("{value:.1}{}", UNITS[unit])
+    format!("{value:.1}{gap}{}", units[unit])
 }
 
 /// What its model calls cost (`$0.0123`), `?` without a price, `-` without
@@ -132,7 +138,7 @@ pub(crate) fn place(record: &AgentRecord) -> String {
 
 /// Text made safe for one line: control characters (escape sequences
 /// included) become spaces, runs of white space one space.
-pub(crate) fn one_line(text: &str) -> String {
+pub fn one_line(text: &str) -> String {
     let mut line = String::with_capacity(text.len());
     let mut space = false;
     for c in text.trim().chars() {

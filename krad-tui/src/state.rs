@@ -277,6 +277,20 @@ impl State {
         }
     }
 
+    /// A screen in color whose link is up and whose list shows `agents` (the
+    /// benchmark's frames, the drawing's tests).
+    pub(crate) fn showing(agents: Vec<AgentRecord>) -> State {
+        let mut state = State::new(true);
+        state.link = Link::Up;
+        state.snapshot(SnapshotInfo {
+            rev: 1,
+            agents,
+            removed: Vec::new(),
+            fresh: true,
+        });
+        state
+    }
+
     /// Scrolls the list so that the selection shows in a list `height` rows
     /// high (its column header and a possible banner take two).
     pub(crate) fn keep_in_view(&mut self, height: usize, preview_height: usize) {

@@ -12,6 +12,15 @@ use serde::{Deserialize, Serialize};
 use super::events::Item;
 use krad_bus::private_file;
 
+/// Which items of a conversation to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Span {
+    /// From index `from`, at most `limit`.
+    From { from: usize, limit: usize },
+    /// The last ones, at most this many.
+    Last(usize),
+}
+
 /// What a conversation is, besides its items.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Meta {
@@ -119,15 +128,8 @@ impl Disk {
         }
     }
 
-    /// Items of a conversation from index `from`, at most `limit`; with
-    /// `newest`, the last `limit` instead.
-    pub(super) fn items(
-        &self,
-        terminal: u64,
-        from: usize,
-        limit: usize,
-        newest: bool,
-    ) -> Vec<Item> {
+    /// The items of a conversation that `span` says.
+    pub(super) fn items(&self, terminal: u64, span: Span) -> Vec<Item> {
         let Ok(file) = std::fs::File::open(self.conversation(terminal, "jsonl")) else {
             return Vec::new();
         };
@@ -135,17 +137,18 @@ impl Disk {
             .lines()
             .map_while(Result::ok)
             .filter_map(|line| serde_json::from_str::<Item>(&line).ok());
-        if newest {
-            let mut last: VecDeque<Item> = VecDeque::new();
-            for item in lines {
-                last.push_back(item);
-                if last.len() > limit {
-                    last.pop_front();
+        match span {
+            Span::Last(limit) => {
+                let mut last: VecDeque<Item> = VecDeque::new();
+                for item in lines {
+                    last.push_back(item);
+                    if last.len() > limit {
+                        last.pop_front();
+                    }
                 }
+                last.into()
             }
-            last.into()
-        } else {
-            lines.skip(from).take(limit).collect()
+            Span::From { from, limit } => lines.skip(from).take(limit).collect(),
         }
     }
 

@@ -8,7 +8,7 @@ use krad_bus::protocol::AgentRecord;
 use krad_durable::limits;
 use serde_json::Value;
 
-use super::disk::{Disk, Meta};
+use super::disk::{Disk, Meta, Span};
 use super::events::{Event, Item, ItemKind, PaneState, view};
 
 /// Events kept per pane; a reader further behind gets the whole view.
@@ -83,7 +83,7 @@ impl Pane {
                 disk.save_meta(&pane.meta);
             } else {
                 pane.items = disk
-                    .items(record.terminal, 0, limits::VIEW_ITEMS, true)
+                    .items(record.terminal, Span::Last(limits::VIEW_ITEMS))
                     .into();
             }
         }

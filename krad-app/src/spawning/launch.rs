@@ -39,12 +39,12 @@ pub(super) fn local_launch(
     launch: Launch<'_>,
     cwd: PathBuf,
 ) -> Result<Prepared, ApiError> {
-    let settings = &spawner.settings();
+    let settings = &spawner.settings;
     let id = launch.me.terminal;
     let token_file = settings.token_dir.join(format!("{id}.token"));
     // A host whose terminals end with the app needs the token only in this run:
     // no sync (a kept terminal's token must survive a crash).
-    let write = if spawner.host().restart_safe() {
+    let write = if spawner.host.restart_safe() {
         private_file::write
     } else {
         private_file::write_for_this_run
@@ -75,7 +75,7 @@ pub(super) fn local_launch(
         claude_settings.as_deref(),
     );
     let mut env = profile_env(launch.profile, launch.extra_env);
-    let ports = crate::environments::ports::block(spawner.environments(), &launch.me.environment);
+    let ports = crate::environments::ports::block(&spawner.environments, &launch.me.environment);
     if launch.contained {
         let contained = crate::sandbox::Contained {
             id,
@@ -93,7 +93,7 @@ pub(super) fn local_launch(
             environment: &launch.me.environment,
             ports: &ports,
         };
-        argv = crate::sandbox::wrap(spawner.sandbox(), contained, argv).inspect_err(|_| {
+        argv = crate::sandbox::wrap(&spawner.sandbox, contained, argv).inspect_err(|_| {
             let _ = std::fs::remove_file(&token_file);
         })?;
     }
@@ -189,7 +189,7 @@ pub(super) async fn remote_launch(
     let net = if launch.contained {
         let env = profile_env(launch.profile, launch.extra_env);
         let contained = (id, launch.profile.hooks, env.as_slice());
-        crate::sandbox::host::network(spawner.sandbox(), host, contained, &dir, port).await?
+        crate::sandbox::host::network(&spawner.sandbox, host, contained, &dir, port).await?
     } else {
         None
     };
@@ -229,7 +229,7 @@ pub(super) async fn remote_launch(
     if let Err(e) = host.write_private(&launcher, script.as_bytes()).await {
         if net.is_some() {
             host.remove_terminal_files(&[id]).await;
-            crate::sandbox::forget(spawner.sandbox(), id);
+            crate::sandbox::forget(&spawner.sandbox, id);
         }
         return Err(e);
     }
@@ -237,7 +237,7 @@ pub(super) async fn remote_launch(
     if in_tmux {
         // Run by tmux there (in `cwd`); kept in the store from now on: a
         // restarted app takes it back.
-        spawner.store().keep_terminal(id);
+        spawner.store.keep_terminal(id);
         return Ok((
             vec!["sh".to_owned(), launcher],
             cwd.to_path_buf(),
@@ -248,7 +248,7 @@ pub(super) async fn remote_launch(
     let mut ssh = vec!["ssh".to_owned()];
     ssh.extend(host.ssh_args(true));
     ssh.extend(["--".to_owned(), format!("sh {}", shell_quote(&launcher))]);
-    Ok((ssh, spawner.settings().root.clone(), env, None))
+    Ok((ssh, spawner.settings.root.clone(), env, None))
 }
 
 /// The profile's and the Spawn's variables, the Spawn's last.
@@ -301,7 +301,7 @@ fn host_env<'a>(
         }
     }
     let user_set_port = env.iter().any(|(k, _)| *k == "PORT");
-    let ports = crate::environments::ports::block(spawner.environments(), &me.environment);
+    let ports = crate::environments::ports::block(&spawner.environments, &me.environment);
     env.extend(crate::environments::ports::vars(&ports, user_set_port));
     env.push(("TERM", "xterm-256color".to_owned()));
     env.push(("KRAD_ADE_ENDPOINT", format!("127.0.0.1:{port}")));

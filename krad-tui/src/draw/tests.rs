@@ -1,6 +1,5 @@
 //! Drawing at odd sizes and with odd text, on ratatui's `TestBackend`.
 
-use krad_bus::protocol::SnapshotInfo;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::json;
@@ -27,21 +26,9 @@ fn screen_text(state: &mut State, width: u16, height: u16) -> String {
     text
 }
 
-fn state_with(agents: Vec<krad_bus::protocol::AgentRecord>) -> State {
-    let mut state = State::new(true);
-    state.link = Link::Up;
-    state.snapshot(SnapshotInfo {
-        rev: 1,
-        agents,
-        removed: Vec::new(),
-        fresh: true,
-    });
-    state
-}
-
 #[test]
 fn an_empty_list_says_how_to_start() {
-    let mut state = state_with(Vec::new());
+    let mut state = State::showing(Vec::new());
     let text = screen_text(&mut state, 80, 24);
     assert!(text.contains("No agents yet"), "{text}");
     assert!(text.contains("0 agents"), "{text}");
@@ -51,7 +38,7 @@ fn an_empty_list_says_how_to_start() {
 #[test]
 fn every_size_down_to_nothing_draws_without_panic() {
     let wide = "日本語のメッセージ🙂".repeat(20);
-    let mut state = state_with(
+    let mut state = State::showing(
         (1..=30)
             .map(|id| {
                 record(
@@ -73,7 +60,7 @@ fn every_size_down_to_nothing_draws_without_panic() {
 
 #[test]
 fn a_narrow_screen_keeps_state_and_message() {
-    let mut state = state_with(vec![record(
+    let mut state = State::showing(vec![record(
         json!({"terminal":7,"name":"fix-login","state":"asking","message":"May I run rm?"}),
     )]);
     let text = screen_text(&mut state, 80, 24);
@@ -88,7 +75,7 @@ fn a_narrow_screen_keeps_state_and_message() {
 
 #[test]
 fn the_app_gone_is_said() {
-    let mut state = state_with(vec![record(json!({"terminal":1}))]);
+    let mut state = State::showing(vec![record(json!({"terminal":1}))]);
     state.unlinked("connection refused".into());
     let text = screen_text(&mut state, 80, 24);
     assert!(text.contains("app stopped: reconnecting"), "{text}");
@@ -97,7 +84,7 @@ fn the_app_gone_is_said() {
 
 #[test]
 fn the_selection_stays_in_view_in_a_long_list() {
-    let mut state = state_with((1..=200).map(|id| record(json!({"terminal":id}))).collect());
+    let mut state = State::showing((1..=200).map(|id| record(json!({"terminal":id}))).collect());
     for _ in 0..149 {
         state.move_selection(1);
     }
@@ -107,7 +94,7 @@ fn the_selection_stays_in_view_in_a_long_list() {
 
 #[test]
 fn the_preview_draws_colours_and_wide_characters() {
-    let mut state = state_with(vec![record(json!({"terminal":1}))]);
+    let mut state = State::showing(vec![record(json!({"terminal":1}))]);
     let generation = state.preview.generation;
     state.preview.screen(
         generation,
@@ -133,7 +120,7 @@ fn the_preview_draws_colours_and_wide_characters() {
 /// last line was cut).
 #[test]
 fn the_help_fits_at_80_by_24() {
-    let mut state = state_with(Vec::new());
+    let mut state = State::showing(Vec::new());
     state.mode = Mode::Help;
     let text = screen_text(&mut state, 80, 24);
     for (key, _) in crate::draw::overlay::HELP {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{spawn, workspace_exists};
 use crate::environments::MAIN;
-use crate::feed::disk::{Meta, conversation_terminal};
+use crate::feed::disk::{Meta, Span, conversation_terminal};
 use crate::feed::events::ItemKind;
 use crate::phone::Phone;
 
@@ -79,7 +79,7 @@ pub(super) fn items(phone: &Phone, id: &str, after: Option<&str>, limit: usize) 
     };
     let mut budget = limits::response::ITEMS - 64 * 1024;
     let mut page = Vec::new();
-    for item in phone.feed.read_items(terminal, from, limit, false) {
+    for item in phone.feed.read_items(terminal, Span::From { from, limit }) {
         let size = item.text.len() + 128;
         if size > budget {
             break;
