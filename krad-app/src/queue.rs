@@ -273,6 +273,7 @@ async fn start(core: &Arc<Core>, waiting: InLine) {
             let id = queued.terminal;
             tracing::info!(terminal = id, "starting from the queue");
             let started = spawning::start_queued(core, *queued).await;
+            crate::crash_point::here("queue-started");
             forget(core.store.db(), &done);
             if let Err(e) = started {
                 tracing::warn!(terminal = id, "a queued Spawn did not start: {}", e.message);
@@ -295,6 +296,7 @@ async fn start(core: &Arc<Core>, waiting: InLine) {
                 return;
             };
             let before = watch.borrow_and_update().state;
+            crate::crash_point::here("queue-send-taken");
             match sending::send(core, &ctx, request, watch.clone()).await {
                 Ok(_) => tracing::info!(terminal = id, "a queued Send was typed"),
                 Err(e) => {

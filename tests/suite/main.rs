@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod support;
+mod torture;
 
 mod agents;
 mod api_json;
@@ -19,6 +20,7 @@ mod collie;
 mod cost;
 mod crash;
 mod crash_points;
+mod crash_queue;
 mod doctor;
 mod durable;
 mod durable_asks;
