@@ -10,7 +10,8 @@
 //! `sandbox-set-up` (a sandbox's home and sockets made, bubblewrap not
 //! started), `sandbox-proxy-traffic` (a sandbox's connection let through,
 //! before its first bytes), `budget-stop` (an agent at its cost limit
-//! interrupted, not yet held).
+//! interrupted, not yet held), `close-removed` (a closed terminal's record
+//! gone, the Close not answered yet).
 //!
 //! Owns nothing else; imports nothing of the app.
 

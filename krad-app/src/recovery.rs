@@ -79,6 +79,11 @@ pub(crate) async fn recover(core: &Arc<Core>) {
                 Some(record) => Outcome::Done(environments::info(core, &record).into_response()),
                 None => Outcome::Undone,
             },
+            // Its record gone, the Close did it; still there, the retry closes it.
+            Plan::CloseTerminal { terminal } => match core.store.record(*terminal) {
+                None => Outcome::Done(().into_response()),
+                Some(_) => Outcome::Undone,
+            },
             Plan::CloseEnvironment { name, force } => {
                 match environments::close(core, name, *force).await {
                     Ok(_) => Outcome::Done(().into_response()),
