@@ -21,6 +21,7 @@ mod cost;
 mod crash;
 mod crash_points;
 mod crash_queue;
+mod crash_sandbox;
 mod doctor;
 mod durable;
 mod durable_asks;
