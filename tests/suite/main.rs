@@ -19,6 +19,7 @@ mod code;
 mod collie;
 mod cost;
 mod crash;
+mod crash_budget;
 mod crash_points;
 mod crash_queue;
 mod crash_sandbox;

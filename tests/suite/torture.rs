@@ -214,6 +214,8 @@ pub(crate) struct Tally {
     pub violations: BTreeMap<&'static str, usize>,
     /// Figures that are no violation (what the kills cut, as documented).
     pub notes: BTreeMap<&'static str, usize>,
+    /// Kinds of open defects, reported: printed, not failed on.
+    pub known: &'static [&'static str],
     started: Instant,
 }
 
@@ -227,6 +229,7 @@ impl Tally {
             checked: BTreeMap::new(),
             violations: BTreeMap::new(),
             notes: BTreeMap::new(),
+            known: &[],
             started: Instant::now(),
         }
     }
@@ -281,8 +284,13 @@ impl Tally {
             "invariant", "checked", "violations"
         );
         for kind in self.kinds {
+            let known = if self.known.contains(kind) {
+                "  (an open defect, reported: not failed on)"
+            } else {
+                ""
+            };
             println!(
-                "  {kind:<16} {:>8} {:>10}",
+                "  {kind:<16} {:>8} {:>10}{known}",
                 self.checked.get(kind).unwrap_or(&0),
                 self.violations.get(kind).unwrap_or(&0)
             );
@@ -291,7 +299,7 @@ impl Tally {
             println!("  {what}: {count}");
         }
         assert!(
-            self.violations.is_empty(),
+            self.violations.keys().all(|kind| self.known.contains(kind)),
             "violations in {}; see above",
             self.what
         );
