@@ -20,6 +20,7 @@ mod collie;
 mod cost;
 mod crash;
 mod crash_budget;
+mod crash_discovery;
 mod crash_page;
 mod crash_points;
 mod crash_queue;
