@@ -39,7 +39,7 @@ const KINDS: &[&str] = &["start", "ws-gone", "ws-back", "login", "review"];
 const REVIEWS: usize = 4;
 
 /// The page's WebSocket with a session `cookie` (a `Cookie:` line).
-fn socket(address: &str, cookie: &str) -> Option<WebSocket<TcpStream>> {
+pub(crate) fn socket(address: &str, cookie: &str) -> Option<WebSocket<TcpStream>> {
     let mut request = format!("ws://{address}/ws").into_client_request().ok()?;
     let value = cookie.strip_prefix("Cookie: ")?;
     request.headers_mut().insert("Cookie", value.parse().ok()?);

@@ -38,6 +38,7 @@ mod host_down;
 mod in_process;
 mod isolation;
 mod limits;
+mod load;
 mod queue;
 mod remote_tmux;
 mod rename;
