@@ -523,7 +523,7 @@ fn drain(
                 let arrived = texts
                     .iter()
                     .all(|t| file.as_ref().is_some_and(|f| read(f).contains(t.as_str())));
-                if !(ran && arrived) && !stalled {
+                if !(stalled || ran && arrived) {
                     continue;
                 }
                 if !arrived && agent["queue_place"].is_u64() {
