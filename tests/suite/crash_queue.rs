@@ -491,9 +491,10 @@ fn drain(
     let until = std::time::Instant::now() + Duration::from_secs(120);
     let mut lost_with_app: Vec<u64> = Vec::new();
     let mut closed: Vec<Value> = Vec::new();
-    // Texts still queued for a terminal the drain had to close: the queue is
-    // in order, so a Send behind a Spawn that waits for room waits too, and
-    // Close takes it out (docs/agents.md).
+    // Texts not typed into a terminal the drain had to close once nothing
+    // moved for 5 s: the queue is in order, so a Send to a running terminal
+    // behind a Spawn that waits for room waits too — for as long as the
+    // terminals holding the room wait for such Sends — and Close takes it out.
     let mut taken_out: Vec<String> = Vec::new();
     let mut progress = std::time::Instant::now();
     loop {
@@ -526,7 +527,7 @@ fn drain(
                 if !(stalled || ran && arrived) {
                     continue;
                 }
-                if !arrived && agent["queue_place"].is_u64() {
+                if !arrived {
                     taken_out.extend(texts.iter().map(|t| (*t).clone()));
                 }
             } else if agent["group"].is_string() {
@@ -576,7 +577,7 @@ fn drain(
                 requests[2 * k - 1].first
             );
             if seen == 0 && taken_out.contains(&text) {
-                tally.note("queued Sends taken out by the drain's Close (a Spawn ahead waited)");
+                tally.note("queued Sends taken out by the drain's Close (stuck behind a Spawn that waited for room)");
             } else if seen == 0 && cut_at_aim {
                 // Taken out of the store and not typed yet when the app died
                 // at `queue-send-taken`: at most once, so not typed (a known
