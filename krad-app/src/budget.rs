@@ -134,6 +134,7 @@ impl Budgets {
         if !keys.is_empty() && !matches!(terminal.write(keys.into_bytes()).await, Ok(Ok(()))) {
             tracing::warn!(terminal = id, "cannot type the interrupt keys");
         }
+        crate::crash_point::here("budget-stop");
         self.store.update(id, |e| {
             e.record.state != AgentState::Exited
                 && set_state(

@@ -68,6 +68,7 @@ pub(crate) async fn close_terminal(core: &Closer<'_>, id: u64) -> Result<(), Api
         }
     }
     if let Some(entry) = core.store.remove(id) {
+        crate::crash_point::here("close-removed");
         let me = krad_bus::protocol::TerminalRef {
             environment: entry.record.environment.clone(),
             terminal: id,

@@ -4,6 +4,15 @@
 //! SIGKILL would, at a place a random kill rarely hits. Without the variable
 //! a point costs one load of a flag read once.
 //!
+//! The points: `spawn-queued`, `spawn-before-program`, `spawn-started`
+//! (a Spawn), `queue-started` (a queued Spawn started, still in the store),
+//! `queue-send-taken` (a queued Send taken out, not typed yet),
+//! `sandbox-set-up` (a sandbox's home and sockets made, bubblewrap not
+//! started), `sandbox-proxy-traffic` (a sandbox's connection let through,
+//! before its first bytes), `budget-stop` (an agent at its cost limit
+//! interrupted, not yet held), `close-removed` (a closed terminal's record
+//! gone, the Close not answered yet).
+//!
 //! Owns nothing else; imports nothing of the app.
 
 use std::sync::OnceLock;

@@ -65,6 +65,12 @@ pub(crate) enum Plan {
         /// The environment.
         name: String,
     },
+    /// Close of terminal `terminal` (with a request id): its record goes
+    /// before the answer is kept, so one on record nowhere was closed by it.
+    CloseTerminal {
+        /// The terminal.
+        terminal: u64,
+    },
     /// Close of environment `name`.
     CloseEnvironment {
         /// The environment.

@@ -276,6 +276,7 @@ async fn start(spawner: &Spawner, waiting: InLine) {
             let id = queued.terminal;
             tracing::info!(terminal = id, "starting from the queue");
             let started = spawning::start_queued(spawner, *queued).await;
+            crate::crash_point::here("queue-started");
             forget(spawner.store.db(), &done);
             if let Err(e) = started {
                 tracing::warn!(terminal = id, "a queued Spawn did not start: {}", e.message);
@@ -298,6 +299,7 @@ async fn start(spawner: &Spawner, waiting: InLine) {
                 return;
             };
             let before = watch.borrow_and_update().state;
+            crate::crash_point::here("queue-send-taken");
             match sending::send(&spawner.store, &ctx, request, watch.clone()).await {
                 Ok(_) => tracing::info!(terminal = id, "a queued Send was typed"),
                 Err(e) => {

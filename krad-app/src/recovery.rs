@@ -85,6 +85,11 @@ pub(crate) async fn recover(spawner: &Spawner, closer: &Closer<'_>, request_log:
                 ),
                 None => Outcome::Undone,
             },
+            // Its record gone, the Close did it; still there, the retry closes it.
+            Plan::CloseTerminal { terminal } => match spawner.store.record(*terminal) {
+                None => Outcome::Done(().into_response()),
+                Some(_) => Outcome::Undone,
+            },
             Plan::CloseEnvironment { name, force } => {
                 match environments::close(&spawner.environments, closer, name, *force).await {
                     Ok(_) => Outcome::Done(().into_response()),

@@ -199,6 +199,7 @@ pub(crate) fn wrap(
     } else {
         None
     };
+    crate::crash_point::here("sandbox-set-up");
     let mut args = vec![bwrap.display().to_string()];
     let mut push = |words: &[&str]| args.extend(words.iter().map(|w| (*w).to_owned()));
     push(&["--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev"]);

@@ -46,16 +46,15 @@
 //! The seed is printed; `KRAD_TORTURE_SEED=<n>` draws the same kill delays again.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
 use crate::support::{App, Launch, code, git, git_repo};
 use crate::tmux::{TMUX, TmuxServer};
+use crate::torture::{self, Outcome, env_or, next_random, normal, send};
 
 /// Reports per round on the tmux host: enough that kills land among them.
 const REPORTS: usize = 40;
@@ -75,16 +74,6 @@ fn crash_torture_on_the_tmux_host() {
     torture("tmux host", Some(TMUX), 1);
 }
 
-/// What became of a request's first attempt.
-#[derive(Clone)]
-enum Outcome {
-    /// Never reached the app (refused, or its lane stopped before it).
-    Unsent,
-    /// Sent, and the app died before answering.
-    Lost,
-    Answered(Value),
-}
-
 struct Req {
     id: String,
     body: Value,
@@ -100,14 +89,6 @@ impl Req {
     fn replays(&self) -> bool {
         self.body.get("Ask").is_none() && self.body.get("Report").is_none()
     }
-}
-
-/// splitmix64: small, seeded, reproducible.
-fn next_random(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let z = (*state ^ (*state >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[derive(Default)]
@@ -495,20 +476,9 @@ impl Torture {
         std::fs::read_to_string(file).unwrap().trim().to_owned()
     }
 
-    /// Freezes the app, notes its children (the git commands it runs, forks not
-    /// yet exec'd), kills it, and waits for those to end on their own, so that
-    /// no check and no restart races a command the dead app started.
+    /// Kills the app (see [`torture::kill`]).
     fn kill(&mut self) {
-        let app = self.app.as_mut().unwrap();
-        app.signal(Signal::SIGSTOP);
-        let children = children(app.pid as i32);
-        app.signal(Signal::SIGKILL);
-        app.wait_exit(Duration::from_secs(10));
-        let until = Instant::now() + Duration::from_secs(30);
-        while children.iter().any(|&pid| alive(pid)) {
-            assert!(Instant::now() < until, "{children:?} still run");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        torture::kill(self.app.as_mut().unwrap());
     }
 
     /// Starts the app again on the same repository; false if it does not start
@@ -775,68 +745,4 @@ fn open_ask(endpoint: SocketAddr, envelope: &Value, terminal: &str) -> Option<St
         std::thread::sleep(Duration::from_millis(5));
     }
     None
-}
-
-/// One request on its own connection; never panics (the app may die).
-fn send(endpoint: SocketAddr, envelope: &Value) -> Outcome {
-    let Ok(mut stream) = TcpStream::connect(endpoint) else {
-        return Outcome::Unsent;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(90)));
-    let line = format!("{envelope}\n");
-    if stream.write_all(line.as_bytes()).is_err() {
-        return Outcome::Lost;
-    }
-    let mut line = String::new();
-    let _ = BufReader::new(stream).read_line(&mut line);
-    match serde_json::from_str(line.trim_end()) {
-        Ok(answer) if line.ends_with('\n') => Outcome::Answered(answer),
-        _ => Outcome::Lost,
-    }
-}
-
-/// An answer without its `replayed` mark, `"Ok"` as `{"Ok":{}}`.
-fn normal(answer: &Value) -> Value {
-    let mut answer = answer
-        .as_str()
-        .map_or(answer.clone(), |name| json!({ name: {} }));
-    let inner = answer.as_object_mut().and_then(|o| o.values_mut().next());
-    if let Some(Value::Object(inner)) = inner {
-        inner.remove("replayed");
-    }
-    answer
-}
-
-/// The children of `pid`, but its tmux control client: tmux 3.3 can keep that
-/// one forever once its app is gone.
-fn children(pid: i32) -> Vec<i32> {
-    let pids = std::fs::read_dir("/proc").unwrap().flatten();
-    let pids = pids.filter_map(|e| e.file_name().to_str()?.parse().ok());
-    let child = |p: &i32| {
-        stat(*p).is_some_and(|(comm, _, parent)| parent == pid && !comm.starts_with("tmux"))
-    };
-    pids.filter(child).collect()
-}
-
-/// Running, not a zombie waiting to be reaped.
-fn alive(pid: i32) -> bool {
-    stat(pid).is_some_and(|(_, state, _)| state != 'Z')
-}
-
-/// A process's command name, state and parent, from `/proc/<pid>/stat`.
-fn stat(pid: i32) -> Option<(String, char, i32)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (open, close) = (text.find('(')?, text.rfind(')')?);
-    let mut rest = text[close + 2..].split(' ');
-    let state = rest.next()?.chars().next()?;
-    Some((
-        text[open + 1..close].to_owned(),
-        state,
-        rest.next()?.parse().ok()?,
-    ))
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    let value = std::env::var(name).ok().and_then(|v| v.parse().ok());
-    value.unwrap_or(default)
 }

@@ -294,3 +294,31 @@ fn a_contained_terminal_kept_by_a_clean_stop_is_taken_back_and_reaches_the_bus()
     });
     assert_eq!(app.request(json!({"Close": {"target": id}})), json!("Ok"));
 }
+
+/// Found by the queue's torture (crash_queue.rs): a Close of a terminal
+/// whose record was gone when the app died, before its answer was kept,
+/// answered its retry `not_found` — its first attempt had closed it.
+fn a_close_killed_after_the_record_went_is_replayed(config: &str) {
+    let app = app_killed_at("close-removed", config);
+    let id = app.spawn_sh("exec sleep 600");
+    let _tmux = config.contains("tmux").then(|| TmuxServer::of(&app, id));
+    let close = json!({"Close": {"target": id}});
+    assert_eq!(send_with_id(&app, &close, "c-1"), "", "the app answered");
+    let app = again(died(app), config);
+    let retried: Value = serde_json::from_str(&send_with_id(&app, &close, "c-1")).unwrap();
+    assert_eq!(retried, json!({"Ok": {"replayed": true}}), "{}", app.log());
+    assert_eq!(
+        code(&app.request(json!({"Check": {"target": id}}))),
+        "not_found"
+    );
+}
+
+#[test]
+fn a_close_killed_after_the_record_went_is_replayed_on_the_pty_host() {
+    a_close_killed_after_the_record_went_is_replayed("");
+}
+
+#[test]
+fn a_close_killed_after_the_record_went_is_replayed_on_the_tmux_host() {
+    a_close_killed_after_the_record_went_is_replayed(TMUX);
+}

@@ -27,7 +27,7 @@ fn hello_ok(app: &App) -> bool {
 
 /// Makes sure this process may open `n` files (sockets), raising its own soft
 /// limit with `prlimit` when it is lower.
-fn allow_open_files(n: u64) {
+pub(crate) fn allow_open_files(n: u64) {
     let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
     let soft: u64 = limits
         .lines()

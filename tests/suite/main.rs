@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod support;
+mod torture;
 
 mod agents;
 mod api_json;
@@ -18,7 +19,12 @@ mod code;
 mod collie;
 mod cost;
 mod crash;
+mod crash_budget;
+mod crash_discovery;
+mod crash_page;
 mod crash_points;
+mod crash_queue;
+mod crash_sandbox;
 mod doctor;
 mod durable;
 mod durable_asks;
@@ -32,6 +38,7 @@ mod host_down;
 mod in_process;
 mod isolation;
 mod limits;
+mod load;
 mod queue;
 mod remote_tmux;
 mod rename;

@@ -17,7 +17,7 @@ use crate::support::{exit_code, stdout};
 
 /// A small HTTP server on 127.0.0.1 answering `body` to every request; its
 /// port and how many connections it took.
-fn http_server(body: &'static str) -> (u16, Arc<AtomicUsize>) {
+pub(crate) fn http_server(body: &'static str) -> (u16, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let taken = Arc::new(AtomicUsize::new(0));

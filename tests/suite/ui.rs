@@ -30,7 +30,7 @@ pub(crate) fn http(address: &str, request: &str) -> (u16, String) {
 }
 
 /// `GET path` with these extra header lines.
-fn get(address: &str, path: &str, headers: &[&str]) -> (u16, String) {
+pub(crate) fn get(address: &str, path: &str, headers: &[&str]) -> (u16, String) {
     let mut request = format!("GET {path} HTTP/1.1\r\nConnection: close\r\n");
     if !headers.iter().any(|h| h.starts_with("Host:")) {
         request.push_str(&format!("Host: {address}\r\n"));
@@ -61,7 +61,7 @@ pub(crate) fn login_url(app: &App) -> String {
 }
 
 /// Logs in with a fresh URL: the `Cookie:` header line of the session.
-fn log_in(app: &App) -> String {
+pub(crate) fn log_in(app: &App) -> String {
     let address = page_address(app);
     let url = login_url(app);
     let path = url.split_once(&address).unwrap().1;

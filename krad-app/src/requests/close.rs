@@ -38,6 +38,10 @@ async fn close(core: &Arc<Core>, ctx: &CallContext, request: Close) -> Result<()
         return Err(no_terminal(id));
     };
     may_act_on(&ctx.principal, RequestKind::Close, &record)?;
+    let plan = Plan::CloseTerminal { terminal: id };
+    let _underway = (ctx.once.is_some())
+        .then(|| Underway::begin(core.store().db(), ctx, plan))
+        .transpose()?;
     closing::close_terminal(&core.closer(), id).await
 }
 

@@ -255,6 +255,7 @@ impl Net {
         let mut outside = TcpStream::connect((host, port)).await.inspect_err(|e| {
             self.finish(seq, (0, 0), Some(format!("cannot connect: {e}")));
         })?;
+        crate::crash_point::here("sandbox-proxy-traffic");
         if outside.write_all(to_host).await.is_err() || inside.write_all(to_inside).await.is_err() {
             return Ok(());
         }
