@@ -19,11 +19,12 @@ use anyhow::Context;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use krad_bus::client::{ClientError, Item, Line, Lines};
+use krad_bus::protocol::AgentRecord;
 use krad_bus::protocol::{
     AttachInput, AttachMessage, DataInfo, ExitedInfo, ResizeInfo, ScreenInfo, TmuxInfo,
 };
 use krad_bus::request::{attach::Attach, check::Check};
-use serde_json::json;
+use serde::Serialize;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::connect::{AppConnection, ConnectArgs, answer_failure, client_failure};
@@ -433,6 +434,17 @@ fn tmux_key(key: u8) -> Option<String> {
     }
 }
 
+/// What `krad attach --json` prints once detached.
+#[derive(Serialize)]
+enum Detached<'a> {
+    Attach {
+        terminal: u64,
+        ended: &'static str,
+        exited: Option<&'a ExitedInfo>,
+        agent: Option<&'a AgentRecord>,
+    },
+}
+
 /// Prints how the attachment ended and where the agent is now.
 fn report(bus: &AppConnection, target: u64, ending: Ending, json: bool) -> anyhow::Result<Exit> {
     let record = match &ending {
@@ -454,12 +466,15 @@ fn report(bus: &AppConnection, target: u64, ending: Ending, json: bool) -> anyho
         Ending::Signal(_) => ("signal", Exit::Success),
     };
     if json {
-        print::json(&json!({"Attach": {
-            "terminal": target,
-            "ended": ended,
-            "exited": match &ending { Ending::Exited(info) => Some(info), _ => None },
-            "agent": record,
-        }}));
+        print::message(&Detached::Attach {
+            terminal: target,
+            ended,
+            exited: match &ending {
+                Ending::Exited(info) => Some(info),
+                _ => None,
+            },
+            agent: record.as_ref(),
+        });
         return Ok(exit);
     }
     let where_now = record
