@@ -6,7 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde_json::json;
+use krad_bus::request::hello::Hello;
+use krad_bus::request::list::List;
 
 use crate::Ctx;
 use crate::baseline::{Baseline, Mode};
@@ -47,7 +48,7 @@ pub(crate) fn pair_ratios(krad: &[Run], baseline: &[Run]) -> Summary {
 /// Hello at each client count: baseline and krad alternated, `repeats` pairs.
 pub(crate) fn hello(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
-    let line = krad.line(json!("Hello"));
+    let line = krad.line(Hello::default());
     let answer_len = call_raw(krad.endpoint, &line)?.len();
     let baseline = Baseline::start(Mode::Line, answer_len)?;
     ctx.out(&format!(
@@ -91,9 +92,9 @@ pub(crate) fn list(ctx: &Ctx) -> anyhow::Result<()> {
     for _ in 0..ctx.agents {
         krad.spawn_exec(&["sleep", "3600"])?;
     }
-    let line = krad.line(json!("List"));
+    let line = krad.line(List::default());
     let answer = call_raw(krad.endpoint, &line)?;
-    let hello_len = call_raw(krad.endpoint, &krad.line(json!("Hello")))?.len();
+    let hello_len = call_raw(krad.endpoint, &krad.line(Hello::default()))?.len();
     let same = Baseline::start(Mode::Line, answer.len())?;
     let small = Baseline::start(Mode::Line, hello_len)?;
     ctx.out(&format!(
@@ -142,7 +143,7 @@ fn measured(ctx: &Ctx, endpoint: SocketAddr, line: &[u8], expect: &[u8], clients
 /// `krad api` as a whole process, against the minimal client and `nc`.
 pub(crate) fn api(ctx: &Ctx) -> anyhow::Result<()> {
     let krad = Krad::start(&ctx.krad, &[])?;
-    let line = krad.line(json!("Hello"));
+    let line = krad.line(Hello::default());
     let line_file = krad.dir.path().join("hello.line");
     std::fs::write(&line_file, &line)?;
     let mini = std::env::current_exe()?

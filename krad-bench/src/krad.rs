@@ -1,5 +1,6 @@
 //! The app under test: `krad serve` started in a fresh git repository with its
-//! own api.json, and blocking one-request-per-connection calls to it.
+//! own api.json, and blocking one-request-per-connection calls to it: typed
+//! (krad-bus's client), or a request's line sent as is, for the load rounds.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -8,7 +9,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use serde_json::{Value, json};
+use krad_bus::client::{Answered, Client};
+use krad_bus::protocol::{Caller, TerminalRef, Token};
+use krad_bus::request::Call;
+use krad_bus::request::spawn::Spawn;
+use serde_json::Value;
 
 /// A running `krad serve`.
 pub(crate) struct Krad {
@@ -23,7 +28,8 @@ pub(crate) struct Krad {
     pub pid: u32,
     /// Its api.json.
     pub api_json: PathBuf,
-    token: String,
+    /// Its bus, as Client.
+    client: Client,
 }
 
 impl Krad {
@@ -78,55 +84,65 @@ impl Krad {
         if let Some(out) = child.stdout.take() {
             BufReader::new(out).read_line(&mut first)?;
         }
-        let serving: Value = serde_json::from_str(&first).with_context(|| {
+        // The line says it serves (or why not); api.json says where.
+        serde_json::from_str::<Value>(&first).with_context(|| {
             let log = std::fs::read_to_string(dir.path().join("app.log")).unwrap_or_default();
             format!("krad serve printed {first:?}; its log:\n{log}")
         })?;
-        let endpoint = serving["Serving"]["endpoint"]
-            .as_str()
-            .context("no endpoint")?
-            .parse()?;
-        let pid = serving["Serving"]["pid"].as_u64().context("no pid")? as u32;
-        let written: Value = serde_json::from_slice(&std::fs::read(&api_json)?)?;
-        let token = written["token"].as_str().context("no token")?.to_owned();
+        let written = krad_bus::api_json::read(&api_json)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", api_json.display()))?;
+        let endpoint: SocketAddr = written.endpoint.parse()?;
+        let client = Client::at(endpoint, written.token, Caller::Client);
         Ok(Krad {
             child,
             dir,
             _run: run,
             endpoint,
-            pid,
+            pid: written.pid,
             api_json,
-            token,
+            client,
         })
     }
 
     /// The request line (with `\n`) of a request from Client.
-    pub(crate) fn line(&self, request: Value) -> Vec<u8> {
-        line_of(
-            &json!({"api_version": 1, "token": self.token, "from": "Client", "request": request}),
-        )
+    pub(crate) fn line<R: Call>(&self, request: R) -> Vec<u8> {
+        self.client.request_line(request, None).unwrap_or_default()
     }
 
     /// The request line of a request made by terminal `id` with its own token.
-    pub(crate) fn line_as(&self, id: u64, token: &str, request: Value) -> Vec<u8> {
-        line_of(&json!({
-            "token": token,
-            "from": {"Terminal": {"environment": "main", "terminal": id}},
-            "request": request
-        }))
+    pub(crate) fn line_as<R: Call>(&self, id: u64, token: &str, request: R) -> Vec<u8> {
+        let terminal = Caller::Terminal(TerminalRef {
+            environment: "main".to_owned(),
+            terminal: id,
+        });
+        Client::at(self.endpoint, Token::new(token.trim()), terminal)
+            .request_line(request, None)
+            .unwrap_or_default()
     }
 
-    /// Makes a request from Client and returns the answer.
-    pub(crate) fn call(&self, request: Value) -> anyhow::Result<Value> {
-        call_line(self.endpoint, &self.line(request))
+    /// Makes a request from Client and returns its answer as the app wrote
+    /// it and typed.
+    pub(crate) fn answered<R: Call>(&self, request: R) -> anyhow::Result<Answered<R::Answer>> {
+        Ok(self.client.call(request, None, ANSWER_MARGIN)?)
+    }
+
+    /// Makes a request from Client and returns its typed answer; any other
+    /// (an error, `"TimedOut"`) fails.
+    pub(crate) fn call<R: Call>(&self, request: R) -> anyhow::Result<R::Answer> {
+        let answered = self.answered(request)?;
+        answered
+            .answer
+            .map_err(|_| anyhow::anyhow!("{} answered {}", R::KIND.name(), answered.raw))
     }
 
     /// Spawns `argv` with the exec profile; returns the terminal id.
     pub(crate) fn spawn_exec(&self, argv: &[&str]) -> anyhow::Result<u64> {
-        let answer = self.call(json!({"Spawn": {"profile": "exec", "command": argv}}))?;
-        answer["Agent"]["terminal"]
-            .as_u64()
-            .with_context(|| format!("Spawn failed: {answer}"))
+        let spawn = Spawn {
+            profile: Some("exec".to_owned()),
+            command: Some(argv.iter().map(|&a| a.to_owned()).collect()),
+            ..Spawn::default()
+        };
+        Ok(self.call(spawn).context("Spawn failed")?.terminal)
     }
 
     /// A terminal's own token, from its token file.
@@ -139,6 +155,10 @@ impl Krad {
         Ok(std::fs::read_to_string(dir.join(format!("{id}.token")))?)
     }
 }
+
+/// How long past a request's deadline a typed call waits for its answer (the
+/// raw calls wait 120 s).
+const ANSWER_MARGIN: Duration = Duration::from_secs(30);
 
 /// A runtime directory for the app's api.json and its terminals' token files,
 /// on the kind of file system a user's has: under `$XDG_RUNTIME_DIR` (krad's
@@ -169,13 +189,6 @@ impl Drop for Krad {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A JSON value as a request line, `\n` included.
-pub(crate) fn line_of(value: &Value) -> Vec<u8> {
-    let mut line = serde_json::to_vec(value).unwrap_or_default();
-    line.push(b'\n');
-    line
 }
 
 /// Sends a line on a new connection and returns the raw answer (read to EOF).

@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde_json::json;
+use krad_bus::request::close::Close;
+use krad_bus::request::spawn::Spawn;
 
 use crate::Ctx;
 use crate::krad::Krad;
@@ -22,11 +23,17 @@ pub(crate) fn sandbox(ctx: &Ctx) -> anyhow::Result<()> {
         for sandboxed in [round % 2 == 0, round % 2 == 1] {
             let mark = format!("running-{round}-{sandboxed}");
             let started = Instant::now();
-            let answer = krad.call(json!({"Spawn": {"profile": "exec", "sandbox": sandboxed,
-                "command": ["sh", "-c", format!(": > {mark}; exec sleep 3600")]}}))?;
-            let id = answer["Agent"]["terminal"]
-                .as_u64()
-                .with_context(|| format!("Spawn failed: {answer}"))?;
+            let spawn = Spawn {
+                profile: Some("exec".to_owned()),
+                sandbox: Some(sandboxed),
+                command: Some(vec![
+                    "sh".to_owned(),
+                    "-c".to_owned(),
+                    format!(": > {mark}; exec sleep 3600"),
+                ]),
+                ..Spawn::default()
+            };
+            let id = krad.call(spawn).context("Spawn failed")?.terminal;
             let until = started + Duration::from_secs(10);
             while !repo.join(&mark).exists() {
                 anyhow::ensure!(Instant::now() < until, "terminal {id} never ran");
@@ -44,7 +51,10 @@ pub(crate) fn sandbox(ctx: &Ctx) -> anyhow::Result<()> {
         }
     }
     for id in ids {
-        krad.call(json!({"Close": {"target": id}}))?;
+        krad.answered(Close {
+            target: Some(id),
+            ..Close::default()
+        })?;
     }
     let (plain, contained) = (Summary::of(&plain), Summary::of(&contained));
     ctx.out(&format!(

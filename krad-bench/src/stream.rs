@@ -9,7 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde_json::json;
+use krad_bus::request::check::Check;
+use krad_bus::request::report::{Report, ReportedState};
+use krad_bus::request::shutdown::Shutdown;
+use krad_bus::request::stats::Stats;
+use krad_bus::request::subscribe_agents::SubscribeAgents;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -186,8 +190,11 @@ pub(crate) fn subscribe(ctx: &Ctx) -> anyhow::Result<()> {
         // krad: 10 agents, each told by Report (as itself) what it is doing.
         let krad = Arc::new(Krad::start(&ctx.krad, &["--max-connections", "20000"])?);
         let ids = Arc::new(start_agents(&krad)?);
-        let record = krad.call(json!({"Check": {"target": ids[0].0}}))?;
-        record_len = serde_json::to_vec(&record)?.len();
+        let check = Check {
+            target: ids[0].0,
+            ..Check::default()
+        };
+        record_len = serde_json::to_vec(&krad.answered(check)?.raw)?.len();
         b.push(baseline_round(ctx, &rt, record_len, epoch)?);
         k.push(krad_round(ctx, &rt, &krad, &ids, epoch).context("krad round")?);
     }
@@ -206,11 +213,11 @@ fn start_agents(krad: &Krad) -> anyhow::Result<Vec<(u64, String)>> {
 }
 
 /// The state the i-th change gives its agent.
-fn state_of(i: u64) -> &'static str {
+fn state_of(i: u64) -> ReportedState {
     if (i / AGENTS).is_multiple_of(2) {
-        "working"
+        ReportedState::Working
     } else {
-        "idle"
+        ReportedState::Idle
     }
 }
 
@@ -227,9 +234,10 @@ fn baseline_round(
     let bend = baseline.endpoint;
     let publish: Changes = Arc::new(move |i, now| {
         let line = format!(
-            "PUB {{\"Agent\":{{\"terminal\":{},\"state\":\"{}\",\"message\":\"m:{now}\",\"pad\":\"{pad}\"}}}}\n",
+            "PUB {{\"Agent\":{{\"terminal\":{},\"state\":{},\"message\":\"m:{now}\",\"pad\":\"{pad}\"}}}}\n",
             i % AGENTS,
-            state_of(i)
+            // The state as the wire spells it, quotes included.
+            serde_json::to_string(&state_of(i)).unwrap_or_default()
         );
         let _ = call_raw(bend, line.as_bytes());
     });
@@ -270,26 +278,32 @@ fn krad_round(
             let line = krad.line_as(
                 *id,
                 token,
-                json!({"Report": {"state": state_of(i), "message": format!("m:{now}")}}),
+                Report {
+                    state: state_of(i),
+                    message: Some(format!("m:{now}")),
+                    title: None,
+                    session: None,
+                    transcript: None,
+                },
             );
             let _ = call_raw(krad.endpoint, &line);
         })
     };
     let ready = || -> anyhow::Result<bool> {
-        let stats = krad.call(json!("Stats"))?;
-        Ok(stats["Stats"]["subscribers"].as_u64() == Some(ctx.subscribers as u64))
+        let stats = krad.call(Stats::default())?;
+        Ok(stats.subscribers == ctx.subscribers as u64)
     };
     round(
         ctx,
         rt,
         krad.endpoint,
         krad.pid,
-        krad.line(json!({"SubscribeAgents": {}})).into(),
+        krad.line(SubscribeAgents::default()).into(),
         &ready,
         report,
         epoch,
         &|| {
-            let _ = krad.call(json!("Shutdown"));
+            let _ = krad.answered(Shutdown::default());
         },
     )
 }

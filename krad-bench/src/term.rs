@@ -7,7 +7,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde_json::json;
+use krad_bus::protocol::{AgentState, Waited};
+use krad_bus::request::close::Close;
+use krad_bus::request::hello::Hello;
+use krad_bus::request::list::List;
+use krad_bus::request::spawn::Spawn;
+use krad_bus::request::wait::{Wait, WaitFor};
 
 use crate::Ctx;
 use crate::krad::Krad;
@@ -77,10 +82,20 @@ fn through_krad(krad: &Krad, path: &Path) -> anyhow::Result<f64> {
     let started = Instant::now();
     let file = path.to_string_lossy();
     let id = krad.spawn_exec(&["cat", &file])?;
-    let answer = krad.call(json!({"Wait": {"target": id, "for": "exit", "timeout_secs": 600}}))?;
+    let wait = Wait {
+        target: Some(id),
+        for_: Some(WaitFor::Exit),
+        timeout_secs: Some(600),
+        ..Wait::default()
+    };
+    let answer = krad.answered(wait)?;
     let took = started.elapsed().as_secs_f64();
-    anyhow::ensure!(answer["Agent"]["exit_code"] == 0, "cat in krad: {answer}");
-    krad.call(json!({"Close": {"target": id}}))?;
+    let exited = matches!(&answer.answer, Ok(Waited::Agent(record)) if record.exit_code == Some(0));
+    anyhow::ensure!(exited, "cat in krad: {}", answer.raw);
+    krad.answered(Close {
+        target: Some(id),
+        ..Close::default()
+    })?;
     Ok(took)
 }
 
@@ -224,7 +239,7 @@ pub(crate) fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
         let mut child = Command::new("sleep").arg("3600").spawn()?;
         let a = started.elapsed().as_secs_f64() * 1000.0;
         let started = Instant::now();
-        krad.call(json!("Hello"))?;
+        krad.call(Hello::default())?;
         let h = started.elapsed().as_secs_f64() * 1000.0;
         if round >= warm_up {
             app_cpu += cpu_time_exact(krad.pid).saturating_sub(app_cpu_before);
@@ -244,7 +259,10 @@ pub(crate) fn spawn(ctx: &Ctx) -> anyhow::Result<()> {
     let cpu = cpu_between(cpu_before, CpuTimes::now());
     let load_after = load_average();
     for id in ids {
-        krad.call(json!({"Close": {"target": id}}))?;
+        krad.answered(Close {
+            target: Some(id),
+            ..Close::default()
+        })?;
     }
     let per_round =
         |of: &[f64], to: &[f64]| -> Vec<f64> { of.iter().zip(to).map(|(a, b)| a / b).collect() };
@@ -328,15 +346,16 @@ pub(crate) fn idle(ctx: &Ctx) -> anyhow::Result<()> {
     let (rss0, threads0) = (rss_kib(krad.pid), threads(krad.pid));
     let mut ids = Vec::new();
     for _ in 0..50 {
-        let answer = krad.call(json!({"Spawn": {"profile": "shell"}}))?;
-        ids.push(answer["Agent"]["terminal"].as_u64().context("Spawn")?);
+        let spawn = Spawn {
+            profile: Some("shell".to_owned()),
+            ..Spawn::default()
+        };
+        ids.push(krad.call(spawn).context("Spawn")?.terminal);
     }
     // The shell profile's quiet time is 3 s: let them all settle into idle.
     std::thread::sleep(Duration::from_secs(5));
-    let list = krad.call(json!("List"))?;
-    let idle = list["Agents"]
-        .as_array()
-        .map_or(0, |a| a.iter().filter(|r| r["state"] == "idle").count());
+    let list = krad.call(List::default())?;
+    let idle = list.iter().filter(|r| r.state == AgentState::Idle).count();
     let busy = cpu_over(krad.pid, secs);
     let (rss1, threads1) = (rss_kib(krad.pid), threads(krad.pid));
     ctx.out(&format!(

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use krad_bus::protocol::AgentRecord;
-use serde_json::json;
+use krad_bus::request::list::List;
 
 use crate::Ctx;
 use crate::krad::Krad;
@@ -36,9 +36,7 @@ pub(crate) fn tui(ctx: &Ctx) -> anyhow::Result<()> {
         krad.spawn_exec(&["sleep", "3600"])?;
     }
     let spawned = Instant::now();
-    let list = krad.call(json!("List"))?;
-    let records: Vec<AgentRecord> =
-        serde_json::from_value(list["Agents"].clone()).context("List's answer")?;
+    let records: Vec<AgentRecord> = krad.call(List::default()).context("List's answer")?;
     anyhow::ensure!(
         records.len() == n,
         "List has {} of {n} agents",

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use serde_json::json;
+use krad_bus::protocol::Response;
+use krad_bus::request::report::{Report, ReportedState};
+use krad_bus::request::stats::Stats;
+use krad_bus::request::wait::Wait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -95,12 +98,10 @@ fn krad_round(ctx: &Ctx, rt: &tokio::runtime::Runtime) -> anyhow::Result<Round> 
     let id = krad.spawn_exec(&["sleep", "3600"])?;
     let token = krad.terminal_token(id)?;
     // Warm the app's paths once, so that the baseline memory includes them.
-    krad.call(json!({"Wait": {"target": id, "timeout_secs": 1}}))?;
+    krad.answered(wait_for(id, 1))?;
     std::thread::sleep(Duration::from_millis(200));
     let rss_before_kib = rss_kib(krad.pid);
-    let line: Arc<[u8]> = krad
-        .line(json!({"Wait": {"target": id, "timeout_secs": 600}}))
-        .into();
+    let line: Arc<[u8]> = krad.line(wait_for(id, 600)).into();
     let handles = rt.block_on(open_waiters(
         krad.endpoint,
         line,
@@ -108,19 +109,26 @@ fn krad_round(ctx: &Ctx, rt: &tokio::runtime::Runtime) -> anyhow::Result<Round> 
         ctx.waiters,
     ))?;
     until(Duration::from_secs(60), "all waits pending", || {
-        let stats = krad.call(json!("Stats"))?;
-        Ok(stats["Stats"]["waits_pending"].as_u64() == Some(ctx.waiters as u64))
+        let stats = krad.call(Stats::default())?;
+        Ok(stats.waits_pending == ctx.waiters as u64)
     })?;
     std::thread::sleep(Duration::from_millis(200));
     let rss_held_kib = rss_kib(krad.pid);
     let report = krad.line_as(
         id,
         &token,
-        json!({"Report": {"state": "idle", "message": "done"}}),
+        Report {
+            state: ReportedState::Idle,
+            message: Some("done".to_owned()),
+            title: None,
+            session: None,
+            transcript: None,
+        },
     );
     let released = Instant::now();
     let answer = call_line(krad.endpoint, &report)?;
-    anyhow::ensure!(answer == json!("Ok"), "Report: {answer}");
+    let ok = Response::decode(answer.clone()).is_ok_and(|d| d.response == Response::Ok);
+    anyhow::ensure!(ok, "Report: {answer}");
     Ok(rt.block_on(collect(handles, released, rss_before_kib, rss_held_kib)))
 }
 
@@ -151,11 +159,7 @@ pub(crate) fn waits(ctx: &Ctx) -> anyhow::Result<()> {
     let reply = {
         let krad = Krad::start(&ctx.krad, &[])?;
         let id = krad.spawn_exec(&["true"])?;
-        call_raw(
-            krad.endpoint,
-            &krad.line(json!({"Wait": {"target": id, "timeout_secs": 10}})),
-        )?
-        .len()
+        call_raw(krad.endpoint, &krad.line(wait_for(id, 10)))?.len()
     };
     let repeats = ctx.repeats.div_ceil(2).max(2);
     let (mut b, mut k) = (Vec::new(), Vec::new());
@@ -208,4 +212,13 @@ pub(crate) fn waits(ctx: &Ctx) -> anyhow::Result<()> {
         show("krad", &k)
     ));
     Ok(())
+}
+
+/// Wait on one agent for at most `timeout_secs`.
+fn wait_for(id: u64, timeout_secs: u64) -> Wait {
+    Wait {
+        target: Some(id),
+        timeout_secs: Some(timeout_secs),
+        ..Wait::default()
+    }
 }

@@ -1,18 +1,42 @@
-//! A blocking client of the bus: one connection per request, one line each way.
+//! The one client of the bus, for every caller in the workspace: one
+//! connection per request, the envelope line out, the answer line (or a
+//! stream's lines) back, typed.
 //!
-//! Blocking on purpose: the CLI makes one request and exits, and a blocking socket
-//! starts faster than any runtime.
+//! * [`Client`] — where the bus is and who calls; its blocking calls
+//!   (`blocking.rs`: the CLI makes one request and exits, and a blocking
+//!   socket starts faster than any runtime; the home screen's threads).
+//! * [`AsyncClient`] — the same calls on tokio (`asynchronous.rs`: the page's
+//!   server, and whoever already runs a runtime).
+//! * `wire.rs` — what both share, each once: the envelope line of a request,
+//!   the decoding of an answer line into a typed answer ([`Answered`]), and of
+//!   a stream's line into its typed message ([`Line`], [`Item`]).
+//!
+//! A caller names a request by its type (`Spawn`, `SubscribeAgents`,
+//! `Attach`) and gets its answer type back (`R::Answer`, [`StreamMessage`],
+//! [`AttachMessage`]): nobody builds request JSON by hand or reads an answer
+//! by string key. The raw line comes along for whoever prints it as the app
+//! wrote it (`--json`) or relays it (the page).
+//!
+//! Uses only [`crate::protocol`] and [`crate::request`]; must never import the
+//! server, nor anything of a caller (the CLI, the page, the home screen).
+//!
+//! [`StreamMessage`]: crate::protocol::StreamMessage
+//! [`AttachMessage`]: crate::protocol::AttachMessage
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+mod asynchronous;
+mod blocking;
+mod wire;
+
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::protocol::{
-    API_VERSION, Caller, MAX_RESPONSE, OutgoingEnvelope, Response, Token, TypedAnswer,
-};
-use crate::request::{Call, Request};
+use crate::protocol::{API_VERSION, Caller, Response, Token};
+
+pub use asynchronous::{AsyncClient, AsyncLines, AttachWriter};
+pub use blocking::Lines;
+pub use wire::{Item, Line};
 
 /// How long connecting may take. On loopback a live app accepts at once and a
 /// dead port refuses at once; this only bounds a listener whose backlog is full.
@@ -80,18 +104,28 @@ impl Client {
             .ok()
             .and_then(|mut addrs| addrs.next())
             .ok_or_else(|| ClientError::BadEndpoint(endpoint.to_owned()))?;
-        Ok(Client {
+        Ok(Client::at(endpoint, token, from))
+    }
+
+    /// A client for an endpoint already resolved.
+    pub fn at(endpoint: SocketAddr, token: Token, from: Caller) -> Client {
+        Client {
             endpoint,
             token,
             from,
             api_version: API_VERSION,
-        })
+        }
     }
 
     /// Speaks another API version (to test what an app says to other clients).
     pub fn with_api_version(mut self, api_version: u64) -> Client {
         self.api_version = api_version;
         self
+    }
+
+    /// The same client, its calls async (on tokio).
+    pub fn into_async(self) -> AsyncClient {
+        AsyncClient::from(self)
     }
 
     /// The endpoint.
@@ -102,171 +136,5 @@ impl Client {
     /// Who this client calls as.
     pub fn caller(&self) -> &Caller {
         &self.from
-    }
-
-    /// Sends one request (its wire JSON) and returns the answer as JSON.
-    /// `wait` bounds how long the answer may take.
-    pub fn call_value(
-        &self,
-        request: &Value,
-        request_id: Option<&str>,
-        wait: Duration,
-    ) -> Result<Value, ClientError> {
-        let stream = self.open(request, request_id)?;
-        stream.set_read_timeout(Some(wait))?;
-        let mut reader = BufReader::new(stream).take(MAX_RESPONSE as u64 + 1);
-        let mut line = Vec::new();
-        reader
-            .read_until(b'\n', &mut line)
-            .map_err(|error| match error.kind() {
-                // The read timeout.
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-                    ClientError::NoAnswerWithin(wait)
-                }
-                _ => ClientError::Io(error),
-            })?;
-        if line.is_empty() {
-            return Err(ClientError::NoAnswer);
-        }
-        serde_json::from_slice(&line).map_err(|e| ClientError::BadAnswer(e.to_string()))
-    }
-
-    /// Sends one request and decodes its typed answer. The client waits for the
-    /// request's deadline plus `margin` (streams: `margin` alone).
-    pub fn call<R: Call>(
-        &self,
-        request: R,
-        request_id: Option<&str>,
-        margin: Duration,
-    ) -> Result<Answered<R::Answer>, ClientError> {
-        let wait = request.deadline().unwrap_or_default() + margin;
-        let request: Request = request.into();
-        let raw = self.call_value(&request.to_value(), request_id, wait)?;
-        let decoded = Response::decode(raw.clone()).map_err(|e| {
-            ClientError::BadAnswer(format!("{e} (the answer to {})", request.kind().name()))
-        })?;
-        Ok(Answered {
-            raw,
-            replayed: decoded.replayed,
-            answer: R::Answer::from_response(decoded.response),
-        })
-    }
-
-    /// Sends a streaming request and returns its messages, one JSON value a line.
-    /// The first message is the answer of a non-streaming request.
-    pub fn stream(
-        &self,
-        request: &Value,
-        request_id: Option<&str>,
-    ) -> Result<MessageStream, ClientError> {
-        let stream = self.open(request, request_id)?;
-        Ok(MessageStream {
-            reader: BufReader::new(stream),
-        })
-    }
-
-    /// Sends a request whose connection then carries lines both ways (Attach)
-    /// and returns the connection, the envelope written.
-    pub fn connect(&self, request: &Value) -> Result<TcpStream, ClientError> {
-        self.open(request, None)
-    }
-
-    fn open(&self, request: &Value, request_id: Option<&str>) -> Result<TcpStream, ClientError> {
-        let mut stream =
-            TcpStream::connect_timeout(&self.endpoint, CONNECT_TIMEOUT).map_err(|source| {
-                ClientError::Unreachable {
-                    endpoint: self.endpoint.to_string(),
-                    source,
-                }
-            })?;
-        let _ = stream.set_nodelay(true);
-        let envelope = OutgoingEnvelope {
-            api_version: self.api_version,
-            token: self.token.expose(),
-            from: &self.from,
-            request,
-            request_id,
-        };
-        let mut line =
-            serde_json::to_vec(&envelope).map_err(|e| ClientError::BadAnswer(e.to_string()))?;
-        line.push(b'\n');
-        stream.set_write_timeout(Some(CONNECT_TIMEOUT))?;
-        stream.write_all(&line)?;
-        Ok(stream)
-    }
-}
-
-/// The messages of a streaming request.
-#[derive(Debug)]
-pub struct MessageStream {
-    reader: BufReader<TcpStream>,
-}
-
-impl MessageStream {
-    /// Bounds the wait for each message: a stream with heartbeats (every 15 s
-    /// for SubscribeAgents) can so tell a link that died without a word.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
-        self.reader.get_ref().set_read_timeout(timeout)
-    }
-}
-
-impl Iterator for MessageStream {
-    type Item = Result<Value, ClientError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let mut line = Vec::new();
-        match (&mut self.reader)
-            .take(MAX_RESPONSE as u64 + 1)
-            .read_until(b'\n', &mut line)
-        {
-            Ok(0) => None,
-            Ok(_) => Some(
-                serde_json::from_slice(&line).map_err(|e| ClientError::BadAnswer(e.to_string())),
-            ),
-            Err(e) => Some(Err(e.into())),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::io::Read as _;
-    use std::net::TcpListener;
-
-    use super::*;
-
-    /// An app that takes the request and never answers: the client says it
-    /// waited, and how long, not the socket's "Resource temporarily unavailable".
-    #[test]
-    fn an_app_that_never_answers_is_named_as_such() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let endpoint = listener.local_addr().unwrap().to_string();
-        let silent = std::thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            let mut request = [0; 1];
-            // Holds the connection open until the client gives up.
-            while stream.read(&mut request).is_ok_and(|n| n > 0) {}
-        });
-        let client = Client::new(&endpoint, Token::new("t".repeat(32)), Caller::Client).unwrap();
-        let error = client
-            .call_value(
-                &serde_json::json!("Hello"),
-                None,
-                Duration::from_millis(200),
-            )
-            .unwrap_err();
-        assert!(
-            matches!(error, ClientError::NoAnswerWithin(waited) if waited == Duration::from_millis(200)),
-            "{error:?}"
-        );
-        assert!(
-            error
-                .to_string()
-                .starts_with("the app did not answer within 0.2 s"),
-            "{error}"
-        );
-        drop(client);
-        drop(error);
-        silent.join().unwrap();
     }
 }

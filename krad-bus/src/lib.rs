@@ -6,7 +6,8 @@
 //! * [`token`] — the app's secret and the tokens derived from it.
 //! * [`api_json`] — the discovery file clients outside the terminals read.
 //! * [`server`] — the loopback server and the [`server::App`] it serves.
-//! * [`client`] — a blocking client, used by the `krad` CLI.
+//! * [`client`] — the one client of the bus, blocking and async, typed: the
+//!   CLI, the home screen, the page's server and the benchmarks call through it.
 
 pub mod api_json;
 pub mod client;

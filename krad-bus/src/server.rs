@@ -496,10 +496,7 @@ async fn respond<S: Subscription, T: Attachment>(
             answer_with(bus, stream, code, &line, whole_line).await;
         }
         Reply::Recorded(answer) => {
-            let code = answer
-                .get("Error")
-                .and_then(|e| e.get("code"))
-                .and_then(|c| serde_json::from_value::<ErrorCode>(c.clone()).ok());
+            let code = ErrorCode::of_answer(&answer);
             let mut line = serde_json::to_vec(&answer).unwrap_or_default();
             line.push(b'\n');
             answer_with(bus, stream, code, &line, whole_line).await;

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use krad_bus::api_json::{self, ApiJsonError};
-use krad_bus::client::{Answered, Client, ClientError};
+use krad_bus::client::{Answered, Client, ClientError, Item};
 use krad_bus::protocol::{Caller, ErrorCode, Response, TerminalRef, Token};
 use krad_bus::request::Call;
 use serde_json::Value;
@@ -354,12 +354,20 @@ pub(crate) struct Received<A> {
 /// The failure an answer's JSON stands for, if it is an error or `"TimedOut"`
 /// (replayed or not); for the lines of `krad raw` and of streams.
 pub(crate) fn answer_failure(answer: &Value) -> Option<Failure> {
-    match Response::decode(answer.clone()) {
-        Ok(decoded) => response_failure(&decoded.response),
+    item_failure(&Item::<()>::of_answer(answer))
+}
+
+/// The failure a stream's line stands for, if it is an error or `"TimedOut"`
+/// instead of a message.
+pub(crate) fn item_failure<M>(item: &Item<M>) -> Option<Failure> {
+    match item {
+        Item::Answer(response) => response_failure(response),
         // An error this client cannot read is an error all the same.
-        Err(_) => answer.as_object()?.get("Error").map(|error| {
-            Failure::new(Exit::Failure, format!("the app answered an error: {error}"))
-        }),
+        Item::UnreadableError(error) => Some(Failure::new(
+            Exit::Failure,
+            format!("the app answered an error: {error}"),
+        )),
+        Item::Message(_) | Item::Unknown => None,
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::connect::Received;
@@ -20,6 +21,16 @@ pub(crate) fn emit<A>(json: bool, reply: &Received<A>, human: impl FnOnce(&A)) {
 /// Prints one JSON value on its own line.
 pub(crate) fn json(value: &Value) {
     line(&value.to_string());
+}
+
+/// Prints one of the CLI's own messages (`{"Stopped":…}`, `{"Attach":…}`) as
+/// a JSON line, its keys in order as any JSON value's.
+pub(crate) fn message<T: Serialize>(message: &T) {
+    match serde_json::to_value(message) {
+        Ok(value) => json(&value),
+        // Plain data always serializes; say so rather than print nothing.
+        Err(e) => eprintln!("krad: cannot write the message as JSON: {e}"),
+    }
 }
 
 /// Rings the terminal's bell.

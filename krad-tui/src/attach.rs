@@ -4,7 +4,7 @@
 //! then the home screen comes back. The keyboard thread is paused meanwhile,
 //! so the raw bytes come here. Must never import the state or draw.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::mpsc::Receiver;
@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use krad_bus::client::Client;
+use krad_bus::client::{Client, ClientError, Item, Lines};
 use krad_bus::protocol::{AttachInput, AttachMessage, DataInfo, ResizeInfo, Response};
-use krad_bus::request::Request;
 use krad_bus::request::attach::Attach;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
@@ -51,51 +50,46 @@ pub(crate) fn attach(
     events: &Receiver<Event>,
     kept: &mut Vec<Event>,
 ) -> Result<Ending, String> {
-    let request = Request::Attach(Attach { target });
-    let stream = client
-        .connect(&request.to_value())
+    let lines = client
+        .attach(Attach { target })
         .map_err(|e| e.to_string())?;
-    let (screen, early) = first_message(&stream)?;
+    let (screen, socket, early) = first_message(lines)?;
     write_out(b"\x1b[0m\x1b[H\x1b[2J\x1b[?25h");
     write_out(&screen);
-    let mut socket = stream;
+    let mut socket = socket;
     send(&mut socket, &resize());
     let ending = pump(&mut socket, early, detach_key, events, kept);
     let _ = socket.shutdown(Shutdown::Both);
     Ok(ending)
 }
 
-/// The first message: the screen's bytes, and what was read after it.
-fn first_message(stream: &TcpStream) -> Result<(Vec<u8>, Vec<u8>), String> {
-    stream
+/// The first message: the screen's bytes, the connection, and what was read
+/// after the first message.
+fn first_message(mut lines: Lines<AttachMessage>) -> Result<(Vec<u8>, TcpStream, Vec<u8>), String> {
+    lines
         .set_read_timeout(Some(FIRST_MESSAGE))
         .map_err(|e| e.to_string())?;
-    let mut reader = BufReader::new(stream);
-    let mut line = Vec::new();
-    reader
-        .read_until(b'\n', &mut line)
-        .map_err(|e| e.to_string())?;
-    let early = reader.buffer().to_vec();
-    stream.set_read_timeout(None).map_err(|e| e.to_string())?;
-    match serde_json::from_slice::<AttachMessage>(&line) {
-        Ok(AttachMessage::Screen(screen)) => {
-            let bytes = BASE64.decode(screen.data).map_err(|e| e.to_string())?;
-            Ok((bytes, early))
-        }
-        Ok(AttachMessage::Error(error)) => Err(error.message),
-        Ok(_) => Err("the terminal ended".to_owned()),
-        Err(_) => match serde_json::from_slice(&line)
-            .ok()
-            .and_then(|v| Response::decode(v).ok())
-        {
-            Some(decoded) => match decoded.response {
-                Response::Error(error) => Err(error.message),
-                other => Err(format!("unexpected answer: {other:?}")),
-            },
-            None if line.is_empty() => Err("the app closed the connection".to_owned()),
-            None => Err("the app's answer could not be read".to_owned()),
+    let first = lines.next();
+    lines.set_read_timeout(None).map_err(|e| e.to_string())?;
+    let screen = match first {
+        None => return Err("the app closed the connection".to_owned()),
+        Some(Err(ClientError::Io(e))) => return Err(e.to_string()),
+        Some(Err(_)) => return Err("the app's answer could not be read".to_owned()),
+        Some(Ok(line)) => match line.item {
+            Item::Message(AttachMessage::Screen(screen)) => screen,
+            Item::Message(AttachMessage::Error(error)) | Item::Answer(Response::Error(error)) => {
+                return Err(error.message);
+            }
+            Item::Message(_) => return Err("the terminal ended".to_owned()),
+            Item::Answer(other) => return Err(format!("unexpected answer: {other:?}")),
+            Item::UnreadableError(_) | Item::Unknown => {
+                return Err("the app's answer could not be read".to_owned());
+            }
         },
-    }
+    };
+    let bytes = BASE64.decode(screen.data).map_err(|e| e.to_string())?;
+    let (socket, early) = lines.into_parts();
+    Ok((bytes, socket, early))
 }
 
 fn pump(

@@ -24,7 +24,7 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::assets;
 use crate::auth::{self, Sessions};
-use crate::bus::BusClient;
+use crate::bus;
 use crate::relay::{self, Relay};
 use crate::reviews::Reviews;
 use crate::{LOGIN_TTL, WebSettings};
@@ -48,7 +48,7 @@ impl State {
             client_token: settings.client_token.expose().to_owned(),
             sessions: Sessions::default(),
             relay: Arc::new(Relay {
-                bus: BusClient::new(settings.bus, settings.client_token),
+                bus: bus::client(settings.bus, settings.client_token),
                 reviews: Arc::new(Reviews::new(&settings.state_dir)),
             }),
         }

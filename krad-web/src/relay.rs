@@ -21,26 +21,33 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use hyper_tungstenite::HyperWebsocket;
 use hyper_tungstenite::tungstenite::Message;
-use krad_bus::protocol::Response;
-use krad_bus::request::RequestKind;
+use krad_bus::client::{AsyncClient, AsyncLines, AttachWriter};
+use krad_bus::protocol::{AttachInput, Response, SentInfo};
+use krad_bus::request::Request;
 use krad_bus::request::send::{Send, When};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
-use crate::bus::{self, BusClient};
-use crate::reviews::{Draft, Reviews};
+use crate::bus;
+use crate::reviews::{Draft, Review, Reviews};
 
 /// Streams one page may hold open at once (a board and a grid of terminals).
 const MAX_STREAMS: usize = 64;
 
+/// How long past a request's deadline the page's server waits for its answer.
+const ANSWER_MARGIN: Duration = Duration::from_secs(5);
+
 /// What a page's socket needs.
 pub(crate) struct Relay {
     /// The bus.
-    pub bus: BusClient,
+    pub bus: AsyncClient,
     /// Where reviews are kept.
     pub reviews: Arc<Reviews>,
 }
@@ -56,8 +63,7 @@ pub(crate) async fn serve(
     };
     let (mut sink, mut source) = socket.split();
     let (out, mut outgoing) = mpsc::channel::<Value>(256);
-    let mut streams: HashMap<u64, (tokio::task::JoinHandle<()>, mpsc::Sender<Value>)> =
-        HashMap::new();
+    let mut streams: Streams = HashMap::new();
     loop {
         tokio::select! {
             message = source.next() => {
@@ -88,7 +94,7 @@ pub(crate) async fn serve(
     let _ = sink.close().await;
 }
 
-type Streams = HashMap<u64, (tokio::task::JoinHandle<()>, mpsc::Sender<Value>)>;
+type Streams = HashMap<u64, (tokio::task::JoinHandle<()>, mpsc::Sender<AttachInput>)>;
 
 fn handle(message: Value, relay: &Arc<Relay>, out: &mpsc::Sender<Value>, streams: &mut Streams) {
     let id = message.get("id").and_then(Value::as_u64).unwrap_or(0);
@@ -99,27 +105,24 @@ fn handle(message: Value, relay: &Arc<Relay>, out: &mpsc::Sender<Value>, streams
         });
     };
     if let Some(request) = message.get("call") {
-        let request = match BusClient::judge(request) {
+        let request = match bus::judge(request) {
             Ok(request) => request,
             Err(why) => return refuse(why),
         };
         let (relay, out) = (relay.clone(), out.clone());
         tokio::spawn(async move {
-            let reply = match relay.bus.call(&request).await {
+            let reply = match relay.bus.call_request(&request, ANSWER_MARGIN).await {
                 Ok(answer) => json!({"id": id, "answer": answer}),
-                Err(why) => json!({"id": id, "error": why}),
+                Err(why) => json!({"id": id, "error": bus::why(why)}),
             };
             let _ = out.send(reply).await;
         });
     } else if let Some(request) = message.get("open") {
-        let request = match BusClient::judge(request) {
+        let request = match bus::judge(request) {
             Ok(request) => request,
             Err(why) => return refuse(why),
         };
-        if !matches!(
-            request.kind(),
-            RequestKind::SubscribeAgents | RequestKind::Attach
-        ) {
+        if !matches!(request, Request::SubscribeAgents(_) | Request::Attach(_)) {
             return refuse("only SubscribeAgents and Attach are streams".into());
         }
         if streams.len() >= MAX_STREAMS || streams.contains_key(&id) {
@@ -131,13 +134,13 @@ fn handle(message: Value, relay: &Arc<Relay>, out: &mpsc::Sender<Value>, streams
         let task = tokio::spawn(stream(relay.bus.clone(), request, id, out.clone(), inputs));
         streams.insert(id, (task, input));
     } else if let Some(line) = message.get("send") {
-        let attach_input = line.get("Input").is_some() || line.get("Resize").is_some();
-        match streams.get(&id) {
-            Some((_, input)) if attach_input => {
-                let _ = input.try_send(line.clone());
+        let attach_input = serde_json::from_value::<AttachInput>(line.clone());
+        match (streams.get(&id), attach_input) {
+            (Some((_, input)), Ok(line)) => {
+                let _ = input.try_send(line);
             }
-            Some(_) => refuse("a stream takes only Input and Resize lines".into()),
-            None => refuse(format!("no open stream {id}")),
+            (Some(_), Err(_)) => refuse("a stream takes only Input and Resize lines".into()),
+            (None, _) => refuse(format!("no open stream {id}")),
         }
     } else if message.get("close").is_some() {
         if let Some((task, _)) = streams.remove(&id) {
@@ -184,7 +187,17 @@ async fn send_review(relay: &Relay, draft: Draft) -> Result<Value, String> {
         when: Some(When::Idle),
         ..Send::default()
     };
-    let sent = match relay.bus.call_typed(send).await? {
+    let answered = relay
+        .bus
+        .call(send, None, ANSWER_MARGIN)
+        .await
+        .map_err(|e| match e {
+            krad_bus::client::ClientError::BadAnswer(why) => {
+                format!("the app's answer to Send could not be read: {why}")
+            }
+            other => bus::why(other),
+        })?;
+    let sent = match answered.answer {
         Ok(sent) => sent,
         Err(Response::TimedOut) => {
             return Err(format!(
@@ -200,37 +213,78 @@ async fn send_review(relay: &Relay, draft: Draft) -> Result<Value, String> {
         .reviews
         .keep(&draft)
         .map_err(|e| format!("the comments were sent but cannot be kept: {e}"))?;
-    Ok(json!({"Reviewed": {"sent": sent, "review": review}}))
+    serde_json::to_value(Reviewed::Reviewed { sent, review }).map_err(|e| e.to_string())
 }
 
-/// Relays one stream: its lines to the page, the page's lines to it.
+/// The page's answer to a review: what the bus said of the Send, and the
+/// review as kept.
+#[derive(Serialize)]
+enum Reviewed {
+    Reviewed { sent: SentInfo, review: Review },
+}
+
+/// Relays one stream: its lines to the page, the page's lines to it (Attach).
 async fn stream(
-    bus: BusClient,
-    request: krad_bus::request::Request,
+    bus: AsyncClient,
+    request: Request,
     id: u64,
     out: mpsc::Sender<Value>,
-    mut inputs: mpsc::Receiver<Value>,
+    inputs: mpsc::Receiver<AttachInput>,
 ) {
-    let (mut lines, mut writer) = match bus.stream(&request).await {
-        Ok(opened) => opened,
+    let opened = match request {
+        Request::SubscribeAgents(request) => match bus.subscribe(request).await {
+            Ok(lines) => Ok(relay_lines(lines, None, id, &out, inputs).await),
+            Err(why) => Err(bus::why(why)),
+        },
+        Request::Attach(request) => match bus.attach(request).await {
+            Ok((lines, writer)) => Ok(relay_lines(lines, Some(writer), id, &out, inputs).await),
+            Err(why) => Err(bus::why(why)),
+        },
+        _ => Err("only SubscribeAgents and Attach are streams".to_owned()),
+    };
+    match opened {
+        // The page is gone.
+        Ok(Relayed::PageGone) => return,
+        Ok(Relayed::Ended) => {}
         Err(why) => {
             let _ = out.send(json!({"id": id, "error": why})).await;
-            let _ = out.send(json!({"id": id, "end": true})).await;
-            return;
         }
-    };
+    }
+    let _ = out.send(json!({"id": id, "end": true})).await;
+}
+
+/// How relaying a stream ended.
+enum Relayed {
+    /// The stream ended (or broke).
+    Ended,
+    /// The page's socket is gone.
+    PageGone,
+}
+
+/// Sends a stream's lines, as the app wrote them, to the page, and the
+/// page's lines up the stream, until it ends.
+async fn relay_lines<M: DeserializeOwned>(
+    mut lines: AsyncLines<M>,
+    mut writer: Option<AttachWriter>,
+    id: u64,
+    out: &mpsc::Sender<Value>,
+    mut inputs: mpsc::Receiver<AttachInput>,
+) -> Relayed {
     loop {
         tokio::select! {
             line = lines.next() => match line {
-                Some(line) => if out.send(json!({"id": id, "line": line})).await.is_err() { return },
-                None => break,
+                Some(Ok(line)) => if out.send(json!({"id": id, "line": line.raw})).await.is_err() {
+                    return Relayed::PageGone;
+                },
+                Some(Err(_)) | None => return Relayed::Ended,
             },
             Some(input) = inputs.recv() => {
-                if bus::write_line(&mut writer, &input).await.is_err() {
-                    break;
+                if let Some(writer) = writer.as_mut()
+                    && writer.send(&input).await.is_err()
+                {
+                    return Relayed::Ended;
                 }
             }
         }
     }
-    let _ = out.send(json!({"id": id, "end": true})).await;
 }

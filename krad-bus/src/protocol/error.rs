@@ -85,6 +85,20 @@ impl ErrorCode {
         self as usize
     }
 
+    /// The code of an answer kept as JSON (a recorded answer), when it is an
+    /// `Error`; its other fields, known or not, do not matter.
+    pub fn of_answer(answer: &Value) -> Option<ErrorCode> {
+        /// An error's shape, as far as its code.
+        #[derive(Deserialize)]
+        enum Shape {
+            Error { code: ErrorCode },
+        }
+        match Shape::deserialize(answer) {
+            Ok(Shape::Error { code }) => Some(code),
+            Err(_) => None,
+        }
+    }
+
     /// Whether a client may simply try again later.
     pub fn retryable(self) -> bool {
         matches!(self, ErrorCode::Busy | ErrorCode::Unavailable)
@@ -158,6 +172,19 @@ impl std::error::Error for ApiError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_answers_code_is_read_by_its_shape() {
+        let busy = serde_json::json!({"Error":{"code":"busy","message":"x","replayed":true}});
+        assert_eq!(ErrorCode::of_answer(&busy), Some(ErrorCode::Busy));
+        let newer = serde_json::json!({"Error":{"code":"overheated"}});
+        assert_eq!(ErrorCode::of_answer(&newer), Some(ErrorCode::Other));
+        assert_eq!(ErrorCode::of_answer(&serde_json::json!("Ok")), None);
+        assert_eq!(
+            ErrorCode::of_answer(&serde_json::json!({"Agent":{"terminal":1}})),
+            None
+        );
+    }
 
     #[test]
     fn codes_spell_as_the_contract_says() {

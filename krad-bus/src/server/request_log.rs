@@ -147,11 +147,7 @@ impl RequestLog {
         let Some(once) = ticket.ticket.take() else {
             return;
         };
-        let retryable = answer
-            .get("Error")
-            .and_then(|e| e.get("code"))
-            .and_then(|c| serde_json::from_value::<ErrorCode>(c.clone()).ok())
-            .is_some_and(ErrorCode::retryable);
+        let retryable = ErrorCode::of_answer(&answer).is_some_and(ErrorCode::retryable);
         let kept = (!retryable).then(|| bounded(answer.clone()));
         let (caller, id, print) = (
             once.caller().to_owned(),

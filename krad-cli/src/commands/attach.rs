@@ -11,18 +11,20 @@
 //! tmux it runs `tmux attach` on it instead (unless `--stream`, or when already
 //! inside tmux), with the same detach key bound in the app's tmux server.
 
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 use anyhow::Context;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use krad_bus::client::{ClientError, Item, Line, Lines};
+use krad_bus::protocol::AgentRecord;
 use krad_bus::protocol::{
     AttachInput, AttachMessage, DataInfo, ExitedInfo, ResizeInfo, ScreenInfo, TmuxInfo,
 };
-use krad_bus::request::{Request, attach::Attach, check::Check};
-use serde_json::{Value, json};
+use krad_bus::request::{attach::Attach, check::Check};
+use serde::Serialize;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::connect::{AppConnection, ConnectArgs, answer_failure, client_failure};
@@ -85,28 +87,31 @@ pub(crate) fn run(args: AttachArgs, connect: &ConnectArgs, json: bool) -> anyhow
         .into());
     }
     let bus = AppConnection::find(connect)?;
-    let request = Request::Attach(Attach {
-        target: args.target,
-    });
-    let stream = bus
+    let lines = bus
         .client()
-        .connect(&request.to_value())
+        .attach(Attach {
+            target: args.target,
+        })
         .map_err(client_failure)?;
-    let (first, early) = first_message(&stream)?;
-    if let Some(failure) = answer_failure(&first) {
+    let Attached {
+        first,
+        stream,
+        early,
+    } = first_message(lines)?;
+    if let Some(failure) = answer_failure(&first.raw) {
         return Err(failure.into());
     }
-    let Ok(AttachMessage::Screen(ScreenInfo {
+    let Item::Message(AttachMessage::Screen(ScreenInfo {
         data,
         tmux,
         cols,
         rows,
         ..
-    })) = serde_json::from_value(first.clone())
+    })) = first.item
     else {
         return Err(Failure::new(
             Exit::Failure,
-            format!("unexpected first message of Attach: {first}"),
+            format!("unexpected first message of Attach: {}", first.raw),
         )
         .into());
     };
@@ -144,34 +149,45 @@ pub(crate) fn run(args: AttachArgs, connect: &ConnectArgs, json: bool) -> anyhow
 
 /// Reads the app's first message (a `Screen`, or an error answer), and what was
 /// read after it (the start of the next messages).
-fn first_message(stream: &TcpStream) -> Result<(Value, Vec<u8>), Failure> {
+fn first_message(mut lines: Lines<AttachMessage>) -> Result<Attached, Failure> {
     let broken = |e: std::io::Error| {
         Failure::new(
             Exit::Unreachable,
             format!("the app went away before attaching: {e}"),
         )
     };
-    stream
+    lines
         .set_read_timeout(Some(FIRST_MESSAGE))
         .map_err(broken)?;
-    let mut reader = BufReader::new(stream);
-    let mut line = Vec::new();
-    reader.read_until(b'\n', &mut line).map_err(broken)?;
-    if line.is_empty() {
-        return Err(Failure::new(
-            Exit::Unreachable,
-            "the app closed the connection without answering",
-        ));
-    }
-    let early = reader.buffer().to_vec();
-    stream.set_read_timeout(None).map_err(broken)?;
-    let first = serde_json::from_slice(&line).map_err(|e| {
-        Failure::new(
-            Exit::Failure,
-            format!("the app's answer could not be read: {e}"),
-        )
-    })?;
-    Ok((first, early))
+    let first = match lines.next() {
+        None => {
+            return Err(Failure::new(
+                Exit::Unreachable,
+                "the app closed the connection without answering",
+            ));
+        }
+        Some(Err(ClientError::Io(e))) => return Err(broken(e)),
+        // Not JSON: "the app's answer could not be read: …".
+        Some(Err(e)) => return Err(Failure::new(Exit::Failure, e.to_string())),
+        Some(Ok(first)) => first,
+    };
+    lines.set_read_timeout(None).map_err(broken)?;
+    let (stream, early) = lines.into_parts();
+    Ok(Attached {
+        first,
+        stream,
+        early,
+    })
+}
+
+/// An Attach whose first message was read.
+struct Attached {
+    /// The first message.
+    first: Line<AttachMessage>,
+    /// The connection, for the lines both ways.
+    stream: TcpStream,
+    /// What was read after the first message.
+    early: Vec<u8>,
 }
 
 /// The Attach stream, with the user's terminal in raw mode until it ends.
@@ -418,6 +434,17 @@ fn tmux_key(key: u8) -> Option<String> {
     }
 }
 
+/// What `krad attach --json` prints once detached.
+#[derive(Serialize)]
+enum Detached<'a> {
+    Attach {
+        terminal: u64,
+        ended: &'static str,
+        exited: Option<&'a ExitedInfo>,
+        agent: Option<&'a AgentRecord>,
+    },
+}
+
 /// Prints how the attachment ended and where the agent is now.
 fn report(bus: &AppConnection, target: u64, ending: Ending, json: bool) -> anyhow::Result<Exit> {
     let record = match &ending {
@@ -439,12 +466,15 @@ fn report(bus: &AppConnection, target: u64, ending: Ending, json: bool) -> anyho
         Ending::Signal(_) => ("signal", Exit::Success),
     };
     if json {
-        print::json(&json!({"Attach": {
-            "terminal": target,
-            "ended": ended,
-            "exited": match &ending { Ending::Exited(info) => Some(info), _ => None },
-            "agent": record,
-        }}));
+        print::message(&Detached::Attach {
+            terminal: target,
+            ended,
+            exited: match &ending {
+                Ending::Exited(info) => Some(info),
+                _ => None,
+            },
+            agent: record.as_ref(),
+        });
         return Ok(exit);
     }
     let where_now = record

@@ -6,9 +6,8 @@ use krad_bus::request::output::{MAX_LINES, Output};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use krad_bus::client::{ClientError, MessageStream};
+use krad_bus::client::{ClientError, Item, Lines};
 use krad_bus::protocol::{AttachMessage, DataInfo};
-use krad_bus::request::Request;
 use krad_bus::request::attach::Attach;
 
 use crate::connect::{AppConnection, ConnectArgs, answer_failure, client_failure};
@@ -70,14 +69,14 @@ pub(crate) fn run(args: OutputArgs, connect: &ConnectArgs, json: bool) -> anyhow
 
 /// The terminal's Attach stream, its first line (the screen) read: a reader
 /// that never types, nor resizes.
-fn open_follow(app: &AppConnection, target: u64) -> Result<MessageStream, Failure> {
-    let request = Request::Attach(Attach { target });
+fn open_follow(app: &AppConnection, target: u64) -> Result<Lines<AttachMessage>, Failure> {
     let mut stream = app
         .client()
-        .stream(&request.to_value(), None)
+        .attach(Attach { target })
         .map_err(client_failure)?;
     match stream.next() {
-        Some(Ok(first)) => match answer_failure(&first) {
+        // Judged as an answer: an `Error` first is the request refused.
+        Some(Ok(first)) => match answer_failure(&first.raw) {
             Some(failure) => Err(failure),
             None => Ok(stream),
         },
@@ -88,21 +87,21 @@ fn open_follow(app: &AppConnection, target: u64) -> Result<MessageStream, Failur
 
 /// Writes what the program prints until it exits (exit 0) or the app stops
 /// (exit 7).
-fn follow_output(stream: MessageStream, json: bool) -> anyhow::Result<Exit> {
+fn follow_output(stream: Lines<AttachMessage>, json: bool) -> anyhow::Result<Exit> {
     for line in stream {
-        let raw = line.map_err(client_failure)?;
+        let line = line.map_err(client_failure)?;
         if json {
-            print::json(&raw);
+            print::json(&line.raw);
         }
-        match serde_json::from_value::<AttachMessage>(raw) {
-            Ok(AttachMessage::Output(DataInfo { data })) if !json => {
+        match line.item {
+            Item::Message(AttachMessage::Output(DataInfo { data })) if !json => {
                 let bytes = BASE64
                     .decode(data)
                     .map_err(|e| Failure::new(Exit::Failure, format!("unreadable output: {e}")))?;
                 print::bytes(&bytes);
             }
-            Ok(AttachMessage::Exited(_)) => return Ok(Exit::Success),
-            Ok(AttachMessage::ShuttingDown) => {
+            Item::Message(AttachMessage::Exited(_)) => return Ok(Exit::Success),
+            Item::Message(AttachMessage::ShuttingDown) => {
                 return Err(Failure::new(
                     Exit::Unreachable,
                     "the app stopped while following the terminal's output",

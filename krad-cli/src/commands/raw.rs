@@ -45,14 +45,14 @@ pub(crate) fn run(args: RawArgs, connect: &ConnectArgs, _json: bool) -> anyhow::
     let bus = AppConnection::find(connect)?.with_api_version(args.api_version);
     let messages = bus
         .client()
-        .stream(&request, args.request_id.as_deref())
+        .raw_lines(&request, args.request_id.as_deref())
         .map_err(|e| Failure::new(Exit::Unreachable, format!("the app is not running: {e}")))?;
     let mut exit = None;
     for message in messages {
         let message = message.map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
-        print::json(&message);
+        print::json(&message.raw);
         if exit.is_none() {
-            exit = Some(answer_failure(&message).map_or(Exit::Success, |f| f.exit));
+            exit = Some(answer_failure(&message.raw).map_or(Exit::Success, |f| f.exit));
         }
     }
     exit.ok_or_else(|| {

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use krad_bus::request::shutdown::Shutdown;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::{Exit, Failure};
@@ -45,9 +45,18 @@ pub(crate) fn run(args: StopArgs, connect: &ConnectArgs, json: bool) -> anyhow::
         }
     }
     if json {
-        print::json(&json!({"Stopped": {"pid": bus.pid, "endpoint": bus.endpoint()}}));
+        print::message(&Stopped::Stopped {
+            pid: bus.pid,
+            endpoint: bus.endpoint(),
+        });
     } else {
         print::line("krad: the app stopped");
     }
     Ok(Exit::Success)
+}
+
+/// What `krad stop --json` prints.
+#[derive(Serialize)]
+enum Stopped {
+    Stopped { pid: Option<u32>, endpoint: String },
 }

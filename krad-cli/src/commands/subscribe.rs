@@ -1,12 +1,12 @@
 //! `krad subscribe`: the SubscribeAgents stream as JSON lines, one per message,
 //! flushed as each arrives — for scripts and other programs to follow the agents.
 
-use krad_bus::client::{ClientError, MessageStream};
+use krad_bus::client::{self, ClientError, Item, Lines};
 use krad_bus::protocol::StreamMessage;
-use krad_bus::request::{Request, subscribe_agents::SubscribeAgents};
+use krad_bus::request::subscribe_agents::SubscribeAgents;
 use serde_json::Value;
 
-use crate::connect::{AppConnection, ConnectArgs, answer_failure, client_failure};
+use crate::connect::{AppConnection, ConnectArgs, client_failure, item_failure};
 use crate::exit::{Exit, Failure};
 use crate::print;
 
@@ -41,13 +41,12 @@ pub(crate) fn open(
     bus: &AppConnection,
     environment: Option<String>,
     since_rev: Option<u64>,
-) -> Result<MessageStream, Failure> {
-    let request = Request::SubscribeAgents(SubscribeAgents {
-        environment,
-        since_rev,
-    });
+) -> Result<Lines<StreamMessage>, Failure> {
     bus.client()
-        .stream(&request.to_value(), None)
+        .subscribe(SubscribeAgents {
+            environment,
+            since_rev,
+        })
         .map_err(client_failure)
 }
 
@@ -63,12 +62,17 @@ pub(crate) struct Line {
 
 /// Reads a line of the stream; a broken stream, or an `Error` instead of the
 /// stream (the request refused), is a [`Failure`].
-pub(crate) fn read(line: Result<Value, ClientError>) -> Result<Line, Failure> {
-    let raw = line.map_err(client_failure)?;
-    if let Some(failure) = answer_failure(&raw) {
+pub(crate) fn read(
+    line: Result<client::Line<StreamMessage>, ClientError>,
+) -> Result<Line, Failure> {
+    let client::Line { raw, item } = line.map_err(client_failure)?;
+    if let Some(failure) = item_failure(&item) {
         return Err(failure);
     }
-    let message = serde_json::from_value(raw.clone()).ok();
+    let message = match item {
+        Item::Message(message) => Some(message),
+        _ => None,
+    };
     Ok(Line { raw, message })
 }
 

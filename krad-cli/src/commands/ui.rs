@@ -7,7 +7,8 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::connect::{ConnectArgs, running_app};
 use crate::exit::{Exit, Failure};
@@ -39,22 +40,21 @@ pub(crate) fn run(args: UiArgs, connect: &ConnectArgs, json: bool) -> anyhow::Re
     };
     let answer = login_link(page, app.token.expose())?;
     let url = answer
-        .get("url")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Failure::new(Exit::Failure, "the page answered no login URL"))?
-        .to_owned();
+        .url
+        .clone()
+        .ok_or_else(|| Failure::new(Exit::Failure, "the page answered no login URL"))?;
     let opened = if args.no_open {
         None
     } else {
         open_browser(&url)
     };
     if json {
-        print::json(&json!({"Ui": {
-            "url": url,
-            "page": page,
-            "expires_in_secs": answer.get("expires_in_secs"),
-            "opened_with": opened,
-        }}));
+        print::message(&Shown::Ui {
+            url: &url,
+            page,
+            expires_in_secs: answer.expires_in_secs.as_ref(),
+            opened_with: opened.as_deref(),
+        });
     } else {
         let mut text =
             format!("krad: log in to the app's page (once, within two minutes):\n  {url}");
@@ -66,8 +66,28 @@ pub(crate) fn run(args: UiArgs, connect: &ConnectArgs, json: bool) -> anyhow::Re
     Ok(Exit::Success)
 }
 
+/// The page's answer to `POST /api/login-link`.
+#[derive(Deserialize)]
+struct LoginLink {
+    /// The one-time URL.
+    url: Option<String>,
+    /// How long it is good for, as the page said it.
+    expires_in_secs: Option<Value>,
+}
+
+/// What `krad ui --json` prints.
+#[derive(Serialize)]
+enum Shown<'a> {
+    Ui {
+        url: &'a str,
+        page: &'a str,
+        expires_in_secs: Option<&'a Value>,
+        opened_with: Option<&'a str>,
+    },
+}
+
 /// `POST /api/login-link` with the client token as a bearer token.
-fn login_link(page: &str, token: &str) -> Result<Value, Failure> {
+fn login_link(page: &str, token: &str) -> Result<LoginLink, Failure> {
     let unreachable = |why: String| {
         Failure::new(
             Exit::Unreachable,

@@ -257,7 +257,7 @@ mod tests {
 
     /// Reads a line as `krad watch` does, and applies it if it is a message.
     fn apply(board: &mut Board, line: Value) -> bool {
-        let line = subscribe::read(Ok(line)).unwrap();
+        let line = subscribe::read(Ok(krad_bus::client::Line::from_value(line))).unwrap();
         line.message.is_some_and(|message| board.apply(message))
     }
 
@@ -342,7 +342,7 @@ mod tests {
     #[test]
     fn an_error_instead_of_the_stream_is_a_failure() {
         let refused = json!({"Error":{"code":"forbidden","message":"not yours"}});
-        let failure = subscribe::read(Ok(refused)).unwrap_err();
+        let failure = subscribe::read(Ok(krad_bus::client::Line::from_value(refused))).unwrap_err();
         assert_eq!(failure.exit, Exit::Denied);
     }
 }

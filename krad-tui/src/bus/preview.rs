@@ -3,7 +3,6 @@
 //! keeps its size. Dropping the handle closes the connection. Must never
 //! import the state or the terminal.
 
-use std::io::{BufRead, BufReader};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
@@ -12,9 +11,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use krad_bus::client::Client;
+use krad_bus::client::{Client, ClientError, Item};
 use krad_bus::protocol::{AttachMessage, Response};
-use krad_bus::request::Request;
 use krad_bus::request::attach::Attach;
 use krad_bus::request::output::Output;
 
@@ -87,9 +85,8 @@ fn follow(
     {
         return String::new();
     }
-    let request = Request::Attach(Attach { target });
-    let stream = match client.connect(&request.to_value()) {
-        Ok(stream) => stream,
+    let mut lines = match client.attach(Attach { target }) {
+        Ok(lines) => lines,
         Err(e) => return e.to_string(),
     };
     {
@@ -97,46 +94,38 @@ fn follow(
         if cancelled.load(Ordering::SeqCst) {
             return String::new();
         }
-        *slot = stream.try_clone().ok();
+        *slot = lines.try_clone_stream().ok();
     }
-    let mut reader = BufReader::new(stream);
-    let mut line = Vec::new();
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => return "the stream ended".to_owned(),
-            Ok(_) => {}
-            Err(e) => return e.to_string(),
-        }
-        let event = match serde_json::from_slice::<AttachMessage>(&line) {
-            Ok(AttachMessage::Screen(screen)) => PreviewEvent::Screen(
+        let line = match lines.next() {
+            None => return "the stream ended".to_owned(),
+            Some(Ok(line)) => line,
+            Some(Err(ClientError::Io(e))) => return e.to_string(),
+            // A line that is not JSON is skipped.
+            Some(Err(_)) => continue,
+        };
+        let event = match line.item {
+            Item::Message(AttachMessage::Screen(screen)) => PreviewEvent::Screen(
                 screen.cols,
                 screen.rows,
                 BASE64.decode(screen.data).unwrap_or_default(),
             ),
-            Ok(AttachMessage::Output(data)) => match BASE64.decode(data.data) {
+            Item::Message(AttachMessage::Output(data)) => match BASE64.decode(data.data) {
                 Ok(bytes) => PreviewEvent::Output(bytes),
                 Err(_) => continue,
             },
-            Ok(AttachMessage::Exited(exited)) => {
+            Item::Message(AttachMessage::Exited(exited)) => {
                 return match (exited.exit_code, exited.signal) {
                     (_, Some(signal)) => format!("the program was killed by signal {signal}"),
                     (Some(code), None) => format!("the program exited with code {code}"),
                     (None, None) => "the program ended".to_owned(),
                 };
             }
-            Ok(AttachMessage::ShuttingDown) => return "the app is stopping".to_owned(),
-            Ok(AttachMessage::Error(error)) => return error.message,
-            Err(_) => match serde_json::from_slice(&line)
-                .ok()
-                .and_then(|v| Response::decode(v).ok())
-            {
-                Some(decoded) => match decoded.response {
-                    Response::Error(error) => return error.message,
-                    _ => continue,
-                },
-                None => continue,
-            },
+            Item::Message(AttachMessage::ShuttingDown) => return "the app is stopping".to_owned(),
+            Item::Message(AttachMessage::Error(error)) | Item::Answer(Response::Error(error)) => {
+                return error.message;
+            }
+            Item::Answer(_) | Item::UnreadableError(_) | Item::Unknown => continue,
         };
         if !send(event) {
             return String::new();

@@ -7,9 +7,8 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use krad_bus::client::Client;
+use krad_bus::client::{Client, ClientError, Item};
 use krad_bus::protocol::{Response, StreamMessage};
-use krad_bus::request::Request;
 use krad_bus::request::subscribe_agents::SubscribeAgents;
 
 use super::Connect;
@@ -54,8 +53,7 @@ enum Followed {
 }
 
 fn follow(client: &Client, events: &Sender<Event>) -> Followed {
-    let request = Request::SubscribeAgents(SubscribeAgents::default());
-    let stream = match client.stream(&request.to_value(), None) {
+    let stream = match client.subscribe(SubscribeAgents::default()) {
         Ok(stream) => stream,
         Err(e) => {
             return Followed::Ended {
@@ -73,9 +71,9 @@ fn follow(client: &Client, events: &Sender<Event>) -> Followed {
     let mut streamed = false;
     let mut why = "the app closed the stream".to_owned();
     for message in stream {
-        let value = match message {
-            Ok(value) => value,
-            Err(krad_bus::client::ClientError::Io(e))
+        let line = match message {
+            Ok(line) => line,
+            Err(ClientError::Io(e))
                 if matches!(
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
@@ -89,32 +87,28 @@ fn follow(client: &Client, events: &Sender<Event>) -> Followed {
                 break;
             }
         };
-        let event = match serde_json::from_value::<StreamMessage>(value.clone()) {
-            Ok(StreamMessage::Snapshot(snapshot)) => {
+        let event = match line.item {
+            Item::Message(StreamMessage::Snapshot(snapshot)) => {
                 if !streamed && events.send(Event::Bus(BusEvent::Up)).is_err() {
                     return Followed::UiGone;
                 }
                 streamed = true;
                 BusEvent::Snapshot(snapshot)
             }
-            Ok(StreamMessage::Agent(agent)) => BusEvent::Agent(agent),
-            Ok(StreamMessage::Removed(removed)) => BusEvent::Removed(removed),
-            Ok(StreamMessage::Heartbeat(_)) => continue,
-            Ok(StreamMessage::ShuttingDown) => {
+            Item::Message(StreamMessage::Agent(agent)) => BusEvent::Agent(agent),
+            Item::Message(StreamMessage::Removed(removed)) => BusEvent::Removed(removed),
+            Item::Message(StreamMessage::Heartbeat(_)) => continue,
+            Item::Message(StreamMessage::ShuttingDown) => {
                 why = "the app is stopping".to_owned();
                 break;
             }
-            Err(_) => {
-                // An error answer instead of a stream, or a message from a
-                // newer app: the first ends the stream, the second is skipped.
-                match Response::decode(value).map(|d| d.response) {
-                    Ok(Response::Error(error)) => {
-                        why = error.message;
-                        break;
-                    }
-                    _ => continue,
-                }
+            // An error answer instead of a stream ends it.
+            Item::Answer(Response::Error(error)) => {
+                why = error.message;
+                break;
             }
+            // A message from a newer app is skipped.
+            Item::Answer(_) | Item::UnreadableError(_) | Item::Unknown => continue,
         };
         if events.send(Event::Bus(event)).is_err() {
             return Followed::UiGone;
