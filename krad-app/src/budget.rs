@@ -8,17 +8,15 @@
 //! into it (going on past the limit: not stopped again until a limit is set
 //! anew), or it exits. A cost null (a model without a price) stops nothing.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use krad_bus::protocol::{AgentRecord, AgentState, Dollars, StateSource};
 
 use crate::store::{Store, set_state};
 
-/// The budgets: the variant groups' limits, and the agents' records they
-/// hold. Terminals' own limits live in their records.
+/// The budgets: the agents' records they hold. Terminals' limits live in
+/// their records, variant groups' in the groups' records.
 pub(crate) struct Budgets {
-    groups: Mutex<HashMap<String, Dollars>>,
     /// The config's `[budget] max_group_cost_usd`, for a group given none.
     default_group_limit: Option<Dollars>,
     store: Arc<Store>,
@@ -27,31 +25,26 @@ pub(crate) struct Budgets {
 impl Budgets {
     pub(crate) fn new(store: Arc<Store>, default_group_limit: Option<Dollars>) -> Budgets {
         Budgets {
-            groups: Mutex::default(),
             default_group_limit,
             store,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Dollars>> {
-        self.groups.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn of(&self, group: &str) -> Option<Dollars> {
-        self.lock().get(group).copied()
+        self.store.group(group).and_then(|g| g.max_cost_usd)
     }
 
-    /// Sets group `group`'s limit: `limit`, else the config's.
-    pub(crate) fn set_group_limit(&self, group: &str, limit: Option<Dollars>) {
-        self.put_group_limit(group, limit.or(self.default_group_limit));
+    /// A new group's limit: the one asked for, else the config's.
+    pub(crate) fn group_limit(&self, asked: Option<Dollars>) -> Option<Dollars> {
+        asked.or(self.default_group_limit)
     }
 
-    fn put_group_limit(&self, group: &str, limit: Option<Dollars>) {
-        let mut groups = self.lock();
-        match limit {
-            Some(limit) => groups.insert(group.to_owned(), limit),
-            None => groups.remove(group),
-        };
+    fn put_group_limit(&self, group: &str, limit: Option<Dollars>) -> std::io::Result<()> {
+        self.store.update_group(group, |g| {
+            if let Some(g) = g {
+                g.max_cost_usd = limit;
+            }
+        })
     }
 
     /// The group's members and what they cost together.
@@ -194,11 +187,11 @@ impl Budgets {
         &self,
         group: &str,
         limit: Option<Dollars>,
-    ) -> Vec<AgentRecord> {
-        self.put_group_limit(group, limit);
+    ) -> std::io::Result<Vec<AgentRecord>> {
+        self.put_group_limit(group, limit)?;
         let (members, spent) = self.group_cost(group);
         let under = limit.is_none_or(|l| spent < l);
-        members
+        Ok(members
             .into_iter()
             .filter_map(|member| {
                 self.store.update(member.terminal, |e| {
@@ -222,6 +215,6 @@ impl Budgets {
                     )
                 })
             })
-            .collect()
+            .collect())
     }
 }

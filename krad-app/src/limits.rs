@@ -107,11 +107,10 @@ impl Limits {
     /// Writes each waiting terminal's place into its record (and clears it
     /// from those no longer waiting).
     pub(crate) fn renumber(&self) {
-        let waiting = self.queue.waiting();
         let mut places: std::collections::BTreeMap<u64, u32> = Default::default();
-        for (n, w) in waiting.iter().enumerate() {
+        for (n, terminal) in self.queue.terminals_in_order().into_iter().enumerate() {
             let place = u32::try_from(n + 1).unwrap_or(u32::MAX);
-            places.entry(w.work.terminal()).or_insert(place);
+            places.entry(terminal).or_insert(place);
         }
         for record in self.store.list(None) {
             let place = places.get(&record.terminal).copied();

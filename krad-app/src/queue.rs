@@ -249,8 +249,15 @@ fn first_with_room(spawner: &Spawner) -> Option<(InLine, Option<limits::Room<'_>
         // A Spawn stays in the store until its start is over: an app that
         // dies meanwhile starts it again (or finds it taken back: [`reload`]).
         // A Send goes now: typed at most once.
-        let taken = match first.work {
-            Work::Spawn(_) => spawner.limits.queue().take_out(|w| w.seq == first.seq),
+        let taken = match &first.work {
+            Work::Spawn(queued) => {
+                let taken = spawner.limits.queue().take_out(|w| w.seq == first.seq);
+                if !taken.is_empty() {
+                    // First in line, `queued`, until its program starts.
+                    spawner.limits.queue().set_starting(Some(queued.terminal));
+                }
+                taken
+            }
             Work::Send { .. } => spawner
                 .limits
                 .queue()
@@ -278,6 +285,8 @@ async fn start(spawner: &Spawner, waiting: InLine) {
             let started = spawning::start_queued(spawner, *queued).await;
             crate::crash_point::here("queue-started");
             forget(spawner.store.db(), &done);
+            spawner.limits.queue().set_starting(None);
+            spawner.limits.renumber();
             if let Err(e) = started {
                 tracing::warn!(terminal = id, "a queued Spawn did not start: {}", e.message);
                 spawner.store.update(id, |entry| {

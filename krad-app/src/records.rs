@@ -113,6 +113,11 @@ pub(crate) struct GroupRecord {
     pub variants: BTreeMap<u32, VariantRecord>,
     /// The variant kept, once picked.
     pub picked: Option<u32>,
+    /// What its variants may cost together (RunVariants' `max_group_cost_usd`,
+    /// the config's `[budget]`, or Budget's): kept with the group, so that a
+    /// restart forgets no limit.
+    #[serde(default)]
+    pub max_cost_usd: Option<krad_bus::protocol::Dollars>,
 }
 
 /// One variant of a group.

@@ -38,9 +38,6 @@ pub(crate) async fn run(
         Err(e) if request.queue == Some(true) && e.code == ErrorCode::Busy => None,
         Err(e) => return Err(e),
     };
-    spawner
-        .budgets
-        .set_group_limit(&group, request.max_group_cost_usd);
     let host = environments::host(&spawner.environments, request.host.as_deref())?;
     let (base_commit, base_environment) = environments::resolve_base(
         &spawner.environments,
@@ -205,6 +202,7 @@ fn record_group(
                     count: plan.request.count,
                     variants: Default::default(),
                     picked: None,
+                    max_cost_usd: spawner.budgets.group_limit(plan.request.max_group_cost_usd),
                 })
             },
             |tx| underway.write(tx),

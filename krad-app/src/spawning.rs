@@ -555,7 +555,11 @@ fn spawn_failed(id: u64, error: &SpawnError) -> ApiError {
         SpawnError::Program { program, source }
             if source.kind() == std::io::ErrorKind::NotFound =>
         {
-            format!("cannot start {program:?}: no such program on PATH")
+            if program.contains('/') {
+                format!("cannot start {program:?}: no such file")
+            } else {
+                format!("cannot start {program:?}: no such program on PATH")
+            }
         }
         other => other.to_string(),
     };

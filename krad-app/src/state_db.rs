@@ -188,6 +188,7 @@ mod tests {
                 count: 2,
                 variants: Default::default(),
                 picked: None,
+                max_cost_usd: None,
             },
         );
         StatePath::in_dir(dir.path()).save(&state).unwrap();

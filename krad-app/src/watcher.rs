@@ -174,7 +174,12 @@ impl Watch {
     fn take(&mut self, event: Option<TerminalEvent>) -> ControlFlow<()> {
         match event {
             Some(TerminalEvent::Exited(status)) => {
-                exited(&self.app, self.id, status);
+                exited(
+                    &self.app,
+                    self.id,
+                    status,
+                    last_line(self.terminal.as_ref()),
+                );
                 crate::cgroup::forget(self.id);
                 ControlFlow::Break(())
             }
@@ -201,7 +206,12 @@ impl Watch {
                     code: None,
                     signal: None,
                 });
-                exited(&self.app, self.id, status);
+                exited(
+                    &self.app,
+                    self.id,
+                    status,
+                    last_line(self.terminal.as_ref()),
+                );
                 crate::cgroup::forget(self.id);
                 ControlFlow::Break(())
             }
@@ -559,7 +569,20 @@ fn looks_like_a_question(text: &str) -> bool {
         || lower.trim_end().ends_with('?')
 }
 
-fn exited(app: &Watching, id: u64, status: ExitStatus) {
+/// The longest screen line an exit's message carries.
+const LAST_LINE: usize = 200;
+
+/// The last line of the terminal's screen that says something (not blank),
+/// cut to [`LAST_LINE`] characters: what a program that failed said last.
+fn last_line(terminal: &dyn Terminal) -> Option<String> {
+    let screen = terminal.snapshot(0).screen;
+    let line = screen.lines().map(str::trim).rfind(|l| !l.is_empty())?;
+    Some(line.chars().take(LAST_LINE).collect())
+}
+
+/// Terminal `id` exited with `status`; `said`, the last line of its screen,
+/// ends the message of a program that failed or was killed.
+fn exited(app: &Watching, id: u64, status: ExitStatus, said: Option<String>) {
     let token_file = app.store.with(id, |e| e.token_file.clone()).flatten();
     // A host terminal in tmux there: tmux there told its status (its own 255
     // included); none, when its pane was gone (the host lost it).
@@ -587,8 +610,9 @@ fn exited(app: &Watching, id: u64, status: ExitStatus) {
             (Some(host), Some(255), _) => format!(
                 "the SSH link to host {host} is gone (ssh exited 255); the program there may still run"
             ),
-            (_, Some(code), _) => format!("exited with code {code}"),
-            (_, None, Some(signal)) => format!("ended by signal {signal}"),
+            (_, Some(0), _) => "exited with code 0".to_owned(),
+            (_, Some(code), _) => with_said(format!("exited with code {code}"), said),
+            (_, None, Some(signal)) => with_said(format!("ended by signal {signal}"), said),
             (_, None, None) => "ended".to_owned(),
         };
         set_state(
@@ -603,6 +627,14 @@ fn exited(app: &Watching, id: u64, status: ExitStatus) {
         let _ = std::fs::remove_file(path);
     }
     tracing::info!(terminal = id, code = ?status.code, signal = ?status.signal, "exited");
+}
+
+/// `how` it ended, then what its screen said last, if anything.
+fn with_said(how: String, said: Option<String>) -> String {
+    match said {
+        Some(said) => format!("{how}: {said}"),
+        None => how,
+    }
 }
 
 /// Types a prompt and presses Enter (as a write of its own, once the prompt is

@@ -18,16 +18,12 @@
 //!   not held within 15 s of the restart: a stop in flight at the kill is
 //!   made, and kept;
 //! * `group-limit` — the same for a group's limit (RunVariants'
-//!   `max_group_cost_usd`): **an open defect, reported** — the app keeps a
-//!   group's limit in memory only (krad-app `budget.rs`, `Budgets::groups`),
-//!   so the next app forgets it and the group's agents run on past it;
+//!   `max_group_cost_usd`, kept with the group's record);
 //! * `went-back` — a terminal's cost after the restart below what was seen
 //!   before the kill;
 //! * `total-back` — an environment's or a group's total right after the
-//!   restart below what was seen before the kill: **an open defect,
-//!   reported** — spend is not kept in the store (krad-app
-//!   `store/spend.rs`), so totals are missing until the spend reader has
-//!   read the transcripts again;
+//!   restart below what was seen before the kill (each kept terminal's
+//!   tokens are written through when they change);
 //! * `replay` — an id sent once more did not get its first answer, replayed;
 //! * `failed` — an error answer to a valid request.
 //!
@@ -56,10 +52,6 @@ const KINDS: &[&str] = &[
     "replay",
     "failed",
 ];
-
-/// Open defects, reported (docs/RELIABILITY.md): counted and printed, but
-/// the test does not fail on them.
-const KNOWN: &[&str] = &["group-limit", "total-back"];
 
 /// $0.002 per line at these prices.
 const PRICES: &str = "[prices.test-model]\ninput = 2.0\noutput = 10.0\n";
@@ -142,7 +134,6 @@ fn torture(what: &str, host: &'static str, stream: u64) {
     let (rounds, seed) = torture::rounds_and_seed(what, 4);
     let mut random = seed.wrapping_add(stream);
     let mut tally = Tally::new(what, KINDS);
-    tally.known = KNOWN;
     let config = format!("{PRICES}{host}");
     let dir = tempfile::tempdir().unwrap();
     let repo = git_repo(dir.path());

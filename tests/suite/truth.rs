@@ -240,7 +240,30 @@ fn the_message_follows_the_state_and_an_exit_says_how_it_ended() {
     assert_eq!(working["message"], Value::Null, "a new turn: no leftover");
     app.request(json!({"Send": {"target": id, "text": "b", "enter": true}}));
     let exited = app.until_state(id, "exited");
-    assert_eq!(exited["message"], "exited with code 3");
+    let message = exited["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("exited with code 3"), "{exited}");
+}
+
+/// Issue 48, item 6: a failed program's message carries what its screen
+/// said last; a clean exit's is plain; a program given by a path that does
+/// not exist is not said to be missing from PATH.
+#[test]
+fn a_failed_program_says_what_its_screen_said_last() {
+    let app = App::start();
+    let id = app.spawn_sh("echo starting; echo 'Unable to connect to the model service'; exit 1");
+    let exited = app.until_state(id, "exited");
+    assert_eq!(
+        exited["message"],
+        "exited with code 1: Unable to connect to the model service"
+    );
+    let clean = app.spawn_sh("echo all done");
+    let exited = app.until_state(clean, "exited");
+    assert_eq!(exited["message"], "exited with code 0");
+    let answer = app.request(json!({"Spawn": {"profile": "exec",
+        "command": ["/no/such/prog"]}}));
+    let message = answer["Error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no such file"), "{answer}");
+    assert!(!message.contains("PATH"), "{answer}");
 }
 
 #[test]

@@ -77,6 +77,10 @@ pub(crate) struct Queue {
 pub(crate) struct Line {
     pub(crate) waiting: Vec<InLine>,
     pub(crate) next_seq: u64,
+    /// The queued terminal whose turn came and which is being started: out
+    /// of line (a Close no longer takes it out) but `queued` on record until
+    /// its program starts, first in line till then.
+    pub(crate) starting: Option<u64>,
 }
 
 impl Queue {
@@ -99,9 +103,19 @@ impl Queue {
         self.lock().waiting.len()
     }
 
-    /// What waits, in order.
-    pub(crate) fn waiting(&self) -> Vec<InLine> {
-        self.lock().waiting.clone()
+    /// The terminals in line, in order: the one being started first, then
+    /// each piece of work's.
+    pub(crate) fn terminals_in_order(&self) -> Vec<u64> {
+        let line = self.lock();
+        line.starting
+            .into_iter()
+            .chain(line.waiting.iter().map(|w| w.work.terminal()))
+            .collect()
+    }
+
+    /// Notes (or with `None`, forgets) the queued terminal being started.
+    pub(crate) fn set_starting(&self, terminal: Option<u64>) {
+        self.lock().starting = terminal;
     }
 
     /// Puts `work` last in line, once `keep` kept it in the store; returns

@@ -30,8 +30,13 @@ impl Handle<Budget> for EmbeddedApp {
             )
             .with_detail(serde_json::json!({ "group": group })));
         }
-        Ok(core
-            .budgets()
-            .set_group_limit_now(&group, request.max_cost_usd))
+        core.budgets()
+            .set_group_limit_now(&group, request.max_cost_usd)
+            .map_err(|e| {
+                ApiError::new(
+                    ErrorCode::Failed,
+                    format!("cannot record the group's limit: {e}"),
+                )
+            })
     }
 }

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use krad_bus::protocol::{AgentRecord, AgentState};
+use krad_bus::protocol::{AgentRecord, AgentState, Tokens};
 use krad_store::Kind;
 
 use super::{Inner, Store};
@@ -139,6 +139,36 @@ impl Store {
                 .write(|tx| tx.put(Kind::Terminal, &id.to_string(), kept))
         {
             tracing::error!(terminal = id, "cannot keep the terminal's record: {e}");
+        }
+    }
+
+    /// Writes the kept terminals' tokens through to the state file where they
+    /// changed (one write for all): after a restart no agent's cost, nor any
+    /// total made of them, is lower than the last one read.
+    pub(super) fn keep_spend(&self, tokens: &[(u64, Tokens)]) {
+        let mut inner = self.lock();
+        let changed: Vec<(u64, TerminalEntry)> = tokens
+            .iter()
+            .filter_map(|(id, tokens)| {
+                let kept = inner.persisted.terminals.get_mut(id)?;
+                if kept.record.tokens.as_ref() == Some(tokens) {
+                    return None;
+                }
+                kept.record.tokens = Some(tokens.clone());
+                Some((*id, kept.clone()))
+            })
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let written = self.db.write(|tx| {
+            for (id, kept) in &changed {
+                tx.put(Kind::Terminal, &id.to_string(), kept)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = written {
+            tracing::error!("cannot keep the terminals' costs: {e}");
         }
     }
 }

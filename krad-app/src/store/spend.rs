@@ -1,8 +1,9 @@
 //! What the spend reader ([`crate::spend`]) reads from the store and writes
 //! into it: the files each terminal's hooks named, and each one's tokens,
-//! written into its record and JSON in place — without a new rev, a stream
-//! line or a write to disk, as the CPU and memory samples are
-//! (docs/agents.md, "What agents cost").
+//! written into its record and JSON in place — without a new rev or a stream
+//! line, as the CPU and memory samples are (docs/agents.md, "What agents
+//! cost") — and through to a kept terminal's record when they changed, so
+//! that no total goes back after a restart.
 
 use std::path::PathBuf;
 
@@ -23,6 +24,8 @@ impl Store {
 
     /// Writes each terminal's tokens into its record, without a new rev.
     pub(crate) fn set_spend(&self, tokens: impl IntoIterator<Item = (u64, Tokens)>) {
-        self.write_in_place(tokens, |record| &mut record.tokens);
+        let tokens: Vec<(u64, Tokens)> = tokens.into_iter().collect();
+        self.write_in_place(tokens.iter().cloned(), |record| &mut record.tokens);
+        self.keep_spend(&tokens);
     }
 }
