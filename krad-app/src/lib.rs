@@ -31,6 +31,7 @@ mod crash_point;
 mod environments;
 mod extensions;
 mod feed;
+mod foreground;
 mod git;
 mod handles;
 mod hosts;

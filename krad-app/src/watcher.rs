@@ -40,6 +40,9 @@ const READY_SILENT: Duration = Duration::from_secs(3);
 /// its prompt once they did, or after this long without them.
 const READY_HOOK_LIMIT: Duration = Duration::from_secs(15);
 
+/// How often the process of a program with no state source is looked at.
+const PROCESS_LOOK: Duration = Duration::from_secs(1);
+
 /// A screen is read for questions this long after it changed (at most this often).
 const QUESTION_CALM: Duration = Duration::from_millis(250);
 
@@ -72,6 +75,9 @@ pub(crate) async fn run(
         ready_by_hook: hooks == HookKind::Claude,
         look_for_questions: screen_questions::known(hooks),
         question_check_at: None,
+        // A program that tells no state of its own: its process tells.
+        process_check_at: (hooks == HookKind::None && idle_after.is_none())
+            .then(|| tokio::time::Instant::now() + PROCESS_LOOK),
         refusals: contained.then(Default::default),
         refusals_check_at: None,
         typing: None,
@@ -96,6 +102,7 @@ pub(crate) async fn run(
             () = sleep_until(quiet_at) => watch.idle_if_still_quiet(),
             () = sleep_until(watch.question_check_at) => watch.read_the_screen(),
             () = sleep_until(watch.refusals_check_at) => watch.read_refusals(),
+            () = sleep_until(watch.process_check_at) => watch.look_at_the_process(),
             () = sleep_until(type_at) => watch.start_typing(),
             _ = until_done(&mut watch.typing) => watch.typing_done(),
             changed = record_watch.changed() => {
@@ -123,6 +130,9 @@ struct Watch {
     look_for_questions: bool,
     /// When to read the screen for questions next.
     question_check_at: Option<tokio::time::Instant>,
+    /// When to look next at whether its process waits for input (a program
+    /// with no state source of its own).
+    process_check_at: Option<tokio::time::Instant>,
     /// In a sandbox here: the writes it refused, told so far.
     refusals: Option<crate::sandbox::refusals::Refusals>,
     /// When to read the screen for refused writes next.
@@ -173,16 +183,7 @@ impl Watch {
     /// Takes what the terminal noticed; breaks once its program is gone.
     fn take(&mut self, event: Option<TerminalEvent>) -> ControlFlow<()> {
         match event {
-            Some(TerminalEvent::Exited(status)) => {
-                exited(
-                    &self.app,
-                    self.id,
-                    status,
-                    last_line(self.terminal.as_ref()),
-                );
-                crate::cgroup::forget(self.id);
-                ControlFlow::Break(())
-            }
+            Some(TerminalEvent::Exited(status)) => self.ended(status),
             Some(event) => {
                 if event == TerminalEvent::Output {
                     self.output_seen();
@@ -206,16 +207,18 @@ impl Watch {
                     code: None,
                     signal: None,
                 });
-                exited(
-                    &self.app,
-                    self.id,
-                    status,
-                    last_line(self.terminal.as_ref()),
-                );
-                crate::cgroup::forget(self.id);
-                ControlFlow::Break(())
+                self.ended(status)
             }
         }
+    }
+
+    /// Its program ended with `status`: on record as `exited`, with what its
+    /// screen said last; the watch is over.
+    fn ended(&mut self, status: ExitStatus) -> ControlFlow<()> {
+        let said = last_line(self.terminal.as_ref());
+        exited(&self.app, self.id, status, said);
+        crate::cgroup::forget(self.id);
+        ControlFlow::Break(())
     }
 
     fn output_seen(&mut self) {
@@ -230,6 +233,42 @@ impl Watch {
             self.refusals_check_at
                 .get_or_insert(now + crate::sandbox::refusals::LOOK_EVERY);
         }
+    }
+
+    /// A program with no state source of its own, once it runs: `working`,
+    /// or `idle` while its terminal's foreground process waits for input
+    /// (a shell at its prompt) — never `starting` for its whole life, nor
+    /// `working` at a prompt. Left alone once it reports a state itself.
+    fn look_at_the_process(&mut self) {
+        self.process_check_at = Some(tokio::time::Instant::now() + PROCESS_LOOK);
+        let Some((pid, here, told)) = self.app.store.with(self.id, |e| {
+            (
+                e.record.pid,
+                e.record.host.is_none(),
+                e.hook_heard || e.reports > 0,
+            )
+        }) else {
+            return;
+        };
+        if told {
+            self.process_check_at = None;
+            return;
+        }
+        let waits = pid
+            .filter(|_| here)
+            .and_then(crate::foreground::waits_for_input);
+        self.app.store.update(self.id, |e| {
+            let record = &mut e.record;
+            let next = match (record.state, waits) {
+                (AgentState::Starting | AgentState::Working, Some(true)) => AgentState::Idle,
+                (AgentState::Starting, _) => AgentState::Working,
+                (AgentState::Idle, Some(false)) if record.state_source == StateSource::Process => {
+                    AgentState::Working
+                }
+                _ => return false,
+            };
+            set_state(record, next, StateSource::Process, None)
+        });
     }
 
     /// Tells the writes the sandbox refused that its screen shows.

@@ -232,13 +232,7 @@ fn one_round(
             std::thread::spawn(move || send(endpoint, &envelope))
         })
         .collect();
-    let aimed_hit = aim.is_some()
-        && eventually(crate::support::stretched(Duration::from_secs(5)), || {
-            torture::died(&mut app)
-        });
-    if !aimed_hit {
-        std::thread::sleep(Duration::from_millis(delay));
-    }
+    let aimed_hit = torture::await_aim(&mut app, aim, Duration::from_secs(5), delay);
     // The last look before the kill (the sampler's may be 20 ms old).
     if let Some((agents, environments)) = look(endpoint, &list, &envs) {
         seen.lock().unwrap().take(&agents, &environments);

@@ -59,19 +59,7 @@ fn discovery_crash_torture() {
         } else {
             next_random(&mut random) % 301
         };
-        let mut child = Command::new(KRAD)
-            .args(["serve", "--json"])
-            .current_dir(&repo)
-            .env("RUST_LOG", "warn")
-            .env_remove("KRAD_ADE_ENDPOINT")
-            .env_remove("KRAD_ADE_API_JSON")
-            .env_remove("KRAD_CONFIG")
-            .envs(private_home(dir.path()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = serve(&repo, dir.path(), Stdio::null());
         let pid = child.id();
         std::thread::sleep(Duration::from_millis(delay));
         let _ = child.kill();
@@ -110,19 +98,7 @@ fn discovery_crash_torture() {
         // The next app serves at once, and the discovery file names it.
         let (next, took) = {
             let started = Instant::now();
-            let mut next = Command::new(KRAD)
-                .args(["serve", "--json"])
-                .current_dir(&repo)
-                .env("RUST_LOG", "warn")
-                .env_remove("KRAD_ADE_ENDPOINT")
-                .env_remove("KRAD_ADE_API_JSON")
-                .env_remove("KRAD_CONFIG")
-                .envs(private_home(dir.path()))
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
+            let mut next = serve(&repo, dir.path(), Stdio::piped());
             let first = crate::support::first_line(&mut next);
             (
                 (
@@ -148,4 +124,22 @@ fn discovery_crash_torture() {
         tally.killed(None);
     }
     tally.finish(seed);
+}
+
+/// `krad serve --json` on `repo`, with a HOME of its own under `dir` and
+/// none of the caller's app variables; its standard output as `stdout` says.
+fn serve(repo: &std::path::Path, dir: &std::path::Path, stdout: Stdio) -> std::process::Child {
+    Command::new(KRAD)
+        .args(["serve", "--json"])
+        .current_dir(repo)
+        .env("RUST_LOG", "warn")
+        .env_remove("KRAD_ADE_ENDPOINT")
+        .env_remove("KRAD_ADE_API_JSON")
+        .env_remove("KRAD_CONFIG")
+        .envs(private_home(dir))
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }

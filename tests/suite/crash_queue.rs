@@ -42,9 +42,7 @@ use serde_json::{Value, json};
 
 use crate::support::{App, Launch, code, git, git_repo};
 use crate::tmux::{TMUX, TmuxServer};
-use crate::torture::{
-    self, Outcome, Tally, eventually, next_random, normal, replayed, send, with_id,
-};
+use crate::torture::{self, Outcome, Tally, next_random, normal, replayed, send, with_id};
 
 const KINDS: &[&str] = &["start", "lost", "twice", "order", "replay", "failed"];
 
@@ -261,27 +259,9 @@ fn one_round(
         })
         .collect();
     let close_envelopes: Vec<Value> = closes.iter().map(|(_, e)| e.clone()).collect();
-    let close_thread = std::thread::spawn(move || {
-        let mut outcomes = Vec::new();
-        for (envelope, pause) in close_envelopes.into_iter().zip(pauses) {
-            std::thread::sleep(Duration::from_millis(pause));
-            let outcome = send(endpoint, &envelope);
-            let stop = !matches!(outcome, Outcome::Answered(_));
-            outcomes.push(outcome);
-            if stop {
-                break;
-            }
-        }
-        outcomes
-    });
+    let close_thread = torture::lane(endpoint, close_envelopes.into_iter().zip(pauses).collect());
     // The kill: at the aimed point (within 3 s), else after the delay.
-    let aimed_hit = aim.is_some()
-        && eventually(crate::support::stretched(Duration::from_secs(3)), || {
-            torture::died(&mut app)
-        });
-    if !aimed_hit {
-        std::thread::sleep(Duration::from_millis(delay));
-    }
+    let aimed_hit = torture::await_aim(&mut app, aim, Duration::from_secs(3), delay);
     torture::kill(&mut app);
     tally.killed(if aimed_hit { aim } else { None });
     let spawn_outcomes = spawn_thread.join().unwrap();

@@ -198,25 +198,8 @@ fn one_round(
         .map(|(id, body)| with_id(&app, body, id))
         .collect();
     let endpoint = app.endpoint;
-    let storm = std::thread::spawn(move || {
-        let mut outcomes = Vec::new();
-        for envelope in envelopes {
-            let outcome = send(endpoint, &envelope);
-            let stop = !matches!(outcome, Outcome::Answered(_));
-            outcomes.push(outcome);
-            if stop {
-                break;
-            }
-        }
-        outcomes
-    });
-    let aimed_hit = aim.is_some()
-        && eventually(crate::support::stretched(Duration::from_secs(3)), || {
-            torture::died(&mut app)
-        });
-    if !aimed_hit {
-        std::thread::sleep(Duration::from_millis(delay));
-    }
+    let storm = torture::lane(endpoint, envelopes.into_iter().map(|e| (e, 0)).collect());
+    let aimed_hit = torture::await_aim(&mut app, aim, Duration::from_secs(3), delay);
     torture::kill(&mut app);
     tally.killed(if aimed_hit { aim } else { None });
     let mut firsts = storm.join().unwrap();

@@ -122,6 +122,37 @@ pub(crate) fn kill(app: &mut App) {
     }
 }
 
+/// Waits for the app to die at its aimed point (within `limit`; none aimed:
+/// not at all), else `delay` more; whether it died there.
+pub(crate) fn await_aim(app: &mut App, aim: Option<&str>, limit: Duration, delay: u64) -> bool {
+    let hit = aim.is_some() && eventually(crate::support::stretched(limit), || died(app));
+    if !hit {
+        std::thread::sleep(Duration::from_millis(delay));
+    }
+    hit
+}
+
+/// Sends `envelopes` in order on a thread of their own, each after its pause
+/// (ms), until one's answer is lost: their outcomes, in order.
+pub(crate) fn lane(
+    endpoint: SocketAddr,
+    envelopes: Vec<(Value, u64)>,
+) -> std::thread::JoinHandle<Vec<Outcome>> {
+    std::thread::spawn(move || {
+        let mut outcomes = Vec::new();
+        for (envelope, pause) in envelopes {
+            std::thread::sleep(Duration::from_millis(pause));
+            let outcome = send(endpoint, &envelope);
+            let stop = !matches!(outcome, Outcome::Answered(_));
+            outcomes.push(outcome);
+            if stop {
+                break;
+            }
+        }
+        outcomes
+    })
+}
+
 /// Whether the app died by itself (at an aimed point).
 pub(crate) fn died(app: &mut App) -> bool {
     app.child.try_wait().unwrap().is_some()

@@ -244,6 +244,35 @@ fn the_message_follows_the_state_and_an_exit_says_how_it_ended() {
     assert!(message.starts_with("exited with code 3"), "{exited}");
 }
 
+/// Issue 48, item 7: a program that tells no state of its own (the `exec`
+/// profile: no hooks, no quiet time) shows what is true of it: a quiet one
+/// runs (`working`, never `starting` for its whole life), a shell at its
+/// prompt waits (`idle`), and works again while a command runs.
+#[test]
+fn a_program_with_no_state_source_shows_what_its_process_does() {
+    let app = App::start();
+    let quiet = app.spawn(json!({"profile": "exec", "command": ["sleep", "60"]}))["terminal"]
+        .as_u64()
+        .unwrap();
+    let running = app.until_state(quiet, "working");
+    assert_eq!(running["state_source"], "process", "{running}");
+    let shell = app.spawn(json!({"profile": "exec",
+        "command": ["bash", "--norc", "--noprofile", "-i"]}))["terminal"]
+        .as_u64()
+        .unwrap();
+    let at_prompt = app.until_state(shell, "idle");
+    assert_eq!(at_prompt["state_source"], "process", "{at_prompt}");
+    app.request(json!({"Send": {"target": shell, "text": "sleep 3; echo slept", "enter": true}}));
+    app.until_state(shell, "working");
+    app.until_screen(shell, "slept");
+    let back = app.until_state(shell, "idle");
+    assert_eq!(back["state_source"], "process", "{back}");
+    // It stays so: no turn it is not in.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(app.record(shell)["state"], "idle");
+    assert_eq!(app.record(quiet)["state"], "working");
+}
+
 /// Issue 48, item 6: a failed program's message carries what its screen
 /// said last; a clean exit's is plain; a program given by a path that does
 /// not exist is not said to be missing from PATH.

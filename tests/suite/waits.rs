@@ -92,7 +92,9 @@ fn wait_for_exit_ignores_an_idle_agent() {
 fn targets_with_any_and_all() {
     let app = App::start();
     let fast = app.spawn_sh("sleep 0.3");
-    let slow = app.spawn_sh("read -r x");
+    // It says it works: a program at a prompt that says nothing is idle.
+    let slow = app.spawn_sh("krad report working; read -r x");
+    app.until_state(slow, "working");
     let any =
         app.request(json!({"Wait": {"targets": [slow, fast], "until": "any", "timeout_secs": 30}}));
     let agents = any["Agents"].as_array().unwrap();
@@ -119,7 +121,8 @@ fn targets_with_any_and_all() {
 #[test]
 fn a_thousand_waits_on_one_agent_are_all_released_when_it_stops() {
     let app = App::start();
-    let id = app.spawn_sh("read -r x; krad report idle -m released; sleep 60");
+    let id = app.spawn_sh("krad report working; read -r x; krad report idle -m released; sleep 60");
+    app.until_state(id, "working");
     let line = {
         let mut l =
             serde_json::to_vec(&app.envelope(json!({"Wait": {"target": id, "timeout_secs": 120}})))
@@ -171,8 +174,8 @@ fn a_client_leaving_cancels_its_wait() {
 #[test]
 fn check_answers_now_or_on_the_next_change() {
     let app = App::start();
-    let id = app.spawn_sh("read -r x; krad report idle -m changed; sleep 60");
-    let now = app.request(json!({"Check": {"target": id}}))["Agent"].clone();
+    let id = app.spawn_sh("krad report working; read -r x; krad report idle -m changed; sleep 60");
+    let now = app.until_state(id, "working");
     let rev = now["rev"].as_u64().unwrap();
     // Unchanged: answered after wait_secs with the same record.
     let started = Instant::now();
