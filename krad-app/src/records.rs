@@ -49,6 +49,10 @@ pub(crate) struct TerminalEntry {
     /// there too, when it can).
     #[serde(default)]
     pub endpoint: Option<String>,
+    /// Its user went on past its cost limit (see [`crate::budget`]): a
+    /// restarted app does not stop it again.
+    #[serde(default)]
+    pub budget_waived: bool,
 }
 
 /// Where a worktree environment is in its life.

@@ -448,6 +448,12 @@ impl Store {
         record.usage = None;
         let id = record.terminal;
         let waited = inner.agents.remove(&id);
+        // Taken back after a restart: its user's waiver holds.
+        let budget_waived = inner
+            .persisted
+            .terminals
+            .get(&id)
+            .is_some_and(|kept| kept.budget_waived);
         if let Some(waited) = &waited {
             inner.changes.remove(&waited.record.rev);
         }
@@ -481,7 +487,7 @@ impl Store {
                 permission_asks: 0,
                 reports: 0,
                 transcripts: Vec::new(),
-                budget_waived: false,
+                budget_waived,
                 token_file,
             },
         );

@@ -109,3 +109,58 @@ fn a_plain_agent_may_not_raise_a_budget_and_a_report_s_transcript_is_checked() {
     );
     assert_eq!(crate::support::code(&relative), "invalid", "{relative}");
 }
+
+/// Spends $0.002 for each line it reads (a transcript line, named in a
+/// Report); an interrupt shows on its screen and does not stop it.
+const SPENDS_PER_LINE: &str = r#"trap 'echo got-interrupted' INT
+t="$PWD/t-$KRAD_ADE_TERMINAL.jsonl"; n=0
+while :; do read -r line || continue; n=$((n+1))
+printf '{"type":"assistant","message":{"id":"m%s","model":"test-model","usage":{"input_tokens":1000,"output_tokens":0}}}\n' "$n" >> "$t"
+krad raw "{\"Report\":{\"state\":\"idle\",\"message\":\"spent $n\",\"transcript\":\"$t\"}}" > /dev/null
+done"#;
+
+/// An agent its user sent to while it was held at its limit goes on past
+/// it — also after the app is killed and started again, which takes it back that takes it back (the waiver is kept with
+/// it), and with its cost as it was (each kept terminal's cost is kept).
+#[test]
+fn a_waived_limit_and_the_cost_survive_a_restart_on_the_tmux_host() {
+    let config = format!("{}{CONFIG}", crate::tmux::TMUX);
+    let app = App::start_config(&config);
+    let id = app.spawn(
+        json!({"profile": "exec", "command": ["sh", "-c", SPENDS_PER_LINE],
+        "max_cost_usd": 0.003}),
+    )["terminal"]
+        .as_u64()
+        .unwrap();
+    let _server = crate::tmux::TmuxServer::of(&app, id);
+    for line in ["a", "b"] {
+        app.request(json!({"Send": {"target": id, "text": line, "enter": true}}));
+    }
+    let held = app.until(id, Duration::from_secs(30), |r| {
+        r["state_source"] == "budget"
+    });
+    assert_eq!(held["state"], "asking", "{held}");
+    // Its user goes on: it is not stopped again, past its limit.
+    app.request(json!({"Send": {"target": id, "text": "c", "enter": true}}));
+    app.until(id, Duration::from_secs(30), |r| {
+        r["tokens"]["cost_usd"] == 0.006 && r["state_source"] != "budget"
+    });
+    // The app dies (its terminals live on in tmux), and starts again.
+    app.signal(nix::sys::signal::Signal::SIGKILL);
+    let dir = app.stop_keep_dir();
+    let app = App::launch(crate::support::Launch {
+        config: Some(&config),
+        reuse: Some(dir),
+        ..crate::support::Launch::default()
+    });
+    // Its cost at once, as it was; and, read again from its transcript by the
+    // new app's spend reader, still not stopped.
+    let back = app.record(id);
+    assert_eq!(back["tokens"]["cost_usd"], 0.006, "{back}");
+    app.request(json!({"Send": {"target": id, "text": "d", "enter": true}}));
+    let on = app.until(id, Duration::from_secs(30), |r| {
+        r["tokens"]["cost_usd"] == 0.008
+    });
+    assert_ne!(on["state_source"], "budget", "{on}");
+    assert_eq!(app.record(id)["state"], "idle");
+}

@@ -108,16 +108,22 @@ impl Store {
             return;
         };
         let id = record.terminal;
+        // Its user's waiver of its cost limit, once it is on record.
+        let waived = inner.agents.get(&id).map(|e| e.budget_waived);
         let worth_a_write = match inner.persisted.terminals.get_mut(&id) {
             Some(kept) => {
                 let was = &kept.record;
                 let changed = was.state != record.state
+                    || waived.is_some_and(|w| w != kept.budget_waived)
                     || was.state_source != record.state_source
                     || was.message != record.message
                     || was.exit_code != record.exit_code
                     || was.signal != record.signal
                     || was.pid != record.pid;
                 kept.record = record.clone();
+                if let Some(waived) = waived {
+                    kept.budget_waived = waived;
+                }
                 changed
             }
             None => {
@@ -127,6 +133,7 @@ impl Store {
                         record: record.clone(),
                         token_file: token_file.cloned(),
                         endpoint: record.host.is_none().then_some(endpoint),
+                        budget_waived: waived.unwrap_or(false),
                     },
                 );
                 true
