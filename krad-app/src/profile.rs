@@ -299,7 +299,11 @@ pub(crate) fn prompt_args(profile: &Profile, prompt: Option<&str>) -> Vec<String
 ///   approval as an Ask on the bus and prints the decision;
 /// * the trust for that hook: Codex runs a hook only once its hash was trusted
 ///   (`hooks.state.<key>.trusted_hash`), and a session's own overrides may
-///   trust the hooks they bring ([`codex_hook_trust`]).
+///   trust the hooks they bring ([`codex_hook_trust`]);
+/// * `allow_login_shell=false`: its shell commands run in a plain shell, not a
+///   login shell, whose `/etc/profile` would set `PATH` anew and drop the
+///   directory the app puts first for `krad` (a lead's first `krad` call
+///   would find no `krad`).
 fn codex_hooks(krad: &Path) -> Vec<String> {
     let program = serde_json::to_string(&krad.display().to_string()).unwrap_or_default();
     let command = codex_hook_command(krad);
@@ -317,6 +321,8 @@ fn codex_hooks(krad: &Path) -> Vec<String> {
             "hooks.state={{{key}={{trusted_hash=\"{hash}\"}}}}",
             key = serde_json::to_string(&key).unwrap_or_default()
         ),
+        "-c".into(),
+        "allow_login_shell=false".into(),
     ]
 }
 
@@ -461,7 +467,8 @@ mod tests {
         );
         assert_eq!(built[5], "-c");
         assert!(built[6].starts_with("hooks.state={\"/<session-flags>/config.toml:permission_request:0:0\"={trusted_hash=\"sha256:"));
-        assert_eq!(built[7..], ["--", "go"]);
+        assert_eq!(built[7..9], ["-c", "allow_login_shell=false"]);
+        assert_eq!(built[9..], ["--", "go"]);
     }
 
     #[test]

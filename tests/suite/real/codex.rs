@@ -417,3 +417,32 @@ fn prompts_that_look_like_subcommands_or_flags_reach_the_model() {
         assert_eq!(record["exit_code"], Value::Null, "still running: {record}");
     }
 }
+
+/// Issue 48, item 18: Codex runs its shell commands in a login shell by
+/// default, whose `/etc/profile` sets `PATH` anew; an agent of the `codex`
+/// profile still reaches `krad` with Codex's own defaults (no `login` asked
+/// for either way), as a lead's first step does.
+#[test]
+fn a_codex_agent_reaches_krad_from_its_default_shell() {
+    let bed = RealApp::start(Cli::Codex);
+    bed.double.script(vec![
+        Turn::tool(
+            "exec_command",
+            json!({"cmd": "krad ls --json > seen.json; echo $? > code.txt"}),
+        ),
+        Turn::reply("listed"),
+    ]);
+    let id = bed.spawn(json!({"profile": "codex",
+        "command": ["codex", "-s", "danger-full-access", "-a", "never"],
+        "prompt": "list the agents"}));
+    bed.app.until(id, LONG, |r| {
+        r["state"] == "idle" && r["message"] == "listed"
+    });
+    let code = std::fs::read_to_string(bed.repo.join("code.txt")).unwrap_or_default();
+    assert_eq!(code.trim(), "0", "krad did not run: {}", bed.screen(id));
+    let seen = std::fs::read_to_string(bed.repo.join("seen.json")).unwrap_or_default();
+    assert!(
+        seen.contains(&format!("\"terminal\":{id}")),
+        "krad ls did not list the agent: {seen}"
+    );
+}
