@@ -149,7 +149,8 @@ function renderBoard() {
     el("td", {},
       a.state !== "exited" && a.state !== "queued" ? el("button", { type: "button", class: "attach", onclick: () => attach(a.terminal) }, "terminal") : null,
       " ",
-      el("button", { type: "button", onclick: () => { $("#send-form").target.value = a.terminal; location.hash = "#forms"; } }, "send"),
+      // An exited agent reads nothing more: no send.
+      a.state !== "exited" ? el("button", { type: "button", class: "send", onclick: () => { $("#send-form").target.value = a.terminal; location.hash = "#forms"; } }, "send") : null,
       " ",
       el("button", { type: "button", onclick: () => { $("#close-form").target.value = a.terminal; location.hash = "#forms"; } }, "close")),
   )));

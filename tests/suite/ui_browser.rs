@@ -150,6 +150,18 @@ fn the_page_in_a_real_chromium_watches_types_answers_reviews_and_picks() {
     for v in variants["Variants"]["variants"].as_array().unwrap() {
         app.until_state(v["terminal"].as_u64().unwrap(), "exited");
     }
+    // Issue 48, item 15: an exited agent's row offers no send.
+    let exited = variants["Variants"]["variants"][0]["terminal"]
+        .as_u64()
+        .unwrap();
+    let gone = format!("#agents tr[data-terminal=\"{exited}\"][data-state=\"exited\"]");
+    browser.until(&format!("document.querySelector('{gone}') !== null"), LONG);
+    assert_eq!(
+        browser.eval(&format!(
+            "document.querySelector('{gone} button.send') === null"
+        )),
+        json!(true)
+    );
     let first = variants["Variants"]["variants"][0]["environment"]
         .as_str()
         .unwrap()
