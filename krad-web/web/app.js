@@ -281,7 +281,7 @@ async function loadEnvironments() {
       env.name, env.group ? ` · ${env.group}#${env.variant}` : "")));
   // The variants' panels are redrawn only when the groups change, so that an
   // open dry run stays.
-  const shown = JSON.stringify(environments.filter((e) => e.group).map((e) => [e.name, e.group, e.variant]));
+  const shown = JSON.stringify(environments.filter((e) => e.group).map((e) => [e.name, e.group, e.variant, e.group_picked]));
   if (shown !== groupsShown) { groupsShown = shown; renderGroups(); }
 }
 setInterval(() => socket?.readyState === 1 && loadEnvironments(), 10000);
@@ -317,7 +317,10 @@ function renderGroups() {
       });
       load(30);
     }
-    return el("div", {}, el("h3", {}, `group ${group}`), row);
+    // A group picked already offers no pick: it says which it kept.
+    const picked = envs.find((e) => e.group_picked != null)?.group_picked;
+    if (picked != null) row.querySelectorAll("button.pick").forEach((b) => b.remove());
+    return el("div", {}, el("h3", {}, `group ${group}`, picked != null ? ` · picked variant ${picked}` : ""), row);
   }));
 }
 async function dryRun(group, variant, panel) {

@@ -197,6 +197,16 @@ fn the_page_in_a_real_chromium_watches_types_answers_reviews_and_picks() {
     );
     let repo = app.dir.path().join("repo");
     assert!(git(&repo, &["ls-files"]).contains(&format!("result-{first}.txt")));
+    // Issue 48, item 15: the group, picked, says which it kept and offers no
+    // pick any more.
+    browser.until(
+        "[...document.querySelectorAll('#groups h3')].some(h => h.innerText.includes('picked variant 1'))",
+        LONG,
+    );
+    assert_eq!(
+        browser.eval(&format!("document.querySelector('{pick}') === null")),
+        json!(true)
+    );
 
     // The forms: spawn an agent, then close it after the confirmation.
     browser.eval(

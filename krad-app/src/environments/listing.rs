@@ -30,6 +30,7 @@ pub(crate) async fn main_info(envs: &Environments) -> EnvironmentInfo {
         kind: EnvironmentKind::Main,
         group: None,
         variant: None,
+        group_picked: None,
         terminals: envs.store.terminals_of(MAIN),
         status: EnvironmentStatus::Ready,
         setup: None,
@@ -123,6 +124,11 @@ fn info_with(
         },
         group: record.group.clone(),
         variant: record.variant,
+        group_picked: record
+            .group
+            .as_deref()
+            .and_then(|g| envs.store.group(g))
+            .and_then(|g| g.picked),
         terminals: envs.store.terminals_of(&record.name),
         status,
         setup: record.setup.clone(),

@@ -74,6 +74,10 @@ pub struct EnvironmentInfo {
     pub group: Option<String>,
     /// Its number in the group.
     pub variant: Option<u32>,
+    /// The variant its group kept, once one was picked (PickVariant);
+    /// absent before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_picked: Option<u32>,
     /// Its terminals' ids.
     pub terminals: Vec<u64>,
     /// Whether it can be used.
