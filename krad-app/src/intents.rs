@@ -65,6 +65,14 @@ pub(crate) enum Plan {
         /// The environment.
         name: String,
     },
+    /// A queued Send for terminal `terminal`, taken out of the queue to be
+    /// typed (in the same write): one on record after a crash was perhaps
+    /// not typed, and is never typed again (at most once) — its terminal's
+    /// record says so.
+    QueuedSend {
+        /// The terminal.
+        terminal: u64,
+    },
     /// Close of terminal `terminal` (with a request id): its record goes
     /// before the answer is kept, so one on record nowhere was closed by it.
     CloseTerminal {

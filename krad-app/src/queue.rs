@@ -23,6 +23,7 @@ use krad_store::Kind;
 use krad_term::{ExitStatus, Snapshot, Terminal};
 use tokio::sync::oneshot;
 
+use crate::intents::{Plan, Underway};
 use crate::limits::queue::{InLine, QueuedSpawn, Work, cannot_keep, forget, keep, kept};
 use crate::profile::Profile;
 use crate::records::no_terminal;
@@ -211,8 +212,10 @@ pub(crate) async fn run(spawner: Weak<Spawner>) {
         let Some(spawner) = spawner.upgrade() else {
             return;
         };
-        while let Some((next, _room)) = first_with_room(&spawner) {
+        while let Some((next, _room, underway)) = first_with_room(&spawner) {
             start(&spawner, next).await;
+            // Typed (or not, and said so): the queued Send's intent goes.
+            drop(underway);
         }
         let wake = spawner.limits.queue().wake.clone();
         drop(spawner);
@@ -227,7 +230,9 @@ pub(crate) async fn run(spawner: Weak<Spawner>) {
 /// The first work in line, taken out, if the limits leave room for it now,
 /// with the room it takes (a Spawn's); work for a terminal that is gone is
 /// dropped on the way.
-fn first_with_room(spawner: &Spawner) -> Option<(InLine, Option<limits::Room<'_>>)> {
+fn first_with_room(
+    spawner: &Spawner,
+) -> Option<(InLine, Option<limits::Room<'_>>, Option<Underway>)> {
     loop {
         if spawner.limits.queue().stopped() {
             return None;
@@ -248,36 +253,51 @@ fn first_with_room(spawner: &Spawner) -> Option<(InLine, Option<limits::Room<'_>
         };
         // A Spawn stays in the store until its start is over: an app that
         // dies meanwhile starts it again (or finds it taken back: [`reload`]).
-        // A Send goes now: typed at most once.
-        let taken = match &first.work {
+        // A Send goes now, with an intent that says so in the same write:
+        // typed at most once, and an app that dies before it is typed tells.
+        let (taken, underway) = match &first.work {
             Work::Spawn(queued) => {
                 let taken = spawner.limits.queue().take_out(|w| w.seq == first.seq);
                 if !taken.is_empty() {
                     // First in line, `queued`, until its program starts.
                     spawner.limits.queue().set_starting(Some(queued.terminal));
                 }
-                taken
+                (taken, None)
             }
-            Work::Send { .. } => spawner
-                .limits
-                .queue()
-                .take(spawner.store.db(), |w| w.seq == first.seq),
+            Work::Send { request } => {
+                let plan = Plan::QueuedSend {
+                    terminal: request.target,
+                };
+                let underway = Underway::new(spawner.store.db(), &queue_context(), plan);
+                let taken = spawner.limits.queue().take_with(
+                    spawner.store.db(),
+                    |w| w.seq == first.seq,
+                    |tx| underway.write(tx),
+                );
+                (taken, Some(underway))
+            }
         };
         spawner.limits.renumber();
         if let Some(next) = taken.into_iter().next() {
-            return Some((next, room));
+            return Some((next, room, underway));
         }
+    }
+}
+
+/// Work from the queue is done as the Client, never at most once by an id
+/// of its own (the queued request's was answered when it was queued).
+fn queue_context() -> CallContext {
+    CallContext {
+        principal: Principal::Client,
+        request_id: None,
+        once: None,
     }
 }
 
 /// Starts (or types) one piece of work whose turn came.
 async fn start(spawner: &Spawner, waiting: InLine) {
     let done = [waiting.clone()];
-    let ctx = CallContext {
-        principal: Principal::Client,
-        request_id: None,
-        once: None,
-    };
+    let ctx = queue_context();
     match waiting.work {
         Work::Spawn(queued) => {
             let id = queued.terminal;

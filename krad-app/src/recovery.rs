@@ -85,6 +85,10 @@ pub(crate) async fn recover(spawner: &Spawner, closer: &Closer<'_>, request_log:
                 ),
                 None => Outcome::Undone,
             },
+            Plan::QueuedSend { terminal } => {
+                told_of_an_untyped_send(spawner, *terminal);
+                Outcome::Undone
+            }
             // Its record gone, the Close did it; still there, the retry closes it.
             Plan::CloseTerminal { terminal } => match spawner.store.record(*terminal) {
                 None => Outcome::Done(().into_response()),
@@ -128,6 +132,24 @@ pub(crate) async fn recover(spawner: &Spawner, closer: &Closer<'_>, request_log:
         };
         settle(&spawner.store, request_log, &key, &intent, outcome);
     }
+}
+
+/// What a terminal's record says when a queued Send for it was taken out of
+/// the queue as the app died: perhaps typed, perhaps not; never again.
+pub(crate) const UNTYPED_SEND: &str = "the app stopped as a queued Send for this agent was \
+     being typed: it may not have reached it, and is not typed again (look at its screen, \
+     and send it again if it did not)";
+
+/// Tells, on terminal `terminal`'s record, of a queued Send the app died typing.
+fn told_of_an_untyped_send(spawner: &Spawner, terminal: u64) {
+    tracing::warn!(terminal, "a queued Send was being typed as the app stopped");
+    spawner.store.update(terminal, |e| {
+        if e.record.state == krad_bus::protocol::AgentState::Exited {
+            return false;
+        }
+        e.record.message = Some(UNTYPED_SEND.to_owned());
+        true
+    });
 }
 
 /// Keeps the outcome as the request id's answer, and drops the intent.

@@ -322,3 +322,48 @@ fn a_close_killed_after_the_record_went_is_replayed_on_the_pty_host() {
 fn a_close_killed_after_the_record_went_is_replayed_on_the_tmux_host() {
     a_close_killed_after_the_record_went_is_replayed(TMUX);
 }
+
+/// Issue 49: a queued Send taken out of the queue to be typed as the app
+/// died (`queue-send-taken`) is not typed twice — nor silently lost: the
+/// next app says so on its terminal's record (tmux host: the terminals live
+/// on).
+#[test]
+fn a_queued_send_the_app_died_typing_is_said_on_its_record() {
+    let config = format!("[limits]\nmax_working = 1\n{TMUX}");
+    let app = app_killed_at("queue-send-taken", &config);
+    let got = app.dir.path().join("got");
+    let idle = app.spawn_sh(&format!(
+        "krad report idle; read -r x; echo \"$x\" >> {}; exec sleep 600",
+        got.display()
+    ));
+    let _tmux = TmuxServer::of(&app, idle);
+    app.until_state(idle, "idle");
+    // Works until told, then is idle: its room frees.
+    let busy = app.spawn_sh("krad report working; read -r go; krad report idle; exec sleep 600");
+    app.until_state(busy, "working");
+    let queued = app.request(
+        json!({"Send": {"target": idle, "text": "once", "enter": true,
+        "queue": true}}),
+    );
+    assert_eq!(queued["Sent"]["queue_place"], 1, "{queued}");
+    // Room frees: the queue takes the Send out to type it, and the app dies.
+    let _ = send_with_id(
+        &app,
+        &json!({"Send": {"target": busy, "text": "go", "enter": true}}),
+        "free-room",
+    );
+    let app = again(died(app), &config);
+    let record = app.until(idle, Duration::from_secs(20), |r| {
+        r["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("queued Send"))
+    });
+    assert_eq!(record["state"], "idle", "{record}");
+    // Never typed again.
+    let list = listed(&app);
+    assert!(list.iter().all(|r| r["queue_place"].is_null()), "{list:?}");
+    assert!(
+        std::fs::read_to_string(&got).unwrap_or_default().is_empty(),
+        "typed after all"
+    );
+}

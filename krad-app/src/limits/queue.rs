@@ -10,7 +10,7 @@ use krad_bus::protocol::ApiError;
 use krad_bus::protocol::ErrorCode;
 use krad_bus::request::send::Send;
 use krad_bus::request::spawn::Spawn;
-use krad_store::{Db, Kind, StoreError};
+use krad_store::{Db, Kind, StoreError, Tx};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
@@ -146,6 +146,26 @@ impl Queue {
     pub(crate) fn take(&self, db: &Db, matches: impl Fn(&InLine) -> bool) -> Vec<InLine> {
         let taken = self.take_out(matches);
         forget(db, &taken);
+        taken
+    }
+
+    /// The same, with `also` written in the store's transaction.
+    pub(crate) fn take_with(
+        &self,
+        db: &Db,
+        matches: impl Fn(&InLine) -> bool,
+        also: impl FnOnce(&Tx<'_>) -> Result<(), StoreError>,
+    ) -> Vec<InLine> {
+        let taken = self.take_out(matches);
+        let removed = db.write(|tx| {
+            for waiting in &taken {
+                tx.remove(Kind::Queued, &key(waiting.seq))?;
+            }
+            also(tx)
+        });
+        if let Err(e) = removed {
+            tracing::error!("cannot take work out of the queue in the store: {e}");
+        }
         taken
     }
 
