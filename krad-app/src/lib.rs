@@ -5,8 +5,10 @@
 //! * [`store`] — the one state store (records, revs, the change index), with
 //!   [`records`] for what survives a restart.
 //! * [`watcher`] — one task per terminal turning its events into agent states.
-//! * `app` — the composition root: `EmbeddedApp` and its `Core`, which
-//!   builds every domain's handle once, restores, serves and shuts down.
+//! * `app` and `handles` — the composition root: `EmbeddedApp` starts,
+//!   restores, serves and shuts down; its `Core` (handles.rs) builds every
+//!   domain's handle once. This file declares and re-exports, and defines
+//!   nothing.
 //! * `requests` — how the bus reaches the app: one adapter per request (check
 //!   the caller's scope, call the domain, answer), and the `App` impl.
 //! * `spawning` — starting an agent on a new terminal (Spawn, each variant).
