@@ -1,6 +1,6 @@
-//! The composition root: [`EmbeddedApp`] builds the app's [`Core`] (every
-//! domain's handle, made once), restores what a restart left, serves, and
-//! shuts down. Nothing imports it but requests/ (its handlers, which take
+//! The composition root, with handles.rs: [`EmbeddedApp`] starts the app
+//! (its [`Core`] makes every domain's handle once), restores what a restart
+//! left, wires the phone to the app's own handlers, and shuts down. Nothing imports it but requests/ (its handlers, which take
 //! the handles they need from the `Core`); the domains below never do.
 
 use std::net::SocketAddr;
@@ -48,7 +48,10 @@ impl EmbeddedApp {
         host: Arc<dyn TerminalHost>,
         secret: Arc<Secret>,
     ) -> Result<EmbeddedApp, StartError> {
-        new(settings, host, secret)
+        let core = Core::build(settings, host, secret).map_err(StartError)?;
+        Ok(EmbeddedApp {
+            core: Arc::new(core),
+        })
     }
 
     /// Starts the durable facet when the config has `[durable]`: binds its
@@ -117,22 +120,6 @@ fn as_phone() -> CallContext {
         request_id: None,
         once: None,
     }
-}
-
-/// Starts the app: reads its state, prepares its directories.
-///
-/// `host` runs the terminals — unless the config says `[terminals] host =
-/// "tmux"`: then they live in a tmux server of the app's own, named after the
-/// repository, and outlive the app (see [`EmbeddedApp::restore`]).
-fn new(
-    settings: Settings,
-    host: Arc<dyn TerminalHost>,
-    secret: Arc<Secret>,
-) -> Result<EmbeddedApp, StartError> {
-    let core = Core::build(settings, host, secret).map_err(StartError)?;
-    Ok(EmbeddedApp {
-        core: Arc::new(core),
-    })
 }
 
 /// Brings the app's records and the worktrees on disk back in line after a

@@ -14,29 +14,23 @@ use krad_bus::protocol::{AgentRecord, AgentState, ApiError, ErrorCode, StateSour
 use krad_bus::request::RequestKind;
 use krad_bus::request::spawn::Spawn;
 use krad_bus::server::CallContext;
-use krad_bus::token::Principal;
+use krad_bus::token::{Principal, Secret};
 use krad_term::{SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost};
 
 use self::launch::{Launch, Prepared, local_launch, remote_launch};
 use crate::budget::Budgets;
-use crate::config::PromptDelivery;
-use crate::config::Settings;
-use crate::environments::Environments;
-use crate::environments::MAIN;
-use crate::hosts::Host;
-use crate::hosts::HostLinks;
+use crate::config::{PromptDelivery, Settings};
+use crate::environments::{Environments, MAIN};
+use crate::hosts::{Host, HostLinks};
 use crate::intents::{Plan, Underway};
 use crate::launching::Launching;
 use crate::limits::Limits;
 pub(crate) use crate::limits::queue::QueuedSpawn;
-use crate::profile::Profile;
-use crate::profile::Profiles;
+use crate::profile::{Profile, Profiles};
 use crate::sandbox::Sandbox;
-use crate::store::Store;
-use crate::store::now_rfc3339;
+use crate::store::{Store, now_rfc3339};
 use crate::watcher::Watching;
 use crate::{environments, watcher};
-use krad_bus::token::Secret;
 
 /// What starting a terminal reaches: Spawn, each variant, the queue's starts
 /// and taking terminals back after a restart. Built once by the composition
