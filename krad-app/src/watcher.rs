@@ -40,7 +40,8 @@ const READY_SILENT: Duration = Duration::from_secs(3);
 /// its prompt once they did, or after this long without them.
 const READY_HOOK_LIMIT: Duration = Duration::from_secs(15);
 
-/// How often the process of a program with no state source is looked at.
+/// The process of a program with no state source is looked at this long
+/// after it starts, and after its output calms.
 const PROCESS_LOOK: Duration = Duration::from_secs(1);
 
 /// A screen is read for questions this long after it changed (at most this often).
@@ -76,6 +77,7 @@ pub(crate) async fn run(
         look_for_questions: screen_questions::known(hooks),
         question_check_at: None,
         // A program that tells no state of its own: its process tells.
+        tells_nothing: hooks == HookKind::None && idle_after.is_none(),
         process_check_at: (hooks == HookKind::None && idle_after.is_none())
             .then(|| tokio::time::Instant::now() + PROCESS_LOOK),
         refusals: contained.then(Default::default),
@@ -130,8 +132,10 @@ struct Watch {
     look_for_questions: bool,
     /// When to read the screen for questions next.
     question_check_at: Option<tokio::time::Instant>,
-    /// When to look next at whether its process waits for input (a program
-    /// with no state source of its own).
+    /// Its program tells no state of its own (no hooks, no quiet time): its
+    /// process is looked at once it starts and once its output calms.
+    tells_nothing: bool,
+    /// When to look next at whether its process waits for input.
     process_check_at: Option<tokio::time::Instant>,
     /// In a sandbox here: the writes it refused, told so far.
     refusals: Option<crate::sandbox::refusals::Refusals>,
@@ -224,6 +228,11 @@ impl Watch {
     fn output_seen(&mut self) {
         let now = tokio::time::Instant::now();
         self.last_output = Some(now);
+        if self.tells_nothing {
+            // Looked at once the output calms (a prompt drawn, a command
+            // echoed): no polling of a program that prints nothing.
+            self.process_check_at = Some(now + PROCESS_LOOK);
+        }
         // At most every QUESTION_CALM, also while output flows
         // (a spinner never lets the screen be calm).
         if self.look_for_questions {
@@ -240,7 +249,7 @@ impl Watch {
     /// (a shell at its prompt) — never `starting` for its whole life, nor
     /// `working` at a prompt. Left alone once it reports a state itself.
     fn look_at_the_process(&mut self) {
-        self.process_check_at = Some(tokio::time::Instant::now() + PROCESS_LOOK);
+        self.process_check_at = None;
         let Some((pid, here, told)) = self.app.store.with(self.id, |e| {
             (
                 e.record.pid,
@@ -251,7 +260,7 @@ impl Watch {
             return;
         };
         if told {
-            self.process_check_at = None;
+            self.tells_nothing = false;
             return;
         }
         let waits = pid
