@@ -116,6 +116,10 @@ impl Ui {
             Event::Bus(BusEvent::Snapshot(snapshot)) => state.snapshot(snapshot),
             Event::Bus(BusEvent::Agent(agent)) => state.agent(*agent),
             Event::Bus(BusEvent::Removed(removed)) => state.removed(&removed),
+            Event::Bus(BusEvent::Sampled(sampled)) => {
+                state.sampled(sampled);
+                Vec::new()
+            }
             Event::Bus(BusEvent::Down(why)) => state.unlinked(why),
             Event::Preview(generation, event) => {
                 let preview = &mut state.preview;

@@ -532,3 +532,35 @@ fn without_a_terminal_krad_alone_prints_the_help() {
         "{out:?}"
     );
 }
+
+/// Issue 47: CPU, memory and cost are live too. An agent's cost goes up
+/// while its state does not (no new rev, only the sampler's `Sampled` line):
+/// its cell and the header's total follow without a key pressed.
+#[test]
+fn a_cost_that_changes_without_a_state_change_is_shown_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_with_first_commit(
+        &[("README.md", b"hello\n")],
+        Some("[prices.test-model]\ninput = 2.0\noutput = 10.0\n"),
+    );
+    let folder = dir.path().display().to_string();
+    let id = app.spawn(json!({"profile": "exec", "name": "spender",
+        "command": ["sh", "-c", crate::waits::SPENDER, "sh", folder]}))["terminal"]
+        .as_u64()
+        .unwrap();
+    let before = app.until(id, stretched(Duration::from_secs(30)), |r| {
+        r["state"] == "idle" && r["tokens"]["cost_usd"] == 0.002
+    });
+    let screen = Screen::open(&app.api_json, 120, 30);
+    screen.until("the first cost", |s| {
+        line_of(s, "spender").contains("0.002")
+    });
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let text = screen.until("the new cost", |s| line_of(s, "spender").contains("0.006"));
+    assert!(line_of(&text, "spender").contains("idle"), "{text}");
+    let after = app.record(id);
+    assert_eq!(
+        after["rev"], before["rev"],
+        "no change but the sample: {after}"
+    );
+}
