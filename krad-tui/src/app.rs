@@ -40,6 +40,7 @@ pub(crate) fn run(connect: Connect, options: &Options) -> Result<(), Error> {
             input,
             kept: VecDeque::new(),
             detach_key: options.detach_key,
+            panic_key: panic_key(),
         };
         ui.run(&mut terminal, &rx)
     })();
@@ -57,6 +58,25 @@ struct Ui {
     /// Events that came while attached, applied next.
     kept: VecDeque<Event>,
     detach_key: u8,
+    /// Tests only: the key that panics the loop ([`panic_key`]).
+    panic_key: Option<char>,
+}
+
+/// The variable only the tests set, to see the terminal given back on a
+/// panic of the UI's own loop: `KRAD_TUI_TEST_PANIC_KEY=!` makes `!` panic.
+/// Unset (everywhere but in those tests), nothing panics.
+const PANIC_KEY: &str = "KRAD_TUI_TEST_PANIC_KEY";
+
+fn panic_key() -> Option<char> {
+    std::env::var(PANIC_KEY).ok()?.chars().next()
+}
+
+#[allow(
+    clippy::panic,
+    reason = "the tests' panic, behind a variable only they set"
+)]
+fn test_panic(key: char) -> ! {
+    panic!("{PANIC_KEY}: {key} pressed");
 }
 
 type Term = Terminal<CrosstermBackend<Stdout>>;
@@ -99,7 +119,14 @@ impl Ui {
     fn apply(&mut self, event: Event) -> Vec<Effect> {
         let state = &mut self.state;
         match event {
-            Event::Key(key) => state.key(key),
+            Event::Key(key) => {
+                if let (Some(c), KeyCode::Char(pressed)) = (self.panic_key, key.code)
+                    && c == pressed
+                {
+                    test_panic(c);
+                }
+                state.key(key)
+            }
             // Pasted text goes into a field; on the list it would be keys.
             Event::Paste(text) if matches!(state.mode, Mode::Filter | Mode::Form(_)) => text
                 .chars()

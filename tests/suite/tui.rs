@@ -27,12 +27,27 @@ impl Screen {
 
     /// [`Screen::open`] with more environment for the UI.
     fn open_with(api_json: &Path, cols: u16, rows: u16, env: &[(&str, &str)]) -> Screen {
+        Screen::open_running(&format!("'{KRAD}' tui"), api_json, cols, rows, env)
+    }
+
+    /// A pane running `ui` (a shell command that runs the UI).
+    fn open_running(
+        ui: &str,
+        api_json: &Path,
+        cols: u16,
+        rows: u16,
+        env: &[(&str, &str)],
+    ) -> Screen {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("tmux.sock");
         let config = dir.path().join("tmux.conf");
         std::fs::write(&config, "set -g status off\n").unwrap();
-        // The pane stays after the UI ends, to read how it left the terminal.
-        let command = format!("'{KRAD}' tui; echo \"ui ended: $?\"; exec sleep 600");
+        // The pane stays after the UI ends, to read how it left the terminal:
+        // its line discipline's modes (raw mode off: `icanon echo`), then
+        // the UI's exit status.
+        let command = format!(
+            r#"{ui}; s=$?; echo "tty: $(stty -a | tr ' ;' '\n\n' | grep -E '^-?(icanon|echo)$' | tr '\n' ' ')"; echo "ui ended: $s"; exec sleep 600"#
+        );
         let status = Command::new("tmux")
             .arg("-S")
             .arg(&socket)
@@ -133,6 +148,22 @@ impl Screen {
         let text = self.until("the UI's end", |s| s.contains("ui ended: "));
         let status = text.split("ui ended: ").nth(1).unwrap_or("");
         status.lines().next().unwrap_or("").trim().to_owned()
+    }
+
+    /// The terminal's line discipline after the UI ended (`icanon echo`
+    /// when raw mode is off).
+    fn tty_modes(&self) -> String {
+        let text = self.until("the terminal's modes", |s| s.contains("ui ended: "));
+        let modes = text.split("tty: ").nth(1).unwrap_or("");
+        modes.lines().next().unwrap_or("").trim().to_owned()
+    }
+
+    /// Asserts the terminal is as it was before the UI: the main screen, the
+    /// cursor shown, raw mode off.
+    fn assert_given_back(&self) {
+        assert_eq!(self.pane("#{alternate_on}"), "0");
+        assert_eq!(self.pane("#{cursor_flag}"), "1");
+        assert_eq!(self.tty_modes(), "icanon echo");
     }
 
     /// The pid of `krad tui` (a child of the pane's shell).
@@ -434,8 +465,30 @@ fn sigterm_gives_the_terminal_back() {
     )
     .unwrap();
     assert_eq!(screen.until_ended(), "0");
-    assert_eq!(screen.pane("#{alternate_on}"), "0");
-    assert_eq!(screen.pane("#{cursor_flag}"), "1");
+    screen.assert_given_back();
+    assert_eq!(agents(&app).len(), 1);
+}
+
+/// A panic of the UI's loop gives the terminal back (raw mode off, the main
+/// screen, the cursor shown) before the panic's message is printed. The
+/// panic is the tests' own: a key that panics only when a variable that
+/// only tests set names it.
+#[test]
+fn a_panic_gives_the_terminal_back() {
+    let app = App::start();
+    spawn_named(&app, "still-here", "sleep 600");
+    let env = [("KRAD_TUI_TEST_PANIC_KEY", "!"), ("RUST_BACKTRACE", "0")];
+    let screen = Screen::open_with(&app.api_json, 100, 30, &env);
+    screen.until_shows("still-here");
+    assert_eq!(screen.pane("#{alternate_on}"), "1");
+    screen.keys(&["!"]);
+    assert_eq!(screen.until_ended(), "101");
+    screen.assert_given_back();
+    let text = screen.text();
+    assert!(
+        text.contains("KRAD_TUI_TEST_PANIC_KEY: ! pressed"),
+        "{text}"
+    );
     assert_eq!(agents(&app).len(), 1);
 }
 
