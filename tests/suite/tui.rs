@@ -617,3 +617,31 @@ fn a_cost_that_changes_without_a_state_change_is_shown_live() {
         "no change but the sample: {after}"
     );
 }
+
+/// Issue 47: Esc pressed quickly before a key reaches the UI in one read,
+/// as the bytes of Alt+key; it is Esc then the key. Leaving the filter and
+/// moving down at once, then leaving a form and quitting at once.
+#[test]
+fn esc_then_a_key_at_once_is_esc_then_the_key() {
+    let app = App::start();
+    spawn_named(&app, "first", "sleep 600");
+    spawn_named(&app, "second", "sleep 600");
+    let screen = Screen::open(&app.api_json, 100, 30);
+    screen.until("both agents", |s| {
+        s.contains("first") && s.contains("second")
+    });
+    screen.keys(&["/"]);
+    screen.type_text("sec");
+    screen.until("the filter", |s| !s.contains("first"));
+    // Both bytes in one write, as a quick hand (or Alt+j) sends them.
+    screen.type_text("\x1bj");
+    let text = screen.until("the filter cleared", |s| {
+        s.contains("first") && s.contains("second")
+    });
+    assert!(!text.contains("/sec"), "{text}");
+    screen.keys(&["n"]);
+    screen.until_shows("profile");
+    screen.type_text("\x1bq");
+    assert_eq!(screen.until_ended(), "0");
+    assert_eq!(screen.pane("#{alternate_on}"), "0");
+}
