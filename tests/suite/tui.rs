@@ -645,3 +645,44 @@ fn esc_then_a_key_at_once_is_esc_then_the_key() {
     assert_eq!(screen.until_ended(), "0");
     assert_eq!(screen.pane("#{alternate_on}"), "0");
 }
+
+/// Issue 47: over SSH the UI is a terminal program like any other. Through
+/// OpenSSH on loopback (`ssh -tt`, the pty sshd gives): the list, attaching
+/// to an agent (keys reach it) and detaching, and `q` with the terminal
+/// given back.
+#[test]
+fn over_ssh_the_list_attaching_and_detaching() {
+    let sshd = crate::ssh::Sshd::start();
+    let app = App::start();
+    let id = spawn_named(
+        &app,
+        "reader",
+        r#"echo ready; read line; echo "got:$line"; sleep 600"#,
+    );
+    app.until_screen(id, "ready");
+    let d = sshd.dir.path().display();
+    let ui = format!(
+        "ssh -tt -F none -p {port} -i '{d}/client_key' -o IdentitiesOnly=yes -o BatchMode=yes \
+         -o StrictHostKeyChecking=accept-new -o 'UserKnownHostsFile={d}/known_hosts' 127.0.0.1 \
+         \"KRAD_ADE_API_JSON='{api}' exec '{KRAD}' tui\"",
+        port = sshd.port,
+        api = app.api_json.display(),
+    );
+    let screen = Screen::open_running(&ui, &app.api_json, 100, 30, &[]);
+    let text = screen.until_shows("reader");
+    assert!(line_of(&text, "reader").contains("working"), "{text}");
+    assert_eq!(screen.pane("#{alternate_on}"), "1");
+    screen.keys(&["Enter"]);
+    screen.until("the agent's own screen", |s| {
+        s.contains("ready") && !s.contains("q quit")
+    });
+    screen.type_text("hello");
+    screen.keys(&["Enter"]);
+    screen.until_shows("got:hello");
+    screen.keys(&["C-\\"]);
+    screen.until_shows("detached from terminal 1");
+    screen.keys(&["q"]);
+    assert_eq!(screen.until_ended(), "0");
+    screen.assert_given_back();
+    assert_ne!(app.record(id)["state"], "exited");
+}
