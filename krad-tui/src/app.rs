@@ -58,25 +58,51 @@ struct Ui {
     /// Events that came while attached, applied next.
     kept: VecDeque<Event>,
     detach_key: u8,
-    /// Tests only: the key that panics the loop ([`panic_key`]).
-    panic_key: Option<char>,
+    /// Tests only: the key that panics ([`panic_key`]).
+    panic_key: Option<TestPanic>,
 }
 
 /// The variable only the tests set, to see the terminal given back on a
-/// panic of the UI's own loop: `KRAD_TUI_TEST_PANIC_KEY=!` makes `!` panic.
-/// Unset (everywhere but in those tests), nothing panics.
+/// panic: `KRAD_TUI_TEST_PANIC_KEY=!` makes `!` panic the UI's own loop,
+/// `KRAD_TUI_TEST_PANIC_KEY=thread:!` a thread of its own. Unset
+/// (everywhere but in those tests), nothing panics.
 const PANIC_KEY: &str = "KRAD_TUI_TEST_PANIC_KEY";
 
-fn panic_key() -> Option<char> {
-    std::env::var(PANIC_KEY).ok()?.chars().next()
+/// The tests' panic: on which key, and where.
+#[derive(Clone, Copy)]
+struct TestPanic {
+    key: char,
+    on_a_thread: bool,
+}
+
+fn panic_key() -> Option<TestPanic> {
+    let value = std::env::var(PANIC_KEY).ok()?;
+    let (key, on_a_thread) = match value.strip_prefix("thread:") {
+        Some(key) => (key, true),
+        None => (value.as_str(), false),
+    };
+    Some(TestPanic {
+        key: key.chars().next()?,
+        on_a_thread,
+    })
 }
 
 #[allow(
     clippy::panic,
     reason = "the tests' panic, behind a variable only they set"
 )]
-fn test_panic(key: char) -> ! {
+fn test_panic(key: char) {
     panic!("{PANIC_KEY}: {key} pressed");
+}
+
+fn panic_now(test: TestPanic) {
+    if test.on_a_thread {
+        let _ = std::thread::Builder::new()
+            .name("krad-tui-test-panic".into())
+            .spawn(move || test_panic(test.key));
+    } else {
+        test_panic(test.key);
+    }
 }
 
 type Term = Terminal<CrosstermBackend<Stdout>>;
@@ -120,10 +146,10 @@ impl Ui {
         let state = &mut self.state;
         match event {
             Event::Key(key) => {
-                if let (Some(c), KeyCode::Char(pressed)) = (self.panic_key, key.code)
-                    && c == pressed
+                if let (Some(test), KeyCode::Char(pressed)) = (self.panic_key, key.code)
+                    && test.key == pressed
                 {
-                    test_panic(c);
+                    panic_now(test);
                 }
                 state.key(key)
             }

@@ -470,14 +470,21 @@ fn sigterm_gives_the_terminal_back() {
 }
 
 /// A panic of the UI's loop gives the terminal back (raw mode off, the main
-/// screen, the cursor shown) before the panic's message is printed. The
-/// panic is the tests' own: a key that panics only when a variable that
-/// only tests set names it.
+/// screen, the cursor shown) before the panic's message is printed; a panic
+/// on another of its threads does too, and ends the UI rather than leave it
+/// half alive. The panic is the tests' own: a key that panics only when a
+/// variable that only tests set names it.
 #[test]
 fn a_panic_gives_the_terminal_back() {
+    for (panic, thread) in [("!", "'main'"), ("thread:!", "'krad-tui-test-panic'")] {
+        a_panic_gives_the_terminal_back_on(panic, thread);
+    }
+}
+
+fn a_panic_gives_the_terminal_back_on(panic: &str, thread: &str) {
     let app = App::start();
     spawn_named(&app, "still-here", "sleep 600");
-    let env = [("KRAD_TUI_TEST_PANIC_KEY", "!"), ("RUST_BACKTRACE", "0")];
+    let env = [("KRAD_TUI_TEST_PANIC_KEY", panic), ("RUST_BACKTRACE", "0")];
     let screen = Screen::open_with(&app.api_json, 100, 30, &env);
     screen.until_shows("still-here");
     assert_eq!(screen.pane("#{alternate_on}"), "1");
@@ -489,6 +496,7 @@ fn a_panic_gives_the_terminal_back() {
         text.contains("KRAD_TUI_TEST_PANIC_KEY: ! pressed"),
         "{text}"
     );
+    assert!(text.contains(&format!("thread {thread}")), "{text}");
     assert_eq!(agents(&app).len(), 1);
 }
 
