@@ -286,7 +286,9 @@ async fn follow(phone: Arc<Phone>) {
                         observe(&phone, record).await;
                     }
                 }
-                StreamMessage::Heartbeat(_) | StreamMessage::ShuttingDown => {}
+                StreamMessage::Heartbeat(_)
+                | StreamMessage::Sampled(_)
+                | StreamMessage::ShuttingDown => {}
             }
         }
         if revs.changed().await.is_err() {

@@ -1,7 +1,9 @@
 //! The one periodic sampler: every [`PERIOD`], off the request path, one task
 //! samples what the agents use — their processes' CPU and memory
 //! ([`crate::usage`]) and their model spend ([`crate::spend`]) — and writes it
-//! into their records without a new rev. It owns the period and the loop; each
+//! into their records without a new rev, then tells the SubscribeAgents
+//! streams what changed in one `Sampled` line (at most once a period, and
+//! nothing while nobody subscribes). It owns the period and the loop; each
 //! sampler owns what it saw between two samples. It never imports requests/.
 
 use std::sync::{Arc, Weak};
@@ -49,6 +51,10 @@ pub(crate) async fn run(app: Sampled, prices: PriceList) {
         );
         if used.is_none() || spent.is_none() {
             return;
+        }
+        // One line to the streams for the whole sample, if it changed anything.
+        if let Some(store) = app.store.upgrade() {
+            store.publish_samples();
         }
     }
 }

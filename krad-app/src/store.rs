@@ -142,6 +142,8 @@ struct Inner {
     /// of each; every change after `recent_floor` is among them.
     recent: VecDeque<(u64, String, StreamLine)>,
     recent_floor: u64,
+    /// What the sampler changed, for the streams ([`sampled`]).
+    sampling: sampled::Sampling,
 }
 
 impl Inner {
@@ -160,6 +162,8 @@ impl Inner {
 pub(crate) struct Store {
     inner: Mutex<Inner>,
     revs: watch::Sender<u64>,
+    /// The number of the last sample published to the streams.
+    sampled: watch::Sender<u64>,
     db: Arc<Db>,
 }
 
@@ -214,8 +218,10 @@ impl Store {
                 list_answer: None,
                 recent: VecDeque::new(),
                 recent_floor: start_rev,
+                sampling: Default::default(),
             }),
             revs: watch::channel(start_rev).0,
+            sampled: watch::channel(0).0,
             db,
         })
     }
@@ -732,6 +738,7 @@ pub(crate) fn set_state(
 
 mod changes;
 mod kept;
+mod sampled;
 mod spend;
 mod usage;
 

@@ -36,7 +36,9 @@ pub use error::{ApiError, ErrorCode};
 pub use extension::{CodeResultInfo, ExtensionInfo, ExtensionState, ToolInfo, ToolResultInfo};
 pub use host::{HostStatus, LinkState};
 pub use response::{Decoded, OutputInfo, Response, SentInfo};
-pub use stream::{HeartbeatInfo, RemovedInfo, SnapshotInfo, StreamMessage};
+pub use stream::{
+    HeartbeatInfo, RemovedInfo, SampledAgent, SampledInfo, SnapshotInfo, StreamMessage,
+};
 pub use tokens::{Dollars, Tokens};
 
 /// The build of this crate, reported by Hello and in api.json.

@@ -40,6 +40,7 @@ pub(crate) fn run(connect: Connect, options: &Options) -> Result<(), Error> {
             input,
             kept: VecDeque::new(),
             detach_key: options.detach_key,
+            panic_key: panic_key(),
         };
         ui.run(&mut terminal, &rx)
     })();
@@ -57,6 +58,51 @@ struct Ui {
     /// Events that came while attached, applied next.
     kept: VecDeque<Event>,
     detach_key: u8,
+    /// Tests only: the key that panics ([`panic_key`]).
+    panic_key: Option<TestPanic>,
+}
+
+/// The variable only the tests set, to see the terminal given back on a
+/// panic: `KRAD_TUI_TEST_PANIC_KEY=!` makes `!` panic the UI's own loop,
+/// `KRAD_TUI_TEST_PANIC_KEY=thread:!` a thread of its own. Unset
+/// (everywhere but in those tests), nothing panics.
+const PANIC_KEY: &str = "KRAD_TUI_TEST_PANIC_KEY";
+
+/// The tests' panic: on which key, and where.
+#[derive(Clone, Copy)]
+struct TestPanic {
+    key: char,
+    on_a_thread: bool,
+}
+
+fn panic_key() -> Option<TestPanic> {
+    let value = std::env::var(PANIC_KEY).ok()?;
+    let (key, on_a_thread) = match value.strip_prefix("thread:") {
+        Some(key) => (key, true),
+        None => (value.as_str(), false),
+    };
+    Some(TestPanic {
+        key: key.chars().next()?,
+        on_a_thread,
+    })
+}
+
+#[allow(
+    clippy::panic,
+    reason = "the tests' panic, behind a variable only they set"
+)]
+fn test_panic(key: char) {
+    panic!("{PANIC_KEY}: {key} pressed");
+}
+
+fn panic_now(test: TestPanic) {
+    if test.on_a_thread {
+        let _ = std::thread::Builder::new()
+            .name("krad-tui-test-panic".into())
+            .spawn(move || test_panic(test.key));
+    } else {
+        test_panic(test.key);
+    }
 }
 
 type Term = Terminal<CrosstermBackend<Stdout>>;
@@ -99,7 +145,14 @@ impl Ui {
     fn apply(&mut self, event: Event) -> Vec<Effect> {
         let state = &mut self.state;
         match event {
-            Event::Key(key) => state.key(key),
+            Event::Key(key) => {
+                if let (Some(test), KeyCode::Char(pressed)) = (self.panic_key, key.code)
+                    && test.key == pressed
+                {
+                    panic_now(test);
+                }
+                state.key(key)
+            }
             // Pasted text goes into a field; on the list it would be keys.
             Event::Paste(text) if matches!(state.mode, Mode::Filter | Mode::Form(_)) => text
                 .chars()
@@ -116,6 +169,10 @@ impl Ui {
             Event::Bus(BusEvent::Snapshot(snapshot)) => state.snapshot(snapshot),
             Event::Bus(BusEvent::Agent(agent)) => state.agent(*agent),
             Event::Bus(BusEvent::Removed(removed)) => state.removed(&removed),
+            Event::Bus(BusEvent::Sampled(sampled)) => {
+                state.sampled(sampled);
+                Vec::new()
+            }
             Event::Bus(BusEvent::Down(why)) => state.unlinked(why),
             Event::Preview(generation, event) => {
                 let preview = &mut state.preview;

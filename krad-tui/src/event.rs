@@ -3,7 +3,7 @@
 //! alone owns the state. Plain data; must never import the terminal's I/O.
 
 use crossterm::event::KeyEvent;
-use krad_bus::protocol::{AgentRecord, RemovedInfo, SnapshotInfo};
+use krad_bus::protocol::{AgentRecord, RemovedInfo, SampledInfo, SnapshotInfo};
 
 use crate::state::{Action, Outcome, Refusal};
 
@@ -48,6 +48,8 @@ pub(crate) enum BusEvent {
     Agent(Box<AgentRecord>),
     /// A terminal is gone.
     Removed(RemovedInfo),
+    /// CPU, memory and tokens sampled anew.
+    Sampled(SampledInfo),
     /// The stream ended or could not start: why.
     Down(String),
 }

@@ -2,12 +2,16 @@
 //! takes no CPU), reads crossterm's key events and sends them on; it can be
 //! paused, so that an attachment reads the raw bytes itself. Must never
 //! import the state or the bus.
+//!
+//! A terminal sends Alt+key as Esc then the key, so Esc pressed quickly
+//! before a key arrives as Alt+key: the UI binds no Alt key, so every
+//! Alt+key is taken as the Esc and the key it is made of ([`keys_of`]).
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
-use crossterm::event::Event as TermEvent;
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::event::Event;
@@ -128,7 +132,15 @@ fn read_keys(
                     }
                 }
                 let event = match crossterm::event::read() {
-                    Ok(TermEvent::Key(key)) => Event::Key(key),
+                    Ok(TermEvent::Key(key)) => {
+                        let (esc, key) = keys_of(key);
+                        if let Some(esc) = esc
+                            && events.send(Event::Key(esc)).is_err()
+                        {
+                            return;
+                        }
+                        Event::Key(key)
+                    }
                     Ok(TermEvent::Paste(text)) => Event::Paste(text),
                     Ok(TermEvent::Resize(..)) => Event::Resize,
                     Ok(_) => continue,
@@ -142,5 +154,43 @@ fn read_keys(
                 }
             }
         }
+    }
+}
+
+/// A key as the UI takes it: Alt+key (what the bytes of Esc and a key read
+/// together decode to) is an Esc and then the key; any other key is itself.
+fn keys_of(key: KeyEvent) -> (Option<KeyEvent>, KeyEvent) {
+    if !key.modifiers.contains(KeyModifiers::ALT) {
+        return (None, key);
+    }
+    let esc = KeyEvent::new_with_kind(KeyCode::Esc, KeyModifiers::NONE, key.kind);
+    let bare = KeyEvent::new_with_kind(key.code, key.modifiers - KeyModifiers::ALT, key.kind);
+    (Some(esc), bare)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn esc_read_together_with_a_key_is_esc_then_the_key() {
+        let alt_q = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::ALT);
+        assert_eq!(
+            keys_of(alt_q),
+            (
+                Some(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)),
+                KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE)
+            )
+        );
+        let alt_ctrl_down = KeyEvent::new(KeyCode::Down, KeyModifiers::ALT | KeyModifiers::CONTROL);
+        assert_eq!(
+            keys_of(alt_ctrl_down).1,
+            KeyEvent::new(KeyCode::Down, KeyModifiers::CONTROL)
+        );
+        let alt_esc = KeyEvent::new(KeyCode::Esc, KeyModifiers::ALT);
+        let esc = KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE);
+        assert_eq!(keys_of(alt_esc), (Some(esc), esc));
+        let j = KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE);
+        assert_eq!(keys_of(j), (None, j));
     }
 }

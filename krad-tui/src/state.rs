@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use krad_bus::protocol::{
     AgentRecord, AgentState, AskInfo, ChangesInfo, EnvironmentInfo, EnvironmentKind, PickedInfo,
-    RemovedInfo, SnapshotInfo,
+    RemovedInfo, SampledInfo, SnapshotInfo,
 };
 use krad_bus::request::answer::Answer;
 use krad_bus::request::budget::Budget;
@@ -361,6 +361,17 @@ impl State {
                 .is_some_and(|a| a.state == AgentState::Asking)
         });
         self.relist()
+    }
+
+    /// CPU, memory and tokens sampled anew (no change of the agents: their
+    /// revs, states and places in the list stay); the cells show them.
+    pub(crate) fn sampled(&mut self, sampled: SampledInfo) {
+        for one in sampled.agents {
+            if let Some(agent) = self.agents.get_mut(&one.terminal) {
+                agent.usage = one.usage;
+                agent.tokens = one.tokens;
+            }
+        }
     }
 
     /// An agent after a change. One that starts asking rings the bell and is

@@ -1,7 +1,8 @@
 //! The user's terminal while the home screen runs (or `krad attach`): raw
 //! mode and the alternate screen, given back by a guard on every way out —
-//! the end, an error, a panic on any thread (a hook), a signal (the loop ends,
-//! the guard drops). The one guard of the workspace: `krad attach` takes it
+//! the end, an error, a panic on any thread (a hook; a panic on a thread
+//! other than the main one then ends the program, status 101), a signal (the
+//! loop ends, the guard drops). The one guard of the workspace: `krad attach` takes it
 //! too. Owns no state of the UI; must never import the bus.
 
 use std::io::Write;
@@ -40,8 +41,14 @@ impl TerminalGuard {
         HOOK.call_once(|| {
             let previous = std::panic::take_hook();
             std::panic::set_hook(Box::new(move |info| {
-                restore();
+                let was_taken = restore();
                 previous(info);
+                // A thread of the UI (its bus, its keyboard) gone would leave
+                // it half alive on a terminal given back: it ends, as the
+                // main thread's panic ends it.
+                if was_taken && std::thread::current().name() != Some("main") {
+                    std::process::exit(101);
+                }
             }));
         });
         crossterm::terminal::enable_raw_mode()?;
@@ -57,13 +64,14 @@ impl Drop for TerminalGuard {
     }
 }
 
-/// Puts the terminal back, once.
-fn restore() {
+/// Puts the terminal back, once; says whether it had been taken.
+fn restore() -> bool {
     if !ACTIVE.swap(false, Ordering::SeqCst) {
-        return;
+        return false;
     }
     write_out(RESET);
     let _ = crossterm::terminal::disable_raw_mode();
+    true
 }
 
 /// Writes to the terminal; a closed one is no error here.

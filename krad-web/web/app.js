@@ -102,6 +102,14 @@ function startBoard() {
       noteAgent(line.Agent, true);
     } else if (line.Removed) {
       agents.delete(line.Removed.terminal);
+    } else if (line.Sampled) {
+      // CPU, memory and cost sampled anew: kept with the records (the board
+      // shows none of them, so nothing is drawn again).
+      for (const s of line.Sampled.agents) {
+        const agent = agents.get(s.terminal);
+        if (agent) { agent.usage = s.usage ?? undefined; agent.tokens = s.tokens ?? undefined; }
+      }
+      return;
     } else {
       return;
     }

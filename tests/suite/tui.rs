@@ -27,12 +27,27 @@ impl Screen {
 
     /// [`Screen::open`] with more environment for the UI.
     fn open_with(api_json: &Path, cols: u16, rows: u16, env: &[(&str, &str)]) -> Screen {
+        Screen::open_running(&format!("'{KRAD}' tui"), api_json, cols, rows, env)
+    }
+
+    /// A pane running `ui` (a shell command that runs the UI).
+    fn open_running(
+        ui: &str,
+        api_json: &Path,
+        cols: u16,
+        rows: u16,
+        env: &[(&str, &str)],
+    ) -> Screen {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("tmux.sock");
         let config = dir.path().join("tmux.conf");
         std::fs::write(&config, "set -g status off\n").unwrap();
-        // The pane stays after the UI ends, to read how it left the terminal.
-        let command = format!("'{KRAD}' tui; echo \"ui ended: $?\"; exec sleep 600");
+        // The pane stays after the UI ends, to read how it left the terminal:
+        // its line discipline's modes (raw mode off: `icanon echo`), then
+        // the UI's exit status.
+        let command = format!(
+            r#"{ui}; s=$?; echo "tty: $(stty -a | tr ' ;' '\n\n' | grep -E '^-?(icanon|echo)$' | tr '\n' ' ')"; echo "ui ended: $s"; exec sleep 600"#
+        );
         let status = Command::new("tmux")
             .arg("-S")
             .arg(&socket)
@@ -133,6 +148,22 @@ impl Screen {
         let text = self.until("the UI's end", |s| s.contains("ui ended: "));
         let status = text.split("ui ended: ").nth(1).unwrap_or("");
         status.lines().next().unwrap_or("").trim().to_owned()
+    }
+
+    /// The terminal's line discipline after the UI ended (`icanon echo`
+    /// when raw mode is off).
+    fn tty_modes(&self) -> String {
+        let text = self.until("the terminal's modes", |s| s.contains("ui ended: "));
+        let modes = text.split("tty: ").nth(1).unwrap_or("");
+        modes.lines().next().unwrap_or("").trim().to_owned()
+    }
+
+    /// Asserts the terminal is as it was before the UI: the main screen, the
+    /// cursor shown, raw mode off.
+    fn assert_given_back(&self) {
+        assert_eq!(self.pane("#{alternate_on}"), "0");
+        assert_eq!(self.pane("#{cursor_flag}"), "1");
+        assert_eq!(self.tty_modes(), "icanon echo");
     }
 
     /// The pid of `krad tui` (a child of the pane's shell).
@@ -434,8 +465,38 @@ fn sigterm_gives_the_terminal_back() {
     )
     .unwrap();
     assert_eq!(screen.until_ended(), "0");
-    assert_eq!(screen.pane("#{alternate_on}"), "0");
-    assert_eq!(screen.pane("#{cursor_flag}"), "1");
+    screen.assert_given_back();
+    assert_eq!(agents(&app).len(), 1);
+}
+
+/// A panic of the UI's loop gives the terminal back (raw mode off, the main
+/// screen, the cursor shown) before the panic's message is printed; a panic
+/// on another of its threads does too, and ends the UI rather than leave it
+/// half alive. The panic is the tests' own: a key that panics only when a
+/// variable that only tests set names it.
+#[test]
+fn a_panic_gives_the_terminal_back() {
+    for (panic, thread) in [("!", "'main'"), ("thread:!", "'krad-tui-test-panic'")] {
+        a_panic_gives_the_terminal_back_on(panic, thread);
+    }
+}
+
+fn a_panic_gives_the_terminal_back_on(panic: &str, thread: &str) {
+    let app = App::start();
+    spawn_named(&app, "still-here", "sleep 600");
+    let env = [("KRAD_TUI_TEST_PANIC_KEY", panic), ("RUST_BACKTRACE", "0")];
+    let screen = Screen::open_with(&app.api_json, 100, 30, &env);
+    screen.until_shows("still-here");
+    assert_eq!(screen.pane("#{alternate_on}"), "1");
+    screen.keys(&["!"]);
+    assert_eq!(screen.until_ended(), "101");
+    screen.assert_given_back();
+    let text = screen.text();
+    assert!(
+        text.contains("KRAD_TUI_TEST_PANIC_KEY: ! pressed"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("thread {thread}")), "{text}");
     assert_eq!(agents(&app).len(), 1);
 }
 
@@ -531,4 +592,105 @@ fn without_a_terminal_krad_alone_prints_the_help() {
         crate::support::stderr(&out).contains("needs a terminal"),
         "{out:?}"
     );
+}
+
+/// Issue 47: CPU, memory and cost are live too. An agent's cost goes up
+/// while its state does not (no new rev, only the sampler's `Sampled` line):
+/// its cell and the header's total follow without a key pressed.
+#[test]
+fn a_cost_that_changes_without_a_state_change_is_shown_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_with_first_commit(
+        &[("README.md", b"hello\n")],
+        Some("[prices.test-model]\ninput = 2.0\noutput = 10.0\n"),
+    );
+    let folder = dir.path().display().to_string();
+    let id = app.spawn(json!({"profile": "exec", "name": "spender",
+        "command": ["sh", "-c", crate::waits::SPENDER, "sh", folder]}))["terminal"]
+        .as_u64()
+        .unwrap();
+    let before = app.until(id, stretched(Duration::from_secs(30)), |r| {
+        r["state"] == "idle" && r["tokens"]["cost_usd"] == 0.002
+    });
+    let screen = Screen::open(&app.api_json, 120, 30);
+    screen.until("the first cost", |s| {
+        line_of(s, "spender").contains("0.002")
+    });
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let text = screen.until("the new cost", |s| line_of(s, "spender").contains("0.006"));
+    assert!(line_of(&text, "spender").contains("idle"), "{text}");
+    let after = app.record(id);
+    assert_eq!(
+        after["rev"], before["rev"],
+        "no change but the sample: {after}"
+    );
+}
+
+/// Issue 47: Esc pressed quickly before a key reaches the UI in one read,
+/// as the bytes of Alt+key; it is Esc then the key. Leaving the filter and
+/// moving down at once, then leaving a form and quitting at once.
+#[test]
+fn esc_then_a_key_at_once_is_esc_then_the_key() {
+    let app = App::start();
+    spawn_named(&app, "first", "sleep 600");
+    spawn_named(&app, "second", "sleep 600");
+    let screen = Screen::open(&app.api_json, 100, 30);
+    screen.until("both agents", |s| {
+        s.contains("first") && s.contains("second")
+    });
+    screen.keys(&["/"]);
+    screen.type_text("sec");
+    screen.until("the filter", |s| !s.contains("first"));
+    // Both bytes in one write, as a quick hand (or Alt+j) sends them.
+    screen.type_text("\x1bj");
+    let text = screen.until("the filter cleared", |s| {
+        s.contains("first") && s.contains("second")
+    });
+    assert!(!text.contains("/sec"), "{text}");
+    screen.keys(&["n"]);
+    screen.until_shows("profile");
+    screen.type_text("\x1bq");
+    assert_eq!(screen.until_ended(), "0");
+    assert_eq!(screen.pane("#{alternate_on}"), "0");
+}
+
+/// Issue 47: over SSH the UI is a terminal program like any other. Through
+/// OpenSSH on loopback (`ssh -tt`, the pty sshd gives): the list, attaching
+/// to an agent (keys reach it) and detaching, and `q` with the terminal
+/// given back.
+#[test]
+fn over_ssh_the_list_attaching_and_detaching() {
+    let sshd = crate::ssh::Sshd::start();
+    let app = App::start();
+    let id = spawn_named(
+        &app,
+        "reader",
+        r#"echo ready; read line; echo "got:$line"; sleep 600"#,
+    );
+    app.until_screen(id, "ready");
+    let d = sshd.dir.path().display();
+    let ui = format!(
+        "ssh -tt -F none -p {port} -i '{d}/client_key' -o IdentitiesOnly=yes -o BatchMode=yes \
+         -o StrictHostKeyChecking=accept-new -o 'UserKnownHostsFile={d}/known_hosts' 127.0.0.1 \
+         \"KRAD_ADE_API_JSON='{api}' exec '{KRAD}' tui\"",
+        port = sshd.port,
+        api = app.api_json.display(),
+    );
+    let screen = Screen::open_running(&ui, &app.api_json, 100, 30, &[]);
+    let text = screen.until_shows("reader");
+    assert!(line_of(&text, "reader").contains("working"), "{text}");
+    assert_eq!(screen.pane("#{alternate_on}"), "1");
+    screen.keys(&["Enter"]);
+    screen.until("the agent's own screen", |s| {
+        s.contains("ready") && !s.contains("q quit")
+    });
+    screen.type_text("hello");
+    screen.keys(&["Enter"]);
+    screen.until_shows("got:hello");
+    screen.keys(&["C-\\"]);
+    screen.until_shows("detached from terminal 1");
+    screen.keys(&["q"]);
+    assert_eq!(screen.until_ended(), "0");
+    screen.assert_given_back();
+    assert_ne!(app.record(id)["state"], "exited");
 }

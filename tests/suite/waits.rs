@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{App, code};
+use crate::support::{App, app_with_first_commit, code};
 
 /// Opens a stream and returns a line reader over it.
 fn subscribe(app: &App, fields: Value) -> BufReader<TcpStream> {
@@ -485,4 +485,94 @@ fn wait_and_code_show_a_live_status_on_a_terminal_only() {
     assert!(!crate::support::stderr(&out).contains("krad code:"));
     let out = app.krad(&["wait", &id.to_string(), "--timeout", "1s"]);
     assert!(!crate::support::stderr(&out).contains("krad wait:"));
+}
+
+/// Writes a Claude Code transcript worth $0.002 and reports it (idle), then,
+/// once `$1/go` exists, adds $0.004 more to it without a word: the cost
+/// changes, the agent's state does not.
+pub(crate) const SPENDER: &str = r#"printf '%s\n' '{"type":"assistant","message":{"id":"msg_1","model":"test-model","usage":{"input_tokens":1000,"output_tokens":0}}}' > "$1/t.jsonl"
+krad raw "{\"Report\":{\"state\":\"idle\",\"message\":\"spent\",\"transcript\":\"$1/t.jsonl\"}}" > /dev/null
+while [ ! -e "$1/go" ]; do sleep 0.1; done
+printf '%s\n' '{"type":"assistant","message":{"id":"msg_2","model":"test-model","usage":{"input_tokens":2000,"output_tokens":0}}}' >> "$1/t.jsonl"
+while :; do sleep 1; done"#;
+
+/// What the sampler writes in place (CPU, memory, tokens: no change, no new
+/// rev) reaches a subscriber in a `Sampled` line: the agent's cost goes up
+/// while its state and rev stay, the line carries it with the rev of the
+/// stream's last change, the revs of the other lines still only go up, and
+/// there is at most one such line per sample (every 2 s).
+#[test]
+fn a_sample_reaches_the_stream_in_a_line_of_its_own_without_a_new_rev() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_with_first_commit(
+        &[("README", b"hi")],
+        Some("[prices.test-model]\ninput = 2.0\noutput = 10.0\n"),
+    );
+    let folder = dir.path().display().to_string();
+    let id = app.spawn(json!({"profile": "exec", "name": "spender",
+        "command": ["sh", "-c", SPENDER, "sh", folder]}))["terminal"]
+        .as_u64()
+        .unwrap();
+    let before = app.until(id, Duration::from_secs(30), |r| {
+        r["state"] == "idle" && r["tokens"]["cost_usd"] == 0.002
+    });
+    let mut stream = subscribe(&app, json!({}));
+    stream
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let snapshot = next(&mut stream);
+    let mut last_rev = snapshot["Snapshot"]["rev"].as_u64().unwrap();
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let started = Instant::now();
+    let mut sampled_lines = 0u32;
+    loop {
+        let mut raw = String::new();
+        stream.read_line(&mut raw).unwrap();
+        let typed: krad_bus::protocol::StreamMessage = serde_json::from_str(&raw).unwrap();
+        assert_eq!(
+            typed.to_line(),
+            raw.as_bytes(),
+            "the typed message, byte for byte"
+        );
+        let line: Value = serde_json::from_str(&raw).unwrap();
+        for rev in [&line["Agent"]["rev"], &line["Removed"]["rev"]] {
+            if let Some(rev) = rev.as_u64() {
+                assert!(rev > last_rev, "{raw}");
+                last_rev = rev;
+            }
+        }
+        if let Some(sampled) = line.get("Sampled") {
+            sampled_lines += 1;
+            assert_eq!(sampled["rev"], last_rev, "{raw}");
+            let mine = sampled["agents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["terminal"] == id)
+                .cloned();
+            if let Some(mine) = mine
+                && mine["tokens"]["cost_usd"] == 0.006
+            {
+                assert_eq!(mine["tokens"]["input"], 3000, "{raw}");
+                break;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no Sampled line with the new cost"
+        );
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    assert!(
+        f64::from(sampled_lines) <= seconds / 2.0 + 2.0,
+        "{sampled_lines} Sampled lines in {seconds:.1} s"
+    );
+    let after = app.record(id);
+    assert_eq!(after["tokens"]["cost_usd"], 0.006, "{after}");
+    assert_eq!(after["state"], "idle", "{after}");
+    assert_eq!(
+        after["rev"], before["rev"],
+        "a sample is no change: {after}"
+    );
 }

@@ -25,7 +25,11 @@ impl Store {
     /// Writes each terminal's tokens into its record, without a new rev.
     pub(crate) fn set_spend(&self, tokens: impl IntoIterator<Item = (u64, Tokens)>) {
         let tokens: Vec<(u64, Tokens)> = tokens.into_iter().collect();
-        self.write_in_place(tokens.iter().cloned(), |record| &mut record.tokens);
+        self.write_in_place(
+            tokens.iter().cloned(),
+            |record| &mut record.tokens,
+            |old, new| old != new,
+        );
         self.keep_spend(&tokens);
     }
 }

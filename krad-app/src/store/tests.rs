@@ -319,3 +319,63 @@ fn terminal_ids_are_reserved_a_block_at_a_time_and_never_given_twice() {
     let store = Store::open(crate::state_db::open(dir.path()).unwrap()).unwrap();
     assert_eq!(store.allocate_terminal_id().unwrap(), after_crash + 1);
 }
+
+/// A sample's values reach the streams as one published sample, only while
+/// one follows, never with a new rev; a stream behind by several gets each
+/// terminal once, and one of another environment gets nothing.
+#[test]
+fn samples_are_published_once_only_while_followed_and_move_no_rev() {
+    use krad_bus::protocol::{Tenths, Usage};
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_one(dir.path());
+    let usage = |cpu: u32, at: &str| Usage {
+        cpu_percent: Tenths(cpu),
+        rss_bytes: 4096,
+        processes: 1,
+        sampled_at: at.into(),
+    };
+    let rev = store.rev();
+    let record_rev = store.record(7).unwrap().rev;
+    // Nobody follows: nothing kept, nothing published.
+    store.set_usage([(7, usage(10, "a"))]);
+    store.publish_samples();
+    assert_eq!(store.sampled_since(0, None), (None, 0));
+
+    let mut followed = store.sampled();
+    assert_eq!(*followed.borrow_and_update(), 0);
+    store.set_usage([(7, usage(20, "b"))]);
+    store.publish_samples();
+    assert!(followed.has_changed().unwrap());
+    let (json, seq) = store.sampled_since(0, None);
+    assert_eq!(seq, 1);
+    let json = json.unwrap();
+    assert!(
+        json.starts_with(r#"[{"terminal":7,"usage":{"cpu_percent":2,"#),
+        "{json}"
+    );
+    assert_eq!(store.sampled_since(0, Some("other")), (None, 1));
+    assert_eq!(store.sampled_since(1, None), (None, 1));
+    // Only the time of the sample changed: no news.
+    store.set_usage([(7, usage(20, "c"))]);
+    store.publish_samples();
+    assert_eq!(store.sampled_since(1, None), (None, 1));
+    // Two samples later, a stream one behind gets the terminal once.
+    store.set_usage([(7, usage(30, "d"))]);
+    store.publish_samples();
+    store.set_usage([(7, usage(40, "e"))]);
+    store.publish_samples();
+    let (json, seq) = store.sampled_since(1, Some("main"));
+    assert_eq!(seq, 3);
+    let json = json.unwrap();
+    assert_eq!(json.matches("\"terminal\":7").count(), 1, "{json}");
+    assert!(json.contains("\"cpu_percent\":4,"), "{json}");
+    // Further behind than the samples kept: every agent with values.
+    for cpu in 50..60 {
+        store.set_usage([(7, usage(cpu, "f"))]);
+        store.publish_samples();
+    }
+    let (json, _) = store.sampled_since(0, None);
+    assert!(json.unwrap().contains("\"cpu_percent\":5.9"));
+    assert_eq!(store.rev(), rev);
+    assert_eq!(store.record(7).unwrap().rev, record_rev);
+}

@@ -32,17 +32,28 @@ impl Store {
     /// Writes each sample into its terminal's record. Waiters are not woken,
     /// and List's kept answer is spliced again at its next call.
     pub(crate) fn set_usage(&self, samples: impl IntoIterator<Item = (u64, Usage)>) {
-        self.write_in_place(samples, |record| &mut record.usage);
+        self.write_in_place(
+            samples,
+            |record| &mut record.usage,
+            |old, new| {
+                // Only the time of the sample: no news for the streams.
+                (old.cpu_percent, old.rss_bytes, old.processes)
+                    != (new.cpu_percent, new.rss_bytes, new.processes)
+            },
+        );
     }
 
     /// Writes each value into its terminal's record at `field`, and into its
     /// JSON, without a new rev: waiters are not woken, and List's kept answer
-    /// is spliced again at its next call.
+    /// is spliced again at its next call. A value that `news` tells apart
+    /// from the one before is noted for the streams' next `Sampled` line.
     pub(super) fn write_in_place<T: Clone + PartialEq>(
         &self,
         values: impl IntoIterator<Item = (u64, T)>,
         field: fn(&mut AgentRecord) -> &mut Option<T>,
+        news: fn(&T, &T) -> bool,
     ) {
+        let followed = self.samples_followed();
         let mut inner = self.lock();
         let mut changed = false;
         for (id, value) in values {
@@ -50,9 +61,14 @@ impl Store {
                 continue;
             };
             let value = Some(value);
-            if *field(&mut entry.record) == value {
+            let old = field(&mut entry.record);
+            if *old == value {
                 continue;
             }
+            let noted = match (old.as_ref(), value.as_ref()) {
+                (Some(old), Some(new)) => news(old, new),
+                _ => true,
+            };
             *field(&mut entry.record) = value.clone();
             entry.json = RecordJson::of(&entry.record);
             // The watched copy too, silently: waiters wait for changes.
@@ -61,6 +77,9 @@ impl Store {
                 false
             });
             changed = true;
+            if followed && noted {
+                inner.sampling.note(id);
+            }
         }
         if changed {
             inner.list_answer = None;

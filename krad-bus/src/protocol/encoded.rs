@@ -115,6 +115,15 @@ pub enum StreamLine {
     Agent(RecordJson),
     /// `{"Snapshot":{…}}` from the records' cached JSON.
     Snapshot(SnapshotLine),
+    /// `{"Sampled":{"rev":…,"agents":[…]}}`: `agents` is the JSON array of
+    /// [`SampledAgent`](super::SampledAgent)s, serialized once per sample and
+    /// shared by every subscriber; `rev` is each stream's own.
+    Sampled {
+        /// The rev of the last change the stream has sent.
+        rev: u64,
+        /// The JSON array of the sampled agents.
+        agents: Arc<str>,
+    },
 }
 
 impl From<StreamMessage> for StreamLine {
@@ -154,6 +163,13 @@ impl StreamLine {
                 } else {
                     b",\"fresh\":false}}\n"
                 });
+            }
+            StreamLine::Sampled { rev, agents } => {
+                out.extend_from_slice(b"{\"Sampled\":{\"rev\":");
+                out.extend_from_slice(rev.to_string().as_bytes());
+                out.extend_from_slice(b",\"agents\":");
+                out.extend_from_slice(agents.as_bytes());
+                out.extend_from_slice(b"}}\n");
             }
         }
     }
@@ -277,6 +293,23 @@ mod tests {
             });
             assert_eq!(line.to_line(), typed.to_line());
         }
+        let sampled: Vec<_> = records
+            .iter()
+            .map(|r| crate::protocol::SampledAgent {
+                terminal: r.terminal,
+                usage: r.usage.clone(),
+                tokens: r.tokens.clone(),
+            })
+            .collect();
+        let line = StreamLine::Sampled {
+            rev: 121,
+            agents: serde_json::to_string(&sampled).unwrap().into(),
+        };
+        let typed = StreamMessage::Sampled(crate::protocol::SampledInfo {
+            rev: 121,
+            agents: sampled,
+        });
+        assert_eq!(line.to_line(), typed.to_line());
         let shutting = StreamLine::from(StreamMessage::ShuttingDown);
         assert!(shutting.is_shutting_down());
         assert_eq!(shutting.to_line(), b"\"ShuttingDown\"\n");

@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::agent::AgentRecord;
+use super::agent::{AgentRecord, Usage};
+use super::tokens::Tokens;
 
 /// The first message of a stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +35,29 @@ pub struct HeartbeatInfo {
     pub rev: u64,
 }
 
+/// What the sampler measured since the last such line: the terminals whose
+/// `usage` or `tokens` it changed, each with both as its record has them now.
+/// Not a change: no record's rev moves, and `rev` is that of the last change
+/// the stream has sent (so it never runs ahead of the lines before it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampledInfo {
+    /// The rev of the last change this stream has sent.
+    pub rev: u64,
+    /// The terminals sampled anew, by id.
+    pub agents: Vec<SampledAgent>,
+}
+
+/// One terminal's sampled values, as its record has them now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampledAgent {
+    /// Its id.
+    pub terminal: u64,
+    /// Its record's `usage` (null: none yet).
+    pub usage: Option<Usage>,
+    /// Its record's `tokens` (null: none yet).
+    pub tokens: Option<Tokens>,
+}
+
 /// One message of a SubscribeAgents stream.
 ///
 /// # Format
@@ -43,6 +67,7 @@ pub struct HeartbeatInfo {
 /// {"Agent":{…}}
 /// {"Removed":{"terminal":4,"rev":121}}
 /// {"Heartbeat":{"rev":121}}
+/// {"Sampled":{"rev":121,"agents":[{"terminal":4,"usage":{…},"tokens":{…}}]}}
 /// "ShuttingDown"
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +80,8 @@ pub enum StreamMessage {
     Removed(RemovedInfo),
     /// Nothing changed for a while.
     Heartbeat(HeartbeatInfo),
+    /// CPU, memory or tokens sampled anew (at most once per sample period).
+    Sampled(SampledInfo),
     /// The app is stopping; the stream ends.
     ShuttingDown,
 }

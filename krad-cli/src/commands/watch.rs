@@ -136,7 +136,8 @@ struct Board {
 
 impl Board {
     /// Applies one stream message: a fresh Snapshot replaces everything, a
-    /// resumed one and Agent upsert, Removed deletes, Heartbeat only moves the rev.
+    /// resumed one and Agent upsert, Removed deletes, Heartbeat only moves the rev,
+    /// Sampled sets CPU, memory and tokens.
     /// Says whether an agent started asking.
     fn apply(&mut self, message: StreamMessage) -> bool {
         let asking_before: Vec<u64> = self.asking().collect();
@@ -169,6 +170,15 @@ impl Board {
             StreamMessage::Agent(agent) => self.upsert(*agent),
             StreamMessage::Removed(removed) => self.remove(removed.terminal, removed.rev),
             StreamMessage::Heartbeat(heartbeat) => self.saw_rev(heartbeat.rev),
+            // CPU, memory and cost sampled anew: not a change, no rev.
+            StreamMessage::Sampled(sampled) => {
+                for one in sampled.agents {
+                    if let Some(agent) = self.agents.get_mut(&one.terminal) {
+                        agent.usage = one.usage;
+                        agent.tokens = one.tokens;
+                    }
+                }
+            }
             StreamMessage::ShuttingDown => {}
         }
     }

@@ -97,6 +97,7 @@ fn follow(client: &Client, events: &Sender<Event>) -> Followed {
             }
             Item::Message(StreamMessage::Agent(agent)) => BusEvent::Agent(agent),
             Item::Message(StreamMessage::Removed(removed)) => BusEvent::Removed(removed),
+            Item::Message(StreamMessage::Sampled(sampled)) => BusEvent::Sampled(sampled),
             Item::Message(StreamMessage::Heartbeat(_)) => continue,
             Item::Message(StreamMessage::ShuttingDown) => {
                 why = "the app is stopping".to_owned();

@@ -102,3 +102,36 @@ fn totals_count_states_and_cost() {
     assert_eq!((totals.agents, totals.asking, totals.working), (2, 1, 1));
     assert!((totals.cost_usd - 0.5).abs() < 1e-9);
 }
+
+#[test]
+fn a_sample_changes_the_cost_and_nothing_else() {
+    let mut state = State::new(true);
+    state.snapshot(snapshot(vec![
+        record(json!({"terminal":1})),
+        record(json!({"terminal":2,"rev":7})),
+    ]));
+    let rows = state.rows.clone();
+    let tokens: krad_bus::protocol::Tokens = serde_json::from_value(json!({"input":1,"output":1,
+        "cache_write":0,"cache_read":0,"model":null,"cost_usd":0.25,"cost_unknown":null}))
+    .unwrap();
+    state.sampled(SampledInfo {
+        rev: 7,
+        agents: vec![
+            krad_bus::protocol::SampledAgent {
+                terminal: 2,
+                usage: None,
+                tokens: Some(tokens),
+            },
+            // A terminal the list does not have is no one's.
+            krad_bus::protocol::SampledAgent {
+                terminal: 9,
+                usage: None,
+                tokens: None,
+            },
+        ],
+    });
+    assert!((state.totals().cost_usd - 0.25).abs() < 1e-9);
+    assert_eq!(state.agents[&2].rev, 7);
+    assert_eq!(state.rows, rows);
+    assert_eq!(state.agents.len(), 2);
+}
