@@ -301,6 +301,16 @@ async fn sample_host(
     Some(sampler.sample(&host.processes, &terminals))
 }
 
+/// The CPU time (ms) and resident bytes of the process tree under `pid` on
+/// this machine now (a check's usage, sampled while it runs); `None` once
+/// it is gone.
+pub(crate) fn tree_now(pid: u32) -> Option<(u64, u64)> {
+    let sampler = Sampler::local();
+    let tree = *trees(&processes(), &[pid]).get(&pid)?;
+    let ms = tree.ticks as f64 * 1000.0 / sampler.ticks_per_second;
+    Some((ms as u64, tree.resident_pages * sampler.page_size))
+}
+
 /// One sample of the given processes' trees, for `krad-bench usage`: how
 /// long a sample of `pids` takes is what the sampler costs the app.
 pub fn sample_once(pids: &[u32]) -> usize {

@@ -1,0 +1,278 @@
+//! Scored variants (issue 50): `[checks]` run in every variant's worktree when
+//! its agent stops, at most `parallel` at once; the scoreboard on the bus and
+//! in the CLI; a pick by rule (`--best`) and its refusals; MergeVariants
+//! landing compatible variants and stopping at a conflict; Wait with
+//! `scored`; results kept across a SIGKILL of the app — with real git
+//! worktrees and plain programs as agents.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{App, Launch, code, exit_code, git, stdout, wait_until};
+
+/// One check, `test`: passes, fails or hangs past its 3 s limit as the
+/// variant's `verdict` file says.
+const CONFIG: &str = r#"
+[checks]
+parallel = 1
+test = { command = "v=$(cat verdict); echo \"checking $v\"; case $v in pass) sleep 1; echo fine;; fail) sleep 1; echo broken >&2; exit 1;; *) sleep 30;; esac", timeout_secs = 3 }
+"#;
+
+/// The agent of every variant: variant 1 passes, 2 fails, 3 hangs; every
+/// variant of a group named `bad…` fails.
+const AGENT: &str = r#"n=${KRAD_ADE_ENVIRONMENT##*-}
+case "$KRAD_ADE_ENVIRONMENT" in
+  bad*) v=fail ;;
+  *) case $n in 1) v=pass ;; 2) v=fail ;; *) v=hang ;; esac ;;
+esac
+echo $v > verdict
+echo "work of $KRAD_ADE_ENVIRONMENT" > "result-$KRAD_ADE_ENVIRONMENT.txt""#;
+
+fn repo(app: &App) -> PathBuf {
+    app.dir.path().join("repo")
+}
+
+fn app(config: Option<&str>) -> App {
+    crate::support::app_with_first_commit(
+        &[("README.md", b"hello\n"), ("src/lib.rs", b"fn one() {}\n")],
+        config,
+    )
+}
+
+/// Runs `count` variants of `script` in group `name`.
+fn run(app: &App, name: &str, count: u32, script: &str) -> Value {
+    let answer = app.request(json!({"RunVariants": {
+        "count": count, "name": name, "profile": "exec",
+        "command": ["sh", "-c", script, "sh"], "prompt": "fix it"
+    }}));
+    assert!(answer["Variants"].is_object(), "{answer}");
+    answer["Variants"].clone()
+}
+
+fn scores(app: &App, group: &str) -> Value {
+    let answer = app.request(json!({"Scores": {"group": group}}));
+    assert!(answer["Scores"].is_object(), "{answer}");
+    answer["Scores"].clone()
+}
+
+/// The `test` check of variant `n`.
+fn check_of(scores: &Value, n: u64) -> Value {
+    let variant = scores["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["variant"] == n)
+        .unwrap_or_else(|| panic!("no variant {n}: {scores}"));
+    variant["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "test"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+fn wait_scored(app: &App, group: &str) {
+    let answer =
+        app.request(json!({"Wait": {"group": group, "scored": true, "timeout_secs": 120}}));
+    assert!(answer["Agents"].is_array(), "{answer}");
+}
+
+/// Milliseconds of the day of an RFC 3339 UTC time (`…T04:51:05.123Z`).
+fn ms_of_day(at: &str) -> u64 {
+    let time = at.split('T').nth(1).unwrap().trim_end_matches('Z');
+    let mut parts = time.split(':');
+    let h: u64 = parts.next().unwrap().parse().unwrap();
+    let m: u64 = parts.next().unwrap().parse().unwrap();
+    let s: f64 = parts.next().unwrap().parse().unwrap();
+    (h * 3600 + m * 60) * 1000 + (s * 1000.0).round() as u64
+}
+
+/// The most checks that ran at once, from their start and end times.
+fn most_at_once(runs: &[(u64, u64)]) -> usize {
+    runs.iter()
+        .map(|&(start, _)| {
+            runs.iter()
+                .filter(|&&(s, e)| s <= start && start < e)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+fn relaunch(mut app: App, kill: bool) -> App {
+    if kill {
+        app.child.kill().unwrap();
+        app.wait_exit(Duration::from_secs(10));
+    }
+    let dir = app.stop_keep_dir();
+    App::launch(Launch {
+        reuse: Some(dir),
+        ..Launch::default()
+    })
+}
+
+fn head(dir: &Path) -> String {
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+#[test]
+fn checks_pass_fail_and_time_out_one_at_a_time_survive_a_kill_and_the_best_is_picked() {
+    let app = app(Some(CONFIG));
+    run(&app, "sc", 3, AGENT);
+    // Killed while a check runs: that check runs again at the next start.
+    wait_until(Duration::from_secs(60), || {
+        let board = scores(&app, "sc");
+        (1..=3).any(|n| check_of(&board, n)["outcome"] == "running")
+    });
+    let app = relaunch(app, true);
+    wait_scored(&app, "sc");
+    let board = scores(&app, "sc");
+    assert_eq!(board["checks"], json!(["test"]), "{board}");
+    let (one, two, three) = (
+        check_of(&board, 1),
+        check_of(&board, 2),
+        check_of(&board, 3),
+    );
+    assert_eq!(one["outcome"], "passed", "{board}");
+    assert_eq!(one["exit_code"], 0);
+    assert!(one["tail"].to_string().contains("fine"), "{one}");
+    assert_eq!(two["outcome"], "failed", "{board}");
+    assert_eq!(two["exit_code"], 1);
+    assert!(two["tail"].to_string().contains("broken"), "{two}");
+    assert_eq!(three["outcome"], "timed_out", "{board}");
+    assert!(three["duration_ms"].as_u64().unwrap() >= 3000, "{three}");
+    for check in [&one, &two, &three] {
+        assert_eq!(check["commit"].as_str().map(str::len), Some(40), "{check}");
+        assert_eq!(check["gates"], true);
+    }
+    assert_eq!(board["best"], 1, "{board}");
+    assert_eq!(board["ranking"][0], 1, "{board}");
+    let first = &board["variants"][0];
+    assert_eq!(first["checked"], true, "{board}");
+    assert_eq!(first["gates_passed"], true, "{board}");
+    assert_eq!(
+        (first["files"].as_u64(), first["added"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(board["variants"][1]["gates_passed"], false, "{board}");
+    // At most `parallel` (1) at once, measured from the runs' own times.
+    let runs: Vec<(u64, u64)> = [&one, &two, &three]
+        .iter()
+        .map(|c| {
+            (
+                ms_of_day(c["started_at"].as_str().unwrap()),
+                ms_of_day(c["ran_at"].as_str().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(most_at_once(&runs), 1, "{runs:?}");
+
+    // The scoreboard in the CLI.
+    let out = app.krad_ok(&["variants", "ls", "sc"]);
+    for want in [
+        "test passed",
+        "test failed(1)",
+        "test timed_out",
+        "best: variant 1",
+    ] {
+        assert!(out.contains(want), "{want:?} in\n{out}");
+    }
+    let json: Value =
+        serde_json::from_str(&app.krad_ok(&["variants", "ls", "sc", "--json"])).unwrap();
+    assert_eq!(json["Scores"]["best"], 1, "{json}");
+    // Asked again, nothing already checked runs again.
+    let again = app.request(json!({"CheckVariants": {"group": "sc"}}));
+    assert!(again["Scores"].is_object(), "{again}");
+    wait_scored(&app, "sc");
+    assert_eq!(check_of(&scores(&app, "sc"), 1)["ran_at"], one["ran_at"]);
+
+    // Kept across a SIGKILL of the app.
+    let app = relaunch(app, true);
+    wait_scored(&app, "sc");
+    let kept = scores(&app, "sc");
+    for n in 1..=3 {
+        assert_eq!(check_of(&kept, n), check_of(&board, n), "variant {n}");
+    }
+
+    // No variant passing: refused with the table, nothing changed.
+    run(&app, "bad", 2, AGENT);
+    wait_scored(&app, "bad");
+    let before = head(&repo(&app));
+    let refused = app.krad(&["variants", "pick", "bad", "--best", "--yes"]);
+    assert_eq!(exit_code(&refused), 8, "{refused:?}");
+    assert!(stdout(&refused).contains("RANK"), "{refused:?}");
+    let answer = app.request(json!({"PickVariant": {"group": "bad", "best": true}}));
+    assert_eq!(code(&answer), "conflict", "{answer}");
+    assert!(
+        answer["Error"]["detail"]["scores"]["variants"].is_array(),
+        "{answer}"
+    );
+    assert_eq!(head(&repo(&app)), before);
+
+    // --best without --yes: the ranking and the dry run, nothing picked.
+    let shown = app.krad_ok(&["variants", "pick", "sc", "--best"]);
+    assert!(shown.contains("the best is variant 1"), "{shown}");
+    assert!(shown.contains("dry run"), "{shown}");
+    assert_eq!(head(&repo(&app)), before);
+    // With --yes: variant 1 lands.
+    let picked = app.krad_ok(&["variants", "pick", "sc", "--best", "--yes"]);
+    assert!(picked.contains("picked variant 1"), "{picked}");
+    assert_eq!(
+        std::fs::read_to_string(repo(&app).join("result-sc-1.txt")).unwrap(),
+        "work of sc-1\n"
+    );
+    assert!(!repo(&app).join("result-sc-2.txt").exists());
+}
+
+#[test]
+fn merge_lands_compatible_variants_and_stops_at_a_conflict_with_nothing_half_applied() {
+    // Variants 1 and 3 change README.md each their own way; 2 adds a file.
+    let script = r#"n=${KRAD_ADE_ENVIRONMENT##*-}
+case $n in
+  2) echo "new of 2" > two.txt ;;
+  *) echo "readme of $n" > README.md ;;
+esac"#;
+    let app = app(Some("[checks]\nparallel = 2\nok = \"true\"\n"));
+    run(&app, "mg", 3, script);
+    let waited = app.request(json!({"Wait": {"group": "mg", "scored": true, "timeout_secs": 60}}));
+    assert_eq!(
+        waited["Agents"].as_array().map(Vec::len),
+        Some(3),
+        "{waited}"
+    );
+    let board = scores(&app, "mg");
+    let conflicts = |n: usize| board["variants"][n]["conflicts_with"].clone();
+    assert_eq!(conflicts(0), json!([3]), "{board}");
+    assert_eq!(conflicts(1), json!([]), "{board}");
+    assert_eq!(conflicts(2), json!([1]), "{board}");
+    let out = app.krad(&["variants", "merge", "mg", "--json"]);
+    assert_eq!(exit_code(&out), 8, "{out:?}");
+    let merged: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let merged = &merged["Merged"];
+    assert_eq!(merged["order"][0], 2, "{merged}");
+    let landed: Vec<u64> = merged["landed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["variant"].as_u64().unwrap())
+        .collect();
+    assert_eq!(landed.len(), 2, "{merged}");
+    let stopped = merged["stopped"]["variant"].as_u64().unwrap();
+    assert!(!landed.contains(&stopped), "{merged}");
+    assert_eq!(merged["stopped"]["files"], json!(["README.md"]), "{merged}");
+    let main = repo(&app);
+    assert_eq!(
+        std::fs::read_to_string(main.join("two.txt")).unwrap(),
+        "new of 2\n"
+    );
+    let readme = std::fs::read_to_string(main.join("README.md")).unwrap();
+    let other = landed.iter().find(|&&n| n != 2).unwrap();
+    assert_eq!(readme, format!("readme of {other}\n"));
+    // Nothing half applied: no merge under way, nothing uncommitted.
+    assert_eq!(
+        git(&main, &["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
+    assert!(!main.join(".git").join("MERGE_HEAD").exists());
+}
