@@ -276,3 +276,51 @@ esac"#;
     );
     assert!(!main.join(".git").join("MERGE_HEAD").exists());
 }
+
+#[test]
+fn the_page_shows_the_scoreboard_and_picks_the_best_after_its_dry_run() {
+    use crate::chromium::Chromium;
+    const LONG: Duration = Duration::from_secs(30);
+    let app = app(Some(CONFIG));
+    run(&app, "web", 3, AGENT);
+    wait_scored(&app, "web");
+    let mut browser = Chromium::start();
+    browser.navigate(&crate::ui::login_url(&app));
+    browser.until(
+        "document.querySelector('#link').classList.contains('up')",
+        LONG,
+    );
+    let board = ".scores[data-group=\"web\"] table";
+    browser.until(&format!("document.querySelector('{board}') !== null"), LONG);
+    let text = browser.eval("document.querySelector('.scores[data-group=\"web\"]').innerText");
+    let text = text.as_str().unwrap_or_default().to_owned();
+    for want in [
+        "test passed",
+        "test failed(1)",
+        "test timed_out",
+        "best: variant 1",
+    ] {
+        assert!(text.contains(want), "{want:?} in {text}");
+    }
+    browser.screenshot("#groups", "scores");
+    browser.click("button.pick-best");
+    browser.until("document.querySelector('.best-dry-run') !== null", LONG);
+    let dry = browser.eval("document.querySelector('.best-dry-run').innerText");
+    assert!(
+        dry.as_str().unwrap_or_default().contains("Best: variant 1"),
+        "{dry}"
+    );
+    assert!(
+        !repo(&app).join("result-web-1.txt").exists(),
+        "the dry run changed nothing"
+    );
+    browser.click(".confirm-best");
+    browser.until(
+        "document.querySelector('#pick-result .picked') !== null",
+        LONG,
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo(&app).join("result-web-1.txt")).unwrap(),
+        "work of web-1\n"
+    );
+}
