@@ -324,3 +324,82 @@ fn the_page_shows_the_scoreboard_and_picks_the_best_after_its_dry_run() {
         "work of web-1\n"
     );
 }
+
+#[test]
+fn checks_run_at_most_parallel_at_once_and_wait_for_room_under_limits() {
+    // Four variants, a check of 1 s each, two at once.
+    let config = "[limits]\nmax_working = 1\n[checks]\nparallel = 2\n\
+                  slow = \"sleep 1; cat verdict\"\n";
+    let app = app(Some(config));
+    for n in 1..=4 {
+        // One variant at a time: max_working = 1 leaves room for one start.
+        let answer = app.request(json!({"RunVariants": {
+            "count": 1, "name": format!("par{n}"), "profile": "exec",
+            "command": ["sh", "-c", "echo $KRAD_ADE_ENVIRONMENT > verdict", "sh"], "prompt": "x"
+        }}));
+        let id = answer["Variants"]["variants"][0]["terminal"]
+            .as_u64()
+            .unwrap();
+        app.until_state(id, "exited");
+    }
+    let mut runs = Vec::new();
+    for n in 1..=4 {
+        wait_scored(&app, &format!("par{n}"));
+        let check = scores(&app, &format!("par{n}"))["variants"][0]["checks"][0].clone();
+        assert_eq!(check["outcome"], "passed", "{check}");
+        runs.push((
+            ms_of_day(check["started_at"].as_str().unwrap()),
+            ms_of_day(check["ran_at"].as_str().unwrap()),
+        ));
+    }
+    let at_once = most_at_once(&runs);
+    eprintln!("checks at once with parallel = 2: {at_once} ({runs:?})");
+    assert!((1..=2).contains(&at_once), "{runs:?}");
+
+    // An agent working fills max_working: a check asked for waits, queued.
+    let busy = app.spawn_sh("echo busy; sleep 600");
+    app.until_state(busy, "working");
+    let env = scores(&app, "par1")["variants"][0]["environment"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let worktree = repo(&app).join(".krad").join("worktrees").join(&env);
+    let worktree = if worktree.exists() {
+        worktree
+    } else {
+        PathBuf::from(
+            app.request(json!("Environments"))["Environments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == env.as_str())
+                .unwrap()["path"]
+                .as_str()
+                .unwrap(),
+        )
+    };
+    std::fs::write(worktree.join("more.txt"), "more\n").unwrap();
+    let asked = app.request(json!({"CheckVariants": {"group": "par1"}}));
+    assert!(asked["Scores"].is_object(), "{asked}");
+    let outcome = || check_of_named(&scores(&app, "par1"), "slow")["outcome"].clone();
+    // Still queued a while later: no room under [limits].
+    let until = std::time::Instant::now() + Duration::from_millis(1500);
+    while std::time::Instant::now() < until {
+        assert_eq!(outcome(), "queued");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Room again: it runs.
+    let closed = app.request(json!({"Close": {"target": busy}}));
+    assert_eq!(closed, json!("Ok"), "{closed}");
+    wait_scored(&app, "par1");
+    assert_eq!(outcome(), "passed");
+}
+
+/// The check `name` of the first variant.
+fn check_of_named(scores: &Value, name: &str) -> Value {
+    scores["variants"][0]["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == name))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
