@@ -14,8 +14,10 @@
 //!   while `[limits]` refuses room ([`crate::limits::Limits::room_for_check`]).
 //! * **Where.** `sh -c COMMAND` in the variant's worktree, with its ports
 //!   (here), or on its SSH host (through the host's link), by Code's runner
-//!   ([`crate::program::run_in`]). A contained variant's checks are not
-//!   contained (docs/environments.md says so).
+//!   ([`crate::program::run_in`]). A contained variant's checks run in a
+//!   sandbox as its agent does (bubblewrap, its private home, its worktree the
+//!   one writable place), without its inbound ports; under `[sandbox] network
+//!   = "allow"` they are refused (`error`) rather than run outside it.
 //! * **Kept.** Each (variant, check) has one record (`Kind::Check`): its last
 //!   result, and its run queued or under way; one queued or under way at a
 //!   crash is queued again at the next start ([`Checks::restore`]).
@@ -38,9 +40,11 @@ use krad_store::Kind;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, watch};
 
-use crate::config::{CheckSpec, ChecksConfig};
+use crate::config::{CheckSpec, ChecksConfig, Config, HookKind};
 use crate::environments::Environments;
 use crate::limits::Limits;
+use crate::records::EnvironmentRecord;
+use crate::sandbox::Sandbox;
 use crate::store::{Store, now_rfc3339};
 
 /// How many of a check's last output lines are kept.
@@ -67,6 +71,10 @@ pub(crate) struct Shared {
     store: Arc<Store>,
     environments: Arc<Environments>,
     limits: Arc<Limits>,
+    sandbox: Arc<Sandbox>,
+    /// `[sandbox] network = "allow"`: a contained variant's checks cannot
+    /// share its allowlist's network yet.
+    allowlist: bool,
     /// (environment, check) queued and not started yet: queued once.
     queued: Mutex<HashSet<(String, String)>>,
     /// Held while a record is read, changed and written back.
@@ -109,18 +117,22 @@ fn key(environment: &str, check: &str) -> String {
 
 impl Checks {
     pub(crate) fn new(
-        config: &ChecksConfig,
+        config: &Config,
         store: Arc<Store>,
         environments: Arc<Environments>,
         limits: Arc<Limits>,
+        sandbox: Arc<Sandbox>,
     ) -> Checks {
+        let checks: &ChecksConfig = &config.checks;
         Checks {
             shared: Arc::new(Shared {
-                specs: config.specs(),
-                room: Arc::new(Semaphore::new(config.parallel())),
+                specs: checks.specs(),
+                room: Arc::new(Semaphore::new(checks.parallel())),
                 store,
                 environments,
                 limits,
+                sandbox,
+                allowlist: config.sandbox.allowlist(),
                 queued: Mutex::default(),
                 writing: Mutex::default(),
                 changed: watch::Sender::new(0),
@@ -350,8 +362,12 @@ impl Checks {
             }
             Err(e) => Err(e),
         };
+        let contained = self.contained_terminal(&environment);
         let result = match started {
-            Ok(running) => self.run_check(&environment_name, &spec, running).await,
+            Ok(running) => {
+                self.run_check(&environment_name, &spec, running, contained)
+                    .await
+            }
             Err(e) => {
                 self.queued().remove(&place);
                 let mut result = blank(&spec, CheckOutcome::Error);
@@ -381,13 +397,67 @@ impl Checks {
         });
     }
 
+    /// The terminal of the variant's agent when it runs contained on this
+    /// machine: its checks run in a sandbox as it does.
+    fn contained_terminal(&self, environment: &EnvironmentRecord) -> Option<u64> {
+        if environment.host.is_some() {
+            return None;
+        }
+        let group = self.shared.store.group(environment.group.as_deref()?)?;
+        let terminal = group.variants.get(&environment.variant?)?.terminal?;
+        crate::sandbox::contained_here(&self.shared.sandbox, terminal).then_some(terminal)
+    }
+
+    /// `sh -c COMMAND`, in the sandbox of `contained` (the variant's agent's
+    /// terminal) when there is one.
+    fn argv(
+        &self,
+        environment: &str,
+        spec: &CheckSpec,
+        contained: Option<u64>,
+    ) -> Result<Vec<String>, ApiError> {
+        let argv = vec!["sh".to_owned(), "-c".to_owned(), spec.command.clone()];
+        let Some(id) = contained else {
+            return Ok(argv);
+        };
+        if self.shared.allowlist {
+            return Err(ApiError::new(
+                ErrorCode::Failed,
+                "this variant runs contained under [sandbox] network = \"allow\", whose \
+                 checks cannot run in its sandbox yet; they are not run outside it",
+            ));
+        }
+        let cwd = self.shared.environments.path(environment)?;
+        let contained = crate::sandbox::Contained {
+            id,
+            cwd: &cwd,
+            readable: Vec::new(),
+            hooks: HookKind::None,
+            env: &[],
+            environment,
+            // The agent's sandbox has the environment's inbound ports.
+            ports: &[],
+        };
+        crate::sandbox::wrap(&self.shared.sandbox, contained, argv)
+    }
+
     /// Runs a check's command in `environment`, sampling its processes.
     async fn run_check(
         &self,
         environment: &str,
         spec: &CheckSpec,
         mut result: CheckResultInfo,
+        contained: Option<u64>,
     ) -> CheckResultInfo {
+        let command = match self.argv(environment, spec, contained) {
+            Ok(argv) => argv,
+            Err(e) => {
+                result.outcome = CheckOutcome::Error;
+                result.ran_at = Some(now_rfc3339());
+                result.tail = vec![e.message];
+                return result;
+            }
+        };
         let pid = Arc::new(AtomicU32::new(0));
         let extra = crate::program::Extra {
             stdin: None,
@@ -395,7 +465,6 @@ impl Checks {
             env: vec![("KRAD_CHECK".to_owned(), spec.name.clone())],
             pid: Some(pid.clone()),
         };
-        let command = vec!["sh".to_owned(), "-c".to_owned(), spec.command.clone()];
         let started = Instant::now();
         let run = crate::program::run_in(&self.shared.environments, environment, &command, extra);
         tokio::pin!(run);

@@ -116,10 +116,11 @@ impl Core {
         let budgets = Arc::new(budgets);
         let limits = Arc::new(limits);
         let checks = checks::Checks::new(
-            &settings.config.checks,
+            &settings.config,
             store.clone(),
             environments.clone(),
             limits.clone(),
+            sandbox.clone(),
         );
         let launching = launching::Launching::default();
         let watching = Watching {

@@ -403,3 +403,33 @@ fn check_of_named(scores: &Value, name: &str) -> Value {
         .cloned()
         .unwrap_or(Value::Null)
 }
+
+/// Tries to write beside the repository's own checkout (outside the
+/// worktree): a sandbox refuses it.
+const PROBE: &[u8] = b"out=\"$(git rev-parse --path-format=absolute --git-common-dir)/../escaped-$(basename \"$PWD\")\"\n\
+if (echo x > \"$out\") 2>/dev/null; then echo escaped; exit 1; fi\n\
+echo contained\n";
+
+#[test]
+fn a_contained_variant_s_checks_run_in_its_sandbox() {
+    let app = crate::support::app_with_first_commit(
+        &[("README.md", b"hello\n"), ("probe.sh", PROBE)],
+        Some("[checks]\nparallel = 2\nprobe = \"sh ./probe.sh\"\n"),
+    );
+    for (group, sandbox) in [("box", true), ("open", false)] {
+        let answer = app.request(json!({"RunVariants": {
+            "count": 1, "name": group, "profile": "exec", "sandbox": sandbox,
+            "command": ["sh", "-c", "echo done > done.txt"], "prompt": "x"
+        }}));
+        assert!(answer["Variants"].is_object(), "{answer}");
+        wait_scored(&app, group);
+    }
+    let outcome = |group: &str| check_of_named(&scores(&app, group), "probe");
+    let boxed = outcome("box");
+    assert_eq!(boxed["outcome"], "passed", "{boxed}");
+    assert!(boxed["tail"].to_string().contains("contained"), "{boxed}");
+    let open = outcome("open");
+    assert_eq!(open["outcome"], "failed", "{open}");
+    assert!(!repo(&app).join("escaped-box-1").exists());
+    assert!(repo(&app).join("escaped-open-1").exists());
+}
