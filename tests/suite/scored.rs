@@ -433,3 +433,32 @@ fn a_contained_variant_s_checks_run_in_its_sandbox() {
     assert!(!repo(&app).join("escaped-box-1").exists());
     assert!(repo(&app).join("escaped-open-1").exists());
 }
+
+#[test]
+fn a_variant_on_an_ssh_host_is_checked_there() {
+    let sshd = crate::ssh::Sshd::start();
+    let (app, remote) = crate::ssh::app_with_host_configured(
+        &sshd,
+        "",
+        "\n[checks]\nparallel = 1\nthere = \"cat app.txt; pwd\"\n",
+    );
+    let run = app.request(json!({"RunVariants": {
+        "count": 1, "name": "far", "host": "far", "profile": "exec",
+        "command": ["sh", "-c", "echo done > done.txt"], "prompt": "x"
+    }}));
+    assert!(run["Variants"].is_object(), "{run}");
+    wait_scored(&app, "far");
+    let board = scores(&app, "far");
+    let check = check_of_named(&board, "there");
+    assert_eq!(check["outcome"], "passed", "{board}");
+    // It ran in the variant's worktree there: app.txt is the host's alone.
+    assert!(!repo(&app).join("app.txt").exists());
+    assert_eq!(check["tail"][0], "on the host", "{check}");
+    let cwd = check["tail"][1].as_str().unwrap_or_default();
+    assert!(cwd.ends_with("far-1"), "{check}");
+    assert!(
+        !remote.join("done.txt").exists(),
+        "the work stays in the worktree"
+    );
+    assert_eq!(board["variants"][0]["gates_passed"], true, "{board}");
+}
