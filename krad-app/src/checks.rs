@@ -291,6 +291,36 @@ impl Checks {
         count
     }
 
+    /// CheckVariants: queues the checks of every variant of `group` still
+    /// there (or of variant `only`). `invalid` without `[checks]`,
+    /// `not_found` for a group or variant that is not there.
+    pub(crate) fn check_group(&self, group: &str, only: Option<u32>) -> Result<(), ApiError> {
+        if self.shared.specs.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::Invalid,
+                "the config names no checks: add them under [checks] (docs/environments.md)",
+            ));
+        }
+        let store = &self.shared.store;
+        let record = store.group(group).ok_or_else(|| no_group(group))?;
+        if let Some(n) = only
+            && !record.variants.contains_key(&n)
+        {
+            return Err(ApiError::new(
+                ErrorCode::NotFound,
+                format!("group {:?} has no variant {n}", record.name),
+            )
+            .with_detail(serde_json::json!({ "group": record.name, "variant": n })));
+        }
+        for (&n, variant) in &record.variants {
+            if only.is_some_and(|v| v != n) || store.environment(&variant.environment).is_none() {
+                continue;
+            }
+            self.queue(&record.name, n, &variant.environment, Why::Asked);
+        }
+        Ok(())
+    }
+
     /// At start: queues again every check that was queued or under way when
     /// the app stopped, and forgets those of environments that are gone.
     pub(crate) fn restore(&self) {
@@ -524,10 +554,7 @@ impl Checks {
         let mut changed = self.shared.changed.subscribe();
         loop {
             let rev = store.rev();
-            let record = store.group(group).ok_or_else(|| {
-                ApiError::new(ErrorCode::NotFound, format!("no variant group {group:?}"))
-                    .with_detail(serde_json::json!({ "group": group }))
-            })?;
+            let record = store.group(group).ok_or_else(|| no_group(group))?;
             let mut agents = Vec::new();
             let mut met = true;
             for variant in record.variants.values() {
@@ -561,6 +588,12 @@ impl Checks {
             }
         }
     }
+}
+
+/// `not_found` for a group that is not there.
+pub(crate) fn no_group(group: &str) -> ApiError {
+    ApiError::new(ErrorCode::NotFound, format!("no variant group {group:?}"))
+        .with_detail(serde_json::json!({ "group": group }))
 }
 
 /// A result with nothing run yet.

@@ -13,17 +13,18 @@ use krad_bus::protocol::{
 };
 use serde_json::json;
 
+use krad_bus::protocol::PickedInfo;
+use krad_bus::request::pick_variant::PickVariant;
+use krad_bus::server::CallContext;
+
 use super::Checks;
-use crate::environments::{conflicts, env_git, tree_state};
+use crate::environments::{CloseTerminals, conflicts, env_git, tree_state, variants};
 
 /// The scoreboard of `group`.
 pub(crate) async fn scores(checks: &Checks, group: &str) -> Result<ScoresInfo, ApiError> {
     let store = checks.store();
     let envs = checks.environments();
-    let record = store.group(group).ok_or_else(|| {
-        ApiError::new(ErrorCode::NotFound, format!("no variant group {group:?}"))
-            .with_detail(json!({ "group": group }))
-    })?;
+    let record = store.group(group).ok_or_else(|| super::no_group(group))?;
     let mut variants = Vec::new();
     for (&number, variant) in &record.variants {
         let Some(environment) = store.environment(&variant.environment) else {
@@ -140,6 +141,31 @@ pub(crate) async fn scores(checks: &Checks, group: &str) -> Result<ScoresInfo, A
         why,
         picked: record.picked,
     })
+}
+
+/// PickVariant with `best`: the first of the ranking, picked as PickVariant
+/// picks (or its dry run), the scoreboard it followed in the answer; no best
+/// is `conflict` with the scoreboard in `detail.scores`.
+pub(crate) async fn pick_best(
+    checks: &Checks,
+    terminals: &impl CloseTerminals,
+    ctx: &CallContext,
+    mut request: PickVariant,
+) -> Result<PickedInfo, ApiError> {
+    let scores = scores(checks, &request.group).await?;
+    let Some(best) = scores.best else {
+        let why = scores.why.clone().unwrap_or_default();
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("no pick by rule in group {:?}: {why}", scores.group),
+        )
+        .with_detail(json!({ "group": scores.group, "scores": scores })));
+    };
+    request.variant = best;
+    request.best = false;
+    let mut picked = variants::pick(checks.environments(), terminals, ctx, request).await?;
+    picked.scores = Some(Box::new(scores));
+    Ok(picked)
 }
 
 /// Milliseconds from the agent's spawn to its last stop (or to now while it
