@@ -18,6 +18,9 @@
 //!   sandbox as its agent does (bubblewrap, its private home, its worktree the
 //!   one writable place), without its inbound ports; under `[sandbox] network
 //!   = "allow"` they are refused (`error`) rather than run outside it.
+//! * **Usage.** A check's processes are sampled while it runs: its CPU time
+//!   and most memory are kept with its result, and they count in the
+//!   variant's agent's `usage` meanwhile ([`Store::sample_also`]).
 //! * **Kept.** Each (variant, check) has one record (`Kind::Check`): its last
 //!   result, and its run queued or under way; one queued or under way at a
 //!   crash is queued again at the next start ([`Checks::restore`]).
@@ -392,10 +395,10 @@ impl Checks {
             }
             Err(e) => Err(e),
         };
-        let contained = self.contained_terminal(&environment);
+        let terminal = self.variant_terminal(&environment);
         let result = match started {
             Ok(running) => {
-                self.run_check(&environment_name, &spec, running, contained)
+                self.run_check(&environment_name, &spec, running, terminal)
                     .await
             }
             Err(e) => {
@@ -427,15 +430,14 @@ impl Checks {
         });
     }
 
-    /// The terminal of the variant's agent when it runs contained on this
-    /// machine: its checks run in a sandbox as it does.
-    fn contained_terminal(&self, environment: &EnvironmentRecord) -> Option<u64> {
+    /// The terminal of the variant's agent, when it runs on this machine: its
+    /// checks count in its usage, and run contained when it does.
+    fn variant_terminal(&self, environment: &EnvironmentRecord) -> Option<u64> {
         if environment.host.is_some() {
             return None;
         }
         let group = self.shared.store.group(environment.group.as_deref()?)?;
-        let terminal = group.variants.get(&environment.variant?)?.terminal?;
-        crate::sandbox::contained_here(&self.shared.sandbox, terminal).then_some(terminal)
+        group.variants.get(&environment.variant?)?.terminal
     }
 
     /// `sh -c COMMAND`, in the sandbox of `contained` (the variant's agent's
@@ -477,8 +479,10 @@ impl Checks {
         environment: &str,
         spec: &CheckSpec,
         mut result: CheckResultInfo,
-        contained: Option<u64>,
+        terminal: Option<u64>,
     ) -> CheckResultInfo {
+        let contained =
+            terminal.filter(|&id| crate::sandbox::contained_here(&self.shared.sandbox, id));
         let command = match self.argv(environment, spec, contained) {
             Ok(argv) => argv,
             Err(e) => {
@@ -499,18 +503,30 @@ impl Checks {
         let run = crate::program::run_in(&self.shared.environments, environment, &command, extra);
         tokio::pin!(run);
         let (mut cpu_ms, mut max_rss) = (None::<u64>, None::<u64>);
+        // Counted in the variant's agent's usage while it runs.
+        let mut counted = None;
         let done = loop {
             tokio::select! {
                 done = &mut run => break done,
                 () = tokio::time::sleep(SAMPLE_EVERY) => {
                     let pid = pid.load(Ordering::Relaxed);
-                    if pid != 0 && let Some((ms, rss)) = crate::usage::tree_now(pid) {
+                    if pid == 0 {
+                        continue;
+                    }
+                    if let (Some(id), None) = (terminal, counted) {
+                        self.shared.store.sample_also(id, pid);
+                        counted = Some((id, pid));
+                    }
+                    if let Some((ms, rss)) = crate::usage::tree_now(pid) {
                         cpu_ms = Some(cpu_ms.unwrap_or(0).max(ms));
                         max_rss = Some(max_rss.unwrap_or(0).max(rss));
                     }
                 }
             }
         };
+        if let Some((id, pid)) = counted {
+            self.shared.store.stop_sampling_also(id, pid);
+        }
         let elapsed = started.elapsed();
         result.cpu_ms = cpu_ms;
         result.max_rss_bytes = max_rss;

@@ -142,6 +142,9 @@ struct Inner {
     /// of each; every change after `recent_floor` is among them.
     recent: VecDeque<(u64, String, StreamLine)>,
     recent_floor: u64,
+    /// More processes sampled as part of a terminal's usage: the checks
+    /// running in its variant ([`crate::checks`]).
+    also_sampled: BTreeMap<u64, Vec<u32>>,
 }
 
 impl Inner {
@@ -214,6 +217,7 @@ impl Store {
                 list_answer: None,
                 recent: VecDeque::new(),
                 recent_floor: start_rev,
+                also_sampled: BTreeMap::new(),
             }),
             revs: watch::channel(start_rev).0,
             db,

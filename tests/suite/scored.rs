@@ -462,3 +462,31 @@ fn a_variant_on_an_ssh_host_is_checked_there() {
     );
     assert_eq!(board["variants"][0]["gates_passed"], true, "{board}");
 }
+
+#[test]
+fn a_running_check_counts_in_its_variant_s_usage() {
+    // Six seconds of a busy shell: the sampler (every 2 s) sees it twice.
+    let busy = "end=$(($(date +%s)+6)); while [ $(date +%s) -lt $end ]; do :; done";
+    let app = app(Some(&format!("[checks]\nbusy = \"{busy}\"\n")));
+    let run = app.request(json!({"RunVariants": {
+        "count": 1, "name": "use", "profile": "exec",
+        "command": ["sh", "-c", "echo x > work.txt; krad report idle -m done; sleep 600"],
+        "prompt": "x"
+    }}));
+    let id = run["Variants"]["variants"][0]["terminal"].as_u64().unwrap();
+    let idle = app.until(id, Duration::from_secs(30), |r| r["message"] == "done");
+    assert_eq!(idle["state"], "idle", "{idle}");
+    // While the check runs, the agent's usage has its processes and CPU.
+    let busy_seen = app.until(id, Duration::from_secs(30), |r| {
+        r["usage"]["cpu_percent"].as_f64().unwrap_or(0.0) >= 20.0
+    });
+    assert!(
+        busy_seen["usage"]["processes"].as_u64().unwrap() >= 2,
+        "{busy_seen}"
+    );
+    wait_scored(&app, "use");
+    let check = check_of_named(&scores(&app, "use"), "busy");
+    assert_eq!(check["outcome"], "passed", "{check}");
+    assert!(check["cpu_ms"].as_u64().unwrap() >= 1000, "{check}");
+    assert!(check["max_rss_bytes"].as_u64().unwrap() > 0, "{check}");
+}
