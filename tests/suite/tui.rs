@@ -408,6 +408,33 @@ fn picking_the_best_variant_after_its_scores_and_dry_run() {
     );
 }
 
+/// `P` where no variant passed: the scoreboard and why, nothing picked; `y`
+/// shows the dry run of the first ranked instead (picked only on another `y`).
+#[test]
+fn no_best_variant_shows_the_scores_and_picks_nothing() {
+    let config = "[checks]\ntest = \"echo nope; exit 3\"\n";
+    let app = app_with_first_commit(&[("README.md", b"hello\n")], Some(config));
+    let answer = app.request(json!({"RunVariants": {
+        "count": 2, "name": "worse", "profile": "exec",
+        "command": ["sh", "-c", "echo $KRAD_ADE_ENVIRONMENT > mine.txt"], "prompt": "x"
+    }}));
+    assert!(answer["Variants"].is_object(), "{answer}");
+    let waited =
+        app.request(json!({"Wait": {"group": "worse", "scored": true, "timeout_secs": 60}}));
+    assert!(waited["Agents"].is_array(), "{waited}");
+    let screen = Screen::open(&app.api_json, 140, 40);
+    screen.until_shows("variants worse");
+    screen.keys(&["P"]);
+    let text = screen.until_shows("No pick by rule: no variant passed");
+    assert!(text.contains("test failed(3)"), "{text}");
+    assert!(text.contains("conflicts #2"), "{text}");
+    screen.keys(&["y"]);
+    let text = screen.until_shows("of worse: branch krad/worse-");
+    assert!(text.contains("mine.txt"), "{text}");
+    let repo = app.dir.path().join("repo");
+    assert!(!repo.join("mine.txt").exists(), "nothing was picked");
+}
+
 /// The screen refits when the terminal changes size, down to very small.
 #[test]
 fn a_resize_refits_the_screen() {

@@ -392,6 +392,30 @@ pub(crate) fn pick_confirmation(mut pick: PickVariant, picked: &PickedInfo) -> C
     }
 }
 
+/// A pick by rule refused (no variant passed, or a tie): the scoreboard,
+/// and the dry run of the first ranked on `y`, to pick it by number.
+pub(crate) fn no_best(scores: &ScoresInfo) -> Option<Confirm> {
+    let first = *scores.ranking.first()?;
+    let mut lines = vec![
+        format!(
+            "No pick by rule: {}",
+            scores.why.as_deref().unwrap_or("no best")
+        ),
+        format!("Show the dry run of variant {first}, ranked first?"),
+        String::new(),
+    ];
+    lines.extend(score_lines(scores));
+    Some(Confirm {
+        lines,
+        yes: Action::Pick(PickVariant {
+            group: scores.group.clone(),
+            variant: first,
+            dry_run: true,
+            ..PickVariant::default()
+        }),
+    })
+}
+
 /// A group's scoreboard in a few lines: best first, each variant's checks,
 /// cost, time, diff and conflicts; then the best, or why there is none.
 pub(crate) fn score_lines(scores: &ScoresInfo) -> Vec<String> {
@@ -423,14 +447,15 @@ pub(crate) fn score_lines(scores: &ScoresInfo) -> Vec<String> {
             || "-".to_owned(),
             |ms| format!("{:.1}s", ms as f64 / 1000.0),
         );
-        let conflicts = if v.conflicts_with_base.is_empty() && v.conflicts_with.is_empty() {
+        let mut with = Vec::new();
+        if !v.conflicts_with_base.is_empty() {
+            with.push(format!("base ({} files)", v.conflicts_with_base.len()));
+        }
+        with.extend(v.conflicts_with.iter().map(|n| format!("#{n}")));
+        let conflicts = if with.is_empty() {
             "no conflicts".to_owned()
         } else {
-            format!(
-                "conflicts: base {} file(s), variants {:?}",
-                v.conflicts_with_base.len(),
-                v.conflicts_with
-            )
+            format!("conflicts {}", with.join(" "))
         };
         lines.push(format!(
             "{}. variant {} {}: {}; {cost}; {time}; {} files +{} -{}; {conflicts}",
