@@ -21,7 +21,7 @@ use crate::config::Settings;
 use crate::handles::Core;
 use crate::phone::{self, Answering, Durable, Phone};
 use crate::{
-    adopt, config, environments, leftovers, notify, queue, recovery, sampling, transcripts,
+    adopt, checks, config, environments, leftovers, notify, queue, recovery, sampling, transcripts,
 };
 
 /// The app `krad serve` runs: built, restored and shut down here; each
@@ -137,6 +137,8 @@ async fn restore(app: &EmbeddedApp) -> Vec<SocketAddr> {
     queue::reload(core.spawner());
     recovery::recover(core.spawner(), &core.closer(), core.request_log()).await;
     tokio::spawn(queue::run(Arc::downgrade(core.spawner())));
+    core.checks().restore();
+    tokio::spawn(checks::watch_agents(core.checks().weak()));
     transcripts::prune_in_background(core.settings(), core.store()).await;
     leftovers::clean(core.settings(), core.store()).await;
     notify::start(core.settings().config.notify.as_ref(), core.store());

@@ -49,12 +49,18 @@
 //! cache_write = 3.75
 //! cache_read = 0.30
 //!
+//! [checks]                # run in every variant's worktree (docs/environments.md)
+//! parallel = 2            # at most this many at once (default: half the cores)
+//! test = "cargo test"     # 10 min, gates a pick by rule
+//! lint = { command = "cargo clippy", timeout_secs = 300, gates = false }
+//!
 //! [ui]                    # the page in a browser (docs/ui.md); on by default
 //! enabled = true
 //! port = 0                # on 127.0.0.1; 0: one the system picks
 //! ```
 
 pub(crate) mod allow;
+mod checks;
 mod limits;
 mod notify;
 
@@ -67,6 +73,7 @@ use serde::Deserialize;
 /// How long a closed terminal's program has between SIGHUP and SIGKILL.
 pub(crate) const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
+pub use checks::{CheckEntry, CheckSpec, CheckTable, ChecksConfig};
 pub use limits::LimitsConfig;
 pub use notify::{NotifyConfig, NotifyKind};
 
@@ -362,6 +369,9 @@ pub struct Config {
     /// The page in a browser (on by default, docs/ui.md).
     #[serde(default)]
     pub ui: UiConfig,
+    /// The checks run in every variant to score it (none by default).
+    #[serde(default)]
+    pub checks: ChecksConfig,
 }
 
 /// `[budget]` in the config: cost limits (`crate::budget`), each off unless set.
@@ -535,6 +545,7 @@ impl Config {
             notify.validate()?;
         }
         config.limits.validate()?;
+        config.checks.validate()?;
         config.sandbox.validate()?;
         for (name, extension) in &config.extensions {
             if name.is_empty() || extension.command.is_empty() {

@@ -17,8 +17,8 @@ use crate::spawning::Spawner;
 use crate::store::Store;
 use crate::watcher::Watching;
 use crate::{
-    asks, budget, environments, extensions, feed, hosts, launching, limits, sandbox, state_db,
-    store,
+    asks, budget, checks, environments, extensions, feed, hosts, launching, limits, sandbox,
+    state_db, store,
 };
 
 /// Every domain's handle, made once: what the handlers in `requests/` take
@@ -50,6 +50,8 @@ pub(crate) struct Core {
     limits: Arc<limits::Limits>,
     /// Starting terminals.
     spawner: Arc<Spawner>,
+    /// The variants' checks (`[checks]`) and their results.
+    checks: checks::Checks,
 }
 
 impl Core {
@@ -113,6 +115,13 @@ impl Core {
         let asks = Arc::new(asks);
         let budgets = Arc::new(budgets);
         let limits = Arc::new(limits);
+        let checks = checks::Checks::new(
+            &settings.config,
+            store.clone(),
+            environments.clone(),
+            limits.clone(),
+            sandbox.clone(),
+        );
         let launching = launching::Launching::default();
         let watching = Watching {
             store: store.clone(),
@@ -149,6 +158,7 @@ impl Core {
             budgets,
             limits,
             spawner,
+            checks,
         })
     }
 
@@ -193,6 +203,11 @@ impl Core {
     }
     pub(crate) fn limits(&self) -> &Arc<limits::Limits> {
         &self.limits
+    }
+
+    /// The variants' checks.
+    pub(crate) fn checks(&self) -> &checks::Checks {
+        &self.checks
     }
 
     /// Starting terminals.

@@ -27,6 +27,7 @@ mod asks;
 mod attacher;
 mod budget;
 pub mod cgroup;
+mod checks;
 mod closing;
 pub mod config;
 mod crash_point;

@@ -193,6 +193,27 @@ impl Limits {
         ))
     }
 
+    /// Whether a check ([`crate::checks`]) may start now: not while the
+    /// machine's memory is below `min_free_memory_mib`, nor while the agents
+    /// working (and the starts under way) fill `max_working` — a check takes
+    /// a working agent's share of the machine. `busy`, saying which, if not.
+    pub(crate) fn room_for_check(&self) -> Result<(), ApiError> {
+        let limits = &self.config;
+        if limits.max_working.is_none() && limits.min_free_memory_mib.is_none() {
+            return Ok(());
+        }
+        let working = self.store.live_and_working().1 + *self.reserved.lock();
+        let load = Load { live: 0, working };
+        let checks_only = LimitsConfig {
+            max_terminals: None,
+            ..limits.clone()
+        };
+        match refusal_to_start(&checks_only, load, free_memory_mib(), 1) {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
+        }
+    }
+
     /// `busy` while work waits in the queue: a request not sent with `queue`
     /// may not go before it.
     fn queued_ahead(&self) -> Option<ApiError> {

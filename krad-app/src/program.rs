@@ -52,6 +52,8 @@ pub(crate) struct Program {
     pub timeout: Duration,
     /// Variables added to its environment.
     pub env: Vec<(String, String)>,
+    /// Where its pid is written once it started (a check samples its usage).
+    pub pid: Option<std::sync::Arc<std::sync::atomic::AtomicU32>>,
 }
 
 /// What was kept of one output stream.
@@ -91,6 +93,9 @@ pub(crate) async fn run(program: Program) -> std::io::Result<CodeResultInfo> {
     command.envs(program.env.iter().map(|(k, v)| (k, v)));
     let started = Instant::now();
     let mut child = command.spawn()?;
+    if let (Some(slot), Some(pid)) = (&program.pid, child.id()) {
+        slot.store(pid, std::sync::atomic::Ordering::Relaxed);
+    }
     let group = ProcessGroup::of(child.id());
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
@@ -247,17 +252,55 @@ pub(crate) async fn run_code(
     environments: &Environments,
     request: Code,
 ) -> Result<CodeResultInfo, ApiError> {
-    let cwd = environments.path(&request.environment)?;
     let timeout = Duration::from_secs(request.timeout_secs());
-    let host = environments.host_of(&request.environment)?;
-    let mut env = Vec::new();
-    let (argv, cwd) = match host {
+    run_in(
+        environments,
+        &request.environment,
+        &request.command,
+        Extra {
+            stdin: request.stdin.clone(),
+            timeout,
+            env: Vec::new(),
+            pid: None,
+        },
+    )
+    .await
+}
+
+/// What a run in an environment takes besides its argv.
+#[derive(Debug, Default)]
+pub(crate) struct Extra {
+    /// Written to its stdin, which is then closed.
+    pub stdin: Option<String>,
+    /// Killed after this long.
+    pub timeout: Duration,
+    /// Variables added to its environment (here only).
+    pub env: Vec<(String, String)>,
+    /// Where its pid is written once it started (here only).
+    pub pid: Option<std::sync::Arc<std::sync::atomic::AtomicU32>>,
+}
+
+/// Runs `command` to completion in `environment`: here, with the
+/// environment's ports, or on its SSH host through the host's control
+/// connection, with the host's own `timeout` so that the program there ends
+/// with the run. `failed` when it cannot start.
+pub(crate) async fn run_in(
+    environments: &Environments,
+    environment: &str,
+    command: &[String],
+    extra: Extra,
+) -> Result<CodeResultInfo, ApiError> {
+    let cwd = environments.path(environment)?;
+    let timeout = extra.timeout;
+    let host = environments.host_of(environment)?;
+    let mut env = extra.env;
+    let (argv, cwd, pid) = match host {
         None => {
             crate::environments::ports::add_env(
                 &mut env,
-                &crate::environments::ports::block(environments, &request.environment),
+                &crate::environments::ports::block(environments, environment),
             );
-            (request.command.clone(), cwd)
+            (command.to_vec(), cwd, extra.pid)
         }
         // On a host: through its control connection, with the host's own
         // `timeout` so that the program there ends with the run.
@@ -268,13 +311,12 @@ pub(crate) async fn run_code(
                 shell_quote(&cwd.display().to_string()),
                 crate::environments::ports::shell_exports(&crate::environments::ports::block(
                     environments,
-                    &request.environment
+                    environment
                 )),
                 timeout.as_secs() + 1
             );
             script.push_str(
-                &request
-                    .command
+                &command
                     .iter()
                     .map(|word| shell_quote(word))
                     .collect::<Vec<_>>()
@@ -284,15 +326,17 @@ pub(crate) async fn run_code(
             argv.extend(host.ssh_args(false));
             argv.push("--".to_owned());
             argv.push(script);
-            (argv, environments.root().to_path_buf())
+            env.clear();
+            (argv, environments.root().to_path_buf(), None)
         }
     };
     let job = Program {
         argv,
         cwd,
-        stdin: request.stdin.clone(),
+        stdin: extra.stdin,
         timeout,
         env,
+        pid,
     };
     match run(job).await {
         Ok(result) => Ok(result),
@@ -300,17 +344,13 @@ pub(crate) async fn run_code(
             ErrorCode::Failed,
             format!(
                 "cannot start {:?} in environment {:?}: {e}",
-                request
-                    .command
-                    .first()
-                    .map(String::as_str)
-                    .unwrap_or_default(),
-                request.environment
+                command.first().map(String::as_str).unwrap_or_default(),
+                environment
             ),
         )
         .with_detail(json!({
-            "environment": request.environment,
-            "command": request.command.first(),
+            "environment": environment,
+            "command": command.first(),
         }))),
     }
 }
@@ -328,6 +368,7 @@ mod tests {
             stdin: None,
             timeout: Duration::from_secs(20),
             env: Vec::new(),
+            pid: None,
         }
     }
 

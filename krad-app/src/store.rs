@@ -144,6 +144,9 @@ struct Inner {
     recent_floor: u64,
     /// What the sampler changed, for the streams ([`sampled`]).
     sampling: sampled::Sampling,
+    /// More processes sampled as part of a terminal's usage: the checks
+    /// running in its variant ([`crate::checks`]).
+    also_sampled: BTreeMap<u64, Vec<u32>>,
 }
 
 impl Inner {
@@ -219,6 +222,7 @@ impl Store {
                 recent: VecDeque::new(),
                 recent_floor: start_rev,
                 sampling: Default::default(),
+                also_sampled: BTreeMap::new(),
             }),
             revs: watch::channel(start_rev).0,
             sampled: watch::channel(0).0,

@@ -143,8 +143,9 @@ fn trees(all: &HashMap<u32, Process>, roots: &[u32]) -> HashMap<u32, Totals> {
     totals
 }
 
-/// What the last sample saw of each terminal: its pid and tree's ticks.
-type Seen = HashMap<u64, (u32, u64)>;
+/// What the last sample saw of each terminal: each of its roots (its
+/// program, and the checks counted as its own) and that tree's ticks.
+type Seen = HashMap<(u64, u32), u64>;
 
 /// The sampler: what it needs of the machine, and what it saw last.
 struct Sampler {
@@ -174,9 +175,10 @@ impl Sampler {
         }
     }
 
-    /// One sample of `terminals` (id, pid) among the processes `all`: each
-    /// one's usage. A terminal seen for the first time gets its CPU from its
-    /// next sample on (0 until then).
+    /// One sample of `terminals` (id, pid; an id may come with several pids,
+    /// whose trees add up) among the processes `all`: each one's usage. A
+    /// tree seen for the first time gets its CPU from its next sample on (0
+    /// until then).
     fn sample(
         &mut self,
         all: &HashMap<u32, Process>,
@@ -189,31 +191,42 @@ impl Sampler {
         let totals = trees(all, &roots);
         let sampled_at = now_rfc3339();
         let mut seen = Seen::new();
-        let mut usages = Vec::new();
+        let mut sums: Vec<(u64, f64, Totals)> = Vec::new();
         for &(id, pid) in terminals {
             let Some(tree) = totals.get(&pid) else {
                 continue;
             };
-            let cpu = match self.seen.get(&id) {
-                Some(&(was_pid, was_ticks)) if was_pid == pid && elapsed > 0.0 => {
+            let cpu = match self.seen.get(&(id, pid)) {
+                Some(&was_ticks) if elapsed > 0.0 => {
                     tree.ticks.saturating_sub(was_ticks) as f64 / self.ticks_per_second / elapsed
                         * 100.0
                 }
                 _ => 0.0,
             };
-            seen.insert(id, (pid, tree.ticks));
-            usages.push((
-                id,
-                Usage {
-                    cpu_percent: Tenths::of(cpu),
-                    rss_bytes: tree.resident_pages * self.page_size,
-                    processes: tree.processes,
-                    sampled_at: sampled_at.clone(),
-                },
-            ));
+            seen.insert((id, pid), tree.ticks);
+            match sums.iter_mut().find(|(seen_id, _, _)| *seen_id == id) {
+                Some((_, sum_cpu, sum)) => {
+                    *sum_cpu += cpu;
+                    sum.resident_pages += tree.resident_pages;
+                    sum.processes += tree.processes;
+                }
+                None => sums.push((id, cpu, *tree)),
+            }
         }
         self.seen = seen;
-        usages
+        sums.into_iter()
+            .map(|(id, cpu, tree)| {
+                (
+                    id,
+                    Usage {
+                        cpu_percent: Tenths::of(cpu),
+                        rss_bytes: tree.resident_pages * self.page_size,
+                        processes: tree.processes,
+                        sampled_at: sampled_at.clone(),
+                    },
+                )
+            })
+            .collect()
     }
 }
 
@@ -299,6 +312,16 @@ async fn sample_host(
         .filter(|(id, _)| ids.contains(id))
         .collect();
     Some(sampler.sample(&host.processes, &terminals))
+}
+
+/// The CPU time (ms) and resident bytes of the process tree under `pid` on
+/// this machine now (a check's usage, sampled while it runs); `None` once
+/// it is gone.
+pub(crate) fn tree_now(pid: u32) -> Option<(u64, u64)> {
+    let sampler = Sampler::local();
+    let tree = *trees(&processes(), &[pid]).get(&pid)?;
+    let ms = tree.ticks as f64 * 1000.0 / sampler.ticks_per_second;
+    Some((ms as u64, tree.resident_pages * sampler.page_size))
 }
 
 /// One sample of the given processes' trees, for `krad-bench usage`: how

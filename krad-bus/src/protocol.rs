@@ -13,6 +13,7 @@ mod extension;
 mod host;
 pub mod keys;
 mod response;
+mod scores;
 mod stream;
 mod tokens;
 
@@ -36,6 +37,9 @@ pub use error::{ApiError, ErrorCode};
 pub use extension::{CodeResultInfo, ExtensionInfo, ExtensionState, ToolInfo, ToolResultInfo};
 pub use host::{HostStatus, LinkState};
 pub use response::{Decoded, OutputInfo, Response, SentInfo};
+pub use scores::{
+    CheckOutcome, CheckResultInfo, LandedInfo, MergedInfo, ScoresInfo, StoppedInfo, VariantScore,
+};
 pub use stream::{
     HeartbeatInfo, RemovedInfo, SampledAgent, SampledInfo, SnapshotInfo, StreamMessage,
 };

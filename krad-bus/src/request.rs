@@ -16,6 +16,7 @@ pub mod attach;
 pub mod budget;
 pub mod changes;
 pub mod check;
+pub mod check_variants;
 pub mod close;
 pub mod code;
 pub mod collect_environments;
@@ -28,11 +29,13 @@ pub mod extensions;
 pub mod hello;
 pub mod hosts;
 pub mod list;
+pub mod merge_variants;
 pub mod output;
 pub mod pick_variant;
 pub mod rename;
 pub mod report;
 pub mod run_variants;
+pub mod scores;
 pub mod send;
 pub mod shutdown;
 pub mod spawn;
@@ -148,6 +151,9 @@ macro_rules! for_each_request {
             CollectEnvironments(collect_environments) by app,
             RunVariants(run_variants) by app,
             PickVariant(pick_variant) by app,
+            Scores(scores) by app,
+            CheckVariants(check_variants) by app,
+            MergeVariants(merge_variants) by app,
             Code(code) by app,
             Extensions(extensions) by app,
             ExtensionTool(extension_tool) by app,

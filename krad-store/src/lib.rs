@@ -52,6 +52,9 @@ pub enum Kind {
     /// Work waiting in the app's queue for room under its limits, by its
     /// place in line (a zero-padded sequence number).
     Queued,
+    /// A check's latest run in a variant, by environment and check
+    /// (`login-1/test`; see the app's `checks`).
+    Check,
 }
 
 impl Kind {
@@ -65,6 +68,7 @@ impl Kind {
             Kind::DecidedAsk => "decided_ask",
             Kind::PortBlock => "port_block",
             Kind::Queued => "queued",
+            Kind::Check => "check",
         }
     }
 }

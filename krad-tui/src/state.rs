@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use krad_bus::protocol::{
     AgentRecord, AgentState, AskInfo, ChangesInfo, EnvironmentInfo, EnvironmentKind, PickedInfo,
-    RemovedInfo, SampledInfo, SnapshotInfo,
+    RemovedInfo, SampledInfo, ScoresInfo, SnapshotInfo,
 };
 use krad_bus::request::answer::Answer;
 use krad_bus::request::budget::Budget;
@@ -111,6 +111,8 @@ pub(crate) enum Outcome {
     Environments(Vec<EnvironmentInfo>),
     /// What a pick would do.
     DryRun(PickVariant, Box<PickedInfo>),
+    /// A pick by rule found no best: the group's scoreboard.
+    NoBest(Box<ScoresInfo>),
 }
 
 /// Why a call did not do what was asked.
@@ -554,6 +556,15 @@ impl State {
             Ok(Outcome::DryRun(pick, picked)) => {
                 self.mode = Mode::Confirm(forms::pick_confirmation(pick, &picked));
             }
+            Ok(Outcome::NoBest(scores)) => match forms::no_best(&scores) {
+                Some(confirm) => self.mode = Mode::Confirm(confirm),
+                None => {
+                    self.flash = Some(Flash {
+                        text: format!("pick: no variant left in group {}", scores.group),
+                        error: true,
+                    });
+                }
+            },
             Err(refusal) => return self.refused(action, refusal),
         }
         Vec::new()

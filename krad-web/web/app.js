@@ -328,8 +328,82 @@ function renderGroups() {
     // A group picked already offers no pick: it says which it kept.
     const picked = envs.find((e) => e.group_picked != null)?.group_picked;
     if (picked != null) row.querySelectorAll("button.pick").forEach((b) => b.remove());
-    return el("div", {}, el("h3", {}, `group ${group}`, picked != null ? ` · picked variant ${picked}` : ""), row);
+    const board = scoreBoards.get(group) || el("div", { class: "scores", dataset: { group } });
+    scoreBoards.set(group, board);
+    const best = bestPanels.get(group) || el("div", { class: "confirm", hidden: "" });
+    bestPanels.set(group, best);
+    loadScores(group, board);
+    return el("div", {}, el("h3", {}, `group ${group}`, picked != null ? ` · picked variant ${picked}` : ""),
+      el("button", { type: "button", class: "scores-refresh", onclick: () => loadScores(group, board) }, "scores"), " ",
+      picked != null ? null : el("button", { type: "button", class: "primary pick-best", onclick: () => pickBest(group, best) }, "pick the best…"),
+      board, best, row);
   }));
+}
+
+// Each group's scoreboard (Scores): the checks of [checks] in each variant,
+// cost, time, diff and conflicts, and the ranking a pick by rule follows.
+const scoreBoards = new Map();
+const bestPanels = new Map();
+function scoreTable(scores) {
+  const cell = (text, cls) => el("td", cls ? { class: cls } : {}, text);
+  const checks = (v) => (scores.checks || []).map((name) => {
+    const c = (v.checks || []).find((c) => c.name === name);
+    if (!c) return `${name} -`;
+    return c.exit_code && c.exit_code !== 0 ? `${name} ${c.outcome}(${c.exit_code})` : `${name} ${c.outcome}`;
+  }).join(", ") + (v.checked ? "" : " *");
+  const conflicts = (v) => [
+    (v.conflicts_with_base || []).length ? `base: ${v.conflicts_with_base.length} file(s)` : null,
+    (v.conflicts_with || []).length ? `variants ${v.conflicts_with.join(" ")}` : null,
+  ].filter(Boolean).join("; ") || "none";
+  const cost = (v) => v.tokens && v.tokens.cost_usd != null ? `$${Number(v.tokens.cost_usd).toFixed(2)}` : "-";
+  const tokens = (v) => v.tokens ? String(v.tokens.input + v.tokens.output + v.tokens.cache_write + v.tokens.cache_read) : "-";
+  const time = (v) => v.time_ms != null ? `${(v.time_ms / 1000).toFixed(1)}s` : "-";
+  const rows = [...scores.variants].sort((a, b) => (a.rank || 99) - (b.rank || 99)).map((v) =>
+    el("tr", { dataset: { variant: v.variant }, class: v.gates_passed ? "passed" : "" },
+      cell(String(v.rank || "-")), cell(String(v.variant)), cell(v.environment), cell(v.state || "-"),
+      cell(checks(v), "checks"), cell(cost(v)), cell(tokens(v)), cell(time(v)),
+      cell(`${v.files} files, +${v.added} −${v.removed}`), cell(conflicts(v))));
+  return el("div", {},
+    el("table", { class: "score-table" },
+      el("tr", {}, ...["rank", "#", "environment", "state", "checks", "cost", "tokens", "time", "diff", "conflicts"].map((h) => el("th", {}, h))),
+      ...rows),
+    el("div", { class: "quiet" }, `ranking (gating checks passed, fewest conflicts with the base, least cost, shortest time): ${(scores.ranking || []).join(", ")}`),
+    el("div", { class: scores.best ? "best" : "quiet" }, scores.best ? `best: variant ${scores.best}` : `no best: ${scores.why || ""}`));
+}
+async function loadScores(group, board) {
+  try {
+    const answer = await call({ Scores: { group } });
+    put(board, scoreTable(answer.Scores));
+  } catch (e) { put(board, el("p", { class: "error" }, e.message)); }
+}
+// A pick by rule: the ranking and the dry run first; the pick only once
+// confirmed, of the variant shown.
+async function pickBest(group, panel) {
+  panel.hidden = false;
+  put(panel, "ranking and dry run…");
+  try {
+    const answer = await call({ PickVariant: { group, best: true, dry_run: true } });
+    const picked = answer.Picked;
+    const run = picked.dry_run || {};
+    const conflicts = run.conflicts || [];
+    put(panel,
+      el("div", { class: "best-dry-run" }, `Best: variant ${picked.variant}, into ${picked.into}: ${(run.files || []).length} files`,
+        ...(run.files || []).map((f) => el("div", {}, `· ${f}`)),
+        conflicts.length ? el("div", { class: "error" }, `conflicts: ${conflicts.join(", ")}`) : null),
+      conflicts.length ? null : el("button", { type: "button", class: "danger confirm-best", onclick: async () => {
+        try {
+          const done = await call({ PickVariant: { group, variant: picked.variant } });
+          const text = `picked variant ${picked.variant} of ${group} (the best): ${done.Picked.commit.slice(0, 10)} on ${done.Picked.into}`;
+          put($("#pick-result"), el("div", { class: "picked" }, text));
+          put(panel, text);
+          loadEnvironments();
+        } catch (e) { panel.append(el("p", { class: "error" }, e.message)); }
+      } }, `Pick variant ${picked.variant}`),
+      " ", el("button", { type: "button", onclick: () => { panel.hidden = true; } }, "cancel"));
+  } catch (e) {
+    const scores = e.detail && e.detail.scores;
+    put(panel, el("p", { class: "error refused" }, e.message), scores ? scoreTable(scores) : null);
+  }
 }
 async function dryRun(group, variant, panel) {
   panel.hidden = false;

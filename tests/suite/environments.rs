@@ -1799,12 +1799,16 @@ fn krad_variants_ls_shows_each_variant_s_state_and_diff() {
         // result-vls-N.txt and task.txt, one line each.
         assert_eq!((cells[4], cells[5], cells[6]), ("2", "+2", "-0"), "{out}");
     }
+    // With a group: its scoreboard (tests/suite/scored.rs has the checks).
     let json: Value =
         serde_json::from_str(&app.krad_ok(&["variants", "ls", "vls", "--json"])).unwrap();
-    assert_eq!(json["Variants"].as_array().map(Vec::len), Some(3), "{json}");
-    assert_eq!(json["Variants"][0]["environment"], "vls-1");
-    assert!(
-        app.krad_ok(&["variants", "ls", "nope"])
-            .contains("no variant group")
+    assert_eq!(
+        json["Scores"]["variants"].as_array().map(Vec::len),
+        Some(3),
+        "{json}"
     );
+    assert_eq!(json["Scores"]["variants"][0]["environment"], "vls-1");
+    let missing = app.krad(&["variants", "ls", "nope"]);
+    assert_eq!(exit_code(&missing), 3, "{missing:?}");
+    assert!(stderr(&missing).contains("no variant group"), "{missing:?}");
 }

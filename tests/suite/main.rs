@@ -45,6 +45,7 @@ mod rename;
 mod rights;
 mod sandbox;
 mod sandbox_net;
+mod scored;
 mod secrets;
 mod ssh;
 mod ssh_environments;

@@ -8,6 +8,7 @@ mod codex;
 mod cost;
 mod double;
 mod sandboxed;
+mod scored_lead;
 mod screens;
 mod smoke;
 mod timeline;

@@ -404,6 +404,68 @@ fn picking_a_variant_after_its_dry_run() {
     assert!(git(&repo, &["log", "--oneline"]).lines().count() >= 2);
 }
 
+/// `P` on a variant shows its group's scores, the ranking and the best
+/// one's dry run; `y` picks that one (docs/environments.md, "Scored variants").
+#[test]
+fn picking_the_best_variant_after_its_scores_and_dry_run() {
+    let config = "[checks]\nparallel = 1\ntest = \"test \\\"$(cat verdict)\\\" = pass\"\n";
+    let app = app_with_first_commit(&[("README.md", b"hello\n")], Some(config));
+    let answer = app.request(json!({"RunVariants": {
+        "count": 2, "name": "best", "profile": "exec",
+        "command": ["sh", "-c", "n=${KRAD_ADE_ENVIRONMENT##*-}; if [ $n = 2 ]; then echo pass; else echo fail; fi > verdict"],
+        "prompt": "fix it"
+    }}));
+    assert!(answer["Variants"].is_object(), "{answer}");
+    let waited =
+        app.request(json!({"Wait": {"group": "best", "scored": true, "timeout_secs": 60}}));
+    assert!(waited["Agents"].is_array(), "{waited}");
+    let screen = Screen::open(&app.api_json, 140, 40);
+    screen.until_shows("variants best");
+    screen.keys(&["P"]);
+    let text = screen.until_shows("Best: variant 2");
+    assert!(text.contains("test passed"), "{text}");
+    assert!(text.contains("test failed(1)"), "{text}");
+    assert!(text.contains("Pick variant 2 of best"), "{text}");
+    let repo = app.dir.path().join("repo");
+    assert!(
+        !repo.join("verdict").exists(),
+        "the dry run changed nothing"
+    );
+    screen.keys(&["y"]);
+    screen.until_shows("picked variant 2 of best");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("verdict")).unwrap(),
+        "pass\n"
+    );
+}
+
+/// `P` where no variant passed: the scoreboard and why, nothing picked; `y`
+/// shows the dry run of the first ranked instead (picked only on another `y`).
+#[test]
+fn no_best_variant_shows_the_scores_and_picks_nothing() {
+    let config = "[checks]\ntest = \"echo nope; exit 3\"\n";
+    let app = app_with_first_commit(&[("README.md", b"hello\n")], Some(config));
+    let answer = app.request(json!({"RunVariants": {
+        "count": 2, "name": "worse", "profile": "exec",
+        "command": ["sh", "-c", "echo $KRAD_ADE_ENVIRONMENT > mine.txt"], "prompt": "x"
+    }}));
+    assert!(answer["Variants"].is_object(), "{answer}");
+    let waited =
+        app.request(json!({"Wait": {"group": "worse", "scored": true, "timeout_secs": 60}}));
+    assert!(waited["Agents"].is_array(), "{waited}");
+    let screen = Screen::open(&app.api_json, 140, 40);
+    screen.until_shows("variants worse");
+    screen.keys(&["P"]);
+    let text = screen.until_shows("No pick by rule: no variant passed");
+    assert!(text.contains("test failed(3)"), "{text}");
+    assert!(text.contains("conflicts #2"), "{text}");
+    screen.keys(&["y"]);
+    let text = screen.until_shows("of worse: branch krad/worse-");
+    assert!(text.contains("mine.txt"), "{text}");
+    let repo = app.dir.path().join("repo");
+    assert!(!repo.join("mine.txt").exists(), "nothing was picked");
+}
+
 /// The screen refits when the terminal changes size, down to very small.
 #[test]
 fn a_resize_refits_the_screen() {

@@ -121,6 +121,7 @@ pub(crate) async fn pick(
         into: (how != How::Branch).then_some(into),
         commit,
         dry_run: None,
+        scores: None,
     };
     landed(envs, &group.name, &picked, &mut underway)?;
     if request.close_others.unwrap_or(true) {
@@ -190,6 +191,7 @@ pub(crate) async fn recover_pick(
         into: plan.into.clone(),
         commit,
         dry_run: None,
+        scores: None,
     };
     envs.store
         .update_group(&group.name, |g| {
@@ -478,6 +480,7 @@ async fn dry_run(
         into: (how != How::Branch).then(|| into.to_owned()),
         commit,
         dry_run: Some(Box::new(dry_run)),
+        scores: None,
     })
 }
 

@@ -1,7 +1,9 @@
 //! Wait: until one agent, or all or any of several, stops (or exits) (see
-//! [`crate::waiting`]).
+//! [`crate::waiting`]); or, for a variant group, until its agents stop and,
+//! with `scored`, its checks are over (see [`crate::checks`]).
 
 use std::future::Future;
+use std::time::Duration;
 
 use futures_util::future::Either;
 use krad_bus::protocol::{ApiError, Waited};
@@ -22,9 +24,20 @@ impl Handle<Wait> for EmbeddedApp {
         _ctx: &CallContext,
         request: Wait,
     ) -> impl Future<Output = Result<Waited, ApiError>> + Send {
+        if let Some(group) = request.group.clone() {
+            let checks = self.core().checks().clone();
+            let timeout = Duration::from_secs(request.timeout_secs());
+            let scored = request.scored;
+            return Either::Right(Either::Left(async move {
+                Ok(match checks.wait_group(&group, scored, timeout).await? {
+                    Some(agents) => Waited::Agents(agents),
+                    None => Waited::TimedOut,
+                })
+            }));
+        }
         match HeldWait::new(self.core().store(), request) {
             Ok(waiting) => Either::Left(waiting.until_met()),
-            Err(error) => Either::Right(std::future::ready(Err(error))),
+            Err(error) => Either::Right(Either::Right(std::future::ready(Err(error)))),
         }
     }
 }

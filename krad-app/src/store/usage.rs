@@ -9,14 +9,48 @@ use krad_bus::protocol::{AgentRecord, AgentState, RecordJson, Usage};
 use super::Store;
 
 impl Store {
-    /// The terminals whose processes run on this machine: id and pid.
+    /// The terminals whose processes run on this machine: id and pid —
+    /// and for a terminal with processes sampled as its own besides
+    /// ([`Store::sample_also`]), id and each of those.
     pub(crate) fn usage_targets(&self) -> Vec<(u64, u32)> {
-        self.lock()
+        let inner = self.lock();
+        let mut targets: Vec<(u64, u32)> = inner
             .agents
             .values()
             .filter(|e| e.record.host.is_none() && e.record.state != AgentState::Exited)
             .filter_map(|e| Some((e.record.terminal, e.record.pid?)))
-            .collect()
+            .collect();
+        let more: Vec<(u64, u32)> = targets
+            .iter()
+            .flat_map(|&(id, _)| {
+                inner
+                    .also_sampled
+                    .get(&id)
+                    .into_iter()
+                    .flatten()
+                    .map(move |&pid| (id, pid))
+            })
+            .collect();
+        targets.extend(more);
+        targets
+    }
+
+    /// Counts the process tree under `pid` in terminal `id`'s usage from the
+    /// next sample on (a check running in its variant), until
+    /// [`Store::stop_sampling_also`].
+    pub(crate) fn sample_also(&self, id: u64, pid: u32) {
+        self.lock().also_sampled.entry(id).or_default().push(pid);
+    }
+
+    /// No longer counts `pid`'s tree in terminal `id`'s usage.
+    pub(crate) fn stop_sampling_also(&self, id: u64, pid: u32) {
+        let mut inner = self.lock();
+        if let Some(pids) = inner.also_sampled.get_mut(&id) {
+            pids.retain(|&p| p != pid);
+            if pids.is_empty() {
+                inner.also_sampled.remove(&id);
+            }
+        }
     }
 
     /// The terminals on SSH hosts that have not exited: host name and id.

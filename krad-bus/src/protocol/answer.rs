@@ -8,8 +8,8 @@
 
 use super::{
     AgentRecord, AnsweredInfo, ArchiveInfo, AskInfo, ChangesInfo, CodeResultInfo, CollectedInfo,
-    ConflictsInfo, EnvironmentInfo, ExtensionInfo, HostStatus, OutputInfo, PickedInfo, Response,
-    SentInfo, ToolResultInfo, UpdatedInfo, VariantsInfo,
+    ConflictsInfo, EnvironmentInfo, ExtensionInfo, HostStatus, MergedInfo, OutputInfo, PickedInfo,
+    Response, ScoresInfo, SentInfo, ToolResultInfo, UpdatedInfo, VariantsInfo,
 };
 use crate::request::connections::ConnectionsInfo;
 use crate::request::hello::HelloInfo;
@@ -71,6 +71,8 @@ one_variant_answers! {
     CollectedInfo => Collected,
     VariantsInfo => Variants,
     PickedInfo => Picked,
+    ScoresInfo => Scores boxed (),
+    MergedInfo => Merged boxed (),
     CodeResultInfo => CodeResult boxed (),
     Vec<ExtensionInfo> => Extensions,
     Vec<HostStatus> => Hosts,

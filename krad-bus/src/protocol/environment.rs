@@ -217,6 +217,10 @@ pub struct PickedInfo {
     /// Nothing was changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<Box<DryRunInfo>>,
+    /// Set only by a pick by rule (`best: true`): the scoreboard and the
+    /// ranking it followed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scores: Option<Box<super::ScoresInfo>>,
 }
 
 /// What a PickVariant would land, from a dry run.

@@ -53,6 +53,10 @@ pub enum Response {
     Variants(super::VariantsInfo),
     /// The answer to PickVariant.
     Picked(super::PickedInfo),
+    /// A variant group's scoreboard (Scores, CheckVariants).
+    Scores(Box<super::ScoresInfo>),
+    /// The answer to MergeVariants.
+    Merged(Box<super::MergedInfo>),
     /// The answer to Code.
     CodeResult(Box<super::CodeResultInfo>),
     /// The answer to Extensions.

@@ -59,6 +59,14 @@ pub struct Wait {
     /// At most 1800 (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// A variant group instead of terminals: its variants' agents (with
+    /// `scored`, every one stopped and every check of `[checks]` over on its
+    /// work as it is now). Answers `{"Agents":[…]}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// With `group`: also wait until every variant is checked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scored: bool,
 }
 
 impl Wait {
@@ -96,7 +104,16 @@ impl Call for Wait {
     }
 
     fn validate(&self) -> Result<(), ApiError> {
+        if let Some(group) = &self.group {
+            if self.target.is_some() || self.targets.is_some() {
+                return Err(Self::KIND.invalid("group", "give a group or terminals, not both"));
+            }
+            super::create_worktree::check_name(Self::KIND, "group", group)?;
+        } else if self.scored {
+            return Err(Self::KIND.invalid("scored", "scored waits on a group: give group"));
+        }
         match (&self.target, &self.targets) {
+            (None, None) if self.group.is_some() => {}
             (Some(_), Some(_)) => {
                 return Err(Self::KIND.invalid("targets", "give target or targets, not both"));
             }

@@ -1,4 +1,7 @@
-//! `krad variants run|pick`: the same task in N worktrees, then keep the best.
+//! `krad variants run|ls|check|pick|merge|wait`: the same task in N worktrees,
+//! scored by `[checks]`, then keep the best.
+
+mod scored;
 
 use std::io::Read;
 
@@ -7,7 +10,8 @@ use krad_bus::protocol::{AgentRecord, PickedInfo};
 use krad_bus::request::changes::Changes;
 use krad_bus::request::environments::Environments;
 use krad_bus::request::list::List;
-use krad_bus::request::pick_variant::{How, PickVariant};
+use krad_bus::request::merge_variants::MergeVariants;
+use krad_bus::request::pick_variant::PickVariant;
 use krad_bus::request::run_variants::RunVariants;
 
 use crate::connect::{AppConnection, ConnectArgs};
@@ -69,6 +73,22 @@ pub(crate) enum VariantsCommand {
         #[arg(last = true)]
         command: Vec<String>,
     },
+    /// The variant groups: each variant's environment, agent state, diff
+    /// size against its base, and cost.
+    #[command(
+        visible_alias = "list",
+        after_help = "STATE is its agent's (several: the first's, and how many more); \
+FILES, + and − its changes since its base, uncommitted work included.\n\n\
+With GROUP: its scoreboard (Scores) — each variant's checks (`*`: not all on its work as it \
+is now), cost, tokens, time from spawn to its last idle, diff, the files it would conflict on \
+with the base and the variants it would conflict with — and the ranking a pick by rule \
+follows.\n\n\
+Examples:\n  krad variants ls\n  krad variants ls login\n  krad variants ls login --json"
+    )]
+    Ls {
+        /// Only this group (default: every group).
+        group: Option<String>,
+    },
     /// Keep one variant (merged, squashed or as a branch); archive and close the others.
     #[command(
         after_help = "--dry-run answers what the pick would land — the tree and message of the \
@@ -77,25 +97,26 @@ pub(crate) enum VariantsCommand {
         It exits 8 when the pick would conflict, like the pick itself.\n\nExamples:\n  \
         krad variants pick login 2 --dry-run\n  krad variants pick login 2\n  \
         krad variants pick login 3 --how squash\n  \
-        krad variants pick login 1 --how branch --keep-others"
+        krad variants pick login 1 --how branch --keep-others\n  \
+        krad variants pick login --best          # the ranking and the dry run\n  \
+        krad variants pick login --best --yes    # and the pick\n\n\
+        --best picks by rule: every gating check passed, then the fewest conflicts with the \
+        base, then the least cost, then the shortest time (see `krad variants ls GROUP`). It \
+        shows the ranking and the dry run, and picks only with --yes; no variant that passed \
+        every gating check, or a tie, is refused (exit 8) with the table."
     )]
-    /// The variant groups: each variant's environment, agent state, diff
-    /// size against its base, and cost.
-    #[command(
-        visible_alias = "list",
-        after_help = "STATE is its agent's (several: the first's, and how many more); \
-FILES, + and − its changes since its base, uncommitted work included.\n\n\
-Examples:\n  krad variants ls\n  krad variants ls login --json"
-    )]
-    Ls {
-        /// Only this group (default: every group).
-        group: Option<String>,
-    },
     Pick {
         /// The group.
         group: String,
-        /// The variant to keep.
-        variant: u32,
+        /// The variant to keep (or --best).
+        #[arg(required_unless_present = "best", conflicts_with = "best")]
+        variant: Option<u32>,
+        /// Pick by rule: the first of the group's ranking.
+        #[arg(long)]
+        best: bool,
+        /// With --best: pick after the dry run (without it, only the ranking and the dry run).
+        #[arg(long, requires = "best")]
+        yes: bool,
         /// The environment to merge into (default: the group's base environment).
         #[arg(long)]
         into: Option<String>,
@@ -111,6 +132,55 @@ Examples:\n  krad variants ls\n  krad variants ls login --json"
         /// Make the request at most once with this id (safe to retry).
         #[arg(long, value_name = "ID")]
         request_id: Option<String>,
+    },
+    /// Run the group's checks ([checks] in the config) in its variants now.
+    #[command(
+        after_help = "A check of work already checked is not run again. At most \
+[checks] parallel run at once across the app; the others wait in order.\n\n\
+Examples:\n  krad variants check login\n  krad variants check login 2\n  \
+krad variants check login && krad variants wait login --scored"
+    )]
+    Check {
+        /// The group.
+        group: String,
+        /// Only this variant.
+        variant: Option<u32>,
+        /// Make the request at most once with this id (safe to retry).
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// Land several compatible variants, in the order that conflicts least;
+    /// stop at the first that conflicts, with nothing of it applied.
+    #[command(
+        after_help = "Exit 8 when it stopped at a conflict (what landed stays).\n\n\
+Examples:\n  krad variants merge login\n  krad variants merge login --variants 1,3 --into main"
+    )]
+    Merge {
+        /// The group.
+        group: String,
+        /// Only these variants (default: every variant still there).
+        #[arg(long, value_delimiter = ',')]
+        variants: Vec<u32>,
+        /// The environment to merge into (default: the group's base environment).
+        #[arg(long)]
+        into: Option<String>,
+        /// Make the request at most once with this id (safe to retry).
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+    },
+    /// Wait until every variant's agent has stopped (with --scored: and is checked).
+    #[command(after_help = "Exit 5 when --timeout passes first.\n\n\
+Examples:\n  krad variants wait login --scored\n  krad variants wait login --timeout 10m")]
+    Wait {
+        /// The group.
+        group: String,
+        /// Also wait until every check of every variant is over.
+        #[arg(long)]
+        scored: bool,
+        /// Give up after this long (seconds, or 90s, 10m; at most 1800 s).
+        #[arg(long, value_name = "SECS", default_value = "1800",
+              value_parser = super::wait::parse_wait_secs)]
+        timeout: u64,
     },
 }
 
@@ -180,29 +250,56 @@ pub(crate) fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyh
                 }
             });
         }
-        VariantsCommand::Ls { group } => return list(&bus, group.as_deref(), json),
+        VariantsCommand::Ls { group: Some(group) } => {
+            return scored::scoreboard(&bus, &group, json);
+        }
+        VariantsCommand::Ls { group: None } => return list(&bus, None, json),
+        VariantsCommand::Check {
+            group,
+            variant,
+            request_id,
+        } => return scored::check(&bus, group, variant, request_id.as_deref(), json),
+        VariantsCommand::Merge {
+            group,
+            variants,
+            into,
+            request_id,
+        } => {
+            let request = MergeVariants {
+                group,
+                variants: (!variants.is_empty()).then_some(variants),
+                into,
+            };
+            return scored::merge(&bus, request, request_id.as_deref(), json);
+        }
+        VariantsCommand::Wait {
+            group,
+            scored,
+            timeout,
+        } => return scored::wait(&bus, group, scored, timeout, json),
         VariantsCommand::Pick {
             group,
             variant,
+            best,
+            yes,
             into,
             how,
             keep_others,
             dry_run,
             request_id,
         } => {
-            let how = match how {
-                HowArg::Merge => How::Merge,
-                HowArg::Squash => How::Squash,
-                HowArg::Branch => How::Branch,
-            };
             let request = PickVariant {
                 group,
-                variant,
+                variant: variant.unwrap_or(0),
+                best: false,
                 into,
-                how: Some(how),
+                how: Some(scored::how_of(how)),
                 close_others: Some(!keep_others),
                 dry_run,
             };
+            if best {
+                return scored::pick_best(&bus, request, yes, request_id.as_deref(), json);
+            }
             let reply = bus.send(request, request_id.as_deref())?;
             if let Some(would) = &reply.answer.dry_run {
                 print::emit(json, &reply, |picked| print::lines(dry_run_lines(picked)));
@@ -226,7 +323,7 @@ pub(crate) fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyh
 }
 
 /// What a dry run says would land.
-fn dry_run_lines(picked: &PickedInfo) -> Vec<String> {
+pub(crate) fn dry_run_lines(picked: &PickedInfo) -> Vec<String> {
     let Some(would) = &picked.dry_run else {
         return Vec::new();
     };

@@ -160,6 +160,7 @@ fn wait_request(args: &WaitArgs) -> Wait {
         until: args.any.then_some(Until::Any),
         for_: args.exit.then_some(WaitFor::Exit),
         timeout_secs: Some(args.timeout),
+        ..Wait::default()
     }
 }
 

@@ -11,6 +11,7 @@ use krad_bus::request::asks::Asks;
 use krad_bus::request::changes::Changes;
 use krad_bus::request::create_worktree::CreateWorktree;
 use krad_bus::request::environments::Environments;
+use krad_bus::request::scores::Scores;
 
 use crate::state::{Action, Outcome, Refusal};
 
@@ -66,6 +67,18 @@ pub(super) fn run(client: &Client, action: &Action) -> Result<Outcome, Refusal> 
             ))
         }
         Action::Pick(pick) => {
+            if pick.best {
+                // A pick by rule without a best is shown with the scoreboard.
+                let scores = call(
+                    client,
+                    Scores {
+                        group: pick.group.clone(),
+                    },
+                )?;
+                if scores.best.is_none() {
+                    return Ok(Outcome::NoBest(Box::new(scores)));
+                }
+            }
             let dry_run = pick.dry_run;
             let picked = call(client, pick.clone())?;
             if dry_run {

@@ -38,7 +38,10 @@ pub(crate) const HELP: &[(&str, &str)] = &[
         "close the terminal, or the selected environment (asks first)",
     ),
     ("v", "run variants of a task"),
-    ("p", "pick the selected variant: its dry run first, then y"),
+    (
+        "p P",
+        "pick a variant (P: the group's best): dry run, then y",
+    ),
     ("b", "set the cost limit of an agent or a variant group"),
     ("r", "rename the agent"),
     ("R", "read the diff and the asks again"),

@@ -5,7 +5,7 @@
 //! Pure: builds typed requests, never sends them; must never import the
 //! terminal or the bus's client.
 
-use krad_bus::protocol::{AskAnswer, AskInfo, Dollars, PickedInfo};
+use krad_bus::protocol::{AskAnswer, AskInfo, Dollars, PickedInfo, ScoresInfo};
 use krad_bus::request::answer::Answer;
 use krad_bus::request::budget::Budget;
 use krad_bus::request::pick_variant::PickVariant;
@@ -347,10 +347,15 @@ pub(crate) fn send_of(target: u64, typed: &str) -> Result<Send, String> {
 /// The question a pick's dry run asks.
 pub(crate) fn pick_confirmation(mut pick: PickVariant, picked: &PickedInfo) -> Confirm {
     let into = picked.into.as_deref().unwrap_or("its base");
-    let mut lines = vec![format!(
+    let mut lines = Vec::new();
+    if let Some(scores) = &picked.scores {
+        lines.extend(score_lines(scores));
+        lines.push(String::new());
+    }
+    lines.push(format!(
         "Pick variant {} of {}: branch {} into {into}",
         picked.variant, picked.group, picked.branch
-    )];
+    ));
     if let Some(dry) = &picked.dry_run {
         lines.push(format!(
             "{} file(s) would land{}",
@@ -378,10 +383,100 @@ pub(crate) fn pick_confirmation(mut pick: PickVariant, picked: &PickedInfo) -> C
     lines.push(String::new());
     lines.push("The other variants are archived and closed. Pick it?".to_owned());
     pick.dry_run = false;
+    // A pick by rule picks the variant shown, not whatever ranks first later.
+    pick.best = false;
+    pick.variant = picked.variant;
     Confirm {
         lines,
         yes: Action::Pick(pick),
     }
+}
+
+/// A pick by rule refused (no variant passed, or a tie): the scoreboard,
+/// and the dry run of the first ranked on `y`, to pick it by number.
+pub(crate) fn no_best(scores: &ScoresInfo) -> Option<Confirm> {
+    let first = *scores.ranking.first()?;
+    let mut lines = vec![
+        format!(
+            "No pick by rule: {}",
+            scores.why.as_deref().unwrap_or("no best")
+        ),
+        format!("Show the dry run of variant {first}, ranked first?"),
+        String::new(),
+    ];
+    lines.extend(score_lines(scores));
+    Some(Confirm {
+        lines,
+        yes: Action::Pick(PickVariant {
+            group: scores.group.clone(),
+            variant: first,
+            dry_run: true,
+            ..PickVariant::default()
+        }),
+    })
+}
+
+/// A group's scoreboard in a few lines: best first, each variant's checks,
+/// cost, time, diff and conflicts; then the best, or why there is none.
+pub(crate) fn score_lines(scores: &ScoresInfo) -> Vec<String> {
+    let mut lines = vec![format!(
+        "Scores of {} (gating checks, conflicts with the base, cost, time):",
+        scores.group
+    )];
+    for n in &scores.ranking {
+        let Some(v) = scores.variants.iter().find(|v| v.variant == *n) else {
+            continue;
+        };
+        let checks: Vec<String> = scores
+            .checks
+            .iter()
+            .map(|name| match v.checks.iter().find(|c| &c.name == name) {
+                Some(c) => match c.exit_code {
+                    Some(code) if code != 0 => format!("{name} {}({code})", c.outcome.as_str()),
+                    _ => format!("{name} {}", c.outcome.as_str()),
+                },
+                None => format!("{name} -"),
+            })
+            .collect();
+        let cost = v
+            .tokens
+            .as_ref()
+            .and_then(|t| t.cost_usd)
+            .map_or_else(|| "-".to_owned(), |c| format!("${:.2}", c.value()));
+        let time = v.time_ms.map_or_else(
+            || "-".to_owned(),
+            |ms| format!("{:.1}s", ms as f64 / 1000.0),
+        );
+        let mut with = Vec::new();
+        if !v.conflicts_with_base.is_empty() {
+            with.push(format!("base ({} files)", v.conflicts_with_base.len()));
+        }
+        with.extend(v.conflicts_with.iter().map(|n| format!("#{n}")));
+        let conflicts = if with.is_empty() {
+            "no conflicts".to_owned()
+        } else {
+            format!("conflicts {}", with.join(" "))
+        };
+        lines.push(format!(
+            "{}. variant {} {}: {}; {cost}; {time}; {} files +{} -{}; {conflicts}",
+            v.rank.unwrap_or(0),
+            v.variant,
+            v.state.map_or("-", |s| s.as_str()),
+            if checks.is_empty() {
+                "no checks".to_owned()
+            } else {
+                checks.join(", ")
+            },
+            v.files,
+            v.added,
+            v.removed
+        ));
+    }
+    lines.push(match (scores.best, &scores.why) {
+        (Some(best), _) => format!("Best: variant {best}"),
+        (None, why) => format!("No best: {}", why.as_deref().unwrap_or("")),
+    });
+    lines
 }
 
 #[cfg(test)]

@@ -115,6 +115,7 @@ impl State {
             KeyCode::Char('b') => self.budget(),
             KeyCode::Char('x') => self.close(),
             KeyCode::Char('p') => self.pick(),
+            KeyCode::Char('P') => self.pick_best(),
             KeyCode::Char('a') => self.answer(),
             _ => Vec::new(),
         }
@@ -358,6 +359,34 @@ impl State {
                 vec![Effect::Call(Action::Pick(pick))]
             }
             _ => {
+                self.flash = Some(Flash {
+                    text: "not a variant: select an agent of a variant group".to_owned(),
+                    error: true,
+                });
+                Vec::new()
+            }
+        }
+    }
+
+    /// `P`: a pick by rule in the selected variant's group — the scoreboard,
+    /// the ranking and the best one's dry run; its answer asks.
+    fn pick_best(&mut self) -> Vec<Effect> {
+        let Some(agent) = self.selected_agent() else {
+            self.nothing_selected();
+            return Vec::new();
+        };
+        match &agent.group {
+            Some(group) => {
+                let pick = PickVariant {
+                    group: group.clone(),
+                    best: true,
+                    dry_run: true,
+                    ..PickVariant::default()
+                };
+                self.say("pick the best: the ranking and the dry run…".to_owned());
+                vec![Effect::Call(Action::Pick(pick))]
+            }
+            None => {
                 self.flash = Some(Flash {
                     text: "not a variant: select an agent of a variant group".to_owned(),
                     error: true,

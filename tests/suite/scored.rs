@@ -1,0 +1,492 @@
+//! Scored variants (issue 50): `[checks]` run in every variant's worktree when
+//! its agent stops, at most `parallel` at once; the scoreboard on the bus and
+//! in the CLI; a pick by rule (`--best`) and its refusals; MergeVariants
+//! landing compatible variants and stopping at a conflict; Wait with
+//! `scored`; results kept across a SIGKILL of the app — with real git
+//! worktrees and plain programs as agents.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{App, Launch, code, exit_code, git, stdout, wait_until};
+
+/// One check, `test`: passes, fails or hangs past its 3 s limit as the
+/// variant's `verdict` file says.
+const CONFIG: &str = r#"
+[checks]
+parallel = 1
+test = { command = "v=$(cat verdict); echo \"checking $v\"; case $v in pass) sleep 1; echo fine;; fail) sleep 1; echo broken >&2; exit 1;; *) sleep 30;; esac", timeout_secs = 3 }
+"#;
+
+/// The agent of every variant: variant 1 passes, 2 fails, 3 hangs; every
+/// variant of a group named `bad…` fails.
+const AGENT: &str = r#"n=${KRAD_ADE_ENVIRONMENT##*-}
+case "$KRAD_ADE_ENVIRONMENT" in
+  bad*) v=fail ;;
+  *) case $n in 1) v=pass ;; 2) v=fail ;; *) v=hang ;; esac ;;
+esac
+echo $v > verdict
+echo "work of $KRAD_ADE_ENVIRONMENT" > "result-$KRAD_ADE_ENVIRONMENT.txt""#;
+
+fn repo(app: &App) -> PathBuf {
+    app.dir.path().join("repo")
+}
+
+fn app(config: Option<&str>) -> App {
+    crate::support::app_with_first_commit(
+        &[("README.md", b"hello\n"), ("src/lib.rs", b"fn one() {}\n")],
+        config,
+    )
+}
+
+/// Runs `count` variants of `script` in group `name`.
+fn run(app: &App, name: &str, count: u32, script: &str) -> Value {
+    let answer = app.request(json!({"RunVariants": {
+        "count": count, "name": name, "profile": "exec",
+        "command": ["sh", "-c", script, "sh"], "prompt": "fix it"
+    }}));
+    assert!(answer["Variants"].is_object(), "{answer}");
+    answer["Variants"].clone()
+}
+
+fn scores(app: &App, group: &str) -> Value {
+    let answer = app.request(json!({"Scores": {"group": group}}));
+    assert!(answer["Scores"].is_object(), "{answer}");
+    answer["Scores"].clone()
+}
+
+/// The `test` check of variant `n`.
+fn check_of(scores: &Value, n: u64) -> Value {
+    let variant = scores["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["variant"] == n)
+        .unwrap_or_else(|| panic!("no variant {n}: {scores}"));
+    variant["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "test"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+fn wait_scored(app: &App, group: &str) {
+    let answer =
+        app.request(json!({"Wait": {"group": group, "scored": true, "timeout_secs": 120}}));
+    assert!(answer["Agents"].is_array(), "{answer}");
+}
+
+/// Milliseconds of the day of an RFC 3339 UTC time (`…T04:51:05.123Z`).
+fn ms_of_day(at: &str) -> u64 {
+    let time = at.split('T').nth(1).unwrap().trim_end_matches('Z');
+    let mut parts = time.split(':');
+    let h: u64 = parts.next().unwrap().parse().unwrap();
+    let m: u64 = parts.next().unwrap().parse().unwrap();
+    let s: f64 = parts.next().unwrap().parse().unwrap();
+    (h * 3600 + m * 60) * 1000 + (s * 1000.0).round() as u64
+}
+
+/// The most checks that ran at once, from their start and end times.
+fn most_at_once(runs: &[(u64, u64)]) -> usize {
+    runs.iter()
+        .map(|&(start, _)| {
+            runs.iter()
+                .filter(|&&(s, e)| s <= start && start < e)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+fn relaunch(mut app: App, kill: bool) -> App {
+    if kill {
+        app.child.kill().unwrap();
+        app.wait_exit(Duration::from_secs(10));
+    }
+    let dir = app.stop_keep_dir();
+    App::launch(Launch {
+        reuse: Some(dir),
+        ..Launch::default()
+    })
+}
+
+fn head(dir: &Path) -> String {
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+#[test]
+fn checks_pass_fail_and_time_out_one_at_a_time_survive_a_kill_and_the_best_is_picked() {
+    let app = app(Some(CONFIG));
+    run(&app, "sc", 3, AGENT);
+    // Killed while a check runs: that check runs again at the next start.
+    wait_until(Duration::from_secs(60), || {
+        let board = scores(&app, "sc");
+        (1..=3).any(|n| check_of(&board, n)["outcome"] == "running")
+    });
+    let app = relaunch(app, true);
+    wait_scored(&app, "sc");
+    let board = scores(&app, "sc");
+    assert_eq!(board["checks"], json!(["test"]), "{board}");
+    let (one, two, three) = (
+        check_of(&board, 1),
+        check_of(&board, 2),
+        check_of(&board, 3),
+    );
+    assert_eq!(one["outcome"], "passed", "{board}");
+    assert_eq!(one["exit_code"], 0);
+    assert!(one["tail"].to_string().contains("fine"), "{one}");
+    assert_eq!(two["outcome"], "failed", "{board}");
+    assert_eq!(two["exit_code"], 1);
+    assert!(two["tail"].to_string().contains("broken"), "{two}");
+    assert_eq!(three["outcome"], "timed_out", "{board}");
+    assert!(three["duration_ms"].as_u64().unwrap() >= 3000, "{three}");
+    for check in [&one, &two, &three] {
+        assert_eq!(check["commit"].as_str().map(str::len), Some(40), "{check}");
+        assert_eq!(check["gates"], true);
+    }
+    assert_eq!(board["best"], 1, "{board}");
+    assert_eq!(board["ranking"][0], 1, "{board}");
+    let first = &board["variants"][0];
+    assert_eq!(first["checked"], true, "{board}");
+    assert_eq!(first["gates_passed"], true, "{board}");
+    assert_eq!(
+        (first["files"].as_u64(), first["added"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(board["variants"][1]["gates_passed"], false, "{board}");
+    // At most `parallel` (1) at once, measured from the runs' own times.
+    let runs: Vec<(u64, u64)> = [&one, &two, &three]
+        .iter()
+        .map(|c| {
+            (
+                ms_of_day(c["started_at"].as_str().unwrap()),
+                ms_of_day(c["ran_at"].as_str().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(most_at_once(&runs), 1, "{runs:?}");
+
+    // The scoreboard in the CLI.
+    let out = app.krad_ok(&["variants", "ls", "sc"]);
+    for want in [
+        "test passed",
+        "test failed(1)",
+        "test timed_out",
+        "best: variant 1",
+    ] {
+        assert!(out.contains(want), "{want:?} in\n{out}");
+    }
+    let json: Value =
+        serde_json::from_str(&app.krad_ok(&["variants", "ls", "sc", "--json"])).unwrap();
+    assert_eq!(json["Scores"]["best"], 1, "{json}");
+    // Asked again, nothing already checked runs again.
+    let again = app.request(json!({"CheckVariants": {"group": "sc"}}));
+    assert!(again["Scores"].is_object(), "{again}");
+    wait_scored(&app, "sc");
+    assert_eq!(check_of(&scores(&app, "sc"), 1)["ran_at"], one["ran_at"]);
+
+    // Kept across a SIGKILL of the app.
+    let app = relaunch(app, true);
+    wait_scored(&app, "sc");
+    let kept = scores(&app, "sc");
+    for n in 1..=3 {
+        assert_eq!(check_of(&kept, n), check_of(&board, n), "variant {n}");
+    }
+
+    // No variant passing: refused with the table, nothing changed.
+    run(&app, "bad", 2, AGENT);
+    wait_scored(&app, "bad");
+    let before = head(&repo(&app));
+    let refused = app.krad(&["variants", "pick", "bad", "--best", "--yes"]);
+    assert_eq!(exit_code(&refused), 8, "{refused:?}");
+    assert!(stdout(&refused).contains("RANK"), "{refused:?}");
+    let answer = app.request(json!({"PickVariant": {"group": "bad", "best": true}}));
+    assert_eq!(code(&answer), "conflict", "{answer}");
+    assert!(
+        answer["Error"]["detail"]["scores"]["variants"].is_array(),
+        "{answer}"
+    );
+    assert_eq!(head(&repo(&app)), before);
+
+    // --best without --yes: the ranking and the dry run, nothing picked.
+    let shown = app.krad_ok(&["variants", "pick", "sc", "--best"]);
+    assert!(shown.contains("the best is variant 1"), "{shown}");
+    assert!(shown.contains("dry run"), "{shown}");
+    assert_eq!(head(&repo(&app)), before);
+    // With --yes: variant 1 lands.
+    let picked = app.krad_ok(&["variants", "pick", "sc", "--best", "--yes"]);
+    assert!(picked.contains("picked variant 1"), "{picked}");
+    assert_eq!(
+        std::fs::read_to_string(repo(&app).join("result-sc-1.txt")).unwrap(),
+        "work of sc-1\n"
+    );
+    assert!(!repo(&app).join("result-sc-2.txt").exists());
+}
+
+#[test]
+fn merge_lands_compatible_variants_and_stops_at_a_conflict_with_nothing_half_applied() {
+    // Variants 1 and 3 change README.md each their own way; 2 adds a file.
+    let script = r#"n=${KRAD_ADE_ENVIRONMENT##*-}
+case $n in
+  2) echo "new of 2" > two.txt ;;
+  *) echo "readme of $n" > README.md ;;
+esac"#;
+    let app = app(Some("[checks]\nparallel = 2\nok = \"true\"\n"));
+    run(&app, "mg", 3, script);
+    let waited = app.request(json!({"Wait": {"group": "mg", "scored": true, "timeout_secs": 60}}));
+    assert_eq!(
+        waited["Agents"].as_array().map(Vec::len),
+        Some(3),
+        "{waited}"
+    );
+    let board = scores(&app, "mg");
+    let conflicts = |n: usize| board["variants"][n]["conflicts_with"].clone();
+    assert_eq!(conflicts(0), json!([3]), "{board}");
+    assert_eq!(conflicts(1), json!([]), "{board}");
+    assert_eq!(conflicts(2), json!([1]), "{board}");
+    let out = app.krad(&["variants", "merge", "mg", "--json"]);
+    assert_eq!(exit_code(&out), 8, "{out:?}");
+    let merged: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let merged = &merged["Merged"];
+    assert_eq!(merged["order"][0], 2, "{merged}");
+    let landed: Vec<u64> = merged["landed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["variant"].as_u64().unwrap())
+        .collect();
+    assert_eq!(landed.len(), 2, "{merged}");
+    let stopped = merged["stopped"]["variant"].as_u64().unwrap();
+    assert!(!landed.contains(&stopped), "{merged}");
+    assert_eq!(merged["stopped"]["files"], json!(["README.md"]), "{merged}");
+    let main = repo(&app);
+    assert_eq!(
+        std::fs::read_to_string(main.join("two.txt")).unwrap(),
+        "new of 2\n"
+    );
+    let readme = std::fs::read_to_string(main.join("README.md")).unwrap();
+    let other = landed.iter().find(|&&n| n != 2).unwrap();
+    assert_eq!(readme, format!("readme of {other}\n"));
+    // Nothing half applied: no merge under way, nothing uncommitted.
+    assert_eq!(
+        git(&main, &["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
+    assert!(!main.join(".git").join("MERGE_HEAD").exists());
+}
+
+#[test]
+fn the_page_shows_the_scoreboard_and_picks_the_best_after_its_dry_run() {
+    use crate::chromium::Chromium;
+    const LONG: Duration = Duration::from_secs(30);
+    let app = app(Some(CONFIG));
+    run(&app, "web", 3, AGENT);
+    wait_scored(&app, "web");
+    let mut browser = Chromium::start();
+    browser.navigate(&crate::ui::login_url(&app));
+    browser.until(
+        "document.querySelector('#link').classList.contains('up')",
+        LONG,
+    );
+    let board = ".scores[data-group=\"web\"] table";
+    browser.until(&format!("document.querySelector('{board}') !== null"), LONG);
+    let text = browser.eval("document.querySelector('.scores[data-group=\"web\"]').innerText");
+    let text = text.as_str().unwrap_or_default().to_owned();
+    for want in [
+        "test passed",
+        "test failed(1)",
+        "test timed_out",
+        "best: variant 1",
+    ] {
+        assert!(text.contains(want), "{want:?} in {text}");
+    }
+    browser.screenshot("#groups", "scores");
+    browser.click("button.pick-best");
+    browser.until("document.querySelector('.best-dry-run') !== null", LONG);
+    let dry = browser.eval("document.querySelector('.best-dry-run').innerText");
+    assert!(
+        dry.as_str().unwrap_or_default().contains("Best: variant 1"),
+        "{dry}"
+    );
+    assert!(
+        !repo(&app).join("result-web-1.txt").exists(),
+        "the dry run changed nothing"
+    );
+    browser.click(".confirm-best");
+    browser.until(
+        "document.querySelector('#pick-result .picked') !== null",
+        LONG,
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo(&app).join("result-web-1.txt")).unwrap(),
+        "work of web-1\n"
+    );
+}
+
+#[test]
+fn checks_run_at_most_parallel_at_once_and_wait_for_room_under_limits() {
+    // Four variants, a check of 1 s each, two at once.
+    let config = "[limits]\nmax_working = 1\n[checks]\nparallel = 2\n\
+                  slow = \"sleep 1; cat verdict\"\n";
+    let app = app(Some(config));
+    for n in 1..=4 {
+        // One variant at a time: max_working = 1 leaves room for one start.
+        let answer = app.request(json!({"RunVariants": {
+            "count": 1, "name": format!("par{n}"), "profile": "exec",
+            "command": ["sh", "-c", "echo $KRAD_ADE_ENVIRONMENT > verdict", "sh"], "prompt": "x"
+        }}));
+        let id = answer["Variants"]["variants"][0]["terminal"]
+            .as_u64()
+            .unwrap();
+        app.until_state(id, "exited");
+    }
+    let mut runs = Vec::new();
+    for n in 1..=4 {
+        wait_scored(&app, &format!("par{n}"));
+        let check = scores(&app, &format!("par{n}"))["variants"][0]["checks"][0].clone();
+        assert_eq!(check["outcome"], "passed", "{check}");
+        runs.push((
+            ms_of_day(check["started_at"].as_str().unwrap()),
+            ms_of_day(check["ran_at"].as_str().unwrap()),
+        ));
+    }
+    let at_once = most_at_once(&runs);
+    eprintln!("checks at once with parallel = 2: {at_once} ({runs:?})");
+    assert!((1..=2).contains(&at_once), "{runs:?}");
+
+    // An agent working fills max_working: a check asked for waits, queued.
+    let busy = app.spawn_sh("echo busy; sleep 600");
+    app.until_state(busy, "working");
+    let env = scores(&app, "par1")["variants"][0]["environment"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let worktree = repo(&app).join(".krad").join("worktrees").join(&env);
+    let worktree = if worktree.exists() {
+        worktree
+    } else {
+        PathBuf::from(
+            app.request(json!("Environments"))["Environments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == env.as_str())
+                .unwrap()["path"]
+                .as_str()
+                .unwrap(),
+        )
+    };
+    std::fs::write(worktree.join("more.txt"), "more\n").unwrap();
+    let asked = app.request(json!({"CheckVariants": {"group": "par1"}}));
+    assert!(asked["Scores"].is_object(), "{asked}");
+    let outcome = || check_of_named(&scores(&app, "par1"), "slow")["outcome"].clone();
+    // Still queued a while later: no room under [limits].
+    let until = std::time::Instant::now() + Duration::from_millis(1500);
+    while std::time::Instant::now() < until {
+        assert_eq!(outcome(), "queued");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Room again: it runs.
+    let closed = app.request(json!({"Close": {"target": busy}}));
+    assert_eq!(closed, json!("Ok"), "{closed}");
+    wait_scored(&app, "par1");
+    assert_eq!(outcome(), "passed");
+}
+
+/// The check `name` of the first variant.
+fn check_of_named(scores: &Value, name: &str) -> Value {
+    scores["variants"][0]["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == name))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Tries to write beside the repository's own checkout (outside the
+/// worktree): a sandbox refuses it.
+const PROBE: &[u8] = b"out=\"$(git rev-parse --path-format=absolute --git-common-dir)/../escaped-$(basename \"$PWD\")\"\n\
+if (echo x > \"$out\") 2>/dev/null; then echo escaped; exit 1; fi\n\
+echo contained\n";
+
+#[test]
+fn a_contained_variant_s_checks_run_in_its_sandbox() {
+    let app = crate::support::app_with_first_commit(
+        &[("README.md", b"hello\n"), ("probe.sh", PROBE)],
+        Some("[checks]\nparallel = 2\nprobe = \"sh ./probe.sh\"\n"),
+    );
+    for (group, sandbox) in [("box", true), ("open", false)] {
+        let answer = app.request(json!({"RunVariants": {
+            "count": 1, "name": group, "profile": "exec", "sandbox": sandbox,
+            "command": ["sh", "-c", "echo done > done.txt"], "prompt": "x"
+        }}));
+        assert!(answer["Variants"].is_object(), "{answer}");
+        wait_scored(&app, group);
+    }
+    let outcome = |group: &str| check_of_named(&scores(&app, group), "probe");
+    let boxed = outcome("box");
+    assert_eq!(boxed["outcome"], "passed", "{boxed}");
+    assert!(boxed["tail"].to_string().contains("contained"), "{boxed}");
+    let open = outcome("open");
+    assert_eq!(open["outcome"], "failed", "{open}");
+    assert!(!repo(&app).join("escaped-box-1").exists());
+    assert!(repo(&app).join("escaped-open-1").exists());
+}
+
+#[test]
+fn a_variant_on_an_ssh_host_is_checked_there() {
+    let sshd = crate::ssh::Sshd::start();
+    let (app, remote) = crate::ssh::app_with_host_configured(
+        &sshd,
+        "",
+        "\n[checks]\nparallel = 1\nthere = \"cat app.txt; pwd\"\n",
+    );
+    let run = app.request(json!({"RunVariants": {
+        "count": 1, "name": "far", "host": "far", "profile": "exec",
+        "command": ["sh", "-c", "echo done > done.txt"], "prompt": "x"
+    }}));
+    assert!(run["Variants"].is_object(), "{run}");
+    wait_scored(&app, "far");
+    let board = scores(&app, "far");
+    let check = check_of_named(&board, "there");
+    assert_eq!(check["outcome"], "passed", "{board}");
+    // It ran in the variant's worktree there: app.txt is the host's alone.
+    assert!(!repo(&app).join("app.txt").exists());
+    assert_eq!(check["tail"][0], "on the host", "{check}");
+    let cwd = check["tail"][1].as_str().unwrap_or_default();
+    assert!(cwd.ends_with("far-1"), "{check}");
+    assert!(
+        !remote.join("done.txt").exists(),
+        "the work stays in the worktree"
+    );
+    assert_eq!(board["variants"][0]["gates_passed"], true, "{board}");
+}
+
+#[test]
+fn a_running_check_counts_in_its_variant_s_usage() {
+    // Six seconds of a busy shell: the sampler (every 2 s) sees it twice.
+    let busy = "end=$(($(date +%s)+6)); while [ $(date +%s) -lt $end ]; do :; done";
+    let app = app(Some(&format!("[checks]\nbusy = \"{busy}\"\n")));
+    let run = app.request(json!({"RunVariants": {
+        "count": 1, "name": "use", "profile": "exec",
+        "command": ["sh", "-c", "echo x > work.txt; krad report idle -m done; sleep 600"],
+        "prompt": "x"
+    }}));
+    let id = run["Variants"]["variants"][0]["terminal"].as_u64().unwrap();
+    let idle = app.until(id, Duration::from_secs(30), |r| r["message"] == "done");
+    assert_eq!(idle["state"], "idle", "{idle}");
+    // While the check runs, the agent's usage has its processes and CPU.
+    let busy_seen = app.until(id, Duration::from_secs(30), |r| {
+        r["usage"]["cpu_percent"].as_f64().unwrap_or(0.0) >= 20.0
+    });
+    assert!(
+        busy_seen["usage"]["processes"].as_u64().unwrap() >= 2,
+        "{busy_seen}"
+    );
+    wait_scored(&app, "use");
+    let check = check_of_named(&scores(&app, "use"), "busy");
+    assert_eq!(check["outcome"], "passed", "{check}");
+    assert!(check["cpu_ms"].as_u64().unwrap() >= 1000, "{check}");
+    assert!(check["max_rss_bytes"].as_u64().unwrap() > 0, "{check}");
+}
