@@ -263,9 +263,25 @@ impl Terminal for TmuxTerminal {
         if let Err(error) = signal_group(pid, Signal::SIGHUP) {
             tracing::debug!(terminal = id, %error, "cannot send SIGHUP");
         }
+        // Closed as it starts, the pane's process may be tmux's child that
+        // has not run the program yet: it can take a SIGHUP in the server's
+        // handler and go on to run the program. Then the hangup is sent
+        // again while the program runs, within the grace.
+        let not_yet = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|comm| comm.starts_with("tmux"));
+        let again: &[Duration] = if not_yet { &HANGUP_AGAIN } else { &[] };
         let shared = Arc::clone(&self.shared);
-        let queued = current(&self.slot)
-            .is_ok_and(|c| c.later.after(grace, move || kill_after_grace(&shared, pid)));
+        let queued = current(&self.slot).is_ok_and(|c| {
+            for &again in again.iter().filter(|&&at| at < grace) {
+                let shared = Arc::clone(&shared);
+                c.later.after(again, move || {
+                    if shared.exit.get().is_none() {
+                        let _ = signal_group(pid, Signal::SIGHUP);
+                    }
+                });
+            }
+            c.later.after(grace, move || kill_after_grace(&shared, pid))
+        });
         if !queued {
             tracing::warn!(terminal = id, "cannot wait for the grace; SIGKILL now");
             let _ = signal_group(pid, Signal::SIGKILL);
@@ -292,6 +308,10 @@ impl Terminal for TmuxTerminal {
         })
     }
 }
+
+/// When a close made as the pane starts sends its SIGHUP again, while the
+/// program has not ended.
+const HANGUP_AGAIN: [Duration; 2] = [Duration::from_millis(250), Duration::from_secs(1)];
 
 /// At the end of the grace: SIGKILL to what is left of the program's group —
 /// unless the program ended and nothing is left of its group.
