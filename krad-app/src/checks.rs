@@ -397,6 +397,16 @@ impl Checks {
         };
         let terminal = self.variant_terminal(&environment);
         let result = match started {
+            Ok(mut running) if self.contained_on_a_host(&environment) => {
+                running.outcome = CheckOutcome::Error;
+                running.ran_at = Some(now_rfc3339());
+                running.tail = vec![
+                    "this variant runs contained on an SSH host, where its checks cannot run \
+                     in its sandbox yet; they are not run outside it"
+                        .to_owned(),
+                ];
+                running
+            }
             Ok(running) => {
                 self.run_check(&environment_name, &spec, running, terminal)
                     .await
@@ -436,8 +446,22 @@ impl Checks {
         if environment.host.is_some() {
             return None;
         }
+        self.agent_of(environment)
+    }
+
+    /// The terminal of the variant's agent, wherever it runs.
+    fn agent_of(&self, environment: &EnvironmentRecord) -> Option<u64> {
         let group = self.shared.store.group(environment.group.as_deref()?)?;
         group.variants.get(&environment.variant?)?.terminal
+    }
+
+    /// A variant whose agent runs contained on an SSH host: its checks are
+    /// not run (a sandbox there is not made for them yet), never outside it.
+    fn contained_on_a_host(&self, environment: &EnvironmentRecord) -> bool {
+        environment.host.is_some()
+            && self
+                .agent_of(environment)
+                .is_some_and(|id| crate::sandbox::contained_on_host(&self.shared.sandbox, id))
     }
 
     /// `sh -c COMMAND`, in the sandbox of `contained` (the variant's agent's

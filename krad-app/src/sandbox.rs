@@ -558,6 +558,33 @@ pub(crate) fn contained_here(sandbox: &Sandbox, id: u64) -> bool {
         .is_dir()
 }
 
+/// Notes that terminal `id` runs contained on an SSH host (an empty file,
+/// `<state dir>/sandbox/<id>.host`, kept across restarts until its Close):
+/// what runs for it later, a variant's checks, must not run outside.
+pub(crate) fn note_contained_on_host(sandbox: &Sandbox, id: u64) {
+    let marker = terminal_dir(sandbox, id, "host");
+    let made = |dir: &Path| {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+    };
+    if let Some(dir) = marker.parent()
+        && let Err(e) = made(dir).and_then(|()| std::fs::write(&marker, b""))
+    {
+        tracing::warn!(
+            terminal = id,
+            "cannot note a contained terminal on a host: {e}"
+        );
+    }
+}
+
+/// Whether terminal `id` runs contained on an SSH host.
+pub(crate) fn contained_on_host(sandbox: &Sandbox, id: u64) -> bool {
+    terminal_dir(sandbox, id, "host").is_file()
+}
+
 /// A contained terminal taken back after a restart (kept in tmux): when its
 /// sandbox made an inbound socket, its environment's ports are relayed to it
 /// again — its first process inside still listens there.
@@ -604,6 +631,7 @@ pub(crate) fn forget(sandbox: &Sandbox, id: u64) {
     let _ = std::fs::remove_dir_all(net_dir(sandbox, id));
     sandbox.inbound.forget(id);
     let _ = std::fs::remove_dir_all(inbound_dir(sandbox, id));
+    let _ = std::fs::remove_file(terminal_dir(sandbox, id, "host"));
 }
 
 /// Ends what bubblewrap left of terminal `id`'s sandbox once the terminal is

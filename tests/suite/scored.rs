@@ -463,6 +463,38 @@ fn a_variant_on_an_ssh_host_is_checked_there() {
     assert_eq!(board["variants"][0]["gates_passed"], true, "{board}");
 }
 
+/// A variant contained on an SSH host: its checks are not run outside its
+/// sandbox there (a sandbox is not made for them yet): each is an `error`
+/// that says so, and the command never ran.
+#[test]
+fn a_contained_variant_on_an_ssh_host_has_its_checks_refused_not_run_outside() {
+    let sshd = crate::ssh::Sshd::start();
+    let (app, remote) = crate::ssh::app_with_host_configured(
+        &sshd,
+        "",
+        "\n[sandbox]\nprofiles = [\"exec\"]\n[checks]\nparallel = 1\nthere = \"echo ran > $HOME/check-ran.txt\"\n",
+    );
+    let run = app.request(json!({"RunVariants": {
+        "count": 1, "name": "boxed", "host": "far", "profile": "exec",
+        "command": ["sh", "-c", "echo done > done.txt; krad report idle -m done; exec sleep 600"],
+        "prompt": "x"
+    }}));
+    assert!(run["Variants"].is_object(), "{run}");
+    wait_scored(&app, "boxed");
+    let board = scores(&app, "boxed");
+    let check = check_of_named(&board, "there");
+    assert_eq!(check["outcome"], "error", "{board}");
+    assert!(
+        check["tail"][0]
+            .as_str()
+            .is_some_and(|t| t.contains("not run outside")),
+        "{check}"
+    );
+    let host_home = sshd.dir.path().join("home");
+    assert!(!host_home.join("check-ran.txt").exists(), "the check ran");
+    assert!(!remote.join("check-ran.txt").exists(), "the check ran");
+}
+
 #[test]
 fn a_running_check_counts_in_its_variant_s_usage() {
     // Six seconds of a busy shell: the sampler (every 2 s) sees it twice.

@@ -187,6 +187,7 @@ pub(super) async fn remote_launch(
     // A sandbox with a network of its own reaches the bus (and its
     // allowlist) through the app's sockets, carried to the host.
     let net = if launch.contained {
+        crate::sandbox::note_contained_on_host(&spawner.sandbox, id);
         let env = profile_env(launch.profile, launch.extra_env);
         let contained = (id, launch.profile.hooks, env.as_slice());
         crate::sandbox::host::network(&spawner.sandbox, host, contained, &dir, port).await?
