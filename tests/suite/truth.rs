@@ -267,9 +267,11 @@ fn a_program_with_no_state_source_shows_what_its_process_does() {
     app.until_screen(shell, "slept");
     let back = app.until_state(shell, "idle");
     assert_eq!(back["state_source"], "process", "{back}");
-    // It stays so: no turn it is not in.
-    std::thread::sleep(Duration::from_millis(2500));
-    assert_eq!(app.record(shell)["state"], "idle");
+    // It stays so: no turn it is not in (Check answers at the next change,
+    // or after wait_secs with the same record).
+    let rev = back["rev"].as_u64().unwrap();
+    let later = app.request(json!({"Check": {"target": shell, "wait_secs": 3, "since_rev": rev}}));
+    assert_eq!(later["Agent"]["rev"], rev, "{later}");
     assert_eq!(app.record(quiet)["state"], "working");
 }
 
