@@ -219,8 +219,16 @@ pub(crate) fn wrap(
     let root = &settings.root;
     args.extend(["--ro-bind".into(), path(root), path(root)]);
     // The tools on the agent's PATH stay runnable where the private /tmp
-    // would hide them (an agent CLI installed under /tmp), read-only.
-    for dir in tools_under_tmp(contained.env) {
+    // would hide them (an agent CLI installed under /tmp), read-only; and
+    // `krad` itself, which the sandbox runs first, whatever the PATH.
+    let mut tools = tools_under_tmp(contained.env);
+    if let Some(dir) = settings.krad.parent()
+        && dir.starts_with("/tmp")
+        && !tools.iter().any(|t| t == dir)
+    {
+        tools.push(dir.to_path_buf());
+    }
+    for dir in tools {
         args.extend(["--ro-bind".into(), path(&dir), path(&dir)]);
     }
     for dir in [&settings.state_dir, &settings.token_dir] {
