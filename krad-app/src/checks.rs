@@ -164,16 +164,20 @@ impl Checks {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Every check record of `environment`, by check name.
-    fn records(&self, environment: &str) -> BTreeMap<String, CheckRecord> {
-        let prefix = format!("{environment}/");
-        let all = self
-            .shared
+    /// Every check record kept, by its key (`<environment>/<check>`).
+    fn all_records(&self) -> Vec<(String, CheckRecord)> {
+        self.shared
             .store
             .db()
             .read(|tx| tx.all::<CheckRecord>(Kind::Check))
-            .unwrap_or_default();
-        all.into_iter()
+            .unwrap_or_default()
+    }
+
+    /// Every check record of `environment`, by check name.
+    fn records(&self, environment: &str) -> BTreeMap<String, CheckRecord> {
+        let prefix = format!("{environment}/");
+        self.all_records()
+            .into_iter()
             .filter(|(k, _)| k.starts_with(&prefix))
             .map(|(_, r)| (r.name.clone(), r))
             .collect()
@@ -244,13 +248,7 @@ impl Checks {
 
     /// Forgets the check records of environments that are gone.
     fn forget_gone(&self) {
-        let all = self
-            .shared
-            .store
-            .db()
-            .read(|tx| tx.all::<CheckRecord>(Kind::Check))
-            .unwrap_or_default();
-        for (key, record) in all {
+        for (key, record) in self.all_records() {
             if self.shared.store.environment(&record.environment).is_none() {
                 let _ = self
                     .shared
@@ -328,13 +326,8 @@ impl Checks {
     /// the app stopped, and forgets those of environments that are gone.
     pub(crate) fn restore(&self) {
         self.forget_gone();
-        let all = self
-            .shared
-            .store
-            .db()
-            .read(|tx| tx.all::<CheckRecord>(Kind::Check))
-            .unwrap_or_default();
-        let mut again: Vec<(String, u32, String)> = all
+        let mut again: Vec<(String, u32, String)> = self
+            .all_records()
             .into_iter()
             .filter(|(_, r)| r.pending.is_some())
             .map(|(_, r)| (r.group, r.variant, r.environment))

@@ -88,6 +88,23 @@ pub fn bytes_in(bytes: u64, units: [&str; 6], gap: &str) -> String {
     format!("{value:.1}{gap}{}", units[unit])
 }
 
+/// Each of `names`, a variant's checks, with its outcome: `test passed`,
+/// `lint failed(1)`, `-` for a check that never ran there.
+pub fn check_outcomes(variant: &krad_bus::protocol::VariantScore, names: &[String]) -> Vec<String> {
+    names
+        .iter()
+        .map(
+            |name| match variant.checks.iter().find(|c| &c.name == name) {
+                Some(c) => match c.exit_code {
+                    Some(code) if code != 0 => format!("{name} {}({code})", c.outcome.as_str()),
+                    _ => format!("{name} {}", c.outcome.as_str()),
+                },
+                None => format!("{name} -"),
+            },
+        )
+        .collect()
+}
+
 /// What its model calls cost (`$0.0123`), `?` without a price, `-` without
 /// token counts.
 pub(crate) fn cost(record: &AgentRecord) -> String {

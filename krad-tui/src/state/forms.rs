@@ -427,17 +427,7 @@ pub(crate) fn score_lines(scores: &ScoresInfo) -> Vec<String> {
         let Some(v) = scores.variants.iter().find(|v| v.variant == *n) else {
             continue;
         };
-        let checks: Vec<String> = scores
-            .checks
-            .iter()
-            .map(|name| match v.checks.iter().find(|c| &c.name == name) {
-                Some(c) => match c.exit_code {
-                    Some(code) if code != 0 => format!("{name} {}({code})", c.outcome.as_str()),
-                    _ => format!("{name} {}", c.outcome.as_str()),
-                },
-                None => format!("{name} -"),
-            })
-            .collect();
+        let checks = crate::cells::check_outcomes(v, &scores.checks);
         let cost = v
             .tokens
             .as_ref()

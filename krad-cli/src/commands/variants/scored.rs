@@ -280,16 +280,7 @@ fn checks_cell(v: &VariantScore, names: &[String]) -> String {
     if names.is_empty() {
         return "(no [checks])".to_owned();
     }
-    let each: Vec<String> = names
-        .iter()
-        .map(|name| match v.checks.iter().find(|c| &c.name == name) {
-            Some(c) => match c.exit_code {
-                Some(code) if code != 0 => format!("{name} {}({code})", c.outcome.as_str()),
-                _ => format!("{name} {}", c.outcome.as_str()),
-            },
-            None => format!("{name} -"),
-        })
-        .collect();
+    let each = krad_tui::check_outcomes(v, names);
     let stale = if v.checked { "" } else { " *" };
     format!("{}{stale}", each.join(", "))
 }
