@@ -2,7 +2,6 @@
 //! the envelope, the callers, the responses, the error codes and the limits.
 
 mod agent;
-mod answer;
 mod ask;
 mod attach;
 mod encoded;
@@ -18,7 +17,6 @@ mod stream;
 mod tokens;
 
 pub use agent::{AgentRecord, AgentState, StateSource, Tenths, Usage};
-pub use answer::{Streamed, TypedAnswer, Waited};
 pub use ask::{AnsweredInfo, AskAnswer, AskInfo, DecidedBy};
 pub use attach::{
     AttachInput, AttachMessage, DataInfo, ExitedInfo, ResizeInfo, ScreenInfo, TmuxInfo,
@@ -36,7 +34,7 @@ pub use environment::{
 pub use error::{ApiError, ErrorCode};
 pub use extension::{CodeResultInfo, ExtensionInfo, ExtensionState, ToolInfo, ToolResultInfo};
 pub use host::{HostStatus, LinkState};
-pub use response::{Decoded, OutputInfo, Response, SentInfo};
+pub use response::{Decoded, OutputInfo, Response, SentInfo, Streamed, TypedAnswer, Waited};
 pub use scores::{
     CheckOutcome, CheckResultInfo, LandedInfo, MergedInfo, ScoresInfo, StoppedInfo, VariantScore,
 };

@@ -48,6 +48,11 @@ fn start_with_room_for(
 }
 
 /// Reads events until `Exited`, which must be the last one; returns the ones before.
+/// How the terminal's program ended (see [`until_exit`]).
+async fn exit_of(events: &mut mpsc::Receiver<TerminalEvent>) -> ExitStatus {
+    until_exit(events).await.1
+}
+
 async fn until_exit(
     events: &mut mpsc::Receiver<TerminalEvent>,
 ) -> (Vec<TerminalEvent>, ExitStatus) {
@@ -132,8 +137,7 @@ async fn exit_code_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let (terminal, mut events) = start(sh("exit 3", dir.path()));
     assert_eq!(terminal.exit_status(), None);
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, exited(3));
+    assert_eq!(exit_of(&mut events).await, exited(3));
     assert_eq!(terminal.exit_status(), Some(exited(3)));
 }
 
@@ -141,8 +145,7 @@ async fn exit_code_is_reported() {
 async fn killing_signal_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let (terminal, mut events) = start(sh("kill -TERM $$", dir.path()));
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, killed(libc_signal::TERM));
+    assert_eq!(exit_of(&mut events).await, killed(libc_signal::TERM));
     assert_eq!(terminal.exit_status(), Some(killed(libc_signal::TERM)));
 }
 
@@ -169,8 +172,7 @@ async fn env_is_set_and_removed_and_term_defaults() {
     spec.env = vec![("KRAD_TEST_SET".into(), "value 1".into())];
     spec.env_remove = vec![removed.clone()];
     let (terminal, mut events) = start(spec);
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, exited(0));
+    assert_eq!(exit_of(&mut events).await, exited(0));
     assert_eq!(
         terminal.snapshot(0).screen,
         "set=value 1\nremoved=gone\nterm=xterm-256color"
@@ -192,8 +194,7 @@ async fn cwd_is_honoured() {
     let mut spec = spec(&["pwd", "-P"], &cwd);
     spec.cols = 400;
     let (terminal, mut events) = start(spec);
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, exited(0));
+    assert_eq!(exit_of(&mut events).await, exited(0));
     let expected = cwd.canonicalize().unwrap();
     assert_eq!(terminal.snapshot(0).screen, expected.to_str().unwrap());
 }
@@ -221,8 +222,7 @@ async fn input_is_written_and_echoed() {
     until_screen(&*terminal, |s| s.screen == "ping\nping\nabc\nabc").await;
     // ^D: end of input, cat ends.
     terminal.write(vec![4]).await.unwrap().unwrap();
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, exited(0));
+    assert_eq!(exit_of(&mut events).await, exited(0));
     // Once ended, writes and resizes fail.
     assert!(terminal.write(b"late".to_vec()).await.unwrap().is_err());
     assert!(terminal.resize(10, 10).is_err());
@@ -251,8 +251,7 @@ async fn writes_do_not_block_when_the_program_does_not_read() {
         "the second write waits for the first"
     );
     terminal.close(Duration::from_secs(5));
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, killed(libc_signal::HUP));
+    assert_eq!(exit_of(&mut events).await, killed(libc_signal::HUP));
     // The pending writes are settled once the terminal ended (written into the
     // terminal as the program went, or failed), and later ones fail.
     tokio::time::timeout(TIMEOUT, first)
@@ -352,8 +351,7 @@ async fn transcript_has_all_output_and_is_private() {
     );
     spec.transcript = Some(path.clone());
     let (terminal, mut events) = start(spec);
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, exited(0));
+    assert_eq!(exit_of(&mut events).await, exited(0));
     let transcript = std::fs::read(&path).unwrap();
     // Raw bytes, as the terminal gave them (it turns \n into \r\n).
     let mut expected = b"abc\r\ndef\r\n".to_vec();
@@ -413,8 +411,7 @@ async fn an_unwritable_transcript_does_not_stop_the_terminal() {
     let mut spec = sh("printf works", dir.path());
     spec.transcript = Some(file.join("under-a-file.log"));
     let (terminal, mut events) = start(spec);
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, exited(0));
+    assert_eq!(exit_of(&mut events).await, exited(0));
     assert_eq!(terminal.snapshot(0).screen, "works");
 }
 
@@ -426,8 +423,7 @@ async fn resize_reaches_the_program() {
     terminal.resize(100, 30).unwrap();
     assert_eq!(terminal.snapshot(0).size, (100, 30));
     terminal.write(b"\n".to_vec()).await.unwrap().unwrap();
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, exited(0));
+    assert_eq!(exit_of(&mut events).await, exited(0));
     let snapshot = terminal.snapshot(0);
     assert_eq!(snapshot.screen, "24 80\n\n30 100");
     assert_eq!(snapshot.size, (100, 30));
@@ -442,8 +438,7 @@ async fn resize_sends_sigwinch() {
     ));
     until_screen(&*terminal, |s| s.screen == "ready").await;
     terminal.resize(90, 20).unwrap();
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, exited(0));
+    assert_eq!(exit_of(&mut events).await, exited(0));
     assert_eq!(terminal.snapshot(0).screen, "ready\n20 90");
 }
 
@@ -453,8 +448,7 @@ async fn close_hangs_up_first() {
     let (terminal, mut events) = start(spec(&["sleep", "100"], dir.path()));
     let started = Instant::now();
     terminal.close(Duration::from_secs(10));
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, killed(libc_signal::HUP));
+    assert_eq!(exit_of(&mut events).await, killed(libc_signal::HUP));
     assert!(started.elapsed() < Duration::from_secs(5));
     // Closing an ended terminal does nothing.
     terminal.close(Duration::ZERO);
@@ -468,8 +462,7 @@ async fn close_kills_after_the_grace() {
     let grace = Duration::from_millis(400);
     let started = Instant::now();
     terminal.close(grace);
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, killed(libc_signal::KILL));
+    assert_eq!(exit_of(&mut events).await, killed(libc_signal::KILL));
     assert!(started.elapsed() >= grace, "killed before the grace");
 }
 
@@ -531,8 +524,7 @@ async fn close_kills_what_the_program_leaves_in_its_group() {
     let started = Instant::now();
     terminal.close(grace);
     // The shell dies of the SIGHUP...
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, killed(libc_signal::HUP));
+    assert_eq!(exit_of(&mut events).await, killed(libc_signal::HUP));
     if started.elapsed() < grace {
         assert!(!dead(grandchild), "the grandchild ignores SIGHUP");
     }
@@ -556,8 +548,7 @@ async fn exited_comes_after_the_final_output() {
             "i=0; while [ $i -lt 300 ]; do echo l$i; i=$((i+1)); done; printf 'last line'; exit 4",
             dir.path(),
         ));
-        let (_, status) = until_exit(&mut events).await;
-        assert_eq!(status, exited(4));
+        assert_eq!(exit_of(&mut events).await, exited(4));
         // Taken right after Exited: the whole output is on the screen.
         let snapshot = terminal.snapshot(1000);
         assert!(
@@ -622,8 +613,7 @@ async fn the_program_leads_a_session_on_its_terminal() {
                   echo \"tty: $(tty)\"; echo \"arg0: $0\"";
     let (terminal, mut events) = start(spec(&["sh", "-c", script, "my-name"], dir.path()));
     let pid = terminal.pid().unwrap().to_string();
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, exited(0));
+    assert_eq!(exit_of(&mut events).await, exited(0));
     let screen = terminal.snapshot(100).screen;
     let line = |prefix: &str| {
         screen
@@ -671,8 +661,7 @@ async fn the_program_is_found_on_its_own_path() {
         format!("{}:/usr/bin:/bin", bin.display()),
     )];
     let (terminal, mut events) = start(spec);
-    let (_, status) = until_exit(&mut events).await;
-    assert_eq!(status, exited(0));
+    assert_eq!(exit_of(&mut events).await, exited(0));
     let screen = terminal.snapshot(100).screen;
     let cwd = dir.path().canonicalize().unwrap();
     assert!(

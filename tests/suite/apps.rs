@@ -29,20 +29,33 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime)> {
         .collect()
 }
 
-/// `krad serve --json` in `dir` with its own api.json and the HOME of
-/// `home_of`, which must refuse: its output once it exits. One that serves
-/// instead is killed, and the test fails.
-fn serve_refused(dir: &Path, home_of: &Path, api_json: &Path) -> Output {
-    let mut child = Command::new(KRAD)
-        .args(["serve", "--json"])
+/// `krad serve` in `dir` with the HOME of `home_of`, its api.json
+/// `api_json` (none: no `KRAD_ADE_API_JSON`, as a user starts it), its
+/// output piped.
+fn serve_in(dir: &Path, home_of: &Path, api_json: Option<&Path>) -> Command {
+    let mut serve = Command::new(KRAD);
+    serve
+        .arg("serve")
         .current_dir(dir)
-        .env("KRAD_ADE_API_JSON", api_json)
         .env("RUST_LOG", "warn")
+        .env_remove("KRAD_ADE_API_JSON")
         .env_remove("KRAD_ADE_ENDPOINT")
         .env_remove("KRAD_CONFIG")
         .envs(private_home(home_of))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(Stdio::piped());
+    if let Some(api_json) = api_json {
+        serve.env("KRAD_ADE_API_JSON", api_json);
+    }
+    serve
+}
+
+/// `krad serve --json` in `dir` with its own api.json and the HOME of
+/// `home_of`, which must refuse: its output once it exits. One that serves
+/// instead is killed, and the test fails.
+fn serve_refused(dir: &Path, home_of: &Path, api_json: &Path) -> Output {
+    let mut child = serve_in(dir, home_of, Some(api_json))
+        .arg("--json")
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -64,17 +77,8 @@ fn a_second_app_on_a_served_repository_refuses_naming_the_first_and_touches_noth
     let repo = first.dir.path().join("repo");
     git(&repo, &["commit", "-q", "--allow-empty", "-m", "first"]);
     let worktree = first.dir.path().join("side");
-    git(
-        &repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "side",
-            worktree.to_str().unwrap(),
-        ],
-    );
+    let side = worktree.to_str().unwrap();
+    git(&repo, &["worktree", "add", "-q", "-b", "side", side]);
     std::fs::create_dir_all(repo.join("src")).unwrap();
     let link = first.dir.path().join("link");
     std::os::unix::fs::symlink(&repo, &link).unwrap();
@@ -133,16 +137,8 @@ fn after_a_sigkill_the_next_app_starts_at_once_and_the_leftovers_are_not_believe
     );
 
     let started = Instant::now();
-    let mut second = Command::new(KRAD)
-        .args(["serve", "--json"])
-        .current_dir(&repo)
-        .env("KRAD_ADE_API_JSON", &first.api_json)
-        .env("RUST_LOG", "warn")
-        .env_remove("KRAD_ADE_ENDPOINT")
-        .env_remove("KRAD_CONFIG")
-        .envs(private_home(first.dir.path()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+    let mut second = serve_in(&repo, first.dir.path(), Some(&first.api_json))
+        .arg("--json")
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -166,16 +162,8 @@ struct Plain {
 
 impl Plain {
     fn start(repo: &Path, home_of: &Path) -> Plain {
-        let mut child = Command::new(KRAD)
-            .args(["serve", "--json"])
-            .current_dir(repo)
-            .env("RUST_LOG", "warn")
-            .env_remove("KRAD_ADE_API_JSON")
-            .env_remove("KRAD_ADE_ENDPOINT")
-            .env_remove("KRAD_CONFIG")
-            .envs(private_home(home_of))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+        let mut child = serve_in(repo, home_of, None)
+            .arg("--json")
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
@@ -349,16 +337,7 @@ fn the_discovery_file_and_the_entry_are_private() {
 /// What `krad serve` (text, not JSON) printed in `repo` before it was stopped.
 fn serve_says(repo: &Path, home_of: &Path) -> String {
     use std::io::{BufRead, BufReader, Read};
-    let mut child = Command::new(KRAD)
-        .arg("serve")
-        .current_dir(repo)
-        .env("RUST_LOG", "warn")
-        .env("KRAD_ADE_API_JSON", home_of.join("run/api.json"))
-        .env_remove("KRAD_ADE_ENDPOINT")
-        .env_remove("KRAD_CONFIG")
-        .envs(private_home(home_of))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+    let mut child = serve_in(repo, home_of, Some(&home_of.join("run/api.json")))
         .stderr(Stdio::null())
         .spawn()
         .unwrap();

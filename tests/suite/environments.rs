@@ -835,6 +835,13 @@ fn env_path(env: &Value) -> PathBuf {
     PathBuf::from(env["path"].as_str().unwrap())
 }
 
+/// An app on a repository with a commit, and a worktree `name` of it: its path.
+fn app_with_worktree(name: &str) -> (App, PathBuf) {
+    let app = app_with_commit(None);
+    let path = env_path(&create(&app, name));
+    (app, path)
+}
+
 fn commit_file(dir: &Path, file: &str, text: &str, message: &str) {
     write(dir, file, text);
     git(dir, &["add", file]);
@@ -1282,8 +1289,7 @@ fn update_brings_an_environment_up_to_its_base_by_merge_or_rebase() {
 /// run again): the base is the tip it was brought up to, without a retry.
 #[test]
 fn an_update_cut_by_a_crash_is_finished_by_the_next_app() {
-    let app = app_with_commit(None);
-    let cut = env_path(&create(&app, "cut"));
+    let (app, cut) = app_with_worktree("cut");
     commit_file(&repo(&app), "main.txt", "m\n", "main moves on");
     let tip = git(&repo(&app), &["rev-parse", "HEAD"]);
     let dir = app.stop_keep_dir();
@@ -1325,8 +1331,7 @@ fn an_update_cut_by_a_crash_is_finished_by_the_next_app() {
 
 #[test]
 fn update_refuses_conflicts_and_uncommitted_work_and_changes_nothing() {
-    let app = app_with_commit(None);
-    let cf = env_path(&create(&app, "cf"));
+    let (app, cf) = app_with_worktree("cf");
     commit_file(&cf, "README.md", "from cf\n", "cf's readme");
     commit_file(&cf, "cf.txt", "c\n", "cf more");
     commit_file(&repo(&app), "README.md", "from main\n", "main's readme");
@@ -1416,8 +1421,7 @@ fn update_refuses_conflicts_and_uncommitted_work_and_changes_nothing() {
 
 #[test]
 fn update_with_a_request_id_runs_once() {
-    let app = app_with_commit(None);
-    let path = env_path(&create(&app, "once"));
+    let (app, path) = app_with_worktree("once");
     commit_file(&path, "mine.txt", "m\n", "mine");
     commit_file(&repo(&app), "main.txt", "m\n", "main");
     let mut envelope = app.envelope(json!({"UpdateEnvironment": {"environment": "once"}}));

@@ -200,6 +200,35 @@ fn line_of<'s>(screen: &'s str, text: &str) -> &'s str {
     screen.lines().find(|l| l.contains(text)).unwrap_or("")
 }
 
+/// The home screen (100 × 30) on `app`, once it shows `shown`.
+fn home_showing(app: &App, shown: &str) -> Screen {
+    let screen = Screen::open(&app.api_json, 100, 30);
+    screen.until_shows(shown);
+    screen
+}
+
+/// An agent named `name` that says `greeting`, reads a line and says it back
+/// after `prefix:`; once it said `greeting`.
+fn reader(app: &App, name: &str, greeting: &str, prefix: &str) -> u64 {
+    let script = format!(r#"echo {greeting}; read line; echo "{prefix}:$line"; sleep 600"#);
+    let id = spawn_named(app, name, &script);
+    app.until_screen(id, greeting);
+    id
+}
+
+/// Enter attaches to the `reader` (greeting `ready`, prefix `got`), `hello`
+/// typed reaches it, and the detach key is pressed.
+fn attach_and_type_hello(screen: &Screen) {
+    screen.keys(&["Enter"]);
+    screen.until("the agent's own screen", |s| {
+        s.contains("ready") && !s.contains("q quit")
+    });
+    screen.type_text("hello");
+    screen.keys(&["Enter"]);
+    screen.until_shows("got:hello");
+    screen.keys(&["C-\\"]);
+}
+
 fn spawn_named(app: &App, name: &str, script: &str) -> u64 {
     app.spawn(json!({"profile": "exec", "name": name, "command": ["sh", "-c", script]}))["terminal"]
         .as_u64()
@@ -213,8 +242,7 @@ fn spawn_named(app: &App, name: &str, script: &str) -> u64 {
 fn the_list_is_live_and_q_leaves_the_agents_running() {
     let app = App::start();
     spawn_named(&app, "first-agent", "sleep 600");
-    let screen = Screen::open(&app.api_json, 100, 30);
-    screen.until_shows("first-agent");
+    let screen = home_showing(&app, "first-agent");
     assert!(screen.text().contains("1 agents"), "{}", screen.text());
     let second = spawn_named(&app, "second-agent", "sleep 600");
     screen.until("two agents", |s| {
@@ -256,8 +284,7 @@ fn the_preview_shows_the_terminal_with_its_colours() {
         "painter",
         r"printf '\033[31mpreview-marker\033[0m plain\n'; sleep 600",
     );
-    let screen = Screen::open(&app.api_json, 100, 30);
-    screen.until_shows("preview-marker plain");
+    let screen = home_showing(&app, "preview-marker plain");
     let coloured = screen.colours();
     let row = line_of(&coloured, "preview-marker");
     assert!(has_fg(row, 1), "{row:?}");
@@ -297,8 +324,7 @@ fn answering_an_ask_with_its_option_key() {
         r#"krad raw '{"Ask":{"kind":"choice","title":"Which database?","options":[{"id":"pg","label":"Postgres"},{"id":"lite","label":"SQLite"}]}}'; sleep 600"#,
     );
     app.until_state(id, "asking");
-    let screen = Screen::open(&app.api_json, 100, 30);
-    screen.until_shows("chooser");
+    let screen = home_showing(&app, "chooser");
     screen.keys(&["a"]);
     // The asks tab: the ask and its options on keys.
     screen.until("the asks tab", |s| {
@@ -319,22 +345,9 @@ fn answering_an_ask_with_its_option_key() {
 #[test]
 fn attaching_and_detaching() {
     let app = App::start();
-    let id = spawn_named(
-        &app,
-        "reader",
-        r#"echo ready; read line; echo "got:$line"; sleep 600"#,
-    );
-    app.until_screen(id, "ready");
-    let screen = Screen::open(&app.api_json, 100, 30);
-    screen.until_shows("reader");
-    screen.keys(&["Enter"]);
-    screen.until("the agent's own screen", |s| {
-        s.contains("ready") && !s.contains("q quit")
-    });
-    screen.type_text("hello");
-    screen.keys(&["Enter"]);
-    screen.until_shows("got:hello");
-    screen.keys(&["C-\\"]);
+    let id = reader(&app, "reader", "ready", "got");
+    let screen = home_showing(&app, "reader");
+    attach_and_type_hello(&screen);
     let text = screen.until_shows("detached from terminal 1");
     assert!(line_of(&text, "reader").contains("working"), "{text}");
     assert_ne!(app.record(id)["state"], "exited");
@@ -344,8 +357,7 @@ fn attaching_and_detaching() {
 #[test]
 fn creating_and_closing_an_agent() {
     let app = App::start();
-    let screen = Screen::open(&app.api_json, 100, 30);
-    screen.until_shows("No agents yet");
+    let screen = home_showing(&app, "No agents yet");
     screen.keys(&["n"]);
     screen.until_shows("New agent");
     screen.type_text("shell");
@@ -517,8 +529,7 @@ fn the_app_stopping_and_coming_back() {
 fn sigterm_gives_the_terminal_back() {
     let app = App::start();
     spawn_named(&app, "still-here", "sleep 600");
-    let screen = Screen::open(&app.api_json, 100, 30);
-    screen.until_shows("still-here");
+    let screen = home_showing(&app, "still-here");
     assert_eq!(screen.pane("#{alternate_on}"), "1");
     let pid = screen.ui_pid();
     nix::sys::signal::kill(
@@ -567,14 +578,8 @@ fn a_panic_gives_the_terminal_back_on(panic: &str, thread: &str) {
 #[test]
 fn sending_and_renaming() {
     let app = App::start();
-    let id = spawn_named(
-        &app,
-        "listener",
-        r#"echo waiting; read line; echo "heard:$line"; sleep 600"#,
-    );
-    app.until_screen(id, "waiting");
-    let screen = Screen::open(&app.api_json, 100, 30);
-    screen.until_shows("listener");
+    let id = reader(&app, "listener", "waiting", "heard");
+    let screen = home_showing(&app, "listener");
     screen.keys(&["s"]);
     screen.until_shows("Send to terminal");
     screen.type_text("over the bus");
@@ -620,8 +625,7 @@ fn no_color_is_honoured() {
 fn a_closed_terminal_ends_the_ui() {
     let app = App::start();
     spawn_named(&app, "left-running", "sleep 600");
-    let screen = Screen::open(&app.api_json, 100, 30);
-    screen.until_shows("left-running");
+    let screen = home_showing(&app, "left-running");
     let pid = screen.ui_pid();
     screen.tmux(&["kill-server"]);
     let until = Instant::now() + stretched(Duration::from_secs(20));
@@ -724,12 +728,7 @@ fn esc_then_a_key_at_once_is_esc_then_the_key() {
 fn over_ssh_the_list_attaching_and_detaching() {
     let sshd = crate::ssh::Sshd::start();
     let app = App::start();
-    let id = spawn_named(
-        &app,
-        "reader",
-        r#"echo ready; read line; echo "got:$line"; sleep 600"#,
-    );
-    app.until_screen(id, "ready");
+    let id = reader(&app, "reader", "ready", "got");
     let d = sshd.dir.path().display();
     let ui = format!(
         "ssh -tt -F none -p {port} -i '{d}/client_key' -o IdentitiesOnly=yes -o BatchMode=yes \
@@ -742,14 +741,7 @@ fn over_ssh_the_list_attaching_and_detaching() {
     let text = screen.until_shows("reader");
     assert!(line_of(&text, "reader").contains("working"), "{text}");
     assert_eq!(screen.pane("#{alternate_on}"), "1");
-    screen.keys(&["Enter"]);
-    screen.until("the agent's own screen", |s| {
-        s.contains("ready") && !s.contains("q quit")
-    });
-    screen.type_text("hello");
-    screen.keys(&["Enter"]);
-    screen.until_shows("got:hello");
-    screen.keys(&["C-\\"]);
+    attach_and_type_hello(&screen);
     screen.until_shows("detached from terminal 1");
     screen.keys(&["q"]);
     assert_eq!(screen.until_ended(), "0");

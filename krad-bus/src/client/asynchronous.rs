@@ -44,10 +44,8 @@ impl AsyncClient {
         request_id: Option<&str>,
         margin: Duration,
     ) -> Result<Answered<R::Answer>, ClientError> {
-        let wait = request.deadline().unwrap_or_default() + margin;
-        let raw = self
-            .call_value(&wire::request_value(request), request_id, wait)
-            .await?;
+        let (value, wait) = wire::typed_call(request, margin);
+        let raw = self.call_value(&value, request_id, wait).await?;
         wire::typed_answer::<R>(raw)
     }
 

@@ -50,8 +50,8 @@ impl Client {
         request_id: Option<&str>,
         margin: Duration,
     ) -> Result<Answered<R::Answer>, ClientError> {
-        let wait = request.deadline().unwrap_or_default() + margin;
-        let raw = self.call_value(&wire::request_value(request), request_id, wait)?;
+        let (value, wait) = wire::typed_call(request, margin);
+        let raw = self.call_value(&value, request_id, wait)?;
         wire::typed_answer::<R>(raw)
     }
 

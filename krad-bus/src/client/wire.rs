@@ -2,6 +2,8 @@
 //! line of a request, the decoding of an answer line into a typed answer, and
 //! of a stream's line into its typed message.
 
+use std::time::Duration;
+
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -14,6 +16,13 @@ use crate::request::{Call, Request};
 pub(super) fn request_value<R: Call>(request: R) -> Value {
     let request: Request = request.into();
     request.to_value()
+}
+
+/// A typed call's request as JSON, and how long its client waits for the
+/// answer: the request's deadline plus `margin` (streams: `margin` alone).
+pub(super) fn typed_call<R: Call>(request: R, margin: Duration) -> (Value, Duration) {
+    let wait = request.deadline().unwrap_or_default() + margin;
+    (request_value(request), wait)
 }
 
 /// The envelope line (`\n` included) that carries `request` from `client`.

@@ -1,78 +1,214 @@
-//! Responses: an object with one key, or a bare string (`"Ok"`, `"TimedOut"`).
+//! Responses: an object with one key, or a bare string (`"Ok"`, `"TimedOut"`),
+//! and the typed answers they carry.
+//!
+//! A request names its answer type in its `impl Call` (`type Answer`, a
+//! [`TypedAnswer`]); the server turns a handler's `Ok(answer)` into its
+//! response with [`TypedAnswer::into_response`], and a client decodes it back
+//! with [`TypedAnswer::from_response`]. The one list of answers, `responses!`
+//! below, declares both the [`Response`] enum and those conversions. It imports
+//! the protocol's answer types and nothing of the server or the client.
 
 use serde::{Deserialize, Serialize};
 
 use super::agent::{AgentRecord, AgentState};
 use super::error::ApiError;
+use super::{
+    AnsweredInfo, ArchiveInfo, AskInfo, ChangesInfo, CodeResultInfo, CollectedInfo, ConflictsInfo,
+    EnvironmentInfo, ExtensionInfo, HostStatus, MergedInfo, PickedInfo, ScoresInfo, ToolResultInfo,
+    UpdatedInfo, VariantsInfo,
+};
+use crate::request::connections::ConnectionsInfo;
 use crate::request::{hello::HelloInfo, stats::StatsInfo};
 
-/// Every answer the app can give. Serde's externally tagged form is exactly the
-/// wire form: unit variants are bare strings, the others one-key objects.
-///
-/// # Format
-///
-/// ```json
-/// "Ok"
-/// "TimedOut"
-/// {"Hello":{"api_version":1,"build":"0.1.0","pid":4821,"requests":["Hello"]}}
-/// {"Error":{"code":"not_found","message":"no terminal 9"}}
-/// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum Response {
-    /// Done, nothing to say.
-    Ok,
-    /// The request's deadline passed before it completed.
-    TimedOut,
-    /// The answer to Hello.
-    Hello(HelloInfo),
-    /// The answer to Stats.
-    Stats(StatsInfo),
-    /// One agent (Check, Wait with `target`, Spawn).
+/// Declares [`Response`] and, for each variant that is exactly one typed
+/// answer, that answer's [`TypedAnswer`] impl: a new answer shape is one entry
+/// here (`Variant(WireType) => AnswerType`, `, boxed` when the wire boxes it).
+macro_rules! responses {
+    (
+        $(#[$enum_doc:meta])*
+        units { $( $(#[$unit_doc:meta])* $unit:ident, )* }
+        answers { $( $(#[$doc:meta])* $variant:ident($wire:ty) => $answer:ty $(, $boxed:ident)?; )* }
+        others { $( $(#[$other_doc:meta])* $other:ident($other_wire:ty), )* }
+    ) => {
+        $(#[$enum_doc])*
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        pub enum Response {
+            $( $(#[$unit_doc])* $unit, )*
+            $( $(#[$doc])* $variant($wire), )*
+            $( $(#[$other_doc])* $other($other_wire), )*
+        }
+
+        $(
+            impl TypedAnswer for $answer {
+                fn into_response(self) -> Response {
+                    Response::$variant(responses!(@wrap self $($boxed)?))
+                }
+
+                fn from_response(response: Response) -> Result<Self, Response> {
+                    match response {
+                        #[allow(clippy::needless_question_mark)]
+                        Response::$variant(answer) => Ok(responses!(@unwrap answer $($boxed)?)),
+                        other => Err(other),
+                    }
+                }
+            }
+        )*
+    };
+    (@wrap $value:ident) => { $value };
+    (@wrap $value:ident boxed) => { Box::new($value) };
+    (@unwrap $value:ident) => { $value };
+    (@unwrap $value:ident boxed) => { *$value };
+}
+
+responses! {
+    /// Every answer the app can give. Serde's externally tagged form is exactly the
+    /// wire form: unit variants are bare strings, the others one-key objects.
+    ///
+    /// # Format
+    ///
+    /// ```json
+    /// "Ok"
+    /// "TimedOut"
+    /// {"Hello":{"api_version":1,"build":"0.1.0","pid":4821,"requests":["Hello"]}}
+    /// {"Error":{"code":"not_found","message":"no terminal 9"}}
+    /// ```
+    units {
+        /// Done, nothing to say.
+        Ok,
+        /// The request's deadline passed before it completed.
+        TimedOut,
+    }
+    answers {
+        /// The answer to Hello.
+        Hello(HelloInfo) => HelloInfo;
+        /// The answer to Stats.
+        Stats(StatsInfo) => StatsInfo;
+        /// One agent (Check, Wait with `target`, Spawn).
+        Agent(Box<AgentRecord>) => AgentRecord, boxed;
+        /// Several agents (List, Wait with `targets`).
+        Agents(Vec<AgentRecord>) => Vec<AgentRecord>;
+        /// The answer to Send.
+        Sent(SentInfo) => SentInfo;
+        /// The answer to Output.
+        Output(OutputInfo) => OutputInfo;
+        /// One environment (CreateWorktree).
+        Environment(Box<EnvironmentInfo>) => EnvironmentInfo, boxed;
+        /// Every environment.
+        Environments(Vec<EnvironmentInfo>) => Vec<EnvironmentInfo>;
+        /// The answer to Changes.
+        Changes(Box<ChangesInfo>) => ChangesInfo, boxed;
+        /// The answer to Conflicts.
+        Conflicts(ConflictsInfo) => ConflictsInfo;
+        /// The answer to UpdateEnvironment.
+        Updated(Box<UpdatedInfo>) => UpdatedInfo, boxed;
+        /// The answer to Archives.
+        Archives(Vec<ArchiveInfo>) => Vec<ArchiveInfo>;
+        /// The answer to CollectEnvironments.
+        Collected(CollectedInfo) => CollectedInfo;
+        /// The answer to RunVariants.
+        Variants(VariantsInfo) => VariantsInfo;
+        /// The answer to PickVariant.
+        Picked(PickedInfo) => PickedInfo;
+        /// A variant group's scoreboard (Scores, CheckVariants).
+        Scores(Box<ScoresInfo>) => ScoresInfo, boxed;
+        /// The answer to MergeVariants.
+        Merged(Box<MergedInfo>) => MergedInfo, boxed;
+        /// The answer to Code.
+        CodeResult(Box<CodeResultInfo>) => CodeResultInfo, boxed;
+        /// The answer to Extensions.
+        Extensions(Vec<ExtensionInfo>) => Vec<ExtensionInfo>;
+        /// The answer to Hosts and CheckHost: each host's link.
+        Hosts(Vec<HostStatus>) => Vec<HostStatus>;
+        /// The answer to Ask: how it was decided.
+        Answered(AnsweredInfo) => AnsweredInfo;
+        /// The open asks.
+        Asks(Vec<AskInfo>) => Vec<AskInfo>;
+        /// The answer to ExtensionTool.
+        ToolResult(ToolResultInfo) => ToolResultInfo;
+        /// The answer to Connections.
+        Connections(ConnectionsInfo) => ConnectionsInfo;
+    }
+    others {
+        /// The request failed.
+        Error(ApiError),
+    }
+}
+
+/// A request's answer when it succeeds.
+pub trait TypedAnswer: Sized + Send + 'static {
+    /// The answer as the response on the wire.
+    fn into_response(self) -> Response;
+
+    /// The answer a response stands for; the response back when it is another
+    /// (an error, `"TimedOut"`, or the answer of another request).
+    fn from_response(response: Response) -> Result<Self, Response>;
+
+    /// The request is answered by a stream (SubscribeAgents, Attach): served
+    /// until its client leaves, so it has no deadline, and its client leaving
+    /// ends it (see [`crate::request::Call`]'s defaults).
+    const STREAMS: bool = false;
+}
+
+/// `"Ok"`: done, nothing to say.
+impl TypedAnswer for () {
+    fn into_response(self) -> Response {
+        Response::Ok
+    }
+
+    fn from_response(response: Response) -> Result<Self, Response> {
+        match response {
+            Response::Ok => Ok(()),
+            other => Err(other),
+        }
+    }
+}
+
+/// The answer to Wait: the record of its `target`, the records of its
+/// `targets`, or `"TimedOut"` when its own timeout passed first.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Waited {
+    /// The one target's record.
     Agent(Box<AgentRecord>),
-    /// Several agents (List, Wait with `targets`).
+    /// The targets' records, in the order asked.
     Agents(Vec<AgentRecord>),
-    /// The answer to Send.
-    Sent(SentInfo),
-    /// The answer to Output.
-    Output(OutputInfo),
-    /// One environment (CreateWorktree).
-    Environment(Box<super::EnvironmentInfo>),
-    /// Every environment.
-    Environments(Vec<super::EnvironmentInfo>),
-    /// The answer to Changes.
-    Changes(Box<super::ChangesInfo>),
-    /// The answer to Conflicts.
-    Conflicts(super::ConflictsInfo),
-    /// The answer to UpdateEnvironment.
-    Updated(Box<super::UpdatedInfo>),
-    /// The answer to Archives.
-    Archives(Vec<super::ArchiveInfo>),
-    /// The answer to CollectEnvironments.
-    Collected(super::CollectedInfo),
-    /// The answer to RunVariants.
-    Variants(super::VariantsInfo),
-    /// The answer to PickVariant.
-    Picked(super::PickedInfo),
-    /// A variant group's scoreboard (Scores, CheckVariants).
-    Scores(Box<super::ScoresInfo>),
-    /// The answer to MergeVariants.
-    Merged(Box<super::MergedInfo>),
-    /// The answer to Code.
-    CodeResult(Box<super::CodeResultInfo>),
-    /// The answer to Extensions.
-    Extensions(Vec<super::ExtensionInfo>),
-    /// The answer to Hosts and CheckHost: each host's link.
-    Hosts(Vec<super::HostStatus>),
-    /// The answer to Ask: how it was decided.
-    Answered(super::AnsweredInfo),
-    /// The open asks.
-    Asks(Vec<super::AskInfo>),
-    /// The answer to ExtensionTool.
-    ToolResult(super::ToolResultInfo),
-    /// The answer to Connections.
-    Connections(crate::request::connections::ConnectionsInfo),
-    /// The request failed.
-    Error(ApiError),
+    /// The condition did not hold within `timeout_secs`.
+    TimedOut,
+}
+
+impl TypedAnswer for Waited {
+    fn into_response(self) -> Response {
+        match self {
+            Waited::Agent(record) => Response::Agent(record),
+            Waited::Agents(records) => Response::Agents(records),
+            Waited::TimedOut => Response::TimedOut,
+        }
+    }
+
+    fn from_response(response: Response) -> Result<Self, Response> {
+        match response {
+            Response::Agent(record) => Ok(Waited::Agent(record)),
+            Response::Agents(records) => Ok(Waited::Agents(records)),
+            Response::TimedOut => Ok(Waited::TimedOut),
+            other => Err(other),
+        }
+    }
+}
+
+/// The "answer" of a streaming request (SubscribeAgents, Attach): there is none,
+/// the connection carries a stream instead. No value of this type exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Streamed {}
+
+impl TypedAnswer for Streamed {
+    const STREAMS: bool = true;
+
+    fn into_response(self) -> Response {
+        match self {}
+    }
+
+    fn from_response(response: Response) -> Result<Self, Response> {
+        Err(response)
+    }
 }
 
 /// The answer to Send.

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::timeline::{Timeline, bound};
 use super::turns::SUBCOMMAND_LOOKING;
-use super::turns::{asks, expect_turn, send_turn, until_ask, until_no_ask};
+use super::turns::{asks, expect_turn, send_turn, sends_then_a_slow_turn, until_ask, until_no_ask};
 use super::{Cli, LONG, RealApp, Turn};
 
 /// Claude Code in manual mode, which asks before a tool call (2.1.332 starts in
@@ -32,39 +32,12 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     let first = expect_turn(&bed, &timeline, id, 1, spawned_at, "update");
     assert_eq!(first.idle.1["message"], "first reply");
     assert_eq!(first.idle.1["state_source"], "hook");
-    let mut worst = first.latencies();
-    // Twenty sends (KRAD_REAL_SENDS), each its own turn: submitted, none glued.
+    // Twenty sends (KRAD_REAL_SENDS), each its own turn: submitted, none
+    // glued; then a slow turn, working all along. Each idle says the reply.
     let sends = super::sends();
-    for n in 2..=sends + 1 {
-        let seen = send_turn(
-            &bed,
-            &timeline,
-            id,
-            &format!("prompt number {n}"),
-            Turn::reply(format!("reply number {n}")),
-        );
-        assert_eq!(seen.request, n);
-        assert_eq!(seen.idle.1["message"], format!("reply number {n}"));
-        let (w, i) = seen.latencies();
-        worst = (worst.0.max(w), worst.1.max(i));
-    }
-    eprintln!(
-        "claude: worst latency to working {:?}, to idle {:?}",
-        worst.0, worst.1
-    );
-    // A slow turn is working all along.
-    let slow = send_turn(
-        &bed,
-        &timeline,
-        id,
-        "take your time",
-        Turn::Slow {
-            text: "slowly done".into(),
-            secs: 4,
-        },
-    );
-    assert!(slow.answered.duration_since(slow.started) >= Duration::from_secs(3));
-    assert_eq!(slow.idle.1["message"], "slowly done");
+    sends_then_a_slow_turn(&bed, &timeline, id, ("claude", &first), |seen, text| {
+        assert_eq!(seen.idle.1["message"], text);
+    });
     // An API error ends the turn: idle, with the error. (2.1.332 sends a request
     // that got a 400 again, whatever `x-should-retry` says — 3 to 4 times in
     // these runs, at once: every one fails.)

@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 
 use super::timeline::{Timeline, bound};
 use super::turns::SUBCOMMAND_LOOKING;
-use super::turns::{answer_dialog, asks, expect_turn, send_turn, until_ask};
+use super::turns::{
+    answer_dialog, asks, expect_turn, send_turn, sends_then_a_slow_turn, until_ask,
+};
 use super::{Cli, LONG, RealApp, Turn};
 
 /// Codex asks before running a command only in a read-only sandbox that asks.
@@ -44,39 +46,12 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     // The hidden title turn's notify must not be taken for the reply.
     let idle = bed.app.until(id, LONG, |r| r["message"] == "first reply");
     assert_eq!(idle["state"], "idle");
-    let mut worst = first.latencies();
+    // Each turn's message may come after its idle (Codex's notify).
     let sends = super::sends();
-    for n in 2..=sends + 1 {
-        let seen = send_turn(
-            &bed,
-            &timeline,
-            id,
-            &format!("prompt number {n}"),
-            Turn::reply(format!("reply number {n}")),
-        );
-        let message = bed
-            .app
-            .until(id, LONG, |r| r["message"] == format!("reply number {n}"));
-        assert_eq!(message["state"], "idle");
-        let (w, i) = seen.latencies();
-        worst = (worst.0.max(w), worst.1.max(i));
-    }
-    eprintln!(
-        "codex: worst latency to working {:?}, to idle {:?}",
-        worst.0, worst.1
-    );
-    let slow = send_turn(
-        &bed,
-        &timeline,
-        id,
-        "take your time",
-        Turn::Slow {
-            text: "slowly done".into(),
-            secs: 4,
-        },
-    );
-    assert!(slow.answered.duration_since(slow.started).as_secs() >= 3);
-    bed.app.until(id, LONG, |r| r["message"] == "slowly done");
+    sends_then_a_slow_turn(&bed, &timeline, id, ("codex", &first), |_, text| {
+        let said = bed.app.until(id, LONG, |r| r["message"] == text);
+        assert_eq!(said["state"], "idle");
+    });
     // An API error ends the turn: idle, with the error.
     bed.double
         .script(vec![Turn::error(400, "the double says no")]);

@@ -130,6 +130,18 @@ impl Shared {
     fn next_id(&self) -> u64 {
         self.ids.fetch_add(1, Ordering::Relaxed) + 1
     }
+
+    /// Waits at most `left` for a change to the state, then holds it again.
+    fn wait_changed<'s>(
+        &self,
+        state: MutexGuard<'s, State>,
+        left: Duration,
+    ) -> MutexGuard<'s, State> {
+        self.changed
+            .wait_timeout(state, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+    }
 }
 
 /// A running model double; dropping it stops it (and ends every hanging stream).
@@ -206,12 +218,7 @@ impl ModelDouble {
                         got.len()
                     )
                 });
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            state = self.shared.wait_changed(state, left);
         }
     }
 
@@ -246,12 +253,7 @@ impl ModelDouble {
                 return Some(body.clone());
             }
             let left = until.checked_duration_since(Instant::now())?;
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            state = self.shared.wait_changed(state, left);
         }
     }
 }
@@ -488,10 +490,16 @@ fn answer_inner(
         return stream.write_all(head.as_bytes()).is_ok()
             && stream.write_all(body.as_bytes()).is_ok();
     }
+    let reply = Reply {
+        turn: &turn,
+        model: &model,
+        id,
+        usage,
+    };
     if request.body["stream"] != true {
         let body = match api {
-            Api::Anthropic => anthropic_message(&turn, &model, id, usage),
-            Api::OpenAi => openai_response(&turn, &model, id, "completed", usage),
+            Api::Anthropic => anthropic_message(&reply),
+            Api::OpenAi => openai_response(&reply, "completed"),
         };
         return json_answer(stream, 200, &body);
     }
@@ -506,8 +514,8 @@ fn answer_inner(
         last_write: None,
     };
     let _ = match api {
-        Api::Anthropic => stream_anthropic(shared, &mut sse, &turn, &model, id, usage),
-        Api::OpenAi => stream_openai(shared, &mut sse, &turn, &model, id, usage),
+        Api::Anthropic => stream_anthropic(shared, &mut sse, &reply),
+        Api::OpenAi => stream_openai(shared, &mut sse, &reply),
     };
     *last_write = sse.last_write.or(*last_write);
     false
@@ -620,11 +628,7 @@ impl Sse<'_> {
             if state.closed {
                 break;
             }
-            state = shared
-                .changed
-                .wait_timeout(state, Duration::from_secs(5))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            state = shared.wait_changed(state, Duration::from_secs(5));
         }
         Ok(())
     }
@@ -653,21 +657,31 @@ fn anthropic_blocks(turn: &Turn, id: u64) -> (Vec<Value>, &'static str) {
     }
 }
 
-fn anthropic_message(turn: &Turn, model: &str, id: u64, usage: SentUsage) -> Value {
-    let (content, stop) = anthropic_blocks(turn, id);
-    json!({"id": format!("msg_double{id}"), "type": "message", "role": "assistant", "model": model,
-           "content": content, "stop_reason": stop, "stop_sequence": null,
+/// What one answer of the double says: its turn, as which model, its number
+/// and the usage it reports.
+#[derive(Clone, Copy)]
+struct Reply<'a> {
+    turn: &'a Turn,
+    model: &'a str,
+    id: u64,
+    usage: SentUsage,
+}
+
+fn anthropic_message(reply: &Reply<'_>) -> Value {
+    let (id, usage) = (reply.id, reply.usage);
+    let (content, stop) = anthropic_blocks(reply.turn, id);
+    json!({"id": format!("msg_double{id}"), "type": "message", "role": "assistant",
+           "model": reply.model, "content": content, "stop_reason": stop, "stop_sequence": null,
            "usage": usage_anthropic(usage, usage.output)})
 }
 
-fn stream_anthropic(
-    shared: &Shared,
-    sse: &mut Sse<'_>,
-    turn: &Turn,
-    model: &str,
-    id: u64,
-    usage: SentUsage,
-) -> std::io::Result<()> {
+fn stream_anthropic(shared: &Shared, sse: &mut Sse<'_>, reply: &Reply<'_>) -> std::io::Result<()> {
+    let Reply {
+        turn,
+        model,
+        id,
+        usage,
+    } = *reply;
     sse.event(json!({"type": "message_start", "message": {
         "id": format!("msg_double{id}"), "type": "message", "role": "assistant", "model": model,
         "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage_anthropic(usage, 1)}}))?;
@@ -721,14 +735,15 @@ fn openai_item(turn: &Turn, id: u64, status: &str) -> Value {
     }
 }
 
-fn openai_response(turn: &Turn, model: &str, id: u64, status: &str, usage: SentUsage) -> Value {
+fn openai_response(reply: &Reply<'_>, status: &str) -> Value {
+    let (id, usage) = (reply.id, reply.usage);
     let output = if status == "completed" {
-        vec![openai_item(turn, id, "completed")]
+        vec![openai_item(reply.turn, id, "completed")]
     } else {
         vec![]
     };
     json!({"id": format!("resp_double{id}"), "object": "response", "created_at": 0, "status": status,
-           "model": model, "output": output,
+           "model": reply.model, "output": output,
            "usage": {"input_tokens": usage.input,
                      "input_tokens_details": {"cached_tokens": usage.cache_read},
                      "output_tokens": usage.output,
@@ -736,16 +751,10 @@ fn openai_response(turn: &Turn, model: &str, id: u64, status: &str, usage: SentU
                      "total_tokens": usage.input + usage.output}})
 }
 
-fn stream_openai(
-    shared: &Shared,
-    sse: &mut Sse<'_>,
-    turn: &Turn,
-    model: &str,
-    id: u64,
-    usage: SentUsage,
-) -> std::io::Result<()> {
+fn stream_openai(shared: &Shared, sse: &mut Sse<'_>, reply: &Reply<'_>) -> std::io::Result<()> {
+    let (turn, id) = (reply.turn, reply.id);
     sse.event(json!({"type": "response.created",
-        "response": openai_response(turn, model, id, "in_progress", usage)}))?;
+        "response": openai_response(reply, "in_progress")}))?;
     if let Turn::Hang = turn {
         return sse.hang(shared);
     }
@@ -774,5 +783,5 @@ fn stream_openai(
         "item": openai_item(turn, id, "completed")}),
     )?;
     sse.event(json!({"type": "response.completed",
-        "response": openai_response(turn, model, id, "completed", usage)}))
+        "response": openai_response(reply, "completed")}))
 }

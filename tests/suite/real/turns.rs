@@ -51,6 +51,41 @@ pub(super) fn send_turn(
     expect_turn(bed, timeline, id, before + 1, sent_at, prompt)
 }
 
+/// After the first turn (`first`), the sends of [`super::sends`], each its own
+/// turn (`prompt number N`, answered `reply number N`), then a slow turn
+/// (`take your time`, answered `slowly done` after 4 s) that is working all
+/// along; prints `cli`'s worst latencies to working and to idle.
+/// `ended_saying(seen, text)` checks that the turn `seen` ended saying `text`.
+pub(super) fn sends_then_a_slow_turn(
+    bed: &RealApp,
+    timeline: &Timeline,
+    id: u64,
+    (cli, first): (&str, &TurnSeen),
+    ended_saying: impl Fn(&TurnSeen, &str),
+) {
+    let mut worst = first.latencies();
+    for n in 2..=super::sends() + 1 {
+        let prompt = format!("prompt number {n}");
+        let reply = format!("reply number {n}");
+        let seen = send_turn(bed, timeline, id, &prompt, Turn::reply(reply.clone()));
+        assert_eq!(seen.request, n, "each send is a turn of its own");
+        ended_saying(&seen, &reply);
+        let (w, i) = seen.latencies();
+        worst = (worst.0.max(w), worst.1.max(i));
+    }
+    eprintln!(
+        "{cli}: worst latency to working {:?}, to idle {:?}",
+        worst.0, worst.1
+    );
+    let slow = Turn::Slow {
+        text: "slowly done".into(),
+        secs: 4,
+    };
+    let slow = send_turn(bed, timeline, id, "take your time", slow);
+    assert!(slow.answered.duration_since(slow.started) >= Duration::from_secs(3));
+    ended_saying(&slow, "slowly done");
+}
+
 /// Checks the `n`th main request (from 1) carried `prompt` and the states of its
 /// turn; `since`: when the turn was asked for.
 pub(super) fn expect_turn(
