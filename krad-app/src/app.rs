@@ -179,6 +179,8 @@ async fn shutdown(app: &EmbeddedApp, close_terminals: bool) {
     }
     if close_terminals || !restart_safe {
         let _ = std::fs::remove_dir_all(&core.settings().token_dir);
+        // Those of the terminals taken back from an app before this one.
+        leftovers::token_folders_at_stop(core.settings());
     }
     // Otherwise the terminals kept running read their token files there
     // (a sandbox binds its file): the next app writes them again in

@@ -68,6 +68,7 @@ impl Core {
             .map_err(|e| format!("the config is not usable: {e}"))?;
         private_dir(&settings.state_dir)?;
         private_dir(&settings.token_dir)?;
+        crate::leftovers::mark_token_folder(&settings)?;
         let host: Arc<dyn TerminalHost> = match settings.config.terminals.host {
             TerminalHostKind::Pty => host,
             TerminalHostKind::Tmux => Arc::new(

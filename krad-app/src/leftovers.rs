@@ -1,8 +1,11 @@
 //! What an app that died (SIGKILL, a crash) left behind on this machine, cleaned
 //! by the next app once it has taken its terminals back:
 //!
-//! * the token folders of its terminals (`terminals-<pid>` beside api.json) —
-//!   except those that terminals taken back still read their token from;
+//! * the token folders of its terminals (`terminals-<pid>` beside api.json,
+//!   shared by the apps of every repository: each folder names its own in a
+//!   file, [`mark_token_folder`]) — only this repository's, and not those that
+//!   terminals taken back still read their token from (those go when this app
+//!   closes its terminals at its stop: [`token_folders_at_stop`]);
 //! * its SSH control masters, asked to exit (each still holds the old reverse
 //!   forward on its host), and their control sockets;
 //! * the temp files of its atomic writes (`.<name>.<pid>.<n>.tmp`, see
@@ -84,16 +87,50 @@ fn dead_owner(name: &str, prefix: &str) -> Option<u32> {
     (pid != std::process::id() && !pid_alive(pid)).then_some(pid)
 }
 
+/// The file in a token folder that names the repository of its app (its
+/// state directory): the folders of every repository's apps are side by side.
+const REPOSITORY_MARK: &str = "repository";
+
+/// Writes, in this app's token folder, which repository it serves.
+pub(crate) fn mark_token_folder(settings: &Settings) -> Result<(), String> {
+    let mark = settings.token_dir.join(REPOSITORY_MARK);
+    let state_dir = settings.state_dir.display().to_string();
+    krad_bus::private_file::write(&mark, state_dir.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", mark.display()))
+}
+
+/// Whether a token folder is one of this repository's apps'. A folder
+/// without a mark was left by an app older than the marks: taken as ours,
+/// as it was then.
+fn of_this_repository(folder: &Path, settings: &Settings) -> bool {
+    match std::fs::read(folder.join(REPOSITORY_MARK)) {
+        Ok(named) => named == settings.state_dir.display().to_string().as_bytes(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}
+
 fn token_folders(settings: &Settings, store: &Store) {
-    let Some(parent) = settings.token_dir.parent() else {
-        return;
-    };
     // Terminals taken back keep the token file they were started with.
     let in_use: BTreeSet<PathBuf> = store
         .token_files()
         .iter()
         .filter_map(|file| file.parent().map(Path::to_path_buf))
         .collect();
+    dead_token_folders(settings, &in_use);
+}
+
+/// Removes the token folders of this repository's dead apps that terminals
+/// taken back were reading: called once this app closed its terminals.
+pub(crate) fn token_folders_at_stop(settings: &Settings) {
+    dead_token_folders(settings, &BTreeSet::new());
+}
+
+/// Removes the token folders of this repository's dead apps, but those in
+/// `in_use`.
+fn dead_token_folders(settings: &Settings, in_use: &BTreeSet<PathBuf>) {
+    let Some(parent) = settings.token_dir.parent() else {
+        return;
+    };
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
@@ -103,7 +140,7 @@ fn token_folders(settings: &Settings, store: &Store) {
         let Some(pid) = name.to_str().and_then(|n| dead_owner(n, "terminals-")) else {
             continue;
         };
-        if in_use.contains(&path) {
+        if in_use.contains(&path) || !of_this_repository(&path, settings) {
             continue;
         }
         match std::fs::remove_dir_all(&path) {

@@ -120,6 +120,11 @@ fn after_a_sigkill_the_next_app_starts_at_once_and_the_leftovers_are_not_believe
     let repo = first.dir.path().join("repo");
     let discovery = repo.join(".git/krad/api.json");
     assert!(discovery.exists());
+    let entry = first
+        .dir
+        .path()
+        .join(format!("runtime/krad-ade/apps/{}.json", first.pid));
+    assert!(entry.exists(), "{} is not there", entry.display());
     first.signal(nix::sys::signal::Signal::SIGKILL);
     first.wait_exit(Duration::from_secs(10));
     // The dead app's discovery file is there, but not believed.
@@ -144,8 +149,11 @@ fn after_a_sigkill_the_next_app_starts_at_once_and_the_leftovers_are_not_believe
         .unwrap();
     let serving: Value = serde_json::from_str(&first_line(&mut second)).unwrap();
     let took = started.elapsed();
+    // The next app removed the dead one's entry: no `krad apps` looked.
+    let entry_left = entry.exists();
     let _ = second.kill();
     let _ = second.wait();
+    assert!(!entry_left, "{} is left by the next app", entry.display());
     assert_eq!(serving["Serving"]["first_run"], false, "{serving}");
     assert!(
         took < stretched(Duration::from_secs(1)),

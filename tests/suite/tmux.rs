@@ -248,6 +248,71 @@ fn a_killed_app_starts_again_and_takes_its_terminals_back() {
     assert!(next > doomed, "{next}");
 }
 
+/// Issue 48 (16): the token folder of the app before, which the terminals
+/// taken back read their tokens from, is left by an app of another repository
+/// beside it (their folders share `~/.krad-ade`), and goes at the plain stop
+/// of the app that took them back.
+#[test]
+fn a_taken_back_terminal_s_token_folder_outlives_other_repositories_apps_and_goes_at_a_plain_stop()
+{
+    let app = App::start_config(TMUX);
+    let kept = app.spawn_sh("sleep 600");
+    let _server = TmuxServer::of(&app, kept);
+    let run = app.api_json.parent().unwrap().to_path_buf();
+    let before = run.join(format!("terminals-{}", app.pid));
+    let token = before.join(format!("{kept}.token"));
+    assert!(token.exists(), "{}", token.display());
+    app.signal(nix::sys::signal::Signal::SIGKILL);
+    let dir = app.stop_keep_dir();
+    let mut app = App::launch(Launch {
+        config: Some(TMUX),
+        reuse: Some(dir),
+        ..Launch::default()
+    });
+    assert_ne!(app.record(kept)["state"], "exited");
+    assert!(
+        token.exists(),
+        "the terminal taken back reads its token there"
+    );
+
+    // An app of another repository, its api.json beside this one's: it serves
+    // (its start's clean-up done), and leaves the folder in use alone.
+    let other = crate::support::git_repo(&app.dir.path().join("other"));
+    let mut beside = Command::new(crate::support::KRAD)
+        .args(["serve", "--json"])
+        .current_dir(&other)
+        .env("KRAD_ADE_API_JSON", run.join("other.json"))
+        .env_remove("KRAD_CONFIG")
+        .envs(crate::support::private_home(app.dir.path()))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let serving = crate::support::first_line(&mut beside);
+    let _ = beside.kill();
+    let _ = beside.wait();
+    assert!(serving.contains("Serving"), "{serving}");
+    assert!(
+        token.exists(),
+        "another repository's app removed this one's token folder"
+    );
+
+    // A plain stop closes the terminal, and with it goes the folder.
+    let own = run.join(format!("terminals-{}", app.pid));
+    assert!(own.is_dir());
+    let out = app.krad(&["stop"]);
+    assert_eq!(
+        crate::support::exit_code(&out),
+        0,
+        "{}",
+        crate::support::stderr(&out)
+    );
+    app.wait_exit(Duration::from_secs(15));
+    assert!(!own.exists(), "{} is left", own.display());
+    assert!(!before.exists(), "{} is left", before.display());
+}
+
 #[test]
 fn attaching_to_an_exited_terminal_gives_its_last_screen_and_exit_not_its_gone_window() {
     let app = App::start_config(TMUX);

@@ -4,7 +4,8 @@
 //! stops. An entry says where an app serves and which repository; it holds
 //! no token (the repository's discovery file does). An entry is believed only
 //! while its repository's lock is held by its pid; [`live`] removes the
-//! others, so a SIGKILLed app drops out of `krad apps` at the next look.
+//! others, so a SIGKILLed app drops out of `krad apps` at the next look, and
+//! its entry is gone once another app starts (`krad serve` looks first).
 //!
 //! Knows nothing of the bus or of the CLI's order of lookups.
 

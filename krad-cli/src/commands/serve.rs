@@ -308,6 +308,9 @@ fn publish(
         build: BUILD.to_owned(),
         started_at,
     };
+    // The entries of apps that died without removing theirs (SIGKILL) go
+    // now, not only at the next `krad apps`.
+    let _ = registry::live();
     let registered = match registry::register(&entry) {
         Ok(path) => Some(path),
         Err(error) => {
