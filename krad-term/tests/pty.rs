@@ -47,6 +47,21 @@ fn start_with_room_for(
     (terminal, receiver)
 }
 
+/// The pid a test's program wrote to `pid` in `dir` — waited for: the file
+/// may be there before the number is (the shell's `echo $! > pid` opens it
+/// first).
+async fn pid_written(dir: &Path) -> i32 {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let read = std::fs::read_to_string(dir.join("pid")).unwrap_or_default();
+        if let Ok(pid) = read.trim().parse() {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "the program never wrote the pid");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Reads events until `Exited`, which must be the last one; returns the ones before.
 /// How the terminal's program ended (see [`until_exit`]).
 async fn exit_of(events: &mut mpsc::Receiver<TerminalEvent>) -> ExitStatus {
@@ -469,17 +484,12 @@ async fn close_kills_after_the_grace() {
 #[tokio::test]
 async fn close_kills_the_process_group() {
     let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("pid");
     let (terminal, mut events) = start(sh(
         "sleep 100 & echo $! > pid; echo started; wait",
         dir.path(),
     ));
     until_screen(&*terminal, |s| s.screen == "started").await;
-    let grandchild: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let grandchild = pid_written(dir.path()).await;
     assert!(!dead(grandchild));
     terminal.close(Duration::from_millis(500));
     let (_, status) = until_exit(&mut events).await;
@@ -499,7 +509,6 @@ async fn close_kills_the_process_group() {
 #[tokio::test]
 async fn close_kills_what_the_program_leaves_in_its_group() {
     let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("pid");
     // The grandchild says it is ready once it ignores SIGHUP.
     let (terminal, mut events) = start(sh(
         "sh -c 'trap \"\" HUP; echo ready > ready; exec sleep 100' & echo $! > pid; wait",
@@ -510,16 +519,7 @@ async fn close_kills_what_the_program_leaves_in_its_group() {
         assert!(Instant::now() < deadline, "the grandchild never got ready");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // The grandchild may be ready before the shell wrote its pid (the file
-    // then exists, still empty): wait for the number.
-    let grandchild: i32 = loop {
-        let read = std::fs::read_to_string(&pidfile).unwrap_or_default();
-        if let Ok(pid) = read.trim().parse() {
-            break pid;
-        }
-        assert!(Instant::now() < deadline, "the shell never wrote the pid");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let grandchild = pid_written(dir.path()).await;
     let grace = Duration::from_millis(1500);
     let started = Instant::now();
     terminal.close(grace);

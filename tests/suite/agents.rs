@@ -590,11 +590,7 @@ fn the_rev_never_goes_back_across_a_restart() {
     let app = App::start();
     let id = app.spawn_sh("sleep 60");
     let rev = app.record(id)["rev"].as_u64().unwrap();
-    let dir = app.stop_keep_dir();
-    let app = App::launch(crate::support::Launch {
-        reuse: Some(dir),
-        ..Default::default()
-    });
+    let app = app.again(None);
     let id2 = app.spawn_sh("sleep 60");
     assert!(id2 > id, "terminal id {id2} reused (was {id})");
     assert!(app.record(id2)["rev"].as_u64().unwrap() > rev);

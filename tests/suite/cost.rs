@@ -146,13 +146,7 @@ fn a_waived_limit_and_the_cost_survive_a_restart_on_the_tmux_host() {
         r["tokens"]["cost_usd"] == 0.006 && r["state_source"] != "budget"
     });
     // The app dies (its terminals live on in tmux), and starts again.
-    app.signal(nix::sys::signal::Signal::SIGKILL);
-    let dir = app.stop_keep_dir();
-    let app = App::launch(crate::support::Launch {
-        config: Some(&config),
-        reuse: Some(dir),
-        ..crate::support::Launch::default()
-    });
+    let app = app.killed_then_again(Some(&config));
     // Its cost at once, as it was; and, read again from its transcript by the
     // new app's spend reader, still not stopped.
     let back = app.record(id);

@@ -45,8 +45,8 @@ fn send_with_id(app: &App, request: &Value, id: &str) -> String {
     line
 }
 
-/// The app died at its crash point: its directory, for the next app.
-fn died(mut app: App) -> tempfile::TempDir {
+/// The app died at its crash point: it, for the next app (`App::again`).
+fn died(mut app: App) -> App {
     let status = app.wait_exit(Duration::from_secs(30));
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&status),
@@ -54,15 +54,7 @@ fn died(mut app: App) -> tempfile::TempDir {
         "the app did not kill itself: {status:?}; its log:\n{}",
         app.log()
     );
-    app.stop_keep_dir()
-}
-
-fn again(dir: tempfile::TempDir, config: &str) -> App {
-    App::launch(Launch {
-        config: Some(config),
-        reuse: Some(dir),
-        ..Launch::default()
-    })
+    app
 }
 
 /// The lines a program appended to `trace` (one per start).
@@ -107,7 +99,7 @@ fn a_queued_spawn_is_replayed_after_a_crash(config: &str) {
     let spawn = json!({"Spawn": {"profile": "exec", "name": "queued-once", "queue": true,
         "command": ["sh", "-c", format!("echo ran >> {}; exec sleep 600", trace.display())]}});
     assert_eq!(send_with_id(&app, &spawn, "q-1"), "", "the app answered");
-    let app = again(died(app), &config);
+    let app = died(app).again(Some(&config));
     let retried: Value = serde_json::from_str(&send_with_id(&app, &spawn, "q-1")).unwrap();
     let record = &retried["Agent"];
     assert_eq!(record["replayed"], true, "{retried}");
@@ -177,7 +169,7 @@ fn spawn_killed_at(point: &str, config: &str) -> Retried {
     let spawn = json!({"Spawn": {"profile": "exec", "name": "once",
         "command": ["sh", "-c", format!("echo ran >> {}; exec sleep 600", trace.display())]}});
     assert_eq!(send_with_id(&app, &spawn, "s-1"), "", "the app answered");
-    let app = again(died(app), config);
+    let app = died(app).again(Some(config));
     let answer: Value = serde_json::from_str(&send_with_id(&app, &spawn, "s-1")).unwrap();
     let id = answer["Agent"]["terminal"]
         .as_u64()
@@ -222,7 +214,7 @@ fn a_spawn_lost_with_the_app_on_the_pty_host_is_on_record_as_its_replay_says() {
         // every terminal, this one with them).
         let id = agent["terminal"].as_u64().unwrap();
         retried.app.signal(nix::sys::signal::Signal::SIGKILL);
-        let app = again(retried.app.stop_keep_dir(), "");
+        let app = retried.app.again(Some(""));
         assert_eq!(app.record(id)["message"], "lost when the app stopped");
         assert_eq!(app.request(json!({"Close": {"target": id}})), json!("Ok"));
     }
@@ -284,7 +276,7 @@ fn a_contained_terminal_kept_by_a_clean_stop_is_taken_back_and_reaches_the_bus()
     app.until(id, Duration::from_secs(30), |r| r["message"] == "ready");
     let stopped = app.krad(&["stop", "--keep-terminals"]);
     assert!(stopped.status.success(), "{stopped:?}");
-    let app = again(app.stop_keep_dir(), &config);
+    let app = app.again(Some(&config));
     let record = app.record(id);
     assert_ne!(record["state"], "exited", "{record}\n{}", app.log());
     let sent = app.request(json!({"Send": {"target": id, "text": "again", "enter": true}}));
@@ -304,7 +296,7 @@ fn a_close_killed_after_the_record_went_is_replayed(config: &str) {
     let _tmux = config.contains("tmux").then(|| TmuxServer::of(&app, id));
     let close = json!({"Close": {"target": id}});
     assert_eq!(send_with_id(&app, &close, "c-1"), "", "the app answered");
-    let app = again(died(app), config);
+    let app = died(app).again(Some(config));
     let retried: Value = serde_json::from_str(&send_with_id(&app, &close, "c-1")).unwrap();
     assert_eq!(retried, json!({"Ok": {"replayed": true}}), "{}", app.log());
     assert_eq!(
@@ -352,7 +344,7 @@ fn a_queued_send_the_app_died_typing_is_said_on_its_record() {
         &json!({"Send": {"target": busy, "text": "go", "enter": true}}),
         "free-room",
     );
-    let app = again(died(app), &config);
+    let app = died(app).again(Some(&config));
     let record = app.until(idle, Duration::from_secs(20), |r| {
         r["message"]
             .as_str()

@@ -584,11 +584,7 @@ fn a_retried_request_id_replays_and_a_reused_one_is_refused() {
     assert_eq!(app.call(&close), json!("Ok"));
     assert_eq!(app.call(&close), json!({"Ok": {"replayed": true}}));
     // The ids survive a restart.
-    let dir = app.stop_keep_dir();
-    let app = App::launch(Launch {
-        reuse: Some(dir),
-        ..Launch::default()
-    });
+    let app = app.again(None);
     let mut again = app.envelope(json!({"CreateWorktree": {"name": "once"}}));
     again["request_id"] = json!("create-once-1");
     assert_eq!(app.call(&again)["Environment"]["replayed"], true);
@@ -636,11 +632,7 @@ fn a_run_variants_killed_midway_is_finished_at_restart_and_its_retry_gets_the_gr
     app.child.kill().unwrap();
     app.wait_exit(Duration::from_secs(10));
     runner.join().unwrap();
-    let dir = app.stop_keep_dir();
-    let app = App::launch(Launch {
-        reuse: Some(dir),
-        ..Launch::default()
-    });
+    let app = app.again(None);
     // Finished at the start: four variants, each set up, each with its agent.
     let envs = app.request(json!("Environments"))["Environments"].clone();
     let envs = envs.as_array().unwrap();
@@ -722,11 +714,7 @@ fn a_pick_killed_mid_merge_is_finished_or_undone_and_its_retry_gets_the_pick() {
     runner.join().unwrap();
     // git outlives the app that started it, and finishes once let go.
     std::fs::remove_file(&gate).unwrap();
-    let dir = app.stop_keep_dir();
-    let app = App::launch(Launch {
-        reuse: Some(dir),
-        ..Launch::default()
-    });
+    let app = app.again(None);
     envelope["token"] = app.envelope(json!("List"))["token"].clone();
     let picked = app.call(&envelope);
     assert_eq!(picked["Picked"]["variant"], 2, "{picked}");

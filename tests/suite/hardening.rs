@@ -610,11 +610,7 @@ fn a_send_cut_by_a_crash_is_answered_on_its_retry_not_sent_again() {
     app.signal(nix::sys::signal::Signal::SIGKILL);
     app.wait_exit(Duration::from_secs(10));
     sender.join().unwrap();
-    let dir = app.stop_keep_dir();
-    let app = App::launch(Launch {
-        reuse: Some(dir),
-        ..Launch::default()
-    });
+    let app = app.again(None);
     envelope["token"] = app.envelope(json!("List"))["token"].clone();
     let retried = app.call(&envelope);
     assert_eq!(code(&retried), "failed", "{retried}");

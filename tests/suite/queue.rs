@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{App, Launch, code, exit_code, stderr, stdout};
+use crate::support::{App, code, exit_code, stderr, stdout};
 
 const SLEEPER: [&str; 3] = ["sh", "-c", "exec sleep 600"];
 
@@ -220,12 +220,7 @@ fn the_queue_survives_a_restart_of_the_app() {
     let a = queued_spawn(&app, "krad report idle -m 'a runs'; exec sleep 600", "a");
     let b = queued_spawn(&app, "exec sleep 600", "b");
     // The app stops (its terminals end with it); the queue is kept.
-    let dir = app.stop_keep_dir();
-    let app = App::launch(Launch {
-        config: Some(config),
-        reuse: Some(dir),
-        ..Launch::default()
-    });
+    let app = app.again(Some(config));
     // Back in order: the first takes the free place, the second still waits.
     let started = until_started(&app, id(&a));
     assert_eq!(started["name"], "a");

@@ -473,13 +473,7 @@ fn a_kept_contained_terminal_s_ports_are_relayed_again_after_a_restart() {
     let server = spawn_reporting(&app, "kept-served", &script, "serving");
     let _tmux = crate::tmux::TmuxServer::of(&app, server);
     assert_eq!(reply_of(ports[0], "before\n"), "HELLO-FROM-INSIDE\n");
-    app.signal(nix::sys::signal::Signal::SIGKILL);
-    let dir = app.stop_keep_dir();
-    let app = App::launch(crate::support::Launch {
-        config: Some(&config),
-        reuse: Some(dir),
-        ..crate::support::Launch::default()
-    });
+    let app = app.killed_then_again(Some(&config));
     assert_ne!(app.record(server)["state"], "exited");
     assert_eq!(reply_of(ports[0], "after\n"), "HELLO-FROM-INSIDE\n");
     app.until_screen(server, "after");

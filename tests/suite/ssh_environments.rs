@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::environments::http_answers;
 use crate::ssh::Sshd;
-use crate::support::{App, Launch, code, git, stdout, wait_until};
+use crate::support::{App, code, git, stdout, wait_until};
 
 /// An app whose config names host `far` (this sshd) with `host_extra` added to
 /// its `[hosts.far]` table and `extra` after it; and the host's repository.
@@ -129,11 +129,7 @@ fn a_host_environment_gets_ports_checked_free_on_the_host_kept_across_a_restart_
     );
     drop(intruder);
     // The block survives a restart, still held on the host.
-    let dir = app.stop_keep_dir();
-    let app = App::launch(Launch {
-        reuse: Some(dir),
-        ..Launch::default()
-    });
+    let app = app.again(None);
     assert_eq!(ports(&environment(&app, "far-web")), block);
     assert_eq!(
         std::fs::read_to_string(lock_file(&registry, block[0])).unwrap(),

@@ -433,6 +433,24 @@ impl App {
         let dir = tempfile::tempdir().unwrap();
         std::mem::replace(&mut self.dir, dir)
     }
+
+    /// Stops the app (SIGTERM, unless it ended already) and starts the next
+    /// one on the same repository and folders, with `config`.
+    pub(crate) fn again(self, config: Option<&str>) -> App {
+        let dir = self.stop_keep_dir();
+        App::launch(Launch {
+            config,
+            reuse: Some(dir),
+            ..Launch::default()
+        })
+    }
+
+    /// SIGKILLs the app (what a terminal host keeps lives on) and starts the
+    /// next one on the same repository and folders, with `config`.
+    pub(crate) fn killed_then_again(self, config: Option<&str>) -> App {
+        self.signal(nix::sys::signal::Signal::SIGKILL);
+        self.again(config)
+    }
 }
 
 impl Drop for App {

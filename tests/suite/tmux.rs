@@ -262,13 +262,7 @@ fn a_taken_back_terminal_s_token_folder_outlives_other_repositories_apps_and_goe
     let before = run.join(format!("terminals-{}", app.pid));
     let token = before.join(format!("{kept}.token"));
     assert!(token.exists(), "{}", token.display());
-    app.signal(nix::sys::signal::Signal::SIGKILL);
-    let dir = app.stop_keep_dir();
-    let mut app = App::launch(Launch {
-        config: Some(TMUX),
-        reuse: Some(dir),
-        ..Launch::default()
-    });
+    let mut app = app.killed_then_again(Some(TMUX));
     assert_ne!(app.record(kept)["state"], "exited");
     assert!(
         token.exists(),

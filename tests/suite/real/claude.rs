@@ -7,9 +7,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::timeline::{Timeline, bound};
+use super::timeline::Timeline;
 use super::turns::SUBCOMMAND_LOOKING;
-use super::turns::{asks, expect_turn, send_turn, sends_then_a_slow_turn, until_ask, until_no_ask};
+use super::turns::{
+    asks, expect_turn, idle_then_remembering, resumed_remembers, sends_then_a_slow_turn, until_ask,
+    until_no_ask,
+};
 use super::{Cli, LONG, RealApp, Turn};
 
 /// Claude Code in manual mode, which asks before a tool call (2.1.332 starts in
@@ -51,11 +54,7 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     let (at, idle) = timeline.first_after(working_at, LONG, |r| r["state"] == "idle");
     let failed = bed.double.requests().len();
     let (_, answered) = bed.answered(id, failed);
-    assert!(
-        at.saturating_duration_since(answered) <= bound(),
-        "{}",
-        timeline.describe()
-    );
+    timeline.assert_within_bound(at, answered);
     assert!(
         idle["message"].as_str().unwrap().starts_with("error"),
         "{idle}"
@@ -83,19 +82,16 @@ fn permissions_through_the_bus_allow_deny_and_always_allow() {
     let timeline = Timeline::follow(&bed.app, id);
     let ask = until_ask(&bed);
     let (asked, _) = bed.double.wait_answered(1, LONG);
-    let (at, asking) = timeline.first_after(asked, LONG, |r| r["state"] == "asking");
-    assert!(
-        at.saturating_duration_since(asked) <= bound(),
-        "{}",
-        timeline.describe()
-    );
+    let asking = timeline.shown_within_bound(asked, |r| r["state"] == "asking");
     assert_eq!(asking["message"], "Bash: touch allowed.txt");
     assert_eq!(ask["title"], "Bash: touch allowed.txt");
     let out = bed
         .app
         .krad(&["answer", ask["ask"].as_str().unwrap(), "allow"]);
     assert_eq!(out.status.code(), Some(0));
-    let idle = timeline.first_after(at, LONG, |r| r["state"] == "idle").1;
+    let idle = timeline
+        .first_after(asked, LONG, |r| r["state"] == "idle")
+        .1;
     assert_eq!(idle["message"], "made it");
     assert!(bed.repo.join("allowed.txt").exists());
 
@@ -267,12 +263,7 @@ fn a_subagent_keeps_it_working_until_the_turn_that_reads_its_report_ends() {
         after.iter().all(|s| *s == done),
         "idle before the turn that read the subagent's report: {during:#?}"
     );
-    let (at, _) = timeline.first_after(answered, LONG, |r| r["state"] == "idle");
-    assert!(
-        at.saturating_duration_since(answered) <= bound(),
-        "{}",
-        timeline.describe()
-    );
+    timeline.shown_within_bound(answered, |r| r["state"] == "idle");
 }
 
 /// The number of the dialog's option that reads `label` (`❯ 4. No` → `4`).
@@ -288,35 +279,13 @@ fn option_key(screen: &str, label: &str) -> Option<String> {
 #[test]
 fn without_a_prompt_it_is_idle_and_a_resumed_session_too() {
     let bed = RealApp::start(Cli::Claude);
-    let spawned_at = Instant::now();
-    let id = bed.spawn(json!({"profile": "claude"}));
-    let timeline = Timeline::follow(&bed.app, id);
-    let (_, idle) = timeline.first_after(spawned_at, LONG, |r| r["state"] == "idle");
-    assert_eq!(idle["state_source"], "hook");
-    bed.until_screen(id, "❯");
-    let seen = send_turn(
-        &bed,
-        &timeline,
-        id,
-        "remember this",
-        Turn::reply("remembered"),
-    );
+    let (id, _, seen) = idle_then_remembering(&bed, json!({"profile": "claude"}), "❯");
     assert_eq!(seen.idle.1["message"], "remembered");
     // Its session, from Claude Code's own files under the test's HOME.
     let session = session_id(&bed, "remember this");
-    bed.app.request(json!({"Close": {"target": id}}));
-    let resumed_at = Instant::now();
-    let id = bed.spawn(json!({"profile": "claude", "command": ["claude", "--resume", session]}));
-    let timeline = Timeline::follow(&bed.app, id);
-    let (_, idle) = timeline.first_after(resumed_at, LONG, |r| {
-        r["state"] != "starting" && r["state"] != "working"
-    });
-    let screen = bed.app.request(json!({"Output": {"target": id}}));
-    assert_eq!(idle["state"], "idle", "{}\n{screen}", timeline.describe());
-    assert_eq!(idle["state_source"], "hook", "{}", timeline.describe());
-    bed.until_screen(id, "remember this");
-    let seen = send_turn(&bed, &timeline, id, "what was it", Turn::reply("this"));
-    assert_eq!(seen.idle.1["message"], "this");
+    let resumed = json!({"profile": "claude", "command": ["claude", "--resume", session]});
+    let idle = resumed_remembers(&bed, id, resumed);
+    assert_eq!(idle["state_source"], "hook", "{idle}");
 }
 
 /// The id of the session Claude Code keeps under the test's HOME with `prompt`

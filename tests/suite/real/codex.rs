@@ -10,10 +10,11 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::timeline::{Timeline, bound};
+use super::timeline::Timeline;
 use super::turns::SUBCOMMAND_LOOKING;
 use super::turns::{
-    answer_dialog, asks, expect_turn, send_turn, sends_then_a_slow_turn, until_ask,
+    answer_dialog, asks, expect_turn, idle_then_remembering, resumed_remembers,
+    sends_then_a_slow_turn, until_ask,
 };
 use super::{Cli, LONG, RealApp, Turn};
 
@@ -61,11 +62,7 @@ fn turns_sends_a_slow_turn_and_an_api_error_show_true_states() {
     let (_, answered) = bed.answered(id, sends + 3);
     let (working_at, _) = timeline.first_after(sent_at, LONG, |r| r["state"] == "working");
     let (at, idle) = timeline.first_after(working_at, LONG, |r| r["state"] == "idle");
-    assert!(
-        at.saturating_duration_since(answered) <= bound(),
-        "{}",
-        timeline.describe()
-    );
+    timeline.assert_within_bound(at, answered);
     assert!(
         idle["message"]
             .as_str()
@@ -99,12 +96,7 @@ fn approvals_are_bus_asks_answered_from_the_cli_without_a_key() {
     let timeline = Timeline::follow(&bed.app, id);
     let ask = until_ask(&bed);
     let (asked, _) = bed.double.wait_answered(1, LONG);
-    let (at, asking) = timeline.first_after(asked, LONG, |r| r["state"] == "asking");
-    assert!(
-        at.saturating_duration_since(asked) <= bound(),
-        "{}",
-        timeline.describe()
-    );
+    let asking = timeline.shown_within_bound(asked, |r| r["state"] == "asking");
     assert_eq!(asking["message"], "Bash: touch allowed.txt");
     assert_eq!(asking["state_source"], "hook");
     assert_eq!(ask["title"], "Bash: touch allowed.txt");
@@ -127,7 +119,9 @@ fn approvals_are_bus_asks_answered_from_the_cli_without_a_key() {
         .app
         .krad(&["answer", ask["ask"].as_str().unwrap(), "allow"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let idle = timeline.first_after(at, LONG, |r| r["state"] == "idle").1;
+    let idle = timeline
+        .first_after(asked, LONG, |r| r["state"] == "idle")
+        .1;
     assert_eq!(idle["message"], "made it", "{}", timeline.describe());
     assert!(bed.repo.join("allowed.txt").exists());
     assert!(asks(&bed).is_empty());
@@ -280,12 +274,7 @@ fn approvals_are_asking_with_the_command_and_answered_with_keys() {
         "prompt": "make a file", "env": {"KRAD_PERMISSION_ASK_SECS": "2"}}));
     let timeline = Timeline::follow(&bed.app, id);
     let (asked, _) = bed.double.wait_answered(1, LONG);
-    let (at, _) = timeline.first_after(asked, LONG, |r| r["state"] == "asking");
-    assert!(
-        at.saturating_duration_since(asked) <= bound(),
-        "{}",
-        timeline.describe()
-    );
+    timeline.shown_within_bound(asked, |r| r["state"] == "asking");
     let asking = bed.app.until(id, LONG, |r| {
         r["message"] == "needs your approval to run: touch once.txt"
     });
@@ -335,33 +324,15 @@ fn approvals_are_asking_with_the_command_and_answered_with_keys() {
 #[test]
 fn without_a_prompt_it_is_idle_and_a_resumed_session_too() {
     let bed = RealApp::start(Cli::Codex);
-    let spawned_at = Instant::now();
-    let id = bed.spawn(json!({"profile": "codex"}));
-    let timeline = Timeline::follow(&bed.app, id);
-    let (_, idle) = timeline.first_after(spawned_at, LONG, |r| r["state"] == "idle");
-    assert_eq!(idle["state_source"], "hook");
-    bed.until_screen(id, "›");
-    let seen = send_turn(
-        &bed,
-        &timeline,
-        id,
-        "remember this",
-        Turn::reply("remembered"),
-    );
+    let (id, _, seen) = idle_then_remembering(&bed, json!({"profile": "codex"}), "›");
     assert!(seen.request == 1);
     bed.app.until(id, LONG, |r| r["message"] == "remembered");
     let session = thread_id(&bed.home.join(".codex/sessions"), "remember this");
-    bed.app.request(json!({"Close": {"target": id}}));
-    let resumed_at = Instant::now();
-    let id = bed.spawn(json!({"profile": "codex", "command": ["codex", "resume", session]}));
-    let timeline = Timeline::follow(&bed.app, id);
-    let (_, idle) = timeline.first_after(resumed_at, LONG, |r| {
-        r["state"] == "idle" || r["state"] == "exited"
-    });
-    assert_eq!(idle["state"], "idle", "{}", timeline.describe());
-    bed.until_screen(id, "remember this");
-    send_turn(&bed, &timeline, id, "what was it", Turn::reply("this"));
-    bed.app.until(id, LONG, |r| r["message"] == "this");
+    resumed_remembers(
+        &bed,
+        id,
+        json!({"profile": "codex", "command": ["codex", "resume", session]}),
+    );
 }
 
 /// The thread id of the rollout (under `sessions`) whose text has `prompt`.

@@ -99,6 +99,27 @@ impl Timeline {
         }
     }
 
+    /// The first record after `moment` that satisfies `check`, which must
+    /// have shown within [`bound`] of `moment` (the model's clock).
+    pub(super) fn shown_within_bound(
+        &self,
+        moment: Instant,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let (at, record) = self.first_after(moment, super::LONG, check);
+        self.assert_within_bound(at, moment);
+        record
+    }
+
+    /// `at`, when a record showed, is within [`bound`] of `moment`.
+    pub(super) fn assert_within_bound(&self, at: Instant, moment: Instant) {
+        assert!(
+            at.saturating_duration_since(moment) <= bound(),
+            "{}",
+            self.describe()
+        );
+    }
+
     /// When the last record before `at` that satisfies `check` arrived.
     pub(super) fn last_before(
         &self,

@@ -51,6 +51,52 @@ pub(super) fn send_turn(
     expect_turn(bed, timeline, id, before + 1, sent_at, prompt)
 }
 
+/// A CLI spawned with `spawn` and no prompt: idle as its hook tells, at its
+/// prompt (`glyph` on its screen), then a turn that has it remember
+/// (`remember this`, answered `remembered`); its id, timeline and turn.
+pub(super) fn idle_then_remembering(
+    bed: &RealApp,
+    spawn: Value,
+    glyph: &str,
+) -> (u64, Timeline, TurnSeen) {
+    let spawned_at = Instant::now();
+    let id = bed.spawn(spawn);
+    let timeline = Timeline::follow(&bed.app, id);
+    let (_, idle) = timeline.first_after(spawned_at, super::LONG, |r| r["state"] == "idle");
+    assert_eq!(idle["state_source"], "hook");
+    bed.until_screen(id, glyph);
+    let seen = send_turn(
+        bed,
+        &timeline,
+        id,
+        "remember this",
+        Turn::reply("remembered"),
+    );
+    (id, timeline, seen)
+}
+
+/// Closes terminal `id` and spawns `resume`, the CLI resuming its session:
+/// idle (its first state past starting and working, returned), the earlier
+/// turn on its screen, and it answers a turn that asks for it (`what was
+/// it`, answered `this`).
+pub(super) fn resumed_remembers(bed: &RealApp, id: u64, resume: Value) -> Value {
+    bed.app.request(json!({"Close": {"target": id}}));
+    let resumed_at = Instant::now();
+    let id = bed.spawn(resume);
+    let timeline = Timeline::follow(&bed.app, id);
+    let (_, idle) = timeline.first_after(resumed_at, super::LONG, |r| {
+        r["state"] != "starting" && r["state"] != "working"
+    });
+    let screen = bed.app.request(json!({"Output": {"target": id}}));
+    assert_eq!(idle["state"], "idle", "{}\n{screen}", timeline.describe());
+    bed.until_screen(id, "remember this");
+    send_turn(bed, &timeline, id, "what was it", Turn::reply("this"));
+    bed.app.until(id, super::LONG, |r| {
+        r["message"] == "this" && r["state"] == "idle"
+    });
+    idle
+}
+
 /// After the first turn (`first`), the sends of [`super::sends`], each its own
 /// turn (`prompt number N`, answered `reply number N`), then a slow turn
 /// (`take your time`, answered `slowly done` after 4 s) that is working all
