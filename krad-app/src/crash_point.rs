@@ -13,6 +13,12 @@
 //! interrupted, not yet held), `close-removed` (a closed terminal's record
 //! gone, the Close not answered yet).
 //!
+//! Pauses, for the race tests: with `KRAD_PAUSE_AT=<point>:<ms>`, the app
+//! sleeps `<ms>` milliseconds (at most 10 s) each time it reaches `<point>`,
+//! holding the thread, so that what races with the step after the point
+//! comes first. The point: `spawn-program-running` (a program started, its
+//! record not yet made: what it sends the bus in its first instant).
+//!
 //! Owns nothing else; imports nothing of the app.
 
 use std::sync::OnceLock;
@@ -56,4 +62,27 @@ pub(crate) fn here(point: &str) {
     }
     tracing::warn!(point, "{VARIABLE}: the app kills itself here");
     let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+}
+
+/// The variable naming a pause.
+pub(crate) const PAUSE: &str = "KRAD_PAUSE_AT";
+
+/// Sleeps here if [`PAUSE`] names `point`, for as long as it says.
+pub(crate) fn pause(point: &str) {
+    static PAUSED: OnceLock<Option<(String, std::time::Duration)>> = OnceLock::new();
+    let paused = PAUSED.get_or_init(|| {
+        let value = std::env::var(PAUSE).ok()?;
+        let (point, ms) = value.rsplit_once(':')?;
+        let ms: u64 = ms.parse().ok()?;
+        Some((
+            point.to_owned(),
+            std::time::Duration::from_millis(ms.min(10_000)),
+        ))
+    });
+    if let Some((aimed, how_long)) = paused
+        && aimed == point
+    {
+        tracing::warn!(point, "{PAUSE}: the app pauses here for {how_long:?}");
+        std::thread::sleep(*how_long);
+    }
 }

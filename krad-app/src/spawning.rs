@@ -375,6 +375,7 @@ fn record_started(
             .limits
             .limit_memory(after.profile.memory_max_mib, id, terminal.pid());
     }
+    crate::crash_point::pause("spawn-program-running");
     let mut record = after.record;
     record.pid = terminal.pid();
     let record = spawner.store.insert(

@@ -675,10 +675,14 @@ impl Store {
         })
     }
 
-    /// Whether the app hosts this terminal (in this environment).
+    /// Whether the app hosts this terminal (in this environment) and its
+    /// program was started. One still queued is on record, but no program
+    /// has its token yet: a request with it comes from the program the queue
+    /// is starting this instant, and must wait for its record (a report
+    /// taken into the queued record was lost when the start replaced it).
     pub(crate) fn knows(&self, terminal: &TerminalRef) -> bool {
         self.with(terminal.terminal, |e| {
-            e.record.environment == terminal.environment
+            e.record.environment == terminal.environment && e.record.state != AgentState::Queued
         })
         .unwrap_or(false)
     }

@@ -627,7 +627,9 @@ fn a_run_variants_killed_midway_is_finished_at_restart_and_its_retry_gets_the_gr
     // recorded, one worktree made, no agent started.
     let repo_path = repo(&app);
     wait_until(Duration::from_secs(20), || {
-        git(&repo_path, &["worktree", "list"]).contains("crash-1")
+        // The app adds it meanwhile: a list may read its files half-written.
+        crate::support::git_tried(&repo_path, &["worktree", "list"])
+            .is_ok_and(|listed| listed.contains("crash-1"))
     });
     app.child.kill().unwrap();
     app.wait_exit(Duration::from_secs(10));

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{App, code, exit_code, stderr, stdout};
+use crate::support::{App, Launch, code, exit_code, stderr, stdout};
 
 const SLEEPER: [&str; 3] = ["sh", "-c", "exec sleep 600"];
 
@@ -30,6 +30,41 @@ fn until_started(app: &App, id: u64) -> Value {
     app.until(id, Duration::from_secs(30), |r| {
         r["state"] != "queued" && r["pid"].is_u64()
     })
+}
+
+/// Found by a loaded run of the suite: a queued terminal's program that
+/// reported at once, while the queue was still starting it, had its report
+/// taken into the queued record — which the start then replaced, losing it
+/// (`krad report` said Ok; the agent never showed "c runs"). Its token now
+/// waits for its record, as a new terminal's does. The app pauses between
+/// the program's start and its record to make the race certain.
+#[test]
+fn a_report_sent_as_a_queued_terminal_starts_waits_for_its_record_and_is_kept() {
+    let app = App::launch(Launch {
+        config: Some("[limits]\nmax_terminals = 1\n"),
+        env: vec![(
+            "KRAD_PAUSE_AT".to_owned(),
+            "spawn-program-running:1500".to_owned(),
+        )],
+        ..Launch::default()
+    });
+    let first =
+        app.request(json!({"Spawn": {"profile": "exec", "command": SLEEPER, "queue": true}}));
+    let running = id(&first["Agent"]);
+    let queued = queued_spawn(&app, "krad report idle -m 'it runs'; exec sleep 600", "q");
+    assert_eq!(queued["state"], "queued", "{queued}");
+    assert_eq!(
+        app.request(json!({"Close": {"target": running}})),
+        json!("Ok")
+    );
+    // Started (its pid on record), then told by its report — or, its report
+    // lost, working as the process it is.
+    let record = app.until(id(&queued), Duration::from_secs(30), |r| {
+        r["pid"].is_u64() && (r["message"] == "it runs" || r["state"] == "working")
+    });
+    assert_eq!(record["message"], "it runs", "{record}\n{}", app.log());
+    assert_eq!(record["state"], "idle", "{record}");
+    assert_eq!(record["state_source"], "hook", "{record}");
 }
 
 #[test]

@@ -508,14 +508,14 @@ fn a_running_check_counts_in_its_variant_s_usage() {
     let id = run["Variants"]["variants"][0]["terminal"].as_u64().unwrap();
     let idle = app.until(id, Duration::from_secs(30), |r| r["message"] == "done");
     assert_eq!(idle["state"], "idle", "{idle}");
-    // While the check runs, the agent's usage has its processes and CPU.
-    let busy_seen = app.until(id, Duration::from_secs(30), |r| {
-        r["usage"]["cpu_percent"].as_f64().unwrap_or(0.0) >= 20.0
+    // While the check runs, the agent's usage has its processes (the agent's
+    // own are two: `sh` and `sleep`, idle) and their CPU — whatever share of
+    // a loaded machine's cores the busy shell gets (about a fifth at a load
+    // of 10 on two cores: a loaded run saw less than 20 %).
+    app.until(id, Duration::from_secs(30), |r| {
+        r["usage"]["processes"].as_u64().unwrap_or(0) >= 3
+            && r["usage"]["cpu_percent"].as_f64().unwrap_or(0.0) > 0.0
     });
-    assert!(
-        busy_seen["usage"]["processes"].as_u64().unwrap() >= 2,
-        "{busy_seen}"
-    );
     wait_scored(&app, "use");
     let check = check_of_named(&scores(&app, "use"), "busy");
     assert_eq!(check["outcome"], "passed", "{check}");

@@ -488,7 +488,6 @@ fn krad_command(api_json: &Path, args: &[&str]) -> Command {
     cmd
 }
 
-/// Runs git in `dir` with a fixed identity; returns its stdout, trimmed.
 /// An app whose repository has a first commit of `files` (path, contents),
 /// with `config` if given.
 pub(crate) fn app_with_first_commit(files: &[(&str, &[u8])], config: Option<&str>) -> App {
@@ -508,19 +507,25 @@ pub(crate) fn app_with_first_commit(files: &[(&str, &[u8])], config: Option<&str
     })
 }
 
+/// Runs git in `dir` with a fixed identity; returns its stdout, trimmed.
 pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
+    git_tried(dir, args).unwrap_or_else(|stderr| panic!("git {args:?}: {stderr}"))
+}
+
+/// [`git`], its failure returned (its stderr) rather than a panic: for a
+/// read that races with the app's own git (`git worktree list` while a
+/// worktree is being added reads its half-written files and fails).
+pub(crate) fn git_tried(dir: &Path, args: &[&str]) -> Result<String, String> {
     let out = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@t"])
         .args(args)
         .current_dir(dir)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 /// Reads until the app closes the connection.
