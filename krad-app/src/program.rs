@@ -306,7 +306,8 @@ impl OnHost {
 
 /// The script that runs `command` in `cwd` on a host with `exports` (the
 /// environment's ports), ended by the host's `timeout` after `secs`, with
-/// what `host` adds around it.
+/// what `host` adds around it: its pid file and paths removed however the
+/// script ends (a sandbox's lines that exit early too).
 fn host_script(cwd: &str, exports: &str, secs: u64, command: &[String], host: &OnHost) -> String {
     let words: Vec<String> = command.iter().map(|word| shell_quote(word)).collect();
     let command = words.join(" ");
@@ -316,9 +317,16 @@ fn host_script(cwd: &str, exports: &str, secs: u64, command: &[String], host: &O
     }
     let mut script = format!("cd {cwd} || exit 1\n{exports}true\n");
     let mut remove: Vec<String> = host.remove.iter().map(|p| shell_quote(p)).collect();
+    remove.extend(host.pid_file.iter().map(|(path, _)| shell_quote(path)));
+    if !remove.is_empty() {
+        script += &format!(
+            "krad_clean() {{ rm -rf -- {}; }}\ntrap krad_clean EXIT\n\
+             trap 'exit 143' HUP INT TERM\n",
+            remove.join(" ")
+        );
+    }
     if let Some((path, id)) = &host.pid_file {
         script += &format!("echo \"{id} $$\" > {} 2>/dev/null\n", shell_quote(path));
-        remove.push(shell_quote(path));
     }
     let sandboxed = match &host.sandbox {
         Some(lines) => {
@@ -327,11 +335,7 @@ fn host_script(cwd: &str, exports: &str, secs: u64, command: &[String], host: &O
         }
         None => "",
     };
-    script += &format!("timeout -s KILL {secs} {sandboxed}{command}\nkrad_status=$?\n");
-    if !remove.is_empty() {
-        script += &format!("rm -rf -- {}\n", remove.join(" "));
-    }
-    script += "exit $krad_status\n";
+    script += &format!("timeout -s KILL {secs} {sandboxed}{command}\nexit $?\n");
     script
 }
 
@@ -415,6 +419,44 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// A host's script (run here by `sh`): the command's status, its pid
+    /// file written while it runs, and the pid file and paths removed after
+    /// it — a sandbox's lines that exit early too.
+    #[tokio::test]
+    async fn a_host_script_notes_its_pid_and_cleans_up_however_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("7-0.check-pid").display().to_string();
+        let home = dir.path().join("home");
+        for (sandbox, command, status) in [
+            (None, "cat \"$0\"; exit 3", Some(3)),
+            (Some("set -- env\n"), "cat \"$0\"", Some(0)),
+            (Some("exit 127\n"), "echo never", Some(127)),
+        ] {
+            std::fs::create_dir_all(&home).unwrap();
+            let on = OnHost {
+                sandbox: sandbox.map(str::to_owned),
+                pid_file: Some((pid_file.clone(), 7)),
+                remove: vec![home.display().to_string()],
+            };
+            let argv = [
+                "sh".to_owned(),
+                "-c".to_owned(),
+                command.to_owned(),
+                pid_file.clone(),
+            ];
+            let script = host_script(&dir.path().display().to_string(), "", 20, &argv, &on);
+            let done = run(program(&["sh", "-c", &script])).await.unwrap();
+            assert_eq!(done.exit_code, status, "{script}\n{}", done.stderr);
+            if status == Some(127) {
+                assert!(!done.stdout.contains("never"), "{}", done.stdout);
+            } else {
+                assert!(done.stdout.starts_with("7 "), "{}", done.stdout);
+            }
+            assert!(!std::path::Path::new(&pid_file).exists(), "{script}");
+            assert!(!home.exists(), "{script}");
+        }
+    }
 
     fn program(argv: &[&str]) -> Program {
         Program {
