@@ -14,7 +14,9 @@
 //! the app runs, every attempt logged ([`net`]). On an SSH host the sandbox
 //! is built there ([`host`]), its sockets carried over the link. With a
 //! network of its own, the environment's ports are relayed in from the
-//! machine's 127.0.0.1 ([`inbound`]).
+//! machine's 127.0.0.1 ([`inbound`]). A contained variant's checks run in a
+//! sandbox of the same kind ([`wrap_check`], [`host::check_preamble`]): a
+//! private home of their own, no bus, no inbound ports, the agent's network.
 //!
 //! ```toml
 //! [sandbox]
