@@ -15,12 +15,19 @@
 //! * **Where.** `sh -c COMMAND` in the variant's worktree, with its ports
 //!   (here), or on its SSH host (through the host's link), by Code's runner
 //!   ([`crate::program::run_in`]). A contained variant's checks run in a
-//!   sandbox as its agent does (bubblewrap, its private home, its worktree the
-//!   one writable place), without its inbound ports; under `[sandbox] network
-//!   = "allow"` they are refused (`error`) rather than run outside it.
-//! * **Usage.** A check's processes are sampled while it runs: its CPU time
-//!   and most memory are kept with its result, and they count in the
-//!   variant's agent's `usage` meanwhile ([`Store::sample_also`]).
+//!   sandbox of the same kind as its agent's, here or on its host
+//!   (bubblewrap, its worktree the one writable place), with a private home
+//!   of their own and without its inbound ports; its network is the agent's:
+//!   shared, none, or the agent's allowlist (its proxy and relays, every
+//!   attempt in the agent's log). The variant's record says whether its
+//!   agent runs contained, so its checks do after its Close too. Where no
+//!   such sandbox can be made (its agent's allowlist gone with its terminal,
+//!   no bubblewrap) the check is an `error` saying why, never run outside.
+//! * **Usage.** A check's processes count in the variant's agent's `usage`
+//!   while it runs: here sampled with it ([`Store::sample_also`]), on an SSH
+//!   host through the host's link (the check's pid noted in a file there the
+//!   host's sample reads: [`crate::hosts::Host::check_pid_file`]). Here its
+//!   CPU time and most memory are also kept with its result.
 //! * **Kept.** Each (variant, check) has one record (`Kind::Check`): its last
 //!   result, and its run queued or under way; one queued or under way at a
 //!   crash is queued again at the next start ([`Checks::restore`]).
@@ -43,7 +50,7 @@ use krad_store::Kind;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, watch};
 
-use crate::config::{CheckSpec, ChecksConfig, Config, HookKind};
+use crate::config::{CheckSpec, ChecksConfig, Config};
 use crate::environments::Environments;
 use crate::limits::Limits;
 use crate::records::EnvironmentRecord;
@@ -75,9 +82,8 @@ pub(crate) struct Shared {
     environments: Arc<Environments>,
     limits: Arc<Limits>,
     sandbox: Arc<Sandbox>,
-    /// `[sandbox] network = "allow"`: a contained variant's checks cannot
-    /// share its allowlist's network yet.
-    allowlist: bool,
+    /// Runs started, numbering each one's private home and pid file.
+    runs: AtomicU64,
     /// (environment, check) queued and not started yet: queued once.
     queued: Mutex<HashSet<(String, String)>>,
     /// Held while a record is read, changed and written back.
@@ -103,6 +109,17 @@ struct CheckRecord {
     /// start).
     #[serde(default)]
     pending: Option<CheckResultInfo>,
+}
+
+/// A variant's agent, as its checks see it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Agent {
+    /// Its terminal (its usage counts the checks; with an allowlist, its
+    /// network is theirs).
+    terminal: Option<u64>,
+    /// Whether it runs (or ran) contained: its checks then run in a sandbox
+    /// too, or not at all.
+    contained: bool,
 }
 
 /// Why checks are queued.
@@ -135,7 +152,7 @@ impl Checks {
                 environments,
                 limits,
                 sandbox,
-                allowlist: config.sandbox.allowlist(),
+                runs: AtomicU64::new(0),
                 queued: Mutex::default(),
                 writing: Mutex::default(),
                 changed: watch::Sender::new(0),
@@ -388,20 +405,10 @@ impl Checks {
             }
             Err(e) => Err(e),
         };
-        let terminal = self.variant_terminal(&environment);
+        let agent = self.agent_of(&environment);
         let result = match started {
-            Ok(mut running) if self.contained_on_a_host(&environment) => {
-                running.outcome = CheckOutcome::Error;
-                running.ran_at = Some(now_rfc3339());
-                running.tail = vec![
-                    "this variant runs contained on an SSH host, where its checks cannot run \
-                     in its sandbox yet; they are not run outside it"
-                        .to_owned(),
-                ];
-                running
-            }
             Ok(running) => {
-                self.run_check(&environment_name, &spec, running, terminal)
+                self.run_check(&environment_name, &spec, running, agent)
                     .await
             }
             Err(e) => {
@@ -433,61 +440,105 @@ impl Checks {
         });
     }
 
-    /// The terminal of the variant's agent, when it runs on this machine: its
-    /// checks count in its usage, and run contained when it does.
-    fn variant_terminal(&self, environment: &EnvironmentRecord) -> Option<u64> {
-        if environment.host.is_some() {
-            return None;
+    /// The variant's agent, wherever it runs: its checks count in its
+    /// usage, and run contained when it does (or did: the variant's record
+    /// says so after its agent's Close too).
+    fn agent_of(&self, environment: &EnvironmentRecord) -> Agent {
+        let variant = environment
+            .group
+            .as_deref()
+            .and_then(|group| self.shared.store.group(group))
+            .zip(environment.variant)
+            .and_then(|(group, n)| group.variants.get(&n).cloned());
+        let Some(variant) = variant else {
+            return Agent::default();
+        };
+        let sandbox = &self.shared.sandbox;
+        let contained = variant.contained
+            || variant.terminal.is_some_and(|id| {
+                crate::sandbox::contained_here(sandbox, id)
+                    || crate::sandbox::contained_on_host(sandbox, id)
+            });
+        Agent {
+            terminal: variant.terminal,
+            contained,
         }
-        self.agent_of(environment)
     }
 
-    /// The terminal of the variant's agent, wherever it runs.
-    fn agent_of(&self, environment: &EnvironmentRecord) -> Option<u64> {
-        let group = self.shared.store.group(environment.group.as_deref()?)?;
-        group.variants.get(&environment.variant?)?.terminal
-    }
-
-    /// A variant whose agent runs contained on an SSH host: its checks are
-    /// not run (a sandbox there is not made for them yet), never outside it.
-    fn contained_on_a_host(&self, environment: &EnvironmentRecord) -> bool {
-        environment.host.is_some()
-            && self
-                .agent_of(environment)
-                .is_some_and(|id| crate::sandbox::contained_on_host(&self.shared.sandbox, id))
-    }
-
-    /// `sh -c COMMAND`, in the sandbox of `contained` (the variant's agent's
-    /// terminal) when there is one.
-    fn argv(
+    /// How a check runs in `environment`, here: `sh -c COMMAND`, in a
+    /// sandbox like that of its variant's `agent` when it runs contained (its
+    /// private home `home`, made anew); its pid noted in `pid` for its usage.
+    fn here(
         &self,
         environment: &str,
         spec: &CheckSpec,
-        contained: Option<u64>,
-    ) -> Result<Vec<String>, ApiError> {
-        let argv = vec!["sh".to_owned(), "-c".to_owned(), spec.command.clone()];
-        let Some(id) = contained else {
-            return Ok(argv);
-        };
-        if self.shared.allowlist {
-            return Err(ApiError::new(
-                ErrorCode::Failed,
-                "this variant runs contained under [sandbox] network = \"allow\", whose \
-                 checks cannot run in its sandbox yet; they are not run outside it",
-            ));
+        (agent, home): (Agent, &std::path::Path),
+        pid: &Arc<AtomicU32>,
+    ) -> Result<(Vec<String>, crate::program::Extra), ApiError> {
+        let mut argv = vec!["sh".to_owned(), "-c".to_owned(), spec.command.clone()];
+        if agent.contained {
+            let cwd = self.shared.environments.path(environment)?;
+            argv = crate::sandbox::wrap_check(
+                &self.shared.sandbox,
+                (agent.terminal, &cwd),
+                home,
+                argv,
+            )?;
         }
-        let cwd = self.shared.environments.path(environment)?;
-        let contained = crate::sandbox::Contained {
-            id,
-            cwd: &cwd,
-            readable: Vec::new(),
-            hooks: HookKind::None,
-            env: &[],
-            environment,
-            // The agent's sandbox has the environment's inbound ports.
-            ports: &[],
+        let extra = crate::program::Extra {
+            stdin: None,
+            timeout: spec.timeout,
+            env: vec![("KRAD_CHECK".to_owned(), spec.name.clone())],
+            pid: Some(pid.clone()),
+            host: crate::program::OnHost::default(),
         };
-        crate::sandbox::wrap(&self.shared.sandbox, contained, argv)
+        Ok((argv, extra))
+    }
+
+    /// How a check (the `n`th run) runs in `environment` on SSH host `host`:
+    /// `sh -c COMMAND` (`KRAD_CHECK` set), in a sandbox like that of its
+    /// variant's `agent` there when it runs contained (its private home made
+    /// and removed there), its pid noted there for its usage.
+    async fn on_host(
+        &self,
+        (environment, host): (&str, &Arc<crate::hosts::Host>),
+        spec: &CheckSpec,
+        agent: Agent,
+        n: u64,
+    ) -> Result<(Vec<String>, crate::program::Extra), ApiError> {
+        host.connect().await?;
+        let script = format!(
+            "KRAD_CHECK={}; export KRAD_CHECK; {}",
+            crate::profile::shell_quote(&spec.name),
+            spec.command
+        );
+        let argv = vec!["sh".to_owned(), "-c".to_owned(), script];
+        let mut on = crate::program::OnHost {
+            pid_file: agent
+                .terminal
+                .and_then(|id| Some((host.check_pid_file(id, n)?, id))),
+            ..Default::default()
+        };
+        if agent.contained {
+            let cwd = self.shared.environments.path(environment)?;
+            let (lines, home) = crate::sandbox::host::check_preamble(
+                &self.shared.sandbox,
+                host,
+                (agent.terminal, &cwd.display().to_string()),
+                n,
+            )
+            .await?;
+            on.sandbox = Some(lines);
+            on.remove.push(home);
+        }
+        let extra = crate::program::Extra {
+            stdin: None,
+            timeout: spec.timeout,
+            env: Vec::new(),
+            pid: None,
+            host: on,
+        };
+        Ok((argv, extra))
     }
 
     /// Runs a check's command in `environment`, sampling its processes.
@@ -496,12 +547,19 @@ impl Checks {
         environment: &str,
         spec: &CheckSpec,
         mut result: CheckResultInfo,
-        terminal: Option<u64>,
+        agent: Agent,
     ) -> CheckResultInfo {
-        let contained =
-            terminal.filter(|&id| crate::sandbox::contained_here(&self.shared.sandbox, id));
-        let command = match self.argv(environment, spec, contained) {
-            Ok(argv) => argv,
+        let n = self.shared.runs.fetch_add(1, Ordering::Relaxed);
+        let pid = Arc::new(AtomicU32::new(0));
+        // Here, a contained variant's check has its private home here.
+        let home = crate::sandbox::check_home(&self.shared.sandbox, agent.terminal, n);
+        let how = match self.shared.environments.host_of(environment) {
+            Ok(None) => self.here(environment, spec, (agent, &home), &pid),
+            Ok(Some(host)) => self.on_host((environment, &host), spec, agent, n).await,
+            Err(e) => Err(e),
+        };
+        let (command, extra) = match how {
+            Ok(how) => how,
             Err(e) => {
                 result.outcome = CheckOutcome::Error;
                 result.ran_at = Some(now_rfc3339());
@@ -509,13 +567,8 @@ impl Checks {
                 return result;
             }
         };
-        let pid = Arc::new(AtomicU32::new(0));
-        let extra = crate::program::Extra {
-            stdin: None,
-            timeout: spec.timeout,
-            env: vec![("KRAD_CHECK".to_owned(), spec.name.clone())],
-            pid: Some(pid.clone()),
-        };
+        // Counted here only when it runs here (a host's are sampled there).
+        let terminal = agent.terminal.filter(|_| extra.pid.is_some());
         let started = Instant::now();
         let run = crate::program::run_in(&self.shared.environments, environment, &command, extra);
         tokio::pin!(run);
@@ -543,6 +596,13 @@ impl Checks {
         };
         if let Some((id, pid)) = counted {
             self.shared.store.stop_sampling_also(id, pid);
+        }
+        if home.exists() {
+            let _ = std::fs::remove_dir_all(&home);
+            // Its folder too, once no other run of the variant's is in it.
+            if let Some(folder) = home.parent() {
+                let _ = std::fs::remove_dir(folder);
+            }
         }
         let elapsed = started.elapsed();
         result.cpu_ms = cpu_ms;

@@ -159,12 +159,14 @@ fn sandbox_homes(settings: &Settings, store: &Store) {
     for entry in entries.flatten() {
         // `<id>` (the home), `<id>.in` (the inbound socket's folder),
         // `<id>.net` (the allowlist's socket and list), `<id>.host` (it runs
-        // contained on an SSH host).
+        // contained on an SSH host), `<id>.check` (its variant's checks'
+        // homes).
         let Some(id) = entry.file_name().to_str().and_then(|n| {
             let id = n
                 .strip_suffix(".in")
                 .or_else(|| n.strip_suffix(".net"))
                 .or_else(|| n.strip_suffix(".host"))
+                .or_else(|| n.strip_suffix(".check"))
                 .unwrap_or(n);
             id.parse::<u64>().ok()
         }) else {

@@ -262,6 +262,7 @@ pub(crate) async fn run_code(
             timeout,
             env: Vec::new(),
             pid: None,
+            host: OnHost::default(),
         },
     )
     .await
@@ -278,6 +279,64 @@ pub(crate) struct Extra {
     pub env: Vec<(String, String)>,
     /// Where its pid is written once it started (here only).
     pub pid: Option<std::sync::Arc<std::sync::atomic::AtomicU32>>,
+    /// What it runs with on an SSH host besides (there only).
+    pub host: OnHost,
+}
+
+/// What a run on an SSH host adds around its command there (a variant's
+/// check).
+#[derive(Debug, Default)]
+pub(crate) struct OnHost {
+    /// Shell lines run first that set `"$@"` to a sandbox's command line:
+    /// the command then runs as `"$@" COMMAND`.
+    pub sandbox: Option<String>,
+    /// A file written there with `<id> <pid>` (the pid of the shell that
+    /// runs the command), removed once it ended: the host's usage sampler
+    /// counts the run's processes as terminal `id`'s.
+    pub pid_file: Option<(String, u64)>,
+    /// Paths there removed once the command ended.
+    pub remove: Vec<String>,
+}
+
+impl OnHost {
+    fn is_empty(&self) -> bool {
+        self.sandbox.is_none() && self.pid_file.is_none() && self.remove.is_empty()
+    }
+}
+
+/// The script that runs `command` in `cwd` on a host with `exports` (the
+/// environment's ports), ended by the host's `timeout` after `secs`, with
+/// what `host` adds around it: its pid file and paths removed however the
+/// script ends (a sandbox's lines that exit early too).
+fn host_script(cwd: &str, exports: &str, secs: u64, command: &[String], host: &OnHost) -> String {
+    let words: Vec<String> = command.iter().map(|word| shell_quote(word)).collect();
+    let command = words.join(" ");
+    let cwd = shell_quote(cwd);
+    if host.is_empty() {
+        return format!("cd {cwd} && {exports}exec timeout -s KILL {secs} {command}");
+    }
+    let mut script = format!("cd {cwd} || exit 1\n{exports}true\n");
+    let mut remove: Vec<String> = host.remove.iter().map(|p| shell_quote(p)).collect();
+    remove.extend(host.pid_file.iter().map(|(path, _)| shell_quote(path)));
+    if !remove.is_empty() {
+        script += &format!(
+            "krad_clean() {{ rm -rf -- {}; }}\ntrap krad_clean EXIT\n\
+             trap 'exit 143' HUP INT TERM\n",
+            remove.join(" ")
+        );
+    }
+    if let Some((path, id)) = &host.pid_file {
+        script += &format!("echo \"{id} $$\" > {} 2>/dev/null\n", shell_quote(path));
+    }
+    let sandboxed = match &host.sandbox {
+        Some(lines) => {
+            script += lines;
+            "\"$@\" "
+        }
+        None => "",
+    };
+    script += &format!("timeout -s KILL {secs} {sandboxed}{command}\nexit $?\n");
+    script
 }
 
 /// Runs `command` to completion in `environment`: here, with the
@@ -306,26 +365,26 @@ pub(crate) async fn run_in(
         // `timeout` so that the program there ends with the run.
         Some(host) => {
             host.connect().await?;
-            let mut script = format!(
-                "cd {} && {}exec timeout -s KILL {} ",
-                shell_quote(&cwd.display().to_string()),
-                crate::environments::ports::shell_exports(&crate::environments::ports::block(
-                    environments,
-                    environment
-                )),
-                timeout.as_secs() + 1
+            let exports = crate::environments::ports::shell_exports(
+                &crate::environments::ports::block(environments, environment),
             );
-            script.push_str(
-                &command
-                    .iter()
-                    .map(|word| shell_quote(word))
-                    .collect::<Vec<_>>()
-                    .join(" "),
+            let script = host_script(
+                &cwd.display().to_string(),
+                &exports,
+                timeout.as_secs() + 1,
+                command,
+                &extra.host,
             );
             let mut argv = vec!["ssh".to_owned()];
             argv.extend(host.ssh_args(false));
             argv.push("--".to_owned());
-            argv.push(script);
+            // Several lines (a sandbox's among them): run by sh there,
+            // whatever the login shell.
+            argv.push(if extra.host.is_empty() {
+                script
+            } else {
+                format!("sh -c {}", shell_quote(&script))
+            });
             env.clear();
             (argv, environments.root().to_path_buf(), None)
         }
@@ -360,6 +419,44 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// A host's script (run here by `sh`): the command's status, its pid
+    /// file written while it runs, and the pid file and paths removed after
+    /// it — a sandbox's lines that exit early too.
+    #[tokio::test]
+    async fn a_host_script_notes_its_pid_and_cleans_up_however_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("7-0.check-pid").display().to_string();
+        let home = dir.path().join("home");
+        for (sandbox, command, status) in [
+            (None, "cat \"$0\"; exit 3", Some(3)),
+            (Some("set -- env\n"), "cat \"$0\"", Some(0)),
+            (Some("exit 127\n"), "echo never", Some(127)),
+        ] {
+            std::fs::create_dir_all(&home).unwrap();
+            let on = OnHost {
+                sandbox: sandbox.map(str::to_owned),
+                pid_file: Some((pid_file.clone(), 7)),
+                remove: vec![home.display().to_string()],
+            };
+            let argv = [
+                "sh".to_owned(),
+                "-c".to_owned(),
+                command.to_owned(),
+                pid_file.clone(),
+            ];
+            let script = host_script(&dir.path().display().to_string(), "", 20, &argv, &on);
+            let done = run(program(&["sh", "-c", &script])).await.unwrap();
+            assert_eq!(done.exit_code, status, "{script}\n{}", done.stderr);
+            if status == Some(127) {
+                assert!(!done.stdout.contains("never"), "{}", done.stdout);
+            } else {
+                assert!(done.stdout.starts_with("7 "), "{}", done.stdout);
+            }
+            assert!(!std::path::Path::new(&pid_file).exists(), "{script}");
+            assert!(!home.exists(), "{script}");
+        }
+    }
 
     fn program(argv: &[&str]) -> Program {
         Program {

@@ -131,6 +131,11 @@ pub(crate) struct VariantRecord {
     pub environment: String,
     /// Its agent's terminal, once spawned.
     pub terminal: Option<u64>,
+    /// Whether its agent runs contained (RunVariants' `sandbox`, `[sandbox]
+    /// profiles`): its checks run in a sandbox too, after its agent's Close
+    /// as well — never outside.
+    #[serde(default)]
+    pub contained: bool,
 }
 
 /// Where an earlier krad's state.json lives (writing it is for tests).

@@ -246,7 +246,15 @@ async fn start_variant(
     }
     spawner
         .store
-        .record_variant(group, n, &environment, None)
+        .record_variant(
+            group,
+            n,
+            &environment,
+            (
+                None,
+                crate::sandbox::wanted(&spawner.sandbox, &plan.profile, plan.request.sandbox),
+            ),
+        )
         .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}")))?;
     let spawn_request = Spawn {
         environment: Some(environment.clone()),

@@ -14,7 +14,9 @@
 //! the app runs, every attempt logged ([`net`]). On an SSH host the sandbox
 //! is built there ([`host`]), its sockets carried over the link. With a
 //! network of its own, the environment's ports are relayed in from the
-//! machine's 127.0.0.1 ([`inbound`]).
+//! machine's 127.0.0.1 ([`inbound`]). A contained variant's checks run in a
+//! sandbox of the same kind ([`wrap_check`], [`host::check_preamble`]): a
+//! private home of their own, no bus, no inbound ports, the agent's network.
 //!
 //! ```toml
 //! [sandbox]
@@ -130,16 +132,8 @@ pub(crate) fn wrap(
     contained: Contained<'_>,
     argv: Vec<String>,
 ) -> Result<Vec<String>, ApiError> {
-    let bwrap = find_bwrap().ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::Failed,
-            "this agent runs in a sandbox ([sandbox] or \"sandbox\": true), which needs \
-             bubblewrap: apt-get install bubblewrap",
-        )
-    })?;
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|h| h.is_absolute() && h != Path::new("/"));
+    let bwrap = bwrap()?;
+    let home = user_home();
     let private_home = sandbox
         .settings
         .state_dir
@@ -153,16 +147,7 @@ pub(crate) fn wrap(
     })?;
     let settings = &sandbox.settings;
     let own_network = settings.config.sandbox.own_network();
-    let bus_socket = if own_network {
-        Some(sandbox.bus_socket.path(settings).map_err(|e| {
-            ApiError::new(
-                ErrorCode::Failed,
-                format!("cannot open the bus's socket for the sandbox: {e}"),
-            )
-        })?)
-    } else {
-        None
-    };
+    let bus_socket = bus_socket_if_own(sandbox)?;
     let allowlist = if settings.config.sandbox.allowlist() {
         let policy = allowlist(
             sandbox,
@@ -195,12 +180,167 @@ pub(crate) fn wrap(
                 format!("cannot prepare the sandbox's inbound socket: {e}"),
             )
         })?;
-        Some(dir)
+        Some(dir.join("in.sock"))
     } else {
         None
     };
     crate::crash_point::here("sandbox-set-up");
-    let mut args = vec![bwrap.display().to_string()];
+    if let Some(socket) = &inbound {
+        // An allowed loopback port is a program's on the machine, which the
+        // sandbox reaches out through its relay: not one to listen on.
+        let outward = allowlist
+            .as_ref()
+            .map(|(_, p)| p.as_slice())
+            .unwrap_or_default();
+        let ports: Vec<u16> = contained
+            .ports
+            .iter()
+            .filter(|p| !outward.contains(p))
+            .copied()
+            .collect();
+        sandbox
+            .inbound
+            .add(contained.environment, &ports, contained.id, socket.clone());
+    }
+    let parts = Parts {
+        bwrap,
+        home,
+        private_home: &private_home,
+        cwd: contained.cwd,
+        env: contained.env,
+        readable: &contained.readable,
+        bus_socket,
+        // The folder, not the socket: a socket made anew there (by the next
+        // app, after a restart) is the one the sandbox sees.
+        net: allowlist.map(|(socket, ports)| (socket, ports, true)),
+        inbound,
+    };
+    Ok(command_line(sandbox, parts, argv))
+}
+
+/// `argv`, a check of a contained variant, wrapped in a sandbox of the same
+/// kind as its agent's (terminal `agent`'s, if it ever started; running in
+/// `cwd`): the same mounts, the same network, but a private home of its own,
+/// empty (`home`, made anew: the agent's is left as it is), no inbound
+/// ports, no bus (a check has no token), and with an allowlist the agent's
+/// own network — its proxy and relays, its log — not a new one. `failed`
+/// when the agent's network is not there to share (its terminal closed, or
+/// never started): the check is not run outside.
+pub(crate) fn wrap_check(
+    sandbox: &Sandbox,
+    (agent, cwd): (Option<u64>, &Path),
+    home: &Path,
+    argv: Vec<String>,
+) -> Result<Vec<String>, ApiError> {
+    let bwrap = bwrap()?;
+    let net = if sandbox.settings.config.sandbox.allowlist() {
+        let Some((id, net)) = agent.and_then(|id| Some((id, sandbox.nets.get(id)?))) else {
+            return Err(ApiError::new(
+                ErrorCode::Failed,
+                "this variant runs contained under [sandbox] network = \"allow\", and its \
+                 agent's network, which its checks share, is not there (its terminal is \
+                 closed): the checks are not run outside its sandbox",
+            ));
+        };
+        // The socket itself, not its folder (which holds the allowlist).
+        Some((
+            net_dir(sandbox, id).join("net.sock"),
+            net.loopback_ports(),
+            false,
+        ))
+    } else {
+        None
+    };
+    make_private_dir(home).map_err(|e| {
+        ApiError::new(
+            ErrorCode::Failed,
+            format!("cannot prepare the check's home: {e}"),
+        )
+    })?;
+    let parts = Parts {
+        bwrap,
+        home: user_home(),
+        private_home: home,
+        cwd,
+        env: &[],
+        readable: &[],
+        // A check has no token: the bus is of no use to it.
+        bus_socket: None,
+        net,
+        inbound: None,
+    };
+    Ok(command_line(sandbox, parts, argv))
+}
+
+/// The private home of a check of the variant of terminal `agent`, its
+/// `n`th (`<state dir>/sandbox/<id>.check/<n>`; `checks/<n>` for a variant
+/// whose agent never started): removed once it ran, and with the terminal.
+pub(crate) fn check_home(sandbox: &Sandbox, agent: Option<u64>, n: u64) -> PathBuf {
+    match agent {
+        Some(id) => terminal_dir(sandbox, id, "check"),
+        None => sandbox.settings.state_dir.join("sandbox").join("checks"),
+    }
+    .join(n.to_string())
+}
+
+/// `bwrap` on PATH, or `failed` saying what to install.
+fn bwrap() -> Result<PathBuf, ApiError> {
+    find_bwrap().ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::Failed,
+            "this agent runs in a sandbox ([sandbox] or \"sandbox\": true), which needs \
+             bubblewrap: apt-get install bubblewrap",
+        )
+    })
+}
+
+/// The user's home, when it is one.
+fn user_home() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute() && h != Path::new("/"))
+}
+
+/// The bus's socket, for a config whose sandboxes have a network of their own.
+fn bus_socket_if_own(sandbox: &Sandbox) -> Result<Option<PathBuf>, ApiError> {
+    let settings = &sandbox.settings;
+    if !settings.config.sandbox.own_network() {
+        return Ok(None);
+    }
+    sandbox.bus_socket.path(settings).map(Some).map_err(|e| {
+        ApiError::new(
+            ErrorCode::Failed,
+            format!("cannot open the bus's socket for the sandbox: {e}"),
+        )
+    })
+}
+
+/// What one sandbox's command line is made of.
+struct Parts<'a> {
+    bwrap: PathBuf,
+    /// The user's home, which the private one covers.
+    home: Option<PathBuf>,
+    private_home: &'a Path,
+    /// The one writable place.
+    cwd: &'a Path,
+    /// The program's environment (its `PATH`'s tools under /tmp).
+    env: &'a [(String, String)],
+    readable: &'a [PathBuf],
+    /// The bus's socket, without a network.
+    bus_socket: Option<PathBuf>,
+    /// With an allowlist: the network's socket, the loopback ports to relay,
+    /// and whether its folder is bound (else the socket alone).
+    net: Option<(PathBuf, Vec<u16>, bool)>,
+    /// The inbound socket to make, in a folder bound.
+    inbound: Option<PathBuf>,
+}
+
+/// bubblewrap's command line of `parts`, then `krad internal sandboxed`, then
+/// `argv`.
+fn command_line(sandbox: &Sandbox, parts: Parts<'_>, argv: Vec<String>) -> Vec<String> {
+    let settings = &sandbox.settings;
+    let own_network = settings.config.sandbox.own_network();
+    let mut args = vec![parts.bwrap.display().to_string()];
     let mut push = |words: &[&str]| args.extend(words.iter().map(|w| (*w).to_owned()));
     push(&["--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev"]);
     push(&["--unshare-pid", "--proc", "/proc", "--tmpfs", "/tmp"]);
@@ -213,15 +353,15 @@ pub(crate) fn wrap(
     // home); then what must not be seen, wherever it lives — the app's state
     // (in the repository's git folder: other sandboxes' homes among it) and
     // tokens, api.json, other worktrees; last, what this agent may use.
-    if let Some(home) = &home {
-        args.extend(["--bind".into(), path(&private_home), path(home)]);
+    if let Some(home) = &parts.home {
+        args.extend(["--bind".into(), path(parts.private_home), path(home)]);
     }
     let root = &settings.root;
     args.extend(["--ro-bind".into(), path(root), path(root)]);
     // The tools on the agent's PATH stay runnable where the private /tmp
     // would hide them (an agent CLI installed under /tmp), read-only; and
     // `krad` itself, which the sandbox runs first, whatever the PATH.
-    let mut tools = tools_under_tmp(contained.env);
+    let mut tools = tools_under_tmp(parts.env);
     if let Some(dir) = settings.krad.parent()
         && dir.starts_with("/tmp")
         && !tools.iter().any(|t| t == dir)
@@ -245,34 +385,39 @@ pub(crate) fn wrap(
     if worktrees.is_dir() {
         args.extend(["--tmpfs".into(), path(&worktrees)]);
     }
-    args.extend(["--bind".into(), path(contained.cwd), path(contained.cwd)]);
+    args.extend(["--bind".into(), path(parts.cwd), path(parts.cwd)]);
     // A worktree's own git folder (its index and HEAD), so that git works there.
-    if let Some(git_dir) = worktree_git_dir(contained.cwd) {
+    if let Some(git_dir) = worktree_git_dir(parts.cwd) {
         args.extend(["--bind".into(), path(&git_dir), path(&git_dir)]);
     }
-    for file in contained.readable.iter().filter(|f| f.exists()) {
+    for file in parts.readable.iter().filter(|f| f.exists()) {
         args.extend(["--ro-bind".into(), path(file), path(file)]);
     }
-    // The sockets' folders, not the sockets: a socket made anew there (by
-    // the next app, after a restart) is the one the sandbox sees.
-    let folders = bus_socket
-        .iter()
-        .chain(allowlist.iter().map(|(s, _)| s))
-        .filter_map(|socket| socket.parent());
-    for folder in folders.chain(inbound.as_deref()) {
-        args.extend(["--bind".into(), path(folder), path(folder)]);
+    // The sockets' folders (or a check's network socket alone).
+    let mut bound: Vec<&Path> = Vec::new();
+    bound.extend(parts.bus_socket.iter().filter_map(|s| s.parent()));
+    if let Some((socket, _, folder)) = &parts.net {
+        bound.extend(if *folder {
+            socket.parent()
+        } else {
+            Some(socket.as_path())
+        });
+    }
+    bound.extend(parts.inbound.iter().filter_map(|s| s.parent()));
+    for place in bound {
+        args.extend(["--bind".into(), path(place), path(place)]);
     }
     args.extend([
         "--die-with-parent".into(),
         "--chdir".into(),
-        path(contained.cwd),
+        path(parts.cwd),
         "--".into(),
     ]);
     // The first process inside: the terminal's foreground (so that Ctrl-C
     // reaches the program, not bubblewrap) and, without a network, the bus's
     // own address relayed to the app's socket.
     args.extend([path(&settings.krad), "internal".into(), "sandboxed".into()]);
-    if let Some(socket) = &bus_socket {
+    if let Some(socket) = &parts.bus_socket {
         args.extend([
             "--listen".into(),
             settings.endpoint.to_string(),
@@ -280,34 +425,18 @@ pub(crate) fn wrap(
             path(socket),
         ]);
     }
-    if let Some((socket, ports)) = &allowlist {
+    if let Some((socket, ports, _)) = &parts.net {
         args.extend(["--net".into(), path(socket)]);
         for port in ports.iter().filter(|p| **p != settings.endpoint.port()) {
             args.extend(["--relay".into(), format!("127.0.0.1:{port}")]);
         }
     }
-    if let Some(dir) = &inbound {
-        let socket = dir.join("in.sock");
-        args.extend(["--inbound".into(), path(&socket)]);
-        // An allowed loopback port is a program's on the machine, which the
-        // sandbox reaches out through its relay: not one to listen on.
-        let outward = allowlist
-            .as_ref()
-            .map(|(_, p)| p.as_slice())
-            .unwrap_or_default();
-        let ports: Vec<u16> = contained
-            .ports
-            .iter()
-            .filter(|p| !outward.contains(p))
-            .copied()
-            .collect();
-        sandbox
-            .inbound
-            .add(contained.environment, &ports, contained.id, socket);
+    if let Some(socket) = &parts.inbound {
+        args.extend(["--inbound".into(), path(socket)]);
     }
     args.push("--".into());
     args.extend(argv);
-    Ok(args)
+    args
 }
 
 /// The app's Unix socket that leads to the bus, for sandboxes without a
@@ -626,8 +755,8 @@ pub(crate) fn taken_back(sandbox: &Sandbox, environment: &str, id: u64) {
     }
 }
 
-/// Removes a closed terminal's private home, its sockets, its network and
-/// its inbound relays.
+/// Removes a closed terminal's private home (and its checks'), its sockets,
+/// its network and its inbound relays.
 pub(crate) fn forget(sandbox: &Sandbox, id: u64) {
     // Every Close comes here: /proc is read only for a contained terminal.
     if contained_here(sandbox, id) {
@@ -639,6 +768,7 @@ pub(crate) fn forget(sandbox: &Sandbox, id: u64) {
     let _ = std::fs::remove_dir_all(net_dir(sandbox, id));
     sandbox.inbound.forget(id);
     let _ = std::fs::remove_dir_all(inbound_dir(sandbox, id));
+    let _ = std::fs::remove_dir_all(terminal_dir(sandbox, id, "check"));
     let _ = std::fs::remove_file(terminal_dir(sandbox, id, "host"));
 }
 

@@ -241,7 +241,19 @@ async fn start_now(
                 // it twice.
                 spawner
                     .store
-                    .record_variant(group, *n, &start.environment, Some(terminal))
+                    .record_variant(
+                        group,
+                        *n,
+                        &start.environment,
+                        (
+                            Some(terminal),
+                            crate::sandbox::wanted(
+                                &spawner.sandbox,
+                                &profile.name,
+                                request.sandbox,
+                            ),
+                        ),
+                    )
                     .map_err(|e| {
                         ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}"))
                     })?;

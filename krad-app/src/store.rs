@@ -315,14 +315,15 @@ impl Store {
         self.update_group_with(name, change, |_| Ok(()))
     }
 
-    /// Records variant `n` of `group`: its environment, and its terminal once
-    /// it has an id (a group that is gone is left alone).
+    /// Records variant `n` of `group`: its environment, its terminal once it
+    /// has an id, and whether its agent runs contained (a group that is gone
+    /// is left alone).
     pub(crate) fn record_variant(
         &self,
         group: &str,
         n: u32,
         environment: &str,
-        terminal: Option<u64>,
+        (terminal, contained): (Option<u64>, bool),
     ) -> std::io::Result<()> {
         self.update_group(group, |g| {
             if let Some(g) = g {
@@ -331,6 +332,7 @@ impl Store {
                     VariantRecord {
                         environment: environment.to_owned(),
                         terminal,
+                        contained,
                     },
                 );
             }

@@ -9,7 +9,10 @@
 //!
 //! Terminals on an SSH host that live in tmux there are sampled the same way
 //! through the host's link, while it is up ([`crate::hosts::Host::processes_for_usage`]:
-//! the panes' pids and every `/proc/<pid>/stat` of the host in one `ssh`).
+//! the panes' pids and every `/proc/<pid>/stat` of the host in one `ssh`),
+//! and with each, the checks running there for its variant (their pids
+//! noted in files there, read in the same `ssh`), as the checks here are
+//! ([`crate::store::Store::sample_also`]).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -80,7 +83,8 @@ fn processes_from_lines(text: &str) -> HashMap<u32, Process> {
 struct HostSample {
     ticks_per_second: f64,
     page_size: u64,
-    /// Its panes: terminal id and pid.
+    /// Its panes: terminal id and pid (and a terminal's checks: its id and
+    /// each one's pid).
     panes: Vec<(u64, u32)>,
     processes: HashMap<u32, Process>,
 }

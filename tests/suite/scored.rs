@@ -6,6 +6,7 @@
 //! worktrees and plain programs as agents.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -325,6 +326,84 @@ fn the_page_shows_the_scoreboard_and_picks_the_best_after_its_dry_run() {
     );
 }
 
+/// The page refuses a pick by rule as the bus does: with no variant passing
+/// and with two that tie, "pick the best…" shows the refusal and the
+/// scoreboard, offers no pick, and nothing is picked.
+#[test]
+fn the_page_refuses_a_pick_by_rule_with_a_tie_or_none_passing_and_shows_the_table() {
+    use crate::chromium::Chromium;
+    const LONG: Duration = Duration::from_secs(30);
+    let app = app(Some(CONFIG));
+    run(&app, "bad", 2, AGENT);
+    wait_scored(&app, "bad");
+    // Two that pass, their agents closed: no cost, no time, no conflict —
+    // equal on every rule.
+    let even = run(
+        &app,
+        "even",
+        2,
+        "echo pass > verdict; echo \"work of $KRAD_ADE_ENVIRONMENT\" > \"result-$KRAD_ADE_ENVIRONMENT.txt\"",
+    );
+    wait_scored(&app, "even");
+    for variant in even["variants"].as_array().unwrap() {
+        let id = variant["terminal"].as_u64().unwrap();
+        assert_eq!(app.request(json!({"Close": {"target": id}})), json!("Ok"));
+    }
+    let tied = scores(&app, "even");
+    assert!(
+        tied["why"].as_str().is_some_and(|w| w.contains("tie")),
+        "{tied}"
+    );
+    let before = head(&repo(&app));
+    let mut browser = Chromium::start();
+    browser.navigate(&crate::ui::login_url(&app));
+    browser.until(
+        "document.querySelector('#link').classList.contains('up')",
+        LONG,
+    );
+    for (group, why) in [("bad", "no variant passed"), ("even", "tie on every rule")] {
+        let board = format!("document.querySelector('.scores[data-group=\"{group}\"]')");
+        browser.until(
+            &format!("{board} !== null && {board}.querySelector('table') !== null"),
+            LONG,
+        );
+        browser.eval(&format!(
+            "{board}.parentElement.querySelector('button.pick-best').click()"
+        ));
+        let panel = format!("{board}.nextElementSibling");
+        browser.until(&format!("{panel}.querySelector('.refused') !== null"), LONG);
+        let said = browser.eval(&format!("{panel}.querySelector('.refused').innerText"));
+        let said = said.as_str().unwrap_or_default().to_owned();
+        assert!(said.contains(why), "{group}: {said}");
+        let table = browser.eval(&format!(
+            "{panel}.querySelector('table.score-table').innerText"
+        ));
+        let table = table.as_str().unwrap_or_default().to_owned();
+        assert!(
+            table.contains(&format!("{group}-1")) && table.contains(&format!("{group}-2")),
+            "{table}"
+        );
+        assert!(table.contains("test"), "{table}");
+        let offered = browser.eval(&format!(
+            "{panel}.querySelector('.confirm-best, .best-dry-run') !== null"
+        ));
+        assert_eq!(offered, json!(false), "{group}: a pick is offered");
+        if group == "even" {
+            browser.screenshot(
+                &format!(".scores[data-group=\"{group}\"] + .confirm"),
+                "scores-refused",
+            );
+        }
+    }
+    let picked = browser.eval("document.querySelector('#pick-result .picked') !== null");
+    assert_eq!(picked, json!(false));
+    assert_eq!(head(&repo(&app)), before, "nothing was picked");
+    for group in ["bad", "even"] {
+        assert_eq!(scores(&app, group)["picked"], Value::Null, "{group}");
+        assert!(!repo(&app).join(format!("result-{group}-1.txt")).exists());
+    }
+}
+
 #[test]
 fn checks_run_at_most_parallel_at_once_and_wait_for_room_under_limits() {
     // Four variants, a check of 1 s each, two at once.
@@ -463,36 +542,311 @@ fn a_variant_on_an_ssh_host_is_checked_there() {
     assert_eq!(board["variants"][0]["gates_passed"], true, "{board}");
 }
 
-/// A variant contained on an SSH host: its checks are not run outside its
-/// sandbox there (a sandbox is not made for them yet): each is an `error`
-/// that says so, and the command never ran.
-#[test]
-fn a_contained_variant_on_an_ssh_host_has_its_checks_refused_not_run_outside() {
-    let sshd = crate::ssh::Sshd::start();
-    let (app, remote) = crate::ssh::app_with_host_configured(
-        &sshd,
-        "",
-        "\n[sandbox]\nprofiles = [\"exec\"]\n[checks]\nparallel = 1\nthere = \"echo ran > $HOME/check-ran.txt\"\n",
-    );
+/// The probe as a `[checks]` entry of its own (a TOML literal string), with
+/// `more` after it: `probe` prints `contained` (and exits 0) only when it
+/// cannot write beside the repository's checkout, and says whether `$HOME`
+/// is the user's.
+fn probe_check(more: &str) -> String {
+    let probe = std::str::from_utf8(PROBE).unwrap();
+    format!("probe = '''\n{more}\necho ran > \"$HOME/check-ran.txt\"\n{probe}'''\n")
+}
+
+/// Runs one variant in group `group` on host `far` (contained when the
+/// config says so) whose agent stays, idle; its terminal.
+fn variant_on_far(app: &App, group: &str) -> u64 {
     let run = app.request(json!({"RunVariants": {
-        "count": 1, "name": "boxed", "host": "far", "profile": "exec",
+        "count": 1, "name": group, "host": "far", "profile": "exec",
         "command": ["sh", "-c", "echo done > done.txt; krad report idle -m done; exec sleep 600"],
         "prompt": "x"
     }}));
     assert!(run["Variants"].is_object(), "{run}");
+    run["Variants"]["variants"][0]["terminal"].as_u64().unwrap()
+}
+
+/// What every contained check on the host shows: it passed in its sandbox
+/// there — it could not write beside the host's checkout, its `$HOME` was
+/// its own (not the host's), and its private home went with it.
+fn checked_inside_on_the_host(
+    sshd: &crate::ssh::Sshd,
+    remote: &Path,
+    board: &Value,
+    id: u64,
+) -> Value {
+    let check = check_of_named(board, "probe");
+    assert_eq!(check["outcome"], "passed", "{board}");
+    assert!(check["tail"].to_string().contains("contained"), "{check}");
+    assert!(!remote.join("escaped-boxed-1").exists(), "it wrote outside");
+    let host_home = sshd.dir.path().join("home");
+    assert!(!host_home.join("check-ran.txt").exists(), "the host's HOME");
+    let homes: Vec<_> = std::fs::read_dir(host_home.join(".krad-ade"))
+        .unwrap()
+        .flatten()
+        .flat_map(|dir| {
+            std::fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .contains(&format!("{id}-check-"))
+        })
+        .collect();
+    assert!(homes.is_empty(), "the check's home stays: {homes:?}");
+    check
+}
+
+/// A variant contained on an SSH host: its checks run in a sandbox of the
+/// same kind there, built by the host's launcher lines — never outside —
+/// with its agent's network: the host's with `network = "all"`, none with
+/// `"none"`.
+#[test]
+fn a_contained_variant_on_an_ssh_host_has_its_checks_run_in_a_sandbox_there() {
+    for (network, reached) in [("all", true), ("none", false)] {
+        let (server, taken) = crate::sandbox_net::http_server("FROM-A-SERVER");
+        let sshd = crate::ssh::Sshd::start();
+        let (app, remote) = crate::ssh::app_with_host_configured(
+            &sshd,
+            "",
+            &format!(
+                "\n[sandbox]\nprofiles = [\"exec\"]\nnetwork = \"{network}\"\n\
+                 [checks]\nparallel = 1\n{}",
+                probe_check(&reach_probe(server))
+            ),
+        );
+        let id = variant_on_far(&app, "boxed");
+        wait_scored(&app, "boxed");
+        let board = scores(&app, "boxed");
+        let check = checked_inside_on_the_host(&sshd, &remote, &board, id);
+        reached_or_not(&check, &taken, reached, network);
+    }
+}
+
+/// A check's probe of the network: a server on this machine's loopback
+/// (the host's too, on loopback), reached or not.
+fn reach_probe(server: u16) -> String {
+    format!(
+        "if curl -s --max-time 10 http://127.0.0.1:{server}/; then echo; echo REACHED; \
+         else echo NO-NETWORK; fi"
+    )
+}
+
+/// The check reached the server as its network allows, and only then.
+fn reached_or_not(check: &Value, taken: &AtomicUsize, reached: bool, network: &str) {
+    let tail = check["tail"].to_string();
+    if reached {
+        assert!(
+            tail.contains("FROM-A-SERVER") && tail.contains("REACHED"),
+            "{network}: {check}"
+        );
+        assert_eq!(taken.load(Ordering::SeqCst), 1, "{network}: {check}");
+    } else {
+        assert!(tail.contains("NO-NETWORK"), "{network}: {check}");
+        assert!(!tail.contains("FROM-A-SERVER"), "{network}: {check}");
+        assert_eq!(taken.load(Ordering::SeqCst), 0, "{network}: {check}");
+    }
+}
+
+/// Closes variant `group`-1's agent `id`, changes its work and checks it
+/// again: the check that follows runs with the agent gone.
+fn check_again_after_its_agent_closed(app: &App, group: &str, id: u64) -> Value {
+    assert_eq!(app.request(json!({"Close": {"target": id}})), json!("Ok"));
+    let worktree = repo(app).join(".krad/worktrees").join(format!("{group}-1"));
+    std::fs::write(worktree.join("more.txt"), "more\n").unwrap();
+    let asked = app.request(json!({"CheckVariants": {"group": group}}));
+    assert!(asked["Scores"].is_object(), "{asked}");
+    wait_scored(app, group);
+    check_of_named(&scores(app, group), "probe")
+}
+
+/// Here, under `network = "none"`, a contained variant's check has no
+/// network at all, as its agent: a server on loopback is not reached — its
+/// agent closed too (the variant's record says it runs contained).
+#[test]
+fn with_no_network_a_contained_variant_s_checks_reach_nothing() {
+    let (server, taken) = crate::sandbox_net::http_server("FROM-A-SERVER");
+    let config = format!(
+        "[sandbox]\nnetwork = \"none\"\n[checks]\nparallel = 1\n{}",
+        probe_check(&reach_probe(server))
+    );
+    let app = crate::support::app_with_first_commit(&[("README.md", b"hello\n")], Some(&config));
+    let answer = app.request(json!({"RunVariants": {
+        "count": 1, "name": "box", "profile": "exec", "sandbox": true,
+        "command": ["sh", "-c", "echo done > done.txt; krad report idle -m done; exec sleep 600"],
+        "prompt": "x"
+    }}));
+    assert!(answer["Variants"].is_object(), "{answer}");
+    let id = answer["Variants"]["variants"][0]["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    wait_scored(&app, "box");
+    let check = check_of_named(&scores(&app, "box"), "probe");
+    assert_eq!(check["outcome"], "passed", "{check}");
+    assert!(check["tail"].to_string().contains("contained"), "{check}");
+    reached_or_not(&check, &taken, false, "none");
+    let again = check_again_after_its_agent_closed(&app, "box", id);
+    assert_ne!(again["ran_at"], check["ran_at"], "{again}");
+    assert_eq!(again["outcome"], "passed", "{again}");
+    assert!(again["tail"].to_string().contains("contained"), "{again}");
+    reached_or_not(&again, &taken, false, "none, its agent closed");
+}
+
+/// Under `network = "allow"` a contained variant's check on an SSH host
+/// shares its agent's network: the agent's allowlist, enforced by this
+/// machine's app over the link, every attempt in the agent's log.
+#[test]
+fn on_an_ssh_host_a_contained_variant_s_checks_share_its_agent_s_allowlist() {
+    let (allowed, allowed_taken) = crate::sandbox_net::http_server("FROM-ALLOWED");
+    let (internet, internet_taken) = crate::sandbox_net::http_server("FROM-THE-INTERNET");
+    let sshd = crate::ssh::Sshd::start();
+    let (app, remote) = crate::ssh::app_with_host_configured(
+        &sshd,
+        "",
+        &format!(
+            "\n[sandbox]\nprofiles = [\"exec\"]\nnetwork = \"allow\"\n\
+             allow = [\"127.0.0.1:{allowed}\"]\n[checks]\nparallel = 1\n{}",
+            probe_check(&net_probes(allowed, internet))
+        ),
+    );
+    let id = variant_on_far(&app, "boxed");
     wait_scored(&app, "boxed");
     let board = scores(&app, "boxed");
-    let check = check_of_named(&board, "there");
-    assert_eq!(check["outcome"], "error", "{board}");
+    let check = checked_inside_on_the_host(&sshd, &remote, &board, id);
+    only_the_allowlist_was_reached(&app, id, &check, (allowed, &allowed_taken));
+    assert_eq!(internet_taken.load(Ordering::SeqCst), 0, "{check}");
+}
+
+/// A check's probes of the network: the allowed server through its relay,
+/// the other through the proxy (refused with a 403) and directly.
+fn net_probes(allowed: u16, internet: u16) -> String {
+    format!(
+        "echo \"relay:$(curl -s --max-time 20 http://127.0.0.1:{allowed}/)\"\n\
+         echo \"refused:$(curl -s --max-time 20 --noproxy '' -x \"$HTTPS_PROXY\" -w ' %{{http_code}}' http://127.0.0.1:{internet}/)\"\n\
+         curl -s --max-time 20 http://127.0.0.1:{internet}/ || echo DIRECT-REFUSED"
+    )
+}
+
+/// The check reached the allowed server through the agent's relay, was
+/// refused the other, and the agent's log has both attempts.
+fn only_the_allowlist_was_reached(
+    app: &App,
+    agent: u64,
+    check: &Value,
+    (allowed, allowed_taken): (u16, &AtomicUsize),
+) {
+    let tail = check["tail"].to_string();
+    for said in ["relay:FROM-ALLOWED", "refused:", "403", "DIRECT-REFUSED"] {
+        assert!(tail.contains(said), "no {said:?} in {check}");
+    }
+    assert!(!tail.contains("FROM-THE-INTERNET"), "{check}");
+    assert_eq!(allowed_taken.load(Ordering::SeqCst), 1, "{check}");
+    let log = app.request(json!({"Connections": {"target": agent}}));
+    let attempts = log["Connections"]["attempts"].as_array().cloned();
+    let attempts = attempts.unwrap_or_else(|| panic!("{log}"));
+    let seen = |port: u16, via: &str, ok: bool| {
+        attempts
+            .iter()
+            .any(|a| a["port"] == port && a["via"] == via && a["allowed"] == ok)
+    };
+    assert!(seen(allowed, "relay", true), "{log}");
     assert!(
-        check["tail"][0]
-            .as_str()
-            .is_some_and(|t| t.contains("not run outside")),
-        "{check}"
+        attempts
+            .iter()
+            .any(|a| a["via"] == "proxy" && a["allowed"] == false),
+        "{log}"
     );
-    let host_home = sshd.dir.path().join("home");
-    assert!(!host_home.join("check-ran.txt").exists(), "the check ran");
-    assert!(!remote.join("check-ran.txt").exists(), "the check ran");
+}
+
+/// Here, under `network = "allow"`, a contained variant's check shares its
+/// agent's network too — and leaves the agent's private home as it was.
+#[test]
+fn with_an_allowlist_a_contained_variant_s_checks_share_its_agent_s_network() {
+    let (allowed, allowed_taken) = crate::sandbox_net::http_server("FROM-ALLOWED");
+    let (internet, internet_taken) = crate::sandbox_net::http_server("FROM-THE-INTERNET");
+    let config = format!(
+        "[sandbox]\nnetwork = \"allow\"\nallow = [\"127.0.0.1:{allowed}\"]\n\
+         [checks]\nparallel = 1\n{}",
+        probe_check(&net_probes(allowed, internet))
+    );
+    let app = crate::support::app_with_first_commit(&[("README.md", b"hello\n")], Some(&config));
+    let answer = app.request(json!({"RunVariants": {
+        "count": 1, "name": "box", "profile": "exec", "sandbox": true,
+        "command": ["sh", "-c", "echo mine > \"$HOME/agent.txt\"; echo done > done.txt; \
+                     krad report idle -m done; exec sleep 600"],
+        "prompt": "x"
+    }}));
+    let id = answer["Variants"]["variants"][0]["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    wait_scored(&app, "box");
+    let board = scores(&app, "box");
+    let check = check_of_named(&board, "probe");
+    assert_eq!(check["outcome"], "passed", "{board}");
+    assert!(check["tail"].to_string().contains("contained"), "{check}");
+    assert!(!repo(&app).join("escaped-box-1").exists());
+    only_the_allowlist_was_reached(&app, id, &check, (allowed, &allowed_taken));
+    assert_eq!(internet_taken.load(Ordering::SeqCst), 0, "{check}");
+    let sandboxes = repo(&app).join(".git/krad/sandbox");
+    assert_eq!(
+        std::fs::read_to_string(sandboxes.join(format!("{id}/agent.txt"))).ok(),
+        Some("mine\n".to_owned()),
+        "the agent's home is as it was"
+    );
+    assert!(!sandboxes.join(format!("{id}/check-ran.txt")).exists());
+    let left = std::fs::read_dir(sandboxes.join(format!("{id}.check")))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(left, 0, "the check's home went with it");
+    // Its agent closed, its network is gone: the check is refused, not run
+    // outside (where it would reach the allowed server directly).
+    let again = check_again_after_its_agent_closed(&app, "box", id);
+    assert_eq!(again["outcome"], "error", "{again}");
+    assert!(
+        again["tail"].to_string().contains("not run outside"),
+        "{again}"
+    );
+    assert_eq!(allowed_taken.load(Ordering::SeqCst), 1, "{again}");
+}
+
+/// A check on an SSH host counts in its variant's agent's usage there, as
+/// here: the host's sample reads the check's pid from a file there.
+#[test]
+fn a_running_check_on_an_ssh_host_counts_in_its_variant_s_usage() {
+    let sshd = crate::ssh::Sshd::start();
+    let busy = "end=$(($(date +%s)+8)); while [ $(date +%s) -lt $end ]; do :; done";
+    let (app, _) = crate::ssh::app_with_host_configured(
+        &sshd,
+        "",
+        &format!("\n[checks]\nbusy = \"{busy}\"\n"),
+    );
+    let id = variant_on_far(&app, "use");
+    let idle = app.until(id, Duration::from_secs(60), |r| r["message"] == "done");
+    assert_eq!(idle["state"], "idle", "{idle}");
+    let busy_seen = app.until(id, Duration::from_secs(60), |r| {
+        r["usage"]["cpu_percent"].as_f64().unwrap_or(0.0) >= 20.0
+    });
+    assert!(
+        busy_seen["usage"]["processes"].as_u64().unwrap() >= 3,
+        "{busy_seen}"
+    );
+    wait_scored(&app, "use");
+    let check = check_of_named(&scores(&app, "use"), "busy");
+    assert_eq!(check["outcome"], "passed", "{check}");
+    // Its pid file there went with it.
+    let files = sshd.dir.path().join("home/.krad-ade");
+    let left: Vec<_> = std::fs::read_dir(&files)
+        .unwrap()
+        .flatten()
+        .flat_map(|dir| {
+            std::fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".check-pid"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]

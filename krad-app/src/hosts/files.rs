@@ -15,10 +15,13 @@ use super::link::ssh_reason;
 use crate::profile::shell_quote;
 use crate::remote_tmux;
 
+/// How the pid files of checks running on the host end ([`Host::check_pid_file`]).
+const CHECK_PID: &str = ".check-pid";
+
 impl Host {
     /// Removes closed terminals' files on the host (token, launcher, Claude
     /// settings, attach script, exit status, a sandbox's private home and
-    /// socket folder) and ends their tmux sessions, their forwarded sockets
+    /// socket folder, its variant's checks' homes and pid files) and ends their tmux sessions, their forwarded sockets
     /// cancelled; when the host cannot be reached, on the link's next way up.
     pub(crate) async fn remove_terminal_files(&self, ids: &[u64]) {
         self.drop_sockets(ids).await;
@@ -46,6 +49,16 @@ impl Host {
                 })
             })
             .map(|path| shell_quote(&path))
+            .chain(ids.iter().flat_map(|id| {
+                // A check's private home and pid file left by a run cut off
+                // (its link dropped): globs, after the quoted folder.
+                dirs.iter().flat_map(move |dir| {
+                    [
+                        format!("{}*", shell_quote(&format!("{dir}/{id}-check-"))),
+                        format!("{}*{CHECK_PID}", shell_quote(&format!("{dir}/{id}-"))),
+                    ]
+                })
+            }))
             .collect();
         let tmux = remote_tmux::tmux_command(&self.app_name, &self.tmux_files_dir());
         let sessions: String = ids
@@ -142,23 +155,36 @@ impl Host {
     /// What the usage sampler needs of the host's terminals in tmux there,
     /// read through the link only while it is up (never opening it): the
     /// host's clock ticks per second and page size, each pane's terminal id
-    /// and pid, then every process's `/proc/<pid>/stat`, in sections split
-    /// by `---` lines. `None`: the link is not up, the host has no tmux, or
-    /// the read failed.
+    /// and pid — and those of the checks running for a terminal's variant
+    /// ([`Host::check_pid_file`]) — then every process's `/proc/<pid>/stat`,
+    /// in sections split by `---` lines. `None`: the link is not up, the
+    /// host has no tmux, or the read failed.
     pub(crate) async fn processes_for_usage(&self) -> Option<String> {
         if self.lock().state != krad_bus::protocol::LinkState::Up || self.has_tmux() != Some(true) {
             return None;
         }
-        let tmux = crate::remote_tmux::tmux_command(&self.app_name, &self.tmux_files_dir());
+        let dir = self.tmux_files_dir();
+        let tmux = crate::remote_tmux::tmux_command(&self.app_name, &dir);
         let script = format!(
             "getconf CLK_TCK; getconf PAGESIZE; echo ---\n\
-             {tmux} list-panes -a -F '#{{@krad-terminal}} #{{pane_pid}}' 2>/dev/null; echo ---\n\
-             cat /proc/[0-9]*/stat 2>/dev/null\nexit 0"
+             {tmux} list-panes -a -F '#{{@krad-terminal}} #{{pane_pid}}' 2>/dev/null\n\
+             cat {dir}/*{CHECK_PID} 2>/dev/null; echo ---\n\
+             cat /proc/[0-9]*/stat 2>/dev/null\nexit 0",
+            dir = shell_quote(&dir)
         );
         match self.run_raw(&script, None).await {
             Ok((Some(0), out, _)) => Some(String::from_utf8_lossy(&out).into_owned()),
             _ => None,
         }
+    }
+
+    /// Where a check for terminal `id`'s variant, its `n`th, notes its pid
+    /// there while it runs (`<id> <pid>`), for the usage sampler: in the
+    /// folder of the terminals in tmux, which are the ones sampled there.
+    /// `None` on a host without tmux.
+    pub(crate) fn check_pid_file(&self, id: u64, n: u64) -> Option<String> {
+        (self.has_tmux() == Some(true))
+            .then(|| format!("{}/{id}-{n}{CHECK_PID}", self.tmux_files_dir()))
     }
 
     pub(super) async fn run_raw(

@@ -9,6 +9,11 @@
 //! and relays the app serves here ([`super::net`]) — the same `krad internal
 //! sandboxed` inside relays to them as on this machine, so the allowlist is
 //! enforced, and every attempt logged, by this app.
+//!
+//! A variant's check runs in a sandbox of the same kind there
+//! ([`check_preamble`]): a private home of its own, and the agent's network
+//! shared — with an allowlist its carried network socket (its proxy, its
+//! relays, its log), with `none` no network at all.
 
 use std::sync::Arc;
 
@@ -21,11 +26,10 @@ use crate::profile::shell_quote;
 
 /// What a contained terminal on a host is started with.
 pub(crate) struct OnHost<'a> {
-    pub id: u64,
     /// Its working directory there (writable).
     pub cwd: &'a str,
-    /// The app's folder for its terminals' files there (under `$HOME`).
-    pub files_dir: &'a str,
+    /// Its private home there, made anew.
+    pub home: &'a str,
     /// Files it must read: its token file, its hook settings.
     pub readable: Vec<String>,
     pub hooks: HookKind,
@@ -59,11 +63,15 @@ pub(crate) struct HostNet {
     /// folder, not the sockets: they are made anew when the link is re-opened).
     dir: String,
     /// The bus's port on the host's 127.0.0.1 (`KRAD_ADE_ENDPOINT`), taken
-    /// inside and relayed to `<dir>/bus.sock`.
-    bus_port: u16,
+    /// inside and relayed to `<dir>/bus.sock` (`None`: a check's, which has
+    /// no token and no bus).
+    bus_port: Option<u16>,
     /// With an allowlist: the loopback ports to relay through
     /// `<dir>/net.sock`, besides its proxy.
     relays: Option<Vec<u16>>,
+    /// Whether the folder is bound (a terminal's), or the network socket
+    /// alone (a check's).
+    whole_dir: bool,
 }
 
 /// For a config whose sandboxes have a network of their own: the app's
@@ -115,15 +123,90 @@ pub(crate) async fn network(
         .inspect_err(|_| super::forget(sandbox, id))?;
     Ok(Some(HostNet {
         dir,
-        bus_port,
+        bus_port: Some(bus_port),
         relays,
+        whole_dir: true,
     }))
+}
+
+/// The lines that set `"$@"` to the sandbox of a check of the variant of
+/// terminal `agent` (if it ever started), contained on `host`, running in
+/// `cwd` there, up to `krad internal sandboxed --` (the check's command
+/// follows), and its private home there: the agent's sandbox, but with a
+/// home of its own (`<files dir>/<id>-check-<n>-home`, made anew; the
+/// caller removes it once the check ran), and with the agent's network
+/// shared — with an allowlist its network socket carried there (the same
+/// proxy, relays and log), with `none` no network at all (a check has no
+/// token: the bus is no use to it). `failed` without bubblewrap there, or
+/// when the agent's network is gone (its terminal closed, or the app started
+/// again since: its sockets are not carried again): the check is not run
+/// outside.
+pub(crate) async fn check_preamble(
+    sandbox: &Sandbox,
+    host: &Arc<Host>,
+    (agent, cwd): (Option<u64>, &str),
+    n: u64,
+) -> Result<(String, String), ApiError> {
+    check(host).await?;
+    let bus_port = host.connect().await?;
+    let files_dir = if host.tmux_terminals().is_some() {
+        host.tmux_files_dir()
+    } else {
+        host.terminal_files_dir()
+    };
+    let config = &sandbox.settings.config.sandbox;
+    let net = if config.own_network() {
+        let (dir, relays) = if config.allowlist() {
+            let Some((id, net)) = agent.and_then(|id| Some((id, sandbox.nets.get(id)?))) else {
+                return Err(ApiError::new(
+                    ErrorCode::Failed,
+                    format!(
+                        "this variant runs contained on SSH host {:?} under [sandbox] network \
+                         = \"allow\", and its agent's network, which its checks share, is not \
+                         there (its terminal is closed, or the app started again since): the \
+                         checks are not run outside its sandbox",
+                        host.name
+                    ),
+                ));
+            };
+            let ports = net.loopback_ports().into_iter();
+            let relays = ports.filter(|p| *p != bus_port).collect();
+            (format!("{files_dir}/{id}-net"), Some(relays))
+        } else {
+            // No network at all: no socket is bound.
+            (String::new(), None)
+        };
+        Some(HostNet {
+            dir,
+            bus_port: None,
+            relays,
+            whole_dir: false,
+        })
+    } else {
+        None
+    };
+    let krad = host.krad();
+    let home = match agent {
+        Some(id) => format!("{files_dir}/{id}-check-{n}-home"),
+        None => format!("{files_dir}/check-{n}-home"),
+    };
+    let on = OnHost {
+        cwd,
+        home: &home,
+        readable: Vec::new(),
+        hooks: HookKind::None,
+        krad: &krad,
+        net: net.as_ref(),
+    };
+    let lines = preamble(host, &on);
+    Ok((lines, home))
 }
 
 /// The launcher's lines that set `"$@"` to bubblewrap's command line, up to
 /// `krad internal sandboxed --`; the launcher then runs `exec "$@" ARGV`.
-/// The private home is `<files dir>/<id>-home` (removed with the terminal's
-/// other files), made anew with the profile CLI's files copied in.
+/// The private home is `on.home` (a terminal's `<files dir>/<id>-home`,
+/// removed with its other files), made anew with the profile CLI's files
+/// copied in.
 pub(crate) fn preamble(host: &Host, on: &OnHost<'_>) -> String {
     let q = |s: &str| shell_quote(s);
     let root = &host.config.root;
@@ -132,10 +215,7 @@ pub(crate) fn preamble(host: &Host, on: &OnHost<'_>) -> String {
     let readable: Vec<String> = on.readable.iter().map(|f| q(f)).collect();
     let cwd = q(on.cwd);
     let mut s = String::from("krad_home=$HOME\n");
-    s += &format!(
-        "krad_box={}\n",
-        q(&format!("{}/{}-home", on.files_dir, on.id))
-    );
+    s += &format!("krad_box={}\n", q(on.home));
     s += "rm -rf -- \"$krad_box\" && mkdir -p -- \"$krad_box\" && chmod 700 \"$krad_box\" \
           || exit 1\n";
     if !files.is_empty() {
@@ -167,17 +247,25 @@ pub(crate) fn preamble(host: &Host, on: &OnHost<'_>) -> String {
     s += &format!("krad_bin=$(command -v {}) || exit 127\n", q(on.krad));
     s += "set -- \"$@\" --ro-bind \"$krad_bin\" \"$krad_bin\"\n";
     if let Some(net) = on.net {
-        s += &format!("set -- \"$@\" --bind {dir} {dir}\n", dir = q(&net.dir));
+        if net.whole_dir {
+            s += &format!("set -- \"$@\" --bind {dir} {dir}\n", dir = q(&net.dir));
+        } else if net.relays.is_some() {
+            s += &format!(
+                "set -- \"$@\" --bind {socket} {socket}\n",
+                socket = q(&format!("{}/net.sock", net.dir))
+            );
+        }
     }
     s += &format!(
         "set -- \"$@\" --die-with-parent --chdir {cwd} -- \"$krad_bin\" internal sandboxed"
     );
     if let Some(net) = on.net {
-        s += &format!(
-            " --listen 127.0.0.1:{} --to {}",
-            net.bus_port,
-            q(&format!("{}/bus.sock", net.dir))
-        );
+        if let Some(port) = net.bus_port {
+            s += &format!(
+                " --listen 127.0.0.1:{port} --to {}",
+                q(&format!("{}/bus.sock", net.dir))
+            );
+        }
         if let Some(relays) = &net.relays {
             s += &format!(" --net {}", q(&format!("{}/net.sock", net.dir)));
             for port in relays {

@@ -134,6 +134,12 @@ impl Net {
         })
     }
 
+    /// The loopback ports its sandbox relays out (a check sharing it relays
+    /// the same).
+    pub fn loopback_ports(&self) -> Vec<u16> {
+        self.policy.loopback_ports()
+    }
+
     /// Serves `path` (made anew) until the network is dropped.
     pub fn serve(self: &Arc<Net>, path: &Path) -> std::io::Result<()> {
         let _ = std::fs::remove_file(path);

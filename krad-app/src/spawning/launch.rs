@@ -194,11 +194,11 @@ pub(super) async fn remote_launch(
     } else {
         None
     };
+    let home = format!("{dir}/{id}-home");
     let wrap = launch.contained.then(|| {
         let on = crate::sandbox::host::OnHost {
-            id,
             cwd: &cwd_text,
-            files_dir: &dir,
+            home: &home,
             readable: [
                 Some(token_file.clone()),
                 claude_settings.as_ref().map(|p| p.display().to_string()),
