@@ -352,6 +352,16 @@ fn load_many_terminals_pages_and_streams_while_an_agent_asks() {
         late / 1024,
         rss.last().copied().unwrap_or_default() / 1024
     );
+    // The samples over time: the highest of each tenth of the run, in MiB.
+    let tenth = rss.len().div_ceil(10).max(1);
+    let tenths: Vec<u64> = rss
+        .chunks(tenth)
+        .map(|c| c.iter().copied().max().unwrap_or_default() / 1024)
+        .collect();
+    println!(
+        "  RSS, the highest of each tenth of the run ({} samples): {tenths:?} MiB",
+        rss.len()
+    );
     for (n, (seen, _)) in readers.iter().enumerate() {
         let seen = seen.lock().unwrap();
         let missed = seen.missed(made);
