@@ -278,19 +278,24 @@ esac"#;
     assert!(!main.join(".git").join("MERGE_HEAD").exists());
 }
 
+/// A Chromium on the app's page, logged in, its link to the app up.
+fn logged_in(app: &App) -> crate::chromium::Chromium {
+    let mut browser = crate::chromium::Chromium::start();
+    browser.navigate(&crate::ui::login_url(app));
+    browser.until(
+        "document.querySelector('#link').classList.contains('up')",
+        Duration::from_secs(30),
+    );
+    browser
+}
+
 #[test]
 fn the_page_shows_the_scoreboard_and_picks_the_best_after_its_dry_run() {
-    use crate::chromium::Chromium;
     const LONG: Duration = Duration::from_secs(30);
     let app = app(Some(CONFIG));
     run(&app, "web", 3, AGENT);
     wait_scored(&app, "web");
-    let mut browser = Chromium::start();
-    browser.navigate(&crate::ui::login_url(&app));
-    browser.until(
-        "document.querySelector('#link').classList.contains('up')",
-        LONG,
-    );
+    let mut browser = logged_in(&app);
     let board = ".scores[data-group=\"web\"] table";
     browser.until(&format!("document.querySelector('{board}') !== null"), LONG);
     let text = browser.eval("document.querySelector('.scores[data-group=\"web\"]').innerText");
@@ -331,7 +336,6 @@ fn the_page_shows_the_scoreboard_and_picks_the_best_after_its_dry_run() {
 /// scoreboard, offers no pick, and nothing is picked.
 #[test]
 fn the_page_refuses_a_pick_by_rule_with_a_tie_or_none_passing_and_shows_the_table() {
-    use crate::chromium::Chromium;
     const LONG: Duration = Duration::from_secs(30);
     let app = app(Some(CONFIG));
     run(&app, "bad", 2, AGENT);
@@ -355,12 +359,7 @@ fn the_page_refuses_a_pick_by_rule_with_a_tie_or_none_passing_and_shows_the_tabl
         "{tied}"
     );
     let before = head(&repo(&app));
-    let mut browser = Chromium::start();
-    browser.navigate(&crate::ui::login_url(&app));
-    browser.until(
-        "document.querySelector('#link').classList.contains('up')",
-        LONG,
-    );
+    let mut browser = logged_in(&app);
     for (group, why) in [("bad", "no variant passed"), ("even", "tie on every rule")] {
         let board = format!("document.querySelector('.scores[data-group=\"{group}\"]')");
         browser.until(
