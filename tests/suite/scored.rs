@@ -577,8 +577,16 @@ fn checked_inside_on_the_host(
     assert!(!remote.join("escaped-boxed-1").exists(), "it wrote outside");
     let host_home = sshd.dir.path().join("home");
     assert!(!host_home.join("check-ran.txt").exists(), "the host's HOME");
-    let homes: Vec<_> = std::fs::read_dir(host_home.join(".krad-ade"))
-        .unwrap()
+    let homes = app_files_on_host(sshd, |name| name.contains(&format!("{id}-check-")));
+    assert!(homes.is_empty(), "the check's home stays: {homes:?}");
+    check
+}
+
+/// The files in the app's folders on the test's SSH host (`~/.krad-ade/*/`)
+/// whose names `wanted` takes.
+fn app_files_on_host(sshd: &crate::ssh::Sshd, wanted: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let folders = std::fs::read_dir(sshd.dir.path().join("home/.krad-ade")).unwrap();
+    folders
         .flatten()
         .flat_map(|dir| {
             std::fs::read_dir(dir.path())
@@ -586,14 +594,9 @@ fn checked_inside_on_the_host(
                 .flatten()
                 .flatten()
         })
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .contains(&format!("{id}-check-"))
-        })
-        .collect();
-    assert!(homes.is_empty(), "the check's home stays: {homes:?}");
-    check
+        .filter(|e| wanted(&e.file_name().to_string_lossy()))
+        .map(|e| e.path())
+        .collect()
 }
 
 /// A variant contained on an SSH host: its checks run in a sandbox of the
@@ -822,29 +825,17 @@ fn a_running_check_on_an_ssh_host_counts_in_its_variant_s_usage() {
     let id = variant_on_far(&app, "use");
     let idle = app.until(id, Duration::from_secs(60), |r| r["message"] == "done");
     assert_eq!(idle["state"], "idle", "{idle}");
-    let busy_seen = app.until(id, Duration::from_secs(60), |r| {
-        r["usage"]["cpu_percent"].as_f64().unwrap_or(0.0) >= 20.0
+    // The check's processes and their CPU, whatever share of a loaded
+    // machine's cores it gets (see the test of a check here).
+    app.until(id, Duration::from_secs(60), |r| {
+        r["usage"]["processes"].as_u64().unwrap_or(0) >= 3
+            && r["usage"]["cpu_percent"].as_f64().unwrap_or(0.0) > 0.0
     });
-    assert!(
-        busy_seen["usage"]["processes"].as_u64().unwrap() >= 3,
-        "{busy_seen}"
-    );
     wait_scored(&app, "use");
     let check = check_of_named(&scores(&app, "use"), "busy");
     assert_eq!(check["outcome"], "passed", "{check}");
     // Its pid file there went with it.
-    let files = sshd.dir.path().join("home/.krad-ade");
-    let left: Vec<_> = std::fs::read_dir(&files)
-        .unwrap()
-        .flatten()
-        .flat_map(|dir| {
-            std::fs::read_dir(dir.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-        })
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".check-pid"))
-        .collect();
+    let left = app_files_on_host(&sshd, |name| name.ends_with(".check-pid"));
     assert!(left.is_empty(), "{left:?}");
 }
 
