@@ -47,6 +47,26 @@ fn start_with_room_for(
     (terminal, receiver)
 }
 
+/// Starts `script` in `dir` and waits until its screen reads `text`.
+async fn showing(
+    script: &str,
+    dir: &Path,
+    text: &str,
+) -> (Arc<dyn Terminal>, mpsc::Receiver<TerminalEvent>) {
+    let started = start(sh(script, dir));
+    until_screen(&*started.0, |s| s.screen == text).await;
+    started
+}
+
+/// Waits until process `pid` is gone (5 s at the most).
+async fn until_dead(pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !dead(pid) {
+        assert!(Instant::now() < deadline, "process {pid} lives on");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The pid a test's program wrote to `pid` in `dir` — waited for: the file
 /// may be there before the number is (the shell's `echo $! > pid` opens it
 /// first).
@@ -248,9 +268,12 @@ async fn writes_do_not_block_when_the_program_does_not_read() {
     let dir = tempfile::tempdir().unwrap();
     // Raw and without echo: the terminal keeps the unread input (in canonical mode it
     // would drop what overflows a line) and nothing drains it.
-    let (terminal, mut events) =
-        start(sh("stty raw -echo; echo ready; exec sleep 100", dir.path()));
-    until_screen(&*terminal, |s| s.screen == "ready").await;
+    let (terminal, mut events) = showing(
+        "stty raw -echo; echo ready; exec sleep 100",
+        dir.path(),
+        "ready",
+    )
+    .await;
     let started = Instant::now();
     // Far more than the terminal's input buffer (and within krad's bound).
     let mut first = terminal.write(vec![b'x'; 512 << 10]);
@@ -285,8 +308,8 @@ async fn writes_do_not_block_when_the_program_does_not_read() {
 #[tokio::test]
 async fn bracketed_paste_is_detected() {
     let dir = tempfile::tempdir().unwrap();
-    let (terminal, mut events) = start(sh("printf '\\033[?2004hready'; read x", dir.path()));
-    until_screen(&*terminal, |s| s.screen == "ready").await;
+    let (terminal, mut events) =
+        showing("printf '\\033[?2004hready'; read x", dir.path(), "ready").await;
     assert!(terminal.bracketed_paste());
     assert!(terminal.snapshot(0).bracketed_paste);
     terminal.write(b"\n".to_vec());
@@ -433,8 +456,7 @@ async fn an_unwritable_transcript_does_not_stop_the_terminal() {
 #[tokio::test]
 async fn resize_reaches_the_program() {
     let dir = tempfile::tempdir().unwrap();
-    let (terminal, mut events) = start(sh("stty size; read x; stty size", dir.path()));
-    until_screen(&*terminal, |s| s.screen == "24 80").await;
+    let (terminal, mut events) = showing("stty size; read x; stty size", dir.path(), "24 80").await;
     terminal.resize(100, 30).unwrap();
     assert_eq!(terminal.snapshot(0).size, (100, 30));
     terminal.write(b"\n".to_vec()).await.unwrap().unwrap();
@@ -447,11 +469,12 @@ async fn resize_reaches_the_program() {
 #[tokio::test]
 async fn resize_sends_sigwinch() {
     let dir = tempfile::tempdir().unwrap();
-    let (terminal, mut events) = start(sh(
+    let (terminal, mut events) = showing(
         "trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done",
         dir.path(),
-    ));
-    until_screen(&*terminal, |s| s.screen == "ready").await;
+        "ready",
+    )
+    .await;
     terminal.resize(90, 20).unwrap();
     assert_eq!(exit_of(&mut events).await, exited(0));
     assert_eq!(terminal.snapshot(0).screen, "ready\n20 90");
@@ -472,8 +495,8 @@ async fn close_hangs_up_first() {
 #[tokio::test]
 async fn close_kills_after_the_grace() {
     let dir = tempfile::tempdir().unwrap();
-    let (terminal, mut events) = start(sh("trap '' HUP; echo ready; sleep 100", dir.path()));
-    until_screen(&*terminal, |s| s.screen == "ready").await;
+    let (terminal, mut events) =
+        showing("trap '' HUP; echo ready; sleep 100", dir.path(), "ready").await;
     let grace = Duration::from_millis(400);
     let started = Instant::now();
     terminal.close(grace);
@@ -484,24 +507,18 @@ async fn close_kills_after_the_grace() {
 #[tokio::test]
 async fn close_kills_the_process_group() {
     let dir = tempfile::tempdir().unwrap();
-    let (terminal, mut events) = start(sh(
+    let (terminal, mut events) = showing(
         "sleep 100 & echo $! > pid; echo started; wait",
         dir.path(),
-    ));
-    until_screen(&*terminal, |s| s.screen == "started").await;
+        "started",
+    )
+    .await;
     let grandchild = pid_written(dir.path()).await;
     assert!(!dead(grandchild));
     terminal.close(Duration::from_millis(500));
     let (_, status) = until_exit(&mut events).await;
     assert!(status.signal.is_some(), "{status:?}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !dead(grandchild) {
-        assert!(
-            Instant::now() < deadline,
-            "the grandchild {grandchild} lives on"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_dead(grandchild).await;
 }
 
 /// A grandchild ignoring SIGHUP outlives the program: SIGKILL after the grace
@@ -529,14 +546,7 @@ async fn close_kills_what_the_program_leaves_in_its_group() {
         assert!(!dead(grandchild), "the grandchild ignores SIGHUP");
     }
     // ...the grandchild of the SIGKILL after the grace.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !dead(grandchild) {
-        assert!(
-            Instant::now() < deadline,
-            "the grandchild {grandchild} lives on"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_dead(grandchild).await;
     assert!(started.elapsed() >= grace);
 }
 

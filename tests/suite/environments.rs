@@ -17,6 +17,13 @@ fn write(dir: &Path, file: &str, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+/// Writes `file` in the checkout at `dir` and commits it there.
+fn commit_file(dir: &Path, file: &str, text: &str, message: &str) {
+    write(dir, file, text);
+    git(dir, &["add", file]);
+    git(dir, &["commit", "-q", "-m", message]);
+}
+
 fn repo(app: &App) -> PathBuf {
     app.dir.path().join("repo")
 }
@@ -34,9 +41,7 @@ fn app_with_commit(config: Option<&str>) -> App {
 }
 
 fn create(app: &App, name: &str) -> Value {
-    let answer = app.request(json!({"CreateWorktree": {"name": name}}));
-    assert!(answer["Environment"].is_object(), "{answer}");
-    answer["Environment"].clone()
+    app.answered(json!({"CreateWorktree": {"name": name}}), "Environment")
 }
 
 #[test]
@@ -85,9 +90,7 @@ fn a_worktree_from_an_environment_or_a_ref() {
     let app = app_with_commit(None);
     let first = create(&app, "first");
     let first_path = PathBuf::from(first["path"].as_str().unwrap());
-    write(&first_path, "extra.txt", "from first\n");
-    git(&first_path, &["add", "."]);
-    git(&first_path, &["commit", "-q", "-m", "extra"]);
+    commit_file(&first_path, "extra.txt", "from first\n", "extra");
     let second = app.request(
         json!({"CreateWorktree": {"name": "second", "base": "first", "branch": "feature/second"}}),
     )["Environment"]
@@ -242,9 +245,7 @@ fn close_refuses_work_that_exists_nowhere_else_and_archives_with_force() {
     let agent = app.spawn(json!({"profile": "exec", "environment": "risky", "command": ["sleep", "60"]}))["terminal"]
         .as_u64()
         .unwrap();
-    write(&path, "committed.txt", "c\n");
-    git(&path, &["add", "."]);
-    git(&path, &["commit", "-q", "-m", "work"]);
+    commit_file(&path, "committed.txt", "c\n", "work");
     write(&path, "uncommitted.txt", "u\n");
     let refused = app.request(json!({"Close": {"environment": "risky"}}));
     assert_eq!(code(&refused), "conflict", "{refused}");
@@ -323,9 +324,7 @@ fn a_merged_environment_closes_without_force() {
     let app = app_with_commit(None);
     let env = create(&app, "merged");
     let path = PathBuf::from(env["path"].as_str().unwrap());
-    write(&path, "done.txt", "d\n");
-    git(&path, &["add", "."]);
-    git(&path, &["commit", "-q", "-m", "done"]);
+    commit_file(&path, "done.txt", "d\n", "done");
     git(&repo(&app), &["merge", "-q", "krad/merged"]);
     assert_eq!(
         app.request(json!({"Close": {"environment": "merged"}})),
@@ -398,16 +397,15 @@ fn work_squash_merged_or_cherry_picked_is_merged_by_content_and_closes_without_f
 
 /// Variants whose agents each write a different file and commit nothing.
 fn run_three(app: &App, name: &str) -> Value {
-    let answer = app.request(json!({"RunVariants": {
+    let variants = app.answered(json!({"RunVariants": {
         "count": 3, "name": name, "profile": "exec",
         "command": ["sh", "-c", "echo \"variant of $KRAD_ADE_ENVIRONMENT\" > \"result-$KRAD_ADE_ENVIRONMENT.txt\"; echo \"$1\" > task.txt", "sh"],
         "prompt": "fix it"
-    }}));
-    assert!(answer["Variants"].is_object(), "{answer}");
-    for v in answer["Variants"]["variants"].as_array().unwrap() {
+    }}), "Variants");
+    for v in variants["variants"].as_array().unwrap() {
         app.until_state(v["terminal"].as_u64().unwrap(), "exited");
     }
-    answer["Variants"].clone()
+    variants
 }
 
 #[test]
@@ -830,12 +828,6 @@ fn app_with_worktree(name: &str) -> (App, PathBuf) {
     let app = app_with_commit(None);
     let path = env_path(&create(&app, name));
     (app, path)
-}
-
-fn commit_file(dir: &Path, file: &str, text: &str, message: &str) {
-    write(dir, file, text);
-    git(dir, &["add", file]);
-    git(dir, &["commit", "-q", "-m", message]);
 }
 
 /// The pair of `a` and `b` in a Conflicts answer.

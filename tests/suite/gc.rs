@@ -26,9 +26,8 @@ fn repo(app: &App) -> PathBuf {
 }
 
 fn create(app: &App, name: &str) -> PathBuf {
-    let answer = app.request(json!({"CreateWorktree": {"name": name}}));
-    assert!(answer["Environment"].is_object(), "{answer}");
-    PathBuf::from(answer["Environment"]["path"].as_str().unwrap())
+    let environment = app.answered(json!({"CreateWorktree": {"name": name}}), "Environment");
+    PathBuf::from(environment["path"].as_str().unwrap())
 }
 
 fn commit_file(dir: &Path, file: &str, text: &str, message: &str) {
@@ -48,9 +47,7 @@ fn environment(app: &App, name: &str) -> Option<Value> {
 }
 
 fn collect(app: &App, fields: Value) -> Value {
-    let answer = app.request(json!({ "CollectEnvironments": fields }));
-    assert!(answer["Collected"].is_object(), "{answer}");
-    answer["Collected"].clone()
+    app.answered(json!({ "CollectEnvironments": fields }), "Collected")
 }
 
 fn entry<'a>(collected: &'a Value, name: &str) -> &'a Value {

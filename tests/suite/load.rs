@@ -130,6 +130,28 @@ impl Seen {
     }
 }
 
+/// A stream's reader thread: takes each message `next` reads into what it
+/// saw (`Some(None)`: one it could not read), until `stop` or the stream's
+/// end (`None`).
+fn reader(
+    agent: u64,
+    stop: &Arc<AtomicBool>,
+    mut next: impl FnMut() -> Option<Option<Value>> + Send + 'static,
+) -> (Arc<Mutex<Seen>>, std::thread::JoinHandle<()>) {
+    let seen = Arc::new(Mutex::new(Seen::new(agent)));
+    let (mine, stop) = (seen.clone(), stop.clone());
+    let thread = std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            match next() {
+                None => break,
+                Some(Some(value)) => mine.lock().unwrap().take(&value),
+                Some(None) => {}
+            }
+        }
+    });
+    (seen, thread)
+}
+
 #[test]
 fn load_many_terminals_pages_and_streams_while_an_agent_asks() {
     let _alone = crate::support::loading_the_machine();
@@ -165,24 +187,14 @@ fn load_many_terminals_pages_and_streams_while_an_agent_asks() {
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
-        let (seen, stop) = (Arc::new(Mutex::new(Seen::new(agent))), stop.clone());
-        let mine = seen.clone();
-        readers.push((
-            seen,
-            std::thread::spawn(move || {
-                let mut lines = BufReader::new(stream);
-                let mut line = String::new();
-                while !stop.load(Ordering::SeqCst) {
-                    line.clear();
-                    if lines.read_line(&mut line).unwrap_or(0) == 0 {
-                        break;
-                    }
-                    if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                        mine.lock().unwrap().take(&value);
-                    }
-                }
-            }),
-        ));
+        let mut lines = BufReader::new(stream);
+        readers.push(reader(agent, &stop, move || {
+            let mut line = String::new();
+            if lines.read_line(&mut line).unwrap_or(0) == 0 {
+                return None;
+            }
+            Some(serde_json::from_str::<Value>(&line).ok())
+        }));
     }
     // The page's clients, each with SubscribeAgents over its WebSocket.
     let address = crate::ui::page_address(&app);
@@ -193,21 +205,14 @@ fn load_many_terminals_pages_and_streams_while_an_agent_asks() {
             json!({"id": 1, "open": {"SubscribeAgents": {}}}).to_string(),
         ))
         .unwrap();
-        let (seen, stop) = (Arc::new(Mutex::new(Seen::new(agent))), stop.clone());
-        let mine = seen.clone();
-        readers.push((
-            seen,
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    let Ok(tungstenite::Message::Text(text)) = ws.read() else {
-                        continue;
-                    };
-                    if let Ok(value) = serde_json::from_str::<Value>(text.as_str()) {
-                        mine.lock().unwrap().take(&value["line"]);
-                    }
-                }
-            }),
-        ));
+        readers.push(reader(agent, &stop, move || match ws.read() {
+            Ok(tungstenite::Message::Text(text)) => Some(
+                serde_json::from_str::<Value>(text.as_str())
+                    .ok()
+                    .map(|value| value["line"].clone()),
+            ),
+            _ => Some(None),
+        }));
     }
     // Every stream has its snapshot before the first ask: a stream opened
     // later would rightly start after it.

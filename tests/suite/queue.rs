@@ -15,10 +15,11 @@ const SLEEPER: [&str; 3] = ["sh", "-c", "exec sleep 600"];
 
 /// A Spawn of `sh -c SCRIPT` sent with `queue`.
 fn queued_spawn(app: &App, script: &str, name: &str) -> Value {
-    let answer = app.request(json!({"Spawn": {"profile": "exec", "name": name,
-        "command": ["sh", "-c", script], "queue": true}}));
-    assert!(answer["Agent"].is_object(), "{answer}");
-    answer["Agent"].clone()
+    app.answered(
+        json!({"Spawn": {"profile": "exec", "name": name,
+            "command": ["sh", "-c", script], "queue": true}}),
+        "Agent",
+    )
 }
 
 fn id(record: &Value) -> u64 {

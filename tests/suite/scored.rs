@@ -44,18 +44,17 @@ fn app(config: Option<&str>) -> App {
 
 /// Runs `count` variants of `script` in group `name`.
 fn run(app: &App, name: &str, count: u32, script: &str) -> Value {
-    let answer = app.request(json!({"RunVariants": {
-        "count": count, "name": name, "profile": "exec",
-        "command": ["sh", "-c", script, "sh"], "prompt": "fix it"
-    }}));
-    assert!(answer["Variants"].is_object(), "{answer}");
-    answer["Variants"].clone()
+    app.answered(
+        json!({"RunVariants": {
+            "count": count, "name": name, "profile": "exec",
+            "command": ["sh", "-c", script, "sh"], "prompt": "fix it"
+        }}),
+        "Variants",
+    )
 }
 
 fn scores(app: &App, group: &str) -> Value {
-    let answer = app.request(json!({"Scores": {"group": group}}));
-    assert!(answer["Scores"].is_object(), "{answer}");
-    answer["Scores"].clone()
+    app.answered(json!({"Scores": {"group": group}}), "Scores")
 }
 
 /// The `test` check of variant `n`.
@@ -495,11 +494,13 @@ fn a_contained_variant_s_checks_run_in_its_sandbox() {
         Some("[checks]\nparallel = 2\nprobe = \"sh ./probe.sh\"\n"),
     );
     for (group, sandbox) in [("box", true), ("open", false)] {
-        let answer = app.request(json!({"RunVariants": {
-            "count": 1, "name": group, "profile": "exec", "sandbox": sandbox,
-            "command": ["sh", "-c", "echo done > done.txt"], "prompt": "x"
-        }}));
-        assert!(answer["Variants"].is_object(), "{answer}");
+        app.answered(
+            json!({"RunVariants": {
+                "count": 1, "name": group, "profile": "exec", "sandbox": sandbox,
+                "command": ["sh", "-c", "echo done > done.txt"], "prompt": "x"
+            }}),
+            "Variants",
+        );
         wait_scored(&app, group);
     }
     let outcome = |group: &str| check_of_named(&scores(&app, group), "probe");
@@ -673,15 +674,17 @@ fn with_no_network_a_contained_variant_s_checks_reach_nothing() {
         probe_check(&reach_probe(server))
     );
     let app = crate::support::app_with_first_commit(&[("README.md", b"hello\n")], Some(&config));
-    let answer = app.request(json!({"RunVariants": {
-        "count": 1, "name": "box", "profile": "exec", "sandbox": true,
-        "command": ["sh", "-c", "echo done > done.txt; krad report idle -m done; exec sleep 600"],
-        "prompt": "x"
-    }}));
-    assert!(answer["Variants"].is_object(), "{answer}");
-    let id = answer["Variants"]["variants"][0]["terminal"]
+    let variants = app.answered(
+        json!({"RunVariants": {
+            "count": 1, "name": "box", "profile": "exec", "sandbox": true,
+            "command": ["sh", "-c", "echo done > done.txt; krad report idle -m done; exec sleep 600"],
+            "prompt": "x"
+        }}),
+        "Variants",
+    );
+    let id = variants["variants"][0]["terminal"]
         .as_u64()
-        .unwrap_or_else(|| panic!("{answer}"));
+        .unwrap_or_else(|| panic!("{variants}"));
     wait_scored(&app, "box");
     let check = check_of_named(&scores(&app, "box"), "probe");
     assert_eq!(check["outcome"], "passed", "{check}");

@@ -182,6 +182,14 @@ impl App {
         self.call(&self.envelope(request))
     }
 
+    /// Sends a request from Client and returns what its answer `kind` holds
+    /// (`"Agent"`: the record); any other answer fails the test, shown.
+    pub(crate) fn answered(&self, request: Value, kind: &str) -> Value {
+        let answer = self.request(request);
+        assert!(answer[kind].is_object(), "not {kind}: {answer}");
+        answer[kind].clone()
+    }
+
     /// A connected socket with a read timeout, so that no test hangs.
     pub(crate) fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(self.endpoint).unwrap();

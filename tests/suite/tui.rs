@@ -422,12 +422,14 @@ fn picking_a_variant_after_its_dry_run() {
 fn picking_the_best_variant_after_its_scores_and_dry_run() {
     let config = "[checks]\nparallel = 1\ntest = \"test \\\"$(cat verdict)\\\" = pass\"\n";
     let app = app_with_first_commit(&[("README.md", b"hello\n")], Some(config));
-    let answer = app.request(json!({"RunVariants": {
-        "count": 2, "name": "best", "profile": "exec",
-        "command": ["sh", "-c", "n=${KRAD_ADE_ENVIRONMENT##*-}; if [ $n = 2 ]; then echo pass; else echo fail; fi > verdict"],
-        "prompt": "fix it"
-    }}));
-    assert!(answer["Variants"].is_object(), "{answer}");
+    app.answered(
+        json!({"RunVariants": {
+            "count": 2, "name": "best", "profile": "exec",
+            "command": ["sh", "-c", "n=${KRAD_ADE_ENVIRONMENT##*-}; if [ $n = 2 ]; then echo pass; else echo fail; fi > verdict"],
+            "prompt": "fix it"
+        }}),
+        "Variants",
+    );
     let waited =
         app.request(json!({"Wait": {"group": "best", "scored": true, "timeout_secs": 60}}));
     assert!(waited["Agents"].is_array(), "{waited}");
@@ -457,11 +459,13 @@ fn picking_the_best_variant_after_its_scores_and_dry_run() {
 fn no_best_variant_shows_the_scores_and_picks_nothing() {
     let config = "[checks]\ntest = \"echo nope; exit 3\"\n";
     let app = app_with_first_commit(&[("README.md", b"hello\n")], Some(config));
-    let answer = app.request(json!({"RunVariants": {
-        "count": 2, "name": "worse", "profile": "exec",
-        "command": ["sh", "-c", "echo $KRAD_ADE_ENVIRONMENT > mine.txt"], "prompt": "x"
-    }}));
-    assert!(answer["Variants"].is_object(), "{answer}");
+    app.answered(
+        json!({"RunVariants": {
+            "count": 2, "name": "worse", "profile": "exec",
+            "command": ["sh", "-c", "echo $KRAD_ADE_ENVIRONMENT > mine.txt"], "prompt": "x"
+        }}),
+        "Variants",
+    );
     let waited =
         app.request(json!({"Wait": {"group": "worse", "scored": true, "timeout_secs": 60}}));
     assert!(waited["Agents"].is_array(), "{waited}");
