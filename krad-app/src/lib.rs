@@ -5,10 +5,9 @@
 //! * [`store`] — the one state store (records, revs, the change index), with
 //!   [`records`] for what survives a restart.
 //! * [`watcher`] — one task per terminal turning its events into agent states.
-//! * `app` and `handles` — the composition root: `EmbeddedApp` starts,
-//!   restores, serves and shuts down; its `Core` (handles.rs) builds every
-//!   domain's handle once. This file declares and re-exports, and defines
-//!   nothing.
+//! * `app` — the composition root: `EmbeddedApp` starts, restores, serves
+//!   and shuts down; its `Core` builds every domain's handle once. This file
+//!   declares and re-exports, and defines nothing.
 //! * `requests` — how the bus reaches the app: one adapter per request (check
 //!   the caller's scope, call the domain, answer), and the `App` impl.
 //! * `spawning` — starting an agent on a new terminal (Spawn, each variant).
@@ -36,11 +35,9 @@ mod extensions;
 mod feed;
 mod foreground;
 mod git;
-mod handles;
 mod hosts;
 mod input;
 mod intents;
-mod launching;
 mod leftovers;
 mod limits;
 mod notify;

@@ -17,13 +17,13 @@ use krad_bus::server::CallContext;
 use krad_bus::token::{Principal, Secret};
 use krad_term::{SpawnError, SpawnSpec, Terminal, TerminalEvent, TerminalHost};
 
+pub(crate) use self::launch::Launching;
 use self::launch::{Launch, Prepared, local_launch, remote_launch};
 use crate::budget::Budgets;
 use crate::config::{PromptDelivery, Settings};
 use crate::environments::{Environments, MAIN};
 use crate::hosts::{Host, HostLinks};
 use crate::intents::{Plan, Underway};
-use crate::launching::Launching;
 use crate::limits::Limits;
 pub(crate) use crate::limits::queue::QueuedSpawn;
 use crate::profile::{Profile, Profiles};

@@ -7,8 +7,8 @@ use krad_bus::protocol::{AgentRecord, ApiError, EncodedAnswer, RecordJson};
 use krad_bus::request::check::Check;
 use krad_bus::server::{CallContext, HandleEncoded};
 
+use crate::app::Core;
 use crate::app::EmbeddedApp;
-use crate::handles::Core;
 use crate::records::no_terminal;
 
 impl HandleEncoded<Check> for EmbeddedApp {

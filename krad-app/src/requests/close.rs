@@ -11,8 +11,8 @@ use krad_bus::server::{CallContext, Handle};
 use krad_bus::token::Principal;
 
 use super::may_act_on;
+use crate::app::Core;
 use crate::app::EmbeddedApp;
-use crate::handles::Core;
 use crate::intents::{Plan, Underway};
 use crate::records::no_terminal;
 use crate::{closing, environments};
