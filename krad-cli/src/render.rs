@@ -201,8 +201,15 @@ impl<'a> Agent<'a> {
             line.push_str(&format!(", {ending}"));
         }
         if let Some(message) = self.message() {
-            line.push_str(" — ");
-            line.push_str(&one_line(message));
+            let message = one_line(message);
+            // `exited (process) — exited with code 3` would say it twice.
+            match message.strip_prefix(self.state()) {
+                Some(rest) if rest.starts_with(' ') => line.push_str(rest),
+                _ => {
+                    line.push_str(" — ");
+                    line.push_str(&message);
+                }
+            }
         }
         line
     }
@@ -450,7 +457,7 @@ mod tests {
         assert_eq!(Agent(&said).message_cell(), "exited with code 3");
         assert_eq!(
             Agent(&said).summary_line(),
-            "5 exited (process) — exited with code 3"
+            "5 exited (process) with code 3"
         );
         let killed = test_record(json!({"terminal": 4, "name": "x", "state": "exited",
             "state_source": "process", "exit_code": null, "signal": 9, "message": "bye"}));

@@ -113,6 +113,10 @@ fn wait_exits_0_5_or_9() {
     let out = app.krad(&["wait", &bad.to_string(), "--exit"]);
     assert_eq!(exit_code(&out), 9);
     assert!(stderr(&out).contains("code 3"), "{}", stderr(&out));
+    // Said once: `… exited (process) with code 3`, not `exited … — exited …`.
+    let line = stdout(&out);
+    assert!(line.contains("exited (process) with code 3"), "{line}");
+    assert_eq!(line.matches("exited").count(), 1, "{line}");
     app.until_state(busy, "working");
     let out = app.krad(&["wait", &busy.to_string(), "--timeout", "1"]);
     assert_eq!(exit_code(&out), 5, "{}", stderr(&out));
