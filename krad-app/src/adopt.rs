@@ -270,7 +270,8 @@ fn watch_again(
     spawner
         .store
         .insert(record, terminal.clone(), profile.clone(), token_file);
-    spawner.watch(id, terminal, events, None, profile);
+    let contained = crate::sandbox::contained_here(&spawner.sandbox, id);
+    spawner.watch(id, terminal, events, None, profile, contained);
 }
 
 /// Connects to `host` (again and again, with backoff, until it is up or the
@@ -415,6 +416,7 @@ fn profile_of(spawner: &Spawner, name: &str) -> Arc<Profile> {
                 actions: Vec::new(),
                 resume: Vec::new(),
                 memory_max_mib: None,
+                contained: false,
             })
         })
 }

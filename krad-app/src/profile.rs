@@ -68,6 +68,16 @@ pub(crate) struct Profile {
     pub resume: Vec<String>,
     /// Its terminals' memory limit (cgroup v2), over `[limits] memory_max_mib`.
     pub memory_max_mib: Option<u64>,
+    /// Its agents always run contained (`[sandbox] profiles` names it).
+    pub contained: bool,
+}
+
+impl Profile {
+    /// Whether a terminal of this profile runs contained: the config says so
+    /// for the profile, or its Spawn asks (which can only tighten).
+    pub(crate) fn contained_for(&self, asked: Option<bool>) -> bool {
+        asked == Some(true) || self.contained
+    }
 }
 
 /// Every profile the app knows, and the default one.
@@ -96,6 +106,11 @@ impl Profiles {
                 }
             };
             profiles.insert(name.clone(), profile);
+        }
+        for name in &config.sandbox.profiles {
+            if let Some(profile) = profiles.get_mut(name) {
+                profile.contained = true;
+            }
         }
         let default = config
             .default_profile
@@ -184,6 +199,7 @@ fn plain(
         actions: Vec::new(),
         resume: Vec::new(),
         memory_max_mib: None,
+        contained: false,
     }
 }
 

@@ -73,7 +73,7 @@ fn spawn_later(spawner: &Spawner, queued: QueuedSpawn) -> Result<AgentRecord, Ap
     };
     // On record first: the queue may start it the moment it is in line.
     // Its record exists since it was queued, after a restart too.
-    let contained = crate::sandbox::wanted(&spawner.sandbox, &profile.name, queued.request.sandbox);
+    let contained = profile.contained_for(queued.request.sandbox);
     let since = now_rfc3339();
     put_on_record(spawner, &me, &queued, profile, &since);
     let variant = queued.variant.clone();

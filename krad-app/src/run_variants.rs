@@ -252,7 +252,12 @@ async fn start_variant(
             &environment,
             (
                 None,
-                crate::sandbox::wanted(&spawner.sandbox, &plan.profile, plan.request.sandbox),
+                spawner
+                    .profiles
+                    .get(&plan.profile)
+                    .map_or(plan.request.sandbox == Some(true), |p| {
+                        p.contained_for(plan.request.sandbox)
+                    }),
             ),
         )
         .map_err(|e| ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}")))?;

@@ -60,19 +60,6 @@ fn home_files(hooks: HookKind) -> &'static [&'static str] {
     }
 }
 
-/// Whether a terminal of `profile` runs contained: the config says so for
-/// the profile, or the request asks (it can only tighten).
-pub(crate) fn wanted(sandbox: &Sandbox, profile: &str, asked: Option<bool>) -> bool {
-    asked == Some(true)
-        || sandbox
-            .settings
-            .config
-            .sandbox
-            .profiles
-            .iter()
-            .any(|p| p == profile)
-}
-
 /// What a contained terminal is started with besides its own argv.
 pub struct Contained<'a> {
     /// The terminal's id (its private home is named after it).

@@ -65,7 +65,7 @@ pub(crate) struct Spawner {
 
 impl Spawner {
     /// Sets terminal `id`'s watcher going, typing `typed` once its program
-    /// is ready.
+    /// is ready; `contained`: it runs in a sandbox on this machine.
     pub(crate) fn watch(
         &self,
         id: u64,
@@ -73,8 +73,8 @@ impl Spawner {
         events: tokio::sync::mpsc::Receiver<TerminalEvent>,
         typed: Option<String>,
         profile: Arc<Profile>,
+        contained: bool,
     ) {
-        let contained = crate::sandbox::contained_here(&self.sandbox, id);
         tokio::spawn(watcher::run(
             self.watching.clone(),
             contained,
@@ -245,14 +245,7 @@ async fn start_now(
                         group,
                         *n,
                         &start.environment,
-                        (
-                            Some(terminal),
-                            crate::sandbox::wanted(
-                                &spawner.sandbox,
-                                &profile.name,
-                                request.sandbox,
-                            ),
-                        ),
+                        (Some(terminal), profile.contained_for(request.sandbox)),
                     )
                     .map_err(|e| {
                         ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}"))
@@ -278,6 +271,7 @@ async fn start_now(
         &profile,
         request.prompt.as_deref(),
     ));
+    let contained = profile.contained_for(request.sandbox);
     let launch = Launch {
         me: &newcomer.me,
         token: &token,
@@ -285,7 +279,7 @@ async fn start_now(
         prompt: request.prompt.as_deref(),
         profile: &profile,
         extra_env: request.env.as_ref(),
-        contained: crate::sandbox::wanted(&spawner.sandbox, &profile.name, request.sandbox),
+        contained,
     };
     let prepared = match &newcomer.host {
         None => local_launch(spawner, launch, cwd)?,
@@ -306,6 +300,7 @@ async fn start_now(
     let (spec, token_file) = spawn_spec(spawner, terminal, &request, prepared);
     let host = terminal_host(spawner, newcomer.host.as_deref());
     let after = AfterStart {
+        contained_here: contained && newcomer.host.is_none(),
         newcomer,
         record,
         request,
@@ -356,6 +351,8 @@ struct AfterStart {
     token_file: Option<PathBuf>,
     /// Its intent, if it records one (see [`allocate_id`]).
     underway: Option<Underway>,
+    /// It runs in a sandbox on this machine.
+    contained_here: bool,
 }
 
 /// Records a terminal whose program started and sets its watcher going; for
@@ -403,6 +400,7 @@ fn record_started(
         after.events,
         after.profile,
         after.request.prompt,
+        after.contained_here,
     );
     crate::crash_point::here("spawn-started");
     // The intent goes once the terminal is on record.
@@ -643,6 +641,7 @@ fn watch(
     events: tokio::sync::mpsc::Receiver<TerminalEvent>,
     profile: Arc<Profile>,
     prompt: Option<String>,
+    contained: bool,
 ) {
     let prompt_in_argv = profile.prompt == PromptDelivery::Arg && prompt.is_some();
     let typed = (profile.prompt == PromptDelivery::Type)
@@ -655,7 +654,7 @@ fn watch(
             false
         });
     }
-    spawner.watch(id, terminal, events, typed, profile.clone());
+    spawner.watch(id, terminal, events, typed, profile.clone(), contained);
     tracing::info!(terminal = id, profile = %profile.name, "spawned");
 }
 
