@@ -288,6 +288,11 @@ async fn a_start_whose_caller_left_still_records_its_terminal() {
     }
 }
 
+/// The most a Wait handler's future may take (it is held by every waiting
+/// connection, up to 30 minutes, 10,000 at a time in the benchmark): 392
+/// bytes in the test build on 2026-12-07, 848 with a group's wait inline.
+const HELD_WAIT_BYTES: usize = 512;
+
 /// Wait and Check with long timeouts answer when their time is up, in the
 /// runtime's (paused) time: `TimedOut`, and the unchanged record. (The Wait is
 /// for the exit of a program that never ends; the Check comes after it, when
@@ -301,18 +306,26 @@ async fn waits_end_at_their_timeouts() {
     let id = record.terminal;
 
     let started = tokio::time::Instant::now();
-    let waited = Handle::<Wait>::handle(
+    let caller = client();
+    let waiting = Handle::<Wait>::handle(
         &*fixture.app,
-        &client(),
+        &caller,
         Wait {
             target: Some(id),
             for_: Some(WaitFor::Exit),
             timeout_secs: Some(1800),
             ..Wait::default()
         },
-    )
-    .await
-    .unwrap();
+    );
+    // What every held Wait keeps for as long as it waits: its watches, its
+    // condition and deadline — not room for the other ways a Wait can go (a
+    // group's wait inline made every held Wait larger: docs/PERFORMANCE.md).
+    let held = std::mem::size_of_val(&waiting);
+    assert!(
+        held <= HELD_WAIT_BYTES,
+        "a held Wait's future: {held} bytes"
+    );
+    let waited = waiting.await.unwrap();
     let took = started.elapsed();
     assert_eq!(waited, Waited::TimedOut);
     assert!(
