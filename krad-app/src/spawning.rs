@@ -393,13 +393,15 @@ fn record_started(
         after.profile.clone(),
         after.token_file,
     );
-    watch(
-        spawner,
+    let typed = prompt_delivered(spawner, id, &after.profile, after.request.prompt);
+    let profile = after.profile;
+    tracing::info!(terminal = id, profile = %profile.name, "spawned");
+    spawner.watch(
         id,
         terminal,
         after.events,
-        after.profile,
-        after.request.prompt,
+        typed,
+        profile,
         after.contained_here,
     );
     crate::crash_point::here("spawn-started");
@@ -632,17 +634,14 @@ pub(crate) fn new_record(
     }
 }
 
-/// Notes how the prompt reaches the program (typed by the watcher, or in its
-/// argv) and starts the terminal's watcher.
-fn watch(
+/// Notes on terminal `id`'s record how its prompt reaches the program (typed
+/// by the watcher, or in its argv); returns what the watcher is to type.
+fn prompt_delivered(
     spawner: &Spawner,
     id: u64,
-    terminal: Arc<dyn Terminal>,
-    events: tokio::sync::mpsc::Receiver<TerminalEvent>,
-    profile: Arc<Profile>,
+    profile: &Profile,
     prompt: Option<String>,
-    contained: bool,
-) {
+) -> Option<String> {
     let prompt_in_argv = profile.prompt == PromptDelivery::Arg && prompt.is_some();
     let typed = (profile.prompt == PromptDelivery::Type)
         .then_some(prompt)
@@ -654,8 +653,7 @@ fn watch(
             false
         });
     }
-    spawner.watch(id, terminal, events, typed, profile.clone(), contained);
-    tracing::info!(terminal = id, profile = %profile.name, "spawned");
+    typed
 }
 
 fn forbidden(message: String) -> ApiError {
