@@ -230,6 +230,7 @@ async fn start_now(
     if host.is_none() {
         spawner.limits.may_limit_memory(profile.memory_max_mib)?;
     }
+    let contained = profile.contained_for(request.sandbox);
     let (terminal, underway) = match (queued_id, ctx) {
         // Its group knows it since it was queued.
         (Some(id), _) => (id, None),
@@ -241,12 +242,7 @@ async fn start_now(
                 // it twice.
                 spawner
                     .store
-                    .record_variant(
-                        group,
-                        *n,
-                        &start.environment,
-                        (Some(terminal), profile.contained_for(request.sandbox)),
-                    )
+                    .record_variant(group, *n, &start.environment, (Some(terminal), contained))
                     .map_err(|e| {
                         ApiError::new(ErrorCode::Failed, format!("cannot record the variant: {e}"))
                     })?;
@@ -271,7 +267,6 @@ async fn start_now(
         &profile,
         request.prompt.as_deref(),
     ));
-    let contained = profile.contained_for(request.sandbox);
     let launch = Launch {
         me: &newcomer.me,
         token: &token,
