@@ -823,11 +823,12 @@ fn env_path(env: &Value) -> PathBuf {
     PathBuf::from(env["path"].as_str().unwrap())
 }
 
-/// An app on a repository with a commit, and a worktree `name` of it: its path.
-fn app_with_worktree(name: &str) -> (App, PathBuf) {
+/// An app on a repository with a commit, and worktrees of it named `names`:
+/// their paths.
+fn app_with_worktrees<const N: usize>(names: [&str; N]) -> (App, [PathBuf; N]) {
     let app = app_with_commit(None);
-    let path = env_path(&create(&app, name));
-    (app, path)
+    let paths = names.map(|name| env_path(&create(&app, name)));
+    (app, paths)
 }
 
 /// The pair of `a` and `b` in a Conflicts answer.
@@ -846,10 +847,7 @@ fn environment<'a>(answer: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn conflicts_foresees_every_pair_and_each_base_from_committed_and_uncommitted_work() {
-    let app = app_with_commit(None);
-    let a = env_path(&create(&app, "a"));
-    let b = env_path(&create(&app, "b"));
-    let c = env_path(&create(&app, "c"));
+    let (app, [a, b, c]) = app_with_worktrees(["a", "b", "c"]);
     // a commits README.md; b changes it without committing: they conflict.
     commit_file(&a, "README.md", "from a\n", "a's readme");
     write(&b, "README.md", "from b\n");
@@ -1189,10 +1187,7 @@ fn a_dry_run_lists_the_conflicts_and_a_fast_forward() {
 
 #[test]
 fn update_brings_an_environment_up_to_its_base_by_merge_or_rebase() {
-    let app = app_with_commit(None);
-    let up = env_path(&create(&app, "up"));
-    let ff = env_path(&create(&app, "ff"));
-    let rb = env_path(&create(&app, "rb"));
+    let (app, [up, ff, rb]) = app_with_worktrees(["up", "ff", "rb"]);
     commit_file(&up, "up.txt", "u\n", "up's work");
     commit_file(&rb, "rb1.txt", "1\n", "rb one");
     git(&rb, &["commit", "-q", "--allow-empty", "-m", "empty"]);
@@ -1271,7 +1266,7 @@ fn update_brings_an_environment_up_to_its_base_by_merge_or_rebase() {
 /// run again): the base is the tip it was brought up to, without a retry.
 #[test]
 fn an_update_cut_by_a_crash_is_finished_by_the_next_app() {
-    let (app, cut) = app_with_worktree("cut");
+    let (app, [cut]) = app_with_worktrees(["cut"]);
     commit_file(&repo(&app), "main.txt", "m\n", "main moves on");
     let tip = git(&repo(&app), &["rev-parse", "HEAD"]);
     let dir = app.stop_keep_dir();
@@ -1313,7 +1308,7 @@ fn an_update_cut_by_a_crash_is_finished_by_the_next_app() {
 
 #[test]
 fn update_refuses_conflicts_and_uncommitted_work_and_changes_nothing() {
-    let (app, cf) = app_with_worktree("cf");
+    let (app, [cf]) = app_with_worktrees(["cf"]);
     commit_file(&cf, "README.md", "from cf\n", "cf's readme");
     commit_file(&cf, "cf.txt", "c\n", "cf more");
     commit_file(&repo(&app), "README.md", "from main\n", "main's readme");
@@ -1403,7 +1398,7 @@ fn update_refuses_conflicts_and_uncommitted_work_and_changes_nothing() {
 
 #[test]
 fn update_with_a_request_id_runs_once() {
-    let (app, path) = app_with_worktree("once");
+    let (app, [path]) = app_with_worktrees(["once"]);
     commit_file(&path, "mine.txt", "m\n", "mine");
     commit_file(&repo(&app), "main.txt", "m\n", "main");
     let mut envelope = app.envelope(json!({"UpdateEnvironment": {"environment": "once"}}));
