@@ -83,6 +83,10 @@ impl TerminalHost for HeldHost {
             exit: Mutex::new(None),
         }))
     }
+
+    fn restart_safe(&self) -> bool {
+        false
+    }
 }
 
 /// A terminal whose program prints nothing and runs until closed.

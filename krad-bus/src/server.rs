@@ -3,19 +3,21 @@
 //!
 //! The app behind the bus is an [`App`]; the bus answers `Hello` itself, so a busy
 //! app never delays a handshake.
+//!
+//! It also holds what became of a request (`Reply`: the answer a connection
+//! writes, or the stream or attachment it serves) and the [`Counters`] behind
+//! `Stats`.
 
 mod attach;
 mod bus_requests;
 mod connection;
-pub mod counters;
 mod dispatch;
-mod reply;
 pub mod request_log;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::net::{TcpListener, TcpStream};
@@ -25,13 +27,13 @@ use tokio_util::task::TaskTracker;
 
 use crate::protocol::{
     ApiError, EncodedAnswer, ErrorCode, MAX_LINE, RequestId, Response, StreamLine, TerminalRef,
+    TypedAnswer,
 };
 use crate::request::stats::StatsInfo;
 use crate::request::{Call, attach as attach_request, for_each_request, subscribe_agents};
 use crate::token::{Principal, Secret};
 use connection::LineRead;
 use dispatch::Prepared;
-use reply::Reply;
 
 pub use attach::Attachment;
 pub use dispatch::StartSettled;
@@ -210,7 +212,7 @@ const MAX_BUSY_RESPONDERS: usize = 256;
 pub struct Bus {
     secret: Arc<Secret>,
     config: ServerConfig,
-    counters: counters::Counters,
+    counters: Counters,
     started: Instant,
     connections: Arc<Semaphore>,
     busy_responders: Arc<Semaphore>,
@@ -229,7 +231,7 @@ impl Bus {
             connections: Arc::new(Semaphore::new(config.max_connections)),
             busy_responders: Arc::new(Semaphore::new(MAX_BUSY_RESPONDERS)),
             config,
-            counters: counters::Counters::default(),
+            counters: Counters::default(),
             started: Instant::now(),
             shutdown: CancellationToken::new(),
             close_terminals: AtomicBool::new(true),
@@ -243,7 +245,7 @@ impl Bus {
     }
 
     /// The bus's counters.
-    pub fn counters(&self) -> &counters::Counters {
+    pub fn counters(&self) -> &Counters {
         &self.counters
     }
 
@@ -275,6 +277,81 @@ impl Bus {
             agents,
             uptime_secs: self.started.elapsed().as_secs(),
         }
+    }
+}
+
+// The counters behind the `Stats` request, kept with atomics so that counting
+// never waits on anything.
+
+/// What the bus counts while it serves.
+#[derive(Debug, Default)]
+pub struct Counters {
+    requests_total: AtomicU64,
+    errors: [AtomicU64; ErrorCode::ALL.len()],
+    waits_pending: AtomicU64,
+    subscribers: AtomicU64,
+}
+
+impl Counters {
+    /// Counts one answered request, and its error code if it failed.
+    pub fn answered(&self, error: Option<ErrorCode>) {
+        self.requests_total.fetch_add(1, Ordering::Relaxed);
+        if let Some(counter) = error.and_then(|code| self.errors.get(code.index())) {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Requests answered so far.
+    pub fn requests_total(&self) -> u64 {
+        self.requests_total.load(Ordering::Relaxed)
+    }
+
+    /// Error answers by code; codes never seen are left out.
+    pub fn errors_by_code(&self) -> std::collections::BTreeMap<String, u64> {
+        ErrorCode::ALL
+            .iter()
+            .filter_map(|code| {
+                let n = self.errors.get(code.index())?.load(Ordering::Relaxed);
+                (n > 0).then(|| (code.as_str().to_owned(), n))
+            })
+            .collect()
+    }
+
+    /// Requests waiting right now.
+    pub fn waits_pending(&self) -> u64 {
+        self.waits_pending.load(Ordering::Relaxed)
+    }
+
+    /// Streams open right now.
+    pub fn subscribers(&self) -> u64 {
+        self.subscribers.load(Ordering::Relaxed)
+    }
+
+    /// Marks a waiting request for as long as the guard lives.
+    pub fn wait_guard(&self) -> GaugeGuard<'_> {
+        GaugeGuard::new(&self.waits_pending)
+    }
+
+    /// Marks an open stream for as long as the guard lives.
+    pub fn subscriber_guard(&self) -> GaugeGuard<'_> {
+        GaugeGuard::new(&self.subscribers)
+    }
+}
+
+/// Adds one to a gauge while it lives.
+#[derive(Debug)]
+pub struct GaugeGuard<'a>(&'a AtomicU64);
+
+impl<'a> GaugeGuard<'a> {
+    fn new(gauge: &'a AtomicU64) -> Self {
+        gauge.fetch_add(1, Ordering::Relaxed);
+        GaugeGuard(gauge)
+    }
+}
+
+impl Drop for GaugeGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -399,6 +476,46 @@ fn refuse_busy(stream: TcpStream, bus: &Arc<Bus>, tracker: &TaskTracker) {
         connection::finish(stream, &line, linger).await;
         drop(permit);
     });
+}
+
+// What became of a request: the answer the connection writes (typed, spliced
+// or replayed), the stream or attachment it serves, or nothing when the client
+// left. Made by the dispatch and by the requests the bus answers itself.
+
+/// What became of a request.
+///
+/// Its larger payloads are boxed, so a `Reply` is a few words: every future
+/// that will hold one (a connection's task while its request is held, a
+/// request's boxed work) reserves room for it from the start, for as long as
+/// the request runs — a Wait, up to 30 minutes.
+pub(crate) enum Reply<S, T> {
+    /// Write this answer.
+    Answer(Box<Response>),
+    /// Write this answer line, spliced by the app from cached JSON.
+    Encoded(EncodedAnswer),
+    /// Write this answer, as recorded earlier (a replay).
+    Recorded(serde_json::Value),
+    /// Serve this stream.
+    Stream(Box<S>),
+    /// Serve this attachment (lines both ways).
+    Attach(Box<T>),
+    /// The client left while its request waited; nothing is written.
+    Left,
+}
+
+impl<S, T> Reply<S, T> {
+    /// Write this answer (an error, `"TimedOut"` …).
+    pub(crate) fn answer(response: impl Into<Response>) -> Self {
+        Reply::Answer(Box::new(response.into()))
+    }
+
+    /// A handler's typed result, as the response on the wire.
+    pub(crate) fn answered<R: TypedAnswer>(result: Result<R, ApiError>) -> Self {
+        match result {
+            Ok(answer) => Reply::answer(answer.into_response()),
+            Err(e) => Reply::answer(e),
+        }
+    }
 }
 
 /// One connection, in three steps: reading its line and the order of checks

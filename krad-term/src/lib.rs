@@ -20,15 +20,13 @@
 //!
 //! Logs name a terminal's program and how many arguments it has, never the
 //! arguments (a prompt) nor its environment's values (API keys): see
-//! [`log_started`] and [`ARGV_TARGET`]; a [`SpawnSpec`]'s `Debug` hides both.
+//! [`program::log_started`] and [`ARGV_TARGET`]; a [`SpawnSpec`]'s `Debug` hides both.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-mod master;
 mod output;
 mod program;
 pub mod pty;
@@ -38,37 +36,13 @@ pub mod tmux;
 mod transcript;
 
 pub use output::ATTACH_BACKLOG;
+pub use program::{ARGV_TARGET, log_full_argv};
 pub use pty::PtyHost;
 pub use tmux::TmuxHost;
-
-/// The tracing target a terminal's whole argv is logged on, at trace, and only
-/// once [`log_full_argv`] allowed it (`RUST_LOG=krad::argv=trace`): an argv may
-/// hold a prompt, or whatever secret a user put there.
-pub const ARGV_TARGET: &str = "krad::argv";
 
 /// Input bytes a terminal holds for a program that has not read them yet, at
 /// most; a write past it is refused at once (`WouldBlock`), whole.
 pub const MAX_QUEUED_INPUT: usize = 1024 * 1024;
-
-static FULL_ARGV: AtomicBool = AtomicBool::new(false);
-
-/// Allows the whole argv on [`ARGV_TARGET`] (the app calls it when `RUST_LOG`
-/// names that target itself; a bare `RUST_LOG=trace` is not enough).
-pub fn log_full_argv(allowed: bool) {
-    FULL_ARGV.store(allowed, Ordering::Relaxed);
-}
-
-/// Logs that a terminal started: its program and the number of its arguments
-/// (debug); its whole argv only on [`ARGV_TARGET`] at trace, when allowed.
-/// Its environment is never logged.
-pub(crate) fn log_started(what: &str, id: u64, pid: Option<u32>, argv: &[String]) {
-    let program = argv.first().map(String::as_str).unwrap_or_default();
-    let args = argv.len().saturating_sub(1);
-    tracing::debug!(terminal = id, ?pid, program, args, "{what} started");
-    if FULL_ARGV.load(Ordering::Relaxed) {
-        tracing::trace!(target: ARGV_TARGET, terminal = id, ?argv, "{what} argv");
-    }
-}
 
 /// What to start on a new terminal. Its `Debug` shows the program, the number
 /// of arguments and the variables' names, never arguments or values.
@@ -319,9 +293,7 @@ pub trait TerminalHost: Send + Sync + 'static {
 
     /// Whether terminals outlive the app: after a restart, [`Self::survivors`]
     /// finds them and [`Self::adopt`] takes them back.
-    fn restart_safe(&self) -> bool {
-        false
-    }
+    fn restart_safe(&self) -> bool;
 
     /// The terminals a previous run of the app left, alive or dead.
     fn survivors(&self) -> Result<Vec<Survivor>, SpawnError> {

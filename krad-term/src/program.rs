@@ -1,8 +1,12 @@
 //! What both hosts share about a terminal's program: the checks before starting
-//! it, its process group and the SIGKILL that ends what is left of it after the
-//! grace, and the error a terminal that has ended answers with.
+//! it, the log of its start ([`log_started`]: its program and how many
+//! arguments it has, its whole argv only on [`ARGV_TARGET`] once
+//! [`log_full_argv`] allowed it), its process group and the SIGKILL that ends
+//! what is left of it after the grace, and the error a terminal that has ended
+//! answers with.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::errno::Errno;
 use nix::sys::signal::killpg;
@@ -57,4 +61,29 @@ pub(crate) fn log_grace_kill(id: u64, killed: nix::Result<()>) {
 /// What a write or resize gets once the terminal has ended.
 pub(crate) fn ended() -> io::Error {
     io::Error::new(io::ErrorKind::BrokenPipe, "the terminal has ended")
+}
+
+/// The tracing target a terminal's whole argv is logged on, at trace, and only
+/// once [`log_full_argv`] allowed it (`RUST_LOG=krad::argv=trace`): an argv may
+/// hold a prompt, or whatever secret a user put there.
+pub const ARGV_TARGET: &str = "krad::argv";
+
+static FULL_ARGV: AtomicBool = AtomicBool::new(false);
+
+/// Allows the whole argv on [`ARGV_TARGET`] (the app calls it when `RUST_LOG`
+/// names that target itself; a bare `RUST_LOG=trace` is not enough).
+pub fn log_full_argv(allowed: bool) {
+    FULL_ARGV.store(allowed, Ordering::Relaxed);
+}
+
+/// Logs that a terminal started: its program and the number of its arguments
+/// (debug); its whole argv only on [`ARGV_TARGET`] at trace, when allowed.
+/// Its environment is never logged.
+pub(crate) fn log_started(what: &str, id: u64, pid: Option<u32>, argv: &[String]) {
+    let program = argv.first().map(String::as_str).unwrap_or_default();
+    let args = argv.len().saturating_sub(1);
+    tracing::debug!(terminal = id, ?pid, program, args, "{what} started");
+    if FULL_ARGV.load(Ordering::Relaxed) {
+        tracing::trace!(target: ARGV_TARGET, terminal = id, ?argv, "{what} argv");
+    }
 }

@@ -4,8 +4,7 @@
 
 use std::future::Future;
 
-use super::reply::Reply;
-use super::{App, AttachmentOf, Bus, SubscriptionOf};
+use super::{App, AttachmentOf, Bus, Reply, SubscriptionOf};
 use crate::protocol::{EncodedAnswer, TypedAnswer};
 use crate::request::Call;
 use crate::request::hello::{Hello, HelloInfo};

@@ -13,11 +13,10 @@ use super::bus_requests::ServedByBus;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::counters::GaugeGuard;
-use super::reply::Reply;
 use super::request_log::{Begin, Ticket};
 use super::{
-    App, AttachmentOf, Bus, CallContext, Handle, HandleEncoded, Open, SubscriptionOf, connection,
+    App, AttachmentOf, Bus, CallContext, GaugeGuard, Handle, HandleEncoded, Open, Reply,
+    SubscriptionOf, connection,
 };
 use crate::protocol::{
     ApiError, Caller, Envelope, ErrorCode, Response, TerminalRef, unsupported_version_message,
@@ -213,7 +212,10 @@ fn begin_at_most_once<A: App>(
     ctx: &CallContext,
     request: &Request,
 ) -> Once<SubscriptionOf<A>, AttachmentOf<A>> {
-    let (true, Some(id), Some(log)) = (mutates, &ctx.request_id, app.request_log()) else {
+    let (true, Some(id)) = (mutates, &ctx.request_id) else {
+        return Once::Run(None);
+    };
+    let Some(log) = app.request_log() else {
         return Once::Run(None);
     };
     match log.begin(&ctx.principal, id.as_str(), &request.to_value()) {
@@ -255,7 +257,9 @@ async fn run_and_keep<A: App>(
 ) -> Reply<SubscriptionOf<A>, AttachmentOf<A>> {
     // Its deadline is kept around this whole future (see `prepare`).
     let reply = dispatch(&bus, &app, ctx, request, None).await;
-    if let (Some(ticket), Some(log)) = (ticket, app.request_log()) {
+    if let Some(ticket) = ticket
+        && let Some(log) = app.request_log()
+    {
         let answer = match &reply {
             Reply::Answer(response) => serde_json::to_value(&**response).ok(),
             Reply::Recorded(value) => Some(value.clone()),

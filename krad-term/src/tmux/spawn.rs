@@ -71,7 +71,7 @@ pub(super) fn spawn_terminal(
         .recv_timeout(REPLY_TIMEOUT)
         .unwrap_or_else(|_| Err("tmux did not answer in time".to_owned()))
         .map_err(|e| SpawnError::Host(format!("cannot start {program:?} in tmux: {e}")))?;
-    crate::log_started("tmux terminal", spec.id, terminal.pid(), &spec.argv);
+    crate::program::log_started("tmux terminal", spec.id, terminal.pid(), &spec.argv);
     Ok(terminal)
 }
 
