@@ -60,7 +60,7 @@ pub(crate) use listing::{info, infos, main_info};
 pub(crate) use naming::resolve_base;
 pub(crate) use removal::{close, commit_all};
 pub(crate) use restore::restore;
-pub(crate) use setup::{ready, run_setup, run_teardown};
+pub(crate) use setup::{run_setup, run_teardown};
 pub(crate) use variants::recover_pick;
 
 use crate::config::Settings;
@@ -111,6 +111,25 @@ impl Environments {
         } else {
             Err(not_found_environment(name))
         }
+    }
+
+    /// An environment for an agent: its directory and host — the main
+    /// checkout at once, a worktree once its setup is done
+    /// ([`setup::ready`]).
+    pub(crate) async fn ready(&self, name: &str) -> Result<(PathBuf, Option<String>), ApiError> {
+        if name == MAIN {
+            return Ok((self.settings.root.clone(), None));
+        }
+        setup::ready(self, name).await
+    }
+
+    /// An environment's ports: none for the main checkout (blocks go to new
+    /// worktrees), else its block, empty without one ([`ports::block`]).
+    pub(crate) fn ports(&self, name: &str) -> Vec<u16> {
+        if name == MAIN {
+            return Vec::new();
+        }
+        ports::block(self, name)
     }
 
     /// The SSH host an environment lives on (`None`: this machine).

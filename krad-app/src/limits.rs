@@ -34,6 +34,8 @@ pub(crate) const RETRY_AFTER_SECS: u64 = 5;
 /// and the queue of work waiting for room (nothing goes before it).
 pub(crate) struct Limits {
     config: LimitsConfig,
+    /// The config sets no limit (judged once): every start has room.
+    unlimited: bool,
     reserved: Reserved,
     queue: queue::Queue,
     store: Arc<Store>,
@@ -82,6 +84,7 @@ impl Drop for Room<'_> {
 impl Limits {
     pub(crate) fn new(config: LimitsConfig, store: Arc<Store>) -> Limits {
         Limits {
+            unlimited: config == LimitsConfig::default(),
             config,
             reserved: Reserved::default(),
             queue: queue::Queue::default(),
@@ -142,7 +145,7 @@ impl Limits {
     pub(crate) fn room_to_start(&self, count: usize) -> Result<Room<'_>, ApiError> {
         let limits = &self.config;
         let reserved = &self.reserved;
-        if limits == &LimitsConfig::default() {
+        if self.unlimited {
             return Ok(Room { reserved, count: 0 });
         }
         let mut taken = reserved.lock();
@@ -234,8 +237,10 @@ impl Limits {
     /// may start under its memory limit (the profile's, else `[limits]`'s):
     /// `invalid`, saying why, where cgroup v2 is not delegated.
     pub(crate) fn may_limit_memory(&self, profile_mib: Option<u64>) -> Result<(), ApiError> {
-        let limit = profile_mib.or(self.config.memory_max_mib);
-        crate::cgroup::here().check(limit)
+        match profile_mib.or(self.config.memory_max_mib) {
+            None => Ok(()),
+            limit => crate::cgroup::here().check(limit),
+        }
     }
 
     /// Puts terminal `id`'s first process `pid` in its memory-limited cgroup,

@@ -295,9 +295,9 @@ pub(crate) fn argv(
 /// `--` it is the prompt, whatever it says.
 pub(crate) fn prompt_args(profile: &Profile, prompt: Option<&str>) -> Vec<String> {
     match prompt {
-        Some(prompt) if profile.prompt == PromptDelivery::Arg => {
+        Some(prompt) if matches!(profile.prompt, PromptDelivery::Arg) => {
             let mut args = Vec::with_capacity(2);
-            if profile.hooks == HookKind::Codex {
+            if matches!(profile.hooks, HookKind::Codex) {
                 args.push("--".to_owned());
             }
             args.push(prompt.to_owned());

@@ -355,19 +355,15 @@ pub(crate) async fn run_in(
     let mut env = extra.env;
     let (argv, cwd, pid) = match host {
         None => {
-            crate::environments::ports::add_env(
-                &mut env,
-                &crate::environments::ports::block(environments, environment),
-            );
+            crate::environments::ports::add_env(&mut env, &environments.ports(environment));
             (command.to_vec(), cwd, extra.pid)
         }
         // On a host: through its control connection, with the host's own
         // `timeout` so that the program there ends with the run.
         Some(host) => {
             host.connect().await?;
-            let exports = crate::environments::ports::shell_exports(
-                &crate::environments::ports::block(environments, environment),
-            );
+            let exports =
+                crate::environments::ports::shell_exports(&environments.ports(environment));
             let script = host_script(
                 &cwd.display().to_string(),
                 &exports,

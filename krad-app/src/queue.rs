@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use krad_bus::protocol::{AgentRecord, AgentState, ApiError, SentInfo, StateSource, TerminalRef};
 use krad_bus::request::send::Send;
-use krad_bus::request::spawn::Spawn;
 use krad_bus::server::CallContext;
 use krad_bus::token::Principal;
 use krad_store::Kind;
@@ -27,8 +26,7 @@ use crate::intents::{Plan, Underway};
 use crate::limits::queue::{InLine, QueuedSpawn, Work, cannot_keep, forget, keep, kept};
 use crate::profile::Profile;
 use crate::records::no_terminal;
-use crate::spawning::Spawner;
-use crate::spawning::{self, Spawned};
+use crate::spawning::{self, Spawner};
 use crate::store::{now_rfc3339, set_state};
 use crate::{limits, sending};
 
@@ -37,23 +35,9 @@ use crate::{limits, sending};
 /// that tells its state takes a moment to say so).
 const SEND_SETTLES: Duration = Duration::from_secs(5);
 
-/// Spawns an agent ([`spawning::spawn`]); one sent with `queue` that finds no
-/// room under `[limits]` is queued and answered at once, `queued`.
-pub(crate) async fn spawn(
-    spawner: &Spawner,
-    ctx: &CallContext,
-    request: Spawn,
-    variant: Option<(String, u32)>,
-) -> Result<AgentRecord, ApiError> {
-    match spawning::spawn(spawner, ctx, request, variant).await? {
-        Spawned::Started(record) => Ok(*record),
-        Spawned::NoRoom(queued) => spawn_later(spawner, *queued),
-    }
-}
-
-/// Queues a Spawn: its terminal is on record as `queued`, with its place,
-/// before the answer.
-fn spawn_later(spawner: &Spawner, queued: QueuedSpawn) -> Result<AgentRecord, ApiError> {
+/// Queues a Spawn that found no room ([`crate::spawning::Spawned::NoRoom`]):
+/// its terminal is on record as `queued`, with its place, before the answer.
+pub(crate) fn spawn_later(spawner: &Spawner, queued: QueuedSpawn) -> Result<AgentRecord, ApiError> {
     let id = queued.terminal;
     let (Some(environment), Some(profile)) = (
         queued.request.environment.clone(),

@@ -272,7 +272,9 @@ async fn start_variant(
         queue: plan.queued.then_some(true),
         ..Spawn::default()
     };
-    let agent = crate::queue::spawn(spawner, ctx, spawn_request, Some((group.clone(), n))).await?;
+    let agent = crate::spawning::spawn(spawner, ctx, spawn_request, Some((group.clone(), n)))
+        .await?
+        .or_queued(|queued| crate::queue::spawn_later(spawner, queued))?;
     Ok(VariantInfo {
         variant: n,
         environment,

@@ -550,7 +550,7 @@ pub(crate) fn taken_back(sandbox: &Sandbox, environment: &str, id: u64) {
     }
     let socket = inbound_dir(sandbox, id).join("in.sock");
     if socket.exists() {
-        let ports = crate::environments::ports::block(&sandbox.environments, environment);
+        let ports = sandbox.environments.ports(environment);
         sandbox.inbound.add(environment, &ports, id, socket);
     }
 }

@@ -2,8 +2,8 @@
 //! own token, the `KRAD_ADE_*` variables, the profile's hooks and its prompt —
 //! its id and intent recorded, the program started (here or on an SSH host:
 //! [`launch`]), its record kept and its watcher set going. Spawn's handler and
-//! RunVariants ([`crate::run_variants`]) start agents here,
-//! through [`crate::queue::spawn`], which keeps those that find no room.
+//! RunVariants ([`crate::run_variants`]) start agents here; those that find
+//! no room go to the queue ([`Spawned::or_queued`], [`crate::queue::spawn_later`]).
 
 mod launch;
 
@@ -108,8 +108,23 @@ pub(crate) enum Spawned {
     /// It runs.
     Started(Box<AgentRecord>),
     /// Sent with `queue`, it found no room under `[limits]`: resolved and
-    /// given its id, for the queue ([`crate::queue::spawn`]) to keep.
+    /// given its id, for the queue ([`crate::queue::spawn_later`]) to keep.
     NoRoom(Box<QueuedSpawn>),
+}
+
+impl Spawned {
+    /// The agent's record: the started one's, or the one `queue` keeps in line
+    /// (the caller passes [`crate::queue::spawn_later`]: the queue stands
+    /// above this module).
+    pub(crate) fn or_queued(
+        self,
+        queue: impl FnOnce(QueuedSpawn) -> Result<AgentRecord, ApiError>,
+    ) -> Result<AgentRecord, ApiError> {
+        match self {
+            Spawned::Started(record) => Ok(*record),
+            Spawned::NoRoom(queued) => queue(*queued),
+        }
+    }
 }
 
 /// Spawns an agent; `variant` marks it as a variant of a group (RunVariants).
@@ -225,7 +240,7 @@ async fn start_now(
         ..
     } = start;
     // A new worktree's setup runs before any agent starts there.
-    let (cwd, host) = environments::ready(&spawner.environments, &start.environment).await?;
+    let (cwd, host) = spawner.environments.ready(&start.environment).await?;
     let host = environments::host(&spawner.environments, host.as_deref())?;
     if host.is_none() {
         spawner.limits.may_limit_memory(profile.memory_max_mib)?;
@@ -462,7 +477,7 @@ fn profile_and_command(
             format!("profile {profile_name:?} runs the command given: pass \"command\""),
         ));
     }
-    if request.prompt.is_some() && profile.prompt == PromptDelivery::None {
+    if request.prompt.is_some() && matches!(profile.prompt, PromptDelivery::None) {
         return Err(invalid(
             "prompt",
             format!("profile {profile_name:?} takes no prompt"),
@@ -637,8 +652,8 @@ fn prompt_delivered(
     profile: &Profile,
     prompt: Option<String>,
 ) -> Option<String> {
-    let prompt_in_argv = profile.prompt == PromptDelivery::Arg && prompt.is_some();
-    let typed = (profile.prompt == PromptDelivery::Type)
+    let prompt_in_argv = matches!(profile.prompt, PromptDelivery::Arg) && prompt.is_some();
+    let typed = matches!(profile.prompt, PromptDelivery::Type)
         .then_some(prompt)
         .flatten();
     if typed.is_some() || prompt_in_argv {

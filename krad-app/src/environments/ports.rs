@@ -234,7 +234,7 @@ fn stored_block(envs: &Environments, name: &str) -> Option<Block> {
 }
 
 /// An environment's ports (empty without a block).
-pub(crate) fn block(envs: &Environments, name: &str) -> Vec<u16> {
+pub(super) fn block(envs: &Environments, name: &str) -> Vec<u16> {
     envs.port_blocks.ports(name, || {
         stored_block(envs, name)
             .map(|b| b.ports)

@@ -11,7 +11,6 @@ use serde_json::json;
 
 use super::Environments;
 use super::{conflict, directory_gone, host, not_found_environment, save};
-use crate::environments::MAIN;
 use crate::hosts::Host;
 use crate::profile::shell_quote;
 use crate::records::{EnvironmentRecord, Phase};
@@ -171,15 +170,12 @@ fn tail(text: &str, max: usize) -> String {
     format!("…{}", &text[start..])
 }
 
-/// An environment for an agent: its directory and host. Waits while its setup
-/// runs; refuses one whose setup failed or whose directory is gone.
-pub(crate) async fn ready(
+/// A worktree environment for an agent: its directory and host. Waits while
+/// its setup runs; refuses one whose setup failed or whose directory is gone.
+pub(super) async fn ready(
     envs: &Environments,
     name: &str,
 ) -> Result<(PathBuf, Option<String>), ApiError> {
-    if name == MAIN {
-        return Ok((envs.settings.root.clone(), None));
-    }
     let mut changes = envs.changed.subscribe();
     loop {
         changes.borrow_and_update();

@@ -6,10 +6,13 @@ use krad_bus::request::spawn::Spawn;
 use krad_bus::server::{CallContext, Handle};
 
 use crate::app::EmbeddedApp;
-use crate::queue;
+use crate::{queue, spawning};
 
 impl Handle<Spawn> for EmbeddedApp {
     async fn handle(&self, ctx: &CallContext, request: Spawn) -> Result<AgentRecord, ApiError> {
-        queue::spawn(self.core().spawner(), ctx, request, None).await
+        let spawner = self.core().spawner();
+        spawning::spawn(spawner, ctx, request, None)
+            .await?
+            .or_queued(|queued| queue::spawn_later(spawner, queued))
     }
 }

@@ -83,7 +83,7 @@ pub(super) fn local_launch(
         claude_settings.as_deref(),
     );
     let mut env = profile_env(launch.profile, launch.extra_env);
-    let ports = crate::environments::ports::block(&spawner.environments, &launch.me.environment);
+    let ports = spawner.environments.ports(&launch.me.environment);
     if launch.contained {
         let contained = crate::sandbox::Contained {
             id,
@@ -105,7 +105,9 @@ pub(super) fn local_launch(
             let _ = std::fs::remove_file(&token_file);
         })?;
     }
-    crate::environments::ports::add_env(&mut env, &ports);
+    if !ports.is_empty() {
+        crate::environments::ports::add_env(&mut env, &ports);
+    }
     let krad_dir = settings
         .krad
         .parent()
@@ -310,7 +312,7 @@ fn host_env<'a>(
         }
     }
     let user_set_port = env.iter().any(|(k, _)| *k == "PORT");
-    let ports = crate::environments::ports::block(&spawner.environments, &me.environment);
+    let ports = spawner.environments.ports(&me.environment);
     env.extend(crate::environments::ports::vars(&ports, user_set_port));
     env.push(("TERM", "xterm-256color".to_owned()));
     env.push(("KRAD_ADE_ENDPOINT", format!("127.0.0.1:{port}")));
