@@ -26,8 +26,10 @@
 //! * **Usage.** A check's processes count in the variant's agent's `usage`
 //!   while it runs: here sampled with it ([`Store::sample_also`]), on an SSH
 //!   host through the host's link (the check's pid noted in a file there the
-//!   host's sample reads: [`crate::hosts::Host::check_pid_file`]). Here its
-//!   CPU time and most memory are also kept with its result.
+//!   host's sample reads: [`crate::hosts::Host::check_pid_file`]). The most
+//!   CPU time and memory its processes were seen to use are kept with its
+//!   result: here sampled on their own every [`SAMPLE_EVERY`], on a host by
+//!   that sample ([`crate::hosts::Host::check_usage`]).
 //! * **Kept.** Each (variant, check) has one record (`Kind::Check`): its last
 //!   result, and its run queued or under way; one queued or under way at a
 //!   crash is queued again at the next start ([`Checks::restore`]).
@@ -82,7 +84,10 @@ pub(crate) struct Shared {
     environments: Arc<Environments>,
     limits: Arc<Limits>,
     sandbox: Arc<Sandbox>,
-    /// Runs started, numbering each one's private home and pid file.
+    /// Numbers each run (its private home, its pid file on a host): from the
+    /// app's start in milliseconds since 1970, so that no run of this app
+    /// has the number of an earlier app's that may still be going on a host
+    /// (its files, what the host's sample sees of it).
     runs: AtomicU64,
     /// (environment, check) queued and not started yet: queued once.
     queued: Mutex<HashSet<(String, String)>>,
@@ -152,7 +157,7 @@ impl Checks {
                 environments,
                 limits,
                 sandbox,
-                runs: AtomicU64::new(0),
+                runs: AtomicU64::new(first_run()),
                 queued: Mutex::default(),
                 writing: Mutex::default(),
                 changed: watch::Sender::new(0),
@@ -514,9 +519,7 @@ impl Checks {
         );
         let argv = vec!["sh".to_owned(), "-c".to_owned(), script];
         let mut on = crate::program::OnHost {
-            pid_file: agent
-                .terminal
-                .and_then(|id| Some((host.check_pid_file(id, n)?, id))),
+            pid_file: agent.terminal.and_then(|id| host.check_pid_file(id, n)),
             ..Default::default()
         };
         if agent.contained {
@@ -553,14 +556,21 @@ impl Checks {
         let pid = Arc::new(AtomicU32::new(0));
         // Here, a contained variant's check has its private home here.
         let home = crate::sandbox::check_home(&self.shared.sandbox, agent.terminal, n);
-        let how = match self.shared.environments.host_of(environment) {
-            Ok(None) => self.here(environment, spec, (agent, &home), &pid),
-            Ok(Some(host)) => self.on_host((environment, &host), spec, agent, n).await,
-            Err(e) => Err(e),
+        let (host, how) = match self.shared.environments.host_of(environment) {
+            Ok(None) => (None, self.here(environment, spec, (agent, &home), &pid)),
+            Ok(Some(host)) => {
+                let how = self.on_host((environment, &host), spec, agent, n).await;
+                (Some(host), how)
+            }
+            Err(e) => (None, Err(e)),
         };
+        // On a host, the most its usage sampler saw the run use (the host
+        // forgets the run once this is taken).
+        let seen_on_host = || host.as_ref().and_then(|host| host.check_usage(n));
         let (command, extra) = match how {
             Ok(how) => how,
             Err(e) => {
+                seen_on_host();
                 result.outcome = CheckOutcome::Error;
                 result.ran_at = Some(now_rfc3339());
                 result.tail = vec![e.message];
@@ -605,6 +615,9 @@ impl Checks {
             }
         }
         let elapsed = started.elapsed();
+        if let Some((ms, rss)) = seen_on_host() {
+            (cpu_ms, max_rss) = (Some(ms), Some(rss));
+        }
         result.cpu_ms = cpu_ms;
         result.max_rss_bytes = max_rss;
         result.ran_at = Some(now_rfc3339());
@@ -704,6 +717,14 @@ fn blank(spec: &CheckSpec, outcome: CheckOutcome) -> CheckResultInfo {
         cpu_ms: None,
         max_rss_bytes: None,
     }
+}
+
+/// The number of this app's first check run: now, in milliseconds since 1970.
+fn first_run() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(millis)
+        .unwrap_or_default()
 }
 
 fn millis(d: Duration) -> u64 {

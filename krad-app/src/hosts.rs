@@ -49,6 +49,7 @@ mod link;
 mod sockets;
 mod tmux;
 
+pub(crate) use files::CheckPidFile;
 pub(crate) use sockets::Carried;
 
 /// What an app keeps of a host between runs (`<state dir>/hosts/<name>.json`).
@@ -109,6 +110,10 @@ pub(crate) struct Host {
     /// terminals there, by terminal: forwarded again whenever the link is
     /// re-opened ([`sockets`]).
     carried: Mutex<BTreeMap<u64, Vec<Carried>>>,
+    /// The checks running on the host, by run: the most CPU time (ms) and
+    /// memory (bytes) the usage sampler saw their processes use, once it saw
+    /// them ([`Host::check_usage`]).
+    checks_seen: Mutex<BTreeMap<u64, Option<(u64, u64)>>>,
 }
 
 /// A tiny stop flag (no extra dependency).
@@ -182,6 +187,7 @@ impl HostLinks {
                     awaiting_tokens: Mutex::default(),
                     drops: tokio::sync::watch::Sender::new(0),
                     carried: Mutex::default(),
+                    checks_seen: Mutex::default(),
                 };
                 (name.clone(), Arc::new(host))
             })

@@ -27,6 +27,7 @@ use tokio::process::Command;
 use tokio::sync::watch;
 
 use crate::environments::Environments;
+use crate::hosts::CheckPidFile;
 use crate::profile::shell_quote;
 
 /// The most bytes of stdout, and of stderr, a Code answer carries.
@@ -290,10 +291,11 @@ pub(crate) struct OnHost {
     /// Shell lines run first that set `"$@"` to a sandbox's command line:
     /// the command then runs as `"$@" COMMAND`.
     pub sandbox: Option<String>,
-    /// A file written there with `<id> <pid>` (the pid of the shell that
-    /// runs the command), removed once it ended: the host's usage sampler
-    /// counts the run's processes as terminal `id`'s.
-    pub pid_file: Option<(String, u64)>,
+    /// A file written there with `<id> <pid> <run>` (the pid of the shell
+    /// that runs the command), removed once it ended: the host's usage
+    /// sampler counts the run's processes as terminal `id`'s, and notes what
+    /// it saw of run `run` ([`crate::hosts::Host::check_usage`]).
+    pub pid_file: Option<CheckPidFile>,
     /// Paths there removed once the command ended.
     pub remove: Vec<String>,
 }
@@ -317,7 +319,7 @@ fn host_script(cwd: &str, exports: &str, secs: u64, command: &[String], host: &O
     }
     let mut script = format!("cd {cwd} || exit 1\n{exports}true\n");
     let mut remove: Vec<String> = host.remove.iter().map(|p| shell_quote(p)).collect();
-    remove.extend(host.pid_file.iter().map(|(path, _)| shell_quote(path)));
+    remove.extend(host.pid_file.iter().map(|file| shell_quote(&file.path)));
     if !remove.is_empty() {
         script += &format!(
             "krad_clean() {{ rm -rf -- {}; }}\ntrap krad_clean EXIT\n\
@@ -325,8 +327,13 @@ fn host_script(cwd: &str, exports: &str, secs: u64, command: &[String], host: &O
             remove.join(" ")
         );
     }
-    if let Some((path, id)) = &host.pid_file {
-        script += &format!("echo \"{id} $$\" > {} 2>/dev/null\n", shell_quote(path));
+    if let Some(file) = &host.pid_file {
+        script += &format!(
+            "echo \"{} $$ {}\" > {} 2>/dev/null\n",
+            file.terminal,
+            file.run,
+            shell_quote(&file.path)
+        );
     }
     let sandboxed = match &host.sandbox {
         Some(lines) => {
@@ -432,7 +439,11 @@ mod tests {
             std::fs::create_dir_all(&home).unwrap();
             let on = OnHost {
                 sandbox: sandbox.map(str::to_owned),
-                pid_file: Some((pid_file.clone(), 7)),
+                pid_file: Some(CheckPidFile {
+                    path: pid_file.clone(),
+                    terminal: 7,
+                    run: 12,
+                }),
                 remove: vec![home.display().to_string()],
             };
             let argv = [
@@ -447,7 +458,9 @@ mod tests {
             if status == Some(127) {
                 assert!(!done.stdout.contains("never"), "{}", done.stdout);
             } else {
-                assert!(done.stdout.starts_with("7 "), "{}", done.stdout);
+                let noted: Vec<&str> = done.stdout.split_whitespace().collect();
+                assert_eq!((noted[0], noted[2]), ("7", "12"), "{}", done.stdout);
+                assert!(noted[1].parse::<u32>().is_ok(), "{}", done.stdout);
             }
             assert!(!std::path::Path::new(&pid_file).exists(), "{script}");
             assert!(!home.exists(), "{script}");

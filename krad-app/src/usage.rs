@@ -12,7 +12,9 @@
 //! the panes' pids and every `/proc/<pid>/stat` of the host in one `ssh`),
 //! and with each, the checks running there for its variant (their pids
 //! noted in files there, read in the same `ssh`), as the checks here are
-//! ([`crate::store::Store::sample_also`]).
+//! ([`crate::store::Store::sample_also`]). What a sample sees of each such
+//! check's own tree goes to its host ([`crate::hosts::Host::saw_checks`]), to
+//! be kept with the check's result.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -86,6 +88,8 @@ struct HostSample {
     /// Its panes: terminal id and pid (and a terminal's checks: its id and
     /// each one's pid).
     panes: Vec<(u64, u32)>,
+    /// The checks running there: their run and pid (each also in `panes`).
+    checks: Vec<(u64, u32)>,
     processes: HashMap<u32, Process>,
 }
 
@@ -95,19 +99,29 @@ fn parse_host_sample(text: &str) -> Option<HostSample> {
     let mut machine = sections.next()?.lines();
     let ticks_per_second: f64 = machine.next()?.trim().parse().ok()?;
     let page_size: u64 = machine.next()?.trim().parse().ok()?;
-    let panes = sections
-        .next()?
-        .lines()
-        .filter_map(|line| {
-            let (id, pid) = line.trim().split_once(' ')?;
-            Some((id.parse().ok()?, pid.parse().ok()?))
-        })
-        .collect();
+    // `<id> <pid>` a pane, `<id> <pid> <run>` a check.
+    let (mut panes, mut checks) = (Vec::new(), Vec::new());
+    for line in sections.next()?.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(Ok(id)), Some(Ok(pid))) = (
+            words.next().map(str::parse::<u64>),
+            words.next().map(str::parse::<u32>),
+        ) else {
+            continue;
+        };
+        match words.next().map(str::parse::<u64>) {
+            None => {}
+            Some(Ok(run)) => checks.push((run, pid)),
+            Some(Err(_)) => continue,
+        }
+        panes.push((id, pid));
+    }
     let processes = processes_from_lines(sections.next().unwrap_or_default());
     (ticks_per_second > 0.0 && page_size > 0).then_some(HostSample {
         ticks_per_second,
         page_size,
         panes,
+        checks,
         processes,
     })
 }
@@ -234,6 +248,23 @@ impl Sampler {
     }
 }
 
+impl Sampler {
+    /// The CPU time (ms, its processes' and their waited children's) and
+    /// resident bytes of each run's process tree (run and pid) among the
+    /// processes `all`: a check's so far. A run whose process is gone has none.
+    fn runs(&self, all: &HashMap<u32, Process>, runs: &[(u64, u32)]) -> Vec<(u64, (u64, u64))> {
+        let roots: Vec<u32> = runs.iter().map(|&(_, pid)| pid).collect();
+        let totals = trees(all, &roots);
+        runs.iter()
+            .filter_map(|&(run, pid)| {
+                let tree = totals.get(&pid)?;
+                let ms = tree.ticks as f64 * 1000.0 / self.ticks_per_second;
+                Some((run, (ms as u64, tree.resident_pages * self.page_size)))
+            })
+            .collect()
+    }
+}
+
 /// The usage sampler between two samples: what it saw of this machine's
 /// processes and of each SSH host's.
 pub(crate) struct Usages {
@@ -293,6 +324,8 @@ impl Usages {
 
 /// One sample of host `name`'s terminals `ids` through its link; `None`
 /// when the link is not up (or the host not in tmux, or too slow to answer).
+/// What it saw of the checks running there goes to the host
+/// ([`crate::hosts::Host::saw_checks`]).
 async fn sample_host(
     hosts: &Weak<HostLinks>,
     name: &str,
@@ -304,18 +337,21 @@ async fn sample_host(
     let said = tokio::time::timeout(limit, host.processes_for_usage())
         .await
         .ok()??;
-    let host = parse_host_sample(&said)?;
+    let sample = parse_host_sample(&said)?;
     let sampler = samplers
         .entry(name.to_owned())
-        .or_insert_with(|| Sampler::with(host.ticks_per_second, host.page_size));
-    sampler.ticks_per_second = host.ticks_per_second;
-    sampler.page_size = host.page_size;
-    let terminals: Vec<(u64, u32)> = host
+        .or_insert_with(|| Sampler::with(sample.ticks_per_second, sample.page_size));
+    sampler.ticks_per_second = sample.ticks_per_second;
+    sampler.page_size = sample.page_size;
+    if !sample.checks.is_empty() {
+        host.saw_checks(&sampler.runs(&sample.processes, &sample.checks));
+    }
+    let terminals: Vec<(u64, u32)> = sample
         .panes
         .into_iter()
         .filter(|(id, _)| ids.contains(id))
         .collect();
-    Some(sampler.sample(&host.processes, &terminals))
+    Some(sampler.sample(&sample.processes, &terminals))
 }
 
 /// The CPU time (ms) and resident bytes of the process tree under `pid` on
@@ -323,9 +359,8 @@ async fn sample_host(
 /// it is gone.
 pub(crate) fn tree_now(pid: u32) -> Option<(u64, u64)> {
     let sampler = Sampler::local();
-    let tree = *trees(&processes(), &[pid]).get(&pid)?;
-    let ms = tree.ticks as f64 * 1000.0 / sampler.ticks_per_second;
-    Some((ms as u64, tree.resident_pages * sampler.page_size))
+    let (_, now) = sampler.runs(&processes(), &[(0, pid)]).pop()?;
+    Some(now)
 }
 
 /// One sample of the given processes' trees, for `krad-bench usage`: how
@@ -356,15 +391,27 @@ mod tests {
 
     #[test]
     fn a_host_s_sample_is_read_section_by_section() {
-        let said = "100\n4096\n---\n3 4242\n\n7 99\n---\n\
+        let said = "100\n4096\n---\n3 4242\n\n7 99\n7 4300 12\n7 4301 x\n---\n\
                     4242 (sh) S 1 1 1 0 1 0 0 0 0 0 10 5 0 0 20 0 1 0 1 100 300\n\
-                    4243 (sleep) S 4242 1 1 0 1 0 0 0 0 0 1 1 0 0 20 0 1 0 1 100 200\n";
+                    4243 (sleep) S 4242 1 1 0 1 0 0 0 0 0 1 1 0 0 20 0 1 0 1 100 200\n\
+                    4300 (sh) S 1 1 1 0 1 0 0 0 0 0 30 10 50 10 20 0 1 0 1 100 100\n\
+                    4302 (make) S 4300 1 1 0 1 0 0 0 0 0 100 0 0 0 20 0 1 0 1 100 400\n";
         let host = parse_host_sample(said).unwrap();
         assert_eq!((host.ticks_per_second, host.page_size), (100.0, 4096));
-        assert_eq!(host.panes, [(3, 4242), (7, 99)]);
+        // A check's line counts in its terminal's too; a line that makes no
+        // sense is left out.
+        assert_eq!(host.panes, [(3, 4242), (7, 99), (7, 4300)]);
+        assert_eq!(host.checks, [(12, 4300)]);
         let totals = trees(&host.processes, &[4242]);
         assert_eq!(totals[&4242].processes, 2);
         assert_eq!(totals[&4242].resident_pages, 500);
+        // Check run 12 so far: 200 ticks (its waited children's included) at
+        // 100 a second, 500 pages.
+        let sampler = Sampler::with(host.ticks_per_second, host.page_size);
+        assert_eq!(
+            sampler.runs(&host.processes, &host.checks),
+            [(12, (2000, 500 * 4096))]
+        );
         assert!(parse_host_sample("no numbers\n---\n").is_none());
     }
 

@@ -815,7 +815,8 @@ fn with_an_allowlist_a_contained_variant_s_checks_share_its_agent_s_network() {
 }
 
 /// A check on an SSH host counts in its variant's agent's usage there, as
-/// here: the host's sample reads the check's pid from a file there.
+/// here: the host's sample reads the check's pid from a file there; and what
+/// those samples saw it use is kept with its result.
 #[test]
 fn a_running_check_on_an_ssh_host_counts_in_its_variant_s_usage() {
     let sshd = crate::ssh::Sshd::start();
@@ -837,6 +838,10 @@ fn a_running_check_on_an_ssh_host_counts_in_its_variant_s_usage() {
     wait_scored(&app, "use");
     let check = check_of_named(&scores(&app, "use"), "busy");
     assert_eq!(check["outcome"], "passed", "{check}");
+    // What the host's samples saw it use is kept with its result: CPU time
+    // (whatever share of a loaded machine it got) and memory.
+    assert!(check["cpu_ms"].as_u64().unwrap_or(0) > 0, "{check}");
+    assert!(check["max_rss_bytes"].as_u64().unwrap_or(0) > 0, "{check}");
     // Its pid file there went with it.
     let left = app_files_on_host(&sshd, |name| name.ends_with(".check-pid"));
     assert!(left.is_empty(), "{left:?}");

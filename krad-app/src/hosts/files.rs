@@ -18,6 +18,17 @@ use crate::remote_tmux;
 /// How the pid files of checks running on the host end ([`Host::check_pid_file`]).
 const CHECK_PID: &str = ".check-pid";
 
+/// Where a check's shell on a host notes its pid, and for whom.
+#[derive(Debug)]
+pub(crate) struct CheckPidFile {
+    /// Its path there.
+    pub path: String,
+    /// The terminal whose usage the run counts in.
+    pub terminal: u64,
+    /// The run, numbered by the app ([`crate::checks`]).
+    pub run: u64,
+}
+
 impl Host {
     /// Removes closed terminals' files on the host (token, launcher, Claude
     /// settings, attach script, exit status, a sandbox's private home and
@@ -178,13 +189,41 @@ impl Host {
         }
     }
 
-    /// Where a check for terminal `id`'s variant, its `n`th, notes its pid
-    /// there while it runs (`<id> <pid>`), for the usage sampler: in the
-    /// folder of the terminals in tmux, which are the ones sampled there.
-    /// `None` on a host without tmux.
-    pub(crate) fn check_pid_file(&self, id: u64, n: u64) -> Option<String> {
-        (self.has_tmux() == Some(true))
-            .then(|| format!("{}/{id}-{n}{CHECK_PID}", self.tmux_files_dir()))
+    /// Where a check for terminal `id`'s variant, its `run`th, notes its pid
+    /// there while it runs (`<id> <pid> <run>`), for the usage sampler: in
+    /// the folder of the terminals in tmux, which are the ones sampled there.
+    /// From now on what the sampler sees of the run is kept for
+    /// [`Host::check_usage`]. `None` on a host without tmux.
+    pub(crate) fn check_pid_file(&self, id: u64, run: u64) -> Option<CheckPidFile> {
+        if self.has_tmux() != Some(true) {
+            return None;
+        }
+        super::lock(&self.checks_seen).insert(run, None);
+        Some(CheckPidFile {
+            path: format!("{}/{id}-{run}{CHECK_PID}", self.tmux_files_dir()),
+            terminal: id,
+            run,
+        })
+    }
+
+    /// Notes one sample of the checks running on the host: each run's CPU
+    /// time (ms) and resident bytes now. Only the runs given a pid file count
+    /// ([`Host::check_pid_file`]); each keeps the most seen.
+    pub(crate) fn saw_checks(&self, sampled: &[(u64, (u64, u64))]) {
+        let mut seen = super::lock(&self.checks_seen);
+        for &(run, (cpu_ms, rss)) in sampled {
+            if let Some(most) = seen.get_mut(&run) {
+                let (was_cpu, was_rss) = most.unwrap_or_default();
+                *most = Some((was_cpu.max(cpu_ms), was_rss.max(rss)));
+            }
+        }
+    }
+
+    /// The most CPU time (ms) and resident bytes the usage sampler saw check
+    /// run `run` use on the host, forgotten now (the run is over); `None` if
+    /// no sample saw it (shorter than a sample's period, or the link down).
+    pub(crate) fn check_usage(&self, run: u64) -> Option<(u64, u64)> {
+        super::lock(&self.checks_seen).remove(&run).flatten()
     }
 
     pub(super) async fn run_raw(
