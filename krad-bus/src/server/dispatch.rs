@@ -445,3 +445,53 @@ pub(crate) async fn run<S, T>(work: Work<S, T>, watch: Option<&mut TcpStream>) -
         () = connection::client_left(stream) => Reply::Left,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::request::hello::Hello;
+    use crate::request::wait::Wait;
+
+    /// An app whose every answer is held forever.
+    struct Holding;
+
+    impl<R: Call> Handle<R> for Holding {
+        fn handle(
+            &self,
+            _: &CallContext,
+            _: R,
+        ) -> impl Future<Output = Result<R::Answer, ApiError>> + Send {
+            std::future::pending()
+        }
+    }
+
+    fn held<R: Call + Send + 'static>(request: R) -> Work<(), ()> {
+        let ctx = CallContext {
+            principal: Principal::Client,
+            request_id: None,
+            once: None,
+        };
+        by_app(
+            Arc::new(Holding),
+            ctx,
+            request,
+            Some(Duration::from_secs(60)),
+        )
+    }
+
+    /// A held request keeps no room for itself in its work (the work of a
+    /// Wait, which is held for as long as it waits, is that of an empty
+    /// request): the request leaves its box before the handler runs.
+    #[test]
+    fn a_held_request_keeps_no_room_for_itself() {
+        let wait: Wait = serde_json::from_value(json!({"targets": [1, 2]})).unwrap();
+        assert!(std::mem::size_of::<Wait>() >= 64);
+        let (wait, hello) = (held(wait), held(Hello {}));
+        assert_eq!(
+            std::mem::size_of_val(&*wait),
+            std::mem::size_of_val(&*hello)
+        );
+    }
+}
