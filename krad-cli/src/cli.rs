@@ -54,7 +54,8 @@ use crate::exit::{Exit, exit_codes_help};
     propagate_version = true
 )]
 pub(crate) struct Cli {
-    /// Print one JSON value (a line per message when streaming) instead of text.
+    /// Print one JSON value (a line per message when streaming) instead of text;
+    /// an error the app answered is printed as that value (`{"Error":…}`).
     #[arg(long, global = true)]
     pub json: bool,
 

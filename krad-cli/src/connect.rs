@@ -168,12 +168,13 @@ impl AppConnection {
         let Answered { raw, answer, .. } = result.map_err(client_failure)?;
         match answer {
             Ok(answer) => Ok(Received { raw, answer }),
-            Err(other) => Err(response_failure(&other).unwrap_or_else(|| {
-                Failure::new(
+            Err(other) => Err(match response_failure(&other) {
+                Some(failure) => failure.answered(raw),
+                None => Failure::new(
                     Exit::Failure,
                     format!("unexpected answer to {}: {raw}", R::KIND.name()),
-                )
-            })),
+                ),
+            }),
         }
     }
 }
@@ -354,7 +355,7 @@ pub(crate) struct Received<A> {
 /// The failure an answer's JSON stands for, if it is an error or `"TimedOut"`
 /// (replayed or not); for the lines of `krad raw` and of streams.
 pub(crate) fn answer_failure(answer: &Value) -> Option<Failure> {
-    item_failure(&Item::<()>::of_answer(answer))
+    item_failure(&Item::<()>::of_answer(answer)).map(|failure| failure.answered(answer.clone()))
 }
 
 /// The failure a stream's line stands for, if it is an error or `"TimedOut"`

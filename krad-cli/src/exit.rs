@@ -55,13 +55,16 @@ impl From<Exit> for std::process::ExitCode {
 }
 
 /// A failure with the exit code it maps to. Its message is printed as
-/// `krad: <message>` on stderr.
+/// `krad: <message>` on stderr; with `--json`, the app's answer it stands for
+/// (an `Error`, `"TimedOut"`), if any, is printed on stdout first.
 #[derive(Debug)]
 pub(crate) struct Failure {
     /// How the process exits.
     pub exit: Exit,
     /// What went wrong and, where we know, what to do next.
     pub message: String,
+    /// The app's answer line, when the failure is one the app answered.
+    pub answer: Option<serde_json::Value>,
 }
 
 impl Failure {
@@ -70,6 +73,15 @@ impl Failure {
         Failure {
             exit,
             message: message.into(),
+            answer: None,
+        }
+    }
+
+    /// The same failure, standing for the app's answer `answer`.
+    pub(crate) fn answered(self, answer: serde_json::Value) -> Failure {
+        Failure {
+            answer: Some(answer),
+            ..self
         }
     }
 }

@@ -22,11 +22,10 @@ fn main() -> ExitCode {
     // set-up (see docs/PERFORMANCE.md, "`krad api` as a whole process").
     if let Some(json) = plain_api(std::env::args_os().skip(1)) {
         let args = commands::api::ApiArgs {};
-        return finish(commands::api::run(
-            args,
-            &connect::ConnectArgs::default(),
+        return finish(
+            commands::api::run(args, &connect::ConnectArgs::default(), json),
             json,
-        ));
+        );
     }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
@@ -40,7 +39,8 @@ fn main() -> ExitCode {
         }
     };
     init_tracing(matches!(cli.command, Some(cli::Command::Serve(_))));
-    finish(cli.run())
+    let json = cli.json;
+    finish(cli.run(), json)
 }
 
 /// `Some(json)` when the arguments are exactly `api`, `api --json` or
@@ -55,13 +55,20 @@ fn plain_api(args: impl Iterator<Item = std::ffi::OsString>) -> Option<bool> {
     }
 }
 
-/// The command's outcome as the exit code, its error printed.
-fn finish(outcome: anyhow::Result<Exit>) -> ExitCode {
+/// The command's outcome as the exit code, its error printed: on stderr, and
+/// with `json` the app's answer it stands for, if any, on stdout (a script
+/// reads the error's `code` and `detail` there).
+fn finish(outcome: anyhow::Result<Exit>, json: bool) -> ExitCode {
     match outcome {
         Ok(exit) => exit.into(),
         Err(error) => {
             let (exit, message) = match error.downcast::<Failure>() {
-                Ok(failure) => (failure.exit, failure.message),
+                Ok(failure) => {
+                    if let (true, Some(answer)) = (json, &failure.answer) {
+                        print::json(answer);
+                    }
+                    (failure.exit, failure.message)
+                }
                 Err(other) => (Exit::Failure, format!("{other:#}")),
             };
             eprintln!("krad: {message}");

@@ -75,8 +75,24 @@ fn spawn_ls_check_output_send_close() {
     let out = app.krad(&["close", &id.to_string()]);
     assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
     assert_eq!(exit_code(&app.krad(&["check", &id.to_string()])), 3);
+    // With --json, the app's error is the one JSON value on stdout, its
+    // message on stderr, the exit code the same.
+    let out = app.krad(&["check", &id.to_string(), "--json"]);
+    assert_eq!(exit_code(&out), 3);
+    let error: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(error["Error"]["code"], "not_found", "{error}");
+    assert_eq!(error["Error"]["detail"]["terminal"], id, "{error}");
+    assert!(stderr(&out).contains("not_found"), "{}", stderr(&out));
     assert_eq!(exit_code(&app.krad(&["close", "--env", "main"])), 2);
+    let out = app.krad(&["close", "--env", "main", "--json"]);
+    assert_eq!(exit_code(&out), 2);
+    let error: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(error["Error"]["code"], "invalid", "{error}");
     assert_eq!(exit_code(&app.krad(&["close"])), 2);
+    // A failure of krad's own (no app answered) prints nothing on stdout.
+    let out = app.krad(&["close", "--json"]);
+    assert_eq!(exit_code(&out), 2);
+    assert!(out.stdout.is_empty(), "{}", stdout(&out));
 }
 
 #[test]
@@ -120,6 +136,10 @@ fn wait_exits_0_5_or_9() {
     app.until_state(busy, "working");
     let out = app.krad(&["wait", &busy.to_string(), "--timeout", "1"]);
     assert_eq!(exit_code(&out), 5, "{}", stderr(&out));
+    let out = app.krad(&["wait", &busy.to_string(), "--timeout", "1", "--json"]);
+    assert_eq!(exit_code(&out), 5, "{}", stderr(&out));
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer, "TimedOut");
     let out = app.krad(&["wait", &ok.to_string(), &bad.to_string(), "--json"]);
     assert_eq!(exit_code(&out), 9);
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();

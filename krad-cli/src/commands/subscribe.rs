@@ -67,7 +67,7 @@ pub(crate) fn read(
 ) -> Result<Line, Failure> {
     let client::Line { raw, item } = line.map_err(client_failure)?;
     if let Some(failure) = item_failure(&item) {
-        return Err(failure);
+        return Err(failure.answered(raw));
     }
     let message = match item {
         Item::Message(message) => Some(message),

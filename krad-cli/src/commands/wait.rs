@@ -53,7 +53,7 @@ pub(crate) fn run(args: WaitArgs, connect: &ConnectArgs, json: bool) -> anyhow::
     let records = match answer {
         Waited::Agent(record) => vec![*record],
         Waited::Agents(records) => records,
-        Waited::TimedOut => return Err(still_going(&app, &args).into()),
+        Waited::TimedOut => return Err(still_going(&app, &args).answered(raw).into()),
     };
     if json {
         print::json(&raw);
