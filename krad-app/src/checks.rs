@@ -564,13 +564,14 @@ impl Checks {
             }
             Err(e) => (None, Err(e)),
         };
-        // On a host, the most its usage sampler saw the run use (the host
-        // forgets the run once this is taken).
-        let seen_on_host = || host.as_ref().and_then(|host| host.check_usage(n));
+        // On a host, the most its usage sampler saw the run use, taken from
+        // the host (which then forgets the run).
+        let take_seen_on_host = || host.as_ref().and_then(|host| host.check_usage(n));
         let (command, extra) = match how {
             Ok(how) => how,
             Err(e) => {
-                seen_on_host();
+                // Nothing ran.
+                take_seen_on_host();
                 result.outcome = CheckOutcome::Error;
                 result.ran_at = Some(now_rfc3339());
                 result.tail = vec![e.message];
@@ -615,7 +616,7 @@ impl Checks {
             }
         }
         let elapsed = started.elapsed();
-        if let Some((ms, rss)) = seen_on_host() {
+        if let Some((ms, rss)) = take_seen_on_host() {
             (cpu_ms, max_rss) = (Some(ms), Some(rss));
         }
         result.cpu_ms = cpu_ms;

@@ -246,9 +246,7 @@ impl Sampler {
             })
             .collect()
     }
-}
 
-impl Sampler {
     /// The CPU time (ms, its processes' and their waited children's) and
     /// resident bytes of each run's process tree (run and pid) among the
     /// processes `all`: a check's so far. A run whose process is gone has none.
