@@ -42,6 +42,7 @@ mod load;
 mod queue;
 mod remote_tmux;
 mod rename;
+mod request_path;
 mod rights;
 mod sandbox;
 mod sandbox_net;
