@@ -186,6 +186,11 @@ impl ModelDouble {
         self.shared.lock().script.extend(turns);
     }
 
+    /// Drops the turns no request has consumed yet, and scripts these.
+    pub(crate) fn rescript(&self, turns: Vec<Turn>) {
+        self.shared.lock().script = turns.into();
+    }
+
     /// The main-conversation request bodies received so far.
     pub(crate) fn requests(&self) -> Vec<Value> {
         self.shared.lock().main.clone()
