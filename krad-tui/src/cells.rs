@@ -125,14 +125,16 @@ pub(crate) fn name(record: &AgentRecord) -> String {
         .map_or_else(|| "-".to_owned(), one_line)
 }
 
-/// The message cell: how it ended (for exited agents), then its message.
+/// The message cell: how it ended (for exited agents) unless its message
+/// says so already (`exited with code 3`), then its message.
 pub(crate) fn message(record: &AgentRecord) -> String {
     let text = record.message.as_deref().map(one_line).unwrap_or_default();
     let ending = match (record.exit_code, record.signal) {
         (_, Some(signal)) => Some(format!("signal {signal}")),
         (Some(code), None) => Some(format!("code {code}")),
         (None, None) => None,
-    };
+    }
+    .filter(|ending| !text.contains(ending.as_str()));
     let text = match record.queue_place {
         Some(place) => format!("[queue #{place}] {text}"),
         None => text,
@@ -190,6 +192,20 @@ mod tests {
         );
         assert_eq!(bytes(3 * 1024 * 1024), "3.0M");
         assert_eq!(one_line(" a\n\x1b[31mb\t "), "a [31mb");
+    }
+
+    /// How it ended is said once: not `code 3 — exited with code 3`.
+    #[test]
+    fn how_it_ended_is_said_once() {
+        use crate::test_support::record;
+        let said = record(serde_json::json!({"state": "exited", "exit_code": 3,
+            "message": "exited with code 3"}));
+        assert_eq!(message(&said), "exited with code 3");
+        let killed = record(serde_json::json!({"state": "exited", "signal": 9,
+            "message": "bye"}));
+        assert_eq!(message(&killed), "signal 9 — bye");
+        let quiet = record(serde_json::json!({"state": "exited", "exit_code": 0}));
+        assert_eq!(message(&quiet), "code 0");
     }
 
     /// An exited agent's last sample is of processes that are gone.
