@@ -474,7 +474,9 @@ fn profile_and_command(
     if command.is_empty() {
         return Err(invalid(
             "command",
-            format!("profile {profile_name:?} runs the command given: pass \"command\""),
+            format!(
+                "profile {profile_name:?} runs the command given: pass \"command\" (krad spawn --profile {profile_name} -- CMD ARGS…)"
+            ),
         ));
     }
     if request.prompt.is_some() && matches!(profile.prompt, PromptDelivery::None) {

@@ -150,6 +150,7 @@ pub(crate) enum Command {
     /// Put this terminal on an agent's terminal, its real TUI, until Ctrl-\ (Attach).
     Attach(commands::attach::AttachArgs),
     /// Print what an agent's terminal shows: scrollback, then screen (Output).
+    #[command(alias = "read")]
     Output(commands::output::OutputArgs),
     /// Show what a contained agent tried to reach on the network (Connections).
     Net(commands::net::NetArgs),

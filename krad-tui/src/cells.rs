@@ -88,6 +88,16 @@ pub fn bytes_in(bytes: u64, units: [&str; 6], gap: &str) -> String {
     format!("{value:.1}{gap}{}", units[unit])
 }
 
+/// `n` and its noun, plural when it is not 1: `1 file`, `3 files`, `0 files`
+/// (every noun krad counts takes an `s`).
+pub fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// Each of `names`, a variant's checks, with its outcome: `test passed`,
 /// `lint failed(1)`, `-` for a check that never ran there.
 pub fn check_outcomes(variant: &krad_bus::protocol::VariantScore, names: &[String]) -> Vec<String> {
@@ -195,6 +205,13 @@ mod tests {
     }
 
     /// How it ended is said once: not `code 3 — exited with code 3`.
+    #[test]
+    fn a_count_takes_its_plural_unless_it_is_one() {
+        assert_eq!(counted(1, "file"), "1 file");
+        assert_eq!(counted(0, "file"), "0 files");
+        assert_eq!(counted(3, "insertion"), "3 insertions");
+    }
+
     #[test]
     fn how_it_ended_is_said_once() {
         use crate::test_support::record;

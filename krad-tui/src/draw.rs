@@ -73,7 +73,7 @@ fn header(frame: &mut Frame<'_>, area: Rect, state: &State, palette: &Palette) {
         Span::styled(" krad ", palette.title),
         Span::raw(" "),
         Span::styled(
-            format!("{} agents", totals.agents),
+            crate::cells::counted(totals.agents, "agent"),
             palette.plain.patch(palette.bold),
         ),
         Span::raw(" · "),

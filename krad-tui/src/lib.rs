@@ -27,7 +27,7 @@ mod test_support;
 pub mod bench;
 
 pub use bus::Connect;
-pub use cells::{bytes_in, check_outcomes, elapsed, one_line, relative};
+pub use cells::{bytes_in, check_outcomes, counted, elapsed, one_line, relative};
 pub use terminal::TerminalGuard;
 
 /// How the home screen runs.

@@ -71,6 +71,8 @@ fn spawn_ls_check_output_send_close() {
 
     let out = app.krad(&["output", &id.to_string()]);
     assert!(stdout(&out).contains("hello there"), "{}", stdout(&out));
+    // `krad read` is the same command (the contract's "read their screens").
+    assert_eq!(app.krad(&["read", &id.to_string()]).stdout, out.stdout);
 
     let out = app.krad(&["close", &id.to_string()]);
     assert_eq!(exit_code(&out), 0, "{}", stderr(&out));

@@ -23,7 +23,7 @@ fn a_healthy_app_has_no_problem_and_a_failed_host_is_one() {
     let healthy = app.krad(&["doctor"]);
     assert_eq!(exit_code(&healthy), 0, "{healthy:?}");
     let text = stdout(&healthy);
-    assert!(text.contains("1 agents, 1 hosts"), "{text}");
+    assert!(text.contains("1 agent, 1 host"), "{text}");
     assert!(!text.contains("PROBLEM"), "{text}");
 
     // The host is tried, and fails: refused at once.

@@ -243,7 +243,7 @@ fn the_list_is_live_and_q_leaves_the_agents_running() {
     let app = App::start();
     spawn_named(&app, "first-agent", "sleep 600");
     let screen = home_showing(&app, "first-agent");
-    assert!(screen.text().contains("1 agents"), "{}", screen.text());
+    assert!(screen.text().contains("1 agent "), "{}", screen.text());
     let second = spawn_named(&app, "second-agent", "sleep 600");
     screen.until("two agents", |s| {
         s.contains("second-agent") && s.contains("2 agents")

@@ -10,6 +10,7 @@ use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render;
+use crate::render::counted;
 
 /// Arguments of `krad changes`.
 #[derive(Debug, clap::Args)]
@@ -102,9 +103,12 @@ fn diffstat(changes: &ChangesInfo) -> Vec<String> {
         };
         lines.push(format!(" {path:<width$}  {detail:>12}  {status}"));
     }
+    // git's own summary line.
     lines.push(format!(
-        " {} file(s) changed, {added} insertion(s)(+), {removed} deletion(s)(-)",
-        files.len()
+        " {} changed, {}(+), {}(-)",
+        counted(files.len(), "file"),
+        counted(added as usize, "insertion"),
+        counted(removed as usize, "deletion"),
     ));
     lines
 }
@@ -142,7 +146,7 @@ mod tests {
                 " src/lib.rs         +3 -1  modified",
                 " new.rs             +0 -0  renamed from old.rs",
                 " logo.png          binary  added",
-                " 3 file(s) changed, 3 insertion(s)(+), 1 deletion(s)(-)",
+                " 3 files changed, 3 insertions(+), 1 deletion(-)",
             ]
         );
     }

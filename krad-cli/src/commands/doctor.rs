@@ -19,6 +19,7 @@ use serde::Serialize;
 use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
+use crate::render;
 
 /// Arguments of `krad doctor`.
 #[derive(Debug, clap::Args)]
@@ -142,8 +143,12 @@ fn host_problem(host: &HostStatus) -> Option<Problem> {
 fn human(report: &Report) -> Vec<String> {
     let mut lines: Vec<String> = report.checks.iter().map(local::Check::line).collect();
     lines.push(format!(
-        "ok      app at {} (agents API v{}, build {}): {} agents, {} hosts",
-        report.endpoint, report.api_version, report.build, report.agents, report.hosts
+        "ok      app at {} (agents API v{}, build {}): {}, {}",
+        report.endpoint,
+        report.api_version,
+        report.build,
+        render::counted(report.agents, "agent"),
+        render::counted(report.hosts, "host"),
     ));
     if let Some(memory) = &report.memory_limits {
         lines.push(format!("info    memory limits per terminal: {memory}"));

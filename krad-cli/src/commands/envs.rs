@@ -81,7 +81,8 @@ fn envs_table(envs: &[EnvironmentInfo], width: usize) -> Vec<String> {
     lines
 }
 
-/// `group login: $0.0400 over 3 variants`, for each variant group, by name.
+/// `group login: $0.0400 (21.3k tokens) over 3 variants` (or `group t: 1 variant, no
+/// model usage seen`), for each variant group, by name.
 fn group_totals(envs: &[EnvironmentInfo]) -> Vec<String> {
     let mut groups: std::collections::BTreeMap<&str, Vec<&EnvironmentInfo>> = Default::default();
     for env in envs {
@@ -94,15 +95,15 @@ fn group_totals(envs: &[EnvironmentInfo]) -> Vec<String> {
         .map(|(group, variants)| {
             let total =
                 krad_bus::protocol::Tokens::sum(variants.iter().filter_map(|e| e.tokens.as_ref()));
-            let tokens = total
-                .as_ref()
-                .map_or(0, |t| t.input + t.output + t.cache_write + t.cache_read);
-            format!(
-                "group {group}: {} ({} tokens) over {} variants",
-                render::cost(total.as_ref()),
-                render::count(tokens),
-                variants.len()
-            )
+            let variants = render::counted(variants.len(), "variant");
+            match total {
+                Some(t) => format!(
+                    "group {group}: {} ({} tokens) over {variants}",
+                    render::cost(Some(&t)),
+                    render::count(t.input + t.output + t.cache_write + t.cache_read),
+                ),
+                None => format!("group {group}: {variants}, no model usage seen"),
+            }
         })
         .collect()
 }
@@ -122,4 +123,33 @@ fn ports_column(env: &EnvironmentInfo) -> String {
         )
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn variant(name: &str, tokens: serde_json::Value) -> EnvironmentInfo {
+        serde_json::from_value(json!({"name":name,"path":"/r","branch":null,"base":null,
+            "host":null,"kind":"worktree","group":"t","variant":1,"terminals":[],
+            "status":"ready","setup":null,"tokens":tokens}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_group_says_its_variants_and_whether_any_model_usage_was_seen() {
+        let none = [variant("t-1", serde_json::Value::Null)];
+        assert_eq!(
+            group_totals(&none),
+            ["group t: 1 variant, no model usage seen"]
+        );
+        let usage =
+            json!({"input":1000,"output":500,"cache_write":0,"cache_read":0,"cost_usd":0.01});
+        let two = [variant("t-1", usage.clone()), variant("t-2", usage)];
+        assert_eq!(
+            group_totals(&two),
+            ["group t: $0.0200 (3.0k tokens) over 2 variants"]
+        );
+    }
 }

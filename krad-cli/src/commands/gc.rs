@@ -124,13 +124,13 @@ fn report(info: &CollectedInfo) -> Vec<String> {
     let total = render::bytes(info.freed_bytes);
     lines.push(if info.dry_run {
         format!(
-            "would free {total} from {} environment(s), keep {kept} (dry run: nothing changed)",
-            count(CollectAction::WouldRemove)
+            "would free {total} from {}, keep {kept} (dry run: nothing changed)",
+            render::counted(count(CollectAction::WouldRemove), "environment")
         )
     } else {
         format!(
-            "freed {total} from {} environment(s), kept {kept}",
-            count(CollectAction::Removed)
+            "freed {total} from {}, kept {kept}",
+            render::counted(count(CollectAction::Removed), "environment")
         )
     });
     lines
@@ -254,7 +254,7 @@ mod tests {
             report(&info),
             [
                 "removed       done    2.0 KiB  refs/krad/archive/done  merged: squash-merged",
-                "freed 2.0 KiB from 1 environment(s), kept 0"
+                "freed 2.0 KiB from 1 environment, kept 0"
             ]
         );
     }

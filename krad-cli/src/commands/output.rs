@@ -19,7 +19,7 @@ use crate::print;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Prints the scrollback lines (oldest first), then the visible screen without its trailing \
-blank rows.
+blank rows. `krad read` is the same command.
 
 Examples:
   krad output 4

@@ -17,7 +17,7 @@ use krad_bus::request::run_variants::RunVariants;
 use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
-use crate::render::{Column, table, terminal_width};
+use crate::render::{self, Column, table, terminal_width};
 
 /// Arguments of `krad variants`.
 #[derive(Debug, clap::Args)]
@@ -332,15 +332,15 @@ pub(crate) fn dry_run_lines(picked: &PickedInfo) -> Vec<String> {
     let mut lines = Vec::new();
     if !would.uncommitted.is_empty() {
         lines.push(format!(
-            "would commit {} uncommitted file(s) on {branch} first: {}",
-            would.uncommitted.len(),
+            "would commit {} on {branch} first: {}",
+            render::counted(would.uncommitted.len(), "uncommitted file"),
             would.uncommitted.join(", ")
         ));
     }
     match (&picked.into, &would.message) {
         (Some(into), _) if !would.conflicts.is_empty() => lines.push(format!(
-            "variant {variant} ({branch}) conflicts with {into} in {} file(s): {}; the pick would be refused",
-            would.conflicts.len(),
+            "variant {variant} ({branch}) conflicts with {into} in {}: {}; the pick would be refused",
+            render::counted(would.conflicts.len(), "file"),
             would.conflicts.join(", ")
         )),
         (Some(into), _) if would.fast_forward => lines.push(format!(
@@ -364,8 +364,8 @@ pub(crate) fn dry_run_lines(picked: &PickedInfo) -> Vec<String> {
     }
     if would.conflicts.is_empty() {
         lines.push(format!(
-            "would change {} file(s){}{}",
-            would.files.len(),
+            "would change {}{}{}",
+            render::counted(would.files.len(), "file"),
             if would.files.is_empty() { "" } else { ": " },
             would.files.join(", ")
         ));

@@ -95,7 +95,10 @@ pub(super) fn run(client: &Client, action: &Action) -> Result<Outcome, Refusal> 
         }
         Action::Budget(budget) => {
             let agents = call(client, budget)?;
-            said(format!("budget set for {} agent(s)", agents.len()))
+            said(format!(
+                "budget set for {}",
+                crate::cells::counted(agents.len(), "agent")
+            ))
         }
         Action::Rename(rename) => {
             let agent = call(client, rename)?;

@@ -358,8 +358,8 @@ pub(crate) fn pick_confirmation(mut pick: PickVariant, picked: &PickedInfo) -> C
     ));
     if let Some(dry) = &picked.dry_run {
         lines.push(format!(
-            "{} file(s) would land{}",
-            dry.files.len(),
+            "{} would land{}",
+            crate::cells::counted(dry.files.len(), "file"),
             if dry.fast_forward {
                 " (fast-forward)"
             } else {

@@ -12,7 +12,7 @@ use krad_bus::request::wait::Wait;
 use crate::connect::AppConnection;
 use crate::exit::{Exit, Failure};
 use crate::print;
-use crate::render::{Column, table, terminal_width};
+use crate::render::{self, Column, table, terminal_width};
 
 /// `krad variants ls GROUP`: the scoreboard.
 pub(crate) fn scoreboard(bus: &AppConnection, group: &str, json: bool) -> anyhow::Result<Exit> {
@@ -43,8 +43,10 @@ pub(crate) fn check(
             .filter(|c| !c.outcome.is_final())
             .count();
         print::line(&format!(
-            "{queued} check(s) queued or running in group {} (krad variants wait {} --scored waits for them)",
-            scores.group, scores.group
+            "{} queued or running in group {} (krad variants wait {} --scored waits for them)",
+            render::counted(queued, "check"),
+            scores.group,
+            scores.group
         ));
         print::lines(board_lines(scores));
     });
@@ -290,7 +292,10 @@ fn checks_cell(v: &VariantScore, names: &[String]) -> String {
 fn conflicts_cell(v: &VariantScore) -> String {
     let mut parts = Vec::new();
     if !v.conflicts_with_base.is_empty() {
-        parts.push(format!("base: {} file(s)", v.conflicts_with_base.len()));
+        parts.push(format!(
+            "base: {}",
+            render::counted(v.conflicts_with_base.len(), "file")
+        ));
     }
     if !v.conflicts_with.is_empty() {
         let others: Vec<String> = v.conflicts_with.iter().map(u32::to_string).collect();
