@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 use std::io::Stdout;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::SystemTime;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -20,17 +20,19 @@ use crate::draw;
 use crate::event::{BusEvent, Event, PreviewEvent};
 use crate::input::Input;
 use crate::signals;
+use crate::state::apps::AppRow;
 use crate::state::{Effect, Mode, State};
 use crate::terminal::{TerminalGuard, write_out};
-use crate::{Error, Options};
+use crate::{Error, ListApps, ListedApp, Options};
 
 /// Runs the UI.
-pub(crate) fn run(connect: Connect, options: &Options) -> Result<(), Error> {
+pub(crate) fn run(connect: Connect, options: Options) -> Result<(), Error> {
     let (tx, rx) = channel();
     signals::start(tx.clone())?;
     let result = (|| {
         let _guard = TerminalGuard::enter()?;
         let input = Input::start(tx.clone())?;
+        let tx_apps = tx.clone();
         let bus = Bus::start(connect, tx)?;
         let mut terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
         terminal.clear()?;
@@ -40,6 +42,9 @@ pub(crate) fn run(connect: Connect, options: &Options) -> Result<(), Error> {
             input,
             kept: VecDeque::new(),
             detach_key: options.detach_key,
+            list_apps: options.list_apps,
+            listed: Vec::new(),
+            events: tx_apps,
             panic_key: panic_key(),
         };
         ui.run(&mut terminal, &rx)
@@ -58,6 +63,13 @@ struct Ui {
     /// Events that came while attached, applied next.
     kept: VecDeque<Event>,
     detach_key: u8,
+    /// Lists the apps for `A`.
+    list_apps: Option<ListApps>,
+    /// The apps as last listed, in the picker's order: a switch names one
+    /// by its index.
+    listed: Vec<ListedApp>,
+    /// Where the listing's thread says what it found.
+    events: Sender<Event>,
     /// Tests only: the key that panics ([`panic_key`]).
     panic_key: Option<TestPanic>,
 }
@@ -165,15 +177,32 @@ impl Ui {
                 state.quitting = true;
                 Vec::new()
             }
-            Event::Bus(BusEvent::Up) => state.linked(),
-            Event::Bus(BusEvent::Snapshot(snapshot)) => state.snapshot(snapshot),
-            Event::Bus(BusEvent::Agent(agent)) => state.agent(*agent),
-            Event::Bus(BusEvent::Removed(removed)) => state.removed(&removed),
-            Event::Bus(BusEvent::Sampled(sampled)) => {
+            // The stream of an app the screen left.
+            Event::Bus(app, _) if app != self.bus.generation() => Vec::new(),
+            Event::Bus(_, BusEvent::Up) => state.linked(),
+            Event::Bus(_, BusEvent::Snapshot(snapshot)) => state.snapshot(snapshot),
+            Event::Bus(_, BusEvent::Agent(agent)) => state.agent(*agent),
+            Event::Bus(_, BusEvent::Removed(removed)) => state.removed(&removed),
+            Event::Bus(_, BusEvent::Sampled(sampled)) => {
                 state.sampled(sampled);
                 Vec::new()
             }
-            Event::Bus(BusEvent::Down(why)) => state.unlinked(why),
+            Event::Bus(_, BusEvent::Down(why)) => state.unlinked(why),
+            Event::AppsListed(mut apps) => {
+                apps.sort_by(|a, b| a.root.cmp(&b.root));
+                let here = self.bus.client().map(|c| c.endpoint().to_string());
+                let rows = apps
+                    .iter()
+                    .map(|app| AppRow {
+                        root: app.root.display().to_string(),
+                        agents: app.agents,
+                        current: here.as_deref() == Some(app.endpoint.as_str()),
+                    })
+                    .collect();
+                self.listed = apps;
+                state.apps_listed(Ok(rows));
+                Vec::new()
+            }
             Event::Preview(generation, event) => {
                 let preview = &mut state.preview;
                 match event {
@@ -186,6 +215,8 @@ impl Ui {
                 }
                 Vec::new()
             }
+            // An answer of an app the screen left.
+            Event::Done(done) if done.app != self.bus.generation() => Vec::new(),
             Event::Done(done) => state.done(&done.action, done.result),
         }
     }
@@ -202,8 +233,35 @@ impl Ui {
             Effect::Bell => write_out(b"\x07"),
             Effect::Quit => self.state.quitting = true,
             Effect::Attach(target) => self.attach(target, terminal, events)?,
+            Effect::ListApps => self.list_apps(),
+            Effect::SwitchApp(index) => {
+                if let Some(app) = self.listed.get(index) {
+                    self.bus.switch(app.connect.clone());
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Lists the apps on a thread of its own (each is asked for its agents);
+    /// what it found comes as an event.
+    fn list_apps(&mut self) {
+        let Some(list) = self.list_apps.clone() else {
+            self.state.apps_listed(Err(
+                "this screen cannot list the apps on this machine".to_owned()
+            ));
+            return;
+        };
+        let events = self.events.clone();
+        let spawned = std::thread::Builder::new()
+            .name("krad-tui-apps".into())
+            .spawn(move || {
+                let _ = events.send(Event::AppsListed(list()));
+            });
+        if let Err(e) = spawned {
+            self.state
+                .apps_listed(Err(format!("cannot start a thread: {e}")));
+        }
     }
 
     /// Puts the terminal on `target`'s TUI until it ends, then redraws all.

@@ -20,8 +20,10 @@ pub(crate) enum Event {
     InputClosed,
     /// SIGTERM, SIGHUP, SIGINT or SIGQUIT: leave, the terminal restored.
     Stop(&'static str),
-    /// The agents' stream.
-    Bus(BusEvent),
+    /// The agents' stream of one app (its generation: see `Bus::switch`).
+    Bus(u64, BusEvent),
+    /// The apps running on this machine, listed for the picker.
+    AppsListed(Vec<crate::ListedApp>),
     /// The preview's stream, of one generation.
     Preview(u64, PreviewEvent),
     /// A call came back.
@@ -33,6 +35,8 @@ pub(crate) enum Event {
 pub(crate) struct Done {
     /// The call.
     pub(crate) action: Action,
+    /// The app it was made to (its generation).
+    pub(crate) app: u64,
     /// What came of it.
     pub(crate) result: Result<Outcome, Refusal>,
 }

@@ -26,17 +26,32 @@ mod test_support;
 
 pub mod bench;
 
+use std::sync::Arc;
+
 pub use bus::Connect;
 pub use cells::{bytes_in, check_outcomes, counted, elapsed, one_line, relative};
 pub use terminal::TerminalGuard;
 
 /// How the home screen runs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Options {
     /// The byte that detaches from an agent's TUI (Ctrl-\ = 0x1c).
     pub detach_key: u8,
     /// Whether to use colours (false when `NO_COLOR` is set).
     pub color: bool,
+    /// The apps running on this machine, for `A` (switch to another
+    /// repository's app); none: `A` says it cannot.
+    pub list_apps: Option<ListApps>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("detach_key", &self.detach_key)
+            .field("color", &self.color)
+            .field("list_apps", &self.list_apps.is_some())
+            .finish()
+    }
 }
 
 impl Default for Options {
@@ -44,7 +59,36 @@ impl Default for Options {
         Options {
             detach_key: 0x1c,
             color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            list_apps: None,
         }
+    }
+}
+
+/// Lists the apps running on this machine (it may take a moment: each is
+/// asked for its agents). Called on a thread of its own.
+pub type ListApps = Arc<dyn Fn() -> Vec<ListedApp> + Send + Sync>;
+
+/// One running app, as `A` lists it.
+#[derive(Clone)]
+pub struct ListedApp {
+    /// The repository it serves.
+    pub root: std::path::PathBuf,
+    /// Its bus (`127.0.0.1:PORT`): the one the screen is on is marked.
+    pub endpoint: String,
+    /// How many agents it hosts, and how many of them are asking; none when
+    /// it did not answer in time.
+    pub agents: Option<(usize, usize)>,
+    /// Finds it (again): the screen switches to it with this.
+    pub connect: Connect,
+}
+
+impl std::fmt::Debug for ListedApp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListedApp")
+            .field("root", &self.root)
+            .field("endpoint", &self.endpoint)
+            .field("agents", &self.agents)
+            .finish_non_exhaustive()
     }
 }
 
@@ -60,5 +104,5 @@ pub enum Error {
 /// every agent is left running. Call it before starting other threads: it
 /// blocks the signals it handles in this thread and those it starts.
 pub fn run(connect: Connect, options: Options) -> Result<(), Error> {
-    app::run(connect, &options)
+    app::run(connect, options)
 }

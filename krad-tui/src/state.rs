@@ -6,6 +6,7 @@
 //! Must never import the terminal (crossterm's I/O, ratatui's `Terminal`),
 //! the bus's client or threads: `draw` reads this state, `app` feeds it.
 
+pub(crate) mod apps;
 pub(crate) mod forms;
 pub(crate) mod keys;
 pub(crate) mod preview;
@@ -44,6 +45,10 @@ pub(crate) enum Effect {
     Bell,
     /// Leave, every agent left running.
     Quit,
+    /// List the apps running on this machine (`A`), for the picker.
+    ListApps,
+    /// Put the screen on the app of this row of the picker's listing.
+    SwitchApp(usize),
 }
 
 /// A call on the bus, as the user asked for it.
@@ -161,6 +166,8 @@ pub(crate) enum Mode {
     Confirm(Confirm),
     /// An ask's options, each on a key.
     Choose(AskInfo),
+    /// The apps running on this machine, to switch to one.
+    Apps(apps::AppsPicker),
 }
 
 /// A yes/no question and the call a yes makes.

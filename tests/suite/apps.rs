@@ -163,13 +163,13 @@ fn after_a_sigkill_the_next_app_starts_at_once_and_the_leftovers_are_not_believe
 
 /// An app started with only a HOME and a runtime folder (shared by the test's
 /// apps), as a user starts it: no KRAD_ADE_* variable.
-struct Plain {
+pub(crate) struct Plain {
     child: Child,
-    pid: u32,
+    pub(crate) pid: u32,
 }
 
 impl Plain {
-    fn start(repo: &Path, home_of: &Path) -> Plain {
+    pub(crate) fn start(repo: &Path, home_of: &Path) -> Plain {
         let mut child = serve_in(repo, home_of, None)
             .arg("--json")
             .stderr(Stdio::null())
@@ -189,7 +189,7 @@ impl Drop for Plain {
 }
 
 /// The CLI run in `dir` as a user runs it: the shared HOME, no variable.
-fn krad_in(dir: &Path, home_of: &Path, args: &[&str]) -> Output {
+pub(crate) fn krad_in(dir: &Path, home_of: &Path, args: &[&str]) -> Output {
     Command::new(KRAD)
         .args(args)
         .current_dir(dir)

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{App, KRAD, Launch, app_with_first_commit, git, listed, stretched};
+use crate::apps::{Plain, krad_in};
+use crate::support::{
+    App, KRAD, Launch, app_with_first_commit, exit_code, git, listed, stderr, stretched, wait_until,
+};
 
 /// `krad tui` in a pane of a private tmux server.
 struct Screen {
@@ -751,4 +754,94 @@ fn over_ssh_the_list_attaching_and_detaching() {
     assert_eq!(screen.until_ended(), "0");
     screen.assert_given_back();
     assert_ne!(app.record(id)["state"], "exited");
+}
+
+/// `A` lists the apps running on this machine and puts the screen on another
+/// repository's: its agents and repository, nothing more of the first (its
+/// stream is let go, and its changes do not show), then back.
+#[test]
+fn a_puts_the_screen_on_another_repository_s_app_and_back() {
+    let home = tempfile::tempdir().unwrap();
+    let repos: Vec<PathBuf> = ["alpha", "beta"]
+        .iter()
+        .map(|name| {
+            let dir = home.path().join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            crate::support::git_repo(&dir)
+        })
+        .collect();
+    let _apps: Vec<Plain> = repos.iter().map(|r| Plain::start(r, home.path())).collect();
+    let spawn_in = |repo: &Path, name: &str| {
+        let out = krad_in(
+            repo,
+            home.path(),
+            &[
+                "spawn",
+                "--profile",
+                "exec",
+                "--name",
+                name,
+                "--",
+                "sleep",
+                "600",
+            ],
+        );
+        assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    };
+    let subscribers = |repo: &Path| {
+        let out = krad_in(repo, home.path(), &["stats", "--json"]);
+        let stats: Value = serde_json::from_slice(&out.stdout).unwrap();
+        stats["Stats"]["subscribers"].as_u64().unwrap()
+    };
+    spawn_in(&repos[0], "alpha-agent");
+    spawn_in(&repos[1], "beta-agent");
+    let env = crate::support::private_home(home.path());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let ui = format!("'{KRAD}' --repo '{}' tui", repos[0].display());
+    let screen = Screen::open_running(&ui, &home.path().join("no-api.json"), 100, 30, &env);
+    screen.until_shows("alpha-agent");
+    let header = |s: &str| s.lines().next().unwrap_or("").to_owned();
+
+    screen.keys(&["A"]);
+    let listed = screen.until("both apps listed", |s| {
+        s.contains("apps on this machine") && s.contains("beta/repo") && s.contains("(this screen)")
+    });
+    // The picker's line of an app (the header names the repository too).
+    let picker_line = |s: &str, name: &str| {
+        s.lines()
+            .find(|l| l.contains('│') && l.contains(name))
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert!(
+        picker_line(&listed, "alpha/repo").contains("(this screen)"),
+        "{listed}"
+    );
+    assert!(picker_line(&listed, "beta/repo").contains("▸ "), "{listed}");
+    screen.keys(&["Enter"]);
+    screen.until("beta's agents and repository", |s| {
+        s.contains("beta-agent") && !s.contains("alpha-agent") && header(s).contains("beta/repo")
+    });
+    wait_until(stretched(Duration::from_secs(10)), || {
+        subscribers(&repos[0]) == 0 && subscribers(&repos[1]) == 1
+    });
+    // What changes in the app left does not show; the new one's does.
+    spawn_in(&repos[0], "alpha-later");
+    spawn_in(&repos[1], "beta-later");
+    let text = screen.until_shows("beta-later");
+    assert!(!text.contains("alpha-"), "{text}");
+
+    screen.keys(&["A"]);
+    screen.until("the picker on alpha", |s| {
+        picker_line(s, "alpha/repo").contains("▸ ")
+    });
+    screen.keys(&["Enter"]);
+    screen.until("alpha's agents again", |s| {
+        s.contains("alpha-agent")
+            && s.contains("alpha-later")
+            && !s.contains("beta-")
+            && header(s).contains("alpha/repo")
+    });
+    screen.keys(&["q"]);
+    assert_eq!(screen.until_ended(), "0");
 }

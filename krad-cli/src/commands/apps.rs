@@ -92,7 +92,7 @@ pub(crate) fn run(_args: AppsArgs, json: bool) -> anyhow::Result<Exit> {
 
 /// How many agents the app hosts and how many of them are asking, if it
 /// answers List in time.
-fn agents_of(entry: &registry::Entry) -> Option<(usize, usize)> {
+pub(crate) fn agents_of(entry: &registry::Entry) -> Option<(usize, usize)> {
     let found = discovery::live(&entry.git_dir).filter(|f| f.pid == entry.pid)?;
     let client = Client::new(&found.endpoint, found.token, Caller::Client).ok()?;
     let answered = client

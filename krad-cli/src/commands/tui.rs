@@ -4,6 +4,10 @@
 use std::io::IsTerminal;
 use std::sync::Arc;
 
+use krad_bus::client::Client;
+use krad_bus::protocol::Caller;
+
+use crate::apps::{discovery, registry};
 use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::{Exit, Failure};
 
@@ -14,7 +18,8 @@ The list shows every agent, grouped by environment (or variant group), `asking` 
 it the selected agent's screen, its environment's diff and its open asks (Tab). Enter attaches \
 to the agent's real TUI (the detach key comes back), n starts an agent, s sends, a answers, \
 x closes, v runs variants, p picks one after its dry run, b sets a budget, r renames, / filters, \
-? lists every key, q quits and leaves every agent running. NO_COLOR turns colours off.
+A switches to another repository's app on this machine, ? lists every key, q quits and leaves \
+every agent running. NO_COLOR turns colours off.
 
 Examples:
   krad
@@ -44,10 +49,35 @@ pub(crate) fn run(args: TuiArgs, connect: &ConnectArgs) -> anyhow::Result<Exit> 
     });
     let options = krad_tui::Options {
         detach_key: args.detach_key,
+        list_apps: Some(Arc::new(running_apps)),
         ..krad_tui::Options::default()
     };
     krad_tui::run(find, options).map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
     Ok(Exit::Success)
+}
+
+/// The apps `A` lists: each app running on this machine (`krad apps`), its
+/// agents, and how to reach it — its repository's discovery file, read
+/// again at each connection, so that a restarted app is found.
+fn running_apps() -> Vec<krad_tui::ListedApp> {
+    registry::live()
+        .into_iter()
+        .map(|entry| {
+            let agents = super::apps::agents_of(&entry);
+            let (git_dir, root) = (entry.git_dir, entry.root.clone());
+            let connect: krad_tui::Connect = Arc::new(move || {
+                let found = discovery::live(&git_dir)
+                    .ok_or_else(|| format!("no app serves {} any more", root.display()))?;
+                Client::new(&found.endpoint, found.token, Caller::Client).map_err(|e| e.to_string())
+            });
+            krad_tui::ListedApp {
+                root: entry.root,
+                endpoint: entry.endpoint,
+                agents,
+                connect,
+            }
+        })
+        .collect()
 }
 
 /// `krad` with no command: the home screen on a terminal; the help, and a

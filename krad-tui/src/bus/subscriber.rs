@@ -1,17 +1,18 @@
 //! The agents' stream (SubscribeAgents): connects, forwards the snapshot and
 //! every change, and when the app stops or cannot be reached says so and
-//! tries again (250 ms, doubling to 2 s) until it is back. Must never import
+//! tries again (250 ms, doubling to 2 s) until it is back — or at once to the
+//! app a switch names. Each event carries its app's generation. Must never import
 //! the state or the terminal.
 
+use std::sync::PoisonError;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use krad_bus::client::{Client, ClientError, Item};
 use krad_bus::protocol::{Response, StreamMessage};
 use krad_bus::request::subscribe_agents::SubscribeAgents;
 
-use super::Connect;
+use super::{Shared, lock};
 use crate::event::{BusEvent, Event};
 
 const FIRST_PAUSE: Duration = Duration::from_millis(250);
@@ -21,14 +22,24 @@ const SILENCE: Duration = Duration::from_secs(45);
 const MAX_PAUSE: Duration = Duration::from_secs(2);
 
 /// Runs until the UI is gone.
-pub(super) fn run(connect: &Connect, shared: &Arc<Mutex<Option<Client>>>, events: &Sender<Event>) {
+pub(super) fn run(shared: &Shared, events: &Sender<Event>) {
     let mut pause = FIRST_PAUSE;
     loop {
+        let (connect, generation) = {
+            let current = lock(shared);
+            (current.connect.clone(), current.generation)
+        };
         let why = match connect() {
             Err(why) => why,
             Ok(client) => {
-                *shared.lock().unwrap_or_else(PoisonError::into_inner) = Some(client.clone());
-                match follow(&client, events) {
+                {
+                    let mut current = lock(shared);
+                    if current.generation != generation {
+                        continue;
+                    }
+                    current.client = Some(client.clone());
+                }
+                match follow(&client, shared, generation, events) {
                     Followed::UiGone => return,
                     Followed::Ended { why, streamed } => {
                         if streamed {
@@ -39,10 +50,23 @@ pub(super) fn run(connect: &Connect, shared: &Arc<Mutex<Option<Client>>>, events
                 }
             }
         };
-        if events.send(Event::Bus(BusEvent::Down(why))).is_err() {
+        // A switch ended the stream: the next app's starts at once.
+        if lock(shared).generation != generation {
+            pause = FIRST_PAUSE;
+            continue;
+        }
+        if events
+            .send(Event::Bus(generation, BusEvent::Down(why)))
+            .is_err()
+        {
             return;
         }
-        std::thread::sleep(pause);
+        // The pause, cut short by a switch.
+        let (mutex, switched) = &**shared;
+        let current = mutex.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = switched
+            .wait_timeout_while(current, pause, |c| c.generation == generation)
+            .unwrap_or_else(PoisonError::into_inner);
         pause = (pause * 2).min(MAX_PAUSE);
     }
 }
@@ -52,7 +76,7 @@ enum Followed {
     Ended { why: String, streamed: bool },
 }
 
-fn follow(client: &Client, events: &Sender<Event>) -> Followed {
+fn follow(client: &Client, shared: &Shared, generation: u64, events: &Sender<Event>) -> Followed {
     let stream = match client.subscribe(SubscribeAgents::default()) {
         Ok(stream) => stream,
         Err(e) => {
@@ -62,6 +86,17 @@ fn follow(client: &Client, events: &Sender<Event>) -> Followed {
             };
         }
     };
+    // Kept where a switch can shut it down (unless one came meanwhile).
+    {
+        let mut current = lock(shared);
+        if current.generation != generation {
+            return Followed::Ended {
+                why: "switched to another app".to_owned(),
+                streamed: false,
+            };
+        }
+        current.stream = stream.try_clone_stream().ok();
+    }
     if let Err(e) = stream.set_read_timeout(Some(SILENCE)) {
         return Followed::Ended {
             why: e.to_string(),
@@ -89,7 +124,7 @@ fn follow(client: &Client, events: &Sender<Event>) -> Followed {
         };
         let event = match line.item {
             Item::Message(StreamMessage::Snapshot(snapshot)) => {
-                if !streamed && events.send(Event::Bus(BusEvent::Up)).is_err() {
+                if !streamed && events.send(Event::Bus(generation, BusEvent::Up)).is_err() {
                     return Followed::UiGone;
                 }
                 streamed = true;
@@ -111,9 +146,13 @@ fn follow(client: &Client, events: &Sender<Event>) -> Followed {
             // A message from a newer app is skipped.
             Item::Answer(_) | Item::UnreadableError(_) | Item::Unknown => continue,
         };
-        if events.send(Event::Bus(event)).is_err() {
+        if events.send(Event::Bus(generation, event)).is_err() {
             return Followed::UiGone;
         }
+    }
+    let mut current = lock(shared);
+    if current.generation == generation {
+        current.stream = None;
     }
     Followed::Ended { why, streamed }
 }

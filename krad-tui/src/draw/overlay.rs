@@ -1,5 +1,5 @@
 //! The dialogs drawn over the screen: the keys (`?`), a form, a yes/no
-//! question, an ask's options. Each fits the screen, however small.
+//! question, an ask's options, the apps to switch to (`A`). Each fits the screen, however small.
 //!
 //! Pure drawing; must never import the bus's client or the terminal's I/O.
 
@@ -9,7 +9,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
 use super::Palette;
-use crate::cells::one_line;
+use crate::cells::{counted, one_line};
+use crate::state::apps::AppsPicker;
 use crate::state::{Mode, State};
 
 /// Every key, for `?`.
@@ -45,6 +46,7 @@ pub(crate) const HELP: &[(&str, &str)] = &[
     ("b", "set the cost limit of an agent or a variant group"),
     ("r", "rename the agent"),
     ("R", "read the diff and the asks again"),
+    ("A", "switch to another repository's app on this machine"),
     ("q", "quit; every agent goes on running"),
 ];
 
@@ -151,6 +153,7 @@ pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, state: &State, palette: &P
             lines.push(Line::styled("a number answers, esc cancels", palette.dim));
             (format!("answer {}", ask.ask), lines)
         }
+        Mode::Apps(picker) => ("apps on this machine".to_owned(), apps(picker, palette)),
     };
     let width = area.width.saturating_sub(4).clamp(area.width.min(20), 90);
     let height = (lines.len() as u16 + 2).min(area.height);
@@ -165,4 +168,53 @@ pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, state: &State, palette: &P
             .wrap(Wrap { trim: false }),
         dialog,
     );
+}
+
+/// The picker's lines: an app a line, the selected one marked, the screen's
+/// own said.
+fn apps(picker: &AppsPicker, palette: &Palette) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    match &picker.rows {
+        None => lines.push(Line::styled(
+            "looking for the apps running on this machine…",
+            palette.dim,
+        )),
+        Some(rows) if rows.is_empty() => lines.push(Line::raw(
+            "no app is running on this machine (`krad serve` in a repository starts one)",
+        )),
+        Some(rows) => {
+            for (i, row) in rows.iter().enumerate() {
+                let selected = i == picker.selected;
+                let agents = match row.agents {
+                    Some((agents, 0)) => counted(agents, "agent"),
+                    Some((agents, asking)) => {
+                        format!("{}, {asking} asking", counted(agents, "agent"))
+                    }
+                    None => "did not answer".to_owned(),
+                };
+                let mut spans = vec![
+                    Span::styled(if selected { "▸ " } else { "  " }, palette.key),
+                    Span::styled(
+                        one_line(&row.root),
+                        if selected {
+                            palette.bold
+                        } else {
+                            palette.plain
+                        },
+                    ),
+                    Span::styled(format!("  {agents}"), palette.dim),
+                ];
+                if row.current {
+                    spans.push(Span::styled("  (this screen)", palette.dim));
+                }
+                lines.push(Line::from(spans));
+            }
+        }
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        "⏎ switch to it  ↑ ↓ move  esc cancel",
+        palette.dim,
+    ));
+    lines
 }

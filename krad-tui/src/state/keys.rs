@@ -36,6 +36,7 @@ impl State {
             Mode::Form(form) => self.form_key(form, key),
             Mode::Confirm(confirm) => self.confirm_key(confirm, key),
             Mode::Choose(ask) => self.choose_key(ask, key),
+            Mode::Apps(picker) => self.apps_key(picker, key),
         }
     }
 
@@ -117,6 +118,7 @@ impl State {
             KeyCode::Char('p') => self.pick(),
             KeyCode::Char('P') => self.pick_best(),
             KeyCode::Char('a') => self.answer(),
+            KeyCode::Char('A') => self.pick_app(),
             _ => Vec::new(),
         }
     }
