@@ -36,6 +36,7 @@ pub(crate) mod spawn;
 pub(crate) mod stats;
 pub(crate) mod stop;
 pub(crate) mod subscribe;
+mod target;
 pub(crate) mod top;
 pub(crate) mod tui;
 pub(crate) mod ui;
@@ -44,26 +45,4 @@ pub(crate) mod wait;
 pub(crate) mod watch;
 pub(crate) mod worktree;
 
-/// Parses a TARGET argument: a terminal id, a positive integer.
-pub(crate) fn parse_target(text: &str) -> Result<u64, String> {
-    text.trim()
-        .parse::<u64>()
-        .ok()
-        .filter(|&id| id > 0)
-        .ok_or_else(|| {
-            format!("{text:?} is not a terminal id (a positive integer, as `krad ls` shows)")
-        })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn targets_are_positive_integers() {
-        assert_eq!(parse_target("4"), Ok(4));
-        assert!(parse_target("0").is_err());
-        assert!(parse_target("-1").is_err());
-        assert!(parse_target("fix-login").is_err());
-    }
-}
+pub(crate) use target::{Target, parse_target};

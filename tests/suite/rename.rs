@@ -136,3 +136,57 @@ fn krad_rename_names_and_clears_and_says_so() {
     assert!(stderr(&blank).contains("blank"), "{}", stderr(&blank));
     assert_eq!(exit_code(&app.krad(&["rename", "999", "x"])), 3);
 }
+
+/// Every command that takes a TARGET takes an agent's name too: found among
+/// the agents when it runs; a name two agents share is refused with their
+/// ids (exit 2), a name no agent has is exit 3, digits stay an id.
+#[test]
+fn a_target_may_be_an_agent_s_name() {
+    let app = App::start();
+    let named = |name: &str, script: &str| {
+        app.spawn(json!({"profile": "exec", "name": name, "command": ["sh", "-c", script]}))
+            ["terminal"]
+            .as_u64()
+            .unwrap()
+    };
+    let web = named("web", "read line; echo got:$line; sleep 60");
+    let api = named("api", "sleep 60");
+    let api_too = named("api", "sleep 60");
+    let numbered = named("42", "sleep 60");
+
+    let out = app.krad(&["check", "web", "--json"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    let record: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(record["Agent"]["terminal"], web);
+    let out = app.krad(&["send", "web", "hello", "--enter"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    app.until_screen(web, "got:hello");
+    assert!(stdout(&app.krad(&["read", "web"])).contains("got:hello"));
+    let out = app.krad(&["rename", "web", "site"]);
+    assert_eq!(stdout(&out).trim(), format!("terminal {web} is now site"));
+    let out = app.krad(&["budget", "site", "--max-cost", "2"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+
+    let shared = app.krad(&["check", "api"]);
+    assert_eq!(exit_code(&shared), 2, "{}", stderr(&shared));
+    assert!(
+        stderr(&shared).contains(&format!("terminals {api}, {api_too}")),
+        "{}",
+        stderr(&shared)
+    );
+    let nobody = app.krad(&["wait", "site", "nobody"]);
+    assert_eq!(exit_code(&nobody), 3, "{}", stderr(&nobody));
+    assert!(
+        stderr(&nobody).contains("no agent is named \"nobody\""),
+        "{}",
+        stderr(&nobody)
+    );
+    // Digits are an id, whatever the agents are named.
+    assert_eq!(exit_code(&app.krad(&["check", "42"])), 3);
+    assert_eq!(exit_code(&app.krad(&["check", &numbered.to_string()])), 0);
+
+    let out = app.krad(&["close", "site"]);
+    assert_eq!(stdout(&out).trim(), format!("closed terminal {web}"));
+    let out = app.krad(&["wait", "site", "--timeout", "1"]);
+    assert_eq!(exit_code(&out), 3, "closed and gone: {}", stderr(&out));
+}

@@ -51,9 +51,9 @@ Examples:
   krad attach 4 --detach-key ctrl-]
   krad attach 4 --stream          # the Attach stream even for a tmux terminal")]
 pub(crate) struct AttachArgs {
-    /// The terminal id.
+    /// The terminal id, or the agent's name.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
-    pub target: u64,
+    pub target: super::Target,
     /// The key that detaches: ctrl-<key> (ctrl-\, ctrl-], ctrl-a … ctrl-z, ctrl-^, ctrl-_), also written C-<key> or ^<key>.
     #[arg(long, value_name = "KEY", default_value = "ctrl-\\", value_parser = parse_detach_key)]
     pub detach_key: u8,
@@ -87,11 +87,10 @@ pub(crate) fn run(args: AttachArgs, connect: &ConnectArgs, json: bool) -> anyhow
         .into());
     }
     let bus = AppConnection::find(connect)?;
+    let target = args.target.resolve(&bus)?;
     let lines = bus
         .client()
-        .attach(Attach {
-            target: args.target,
-        })
+        .attach(Attach { target })
         .map_err(client_failure)?;
     let Attached {
         first,
@@ -144,7 +143,7 @@ pub(crate) fn run(args: AttachArgs, connect: &ConnectArgs, json: bool) -> anyhow
     };
     // The stdin reader may still wait for a key: do not wait for it.
     runtime.shutdown_background();
-    report(&bus, args.target, ending, json)
+    report(&bus, target, ending, json)
 }
 
 /// Reads the app's first message (a `Screen`, or an error answer), and what was

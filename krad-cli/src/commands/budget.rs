@@ -28,9 +28,9 @@ Examples:
   krad budget 4 --none --json"
 )]
 pub(crate) struct BudgetArgs {
-    /// The terminal id.
+    /// The terminal id, or the agent's name.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
-    pub target: Option<u64>,
+    pub target: Option<super::Target>,
     /// A variant group instead (RunVariants).
     #[arg(long, value_name = "GROUP")]
     pub group: Option<String>,
@@ -52,12 +52,13 @@ pub(crate) fn dollars(text: &str) -> Result<Dollars, String> {
 
 /// Sends Budget and prints each concerned agent's limit and state.
 pub(crate) fn run(args: BudgetArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let app = AppConnection::find(connect)?;
     let request = Budget {
-        target: args.target,
+        target: args.target.map(|t| t.resolve(&app)).transpose()?,
         group: args.group,
         max_cost_usd: args.max_cost,
     };
-    let reply = AppConnection::find(connect)?.send(request, None)?;
+    let reply = app.send(request, None)?;
     print::emit(json, &reply, |agents| {
         for record in agents {
             let limit = record

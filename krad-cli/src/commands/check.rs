@@ -20,9 +20,9 @@ use super::wait::parse_wait_secs;
 Examples:\n  krad check 4\n  krad check 4 --wait 60 --since-rev 57\n  krad check 4 --json | jq -r .Agent.state"
 )]
 pub(crate) struct CheckArgs {
-    /// The terminal id.
+    /// The terminal id, or the agent's name.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
-    pub target: u64,
+    pub target: super::Target,
     /// Wait up to this long for the record to change (seconds, or 90s, 10m; at most 1800 s).
     #[arg(long = "wait", value_name = "SECS", value_parser = parse_wait_secs)]
     pub wait_secs: Option<u64>,
@@ -33,12 +33,13 @@ pub(crate) struct CheckArgs {
 
 /// Sends Check and prints the record.
 pub(crate) fn run(args: CheckArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let app = AppConnection::find(connect)?;
     let request = Check {
-        target: args.target,
+        target: args.target.resolve(&app)?,
         wait_secs: args.wait_secs,
         since_rev: args.since_rev,
     };
-    let reply = AppConnection::find(connect)?.send(request, None)?;
+    let reply = app.send(request, None)?;
     print::emit(json, &reply, |record| {
         print::lines(summary(record, SystemTime::now()));
     });

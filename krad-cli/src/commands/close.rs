@@ -22,9 +22,9 @@ Examples:
   krad close --env feat-x --force"
 )]
 pub(crate) struct CloseArgs {
-    /// The terminal id to close.
+    /// The terminal to close: its id, or the agent's name.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
-    pub target: Option<u64>,
+    pub target: Option<super::Target>,
     /// Close this environment instead of one terminal.
     #[arg(long = "env", value_name = "NAME")]
     pub environment: Option<String>,
@@ -35,17 +35,19 @@ pub(crate) struct CloseArgs {
 
 /// Sends Close and says what was closed.
 pub(crate) fn run(args: CloseArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
-    let what = match (&args.target, &args.environment) {
+    let app = AppConnection::find(connect)?;
+    let target = args.target.map(|t| t.resolve(&app)).transpose()?;
+    let what = match (&target, &args.environment) {
         (Some(target), _) => format!("terminal {target}"),
         (None, Some(environment)) => format!("environment {environment}"),
         (None, None) => "nothing".to_owned(),
     };
     let request = Close {
-        target: args.target,
+        target,
         environment: args.environment,
         force: args.force.then_some(true),
     };
-    let reply = AppConnection::find(connect)?.send(request, None)?;
+    let reply = app.send(request, None)?;
     print::emit(json, &reply, |()| print::line(&format!("closed {what}")));
     Ok(Exit::Success)
 }

@@ -25,9 +25,9 @@ Examples:
   krad net 4 --follow
   krad net 4 --json | jq '.Connections.attempts[] | select(.allowed | not)'")]
 pub(crate) struct NetArgs {
-    /// The terminal id.
+    /// The terminal id, or the agent's name.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
-    pub target: u64,
+    pub target: super::Target,
     /// Keep printing new attempts as they come (with --json, one attempt per line).
     #[arg(long, short)]
     pub follow: bool,
@@ -36,10 +36,8 @@ pub(crate) struct NetArgs {
 /// Sends Connections (again and again with `--follow`) and prints the attempts.
 pub(crate) fn run(args: NetArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let app = AppConnection::find(connect)?;
-    let ask = |since| Connections {
-        target: args.target,
-        since,
-    };
+    let target = args.target.resolve(&app)?;
+    let ask = |since| Connections { target, since };
     let reply = app.send(ask(None), None)?;
     if !args.follow {
         print::emit(json, &reply, |info| print::lines(text_lines(info)));

@@ -27,9 +27,9 @@ Examples:
   krad output 4 --follow | grep --line-buffered ERROR   # as it prints, until it exits
   krad output 4 --lines 2000 --json | jq -r '.Output.scrollback[]'")]
 pub(crate) struct OutputArgs {
-    /// The terminal id.
+    /// The terminal id, or the agent's name.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
-    pub target: u64,
+    pub target: super::Target,
     /// Lines of scrollback above the screen (default 100, at most 10000).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=MAX_LINES))]
     pub lines: Option<u64>,
@@ -42,15 +42,16 @@ pub(crate) struct OutputArgs {
 
 /// Sends Output and prints the text.
 pub(crate) fn run(args: OutputArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let app = AppConnection::find(connect)?;
+    let target = args.target.resolve(&app)?;
     let request = Output {
-        target: args.target,
+        target,
         lines: args.lines,
     };
-    let app = AppConnection::find(connect)?;
     // Opened first: nothing printed between the screen and the stream is lost
     // (what it printed meanwhile may show twice).
     let follow = if args.follow {
-        Some(open_follow(&app, args.target)?)
+        Some(open_follow(&app, target)?)
     } else {
         None
     };

@@ -22,9 +22,9 @@ Examples:
   krad rename 4 \"review: auth\" --json | jq .Agent.rev"
 )]
 pub(crate) struct RenameArgs {
-    /// The terminal id.
+    /// The terminal id, or the agent's name.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
-    pub target: u64,
+    pub target: super::Target,
     /// The new name (at most 100 characters).
     #[arg(value_name = "NAME")]
     pub name: Option<String>,
@@ -35,11 +35,12 @@ pub(crate) struct RenameArgs {
 
 /// Sends Rename and says what the terminal is called now.
 pub(crate) fn run(args: RenameArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
+    let app = AppConnection::find(connect)?;
     let request = Rename {
-        target: args.target,
+        target: args.target.resolve(&app)?,
         name: args.name,
     };
-    let reply = AppConnection::find(connect)?.send(request, None)?;
+    let reply = app.send(request, None)?;
     print::emit(json, &reply, |record| match &record.name {
         Some(name) => print::line(&format!(
             "terminal {} is now {}",

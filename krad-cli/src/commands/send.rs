@@ -32,9 +32,9 @@ Examples:
   krad send 4 --key Escape                # dismiss a dialog / interrupt
   krad send 4 'next task' --enter --queue # wait in line under [limits]")]
 pub(crate) struct SendArgs {
-    /// The terminal id.
+    /// The terminal id, or the agent's name.
     #[arg(value_name = "TARGET", value_parser = super::parse_target)]
-    pub target: u64,
+    pub target: super::Target,
     /// What to type (at most 32 KiB); - reads it from stdin (one trailing newline dropped).
     #[arg(value_name = "TEXT", required_unless_present_any = ["keys", "enter"])]
     pub text: Option<String>,
@@ -83,13 +83,14 @@ pub(crate) fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::
         .into());
     }
     let app = AppConnection::find(connect)?;
+    let target = args.target.resolve(&app)?;
     let waited = if args.when_idle {
-        Some(turn_ended(&app, args.target, args.timeout)?)
+        Some(turn_ended(&app, target, args.timeout)?)
     } else {
         None
     };
     let request = Send {
-        target: args.target,
+        target,
         text,
         keys: (!args.keys.is_empty()).then_some(args.keys),
         enter: args.enter.then_some(true),
@@ -103,7 +104,7 @@ pub(crate) fn run(args: SendArgs, connect: &ConnectArgs, json: bool) -> anyhow::
                 format!(
                     "terminal {} went back to work before the text could be typed (within \
                      Send's 10 s): nothing was typed; send it again",
-                    args.target
+                    target
                 ),
             )
             .into());
@@ -151,13 +152,7 @@ fn turn_ended(app: &AppConnection, target: u64, timeout: u64) -> Result<Duration
     };
     match app.send(wait, None)?.answer {
         Waited::TimedOut => {
-            let args = super::wait::WaitArgs {
-                targets: vec![target],
-                any: false,
-                exit: false,
-                timeout,
-            };
-            let still = super::wait::still_going(app, &args);
+            let still = super::wait::still_going(app, &[target], false, timeout);
             Err(Failure::new(
                 Exit::TimedOut,
                 format!("{}; nothing was typed", still.message),

@@ -28,10 +28,10 @@ Examples:
   krad wait 4 5 6 --any --timeout 10m
   krad wait 7 --exit && echo \"the build passed\"")]
 pub(crate) struct WaitArgs {
-    /// The terminal id(s) to wait for.
+    /// The terminals to wait for: ids, or the agents' names.
     #[arg(value_name = "TARGET", required = true, num_args = 1..,
           value_parser = super::parse_target)]
-    pub targets: Vec<u64>,
+    pub targets: Vec<super::Target>,
     /// With several targets: return as soon as one of them is done (default: all).
     #[arg(long)]
     pub any: bool,
@@ -46,14 +46,18 @@ pub(crate) struct WaitArgs {
 /// Sends Wait and prints the records it answers.
 pub(crate) fn run(args: WaitArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let app = AppConnection::find(connect)?;
-    let status = status_line(connect, &args.targets, json);
-    let sent = app.send(wait_request(&args), None);
+    let targets = super::target::resolve_all(&args.targets, &app)?;
+    let status = status_line(connect, &targets, json);
+    let sent = app.send(wait_request(&targets, &args), None);
     drop(status);
     let Received { raw, answer } = sent?;
     let records = match answer {
         Waited::Agent(record) => vec![*record],
         Waited::Agents(records) => records,
-        Waited::TimedOut => return Err(still_going(&app, &args).answered(raw).into()),
+        Waited::TimedOut => {
+            let failure = still_going(&app, &targets, args.exit, args.timeout);
+            return Err(failure.answered(raw).into());
+        }
     };
     if json {
         print::json(&raw);
@@ -100,11 +104,16 @@ fn status_line(connect: &ConnectArgs, targets: &[u64], json: bool) -> Option<Sta
     })
 }
 
-/// Exit 5 when the timeout passed first, saying where each waited agent is
-/// (its state and message, as it is now).
-pub(crate) fn still_going(app: &AppConnection, args: &WaitArgs) -> Failure {
-    let records: Vec<AgentRecord> = args
-        .targets
+/// Exit 5 when the `timeout` passed first, saying where each of `targets`
+/// is (its state and message, as it is now), waited on until it `exited`
+/// or until it stopped.
+pub(crate) fn still_going(
+    app: &AppConnection,
+    targets: &[u64],
+    exited: bool,
+    timeout: u64,
+) -> Failure {
+    let records: Vec<AgentRecord> = targets
         .iter()
         .filter_map(|&target| {
             let check = Check {
@@ -115,11 +124,8 @@ pub(crate) fn still_going(app: &AppConnection, args: &WaitArgs) -> Failure {
             app.send(check, None).ok().map(|r| r.answer)
         })
         .collect();
-    let waited = if args.exit { "exited" } else { "stopped" };
-    Failure::new(
-        Exit::TimedOut,
-        timed_out_message(&records, waited, args.timeout),
-    )
+    let waited = if exited { "exited" } else { "stopped" };
+    Failure::new(Exit::TimedOut, timed_out_message(&records, waited, timeout))
 }
 
 /// `terminal 4 is still working ("running tests") after 2 s: it has not
@@ -149,8 +155,8 @@ fn timed_out_message(records: &[AgentRecord], waited: &str, timeout: u64) -> Str
 }
 
 /// The request: `target` for one terminal, `targets` for several.
-fn wait_request(args: &WaitArgs) -> Wait {
-    let (target, targets) = match args.targets.as_slice() {
+fn wait_request(targets: &[u64], args: &WaitArgs) -> Wait {
+    let (target, targets) = match targets {
         [one] => (Some(*one), None),
         many => (None, Some(many.to_vec())),
     };
@@ -207,7 +213,10 @@ mod tests {
 
     fn args(targets: &[u64], any: bool, exit: bool) -> WaitArgs {
         WaitArgs {
-            targets: targets.to_vec(),
+            targets: targets
+                .iter()
+                .map(|&id| super::super::Target::Id(id))
+                .collect(),
             any,
             exit,
             timeout: 600,
@@ -216,9 +225,9 @@ mod tests {
 
     #[test]
     fn one_target_or_several() {
-        let one = Request::Wait(wait_request(&args(&[4], false, false))).to_value();
+        let one = Request::Wait(wait_request(&[4], &args(&[4], false, false))).to_value();
         assert_eq!(one, json!({"Wait":{"target":4,"timeout_secs":600}}));
-        let many = Request::Wait(wait_request(&args(&[4, 5], true, true))).to_value();
+        let many = Request::Wait(wait_request(&[4, 5], &args(&[4, 5], true, true))).to_value();
         assert_eq!(
             many,
             json!({"Wait":{"targets":[4,5],"until":"any","for":"exit","timeout_secs":600}})
