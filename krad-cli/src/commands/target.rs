@@ -41,7 +41,15 @@ pub(crate) fn parse_target(text: &str) -> Result<Target, String> {
 impl Target {
     /// The terminal id: its own, or that of the one agent with its name.
     pub(crate) fn resolve(&self, app: &AppConnection) -> Result<u64, Failure> {
-        Ok(resolve_all(std::slice::from_ref(self), app)?[0])
+        match self {
+            Target::Id(id) => Ok(*id),
+            Target::Name(_) => {
+                let ids = resolve_all(std::slice::from_ref(self), app)?;
+                ids.first().copied().ok_or_else(|| {
+                    Failure::new(Exit::Failure, "a name was looked up and gave no id")
+                })
+            }
+        }
     }
 }
 
