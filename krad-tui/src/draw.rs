@@ -111,6 +111,7 @@ pub(crate) const FOOTER_KEYS: &[(&str, &str)] = &[
     ("p", "pick"),
     ("b", "budget"),
     ("r", "rename"),
+    ("A", "apps"),
     ("?", "help"),
     ("q", "quit"),
 ];
