@@ -48,7 +48,15 @@ fn every_size_down_to_nothing_draws_without_panic() {
             })
             .collect(),
     );
-    for mode in [Mode::List, Mode::Help] {
+    let apps = crate::state::apps::AppsPicker {
+        rows: Some(vec![crate::state::apps::AppRow {
+            root: format!("/src/{wide}"),
+            agents: Some((3, 1)),
+            current: true,
+        }]),
+        selected: 0,
+    };
+    for mode in [Mode::List, Mode::Help, Mode::Apps(apps)] {
         state.mode = mode;
         for width in [0, 1, 2, 5, 19, 40, 79, 80, 81, 120, 300] {
             for height in [0, 1, 2, 3, 5, 24, 60] {
