@@ -44,7 +44,23 @@ fn bad_names_and_unknown_terminals_are_refused() {
         let answer = app.request(json!({"Rename": {"target": id, "name": name}}));
         assert_eq!(code(&answer), "invalid", "{answer}");
         assert_eq!(answer["Error"]["detail"]["field"], "name");
+        // A Spawn's name is held to the same rule, and nothing is started.
+        let spawned =
+            app.request(json!({"Spawn": {"profile": "exec", "command": ["true"], "name": name}}));
+        assert_eq!(code(&spawned), "invalid", "{spawned}");
+        assert_eq!(spawned["Error"]["detail"]["request"], "Spawn", "{spawned}");
+        assert_eq!(spawned["Error"]["detail"]["field"], "name");
     }
+    assert_eq!(
+        app.request(json!("List"))["Agents"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "only the first terminal"
+    );
+    let longest =
+        app.spawn(json!({"profile": "exec", "command": ["true"], "name": "y".repeat(100)}));
+    assert_eq!(longest["name"], "y".repeat(100));
     let answer = app.request(json!({"Rename": {"target": id, "name": 7}}));
     assert_eq!(code(&answer), "bad_request", "{answer}");
     let answer = app.request(json!({"Rename": {"name": "x"}}));

@@ -39,20 +39,29 @@ impl Call for Rename {
     type Answer = AgentRecord;
 
     fn validate(&self) -> Result<(), ApiError> {
-        let Some(name) = &self.name else {
-            return Ok(());
-        };
-        if name.trim().is_empty() {
-            return Err(
-                Self::KIND.invalid("name", "a name cannot be blank (null takes the name away)")
-            );
+        match &self.name {
+            Some(name) => check_terminal_name(Self::KIND, name, "null takes the name away"),
+            None => Ok(()),
         }
-        if name.chars().count() > MAX_NAME_CHARS {
-            return Err(Self::KIND.invalid("name", format!("at most {MAX_NAME_CHARS} characters")));
-        }
-        if name.chars().any(char::is_control) {
-            return Err(Self::KIND.invalid("name", "no control characters"));
-        }
-        Ok(())
     }
+}
+
+/// Whether `name` may name a terminal (Rename's, and Spawn's `name`): not
+/// blank, at most [`MAX_NAME_CHARS`] characters, no control characters. A
+/// blank one is refused with `blank_hint` (what to send instead).
+pub fn check_terminal_name(
+    request: RequestKind,
+    name: &str,
+    blank_hint: &str,
+) -> Result<(), ApiError> {
+    if name.trim().is_empty() {
+        return Err(request.invalid("name", format!("a name cannot be blank ({blank_hint})")));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(request.invalid("name", format!("at most {MAX_NAME_CHARS} characters")));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(request.invalid("name", "no control characters"));
+    }
+    Ok(())
 }

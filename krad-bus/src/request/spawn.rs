@@ -35,7 +35,8 @@ pub struct Spawn {
     /// The task, delivered as the profile says (argument, typed, or not at all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
-    /// A name to show.
+    /// A name to show (as Rename's: not blank, at most 100 characters, no
+    /// control characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Give the terminal a lead token (default false).
@@ -77,6 +78,9 @@ impl Call for Spawn {
     }
 
     fn validate(&self) -> Result<(), ApiError> {
+        if let Some(name) = &self.name {
+            super::rename::check_terminal_name(Self::KIND, name, "leave it out for none")?;
+        }
         if let Some(command) = &self.command
             && command.first().is_none_or(|p| p.is_empty())
         {
