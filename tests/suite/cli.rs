@@ -71,6 +71,14 @@ fn usage_errors_exit_2() {
         &[],
     );
     assert_eq!(exit_code(&out), 2);
+    // An ask that does not say what kind of answer it wants.
+    let out = krad_cmd(
+        std::path::Path::new("/nonexistent/api.json"),
+        &["ask", "Which database?"],
+        &[],
+    );
+    assert_eq!(exit_code(&out), 2);
+    assert!(stderr(&out).contains("--option"), "{}", stderr(&out));
 }
 
 #[test]

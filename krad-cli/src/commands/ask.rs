@@ -9,8 +9,11 @@ use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::{Exit, Failure};
 use crate::print;
 
-/// Arguments of `krad ask`.
+/// Arguments of `krad ask`. What kind of answer is wanted is always said:
+/// options, a text, fields or a permission.
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("kind").required(true).multiple(true)
+    .args(["options", "text", "fields", "permission"])))]
 #[command(after_help = "\
 Run inside a krad terminal: the terminal asks about itself, shows `asking` until the ask \
 is decided (krad asks, krad answer, the page, the phone), and the answer is printed on \
