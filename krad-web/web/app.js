@@ -147,11 +147,11 @@ function renderBoard() {
   put(body, ...rows.map((a) => el("tr", {
       class: a.state === "asking" ? "needs-you" : "", dataset: { terminal: a.terminal, state: a.state } },
     el("td", {}, a.terminal),
-    el("td", {}, a.name || a.profile),
+    el("td", { class: "name", title: a.name || a.profile }, a.name || a.profile),
     el("td", { class: `state state-${a.state}` }, a.state, a.exit_code != null ? ` (${a.exit_code})` : ""),
     el("td", {}, a.state_source),
     el("td", { title: a.state_since }, since(a.state_since)),
-    el("td", {}, a.queue_place ? `[queue #${a.queue_place}] ` : "", a.message || a.title || ""),
+    el("td", { class: "message" }, a.queue_place ? `[queue #${a.queue_place}] ` : "", a.message || a.title || ""),
     el("td", {}, a.environment),
     el("td", {}, a.host || "here"),
     el("td", {},

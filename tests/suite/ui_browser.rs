@@ -249,6 +249,45 @@ fn median(mut ms: Vec<f64>) -> f64 {
     ms[ms.len() / 2]
 }
 
+/// The longest name a Spawn takes (100 characters, no space) and a message of
+/// 400 without a space keep the board in the window: the name is cut, whole
+/// in its title, the message wraps, and the state column still shows.
+#[test]
+fn a_long_name_and_message_keep_the_board_in_the_window() {
+    let app = App::start();
+    let name = "n".repeat(100);
+    let script = format!("krad report idle --message {}; sleep 60", "m".repeat(400));
+    let id = app.spawn(json!({"profile": "exec", "name": name, "command": ["sh", "-c", script]}))
+        ["terminal"]
+        .as_u64()
+        .unwrap();
+    let mut browser = Chromium::start();
+    log_in(&mut browser, &app);
+    browser.until(&format!("{}.dataset.state === 'idle'", row(id)), LONG);
+    browser.until(
+        &format!(
+            "{}.querySelector('td.message').innerText.includes('mmmm')",
+            row(id)
+        ),
+        LONG,
+    );
+    let fits = browser.eval(&format!(
+        "(() => {{ const r = {}; const state = r.querySelector('td.state').getBoundingClientRect(); \
+         return {{ page: document.documentElement.scrollWidth, window: window.innerWidth, \
+         state: state.right, title: r.querySelector('td.name').title }}; }})()",
+        row(id)
+    ));
+    assert!(
+        fits["page"].as_f64() <= fits["window"].as_f64(),
+        "the board is wider than the window: {fits}"
+    );
+    assert!(
+        fits["state"].as_f64() <= fits["window"].as_f64(),
+        "the state column is off the window: {fits}"
+    );
+    assert_eq!(fits["title"], name);
+}
+
 #[test]
 #[ignore = "a measurement for docs/PERFORMANCE.md, not a test: run it by name with --ignored"]
 fn measure_board_first_paint_and_keystroke_round_trip() {
