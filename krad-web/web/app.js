@@ -186,9 +186,20 @@ async function loadAsks() {
   }
 }
 function renderAsks(asks) {
-  $("#ask-count").textContent = asks.length ? `(${asks.length})` : "";
-  $("#no-asks").hidden = asks.length > 0;
-  put($("#ask-cards"), ...asks.map((a) => {
+  // An agent may be asking with no open ask to answer here: a hook or a screen
+  // said so (a question in its own dialog). Its card says where to answer.
+  const withAsk = new Set(asks.map((a) => a.terminal));
+  const inTerminal = [...agents.values()].filter((a) => a.state === "asking" && !withAsk.has(a.terminal));
+  const count = asks.length + inTerminal.length;
+  $("#ask-count").textContent = count ? `(${count})` : "";
+  $("#no-asks").hidden = count > 0;
+  put($("#ask-cards"), ...inTerminal.map((agent) => el("div", { class: "card asking", dataset: { terminal: agent.terminal } },
+    el("strong", {}, agent.message || "it is asking"),
+    el("div", { class: "quiet" }, `${label(agent)} · ${agent.environment} · asked in its terminal: answer it there`),
+    el("div", { class: "options" },
+      el("button", { type: "button", class: "primary attach", onclick: () => attach(agent.terminal) }, "terminal"),
+      el("button", { type: "button", class: "send", onclick: () => { $("#send-form").target.value = agent.terminal; location.hash = "#forms"; } }, "send")),
+  )), ...asks.map((a) => {
     const agent = agents.get(a.terminal);
     const text = el("textarea", { rows: 2, placeholder: "or answer in words" });
     const answer = async (value) => {

@@ -251,7 +251,8 @@ fn median(mut ms: Vec<f64>) -> f64 {
 
 /// The longest name a Spawn takes (100 characters, no space) and a message of
 /// 400 without a space keep the board in the window: the name is cut, whole
-/// in its title, the message wraps, and the state column still shows.
+/// in its title, the message wraps, and the state column still shows. An
+/// agent asking with no Ask open has a card saying to answer in its terminal.
 #[test]
 fn a_long_name_and_message_keep_the_board_in_the_window() {
     let app = App::start();
@@ -286,6 +287,23 @@ fn a_long_name_and_message_keep_the_board_in_the_window() {
         "the state column is off the window: {fits}"
     );
     assert_eq!(fits["title"], name);
+
+    // An agent asking in its own terminal (a report, no Ask to answer here)
+    // has a card that says so, and "No agent is asking" is not shown.
+    let asking = app.spawn_sh("krad report asking --message 'May I run the migrations?'; sleep 60");
+    let card = format!(".card.asking[data-terminal=\"{asking}\"]");
+    browser.until(
+        &format!(
+            "document.querySelector('{card}')?.innerText.includes('May I run the migrations?')"
+        ),
+        LONG,
+    );
+    assert_eq!(
+        browser.eval("document.querySelector('#no-asks').hidden"),
+        true
+    );
+    app.request(json!({"Close": {"target": asking}}));
+    browser.until("document.querySelector('#no-asks').hidden === false", LONG);
 }
 
 #[test]
