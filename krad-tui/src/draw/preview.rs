@@ -278,7 +278,15 @@ fn asks(frame: &mut Frame<'_>, area: Rect, state: &State, palette: &Palette) {
         (Some(_), Some(Ok(asks))) => asks,
     };
     if asks.is_empty() {
-        return note(frame, area, "No open ask.", palette);
+        let asking = state
+            .selected_agent()
+            .is_some_and(|a| a.state == krad_bus::protocol::AgentState::Asking);
+        let text = if asking {
+            "No open ask here: it asks in its own terminal (⏎ attaches to answer it there)."
+        } else {
+            "No open ask."
+        };
+        return note(frame, area, text, palette);
     }
     let mut lines = Vec::new();
     for (i, ask) in asks.iter().enumerate() {

@@ -407,17 +407,32 @@ impl State {
         };
         let id = agent.terminal;
         let asking = agent.state == AgentState::Asking;
-        let first = match &self.asks.asks {
-            Some(Ok(asks)) if self.asks.terminal == Some(id) => asks.first().cloned(),
+        let read = match &self.asks.asks {
+            Some(Ok(asks)) if self.asks.terminal == Some(id) => Some(asks.first().cloned()),
             _ => None,
         };
-        match first {
-            Some(ask) => {
+        match read {
+            Some(Some(ask)) => {
                 self.mode = match Form::answer(&ask) {
                     Some(form) => Mode::Form(form),
                     None => Mode::Choose(ask),
                 };
                 Vec::new()
+            }
+            // Read, and none open: an agent asking asks in its own dialog
+            // (read again all the same, in case an ask opened since).
+            Some(None) => {
+                self.tab = Tab::Asks;
+                if asking {
+                    self.say(
+                        "no open ask here: it asks in its own terminal — ⏎ attaches to answer there"
+                            .to_owned(),
+                    );
+                    vec![Effect::Call(Action::Asks(id))]
+                } else {
+                    self.say("no open ask for this agent".to_owned());
+                    Vec::new()
+                }
             }
             None => {
                 // Show the asks tab; once read, `a` again answers.
@@ -469,6 +484,35 @@ mod tests {
         press(&mut state, KeyCode::Down);
         assert_eq!(press(&mut state, KeyCode::Enter), [Effect::Attach(1)]);
         assert_eq!(press(&mut state, KeyCode::Char('q')), [Effect::Quit]);
+    }
+
+    #[test]
+    fn an_agent_asking_in_its_own_dialog_is_said_so() {
+        let mut state = State::new(true);
+        state.snapshot(SnapshotInfo {
+            rev: 1,
+            agents: vec![record(json!({"terminal":1,"state":"asking"}))],
+            removed: Vec::new(),
+            fresh: true,
+        });
+        let effects = press(&mut state, KeyCode::Char('a'));
+        assert_eq!(effects, [Effect::Call(Action::Asks(1))]);
+        state.done(
+            &Action::Asks(1),
+            Ok(super::super::Outcome::Asks(1, Vec::new())),
+        );
+        // Read and none open: `a` says where to answer (and reads them again).
+        assert_eq!(
+            press(&mut state, KeyCode::Char('a')),
+            [Effect::Call(Action::Asks(1))]
+        );
+        let said = state
+            .flash
+            .as_ref()
+            .map(|f| f.text.clone())
+            .unwrap_or_default();
+        assert!(said.contains("its own terminal"), "{said}");
+        assert_eq!(state.mode, Mode::List);
     }
 
     #[test]
