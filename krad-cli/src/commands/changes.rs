@@ -10,7 +10,6 @@ use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
 use crate::render;
-use crate::render::counted;
 
 /// Arguments of `krad changes`.
 #[derive(Debug, clap::Args)]
@@ -106,9 +105,9 @@ fn diffstat(changes: &ChangesInfo) -> Vec<String> {
     // git's own summary line.
     lines.push(format!(
         " {} changed, {}(+), {}(-)",
-        counted(files.len(), "file"),
-        counted(added as usize, "insertion"),
-        counted(removed as usize, "deletion"),
+        render::counted(files.len(), "file"),
+        render::counted(added as usize, "insertion"),
+        render::counted(removed as usize, "deletion"),
     ));
     lines
 }
