@@ -194,6 +194,13 @@ fn spawn_errors_are_clear() {
         let answer = app.request(json!({"Spawn": fields}));
         assert_eq!(code(&answer), expected, "{fields} → {answer}");
     }
+    // The exec profile without a command says how the CLI gives one.
+    let answer = app.request(json!({"Spawn": {"profile": "exec"}}));
+    let message = answer["Error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("krad spawn --profile exec -- CMD"),
+        "{answer}"
+    );
     // Failed spawns leave nothing behind.
     assert_eq!(app.request(json!("List"))["Agents"], json!([]));
 }
