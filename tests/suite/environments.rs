@@ -471,6 +471,35 @@ fn run_variants_starts_n_agents_from_one_base_and_merge_picks_one() {
 }
 
 #[test]
+fn run_variants_refuses_bad_fields_and_makes_nothing() {
+    let app = app_with_commit(None);
+    let base = json!({"count": 2, "profile": "exec", "command": ["true"], "prompt": "x"});
+    let with = |key: &str, value: Value| {
+        let mut fields = base.clone();
+        fields[key] = value;
+        fields
+    };
+    let cases = [
+        (with("count", json!(0)), "invalid", "count"),
+        (with("count", json!(17)), "invalid", "count"),
+        (with("prompt", json!("")), "invalid", "prompt"),
+        (with("prompt", json!(" \n\t")), "invalid", "prompt"),
+        (with("name", json!("../escape")), "invalid", "name"),
+        (with("name", json!("n".repeat(61))), "invalid", "name"),
+        (with("command", json!([""])), "invalid", "command"),
+        (with("count", json!("two")), "bad_request", "count"),
+    ];
+    for (fields, expected, field) in cases {
+        let answer = app.request(json!({"RunVariants": fields}));
+        assert_eq!(code(&answer), expected, "{fields} → {answer}");
+        assert_eq!(answer["Error"]["detail"]["field"], field, "{answer}");
+    }
+    assert_eq!(environments(&app).len(), 1, "only main");
+    let listed = app.request(json!("List"));
+    assert_eq!(listed["Agents"].as_array().map(Vec::len), Some(0), "{listed}");
+}
+
+#[test]
 fn squash_lands_one_commit_and_branch_keeps_the_branch_only() {
     let app = app_with_commit(None);
     run_three(&app, "sq");

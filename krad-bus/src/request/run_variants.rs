@@ -22,7 +22,7 @@ pub const MAX_COUNT: u32 = 16;
 pub struct RunVariants {
     /// How many (1–16).
     pub count: u32,
-    /// The task, the same for each.
+    /// The task, the same for each; not blank.
     pub prompt: String,
     /// The profile (default: the config's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,6 +73,12 @@ impl Call for RunVariants {
             return Err(
                 Self::KIND.invalid("count", format!("1 to {MAX_COUNT}, not {}", self.count))
             );
+        }
+        if self.prompt.trim().is_empty() {
+            return Err(Self::KIND.invalid(
+                "prompt",
+                "the task for every variant: it must not be blank",
+            ));
         }
         if let Some(name) = &self.name {
             check_name(Self::KIND, "name", name)?;
