@@ -224,9 +224,14 @@ impl Limits {
         (waiting > 0).then(|| {
             busy(
                 format!(
-                    "{waiting} request(s) wait in the queue for room under [limits]: this one \
-                     may not go before them; send it with queue (--queue) to wait in line, or \
-                     try again later"
+                    "{} in the queue for room under [limits]: this one may not go before {}; \
+                     send it with queue (--queue) to wait in line, or try again later",
+                    if waiting == 1 {
+                        "1 request waits".to_string()
+                    } else {
+                        format!("{waiting} requests wait")
+                    },
+                    if waiting == 1 { "it" } else { "them" },
                 ),
                 json!({"limit": "queue", "queued": waiting}),
             )

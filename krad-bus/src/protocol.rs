@@ -52,7 +52,29 @@ pub const MAX_LINE: usize = 64 * 1024;
 /// The longest response line; anything that could exceed it is cut and marked `truncated`.
 pub const MAX_RESPONSE: usize = 8 * 1024 * 1024;
 
+/// A count and its noun, as messages say it: `1 file`, `3 files`, `0 files`
+/// (the noun's plural is the noun and an `s`).
+pub fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// The message of `unsupported_api_version`, exactly as the seed spells it.
 pub fn unsupported_version_message(asked: &serde_json::Number) -> String {
     format!("This app serves the agents API v{API_VERSION}, not v{asked}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counted;
+
+    #[test]
+    fn a_count_takes_its_plural_unless_it_is_one() {
+        assert_eq!(counted(1, "file"), "1 file");
+        assert_eq!(counted(0, "file"), "0 files");
+        assert_eq!(counted(3, "insertion"), "3 insertions");
+    }
 }

@@ -5,6 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use krad_bus::protocol::AgentRecord;
+pub use krad_bus::protocol::counted;
 
 /// How long the agent has been in its state (`12s`, `3m`, `5h`, `2d`; `?`
 /// when the app's timestamp cannot be read).
@@ -90,13 +91,6 @@ pub fn bytes_in(bytes: u64, units: [&str; 6], gap: &str) -> String {
 
 /// `n` and its noun, plural when it is not 1: `1 file`, `3 files`, `0 files`
 /// (every noun krad counts takes an `s`).
-pub fn counted(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
-}
 
 /// Each of `names`, a variant's checks, with its outcome: `test passed`,
 /// `lint failed(1)`, `-` for a check that never ran there.
@@ -205,13 +199,6 @@ mod tests {
     }
 
     /// How it ended is said once: not `code 3 — exited with code 3`.
-    #[test]
-    fn a_count_takes_its_plural_unless_it_is_one() {
-        assert_eq!(counted(1, "file"), "1 file");
-        assert_eq!(counted(0, "file"), "0 files");
-        assert_eq!(counted(3, "insertion"), "3 insertions");
-    }
-
     #[test]
     fn how_it_ended_is_said_once() {
         use crate::test_support::record;

@@ -279,7 +279,7 @@ fn gc_keeps_a_worktree_with_a_live_terminal_or_a_process_inside_and_says_which()
     let human = app.krad(&["gc", "--older-than", "0s"]);
     let text = stdout(&human);
     assert!(text.contains(&format!("pid {pid}")), "{text}");
-    assert!(text.contains("live terminal"), "{text}");
+    assert!(text.contains("it has 1 live terminal: "), "{text}");
 
     // Once nothing uses them, they go.
     drop(sitter);

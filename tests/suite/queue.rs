@@ -113,6 +113,8 @@ fn queued_spawns_wait_in_order_start_as_room_frees_and_close_takes_one_out() {
     assert_eq!(code(&refused), "busy", "{refused}");
     assert_eq!(refused["Error"]["detail"]["limit"], "queue", "{refused}");
     assert_eq!(refused["Error"]["detail"]["queued"], 4, "{refused}");
+    let said = refused["Error"]["message"].as_str().unwrap();
+    assert!(said.starts_with("4 requests wait in the queue"), "{said}");
     // `krad ls` shows each queued agent with its place.
     let ls = app.krad_ok(&["ls"]);
     for (name, place) in [("a", 1), ("b", 2), ("c", 3)] {

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 
 use krad_bus::protocol::{
     AgentState, ApiError, CollectAction, CollectedEnvironment, CollectedInfo, KeptBecause,
-    LiveTerminal, ProcessInside,
+    LiveTerminal, ProcessInside, counted,
 };
 use krad_bus::request::collect_environments::CollectEnvironments;
 use krad_bus::server::CallContext;
@@ -221,9 +221,10 @@ fn kept_as(
                 })
                 .collect();
             entry.reason = format!(
-                "it has {} live terminal(s): {}; close them first (krad close ID)",
-                terminals.len(),
-                named.join(", ")
+                "it has {}: {}; close {} first (krad close ID)",
+                counted(terminals.len(), "live terminal"),
+                named.join(", "),
+                if terminals.len() == 1 { "it" } else { "them" },
             );
             entry.terminals = terminals;
         }

@@ -15,9 +15,12 @@ pub(crate) async fn merged_by_content(root: &Git, tip: &str, target: &str) -> Op
     let target_ids = patch_ids(root, &["log", "-p", "--no-merges", theirs.as_str()]).await?;
     let ours = patch_ids(root, &["log", "-p", "--no-merges", range.as_str()]).await?;
     if !ours.is_empty() && ours.iter().all(|id| target_ids.contains(id)) {
+        let commits = match ours.len() {
+            1 => "its commit is".to_string(),
+            n => format!("its {n} commits are"),
+        };
         return Some(format!(
-            "its {} commit(s) are in {target} by patch-id (cherry-picked or rebased)",
-            ours.len()
+            "{commits} in {target} by patch-id (cherry-picked or rebased)"
         ));
     }
     let whole = patch_ids(root, &["diff", "--binary", base.as_str(), tip]).await?;

@@ -5,7 +5,7 @@
 //! always recorded under `refs/krad/archive/<name>` first, then its worktree and
 //! branch are removed.
 
-use krad_bus::protocol::{AgentState, ApiError, ErrorCode};
+use krad_bus::protocol::{AgentState, ApiError, ErrorCode, counted};
 use serde_json::json;
 
 use super::Environments;
@@ -182,9 +182,10 @@ async fn refuse_unique_work(
     if !dirty.is_empty() || unmerged > 0 {
         return Err(conflict(
             format!(
-                "environment {name:?} has work that exists nowhere else ({} uncommitted file(s), {unmerged} unmerged commit(s)); \
+                "environment {name:?} has work that exists nowhere else ({}, {}); \
                  merge it, or close with force (it is archived under refs/krad/archive/ first)",
-                dirty.len()
+                counted(dirty.len(), "uncommitted file"),
+                counted(unmerged as usize, "unmerged commit"),
             ),
             json!({ "environment": name, "files": dirty, "commits": unmerged }),
         ));

@@ -438,7 +438,7 @@ pub struct ProcessInside {
 /// # Format
 ///
 /// ```json
-/// {"name":"spike","action":"kept","kept":"live_terminals","reason":"it has 1 live terminal(s): 7 (claude); close them first",
+/// {"name":"spike","action":"kept","kept":"live_terminals","reason":"it has 1 live terminal: 7 (claude); close it first",
 ///  "terminals":[{"terminal":7,"name":"fixer","profile":"claude"}],"bytes":1048576}
 /// {"name":"done","action":"removed","reason":"merged: its changes are in HEAD as one commit by patch-id (squash-merged)",
 ///  "archive":"refs/krad/archive/done","bytes":52428800}

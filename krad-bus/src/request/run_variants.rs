@@ -75,10 +75,9 @@ impl Call for RunVariants {
             );
         }
         if self.prompt.trim().is_empty() {
-            return Err(Self::KIND.invalid(
-                "prompt",
-                "the task for every variant: it must not be blank",
-            ));
+            return Err(
+                Self::KIND.invalid("prompt", "the task for every variant: it must not be blank")
+            );
         }
         if let Some(name) = &self.name {
             check_name(Self::KIND, "name", name)?;
