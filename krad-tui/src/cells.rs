@@ -89,9 +89,6 @@ pub fn bytes_in(bytes: u64, units: [&str; 6], gap: &str) -> String {
     format!("{value:.1}{gap}{}", units[unit])
 }
 
-/// `n` and its noun, plural when it is not 1: `1 file`, `3 files`, `0 files`
-/// (every noun krad counts takes an `s`).
-
 /// Each of `names`, a variant's checks, with its outcome: `test passed`,
 /// `lint failed(1)`, `-` for a check that never ran there.
 pub fn check_outcomes(variant: &krad_bus::protocol::VariantScore, names: &[String]) -> Vec<String> {

@@ -251,7 +251,10 @@ fn close_refuses_work_that_exists_nowhere_else_and_archives_with_force() {
     assert_eq!(code(&refused), "conflict", "{refused}");
     assert_eq!(refused["Error"]["detail"]["commits"], 1);
     let said = refused["Error"]["message"].as_str().unwrap();
-    assert!(said.contains("(1 uncommitted file, 1 unmerged commit)"), "{said}");
+    assert!(
+        said.contains("(1 uncommitted file, 1 unmerged commit)"),
+        "{said}"
+    );
     assert!(
         path.join("uncommitted.txt").exists(),
         "nothing may change on a refusal"
@@ -380,7 +383,10 @@ fn work_squash_merged_or_cherry_picked_is_merged_by_content_and_closes_without_f
     assert!(!squashed.exists() && !picked.exists());
     let log = app.log();
     assert!(log.contains("squash-merged"), "{log}");
-    assert!(log.contains("its commit is in HEAD by patch-id (cherry-picked"), "{log}");
+    assert!(
+        log.contains("its commit is in HEAD by patch-id (cherry-picked"),
+        "{log}"
+    );
     let refused = app.request(json!({"Close": {"environment": "open"}}));
     assert_eq!(code(&refused), "conflict", "{refused}");
     assert_eq!(refused["Error"]["detail"]["commits"], 1);
