@@ -286,6 +286,46 @@ fn three_apps_in_three_repositories_are_each_found_from_their_own_folders() {
     let text = stdout(&krad_in(outside, home.path(), &["apps"]));
     assert!(text.starts_with("REPOSITORY"), "{text}");
 
+    // Two apps that do not answer (stopped, their sockets still accepting)
+    // are `?`, asked at once and for two seconds each: not for List's whole
+    // deadline (10 s) one after the other.
+    let signal = |sig: &str, pid: u32| {
+        let status = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {sig} {pid}");
+    };
+    signal("-STOP", pid(1));
+    signal("-STOP", pid(2));
+    let asked = Instant::now();
+    let out = krad_in(outside, home.path(), &["apps", "--json"]);
+    let took = asked.elapsed();
+    signal("-CONT", pid(1));
+    signal("-CONT", pid(2));
+    let listed = json_of(&out);
+    let counts: Vec<(&Value, &Value)> = listed["Apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (&a["agents"], &a["asking"]))
+        .collect();
+    let one = Value::from(1);
+    let zero = Value::from(0);
+    assert_eq!(
+        counts,
+        [
+            (&one, &zero),
+            (&Value::Null, &Value::Null),
+            (&Value::Null, &Value::Null)
+        ],
+        "{listed}"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "two silent apps held `krad apps` for {took:?}"
+    );
+
     // The second app dies: gone from `krad apps`, and its entry removed.
     let killed = apps[1].take().unwrap();
     let killed_pid = killed.pid;

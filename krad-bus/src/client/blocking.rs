@@ -55,6 +55,18 @@ impl Client {
         wire::typed_answer::<R>(raw)
     }
 
+    /// Sends one request and decodes its typed answer, waiting `wait` at most
+    /// whatever the request's deadline: a glance that must not hang on an app
+    /// that does not answer (`krad apps`).
+    pub fn call_within<R: Call>(
+        &self,
+        request: R,
+        wait: Duration,
+    ) -> Result<Answered<R::Answer>, ClientError> {
+        let raw = self.call_value(&wire::request_value(request), None, wait)?;
+        wire::typed_answer::<R>(raw)
+    }
+
     /// The envelope line (`\n` included) this client sends for `request`: for
     /// a load generator that sends the same line many times (krad-bench).
     pub fn request_line<R: Call>(

@@ -64,10 +64,10 @@ pub(crate) fn run(_args: AppsArgs, json: bool) -> anyhow::Result<Exit> {
         .ok()
         .and_then(|path| api_json::read(&path).ok())
         .map(|found| found.pid);
-    let shown: Vec<Shown> = registry::live()
+    let shown: Vec<Shown> = live_with_agents()
         .into_iter()
-        .map(|entry| {
-            let (agents, asking) = agents_of(&entry).unzip();
+        .map(|(entry, counted)| {
+            let (agents, asking) = counted.unzip();
             Shown {
                 default: default_pid == Some(entry.pid),
                 root: entry.root,
@@ -90,13 +90,31 @@ pub(crate) fn run(_args: AppsArgs, json: bool) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
+/// The apps running on this machine, each with its agents and how many of
+/// them are asking (`agents_of`). The apps are asked all at once, so that one
+/// that does not answer costs its two seconds once, not once per app after it.
+pub(crate) fn live_with_agents() -> Vec<(registry::Entry, Option<(usize, usize)>)> {
+    let entries = registry::live();
+    let counts: Vec<Option<(usize, usize)>> = std::thread::scope(|scope| {
+        let asked: Vec<_> = entries
+            .iter()
+            .map(|entry| scope.spawn(move || agents_of(entry)))
+            .collect();
+        asked
+            .into_iter()
+            .map(|asking| asking.join().ok().flatten())
+            .collect()
+    });
+    entries.into_iter().zip(counts).collect()
+}
+
 /// How many agents the app hosts and how many of them are asking, if it
 /// answers List in time.
-pub(crate) fn agents_of(entry: &registry::Entry) -> Option<(usize, usize)> {
+fn agents_of(entry: &registry::Entry) -> Option<(usize, usize)> {
     let found = discovery::live(&entry.git_dir).filter(|f| f.pid == entry.pid)?;
     let client = Client::new(&found.endpoint, found.token, Caller::Client).ok()?;
     let answered = client
-        .call(List { environment: None }, None, Duration::from_secs(2))
+        .call_within(List { environment: None }, Duration::from_secs(2))
         .ok()?;
     let agents = answered.answer.ok()?;
     let asking = agents

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use krad_bus::client::Client;
 use krad_bus::protocol::Caller;
 
-use crate::apps::{discovery, registry};
+use crate::apps::discovery;
 use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::{Exit, Failure};
 
@@ -60,10 +60,9 @@ pub(crate) fn run(args: TuiArgs, connect: &ConnectArgs) -> anyhow::Result<Exit> 
 /// agents, and how to reach it — its repository's discovery file, read
 /// again at each connection, so that a restarted app is found.
 fn running_apps() -> Vec<krad_tui::ListedApp> {
-    registry::live()
+    super::apps::live_with_agents()
         .into_iter()
-        .map(|entry| {
-            let agents = super::apps::agents_of(&entry);
+        .map(|(entry, agents)| {
             let (git_dir, root) = (entry.git_dir, entry.root.clone());
             let connect: krad_tui::Connect = Arc::new(move || {
                 let found = discovery::live(&git_dir)
