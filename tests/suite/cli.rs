@@ -79,6 +79,18 @@ fn usage_errors_exit_2() {
     );
     assert_eq!(exit_code(&out), 2);
     assert!(stderr(&out).contains("--option"), "{}", stderr(&out));
+    // The usage shows the arguments in the order they are taken.
+    let out = krad_cmd(
+        std::path::Path::new("/nonexistent/api.json"),
+        &["rename"],
+        &[],
+    );
+    assert_eq!(exit_code(&out), 2);
+    assert!(
+        stderr(&out).contains("krad rename [OPTIONS] <TARGET> <NAME|--clear>"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

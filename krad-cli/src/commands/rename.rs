@@ -12,6 +12,7 @@ use crate::render;
 #[derive(Debug, clap::Args)]
 #[command(
     group(ArgGroup::new("new").required(true).args(["name", "clear"])),
+    override_usage = "krad rename [OPTIONS] <TARGET> <NAME|--clear>",
     after_help = "\
 The name shows in `krad ls`, `krad watch` and as the pane's title on the phone. A plain \
 terminal may rename itself and the terminals it spawned.
