@@ -213,6 +213,28 @@ fn serve_outside_a_git_repository_is_a_clear_error() {
         stderr(&out)
     );
     assert!(!dir.path().join("api.json").exists());
+    // A bare repository is named as one, with what to do instead.
+    let bare = dir.path().join("bare.git");
+    let made = std::process::Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = std::process::Command::new(KRAD)
+        .args(["serve", "--root"])
+        .arg(&bare)
+        .env("KRAD_ADE_API_JSON", dir.path().join("api.json"))
+        .output()
+        .unwrap();
+    assert_eq!(exit_code(&out), 1);
+    assert!(
+        stderr(&out).contains("is a git directory with no work tree")
+            && stderr(&out).contains("git worktree add"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!bare.join("krad").exists() && !dir.path().join("api.json").exists());
 }
 
 #[test]

@@ -86,6 +86,29 @@ fn create_worktree_failures_are_clear_and_change_nothing() {
 }
 
 #[test]
+fn a_repository_with_no_commit_says_so_where_a_commit_is_needed() {
+    let app = App::start();
+    let said = |request: Value| {
+        let answer = app.request(request);
+        assert_eq!(code(&answer), "conflict", "{answer}");
+        answer["Error"]["message"].as_str().unwrap().to_owned()
+    };
+    assert!(said(json!({"CreateWorktree": {"name": "a"}})).contains("no commit yet"));
+    assert!(said(json!({"Changes": {"environment": "main"}})).contains("no commit yet"));
+    let variants =
+        json!({"RunVariants": {"count": 2, "prompt": "x", "profile": "exec", "command": ["true"]}});
+    assert!(said(variants).contains("no commit yet"));
+    // Conflicts compares nothing, and says why in words, not git's.
+    let answer = app.request(json!("Conflicts"));
+    let main = environment(&answer["Conflicts"], "main");
+    assert_eq!(
+        main["error"], "no commit yet: commit something first",
+        "{answer}"
+    );
+    assert_eq!(environments(&app).len(), 1, "only main");
+}
+
+#[test]
 fn a_worktree_from_an_environment_or_a_ref() {
     let app = app_with_commit(None);
     let first = create(&app, "first");

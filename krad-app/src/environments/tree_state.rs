@@ -81,7 +81,7 @@ const KEPT_INDEX: &str = "krad-snapshot-index";
 /// Snapshots the environment `git` runs in.
 pub(crate) async fn snapshot(git: &Git) -> Result<TreeState, ApiError> {
     let name = format!("krad-index-{}-{}", std::process::id(), unique());
-    let facts = git
+    let asked = git
         .text(&[
             "rev-parse",
             "HEAD",
@@ -94,7 +94,18 @@ pub(crate) async fn snapshot(git: &Git) -> Result<TreeState, ApiError> {
             "--git-path",
             name.as_str(),
         ])
-        .await?;
+        .await;
+    let facts = match asked {
+        Ok(facts) => facts,
+        // Asked only once it failed, so that a snapshot costs no more git.
+        Err(_) if git.commit_of("HEAD").await.is_ok_and(|c| c.is_none()) => {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                "no commit yet: commit something first",
+            ));
+        }
+        Err(error) => return Err(error.into()),
+    };
     let mut lines = facts.lines().map(PathBuf::from);
     let (Some(head), Some(head_tree), Some(index), Some(kept), Some(temporary)) = (
         lines.next(),

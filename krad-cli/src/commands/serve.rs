@@ -577,6 +577,18 @@ fn repository_root(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
             )
         })?;
     if !out.status.success() {
+        if inside_git_dir(&dir) {
+            return Err(Failure::new(
+                Exit::Failure,
+                format!(
+                    "{} is a git directory with no work tree (a bare repository, or inside \
+                     .git): agents work in files; run `krad serve` in a checkout of it (`git \
+                     clone` or `git worktree add` makes one) or pass --root PATH",
+                    dir.display()
+                ),
+            )
+            .into());
+        }
         let reason = String::from_utf8_lossy(&out.stderr).trim().to_owned();
         return Err(Failure::new(
             Exit::Failure,
@@ -591,6 +603,16 @@ fn repository_root(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
     let top =
         String::from_utf8(out.stdout).context("git printed a repository path that is not UTF-8")?;
     Ok(PathBuf::from(top.trim_end_matches(['\n', '\r'])))
+}
+
+/// Whether `dir` is in a git directory itself: a bare repository, or a `.git`.
+fn inside_git_dir(dir: &Path) -> bool {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "--is-inside-git-dir"])
+        .output()
+        .is_ok_and(|out| out.status.success() && out.stdout.starts_with(b"true"))
 }
 
 /// The repository's shared git directory (the same for all its worktrees),
