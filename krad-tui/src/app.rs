@@ -17,6 +17,7 @@ use ratatui::layout::Rect;
 use crate::attach::{self, Ending};
 use crate::bus::{Bus, Connect};
 use crate::draw;
+use crate::elsewhere;
 use crate::event::{BusEvent, Event, PreviewEvent};
 use crate::input::Input;
 use crate::signals;
@@ -33,7 +34,10 @@ pub(crate) fn run(connect: Connect, options: Options) -> Result<(), Error> {
         let _guard = TerminalGuard::enter()?;
         let input = Input::start(tx.clone())?;
         let tx_apps = tx.clone();
-        let bus = Bus::start(connect, tx)?;
+        let bus = Bus::start(connect, tx.clone())?;
+        if let Some(count) = options.asking_elsewhere {
+            elsewhere::start(count, bus.here(), tx)?;
+        }
         let mut terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
         terminal.clear()?;
         let mut ui = Ui {
@@ -203,6 +207,13 @@ impl Ui {
                 state.apps_listed(Ok(rows));
                 Vec::new()
             }
+            Event::AskingElsewhere { endpoint, asking } => {
+                let here = self.bus.client().map(|c| c.endpoint().to_string());
+                if here.as_deref() == Some(endpoint.as_str()) {
+                    state.asking_elsewhere = asking;
+                }
+                Vec::new()
+            }
             Event::Preview(generation, event) => {
                 let preview = &mut state.preview;
                 match event {
@@ -237,6 +248,8 @@ impl Ui {
             Effect::SwitchApp(index) => {
                 if let Some(app) = self.listed.get(index) {
                     self.bus.switch(app.connect.clone());
+                    // Counted again for the new app within a few seconds.
+                    self.state.asking_elsewhere = 0;
                 }
             }
         }

@@ -78,6 +78,18 @@ impl Bus {
         lock(&self.current).client.clone()
     }
 
+    /// Says, whenever asked from any thread, the bus of the app the screen is
+    /// on (none while it is not reached).
+    pub(crate) fn here(&self) -> impl Fn() -> Option<String> + Send + 'static {
+        let current = Arc::clone(&self.current);
+        move || {
+            lock(&current)
+                .client
+                .as_ref()
+                .map(|c| c.endpoint().to_string())
+        }
+    }
+
     /// Which app the screen is on: events and answers of an earlier one are
     /// stale.
     pub(crate) fn generation(&self) -> u64 {

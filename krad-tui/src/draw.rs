@@ -81,12 +81,21 @@ fn header(frame: &mut Frame<'_>, area: Rect, state: &State, palette: &Palette) {
             format!("{} asking", totals.asking),
             palette.asking_count(totals.asking),
         ),
+    ];
+    if state.asking_elsewhere > 0 {
+        spans.push(Span::raw(" · "));
+        spans.push(Span::styled(
+            format!("{} asking in other apps (A)", state.asking_elsewhere),
+            palette.asking_count(state.asking_elsewhere),
+        ));
+    }
+    spans.extend([
         Span::raw(" · "),
         Span::styled(format!("{} working", totals.working), palette.working),
         Span::raw(" · "),
         Span::raw(format!("${:.2}", totals.cost_usd)),
         Span::raw("  "),
-    ];
+    ]);
     match &state.link {
         Link::Up => {}
         Link::Connecting => spans.push(Span::styled("connecting… ", palette.dim)),

@@ -16,6 +16,7 @@ mod attach;
 mod bus;
 mod cells;
 mod draw;
+mod elsewhere;
 mod event;
 mod input;
 mod signals;
@@ -42,6 +43,9 @@ pub struct Options {
     /// The apps running on this machine, for `A` (switch to another
     /// repository's app); none: `A` says it cannot.
     pub list_apps: Option<ListApps>,
+    /// Counts the agents asking in the other apps on this machine, for the
+    /// header; none: the header tells only of the app on screen.
+    pub asking_elsewhere: Option<AskingElsewhere>,
 }
 
 impl std::fmt::Debug for Options {
@@ -50,6 +54,7 @@ impl std::fmt::Debug for Options {
             .field("detach_key", &self.detach_key)
             .field("color", &self.color)
             .field("list_apps", &self.list_apps.is_some())
+            .field("asking_elsewhere", &self.asking_elsewhere.is_some())
             .finish()
     }
 }
@@ -60,6 +65,7 @@ impl Default for Options {
             detach_key: 0x1c,
             color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
             list_apps: None,
+            asking_elsewhere: None,
         }
     }
 }
@@ -67,6 +73,11 @@ impl Default for Options {
 /// Lists the apps running on this machine (it may take a moment: each is
 /// asked for its agents). Called on a thread of its own.
 pub type ListApps = Arc<dyn Fn() -> Vec<ListedApp> + Send + Sync>;
+
+/// How many agents are asking in the apps running on this machine other than
+/// the one whose bus is the argument (`127.0.0.1:PORT`). Called every few
+/// seconds on a thread of its own.
+pub type AskingElsewhere = Arc<dyn Fn(&str) -> usize + Send + Sync>;
 
 /// One running app, as `A` lists it.
 #[derive(Clone)]

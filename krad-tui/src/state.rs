@@ -249,6 +249,8 @@ pub(crate) struct State {
     pub(crate) flash: Option<Flash>,
     /// Agents that started asking since they were last selected: highlighted.
     pub(crate) alerted: BTreeSet<u64>,
+    /// How many agents are asking in the other apps on this machine.
+    pub(crate) asking_elsewhere: usize,
     /// Whether to use colours (`NO_COLOR` unset).
     pub(crate) color: bool,
     /// The time the cells are drawn at (set by the loop before each draw, so
@@ -280,6 +282,7 @@ impl State {
             mode: Mode::List,
             flash: None,
             alerted: BTreeSet::new(),
+            asking_elsewhere: 0,
             color,
             now: SystemTime::UNIX_EPOCH,
             quitting: false,

@@ -842,6 +842,18 @@ fn a_puts_the_screen_on_another_repository_s_app_and_back() {
             && !s.contains("beta-")
             && header(s).contains("alpha/repo")
     });
+    assert!(!screen.text().contains("other apps"));
+    // An agent asking in beta shows in alpha's header, which says how to get there.
+    let asks = format!("'{KRAD}' report asking -m 'may I?'; sleep 600");
+    let out = krad_in(
+        &repos[1],
+        home.path(),
+        &["spawn", "--profile", "exec", "--", "sh", "-c", &asks],
+    );
+    assert_eq!(exit_code(&out), 0, "{}", stderr(&out));
+    screen.until("beta's ask in alpha's header", |s| {
+        header(s).contains("0 asking · 1 asking in other apps (A)")
+    });
     screen.keys(&["q"]);
     assert_eq!(screen.until_ended(), "0");
 }

@@ -94,7 +94,25 @@ pub(crate) fn run(_args: AppsArgs, json: bool) -> anyhow::Result<Exit> {
 /// them are asking (`agents_of`). The apps are asked all at once, so that one
 /// that does not answer costs its two seconds once, not once per app after it.
 pub(crate) fn live_with_agents() -> Vec<(registry::Entry, Option<(usize, usize)>)> {
-    let entries = registry::live();
+    with_agents(registry::live())
+}
+
+/// How many agents are asking in the running apps but the one whose bus is
+/// `here` (the home screen's header).
+pub(crate) fn asking_elsewhere(here: &str) -> usize {
+    let others = registry::live()
+        .into_iter()
+        .filter(|entry| entry.endpoint != here)
+        .collect();
+    with_agents(others)
+        .into_iter()
+        .filter_map(|(_, counted)| counted.map(|(_, asking)| asking))
+        .sum()
+}
+
+/// Each of `entries` with its agents and how many of them are asking, asked
+/// all at once.
+fn with_agents(entries: Vec<registry::Entry>) -> Vec<(registry::Entry, Option<(usize, usize)>)> {
     let counts: Vec<Option<(usize, usize)>> = std::thread::scope(|scope| {
         let asked: Vec<_> = entries
             .iter()

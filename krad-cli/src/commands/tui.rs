@@ -50,6 +50,7 @@ pub(crate) fn run(args: TuiArgs, connect: &ConnectArgs) -> anyhow::Result<Exit> 
     let options = krad_tui::Options {
         detach_key: args.detach_key,
         list_apps: Some(Arc::new(running_apps)),
+        asking_elsewhere: Some(Arc::new(super::apps::asking_elsewhere)),
         ..krad_tui::Options::default()
     };
     krad_tui::run(find, options).map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;

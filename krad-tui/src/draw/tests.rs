@@ -82,6 +82,25 @@ fn a_narrow_screen_keeps_state_and_message() {
 }
 
 #[test]
+fn agents_asking_in_other_apps_show_in_the_header_only_when_there_are_some() {
+    let mut state = State::showing(vec![record(json!({"terminal":1}))]);
+    let header = |state: &mut State| {
+        screen_text(state, 100, 24)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert!(!header(&mut state).contains("other apps"));
+    state.asking_elsewhere = 2;
+    let text = header(&mut state);
+    assert!(
+        text.contains("0 asking · 2 asking in other apps (A) · 1 working"),
+        "{text}"
+    );
+}
+
+#[test]
 fn the_app_gone_is_said() {
     let mut state = State::showing(vec![record(json!({"terminal":1}))]);
     state.unlinked("connection refused".into());
