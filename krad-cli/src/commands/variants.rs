@@ -308,18 +308,19 @@ pub(crate) fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyh
                 }
                 return Ok(Exit::Success);
             }
-            print::emit(json, &reply, |picked| {
-                let (variant, branch, commit) = (picked.variant, &picked.branch, &picked.commit);
-                print::line(&match &picked.into {
-                    Some(into) => {
-                        format!("picked variant {variant} ({branch}) into {into}, now at {commit}")
-                    }
-                    None => format!("kept variant {variant} as branch {branch} at {commit}"),
-                });
-            });
+            print::emit(json, &reply, |picked| print::line(&picked_line(picked)));
         }
     }
     Ok(Exit::Success)
+}
+
+/// What a pick did, in a line.
+pub(crate) fn picked_line(picked: &PickedInfo) -> String {
+    let (variant, branch, commit) = (picked.variant, &picked.branch, &picked.commit);
+    match &picked.into {
+        Some(into) => format!("picked variant {variant} ({branch}) into {into}, now at {commit}"),
+        None => format!("kept variant {variant} as branch {branch} at {commit}"),
+    }
 }
 
 /// What a dry run says would land.

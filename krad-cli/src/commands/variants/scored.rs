@@ -2,7 +2,7 @@
 //! demand (`check`), a pick by rule (`pick --best`), landing several
 //! (`merge`) and waiting for scores (`wait --scored`).
 
-use krad_bus::protocol::{MergedInfo, PickedInfo, ScoresInfo, VariantScore, Waited};
+use krad_bus::protocol::{MergedInfo, ScoresInfo, VariantScore, Waited};
 use krad_bus::request::check_variants::CheckVariants;
 use krad_bus::request::merge_variants::MergeVariants;
 use krad_bus::request::pick_variant::{How, PickVariant};
@@ -109,16 +109,10 @@ pub(crate) fn pick_best(
         ..request
     };
     let reply = bus.send(pick, request_id)?;
-    print::emit(json, &reply, |picked| print::line(&picked_line(picked)));
+    print::emit(json, &reply, |picked| {
+        print::line(&super::picked_line(picked))
+    });
     Ok(Exit::Success)
-}
-
-fn picked_line(picked: &PickedInfo) -> String {
-    let (variant, branch, commit) = (picked.variant, &picked.branch, &picked.commit);
-    match &picked.into {
-        Some(into) => format!("picked variant {variant} ({branch}) into {into}, now at {commit}"),
-        None => format!("kept variant {variant} as branch {branch} at {commit}"),
-    }
 }
 
 /// `krad variants merge GROUP`.
