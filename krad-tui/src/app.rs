@@ -207,11 +207,10 @@ impl Ui {
                 state.apps_listed(Ok(rows));
                 Vec::new()
             }
-            Event::AskingElsewhere { endpoint, asking } => {
-                let here = self.bus.client().map(|c| c.endpoint().to_string());
-                if here.as_deref() == Some(endpoint.as_str()) {
-                    state.asking_elsewhere = asking;
-                }
+            // Counted for an app the screen left.
+            Event::AskingElsewhere { app, .. } if app != self.bus.generation() => Vec::new(),
+            Event::AskingElsewhere { asking, .. } => {
+                state.asking_elsewhere = asking;
                 Vec::new()
             }
             Event::Preview(generation, event) => {
@@ -248,7 +247,8 @@ impl Ui {
             Effect::SwitchApp(index) => {
                 if let Some(app) = self.listed.get(index) {
                     self.bus.switch(app.connect.clone());
-                    // Counted again for the new app within a few seconds.
+                    // Counted again for the new app (a new generation)
+                    // within a few seconds.
                     self.state.asking_elsewhere = 0;
                 }
             }

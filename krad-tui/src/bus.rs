@@ -78,15 +78,14 @@ impl Bus {
         lock(&self.current).client.clone()
     }
 
-    /// Says, whenever asked from any thread, the bus of the app the screen is
-    /// on (none while it is not reached).
-    pub(crate) fn here(&self) -> impl Fn() -> Option<String> + Send + 'static {
+    /// Says, whenever asked from any thread, which app the screen is on: its
+    /// generation, and its bus (none while it is not reached).
+    pub(crate) fn here(&self) -> impl Fn() -> (u64, Option<String>) + Send + 'static {
         let current = Arc::clone(&self.current);
         move || {
-            lock(&current)
-                .client
-                .as_ref()
-                .map(|c| c.endpoint().to_string())
+            let current = lock(&current);
+            let endpoint = current.client.as_ref().map(|c| c.endpoint().to_string());
+            (current.generation, endpoint)
         }
     }
 

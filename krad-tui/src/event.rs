@@ -24,9 +24,9 @@ pub(crate) enum Event {
     Bus(u64, BusEvent),
     /// The apps running on this machine, listed for the picker.
     AppsListed(Vec<crate::ListedApp>),
-    /// How many agents are asking in the apps other than the one whose bus
-    /// is `endpoint`.
-    AskingElsewhere { endpoint: String, asking: usize },
+    /// How many agents are asking in the apps other than the one on screen
+    /// (its generation: see `Bus::switch`).
+    AskingElsewhere { app: u64, asking: usize },
     /// The preview's stream, of one generation.
     Preview(u64, PreviewEvent),
     /// A call came back.

@@ -854,6 +854,24 @@ fn a_puts_the_screen_on_another_repository_s_app_and_back() {
     screen.until("beta's ask in alpha's header", |s| {
         header(s).contains("0 asking · 1 asking in other apps (A)")
     });
+    // On beta the ask is the app's own; back on alpha it is counted again.
+    screen.keys(&["A"]);
+    screen.until("the picker on beta", |s| {
+        picker_line(s, "beta/repo").contains("▸ ")
+    });
+    screen.keys(&["Enter"]);
+    let on_beta = screen.until("beta's own ask", |s| {
+        header(s).contains("beta/repo") && header(s).contains(" 1 asking ·")
+    });
+    assert!(!header(&on_beta).contains("other apps"), "{on_beta}");
+    screen.keys(&["A"]);
+    screen.until("the picker on alpha", |s| {
+        picker_line(s, "alpha/repo").contains("▸ ")
+    });
+    screen.keys(&["Enter"]);
+    screen.until("beta's ask in alpha's header again", |s| {
+        s.contains("alpha-agent") && header(s).contains("1 asking in other apps (A)")
+    });
     screen.keys(&["q"]);
     assert_eq!(screen.until_ended(), "0");
 }
