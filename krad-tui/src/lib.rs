@@ -5,8 +5,9 @@
 //!
 //! The parts stay apart: [`state`] is the state and how events change it
 //! (pure); `draw` is a pure function of it; `event` is the one channel the
-//! threads feed (`bus`, `input`, `signals`); `app` is the loop, the only
-//! owner of the state; `terminal` gives the terminal back on every way out.
+//! threads feed (`bus`, `input`, `signals`, `elsewhere`); `app` is the loop,
+//! the only owner of the state; `terminal` gives the terminal back on every
+//! way out.
 //!
 //! Depends on `krad-bus` only (its types and typed client), never on the
 //! app's crate; the CLI hands in how to find the app ([`Connect`]).
