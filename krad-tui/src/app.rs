@@ -209,10 +209,7 @@ impl Ui {
             }
             // Counted for an app the screen left.
             Event::AskingElsewhere { app, .. } if app != self.bus.generation() => Vec::new(),
-            Event::AskingElsewhere { asking, .. } => {
-                state.asking_elsewhere = asking;
-                Vec::new()
-            }
+            Event::AskingElsewhere { asking, .. } => state.counted_elsewhere(asking),
             Event::Preview(generation, event) => {
                 let preview = &mut state.preview;
                 match event {
@@ -247,9 +244,6 @@ impl Ui {
             Effect::SwitchApp(index) => {
                 if let Some(app) = self.listed.get(index) {
                     self.bus.switch(app.connect.clone());
-                    // Counted again for the new app (a new generation)
-                    // within a few seconds.
-                    self.state.asking_elsewhere = 0;
                 }
             }
         }

@@ -82,11 +82,11 @@ fn header(frame: &mut Frame<'_>, area: Rect, state: &State, palette: &Palette) {
             palette.asking_count(totals.asking),
         ),
     ];
-    if state.asking_elsewhere > 0 {
+    if let Some(elsewhere) = state.asking_elsewhere.filter(|n| *n > 0) {
         spans.push(Span::raw(" · "));
         spans.push(Span::styled(
-            format!("{} asking in other apps (A)", state.asking_elsewhere),
-            palette.asking_count(state.asking_elsewhere),
+            format!("{elsewhere} asking in other apps (A)"),
+            palette.asking_count(elsewhere),
         ));
     }
     spans.extend([

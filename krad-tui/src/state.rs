@@ -249,8 +249,9 @@ pub(crate) struct State {
     pub(crate) flash: Option<Flash>,
     /// Agents that started asking since they were last selected: highlighted.
     pub(crate) alerted: BTreeSet<u64>,
-    /// How many agents are asking in the other apps on this machine.
-    pub(crate) asking_elsewhere: usize,
+    /// How many agents are asking in the other apps on this machine; none
+    /// until counted for the app on screen.
+    pub(crate) asking_elsewhere: Option<usize>,
     /// Whether to use colours (`NO_COLOR` unset).
     pub(crate) color: bool,
     /// The time the cells are drawn at (set by the loop before each draw, so
@@ -282,7 +283,7 @@ impl State {
             mode: Mode::List,
             flash: None,
             alerted: BTreeSet::new(),
-            asking_elsewhere: 0,
+            asking_elsewhere: None,
             color,
             now: SystemTime::UNIX_EPOCH,
             quitting: false,
@@ -383,6 +384,17 @@ impl State {
                 agent.usage = one.usage;
                 agent.tokens = one.tokens;
             }
+        }
+    }
+
+    /// The agents asking in the other apps, counted anew. More than before
+    /// rings the bell, as an agent of this app that starts asking does; the
+    /// first count for the app on screen rings nothing.
+    pub(crate) fn counted_elsewhere(&mut self, asking: usize) -> Vec<Effect> {
+        let before = self.asking_elsewhere.replace(asking);
+        match before {
+            Some(before) if asking > before => vec![Effect::Bell],
+            _ => Vec::new(),
         }
     }
 

@@ -92,7 +92,7 @@ fn agents_asking_in_other_apps_show_in_the_header_only_when_there_are_some() {
             .to_owned()
     };
     assert!(!header(&mut state).contains("other apps"));
-    state.asking_elsewhere = 2;
+    state.asking_elsewhere = Some(2);
     let text = header(&mut state);
     assert!(
         text.contains("0 asking · 2 asking in other apps (A) · 1 working"),

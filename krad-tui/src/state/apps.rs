@@ -87,9 +87,11 @@ impl State {
 
     /// The screen leaves its app for the one of `root`: what it showed of the
     /// app left is forgotten (its agents, environments, preview, diff and
-    /// asks); the folds and the filter stay.
+    /// asks, the count of asks in the other apps); the folds and the filter
+    /// stay.
     fn left_app(&mut self, root: &str) {
         self.agents.clear();
+        self.asking_elsewhere = None;
         self.alerted.clear();
         self.environments.clear();
         self.repo = None;
@@ -142,6 +144,7 @@ mod tests {
             removed: Vec::new(),
             fresh: true,
         });
+        state.counted_elsewhere(2);
         let generation = state.preview.generation;
         assert_eq!(press(&mut state, KeyCode::Char('A')), [Effect::ListApps]);
         assert_eq!(picker(&state).rows, None);
@@ -160,6 +163,7 @@ mod tests {
         assert_eq!(state.mode, Mode::List);
         assert!(state.agents.is_empty() && state.rows.is_empty() && state.selected.is_none());
         assert_eq!(state.link, Link::Connecting);
+        assert_eq!(state.asking_elsewhere, None, "counted anew for the new app");
         assert!(
             state.preview.generation > generation,
             "the preview left is stale"

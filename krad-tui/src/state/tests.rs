@@ -37,6 +37,20 @@ fn an_agent_that_starts_asking_rings_and_is_highlighted() {
 }
 
 #[test]
+fn more_agents_asking_in_other_apps_ring_but_the_first_count_does_not() {
+    let mut state = State::new(true);
+    assert!(state.counted_elsewhere(1).is_empty(), "the first count");
+    assert_eq!(state.counted_elsewhere(2), [Effect::Bell]);
+    assert!(state.counted_elsewhere(2).is_empty());
+    assert!(state.counted_elsewhere(0).is_empty());
+    assert_eq!(state.counted_elsewhere(1), [Effect::Bell]);
+    // After a switch the app on screen is counted anew: no bell for that.
+    state.asking_elsewhere = None;
+    assert!(state.counted_elsewhere(3).is_empty());
+    assert_eq!(state.asking_elsewhere, Some(3));
+}
+
+#[test]
 fn a_removed_selection_moves_to_its_neighbour() {
     let mut state = State::new(true);
     state.snapshot(snapshot(vec![
