@@ -222,6 +222,18 @@ fn directory_gone(record: &EnvironmentRecord) -> bool {
     record.host.is_none() && !record.path.is_dir() && record.phase != Phase::Creating
 }
 
+/// `conflict`: the environment's directory is gone, and what to do.
+fn gone(name: &str, record: &EnvironmentRecord) -> ApiError {
+    conflict(
+        format!(
+            "the directory of environment {name:?} is gone ({}); `krad close --env {name}` \
+             forgets it (its branch is archived under refs/krad/archive/ first)",
+            record.path.display()
+        ),
+        json!({ "environment": name }),
+    )
+}
+
 /// Persists an environment's record and tells whoever waits on environments.
 fn save(envs: &Environments, record: EnvironmentRecord) -> Result<(), ApiError> {
     envs.store.put_environment(record).map_err(|e| {

@@ -86,6 +86,37 @@ fn create_worktree_failures_are_clear_and_change_nothing() {
 }
 
 #[test]
+fn a_worktree_whose_directory_was_removed_is_said_gone_and_close_forgets_it() {
+    let app = app_with_commit(None);
+    let path = env_path(&create(&app, "lost"));
+    std::fs::remove_dir_all(&path).unwrap();
+    let listed = environments(&app);
+    assert_eq!(listed[1]["status"], "missing", "{listed:?}");
+    for request in [
+        json!({"Changes": {"environment": "lost"}}),
+        json!({"Spawn": {"environment": "lost", "profile": "exec", "command": ["true"]}}),
+    ] {
+        let answer = app.request(request.clone());
+        assert_eq!(code(&answer), "conflict", "{request} → {answer}");
+        assert_eq!(answer["Error"]["detail"]["environment"], "lost");
+        let said = answer["Error"]["message"].as_str().unwrap();
+        assert!(
+            said.contains("the directory of environment \"lost\" is gone")
+                && said.contains("krad close --env lost"),
+            "{said}"
+        );
+    }
+    assert_eq!(app.request(json!("List"))["Agents"], json!([]));
+    // What the message says to do works: the branch is archived, the record gone.
+    assert_eq!(
+        app.request(json!({"Close": {"environment": "lost"}})),
+        json!("Ok")
+    );
+    assert_eq!(environments(&app).len(), 1);
+    assert!(!git(&repo(&app), &["for-each-ref", "refs/krad/archive/lost"]).is_empty());
+}
+
+#[test]
 fn a_repository_with_no_commit_says_so_where_a_commit_is_needed() {
     let app = App::start();
     let said = |request: Value| {

@@ -8,12 +8,54 @@
 
 use std::collections::BTreeMap;
 
-use krad_bus::protocol::{ApiError, ChangesInfo, FileChange, FileStatus, MAX_RESPONSE};
+use krad_bus::protocol::{ApiError, ChangesInfo, ErrorCode, FileChange, FileStatus, MAX_RESPONSE};
 
+use super::{Environments, MAIN, directory_gone, env_git, gone, not_found_environment};
 use crate::git::Git;
+use crate::records::Phase;
 
 /// Room kept in the answer line for everything but the patch.
 const PATCH_ROOM: usize = MAX_RESPONSE - 1024 * 1024;
+
+impl Environments {
+    /// Changes of the environment `name`: main's uncommitted work (against
+    /// its HEAD), or what a worktree did since the commit it was created
+    /// from. One being created is `unavailable`, one whose directory is gone
+    /// a `conflict`.
+    pub(crate) async fn changes(
+        &self,
+        name: &str,
+        with_patch: bool,
+    ) -> Result<ChangesInfo, ApiError> {
+        let (git, base) = if name == MAIN {
+            let git = Git::new(&self.settings.root);
+            let head = git
+                .commit_of("HEAD")
+                .await?
+                .ok_or_else(|| ApiError::new(ErrorCode::Conflict, "main has no commit yet"))?;
+            (git, head)
+        } else {
+            let record = self
+                .store
+                .environment(name)
+                .ok_or_else(|| not_found_environment(name))?;
+            if record.phase == Phase::Creating {
+                return Err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!(
+                        "environment {name:?} is being created (git worktree add runs): \
+                         ask again in a moment"
+                    ),
+                ));
+            }
+            if directory_gone(&record) {
+                return Err(gone(name, &record));
+            }
+            (env_git(self, &record)?, record.base)
+        };
+        changes(name, &git, &base, with_patch).await
+    }
+}
 
 /// The changes of the environment `git` runs in, since `base`.
 pub(crate) async fn changes(

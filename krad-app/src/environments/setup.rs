@@ -10,7 +10,7 @@ use krad_bus::protocol::{ApiError, SetupInfo};
 use serde_json::json;
 
 use super::Environments;
-use super::{conflict, directory_gone, host, not_found_environment, save};
+use super::{conflict, directory_gone, gone, host, not_found_environment, save};
 use crate::hosts::Host;
 use crate::profile::shell_quote;
 use crate::records::{EnvironmentRecord, Phase};
@@ -184,13 +184,7 @@ pub(super) async fn ready(
             .environment(name)
             .ok_or_else(|| not_found_environment(name))?;
         if directory_gone(&record) {
-            return Err(conflict(
-                format!(
-                    "the directory of environment {name:?} is gone ({})",
-                    record.path.display()
-                ),
-                json!({ "environment": name }),
-            ));
+            return Err(gone(name, &record));
         }
         match record.phase {
             Phase::Ready => return Ok((record.path, record.host)),
