@@ -95,6 +95,9 @@ fn a_worktree_whose_directory_was_removed_is_said_gone_and_close_forgets_it() {
     for request in [
         json!({"Changes": {"environment": "lost"}}),
         json!({"Spawn": {"environment": "lost", "profile": "exec", "command": ["true"]}}),
+        json!({"CreateWorktree": {"name": "from-lost", "base": "lost"}}),
+        json!({"UpdateEnvironment": {"environment": "lost"}}),
+        json!({"RunVariants": {"count": 1, "base": "lost", "prompt": "x", "profile": "exec", "command": ["true"]}}),
     ] {
         let answer = app.request(request.clone());
         assert_eq!(code(&answer), "conflict", "{request} → {answer}");
@@ -107,6 +110,7 @@ fn a_worktree_whose_directory_was_removed_is_said_gone_and_close_forgets_it() {
         );
     }
     assert_eq!(app.request(json!("List"))["Agents"], json!([]));
+    assert_eq!(environments(&app).len(), 2, "nothing made from it");
     // What the message says to do works: the branch is archived, the record gone.
     assert_eq!(
         app.request(json!({"Close": {"environment": "lost"}})),

@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::Environments;
 use super::tree_state::{MergeOf, merge};
-use super::{conflict, env_git, host, not_found_environment, root_git, save};
+use super::{conflict, env_git, gone, host, not_found_environment, root_git, save};
 use crate::environments::MAIN;
 use crate::git::Git;
 
@@ -59,13 +59,7 @@ pub(crate) async fn update(
         .ok_or_else(|| not_found_environment(name))?;
     let git = env_git(envs, &record)?;
     if !git.dir_exists().await {
-        return Err(conflict(
-            format!(
-                "environment {name:?} has no directory ({} is gone)",
-                record.path.display()
-            ),
-            json!({ "environment": name }),
-        ));
+        return Err(gone(name, &record));
     }
     let base_environment = record.base_environment.clone();
     let tip = base_tip(envs, record.host.as_deref(), &base_environment).await?;
