@@ -199,6 +199,18 @@ pub(crate) fn root_git(envs: &Environments, host: Option<&Arc<Host>>) -> Git {
     }
 }
 
+/// git in an environment's directory, which must be there: a local one whose
+/// directory is gone is refused ([`gone`]) before git is run.
+pub(crate) fn present_git(
+    envs: &Environments,
+    record: &EnvironmentRecord,
+) -> Result<Git, ApiError> {
+    if directory_gone(record) {
+        return Err(gone(&record.name, record));
+    }
+    env_git(envs, record)
+}
+
 /// git in an environment's directory, where it lives.
 pub(crate) fn env_git(envs: &Environments, record: &EnvironmentRecord) -> Result<Git, ApiError> {
     Ok(Git::on(

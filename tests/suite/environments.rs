@@ -111,12 +111,36 @@ fn a_worktree_whose_directory_was_removed_is_said_gone_and_close_forgets_it() {
     }
     assert_eq!(app.request(json!("List"))["Agents"], json!([]));
     assert_eq!(environments(&app).len(), 2, "nothing made from it");
+    // A variant whose directory was removed is refused by a pick, before
+    // anything is recorded or run.
+    let variants = app.answered(
+        json!({"RunVariants": {"count": 1, "name": "v", "prompt": "x", "profile": "exec", "command": ["true"]}}),
+        "Variants",
+    );
+    let terminal = variants["variants"][0]["terminal"].as_u64().unwrap();
+    app.until_state(terminal, "exited");
+    std::fs::remove_dir_all(env_path(&environments(&app)[2])).unwrap();
+    let head = git(&repo(&app), &["rev-parse", "HEAD"]);
+    for dry_run in [true, false] {
+        let answer =
+            app.request(json!({"PickVariant": {"group": "v", "variant": 1, "dry_run": dry_run}}));
+        assert_eq!(code(&answer), "conflict", "{answer}");
+        assert!(
+            answer["Error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("the directory of environment \"v-1\" is gone"),
+            "{answer}"
+        );
+    }
+    assert_eq!(git(&repo(&app), &["rev-parse", "HEAD"]), head);
+    assert_eq!(environments(&app).len(), 3, "the variant is still listed");
     // What the message says to do works: the branch is archived, the record gone.
     assert_eq!(
         app.request(json!({"Close": {"environment": "lost"}})),
         json!("Ok")
     );
-    assert_eq!(environments(&app).len(), 1);
+    assert_eq!(environments(&app).len(), 2);
     assert!(!git(&repo(&app), &["for-each-ref", "refs/krad/archive/lost"]).is_empty());
 }
 

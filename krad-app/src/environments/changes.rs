@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use krad_bus::protocol::{ApiError, ChangesInfo, ErrorCode, FileChange, FileStatus, MAX_RESPONSE};
 
-use super::{Environments, MAIN, directory_gone, env_git, gone, not_found_environment};
+use super::{Environments, MAIN, not_found_environment, present_git};
 use crate::git::Git;
 use crate::records::Phase;
 
@@ -48,10 +48,7 @@ impl Environments {
                     ),
                 ));
             }
-            if directory_gone(&record) {
-                return Err(gone(name, &record));
-            }
-            (env_git(self, &record)?, record.base)
+            (present_git(self, &record)?, record.base)
         };
         changes(name, &git, &base, with_patch).await
     }

@@ -9,7 +9,7 @@ use krad_bus::protocol::{ApiError, ErrorCode};
 use serde_json::json;
 
 use super::Environments;
-use super::{conflict, directory_gone, env_git, gone, root_git};
+use super::{conflict, present_git, root_git};
 use crate::environments::MAIN;
 use crate::git::Git;
 use crate::hosts::Host;
@@ -95,10 +95,7 @@ pub(crate) async fn resolve_base(
             )
             .with_detail(json!({ "base": base })));
         }
-        if directory_gone(&env) {
-            return Err(gone(base, &env));
-        }
-        let commit = env_git(envs, &env)?
+        let commit = present_git(envs, &env)?
             .commit_of("HEAD")
             .await?
             .ok_or_else(|| {

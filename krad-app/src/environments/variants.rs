@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::tree_state::{MergeOf, merge, snapshot};
 use super::{CloseTerminals, Environments};
-use super::{close, commit_all, conflict, env_git, not_found_environment};
+use super::{close, commit_all, conflict, not_found_environment, present_git};
 use crate::environments::MAIN;
 use crate::git::Git;
 use crate::intents::{Merging, PickPlan, Plan, Underway};
@@ -59,7 +59,7 @@ async fn target(
             format!("environment {name:?} is on another machine than the variant"),
         ));
     }
-    Ok((env_git(envs, &record)?, record.branch))
+    Ok((present_git(envs, &record)?, record.branch))
 }
 
 /// PickVariant.
@@ -81,6 +81,8 @@ pub(crate) async fn pick(
             "a variant cannot be merged into itself",
         ));
     }
+    // Its directory is there, before anything is recorded or run.
+    let variant_git = present_git(envs, &record)?;
     if request.dry_run {
         return dry_run(envs, &group, record, how, &into, request.variant).await;
     }
@@ -98,7 +100,6 @@ pub(crate) async fn pick(
         }),
     )?;
     let label = format!("variant {} of {}", request.variant, group.name);
-    let variant_git = env_git(envs, &record)?;
     let commit = if how == How::Branch {
         commit_all(&variant_git, &format!("krad: the work of {label}")).await?
     } else {
@@ -409,7 +410,7 @@ async fn dry_run(
     variant: u32,
 ) -> Result<PickedInfo, ApiError> {
     let label = format!("variant {variant} of {}", group.name);
-    let variant_git = env_git(envs, &record)?;
+    let variant_git = present_git(envs, &record)?;
     let snapshot = snapshot(&variant_git).await?;
     let uncommitted = if snapshot.uncommitted() {
         changed_files(&variant_git, &snapshot.head, &snapshot.tree).await?
