@@ -135,6 +135,22 @@ fn a_worktree_whose_directory_was_removed_is_said_gone_and_close_forgets_it() {
     }
     assert_eq!(git(&repo(&app), &["rev-parse", "HEAD"]), head);
     assert_eq!(environments(&app).len(), 3, "the variant is still listed");
+    // `krad variants ls` does not count its changes as none: `?`, and why.
+    let text = app.krad_ok(&["variants", "ls"]);
+    assert!(
+        text.contains("changes not read (`?`):")
+            && text.contains("v-1: the directory of environment \"v-1\" is gone"),
+        "{text}"
+    );
+    let listed: Value = serde_json::from_str(&app.krad_ok(&["variants", "ls", "--json"])).unwrap();
+    assert_eq!(listed["Variants"][0]["files"], Value::Null, "{listed}");
+    assert!(
+        listed["Variants"][0]["error"].as_str().is_some(),
+        "{listed}"
+    );
+    // Nor is it on the group's scoreboard, where it could rank best.
+    let board = app.request(json!({"Scores": {"group": "v"}}));
+    assert_eq!(board["Scores"]["variants"], json!([]), "{board}");
     // What the message says to do works: the branch is archived, the record gone.
     assert_eq!(
         app.request(json!({"Close": {"environment": "lost"}})),

@@ -18,7 +18,7 @@ use krad_bus::request::pick_variant::PickVariant;
 use krad_bus::server::CallContext;
 
 use super::Checks;
-use crate::environments::{CloseTerminals, conflicts, env_git, tree_state, variants};
+use crate::environments::{CloseTerminals, conflicts, present_git, tree_state, variants};
 
 /// The scoreboard of `group`.
 pub(crate) async fn scores(checks: &Checks, group: &str) -> Result<ScoresInfo, ApiError> {
@@ -35,8 +35,14 @@ pub(crate) async fn scores(checks: &Checks, group: &str) -> Result<ScoresInfo, A
             .terminal
             .and_then(|t| store.record(t))
             .or_else(|| agents.first().cloned());
+        // One whose directory is gone is not on the board: it cannot be
+        // picked (`krad variants ls` without a group says why).
+        let git = match present_git(envs, &environment) {
+            Ok(git) => git,
+            Err(gone) if gone.code == ErrorCode::Conflict => continue,
+            Err(other) => return Err(other),
+        };
         let (shown, last) = checks.results(&environment.name);
-        let git = env_git(envs, &environment)?;
         let now = match tree_state::snapshot(&git).await {
             Ok(snapshot) => snapshot.commit(&git).await.ok(),
             Err(_) => None,

@@ -383,9 +383,13 @@ struct VariantRow {
     environment: String,
     terminals: Vec<u64>,
     state: Option<String>,
-    files: usize,
-    added: u64,
-    removed: u64,
+    /// The files, lines added and lines removed of its changes; none when
+    /// they could not be read (`error` says why).
+    files: Option<usize>,
+    added: Option<u64>,
+    removed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
     cost_usd: Option<f64>,
 }
 
@@ -414,23 +418,25 @@ fn list(bus: &AppConnection, group: Option<&str>, json: bool) -> anyhow::Result<
                 state.to_owned()
             }
         });
-        let changes = bus
-            .send(
-                Changes {
-                    environment: env.name.clone(),
-                    ..Changes::default()
-                },
-                None,
-            )
-            .ok()
-            .map(|reply| reply.answer);
-        let (files, added, removed) = changes.map_or((0, 0, 0), |c| {
-            (
-                c.files.len(),
-                c.files.iter().map(|f| f.added).sum(),
-                c.files.iter().map(|f| f.removed).sum(),
-            )
-        });
+        let changes = bus.send(
+            Changes {
+                environment: env.name.clone(),
+                ..Changes::default()
+            },
+            None,
+        );
+        let (files, added, removed, error) = match changes {
+            Ok(reply) => {
+                let files = &reply.answer.files;
+                (
+                    Some(files.len()),
+                    Some(files.iter().map(|f| f.added).sum()),
+                    Some(files.iter().map(|f| f.removed).sum()),
+                    None,
+                )
+            }
+            Err(failure) => (None, None, None, Some(failure.message)),
+        };
         rows.push(VariantRow {
             group: of,
             variant,
@@ -440,6 +446,7 @@ fn list(bus: &AppConnection, group: Option<&str>, json: bool) -> anyhow::Result<
             files,
             added,
             removed,
+            error,
             cost_usd: env
                 .tokens
                 .as_ref()
@@ -480,14 +487,31 @@ fn list(bus: &AppConnection, group: Option<&str>, json: bool) -> anyhow::Result<
                 row.variant.to_string(),
                 row.environment.clone(),
                 row.state.clone().unwrap_or_else(|| "-".to_owned()),
-                row.files.to_string(),
-                format!("+{}", row.added),
-                format!("-{}", row.removed),
+                row.files.map_or_else(|| "?".to_owned(), |n| n.to_string()),
+                row.added
+                    .map_or_else(|| "?".to_owned(), |n| format!("+{n}")),
+                row.removed
+                    .map_or_else(|| "?".to_owned(), |n| format!("-{n}")),
                 row.cost_usd
                     .map_or_else(|| "-".to_owned(), |c| format!("${c:.2}")),
             ]
         })
         .collect();
     print::lines(table(&columns, &cells, terminal_width()));
+    let unread: Vec<String> = rows
+        .iter()
+        .filter_map(|row| {
+            let error = row.error.as_deref()?;
+            Some(format!(
+                "  {}: {}",
+                row.environment,
+                render::one_line(error)
+            ))
+        })
+        .collect();
+    if !unread.is_empty() {
+        print::line("changes not read (`?`):");
+        print::lines(unread);
+    }
     Ok(Exit::Success)
 }
