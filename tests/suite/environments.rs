@@ -1886,10 +1886,19 @@ fn krad_env_creates_lists_and_closes_and_the_old_spellings_still_work() {
     assert_eq!(app.krad_ok(&["envs"]), listed);
     let old = app.krad(&["worktree", "create", "old-noun"]);
     assert_eq!(exit_code(&old), 0, "{}", stderr(&old));
+    // The agents a close ends are named.
+    let agent = app.spawn(json!({"profile": "exec", "environment": "one-noun", "name": "inside", "command": ["sleep", "60"]}))["terminal"]
+        .as_u64()
+        .unwrap();
     let closed = app.krad(&["env", "close", "one-noun"]);
     assert_eq!(exit_code(&closed), 0, "{}", stderr(&closed));
+    assert_eq!(
+        stdout(&closed).trim(),
+        format!("closed environment one-noun and its terminal {agent} (inside)")
+    );
     let closed = app.krad(&["close", "--env", "old-noun"]);
     assert_eq!(exit_code(&closed), 0, "{}", stderr(&closed));
+    assert_eq!(stdout(&closed).trim(), "closed environment old-noun");
     let listed = app.krad_ok(&["env", "ls"]);
     assert!(
         !listed.contains("one-noun") && !listed.contains("old-noun"),
