@@ -318,13 +318,32 @@ impl State {
                     });
                 }
                 Some(environment) => {
+                    let running: Vec<String> = self
+                        .agents
+                        .values()
+                        .filter(|a| a.environment == environment && a.state != AgentState::Exited)
+                        .map(|a| match &a.name {
+                            Some(name) => {
+                                format!("{} ({})", a.terminal, crate::cells::one_line(name))
+                            }
+                            None => a.terminal.to_string(),
+                        })
+                        .collect();
+                    let mut lines = vec![format!("Close environment {environment}?")];
+                    if !running.is_empty() {
+                        lines.push(format!(
+                            "It ends {}: {}.",
+                            crate::cells::counted(running.len(), "running agent"),
+                            running.join(", ")
+                        ));
+                    }
+                    lines.push(
+                        "Its terminals, then its worktree and branch (the tip is kept \
+                         under refs/krad/archive/). Uncommitted or unmerged work refuses."
+                            .to_owned(),
+                    );
                     self.mode = Mode::Confirm(Confirm {
-                        lines: vec![
-                            format!("Close environment {environment}?"),
-                            "Its terminals, then its worktree and branch (the tip is kept \
-                             under refs/krad/archive/). Uncommitted or unmerged work refuses."
-                                .to_owned(),
-                        ],
+                        lines,
                         yes: Action::Close(Close {
                             environment: Some(environment.to_owned()),
                             ..Close::default()

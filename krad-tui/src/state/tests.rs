@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::test_support::record;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde_json::json;
 
 fn snapshot(agents: Vec<AgentRecord>) -> SnapshotInfo {
@@ -100,6 +101,24 @@ fn an_environment_with_work_is_offered_with_force() {
     state.done(&Action::Close(terminal), Err(refusal));
     assert_eq!(state.mode, Mode::List);
     assert!(state.flash.as_ref().is_some_and(|f| f.error));
+}
+
+#[test]
+fn closing_an_environment_names_the_agents_it_ends() {
+    let mut state = State::new(true);
+    state.snapshot(snapshot(vec![
+        record(json!({"terminal":7,"environment":"feat","name":"inside","state":"working"})),
+        record(json!({"terminal":8,"environment":"feat","state":"exited"})),
+        record(json!({"terminal":9,"environment":"feat","state":"idle"})),
+        record(json!({"terminal":10,"environment":"other","state":"working"})),
+    ]));
+    state.selected = Some(RowKey::Group("env:feat".into()));
+    state.key(KeyEvent::new(KeyCode::Char('x'), KeyModifiers::NONE));
+    let Mode::Confirm(confirm) = &state.mode else {
+        panic!("{:?}", state.mode)
+    };
+    assert_eq!(confirm.lines[0], "Close environment feat?");
+    assert_eq!(confirm.lines[1], "It ends 2 running agents: 7 (inside), 9.");
 }
 
 #[test]
