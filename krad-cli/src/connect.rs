@@ -448,9 +448,17 @@ pub(crate) fn running_app(repo: Option<&Path>) -> Result<api_json::ApiJson, Fail
                     dir.display()
                 ),
             ),
+            None if !dir.is_dir() => Failure::new(
+                Exit::Usage,
+                format!("--repo {}: no such directory", dir.display()),
+            ),
             None => Failure::new(
                 Exit::Usage,
-                format!("--repo {}: not in a git repository", dir.display()),
+                format!(
+                    "--repo {}: not in a git repository (give a folder of a checkout: \
+                     `krad apps` lists the repositories apps serve)",
+                    dir.display()
+                ),
             ),
         });
     }

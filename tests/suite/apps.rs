@@ -438,6 +438,18 @@ fn repo_names_a_repository_or_is_a_usage_error() {
         "{}",
         stderr(&out)
     );
+    let missing = dir.path().join("no-such-folder");
+    let out = krad_in(
+        dir.path(),
+        dir.path(),
+        &["--repo", missing.to_str().unwrap(), "ls"],
+    );
+    assert_eq!(exit_code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no-such-folder: no such directory"),
+        "{}",
+        stderr(&out)
+    );
     let repo = git_repo(dir.path());
     let out = krad_in(
         dir.path(),
