@@ -116,6 +116,26 @@ fn spawn_reads_the_prompt_from_stdin() {
     );
     let id = spawned_id(&out);
     app.until_screen(id, "got: from stdin");
+    // An empty standard input (`git diff` with no diff) is not a task: a
+    // usage error, and nothing starts.
+    for empty in [&b""[..], b"\n  \n"] {
+        let out = app.krad_with_stdin(
+            &["spawn", "--profile", "exec", "--prompt", "-", "--", "true"],
+            empty,
+        );
+        assert_eq!(exit_code(&out), 2, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("--prompt -: standard input was empty"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(
+        app.request(json!("List"))["Agents"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ use krad_bus::protocol::AgentRecord;
 use krad_bus::request::spawn::{MAX_SIDE, Spawn};
 
 use crate::connect::{AppConnection, ConnectArgs};
-use crate::exit::Exit;
+use crate::exit::{Exit, Failure};
 use crate::print;
 use crate::render::{self, Agent};
 
@@ -59,7 +59,7 @@ pub(crate) struct SpawnArgs {
     /// `queued` in `krad ls`, started in order) instead of answering busy (exit 1).
     #[arg(long)]
     pub queue: bool,
-    /// The task for the agent; - reads it from stdin.
+    /// The task for the agent; - reads it from stdin (which must not be empty).
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub prompt: Option<String>,
     /// The command to run instead of the profile's (after --).
@@ -70,7 +70,18 @@ pub(crate) struct SpawnArgs {
 /// Sends Spawn and prints the new terminal.
 pub(crate) fn run(args: SpawnArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let prompt = match args.prompt.as_deref() {
-        Some("-") => Some(read_stdin_text("the prompt")?),
+        Some("-") => {
+            let text = read_stdin_text("the prompt")?;
+            if text.trim().is_empty() {
+                return Err(Failure::new(
+                    Exit::Usage,
+                    "--prompt -: standard input was empty; pipe the task in, or leave \
+                     --prompt out to start the agent without one",
+                )
+                .into());
+            }
+            Some(text)
+        }
         other => other.map(str::to_owned),
     };
     let request = Spawn {
