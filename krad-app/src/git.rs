@@ -44,12 +44,15 @@ pub struct GitError {
 
 impl From<GitError> for ApiError {
     fn from(e: GitError) -> ApiError {
-        let code = if e.unreachable {
-            ErrorCode::Unavailable
-        } else {
-            ErrorCode::Failed
-        };
-        ApiError::new(code, format!("`{}` failed: {}", e.command, e.stderr.trim()))
+        if e.unreachable {
+            // The host's link says why (`cannot reach host …`); which git
+            // command would have run there tells nothing more.
+            return ApiError::new(ErrorCode::Unavailable, e.stderr.trim());
+        }
+        ApiError::new(
+            ErrorCode::Failed,
+            format!("`{}` failed: {}", e.command, e.stderr.trim()),
+        )
     }
 }
 

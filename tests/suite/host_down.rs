@@ -104,6 +104,13 @@ fn sshd_stopped_is_down_with_ssh_s_reason_and_requests_are_unavailable_at_once()
             let answer = app.request(request.clone());
             assert_unavailable(&answer, "connection refused");
             assert!(
+                !answer["Error"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("`git "),
+                "the host's reason, not a git command line: {answer}"
+            );
+            assert!(
                 asked.elapsed() < stretched(Duration::from_secs(2)),
                 "{request} took {:?}",
                 asked.elapsed()
