@@ -276,6 +276,11 @@ fn a_contained_terminal_kept_by_a_clean_stop_is_taken_back_and_reaches_the_bus()
     app.until(id, Duration::from_secs(30), |r| r["message"] == "ready");
     let stopped = app.krad(&["stop", "--keep-terminals"]);
     assert!(stopped.status.success(), "{stopped:?}");
+    let said = String::from_utf8_lossy(&stopped.stdout);
+    assert!(
+        said.starts_with("krad: the app stopped without closing its 1 running agent:"),
+        "{said}"
+    );
     let app = app.again(Some(&config));
     let record = app.record(id);
     assert_ne!(record["state"], "exited", "{record}\n{}", app.log());

@@ -302,6 +302,10 @@ fn a_taken_back_terminal_s_token_folder_outlives_other_repositories_apps_and_goe
         "{}",
         crate::support::stderr(&out)
     );
+    assert_eq!(
+        crate::support::stdout(&out).trim(),
+        "krad: the app stopped, and closed its 1 running agent"
+    );
     app.wait_exit(Duration::from_secs(15));
     assert!(!own.exists(), "{} is left", own.display());
     assert!(!before.exists(), "{} is left", before.display());

@@ -2,6 +2,8 @@
 
 use std::time::{Duration, Instant};
 
+use krad_bus::protocol::{AgentState, counted};
+use krad_bus::request::list::List;
 use krad_bus::request::shutdown::Shutdown;
 use serde::Serialize;
 
@@ -13,7 +15,9 @@ use crate::print;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  krad stop\n  krad stop --keep-terminals")]
 pub(crate) struct StopArgs {
-    /// Leave the terminals' programs running (by default they are closed).
+    /// Do not close the terminals: under the tmux host ([terminals] host =
+    /// "tmux") their programs go on running and the next `krad serve` takes
+    /// them back; on PTYs they end with the app. By default they are closed.
     #[arg(long)]
     pub keep_terminals: bool,
     /// How long to wait for the app to exit, in seconds.
@@ -24,6 +28,14 @@ pub(crate) struct StopArgs {
 /// Sends Shutdown and waits for the process to exit.
 pub(crate) fn run(args: StopArgs, connect: &ConnectArgs, json: bool) -> anyhow::Result<Exit> {
     let bus = AppConnection::find(connect)?;
+    // What becomes of the agents, said after: none when they cannot be listed.
+    let running = bus.send(List::default(), None).ok().map(|reply| {
+        reply
+            .answer
+            .iter()
+            .filter(|agent| agent.state != AgentState::Exited)
+            .count()
+    });
     let request = Shutdown {
         close_terminals: Some(!args.keep_terminals),
     };
@@ -50,7 +62,16 @@ pub(crate) fn run(args: StopArgs, connect: &ConnectArgs, json: bool) -> anyhow::
             endpoint: bus.endpoint(),
         });
     } else {
-        print::line("krad: the app stopped");
+        let agents = |n: usize| counted(n, "running agent");
+        print::line(&match running {
+            Some(n) if n > 0 && args.keep_terminals => format!(
+                "krad: the app stopped without closing its {}: under the tmux host they go on \
+                 running and the next `krad serve` takes them back; on PTYs they ended with it",
+                agents(n)
+            ),
+            Some(n) if n > 0 => format!("krad: the app stopped, and closed its {}", agents(n)),
+            _ => "krad: the app stopped".to_owned(),
+        });
     }
     Ok(Exit::Success)
 }
