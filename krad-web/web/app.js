@@ -602,6 +602,13 @@ $("#close-form").addEventListener("submit", (event) => {
   const request = target ? { target: Number(target) } : { environment };
   const what = target ? `agent ${target}: its program gets SIGHUP (SIGKILL after 5 s); its transcript stays on disk`
     : `environment ${environment}: its terminals, then its worktree and branch; the branch tip (uncommitted work committed first) is kept under refs/krad/archive/${environment}`;
+  // The agents a close of the environment ends, as the board knows them.
+  const running = target ? [] : [...agents.values()]
+    .filter((a) => a.environment === environment && a.state !== "exited")
+    .map((a) => (a.name ? `${a.terminal} (${a.name})` : `${a.terminal}`));
+  const ends = running.length
+    ? ` It ends ${running.length === 1 ? "1 running agent" : `${running.length} running agents`}: ${running.join(", ")}.`
+    : "";
   const go = async (force) => {
     try {
       await call({ Close: force ? { ...request, force: true } : request });
@@ -615,7 +622,7 @@ $("#close-form").addEventListener("submit", (event) => {
     }
   };
   panel.hidden = false;
-  put(panel, el("p", {}, `Close ${what}.`),
+  put(panel, el("p", {}, `Close ${what}.${ends}`),
     el("button", { type: "button", class: "danger", onclick: () => go(false) }, "close"), " ",
     el("button", { type: "button", onclick: () => { panel.hidden = true; } }, "cancel"));
 });

@@ -237,6 +237,26 @@ fn the_page_in_a_real_chromium_watches_types_answers_reviews_and_picks() {
     );
     browser.click("#close-form .confirm button.danger");
     browser.until(&format!("{} === null", row(spawned)), LONG);
+    // An environment's close names the agents it would end.
+    app.answered(json!({"CreateWorktree": {"name": "doomed"}}), "Environment");
+    let inside = app.spawn(json!({"profile": "exec", "environment": "doomed", "name": "inside", "command": ["sleep", "60"]}))["terminal"]
+        .as_u64()
+        .unwrap();
+    browser.until(&format!("{} !== null", row(inside)), LONG);
+    browser.eval(
+        "(() => { const f = document.querySelector('#close-form'); f.target.value = ''; \
+         f.environment.value = 'doomed'; f.querySelector('button[type=submit]').click(); \
+         return true; })()",
+    );
+    let confirm = browser.eval("document.querySelector('#close-form .confirm').innerText");
+    assert!(
+        confirm
+            .as_str()
+            .unwrap()
+            .contains(&format!("It ends 1 running agent: {inside} (inside).")),
+        "{confirm}"
+    );
+    assert_ne!(app.record(inside)["state"], "exited");
 }
 
 /// A program printing nothing, in its own terminal, for the round trips.
