@@ -612,7 +612,7 @@ $("#close-form").addEventListener("submit", (event) => {
   const go = async (force) => {
     try {
       await call({ Close: force ? { ...request, force: true } : request });
-      panel.hidden = true; result(`closed ${target ? "agent " + target : environment}`);
+      panel.hidden = true; result(`closed ${target ? "agent " + target : "environment " + environment}`);
     } catch (e) {
       if (e.code === "conflict" && !force) {
         put(panel, el("p", { class: "error" }, e.message),
