@@ -604,7 +604,7 @@ $("#close-form").addEventListener("submit", (event) => {
     : `environment ${environment}: its terminals, then its worktree and branch; the branch tip (uncommitted work committed first) is kept under refs/krad/archive/${environment}`;
   // The agents a close of the environment ends, as the board knows them.
   const running = target ? [] : [...agents.values()]
-    .filter((a) => a.environment === environment && a.state !== "exited")
+    .filter((a) => a.environment === environment && a.state !== "exited" && a.state !== "queued")
     .map((a) => (a.name ? `${a.terminal} (${a.name})` : `${a.terminal}`));
   const ends = running.length
     ? ` It ends ${running.length === 1 ? "1 running agent" : `${running.length} running agents`}: ${running.join(", ")}.`

@@ -39,6 +39,12 @@ impl AgentState {
         }
     }
 
+    /// Whether its program runs: neither still in the queue nor exited (what
+    /// a Close of its environment, or of the app, ends).
+    pub fn is_running(self) -> bool {
+        !matches!(self, AgentState::Queued | AgentState::Exited)
+    }
+
     /// Whether the agent has stopped working (`Wait`'s default condition): neither
     /// queued, starting nor working.
     pub fn is_stopped(self) -> bool {

@@ -1,7 +1,6 @@
 //! `krad close`: ends a terminal, or removes an environment (Close).
 
 use clap::ArgGroup;
-use krad_bus::protocol::AgentState;
 use krad_bus::request::close::Close;
 use krad_bus::request::list::List;
 
@@ -74,7 +73,7 @@ fn with_its_terminals(app: &AppConnection, environment: &str) -> String {
         .map(|reply| reply.answer)
         .unwrap_or_default()
         .iter()
-        .filter(|agent| agent.state != AgentState::Exited)
+        .filter(|agent| agent.state.is_running())
         .map(|agent| match &agent.name {
             Some(name) => format!("{} ({})", agent.terminal, render::one_line(name)),
             None => agent.terminal.to_string(),

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use krad_bus::protocol::{AgentState, counted};
+use krad_bus::protocol::counted;
 use krad_bus::request::list::List;
 use krad_bus::request::shutdown::Shutdown;
 use serde::Serialize;
@@ -33,7 +33,7 @@ pub(crate) fn run(args: StopArgs, connect: &ConnectArgs, json: bool) -> anyhow::
         reply
             .answer
             .iter()
-            .filter(|agent| agent.state != AgentState::Exited)
+            .filter(|agent| agent.state.is_running())
             .count()
     });
     let request = Shutdown {

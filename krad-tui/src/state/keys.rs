@@ -321,7 +321,7 @@ impl State {
                     let running: Vec<String> = self
                         .agents
                         .values()
-                        .filter(|a| a.environment == environment && a.state != AgentState::Exited)
+                        .filter(|a| a.environment == environment && a.state.is_running())
                         .map(|a| match &a.name {
                             Some(name) => {
                                 format!("{} ({})", a.terminal, crate::cells::one_line(name))

@@ -111,6 +111,7 @@ fn closing_an_environment_names_the_agents_it_ends() {
         record(json!({"terminal":8,"environment":"feat","state":"exited"})),
         record(json!({"terminal":9,"environment":"feat","state":"idle"})),
         record(json!({"terminal":10,"environment":"other","state":"working"})),
+        record(json!({"terminal":11,"environment":"feat","state":"queued"})),
     ]));
     state.selected = Some(RowKey::Group("env:feat".into()));
     state.key(KeyEvent::new(KeyCode::Char('x'), KeyModifiers::NONE));
