@@ -13,7 +13,7 @@
 # runnable so a difference can be told from a regression. Each set has its own directory.
 set -euo pipefail
 
-declare -A CLAUDE_VERSION=([latest]=2.1.332 [previous]=2.1.197)
+declare -A CLAUDE_VERSION=([latest]=2.1.337 [previous]=2.1.332)
 declare -A CODEX_VERSION=([latest]=0.171.0 [previous]=0.171.0)
 
 set_name=${KRAD_AGENT_CLIS:-latest}

@@ -135,10 +135,19 @@ fn reported_state(
 
 /// A report's message, for an agent that announces its own state: the state's
 /// message when it is in that state, else kept for the announcement to come.
+///
+/// An idle report while idle is the message of the turn whose `done` came
+/// without one; with no such turn, it is a turn's that the announcements have
+/// not reached yet (Codex's core ahead of its screen): shown now, and kept for
+/// that turn's `done` ([`Entry::reported_ahead`]).
 fn message_only(e: &mut Entry, state: AgentState, message: Option<&String>) -> bool {
     let source = e.record.state_source;
     match message {
         Some(message) if e.record.state == state => {
+            let awaited = std::mem::take(&mut e.turn_end_unreported);
+            if state == AgentState::Idle && !awaited && e.record.message.as_ref() != Some(message) {
+                e.reported_ahead = Some(message.clone());
+            }
             set_state(&mut e.record, state, source, Some(message.clone()))
         }
         // Ahead of the announcement: kept for it.

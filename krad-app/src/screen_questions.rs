@@ -13,7 +13,7 @@ struct Question {
     message: &'static str,
 }
 
-/// Claude Code 2.1 (checked against 2.1.197 and 2.1.332).
+/// Claude Code 2.1 (checked against 2.1.197, 2.1.332 and 2.1.337).
 const CLAUDE: &[Question] = &[
     Question {
         marker: "Is this a project you created or one you trust",

@@ -77,6 +77,15 @@ pub(crate) struct Entry {
     /// A report's message that came before the announcement of the state it
     /// belongs to (Codex's turn-complete notify before its `done`).
     pub pending_message: Option<String>,
+    /// A turn-complete report's message that came while the agent was idle
+    /// with no turn's end waiting for its message: Codex runs its notify from
+    /// its core, which can be a whole turn ahead of the announcements on its
+    /// screen (the report before the turn's `working`). Kept across that
+    /// `working` for the `done` that follows it.
+    pub reported_ahead: Option<String>,
+    /// A turn's end was announced (`done`) with no message yet: the report
+    /// that comes while it is idle is that turn's, not one ahead of it.
+    pub turn_end_unreported: bool,
     /// The agent's own permission dialog was seen on screen while it asked.
     pub dialog_seen: bool,
     /// Permission asks it raised on the bus (its PermissionRequest hook ran): a
@@ -495,6 +504,8 @@ impl Store {
                 first_turn_pending: false,
                 screen_question: None,
                 pending_message: None,
+                reported_ahead: None,
+                turn_end_unreported: false,
                 dialog_seen: false,
                 permission_asks: 0,
                 reports: 0,

@@ -463,10 +463,26 @@ fn announcement(e: &mut Entry, announced: &str, screen: Option<&str>) -> bool {
         return false;
     }
     match state {
-        // A new turn: what the last one said is no longer news.
-        AgentState::Working => e.pending_message = None,
+        // A new turn: what the last one said is no longer news (but a report
+        // of this very turn may have come ahead of it).
+        AgentState::Working => {
+            e.pending_message = None;
+            e.turn_end_unreported = false;
+        }
         // The turn's reply, if its report came before the announcement.
-        AgentState::Idle if message.is_none() => message = e.pending_message.take(),
+        AgentState::Idle => {
+            let pending = e.pending_message.take();
+            if turn_over {
+                let ahead = e.reported_ahead.take();
+                if message.is_none() {
+                    message = pending.or(ahead);
+                }
+                // Its report is still to come (a failed turn has its message).
+                e.turn_end_unreported = message.is_none();
+            } else if message.is_none() {
+                message = pending;
+            }
+        }
         _ => {}
     }
     let changed = e.record.state != AgentState::Exited

@@ -171,6 +171,51 @@ fn osc_7501_announcements_decide_and_reports_only_bring_messages() {
     assert_eq!(idle["state_source"], "hook");
 }
 
+/// Codex runs its turn-complete notify from its core, which can be ahead of
+/// the announcements on its screen: the report of a turn may come after that
+/// turn's `done`, before it (while `working`), or even before its `working`
+/// (while the last turn's idle is still on record). Each turn ends with its
+/// own message. (A title after each turn's `done` says when the app has read
+/// it: both come in order from the same output.)
+#[test]
+fn a_turn_s_report_is_its_message_whether_it_comes_before_during_or_after_the_turn() {
+    let app = App::start();
+    let id = app.spawn_sh(
+        "o() { printf '\\033]7501;state=%s\\007' \"$1\"; }; t() { printf '\\033]0;%s\\007' \"$1\"; }; \
+         o working; read a; o done; krad report idle --message one; t one-over; read b; \
+         krad report idle --message two; o working; o done; t two-over; read c; \
+         o working; o done; t three-over; read d; \
+         o working; krad report idle --message four; o done; t four-over; sleep 30",
+    );
+    let turn = |key: &str, over: &str| {
+        app.request(json!({"Send": {"target": id, "text": key, "enter": true}}));
+        app.until(id, Duration::from_secs(20), |r| r["title"] == over)
+    };
+    app.until(id, Duration::from_secs(20), |r| r["state"] == "working");
+    let after = turn("a", "one-over");
+    assert_eq!(
+        (&after["state"], &after["message"]),
+        (&json!("idle"), &json!("one"))
+    );
+    // Its report before its `working`: not lost when that `working` comes.
+    let ahead = turn("b", "two-over");
+    assert_eq!(
+        (&ahead["state"], &ahead["message"]),
+        (&json!("idle"), &json!("two"))
+    );
+    // A turn with no report says nothing: the last turn's message is gone.
+    let none = turn("c", "three-over");
+    assert_eq!(
+        (&none["state"], &none["message"]),
+        (&json!("idle"), &Value::Null)
+    );
+    let during = turn("d", "four-over");
+    assert_eq!(
+        (&during["state"], &during["message"]),
+        (&json!("idle"), &json!("four"))
+    );
+}
+
 #[test]
 fn a_login_screen_is_asking_until_it_is_gone_and_no_prompt_is_typed_into_it() {
     let dir = tempfile::tempdir().unwrap();
