@@ -430,7 +430,7 @@ pub(crate) fn running_app(repo: Option<&Path>) -> Result<api_json::ApiJson, Fail
         Some(repo) => repo.to_path_buf(),
         None => match std::env::current_dir() {
             Ok(dir) => dir,
-            Err(_) => return from_api_json(),
+            Err(_) => return from_api_json().map_err(|why| not_running(&why)),
         },
     };
     let git_dir = common_dir_of(&dir);
@@ -462,7 +462,18 @@ pub(crate) fn running_app(repo: Option<&Path>) -> Result<api_json::ApiJson, Fail
             ),
         });
     }
-    let found = from_api_json()?;
+    let found = from_api_json().map_err(|why| match &git_dir {
+        // In a repository: its own app is what was looked for first.
+        Some(_) => Failure::new(
+            Exit::Unreachable,
+            format!(
+                "no app serves the repository of {dir} (and api.json's app is not running: \
+                 {why}); start one with `krad serve` in it (`krad apps` lists the apps running)",
+                dir = dir.display()
+            ),
+        ),
+        None => not_running(&why),
+    })?;
     // In a repository no app serves, api.json's app (another repository's)
     // is reached as the contract says, but never silently.
     if let Some(here) = &git_dir
@@ -477,22 +488,23 @@ pub(crate) fn running_app(repo: Option<&Path>) -> Result<api_json::ApiJson, Fail
     Ok(found)
 }
 
-/// api.json of the app that is running (a stale or missing one: exit 7).
-fn from_api_json() -> Result<api_json::ApiJson, Failure> {
-    let path = api_json::default_path().map_err(|e| not_running(&e.to_string()))?;
+/// api.json of the app that is running; else why there is none (missing,
+/// stale or unreadable).
+fn from_api_json() -> Result<api_json::ApiJson, String> {
+    let path = api_json::default_path().map_err(|e| e.to_string())?;
     match api_json::read(&path) {
         Ok(found) => {
             if !api_json::pid_alive(found.pid) {
-                return Err(not_running(&format!(
+                return Err(format!(
                     "{} is stale: its app, pid {}, is gone",
                     path.display(),
                     found.pid
-                )));
+                ));
             }
             Ok(found)
         }
-        Err(ApiJsonError::Missing(path)) => Err(not_running(&format!("no {}", path.display()))),
-        Err(e) => Err(not_running(&e.to_string())),
+        Err(ApiJsonError::Missing(path)) => Err(format!("no {}", path.display())),
+        Err(e) => Err(e.to_string()),
     }
 }
 

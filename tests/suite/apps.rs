@@ -208,6 +208,30 @@ fn json_of(out: &Output) -> Value {
     serde_json::from_str(&stdout(out)).unwrap()
 }
 
+/// In a repository with no app and no other app running, `krad` says that
+/// no app serves this repository and how to start one, not only that
+/// api.json is missing.
+#[test]
+fn in_a_repository_no_app_serves_krad_says_so_and_how_to_start_one() {
+    let home = tempfile::tempdir().unwrap();
+    let repo = git_repo(home.path());
+    let out = krad_in(&repo, home.path(), &["ls"]);
+    assert_eq!(exit_code(&out), 7, "{}", stderr(&out));
+    let said = stderr(&out);
+    let expected = format!("no app serves the repository of {}", repo.display());
+    assert!(said.contains(&expected), "{said}");
+    assert!(said.contains("is not running"), "{said}");
+    assert!(said.contains("`krad serve`"), "{said}");
+    // Outside any repository: the plain "not running".
+    let out = krad_in(home.path(), home.path(), &["ls"]);
+    assert_eq!(exit_code(&out), 7, "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("krad: the app is not running"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn three_apps_in_three_repositories_are_each_found_from_their_own_folders() {
     let home = tempfile::tempdir().unwrap();
