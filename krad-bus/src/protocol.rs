@@ -62,6 +62,11 @@ pub fn counted(n: usize, noun: &str) -> String {
     }
 }
 
+/// A commit id as messages show it: its first 10 characters.
+pub fn short_commit(commit: &str) -> &str {
+    commit.get(..10).unwrap_or(commit)
+}
+
 /// The message of `unsupported_api_version`, exactly as the seed spells it.
 pub fn unsupported_version_message(asked: &serde_json::Number) -> String {
     format!("This app serves the agents API v{API_VERSION}, not v{asked}")
@@ -69,12 +74,14 @@ pub fn unsupported_version_message(asked: &serde_json::Number) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::counted;
+    use super::{counted, short_commit};
 
     #[test]
     fn a_count_takes_its_plural_unless_it_is_one() {
         assert_eq!(counted(1, "file"), "1 file");
         assert_eq!(counted(0, "file"), "0 files");
         assert_eq!(counted(3, "insertion"), "3 insertions");
+        assert_eq!(short_commit("0123456789abcdef"), "0123456789");
+        assert_eq!(short_commit("abc"), "abc");
     }
 }

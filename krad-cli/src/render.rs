@@ -224,7 +224,7 @@ pub(crate) fn wire_name<T: serde::Serialize>(value: &T) -> String {
     }
 }
 
-pub(crate) use krad_tui::{counted, elapsed, one_line, relative};
+pub(crate) use krad_tui::{counted, elapsed, one_line, relative, short_commit};
 
 /// A size in bytes for people: `512 B`, `4.0 KiB`, `1.2 GiB`.
 pub(crate) fn bytes(bytes: u64) -> String {

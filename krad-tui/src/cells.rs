@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use krad_bus::protocol::AgentRecord;
-pub use krad_bus::protocol::counted;
+pub use krad_bus::protocol::{counted, short_commit};
 
 /// How long the agent has been in its state (`12s`, `3m`, `5h`, `2d`; `?`
 /// when the app's timestamp cannot be read).

@@ -31,7 +31,7 @@ pub mod bench;
 use std::sync::Arc;
 
 pub use bus::Connect;
-pub use cells::{bytes_in, check_outcomes, counted, elapsed, one_line, relative};
+pub use cells::{bytes_in, check_outcomes, counted, elapsed, one_line, relative, short_commit};
 pub use terminal::TerminalGuard;
 
 /// How the home screen runs.

@@ -8,6 +8,7 @@ use krad_bus::request::archives::{Archives, RestoreArchive};
 use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
+use crate::render;
 
 /// Arguments of `krad archive`.
 #[derive(Debug, clap::Args)]
@@ -103,7 +104,7 @@ fn ls_lines(archives: &[ArchiveInfo]) -> Vec<String> {
             format!(
                 "{:width$}  {}  {}  {}{}{}",
                 a.name,
-                a.commit.get(..10).unwrap_or(&a.commit),
+                render::short_commit(&a.commit),
                 a.date,
                 a.subject,
                 if a.uncommitted { "  [uncommitted]" } else { "" },

@@ -10,6 +10,7 @@ use krad_bus::request::conflicts::Conflicts;
 use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
+use crate::render;
 
 /// Arguments of `krad conflicts`.
 #[derive(Debug, clap::Args)]
@@ -168,7 +169,7 @@ fn matrix(info: &ConflictsInfo) -> Vec<String> {
                 "{} against {} ({}): {}",
                 env.name,
                 base.environment,
-                short(&base.tip),
+                render::short_commit(&base.tip),
                 base.files.join(", ")
             ));
         }
@@ -198,11 +199,6 @@ fn cell(clean: bool, files: usize) -> String {
     } else {
         format!("!{files}")
     }
-}
-
-/// The first 10 characters of a commit id.
-fn short(commit: &str) -> &str {
-    commit.get(..10).unwrap_or(commit)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use krad_bus::request::update_environment::{UpdateEnvironment, UpdateHow};
 use crate::connect::{AppConnection, ConnectArgs};
 use crate::exit::Exit;
 use crate::print;
+use crate::render;
 
 /// Arguments of `krad env`.
 #[derive(Debug, clap::Args)]
@@ -102,7 +103,7 @@ pub(crate) fn run(args: EnvArgs, connect: &ConnectArgs, json: bool) -> anyhow::R
 
 /// What the update did.
 fn updated_line(u: &UpdatedInfo) -> String {
-    let tip = short(&u.base);
+    let tip = render::short_commit(&u.base);
     if u.before == u.head {
         format!(
             "{} is up to date with {} ({tip})",
@@ -118,14 +119,10 @@ fn updated_line(u: &UpdatedInfo) -> String {
             } else {
                 ""
             },
-            short(&u.before),
-            short(&u.head)
+            render::short_commit(&u.before),
+            render::short_commit(&u.head)
         )
     }
-}
-
-fn short(commit: &str) -> &str {
-    commit.get(..10).unwrap_or(commit)
 }
 
 #[cfg(test)]

@@ -316,7 +316,8 @@ pub(crate) fn run(args: VariantsArgs, connect: &ConnectArgs, json: bool) -> anyh
 
 /// What a pick did, in a line.
 pub(crate) fn picked_line(picked: &PickedInfo) -> String {
-    let (variant, branch, commit) = (picked.variant, &picked.branch, &picked.commit);
+    let (variant, branch) = (picked.variant, &picked.branch);
+    let commit = render::short_commit(&picked.commit);
     match &picked.into {
         Some(into) => format!("picked variant {variant} ({branch}) into {into}, now at {commit}"),
         None => format!("kept variant {variant} as branch {branch} at {commit}"),
@@ -329,7 +330,7 @@ pub(crate) fn dry_run_lines(picked: &PickedInfo) -> Vec<String> {
         return Vec::new();
     };
     let (variant, branch) = (picked.variant, &picked.branch);
-    let short = |c: &str| c.get(..10).unwrap_or(c).to_owned();
+    let short = render::short_commit;
     let mut lines = Vec::new();
     if !would.uncommitted.is_empty() {
         lines.push(format!(

@@ -89,7 +89,7 @@ pub(super) fn run(client: &Client, action: &Action) -> Result<Outcome, Refusal> 
                     picked.variant,
                     picked.group,
                     picked.into.as_deref().unwrap_or("its base"),
-                    picked.commit.get(..10).unwrap_or(&picked.commit)
+                    crate::cells::short_commit(&picked.commit)
                 ))
             }
         }

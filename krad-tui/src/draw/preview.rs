@@ -173,7 +173,7 @@ fn diff(frame: &mut Frame<'_>, area: Rect, state: &State, palette: &Palette) {
             &format!(
                 "No changes in {} since {}.",
                 changes.environment,
-                short(&changes.base)
+                crate::cells::short_commit(&changes.base)
             ),
             palette,
         );
@@ -264,10 +264,6 @@ fn clean(line: &str) -> String {
         .map(|c| if c == '\t' { ' ' } else { c })
         .filter(|c| !c.is_control())
         .collect()
-}
-
-fn short(commit: &str) -> &str {
-    commit.get(..10).unwrap_or(commit)
 }
 
 fn asks(frame: &mut Frame<'_>, area: Rect, state: &State, palette: &Palette) {

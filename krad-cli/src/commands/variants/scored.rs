@@ -142,7 +142,9 @@ fn merged_lines(merged: &MergedInfo) -> Vec<String> {
     for landed in &merged.landed {
         lines.push(format!(
             "  variant {} landed, {} now at {}",
-            landed.variant, merged.into, landed.commit
+            landed.variant,
+            merged.into,
+            render::short_commit(&landed.commit)
         ));
     }
     if let Some(stopped) = &merged.stopped {
@@ -251,7 +253,7 @@ pub(crate) fn board_lines(scores: &ScoresInfo) -> Vec<String> {
     let mut lines = vec![format!(
         "group {} (base {} from {})",
         scores.group,
-        scores.base.get(..10).unwrap_or(&scores.base),
+        render::short_commit(&scores.base),
         scores.base_environment
     )];
     lines.extend(table(&columns, &cells, terminal_width()));
