@@ -478,6 +478,8 @@ fn no_best_variant_shows_the_scores_and_picks_nothing() {
     let text = screen.until_shows("No pick by rule: no variant passed");
     assert!(text.contains("test failed(3)"), "{text}");
     assert!(text.contains("conflicts #2"), "{text}");
+    // Its wrapped lines do not push the keys out of the dialog.
+    assert!(text.contains("y yes"), "{text}");
     screen.keys(&["y"]);
     let text = screen.until_shows("of worse: branch krad/worse-");
     assert!(text.contains("mine.txt"), "{text}");

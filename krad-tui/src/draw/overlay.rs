@@ -156,18 +156,19 @@ pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, state: &State, palette: &P
         Mode::Apps(picker) => ("apps on this machine".to_owned(), apps(picker, palette)),
     };
     let width = area.width.saturating_sub(4).clamp(area.width.min(20), 90);
-    let height = (lines.len() as u16 + 2).min(area.height);
+    let block = Block::bordered().title(Span::styled(format!(" {title} "), palette.bold));
+    let paragraph = Paragraph::new(lines)
+        .block(block)
+        .wrap(Wrap { trim: false });
+    // As tall as its lines once wrapped inside the borders (a long line takes
+    // more than one row: counting lines would cut the last ones, the keys).
+    let rows = paragraph.line_count(width.saturating_sub(2));
+    let height = u16::try_from(rows).unwrap_or(u16::MAX).min(area.height);
     let x = area.x + (area.width - width) / 2;
     let y = area.y + (area.height - height) / 2;
     let dialog = Rect::new(x, y, width, height);
     frame.render_widget(Clear, dialog);
-    let block = Block::bordered().title(Span::styled(format!(" {title} "), palette.bold));
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        dialog,
-    );
+    frame.render_widget(paragraph, dialog);
 }
 
 /// The picker's lines: an app a line, the selected one marked, the screen's

@@ -155,3 +155,24 @@ fn the_help_fits_at_80_by_24() {
     }
     assert!(text.contains("any key closes this"), "{text}");
 }
+
+/// A confirmation whose lines wrap is as tall as its rows: its last lines
+/// and the keys to answer it are not cut (they were, by one row per wrap).
+#[test]
+fn a_confirm_with_long_lines_shows_its_last_line_and_its_keys() {
+    let mut state = State::showing(Vec::new());
+    let long = "No pick by rule: no variant passed every gating check on its work as it is \
+                now (krad variants check runs them)";
+    state.mode = Mode::Confirm(crate::state::Confirm {
+        lines: vec![
+            long.to_owned(),
+            String::new(),
+            long.replace("No pick by rule", "No best"),
+            "the last line".to_owned(),
+        ],
+        yes: crate::state::Action::Pick(krad_bus::request::pick_variant::PickVariant::default()),
+    });
+    let text = screen_text(&mut state, 100, 30);
+    assert!(text.contains("the last line"), "{text}");
+    assert!(text.contains("y yes"), "{text}");
+}
