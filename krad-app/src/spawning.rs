@@ -576,6 +576,11 @@ fn spawn_failed(id: u64, error: &SpawnError) -> ApiError {
         {
             if program.contains('/') {
                 format!("cannot start {program:?}: no such file")
+            } else if matches!(program.as_str(), "claude" | "codex") {
+                format!(
+                    "cannot start {program:?}: no such program on PATH; `krad doctor` says \
+                     how to install it"
+                )
             } else {
                 format!("cannot start {program:?}: no such program on PATH")
             }

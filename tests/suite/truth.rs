@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{App, code, exit_code, stderr};
+use crate::support::{App, Launch, code, exit_code, stderr};
 
 fn asks(app: &App) -> Vec<Value> {
     app.request(json!("Asks"))["Asks"]
@@ -340,6 +340,26 @@ fn a_failed_program_says_what_its_screen_said_last() {
     let message = answer["Error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("no such file"), "{answer}");
     assert!(!message.contains("PATH"), "{answer}");
+}
+
+/// An agent CLI missing from PATH is said so, with where to learn how to
+/// install it; any other program is only said missing.
+#[test]
+fn a_missing_agent_cli_says_how_to_install_it() {
+    let app = App::launch(Launch {
+        env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+        ..Launch::default()
+    });
+    let answer = app.request(json!({"Spawn": {"profile": "codex", "prompt": "fix it"}}));
+    assert_eq!(code(&answer), "failed", "{answer}");
+    assert_eq!(
+        answer["Error"]["message"],
+        "cannot start \"codex\": no such program on PATH; `krad doctor` says how to install it"
+    );
+    let answer = app.request(json!({"Spawn": {"profile": "exec",
+        "command": ["no-such-program-krad"]}}));
+    let message = answer["Error"]["message"].as_str().unwrap_or_default();
+    assert!(message.ends_with("no such program on PATH"), "{answer}");
 }
 
 #[test]
