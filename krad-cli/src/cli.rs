@@ -35,7 +35,7 @@ use crate::exit::{Exit, exit_codes_help};
         "  krad ui                     the app in a browser: board, terminals, asks, diffs\n",
         "  krad subscribe | jq -c .    every change as a JSON line\n",
         "  krad api                    the API version, build and pid the app serves\n",
-        "  krad doctor                 what is wrong: agents whose hooks did not run, hosts down\n",
+        "  krad doctor                 what is missing here (agent CLIs, tmux, ...) and what is wrong\n",
         "  krad apps                   every app running here: repository, agents, page\n",
         "  krad ls --repo ~/src/other  the agents of the app serving another repository\n",
         "  krad code -- cargo test -q  run a program in an environment, no terminal\n",
@@ -135,7 +135,7 @@ pub(crate) enum Command {
     Api(commands::api::ApiArgs),
     /// List the apps running on this machine: repository, bus, pid, agents, page.
     Apps(commands::apps::AppsArgs),
-    /// Show what is wrong: agents whose hooks did not run, hosts whose link is down.
+    /// Show what is missing or wrong: this machine (agent CLIs, tmux, bubblewrap, git), the app, agents whose hooks did not run, hosts whose link is down.
     Doctor(commands::doctor::DoctorArgs),
     /// List the agents: id, name, environment, profile, state and last message (List).
     Ls(commands::ls::LsArgs),
