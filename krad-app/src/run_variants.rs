@@ -158,7 +158,7 @@ fn known_profile(spawner: &Spawner, request: &RunVariants) -> Result<String, Api
 fn names_are_free(spawner: &Spawner, group: &str, count: u32) -> Result<(), ApiError> {
     if spawner.store.has_group(group) {
         return Err(environments::conflict(
-            format!("variant group {group:?} exists"),
+            format!("variant group {group:?} exists; choose another name"),
             json!({ "group": group }),
         ));
     }
@@ -166,7 +166,7 @@ fn names_are_free(spawner: &Spawner, group: &str, count: u32) -> Result<(), ApiE
         let name = format!("{group}-{n}");
         if spawner.environments.check(&name).is_ok() {
             return Err(environments::conflict(
-                format!("environment {name:?} exists"),
+                format!("environment {name:?} exists; choose another group name"),
                 json!({ "environment": name }),
             ));
         }

@@ -69,18 +69,38 @@ fn create_worktree_makes_an_environment_on_its_own_branch() {
 fn create_worktree_failures_are_clear_and_change_nothing() {
     let app = app_with_commit(None);
     create(&app, "taken");
+    // Each refusal says what to do next where there is something to do.
     let cases = [
-        (json!({"name": "taken"}), "conflict"),
-        (json!({"name": "main"}), "conflict"),
-        (json!({"name": "other", "branch": "krad/taken"}), "conflict"),
-        (json!({"name": "other", "base": "no-such-ref"}), "not_found"),
-        (json!({"name": "../escape"}), "invalid"),
-        (json!({"name": "bad", "branch": "a..b"}), "invalid"),
-        (json!({"name": 7}), "bad_request"),
+        (
+            json!({"name": "taken"}),
+            "conflict",
+            "environment \"taken\" exists; choose another name, or close it first (`krad close --env taken`)",
+        ),
+        (
+            json!({"name": "main"}),
+            "conflict",
+            "environment \"main\" is the repository's own checkout; choose another name",
+        ),
+        (
+            json!({"name": "other", "branch": "krad/taken"}),
+            "conflict",
+            "branch \"krad/taken\" exists; choose another name, or another branch",
+        ),
+        (
+            json!({"name": "other", "base": "no-such-ref"}),
+            "not_found",
+            "",
+        ),
+        (json!({"name": "../escape"}), "invalid", ""),
+        (json!({"name": "bad", "branch": "a..b"}), "invalid", ""),
+        (json!({"name": 7}), "bad_request", ""),
     ];
-    for (fields, expected) in cases {
+    for (fields, expected, said) in cases {
         let answer = app.request(json!({"CreateWorktree": fields}));
         assert_eq!(code(&answer), expected, "{fields} → {answer}");
+        if !said.is_empty() {
+            assert_eq!(answer["Error"]["message"], said, "{fields}");
+        }
     }
     assert_eq!(environments(&app).len(), 2);
 }

@@ -30,9 +30,18 @@ pub(super) async fn check_available(
     branch: &str,
     path: &Path,
 ) -> Result<(), ApiError> {
-    if name == MAIN || envs.store.environment(name).is_some() {
+    if name == MAIN {
         return Err(conflict(
-            format!("environment {name:?} exists"),
+            format!("environment {name:?} is the repository's own checkout; choose another name"),
+            json!({ "environment": name }),
+        ));
+    }
+    if envs.store.environment(name).is_some() {
+        return Err(conflict(
+            format!(
+                "environment {name:?} exists; choose another name, or close it first \
+                 (`krad close --env {name}`)"
+            ),
             json!({ "environment": name }),
         ));
     }
@@ -52,7 +61,7 @@ pub(super) async fn check_available(
         .await?
     {
         return Err(conflict(
-            format!("branch {branch:?} exists"),
+            format!("branch {branch:?} exists; choose another name, or another branch"),
             json!({ "branch": branch }),
         ));
     }
